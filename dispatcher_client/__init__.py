@@ -1,0 +1,1 @@
+"""What a dispatcher imports to talk to rollout-sidecar (httpx + pydantic only)."""

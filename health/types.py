@@ -1,0 +1,122 @@
+"""Shared value types of the health pipeline: check contracts, findings and rollout digests.
+
+These are the types every stage agrees on. The per-record step produces a
+:class:`RolloutDigest`; the reducer consumes them; the report writers render them.
+Field names and defaults follow NeMo Gym 0.7.0's ``nemo_gym.health.types``.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "CheckInput",
+    "CheckScope",
+    "CheckSpec",
+    "CheckSubject",
+    "Finding",
+    "HealthCheckResult",
+    "RolloutDigest",
+    "TaskIndex",
+    "Verdict",
+]
+
+Verdict = Literal["healthy", "unhealthy", "unobserved"]
+TaskIndex = int | str
+
+
+class CheckScope(enum.Enum):
+    ROLLOUT = "rollout"
+    TASK = "task"
+    RUN = "run"
+
+
+class CheckSubject(enum.Enum):
+    CHECK_EXECUTION = "check_execution"
+    RECORD = "record"
+    ROLLOUT = "rollout"
+    AGENT_TURN = "agent_turn"
+    MODEL_CALL = "model_call"
+    TRAJECTORY_CAPTURE = "trajectory_capture"
+    TASK = "task"
+
+
+class CheckInput(enum.Enum):
+    """Persisted or derived evidence a check needs; missing evidence makes it unobserved."""
+
+    RECORD = "record"
+    TRAJECTORY = "trajectory"
+    AGENT_TURNS = "agent_turns"
+    BOUND_CALLS = "bound_calls"
+    OWNED_MODEL_CALLS = "owned_model_calls"
+    OBSERVED_MODEL_CALLS = "observed_model_calls"
+    REPEAT_VERDICTS = "repeat_verdicts"
+    REPEAT_DIGESTS = "repeat_digests"
+
+
+class CheckSpec(BaseModel):
+    """Stable, self-describing contract of one check: what it judges and what it reads."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    evaluation_scope: CheckScope
+    subject: CheckSubject
+    reads: frozenset[CheckInput]
+
+    @field_validator("reads")
+    @classmethod
+    def _require_one_call_binding_view(cls, reads: frozenset[CheckInput]) -> frozenset[CheckInput]:
+        if {CheckInput.BOUND_CALLS, CheckInput.OWNED_MODEL_CALLS} <= reads:
+            raise ValueError("a check reads at most one of bound_calls / owned_model_calls")
+        return reads
+
+
+class Finding(BaseModel):
+    """Evidence emitted by a check. Checks never emit verdicts."""
+
+    check: str
+    subject: dict[str, int | str]
+    locator: dict[str, int | str] | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class RolloutDigest(BaseModel):
+    """Everything the run-level stages need to know about one physical rollout line.
+
+    ``ordinal`` is the 0-based position among non-blank input lines across all files; it is
+    not part of NeMo Gym's digest but lets a reducer that receives digests out of order
+    restore input order (row ties, ``HealthCheckResult.rollouts``).
+    """
+
+    task_index: TaskIndex
+    rollout_index: TaskIndex
+    stage_index: TaskIndex | None = None
+    rollout_id: str
+    verdict: Verdict
+    findings: list[Finding]
+    unobserved: list[str]
+    capture_observed: bool
+    policy_calls_observed: bool = False
+    model_calls: int = 0
+    successful_model_calls: int = 0
+    model_call_errors: int = 0
+    errors_by_status: dict[str, int] = Field(default_factory=dict)
+    ended_on_error: bool = False
+    duplicated_calls: int = 0
+    transcript_prompt_tokens: int = 0
+    transcript_completion_tokens: int = 0
+    capture_prompt_tokens: int = 0
+    capture_completion_tokens: int = 0
+    ordinal: int = 0
+
+
+class HealthCheckResult(BaseModel):
+    summary: dict[str, Any]
+    rollouts: list[RolloutDigest]
+    summary_path: Path
+    verdicts_path: Path
