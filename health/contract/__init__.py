@@ -1,0 +1,37 @@
+"""The ``ng_trajectory`` contract: pydantic v2 models and the canonical (dumped) trajectory.
+
+Imports pydantic and the standard library only: light clients (``sidecar.rollout_perf``)
+import it without the rest of the health pipeline.
+"""
+
+from __future__ import annotations
+
+from .canonical import TrajectoryOutcome, canonical_trajectory, validate_trajectory
+from .models import (
+    AgentInvocation,
+    ModelCallRef,
+    ModelServerRef,
+    ObservationGap,
+    TrajectoryModelCall,
+    TrajectoryRecord,
+    TrajectoryResponseMetadata,
+    TrajectoryTokenStats,
+    TrajectoryToolCall,
+    TrajectoryTurn,
+)
+
+__all__ = [
+    "AgentInvocation",
+    "ModelCallRef",
+    "ModelServerRef",
+    "ObservationGap",
+    "TrajectoryModelCall",
+    "TrajectoryOutcome",
+    "TrajectoryRecord",
+    "TrajectoryResponseMetadata",
+    "TrajectoryTokenStats",
+    "TrajectoryToolCall",
+    "TrajectoryTurn",
+    "canonical_trajectory",
+    "validate_trajectory",
+]
