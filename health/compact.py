@@ -1,0 +1,188 @@
+"""A compact, picklable form of :class:`~health.types.RolloutDigest`.
+
+Workers send these back over the process pool and the reducer keeps one per rollout, so
+they must be small: findings are pre-rendered to their report JSON (subjects are implied
+by the check scope, spec §7), the ``unobserved`` list becomes a bitmask over the rollout
+checks in registry order, and the boolean fields are packed into one integer. A typical
+digest costs a few hundred bytes instead of several kilobytes of pydantic objects.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import orjson
+
+from .registry import CHECK_IDS, ROLLOUT_CHECK_IDS
+from .types import Finding, RolloutDigest, TaskIndex, Verdict
+
+__all__ = [
+    "VERDICTS",
+    "CompactDigest",
+    "compact_digest",
+    "dumps_compact",
+    "expand_digest",
+    "rollout_subject",
+    "unobserved_ids",
+]
+
+VERDICTS: tuple[Verdict, Verdict, Verdict] = ("healthy", "unhealthy", "unobserved")
+HEALTHY, UNHEALTHY, UNOBSERVED = 0, 1, 2
+_VERDICT_CODE: dict[str, int] = {verdict: code for code, verdict in enumerate(VERDICTS)}
+_ROLLOUT_BIT: dict[str, int] = {check: 1 << pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
+_CHECK_POS: dict[str, int] = {check: pos for pos, check in enumerate(CHECK_IDS)}
+DUPLICATE_CHECK_POS = _CHECK_POS["rollout_duplicate_identity"]
+
+CAPTURE_OBSERVED = 1
+POLICY_CALLS_OBSERVED = 2
+ENDED_ON_ERROR = 4
+
+
+class CompactDigest(NamedTuple):
+    """One rollout's digest, as a flat tuple (field meanings follow ``RolloutDigest``)."""
+
+    ordinal: int
+    task_index: TaskIndex
+    rollout_index: TaskIndex
+    stage_index: TaskIndex | None
+    rollout_id: str
+    verdict: int
+    findings: bytes
+    """Compact JSON array of ``{"check", "locator"?, "detail"}`` objects, as rows write them."""
+    finding_checks: tuple[int, ...]
+    """``CHECK_IDS`` positions of the findings, in order (-1 for an unknown ID)."""
+    unobserved: int | tuple[str, ...]
+    """Bitmask over ``ROLLOUT_CHECK_IDS``, or the explicit list if it is not in registry order."""
+    flags: int
+    model_calls: int
+    successful_model_calls: int
+    model_call_errors: int
+    errors_by_status: tuple[tuple[str, int], ...]
+    duplicated_calls: int
+    transcript_prompt_tokens: int
+    transcript_completion_tokens: int
+    capture_prompt_tokens: int
+    capture_completion_tokens: int
+
+
+def dumps_compact(value: Any) -> bytes:
+    """Compact JSON as orjson writes it; integers orjson cannot hold fall back to ``json``."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def rollout_subject(task_index: TaskIndex, rollout_index: TaskIndex) -> dict[str, TaskIndex]:
+    """The subject every rollout-scope finding carries (spec §7)."""
+    return {"_ng_task_index": task_index, "_ng_rollout_index": rollout_index}
+
+
+def _render_findings(findings: list[Finding]) -> bytes:
+    if not findings:
+        return b"[]"
+    rendered: list[dict[str, Any]] = []
+    for finding in findings:
+        item: dict[str, Any] = {"check": finding.check}
+        if finding.locator is not None:
+            item["locator"] = finding.locator
+        item["detail"] = finding.detail
+        rendered.append(item)
+    return dumps_compact(rendered)
+
+
+def _unobserved_mask(unobserved: list[str]) -> int | tuple[str, ...]:
+    mask = 0
+    last = 0
+    for check in unobserved:
+        bit = _ROLLOUT_BIT.get(check, 0)
+        if bit <= last:
+            return tuple(unobserved)
+        mask |= bit
+        last = bit
+    return mask
+
+
+def compact_digest(digest: RolloutDigest) -> CompactDigest:
+    """Pack ``digest`` (the per-record step's output) into its compact form."""
+    flags = (
+        (CAPTURE_OBSERVED if digest.capture_observed else 0)
+        | (POLICY_CALLS_OBSERVED if digest.policy_calls_observed else 0)
+        | (ENDED_ON_ERROR if digest.ended_on_error else 0)
+    )
+    return CompactDigest(
+        digest.ordinal,
+        digest.task_index,
+        digest.rollout_index,
+        digest.stage_index,
+        digest.rollout_id,
+        _VERDICT_CODE[digest.verdict],
+        _render_findings(digest.findings),
+        tuple(_CHECK_POS.get(finding.check, -1) for finding in digest.findings),
+        _unobserved_mask(digest.unobserved),
+        flags,
+        digest.model_calls,
+        digest.successful_model_calls,
+        digest.model_call_errors,
+        tuple(digest.errors_by_status.items()),
+        digest.duplicated_calls,
+        digest.transcript_prompt_tokens,
+        digest.transcript_completion_tokens,
+        digest.capture_prompt_tokens,
+        digest.capture_completion_tokens,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _ids_of_mask(mask: int) -> tuple[str, ...]:
+    return tuple(check for check in ROLLOUT_CHECK_IDS if mask & _ROLLOUT_BIT[check])
+
+
+def unobserved_ids(digest: CompactDigest) -> tuple[str, ...]:
+    """The digest's ``unobserved`` check IDs, in the order they were marked."""
+    if isinstance(digest.unobserved, int):
+        return _ids_of_mask(digest.unobserved)
+    return digest.unobserved
+
+
+def expand_digest(digest: CompactDigest, duplicate_count: int = 0) -> RolloutDigest:
+    """Rebuild the full ``RolloutDigest``, with the duplicate-identity finding if any (spec §9)."""
+    subject = rollout_subject(digest.task_index, digest.rollout_index)
+    findings = [
+        Finding(check=item["check"], subject=subject, locator=item.get("locator"), detail=item["detail"])
+        for item in orjson.loads(digest.findings)
+    ]
+    verdict = VERDICTS[digest.verdict]
+    if duplicate_count >= 2:
+        findings.append(
+            Finding(
+                check="rollout_duplicate_identity",
+                subject=subject,
+                detail={"duplicate_count": duplicate_count},
+            )
+        )
+        verdict = "unhealthy"
+    return RolloutDigest.model_construct(
+        task_index=digest.task_index,
+        rollout_index=digest.rollout_index,
+        stage_index=digest.stage_index,
+        rollout_id=digest.rollout_id,
+        verdict=verdict,
+        findings=findings,
+        unobserved=list(unobserved_ids(digest)),
+        capture_observed=bool(digest.flags & CAPTURE_OBSERVED),
+        policy_calls_observed=bool(digest.flags & POLICY_CALLS_OBSERVED),
+        model_calls=digest.model_calls,
+        successful_model_calls=digest.successful_model_calls,
+        model_call_errors=digest.model_call_errors,
+        errors_by_status=dict(digest.errors_by_status),
+        ended_on_error=bool(digest.flags & ENDED_ON_ERROR),
+        duplicated_calls=digest.duplicated_calls,
+        transcript_prompt_tokens=digest.transcript_prompt_tokens,
+        transcript_completion_tokens=digest.transcript_completion_tokens,
+        capture_prompt_tokens=digest.capture_prompt_tokens,
+        capture_completion_tokens=digest.capture_completion_tokens,
+        ordinal=digest.ordinal,
+    )

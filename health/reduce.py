@@ -1,0 +1,231 @@
+"""The run-level reducer: duplicate identities (§9), task reduction (§11), summary (§12), rows (§13).
+
+One :class:`HealthReducer` serves both callers. The batch runner feeds it every digest of
+a run, in whatever order its workers finish; the live service keeps one per run and feeds
+digests as rollouts complete. Either way the summary and rows can be produced at any
+moment and equal what a batch run over the same digests writes.
+
+Resident state is one :class:`~health.compact.CompactDigest` per rollout plus two small
+indexes (identity counts, task membership) and running totals, so a 100k-rollout run
+stays in the tens of megabytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .compact import (
+    CAPTURE_OBSERVED,
+    DUPLICATE_CHECK_POS,
+    ENDED_ON_ERROR,
+    POLICY_CALLS_OBSERVED,
+    VERDICTS,
+    CompactDigest,
+    compact_digest,
+    expand_digest,
+)
+from .ignored import normalize_ignored_checks
+from .registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
+from .report import render_row, render_summary, row_sort_key, task_sort_key, write_reports
+from .tasks import RepeatInput, TaskOutcome, reduce_task, task_findings
+from .types import Finding, RolloutDigest, TaskIndex
+
+__all__ = ["HealthReducer"]
+
+_Identity = tuple[TaskIndex | None, TaskIndex, TaskIndex]
+_ROLLOUT_POS = {check: pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
+_DUPLICATE_CHECK = "rollout_duplicate_identity"
+_TOKEN_KEYS = ("prompt", "completion", "capture_prompt", "capture_completion")
+
+
+@lru_cache(maxsize=4096)
+def _mask_positions(mask: int) -> tuple[int, ...]:
+    return tuple(pos for pos in range(len(ROLLOUT_CHECK_IDS)) if mask >> pos & 1)
+
+
+class HealthReducer:
+    """Accumulates rollout digests and renders the run's reports on demand.
+
+    Digests may arrive in any order; ``ordinal`` (input position) restores input order
+    wherever it matters. Adding a digest to a task that was already closed simply
+    re-opens it: task outcomes are always recomputed from the current digests.
+    """
+
+    def __init__(self, ignored_checks: str | Iterable[str] | None = ()) -> None:
+        self.ignored_checks: frozenset[str] = frozenset(normalize_ignored_checks(ignored_checks))
+        self._check_duplicates = _DUPLICATE_CHECK not in self.ignored_checks
+        self._entries: list[CompactDigest] = []
+        self._identities: dict[_Identity, int] = {}
+        self._tasks: dict[TaskIndex, list[int]] = {}
+        self._captures = 0
+        self._unobserved = [0] * len(ROLLOUT_CHECK_IDS)
+        self._issues = [0] * len(CHECK_IDS)
+        self._errors_total = 0
+        self._errors_by_status: dict[str, int] = {}
+        self._rollouts_affected = 0
+        self._ended_on_error = 0
+        self._replayed = 0
+        self._replay_rollouts = 0
+        self._tokens = [0, 0, 0, 0]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def add(self, digest: RolloutDigest) -> None:
+        """Take one rollout's digest (preliminary verdict, before the duplicate pass)."""
+        self.add_compact(compact_digest(digest))
+
+    def add_compact(self, digest: CompactDigest) -> None:
+        """Same as :meth:`add`, for a digest already packed by :func:`~health.compact.compact_digest`."""
+        position = len(self._entries)
+        self._entries.append(digest)
+        identity = (digest.stage_index, digest.task_index, digest.rollout_index)
+        self._identities[identity] = self._identities.get(identity, 0) + 1
+        self._tasks.setdefault(digest.task_index, []).append(position)
+        if digest.flags & CAPTURE_OBSERVED:
+            self._captures += 1
+        if isinstance(digest.unobserved, int):
+            for pos in _mask_positions(digest.unobserved):
+                self._unobserved[pos] += 1
+        else:
+            for check in set(digest.unobserved):
+                if check in _ROLLOUT_POS:
+                    self._unobserved[_ROLLOUT_POS[check]] += 1
+        for pos in digest.finding_checks:
+            if pos >= 0:
+                self._issues[pos] += 1
+        if digest.model_call_errors:
+            self._errors_total += digest.model_call_errors
+            self._rollouts_affected += 1
+        for status, count in digest.errors_by_status:
+            self._errors_by_status[status] = self._errors_by_status.get(status, 0) + count
+        if digest.flags & ENDED_ON_ERROR:
+            self._ended_on_error += 1
+        if digest.duplicated_calls:
+            self._replayed += digest.duplicated_calls
+            self._replay_rollouts += 1
+        tokens = self._tokens
+        tokens[0] += digest.transcript_prompt_tokens
+        tokens[1] += digest.transcript_completion_tokens
+        tokens[2] += digest.capture_prompt_tokens
+        tokens[3] += digest.capture_completion_tokens
+
+    def extend(self, digests: Iterable[CompactDigest]) -> None:
+        """Add many packed digests."""
+        for digest in digests:
+            self.add_compact(digest)
+
+    def _duplicate_count(self, digest: CompactDigest) -> int:
+        if not self._check_duplicates:
+            return 0
+        count = self._identities[(digest.stage_index, digest.task_index, digest.rollout_index)]
+        return count if count >= 2 else 0
+
+    def _final_verdict(self, digest: CompactDigest) -> int:
+        return 1 if self._duplicate_count(digest) else digest.verdict
+
+    def _task_outcome(self, task_index: TaskIndex, positions: list[int]) -> TaskOutcome:
+        members = []
+        for position in positions:
+            digest = self._entries[position]
+            members.append(
+                RepeatInput(
+                    digest.rollout_index,
+                    VERDICTS[self._final_verdict(digest)],
+                    bool(digest.flags & POLICY_CALLS_OBSERVED),
+                    digest.successful_model_calls,
+                )
+            )
+        return reduce_task(task_index, members, self.ignored_checks)
+
+    def close_task(self, task_index: TaskIndex) -> list[Finding]:
+        """Task-level findings for ``task_index`` given the digests seen so far (empty if unknown)."""
+        positions = self._tasks.get(task_index)
+        if not positions:
+            return []
+        return task_findings(self._task_outcome(task_index, positions))
+
+    def task_outcomes(self) -> list[TaskOutcome]:
+        """Every task group's outcome, in first-seen order."""
+        return [self._task_outcome(task, positions) for task, positions in self._tasks.items()]
+
+    def summary(self) -> dict[str, Any]:
+        """``quality_summary.json`` content as if the run ended now (spec §12)."""
+        records = len(self._entries)
+        verdicts = [0, 0, 0]
+        duplicate_findings = 0
+        for digest in self._entries:
+            if self._check_duplicates and self._duplicate_count(digest):
+                verdicts[1] += 1
+                duplicate_findings += 1
+            else:
+                verdicts[digest.verdict] += 1
+        outcomes = self.task_outcomes()
+        issues = list(self._issues)
+        issues[DUPLICATE_CHECK_POS] += duplicate_findings
+        task_coverage = {check: {"evaluated": 0, "unobserved": 0, "ignored": 0} for check in TASK_CHECK_IDS}
+        for outcome in outcomes:
+            task_coverage["task_consistently_unhealthy"][outcome.consistently_unhealthy] += 1
+            task_coverage["task_no_successful_model_calls"][outcome.no_successful_calls] += 1
+            for flag in outcome.flags:
+                issues[CHECK_IDS.index(flag)] += 1
+        coverage: dict[str, dict[str, int]] = {}
+        for pos, check in enumerate(ROLLOUT_CHECK_IDS):
+            if check in self.ignored_checks:
+                coverage[check] = {"evaluated": 0, "unobserved": 0, "ignored": records}
+            else:
+                unobserved = self._unobserved[pos]
+                coverage[check] = {"evaluated": records - unobserved, "unobserved": unobserved, "ignored": 0}
+        coverage.update(task_coverage)
+        tasks: dict[str, dict[str, Any]] = {}
+        for outcome in sorted(outcomes, key=lambda o: task_sort_key(o.task_index)):
+            tasks[str(outcome.task_index)] = {
+                "repeats": outcome.repeats,
+                "healthy": outcome.healthy,
+                "unhealthy": outcome.unhealthy,
+                "unobserved": outcome.unobserved,
+                "flags": list(outcome.flags),
+            }
+        return {
+            "run": {
+                "ignored_checks": sorted(self.ignored_checks),
+                "artifacts": {"records": records, "captures": self._captures, "coverage": coverage},
+                "verdicts": dict(zip(VERDICTS, verdicts, strict=True)),
+                "issues": dict(zip(CHECK_IDS, issues, strict=True)),
+                "stats": {
+                    "model_call_errors": {
+                        "total": self._errors_total,
+                        "by_status": dict(sorted(self._errors_by_status.items())),
+                        "rollouts_affected": self._rollouts_affected,
+                        "ended_on_error": self._ended_on_error,
+                    },
+                    "duplicated_calls": {"replayed": self._replayed, "rollouts": self._replay_rollouts},
+                    "tokens": dict(zip(_TOKEN_KEYS, self._tokens, strict=True)),
+                },
+            },
+            "tasks": tasks,
+        }
+
+    def summary_bytes(self) -> bytes:
+        """Exact ``quality_summary.json`` content (no trailing newline)."""
+        return render_summary(self.summary())
+
+    def iter_verdict_lines(self) -> Iterator[bytes]:
+        """Exact ``rollout_verdicts.jsonl`` lines, newline included, in report order (spec §13)."""
+        for digest in sorted(self._entries, key=row_sort_key):
+            yield render_row(digest, self._duplicate_count(digest))
+
+    def compact_digests(self) -> list[CompactDigest]:
+        """The packed digests in input (ordinal) order, before the duplicate pass."""
+        return sorted(self._entries, key=lambda digest: digest.ordinal)
+
+    def digests(self) -> list[RolloutDigest]:
+        """Post-duplicate digests in input (ordinal) order, as ``HealthCheckResult.rollouts`` holds them."""
+        return [expand_digest(digest, self._duplicate_count(digest)) for digest in self.compact_digests()]
+
+    def write(self, output_dir: str | Path) -> tuple[Path, Path]:
+        """Write ``quality_summary.json`` then ``rollout_verdicts.jsonl`` into ``output_dir`` (spec §14)."""
+        return write_reports(Path(output_dir), self.summary_bytes(), self.iter_verdict_lines())
