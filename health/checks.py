@@ -1,0 +1,256 @@
+"""The rollout-level check rules (spec §7) and their check-specific evidence gates (§6.4).
+
+A rule turns :class:`~health.evidence.Evidence` into raw findings, ``(locator, detail)``
+pairs, in the order the check emits them. Generic gating by the inputs a check reads lives
+in :mod:`health.digest`; what is specific to one check (which binding view must be
+non-empty, the token comparison's and the runaway check's extra preconditions) lives in its
+:class:`CheckRule` here. A rule may raise: the caller reports ``check_execution_error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .content import has_tool_call, nonempty, response_has_content
+from .evidence import CONTRADICTION_GAP_KINDS, Binding, Call, Evidence, is_failed, is_successful
+
+__all__ = [
+    "LENGTH_FINISH_REASONS",
+    "ROLLOUT_RULES",
+    "CheckRule",
+    "RawFinding",
+    "chains_ended_on_failure",
+]
+
+RawFinding = tuple[dict[str, Any] | None, dict[str, Any]]
+Rule = Callable[[Evidence], list[RawFinding]]
+Gate = Callable[[Evidence, Binding], bool]
+
+LENGTH_FINISH_REASONS: frozenset[str] = frozenset({"length", "max_output_tokens", "max_tokens"})
+_NO_TURN_ACTIVITY = {"reason": "no agent turn with model activity"}
+_HOLLOW = {"reason": "agent turn has no message or tool calls"}
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRule:
+    """How to run one rollout check once its generic input gates have passed.
+
+    ``gate`` decides, given the binding view the check reads, whether the check has enough
+    evidence; returning ``False`` makes it unobserved.
+    """
+
+    run: Rule
+    gate: Gate | None = None
+
+
+def _bound_locator(call: Call, position: int) -> dict[str, Any]:
+    return {"call_id": str(call.model_call_id or call.response_id or position)}
+
+
+def _turn_steps(ev: Evidence) -> list[tuple[int, bool, bool, bool]]:
+    """Per turn: (turn_no, has_message, has_tool_calls, has_references); may raise TypeError."""
+    turns = ev.trajectory.turns if ev.trajectory is not None else []
+    return [
+        (
+            turn.turn_no,
+            nonempty(turn.answer) or nonempty(turn.reasoning_content),
+            has_tool_call(turn.answer),
+            bool(turn.model_calls),
+        )
+        for turn in turns
+    ]
+
+
+def _missing_agent_turns(ev: Evidence) -> list[RawFinding]:
+    if any(message or tools or refs for _, message, tools, refs in _turn_steps(ev)):
+        return []
+    return [(None, dict(_NO_TURN_ACTIVITY))]
+
+
+def _agent_turn_hollow(ev: Evidence) -> list[RawFinding]:
+    return [
+        ({"turn": turn_no}, dict(_HOLLOW))
+        for turn_no, message, tools, _ in _turn_steps(ev)
+        if not message and not tools
+    ]
+
+
+def _chain_order_key(call: Call) -> tuple[float, int]:
+    return (call.started_at or 0.0, call.call_index or 0)
+
+
+def chains_ended_on_failure(calls: Iterable[Call]) -> list[tuple[list[Call], Call]]:
+    """Per-model chains whose last call failed (spec §7.3), with that last call."""
+    chains: dict[tuple[str, str] | None, list[Call]] = {}
+    for call in calls:
+        chains.setdefault(call.model_ref, []).append(call)
+    ended: list[tuple[list[Call], Call]] = []
+    for chain in chains.values():
+        failed = [is_failed(call) for call in chain]
+        if not any(failed):
+            continue
+        ordered = sorted(chain, key=_chain_order_key)
+        if all(failed) or (all(call.started_at is not None for call in chain) and is_failed(ordered[-1])):
+            ended.append((chain, ordered[-1]))
+    return ended
+
+
+def _ended_on_failed_call(ev: Evidence) -> list[RawFinding]:
+    findings: list[RawFinding] = []
+    for chain, last in chains_ended_on_failure(ev.calls):
+        model_ref = None if last.model_ref is None else f"{last.model_ref[0]}/{last.model_ref[1]}"
+        locator = {"call_id": str(last.model_call_id or last.response_id or last.call_index)}
+        detail = {
+            "model_ref": model_ref,
+            "status": last.status_code,
+            "error_category": last.error_category,
+            "observed_calls": len(chain),
+            "successful_calls": sum(1 for call in chain if is_successful(call)),
+        }
+        findings.append((locator, detail))
+    return findings
+
+
+def _zero_completion_tokens(ev: Evidence) -> list[RawFinding]:
+    return [
+        (_bound_locator(call, position), {"completion_tokens": 0})
+        for position, call in enumerate(ev.owned_binding.matched_calls)
+        if call.tokens_out == 0
+    ]
+
+
+def _missing_token_counts(ev: Evidence) -> list[RawFinding]:
+    findings: list[RawFinding] = []
+    for position, call in enumerate(ev.owned_binding.matched_calls):
+        missing = []
+        if call.tokens_in is None:
+            missing.append("prompt_tokens")
+        if call.tokens_out is None:
+            missing.append("completion_tokens")
+        if missing:
+            findings.append((_bound_locator(call, position), {"missing": missing}))
+    return findings
+
+
+def _after_last_colon(text: str) -> str:
+    return text.rsplit(":", 1)[-1]
+
+
+def _capture_mismatch(ev: Evidence) -> list[RawFinding]:
+    binding = ev.owned_binding
+    seen: set[tuple[str, str]] = set()
+    findings: list[RawFinding] = []
+    for key in binding.missing_references:
+        locator = _after_last_colon(key)
+        if ("missing_captured_call", locator) not in seen:
+            seen.add(("missing_captured_call", locator))
+            findings.append(({"call_id": locator}, {"kind": "missing_captured_call"}))
+    for key, count in binding.duplicated_references:
+        locator = _after_last_colon(key)
+        if ("duplicated_captured_call", locator) not in seen:
+            seen.add(("duplicated_captured_call", locator))
+            findings.append(({"call_id": locator}, {"kind": "duplicated_captured_call", "count": count}))
+    for gap in ev.gaps:
+        kind = CONTRADICTION_GAP_KINDS.get(gap.code)
+        if kind is None:
+            continue
+        locator = _after_last_colon(str(gap.detail or "unknown"))
+        if (kind, locator) in seen:
+            continue
+        detail = {"kind": kind, "observation_gap": gap.code, "invocation_id": gap.invocation_id}
+        findings.append(({"call_id": locator}, detail))
+    return findings
+
+
+def _model_call_failed(ev: Evidence) -> list[RawFinding]:
+    binding = ev.owned_binding
+    matched = binding.matched_calls
+    terminal_index = max(call.call_index for call in matched)
+    complete = binding.complete
+    return [
+        (
+            _bound_locator(call, position),
+            {
+                "status": call.status_code,
+                "error_category": call.error_category,
+                "terminal": complete and call.call_index == terminal_index,
+            },
+        )
+        for position, call in enumerate(matched)
+        if is_failed(call)
+    ]
+
+
+def _token_count_mismatch(ev: Evidence) -> list[RawFinding]:
+    matched = ev.turn_binding.matched_calls
+    capture_prompt = sum(call.tokens_in or 0 for call in matched)
+    capture_completion = sum(call.tokens_out or 0 for call in matched)
+    transcript_prompt = ev.transcript_prompt or 0
+    transcript_completion = ev.transcript_completion or 0
+    if transcript_prompt == capture_prompt and transcript_completion == capture_completion:
+        return []
+    detail = {
+        "transcript_prompt": transcript_prompt,
+        "transcript_completion": transcript_completion,
+        "capture_prompt": capture_prompt,
+        "capture_completion": capture_completion,
+    }
+    return [(None, detail)]
+
+
+def _runaway_generation(ev: Evidence) -> list[RawFinding]:
+    return [
+        (_bound_locator(call, position), {"finish_reason": call.finish_reason})
+        for position, call in enumerate(ev.owned_binding.matched_calls)
+        if call.finish_reason in LENGTH_FINISH_REASONS and not response_has_content(call.response)
+    ]
+
+
+def _nothing(ev: Evidence) -> list[RawFinding]:
+    """Checks whose findings come from elsewhere (runner, parser, duplicate post-pass)."""
+    return []
+
+
+def _matched_nonempty(ev: Evidence, view: Binding) -> bool:
+    return bool(view.matched_calls)
+
+
+def _capture_mismatch_gate(ev: Evidence, view: Binding) -> bool:
+    return view.observed or ev.has_contradiction_gap
+
+
+def _token_comparison_gate(ev: Evidence, view: Binding) -> bool:
+    return (
+        ev.turn_call_scope_complete
+        and view.complete
+        and bool(view.matched_calls)
+        and ev.usage_present
+        and all(call.tokens_in is not None and call.tokens_out is not None for call in view.matched_calls)
+    )
+
+
+def _runaway_gate(ev: Evidence, view: Binding) -> bool:
+    if not view.matched_calls:
+        return False
+    return not any(
+        call.finish_reason in LENGTH_FINISH_REASONS and call.response is None for call in view.matched_calls
+    )
+
+
+ROLLOUT_RULES: dict[str, CheckRule] = {
+    "check_execution_error": CheckRule(_nothing),
+    "record_unreadable": CheckRule(_nothing),
+    "rollout_duplicate_identity": CheckRule(_nothing),
+    "rollout_missing_agent_turns": CheckRule(_missing_agent_turns),
+    "rollout_ended_on_failed_model_call": CheckRule(_ended_on_failed_call),
+    "agent_turn_hollow": CheckRule(_agent_turn_hollow),
+    "model_call_zero_completion_tokens": CheckRule(_zero_completion_tokens, _matched_nonempty),
+    "model_call_missing_token_counts": CheckRule(_missing_token_counts, _matched_nonempty),
+    "trajectory_capture_mismatch": CheckRule(_capture_mismatch, _capture_mismatch_gate),
+    "model_call_failed": CheckRule(_model_call_failed, _matched_nonempty),
+    "rollout_token_count_mismatch": CheckRule(_token_count_mismatch, _token_comparison_gate),
+    "model_call_runaway_generation": CheckRule(_runaway_generation, _runaway_gate),
+}
+"""Rule per rollout check ID, covering exactly ``registry.ROLLOUT_CHECK_IDS``."""

@@ -1,0 +1,97 @@
+"""Content tests on free-form (``Any``) trajectory values: text present, tool calls, saved output.
+
+These are duck-typed walks over JSON data, and their blind spots are part of the contract:
+only a fixed set of text keys counts as content, tool calls are found only at the top level of
+an object or inside arrays, and a malformed ``choices`` makes :func:`response_has_content`
+raise (the caller turns that into ``check_execution_error``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CONTENT_KEYS",
+    "TOOL_CALL_TYPES",
+    "has_tool_call",
+    "nonempty",
+    "response_has_content",
+]
+
+CONTENT_KEYS: tuple[str, ...] = (
+    "text",
+    "content",
+    "output_text",
+    "answer",
+    "refusal",
+    "encrypted_content",
+    "reasoning",
+    "reasoning_content",
+    "summary",
+)
+
+TOOL_CALL_TYPES: frozenset[str] = frozenset(
+    {
+        "function_call",
+        "tool_call",
+        "tool_use",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "file_search_call",
+        "web_search_call",
+        "computer_call",
+        "image_generation_call",
+        "code_interpreter_call",
+        "local_shell_call",
+        "custom_tool_call",
+    }
+)
+
+
+def nonempty(value: Any) -> bool:
+    """True when ``value`` holds visible text under a recognised key (``str.strip`` semantics)."""
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, list):
+        return any(nonempty(item) for item in value)
+    if isinstance(value, dict):
+        for key in CONTENT_KEYS:
+            if key in value and nonempty(value[key]):
+                return True
+    return False
+
+
+def has_tool_call(value: Any) -> bool:
+    """True for a tool-call typed object, an object with truthy ``tool_calls``, or an array holding one.
+
+    An unhashable ``type`` raises ``TypeError``, as the membership test does in NeMo Gym.
+    """
+    if isinstance(value, list):
+        return any(has_tool_call(item) for item in value)
+    if isinstance(value, dict):
+        if value.get("type") in TOOL_CALL_TYPES:
+            return True
+        return bool(value.get("tool_calls"))
+    return False
+
+
+def response_has_content(response: Any) -> bool:
+    """Whether a saved model response holds visible output (text, output items, choice text).
+
+    Raises ``TypeError`` for a truthy, non-iterable ``choices`` and ``AttributeError`` for a
+    truthy, non-object choice ``message``.
+    """
+    if not isinstance(response, dict):
+        return False
+    if nonempty(response.get("output_text")) or nonempty(response.get("content")):
+        return True
+    if nonempty(response.get("output")):
+        return True
+    for choice in response.get("choices") or []:
+        if not isinstance(choice, dict):
+            continue
+        message = choice.get("message") or {}
+        if nonempty(choice.get("text")) or nonempty(message.get("content")):
+            return True
+    return False

@@ -1,0 +1,276 @@
+"""The pure per-record step: one JSONL line (or parsed record) in, one rollout digest out.
+
+Implements spec §2.2-§8 and §10: parse, identify, validate the trajectory, derive evidence,
+walk the rollout checks in registry order with their gates, derive the preliminary verdict
+(before the duplicate-identity post-pass) and the digest statistics. Never raises.
+
+One deliberate difference from NeMo Gym 0.7.0: where the reference aborts the whole run
+because an identity value cannot be coerced to ``int | str`` (``"_ng_task_index": null``, a
+fractional or beyond-64-bit float, an array or object, likewise for ``_ng_rollout_index`` and
+a non-null ``stage_index``), this step treats the line like an unreadable one: synthetic
+identity, every other non-ignored rollout check unobserved, and a ``record_unreadable``
+finding whose detail is ``{"reason": "rollout record identity is invalid", "error":
+"ValidationError", "field": <key>}``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from .checks import ROLLOUT_RULES, chains_ended_on_failure
+from .contract import TrajectoryRecord
+from .evidence import Binding, Evidence, build_evidence, call_identity, is_failed, is_successful
+from .identity import Identity, InvalidIdentity, resolve_identity, unreadable_identity
+from .parse import parse_line
+from .registry import ROLLOUT_CHECK_IDS, check_spec
+from .types import CheckInput, Finding, RolloutDigest, Verdict
+
+__all__ = ["digest_line", "digest_record"]
+
+_CHECK_EXECUTION_ERROR = "check_execution_error"
+_RECORD_UNREADABLE = "record_unreadable"
+_DUMP_DEPTH_LIMIT = 254
+
+_READS = {check_id: check_spec(check_id).reads for check_id in ROLLOUT_CHECK_IDS}
+
+
+def digest_line(
+    data: bytes,
+    *,
+    source_path: str,
+    source_index: int,
+    line_number: int,
+    ordinal: int,
+    ignored_checks: frozenset[str] = frozenset(),
+) -> RolloutDigest:
+    """Digest one non-blank physical line (raw bytes, surrounding whitespace allowed)."""
+    record, error = parse_line(data)
+    location = (source_path, source_index, line_number, ordinal)
+    return _digest_parsed(record, error, location, ignored_checks, data.count(b"[") + data.count(b"{"))
+
+
+def digest_record(
+    record: dict[str, Any] | None,
+    *,
+    parse_error: str | None = None,
+    source_path: str = "",
+    source_index: int = 0,
+    line_number: int = 0,
+    ordinal: int = 0,
+    ignored_checks: frozenset[str] = frozenset(),
+) -> RolloutDigest:
+    """Digest a record parsed with orjson semantics; ``parse_error`` marks an unreadable line."""
+    location = (source_path, source_index, line_number, ordinal)
+    return _digest_parsed(record, parse_error, location, ignored_checks, None)
+
+
+def _digest_parsed(
+    record: dict[str, Any] | None,
+    parse_error: str | None,
+    location: tuple[str, int, int, int],
+    ignored_checks: frozenset[str],
+    bracket_budget: int | None,
+) -> RolloutDigest:
+    """``bracket_budget`` is the count of ``[``/``{`` bytes on the raw line, when known."""
+    source_path, source_index, line_number, ordinal = location
+    if record is None or parse_error is not None:
+        detail = {"reason": "rollout record is unreadable", "error": parse_error or "ValueError"}
+        return _unreadable_digest(detail, source_path, source_index, line_number, ordinal, ignored_checks)
+    identity = resolve_identity(record, ordinal)
+    if isinstance(identity, InvalidIdentity):
+        detail = {
+            "reason": "rollout record identity is invalid",
+            "error": "ValidationError",
+            "field": identity.field,
+        }
+        return _unreadable_digest(detail, source_path, source_index, line_number, ordinal, ignored_checks)
+    trajectory, trajectory_error = _validate(record.get("ng_trajectory"), bracket_budget)
+    evidence = build_evidence(trajectory, record)
+    subject: dict[str, int | str] = {
+        "_ng_task_index": identity.task_index,
+        "_ng_rollout_index": identity.rollout_index,
+    }
+    findings: list[Finding] = []
+    unobserved: list[str] = []
+    for check_id in ROLLOUT_CHECK_IDS:
+        if check_id in ignored_checks:
+            continue
+        if check_id == _RECORD_UNREADABLE:
+            if trajectory_error is not None:
+                detail = {"reason": "canonical trajectory is unreadable", "error": trajectory_error}
+                findings.append(_finding(check_id, subject, None, detail))
+            continue
+        if not _observable(check_id, evidence):
+            unobserved.append(check_id)
+            continue
+        try:
+            raw_findings = ROLLOUT_RULES[check_id].run(evidence)
+        except Exception as exc:  # a rule crashing on odd data is itself a reported outcome
+            unobserved.append(check_id)
+            if _CHECK_EXECUTION_ERROR not in ignored_checks:
+                detail = {
+                    "reason": "check raised an unexpected exception",
+                    "failed_check": check_id,
+                    "error": type(exc).__name__,
+                }
+                findings.append(_finding(_CHECK_EXECUTION_ERROR, subject, None, detail))
+            continue
+        findings.extend(_finding(check_id, subject, loc, detail) for loc, detail in raw_findings)
+    return _digest(identity, findings, unobserved, evidence, ordinal)
+
+
+def _validate(raw: Any, bracket_budget: int | None) -> tuple[TrajectoryRecord | None, str | None]:
+    """Validate ``ng_trajectory``; ``(None, None)`` when absent, ``(None, error)`` when unreadable.
+
+    The canonical dump is never materialized: the checks read validated attributes, which
+    equal their dumped values. The dump's one failure mode, a free-form value nested more than
+    254 levels, is ruled out cheaply (few brackets on the line, or orjson, whose nesting limit
+    is the same, serializing the whole raw trajectory) before falling back to the real dump.
+    """
+    if raw is None:
+        return None, None
+    try:
+        trajectory = TrajectoryRecord.model_validate(raw)
+    except ValidationError:
+        return None, "ValidationError"
+    if bracket_budget is not None and bracket_budget <= _DUMP_DEPTH_LIMIT:
+        return trajectory, None
+    try:
+        orjson.dumps(raw)
+        return trajectory, None
+    except TypeError:
+        pass
+    try:
+        trajectory.model_dump(mode="json")
+    except ValueError:
+        return None, "ValueError"
+    return trajectory, None
+
+
+def _observable(check_id: str, ev: Evidence) -> bool:
+    """Spec §6.4 steps 1-6: does the check have the evidence it reads?"""
+    reads = _READS[check_id]
+    if CheckInput.TRAJECTORY in reads and not ev.trajectory_observed:
+        return False
+    if CheckInput.AGENT_TURNS in reads and not ev.turns_observed:
+        return False
+    if CheckInput.OBSERVED_MODEL_CALLS in reads and not (ev.model_calls_observed and ev.calls):
+        return False
+    view: Binding | None = None
+    if CheckInput.BOUND_CALLS in reads:
+        view = ev.turn_binding
+    elif CheckInput.OWNED_MODEL_CALLS in reads:
+        view = ev.owned_binding
+    if view is not None:
+        if not ev.model_calls_observed:
+            return False
+        gate = ROLLOUT_RULES[check_id].gate
+        if gate is not None and not gate(ev, view):
+            return False
+    return True
+
+
+def _finding(
+    check_id: str,
+    subject: dict[str, int | str],
+    locator: dict[str, Any] | None,
+    detail: dict[str, Any],
+) -> Finding:
+    return Finding.model_construct(check=check_id, subject=dict(subject), locator=locator, detail=detail)
+
+
+def _verdict(findings: list[Finding], unobserved: list[str]) -> Verdict:
+    if findings:
+        return "unhealthy"
+    return "unobserved" if unobserved else "healthy"
+
+
+def _unreadable_digest(
+    detail: dict[str, Any],
+    source_path: str,
+    source_index: int,
+    line_number: int,
+    ordinal: int,
+    ignored_checks: frozenset[str],
+) -> RolloutDigest:
+    identity = unreadable_identity(source_index, line_number)
+    subject: dict[str, int | str] = {
+        "_ng_task_index": identity.task_index,
+        "_ng_rollout_index": identity.rollout_index,
+    }
+    findings: list[Finding] = []
+    unobserved: list[str] = []
+    for check_id in ROLLOUT_CHECK_IDS:
+        if check_id in ignored_checks:
+            continue
+        if check_id == _RECORD_UNREADABLE:
+            locator: dict[str, Any] = {"source_file": source_path, "line": line_number}
+            findings.append(_finding(check_id, subject, locator, detail))
+        else:
+            unobserved.append(check_id)
+    return RolloutDigest.model_construct(
+        task_index=identity.task_index,
+        rollout_index=identity.rollout_index,
+        stage_index=None,
+        rollout_id=identity.rollout_id,
+        verdict=_verdict(findings, unobserved),
+        findings=findings,
+        unobserved=unobserved,
+        capture_observed=False,
+        policy_calls_observed=False,
+        model_calls=0,
+        successful_model_calls=0,
+        model_call_errors=0,
+        errors_by_status={},
+        ended_on_error=False,
+        duplicated_calls=0,
+        transcript_prompt_tokens=0,
+        transcript_completion_tokens=0,
+        capture_prompt_tokens=0,
+        capture_completion_tokens=0,
+        ordinal=ordinal,
+    )
+
+
+def _digest(
+    identity: Identity,
+    findings: list[Finding],
+    unobserved: list[str],
+    ev: Evidence,
+    ordinal: int,
+) -> RolloutDigest:
+    """Attach the spec §10 statistics to the walk's outcome."""
+    calls = ev.calls
+    failed = [call for call in calls if is_failed(call)]
+    errors_by_status: dict[str, int] = {}
+    for call in failed:
+        key = "unknown" if call.status_code is None else str(call.status_code)
+        errors_by_status[key] = errors_by_status.get(key, 0) + 1
+    identities = Counter(key for key in map(call_identity, calls) if key is not None)
+    turn_binding = ev.turn_binding
+    return RolloutDigest.model_construct(
+        task_index=identity.task_index,
+        rollout_index=identity.rollout_index,
+        stage_index=identity.stage_index,
+        rollout_id=identity.rollout_id,
+        verdict=_verdict(findings, unobserved),
+        findings=findings,
+        unobserved=unobserved,
+        capture_observed=bool(calls),
+        policy_calls_observed=ev.turn_call_scope_complete and turn_binding.complete,
+        model_calls=len(calls),
+        successful_model_calls=sum(1 for call in turn_binding.matched_calls if is_successful(call)),
+        model_call_errors=len(failed),
+        errors_by_status=errors_by_status,
+        ended_on_error=bool(failed) and bool(chains_ended_on_failure(calls)),
+        duplicated_calls=sum(count - 1 for count in identities.values() if count > 1),
+        transcript_prompt_tokens=ev.transcript_prompt or 0,
+        transcript_completion_tokens=ev.transcript_completion or 0,
+        capture_prompt_tokens=sum(call.tokens_in or 0 for call in calls),
+        capture_completion_tokens=sum(call.tokens_out or 0 for call in calls),
+        ordinal=ordinal,
+    )

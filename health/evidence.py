@@ -1,0 +1,288 @@
+"""Derived evidence of one rollout: availability flags, the normalized call view and bindings.
+
+Everything is computed from the *validated* trajectory model, reading the same values its
+canonical dump would hold (pydantic's dump of a field is the validated attribute), so no
+``model_dump`` round trip is needed. Free-form payloads (``request``/``response``) are
+referenced, never copied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .contract import ModelCallRef, TrajectoryModelCall, TrajectoryRecord
+
+__all__ = [
+    "CAPTURE_GAP_CODES",
+    "CONTRADICTION_GAP_KINDS",
+    "Binding",
+    "Call",
+    "Evidence",
+    "Gap",
+    "Ref",
+    "build_evidence",
+    "call_identity",
+    "is_failed",
+    "is_successful",
+    "transcript_usage",
+]
+
+CAPTURE_GAP_CODES: frozenset[str] = frozenset(
+    {
+        "model_calls_unavailable",
+        "model_call_capture_incomplete",
+        "model_call_capture_records_unreadable",
+        "model_call_capture_unreadable",
+    }
+)
+CONTRADICTION_GAP_KINDS: dict[str, str] = {
+    "model_call_reference_unmatched": "missing_captured_call",
+    "model_call_reference_ambiguous": "duplicated_captured_call",
+    "model_call_reference_conflict": "conflicting_call_ownership",
+}
+_FAILED_RESPONSE_STATUSES = frozenset({"failed", "error", "cancelled"})
+
+ModelRef = tuple[str, str]
+
+
+@dataclass(slots=True)
+class Call:
+    """One ``model_calls[i]`` entry as the checks see it (spec §4.2)."""
+
+    call_index: int
+    started_at: float | None
+    model_call_id: str | None
+    response_id: str | None
+    model_ref: ModelRef | None
+    status_code: int | None
+    response_status: str | None
+    finish_reason: str | None
+    error_category: str | None
+    tokens_in: int | None
+    tokens_out: int | None
+    response: Any
+
+
+@dataclass(slots=True, frozen=True)
+class Ref:
+    """A canonical model-call reference from a turn or an invocation."""
+
+    model_call_id: str | None
+    model_ref: ModelRef | None
+    response_id: str | None
+
+    @property
+    def key(self) -> str:
+        if self.model_call_id:
+            return f"call:{self.model_call_id}"
+        ref_type, name = self.model_ref or ("", "")
+        return f"response:{ref_type}:{name}:{self.response_id}"
+
+    @property
+    def signature(self) -> tuple[str, str, str, str]:
+        ref_type, name = self.model_ref or ("", "")
+        return (self.model_call_id or "", ref_type, name, self.response_id or "")
+
+
+@dataclass(slots=True, frozen=True)
+class Gap:
+    code: str
+    invocation_id: str | None
+    detail: str | None
+
+
+@dataclass(slots=True)
+class Binding:
+    """References resolved against the captured calls (spec §4.5)."""
+
+    references: list[str] = field(default_factory=list)
+    matched_calls: list[Call] = field(default_factory=list)
+    missing_references: list[str] = field(default_factory=list)
+    duplicated_references: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def observed(self) -> bool:
+        return bool(self.references)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.references) and not self.missing_references and not self.duplicated_references
+
+
+@dataclass(slots=True)
+class Evidence:
+    """What the rollout checks may read; the flags gate them (spec §4.1, §6.4)."""
+
+    trajectory_observed: bool
+    turns_observed: bool
+    turn_call_scope_complete: bool
+    model_calls_observed: bool
+    calls: list[Call]
+    turn_binding: Binding
+    owned_binding: Binding
+    gaps: list[Gap]
+    trajectory: TrajectoryRecord | None
+    transcript_prompt: int | None
+    transcript_completion: int | None
+
+    @property
+    def usage_present(self) -> bool:
+        return self.transcript_prompt is not None and self.transcript_completion is not None
+
+    @property
+    def has_contradiction_gap(self) -> bool:
+        return any(gap.code in CONTRADICTION_GAP_KINDS for gap in self.gaps)
+
+
+def is_failed(call: Call) -> bool:
+    """Spec §4.3: HTTP status >= 400, a truthy error category, or a failed response status."""
+    status = call.status_code
+    return (
+        (status is not None and status >= 400)
+        or bool(call.error_category)
+        or call.response_status in _FAILED_RESPONSE_STATUSES
+    )
+
+
+def is_successful(call: Call) -> bool:
+    """Not failed, and no status or a 2xx/3xx one (a status below 200 is neither)."""
+    status = call.status_code
+    return not is_failed(call) and (status is None or 200 <= status <= 399)
+
+
+def call_identity(call: Call) -> str | None:
+    """Replay identity (spec §4.6); plain concatenation, so colons can make ids collide."""
+    if call.model_call_id:
+        return f"call:{call.model_call_id}"
+    if call.model_ref is not None and call.response_id:
+        return f"response:{call.model_ref[0]}:{call.model_ref[1]}:{call.response_id}"
+    if call.response_id:
+        return f"response::{call.response_id}"
+    return None
+
+
+def _int_or_none(value: object) -> int | None:
+    """A usage value counts only as a JSON integer >= 0 (booleans and floats do not)."""
+    if type(value) is int and value >= 0:
+        return value
+    return None
+
+
+def transcript_usage(record: dict[str, Any]) -> tuple[int | None, int | None]:
+    """Top-level usage read from the raw record (spec §4.8); ``None`` marks a missing side."""
+    response = record.get("response")
+    if not isinstance(response, dict):
+        return None, None
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return None, None
+    prompt = usage["input_tokens"] if "input_tokens" in usage else usage.get("prompt_tokens")
+    completion = usage["output_tokens"] if "output_tokens" in usage else usage.get("completion_tokens")
+    return _int_or_none(prompt), _int_or_none(completion)
+
+
+def _normalize_call(index: int, call: TrajectoryModelCall) -> Call:
+    metadata = call.response_metadata
+    ref = metadata.model_ref
+    stats = call.token_stats
+    return Call(
+        call_index=index,
+        started_at=call.started_at,
+        model_call_id=call.model_call_id,
+        response_id=metadata.response_id,
+        model_ref=None if ref is None else (ref.type, ref.name),
+        status_code=metadata.status_code,
+        response_status=metadata.response_status,
+        finish_reason=metadata.finish_reason,
+        error_category=metadata.error_category,
+        tokens_in=stats.prompt_tokens,
+        tokens_out=stats.completion_tokens,
+        response=call.response,
+    )
+
+
+def _to_ref(ref: ModelCallRef) -> Ref:
+    model_ref = ref.model_ref
+    return Ref(
+        model_call_id=ref.model_call_id,
+        model_ref=None if model_ref is None else (model_ref.type, model_ref.name),
+        response_id=ref.response_id,
+    )
+
+
+def _dedupe(refs: list[Ref]) -> list[Ref]:
+    seen: set[tuple[str, str, str, str]] = set()
+    unique: list[Ref] = []
+    for ref in refs:
+        signature = ref.signature
+        if signature not in seen:
+            seen.add(signature)
+            unique.append(ref)
+    return unique
+
+
+def _candidates(ref: Ref, calls: list[Call]) -> list[Call]:
+    if ref.model_call_id:
+        found = [call for call in calls if call.model_call_id == ref.model_call_id]
+        if ref.model_ref is not None:
+            found = [call for call in found if call.model_ref == ref.model_ref]
+        if ref.response_id is not None:
+            found = [call for call in found if call.response_id == ref.response_id]
+        return found
+    return [
+        call
+        for call in calls
+        if call.model_ref is not None and call.response_id and call.response_id == ref.response_id
+        and call.model_ref == ref.model_ref
+    ]
+
+
+def _bind(refs: list[Ref], calls: list[Call]) -> Binding:
+    binding = Binding()
+    matched: dict[int, Call] = {}
+    for ref in refs:
+        key = ref.key
+        binding.references.append(key)
+        found = _candidates(ref, calls) if calls else []
+        if not found:
+            binding.missing_references.append(key)
+        elif len(found) > 1:
+            binding.duplicated_references.append((key, len(found)))
+        else:
+            matched.setdefault(found[0].call_index, found[0])
+    binding.matched_calls = [matched[index] for index in sorted(matched)]
+    return binding
+
+
+def build_evidence(trajectory: TrajectoryRecord | None, record: dict[str, Any]) -> Evidence:
+    """Evidence for a validated trajectory (or ``None`` when absent or unreadable)."""
+    prompt, completion = transcript_usage(record)
+    gaps: list[Gap] = []
+    codes: set[str] = set()
+    if trajectory is not None:
+        gaps = [Gap(gap.code, gap.invocation_id, gap.detail) for gap in trajectory.gaps]
+        codes = {gap.code for gap in gaps}
+    observed = trajectory is not None and "trajectory_projection_failed" not in codes
+    calls: list[Call] = []
+    turn_refs: list[Ref] = []
+    owned_refs: list[Ref] = []
+    if observed and trajectory is not None:
+        calls = [_normalize_call(index, call) for index, call in enumerate(trajectory.model_calls)]
+        turn_refs = _dedupe([_to_ref(ref) for turn in trajectory.turns for ref in turn.model_calls])
+        owned_refs = _dedupe(
+            turn_refs + [_to_ref(ref) for inv in trajectory.invocations for ref in inv.model_calls]
+        )
+    return Evidence(
+        trajectory_observed=observed,
+        turns_observed=observed and "turns_unavailable" not in codes,
+        turn_call_scope_complete=observed and "turn_model_call_scope_incomplete" not in codes,
+        model_calls_observed=observed and codes.isdisjoint(CAPTURE_GAP_CODES),
+        calls=calls,
+        turn_binding=_bind(turn_refs, calls),
+        owned_binding=_bind(owned_refs, calls),
+        gaps=gaps,
+        trajectory=trajectory if observed else None,
+        transcript_prompt=prompt,
+        transcript_completion=completion,
+    )

@@ -1,0 +1,91 @@
+"""The identity of one rollout record: task, repeat, stage and rollout id (spec §2.4).
+
+Reported indices are pydantic-coerced to ``int | str`` (``true`` -> 1, ``2.0`` -> 2, ``"5"``
+stays a string), while the derived ``rollout_id`` formats the *raw* values with ``str()``
+(``"2.0-0.0"``). Where NeMo Gym aborts the whole run on an index it cannot coerce (``null``,
+a fractional or beyond-64-bit float, an array or object), :func:`resolve_identity` instead
+reports the offending key, and the caller treats the line as unreadable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from .types import TaskIndex
+
+__all__ = [
+    "ROLLOUT_ID_KEY",
+    "ROLLOUT_INDEX_KEY",
+    "STAGE_INDEX_KEY",
+    "TASK_INDEX_KEY",
+    "Identity",
+    "InvalidIdentity",
+    "resolve_identity",
+    "unreadable_identity",
+]
+
+TASK_INDEX_KEY = "_ng_task_index"
+ROLLOUT_INDEX_KEY = "_ng_rollout_index"
+ROLLOUT_ID_KEY = "_ng_rollout_id"
+STAGE_INDEX_KEY = "stage_index"
+
+_INDEX = TypeAdapter[TaskIndex](TaskIndex)
+_STAGE = TypeAdapter[TaskIndex | None](TaskIndex | None)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    task_index: TaskIndex
+    rollout_index: TaskIndex
+    stage_index: TaskIndex | None
+    rollout_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidIdentity:
+    """An identity value NeMo Gym would abort the run on; ``field`` names the record key."""
+
+    field: str
+
+
+def unreadable_identity(source_index: int, line_number: int) -> Identity:
+    """The synthetic identity of an unreadable line: its own task, rollout 0."""
+    synthetic = f"__unreadable_record__:input-{source_index}:line-{line_number}"
+    return Identity(synthetic, 0, None, f"{synthetic}-0")
+
+
+def _coerce(value: Any) -> TaskIndex:
+    # Fast path for the common exact types; bool is an int subclass and must be coerced.
+    if type(value) is int or type(value) is str:
+        return value
+    return _INDEX.validate_python(value)
+
+
+def resolve_identity(record: dict[str, Any], ordinal: int) -> Identity | InvalidIdentity:
+    """Identity of a readable record at non-blank position ``ordinal``."""
+    raw_task = record.get(TASK_INDEX_KEY, ordinal)
+    raw_rollout = record.get(ROLLOUT_INDEX_KEY, 0)
+    raw_stage = record.get(STAGE_INDEX_KEY)
+    try:
+        task_index = _coerce(raw_task)
+    except ValidationError:
+        return InvalidIdentity(TASK_INDEX_KEY)
+    try:
+        rollout_index = _coerce(raw_rollout)
+    except ValidationError:
+        return InvalidIdentity(ROLLOUT_INDEX_KEY)
+    try:
+        stage_index = None if raw_stage is None else _coerce(raw_stage)
+    except ValidationError:
+        return InvalidIdentity(STAGE_INDEX_KEY)
+    rollout_id = record.get(ROLLOUT_ID_KEY)
+    if not rollout_id:
+        trajectory = record.get("ng_trajectory")
+        if isinstance(trajectory, dict):
+            rollout_id = trajectory.get("rollout_id")
+    if not rollout_id:
+        rollout_id = f"{raw_task}-{raw_rollout}"
+    return Identity(task_index, rollout_index, stage_index, str(rollout_id))
