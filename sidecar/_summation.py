@@ -1,0 +1,52 @@
+"""Python 3.12+ ``sum()`` arithmetic, reproduced on any interpreter.
+
+The reference ran on CPython 3.13, whose built-in ``sum`` adds floats with Neumaier
+compensation; CPython 3.11 adds them naively. Report numbers derived from a sum (task-hours,
+token totals) must not depend on which interpreter runs the sidecar, so both the tracker and
+the perf summary add through :func:`builtin_sum`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+__all__ = ["builtin_sum"]
+
+
+def builtin_sum(values: Iterable[float]) -> float:
+    """Return exactly what CPython 3.12/3.13 ``sum(values)`` returns for ints and floats.
+
+    Integers accumulate exactly until the first float; from then on floats are added with
+    Neumaier compensation and later integers are added as plain doubles (without
+    compensation), as CPython does. The compensation is applied once, at the end, only when it
+    is non-zero and finite. An all-integer input returns an ``int``.
+    """
+    iterator = iter(values)
+    int_total = 0
+    for value in iterator:
+        if type(value) is int or type(value) is bool:
+            int_total += value
+            continue
+        if not isinstance(value, float):
+            raise TypeError(f"builtin_sum: unsupported value {value!r} of type {type(value).__name__}")
+        total = int_total + value
+        break
+    else:
+        return int_total
+    compensation = 0.0
+    for value in iterator:
+        if type(value) is float:
+            step = total + value
+            if abs(total) >= abs(value):
+                compensation += (total - step) + value
+            else:
+                compensation += (value - step) + total
+            total = step
+        elif isinstance(value, int | float):
+            total += float(value)
+        else:
+            raise TypeError(f"builtin_sum: unsupported value {value!r} of type {type(value).__name__}")
+    if compensation and math.isfinite(compensation):
+        total += compensation
+    return total

@@ -1,0 +1,335 @@
+"""Dispatch latency tracker: the drain margin, and the latency numbers the sidecar exports.
+
+Rollouts per hour on its own is misleading: more concurrency raises throughput while making
+every task slower, until tasks breach their timeout. The tracker keeps the per-task durations
+the dispatcher observed, so percentiles can be reported next to the rate, and derives the drain
+margin (the least budget a new rollout needs before it is worth starting).
+
+The seed API (``record``, ``record_failure``, ``record_drained``, ``drained``, ``quantile``,
+``drain_margin``, ``summary``) returns the reference's numbers to the last bit. The dispatcher
+asks for the drain margin before every dispatch, so the samples live in a plain sorted list while
+they are few (cheapest at that size) and in a ``SortedList`` beyond that: insertion and every
+quantile stay O(log n) at a million samples.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import insort
+from collections import deque
+from collections.abc import Callable, Sequence
+from heapq import heappop, heappush
+from typing import NamedTuple
+
+from sortedcontainers import SortedList
+
+from sidecar._summation import builtin_sum
+
+__all__ = [
+    "ADAPTIVE_MARGIN_MIN_SAMPLES",
+    "ADAPTIVE_MARGIN_QUANTILE",
+    "DEFAULT_RATE_WINDOW_S",
+    "DispatchLatencyTracker",
+    "LatencyPercentiles",
+]
+
+ADAPTIVE_MARGIN_MIN_SAMPLES = 5
+"""Samples needed before ``drain_margin(None)`` adapts to the run's own p75."""
+ADAPTIVE_MARGIN_QUANTILE = 0.75
+DEFAULT_RATE_WINDOW_S = 900.0
+"""Sliding window of :meth:`DispatchLatencyTracker.recent_completions_per_hour` (15 minutes)."""
+
+# Below this many samples ``bisect.insort`` into a flat list beats ``SortedList.add`` (the
+# memmove is tiny); above it the flat list's O(n) insertion dominates. See benchmarks/tracker.py.
+_FLAT_LIST_LIMIT = 32768
+
+_EMPTY_SUMMARY = "No completed rollouts to report latency for."
+
+
+class LatencyPercentiles(NamedTuple):
+    """The three latency quantiles the sidecar exports, in seconds."""
+
+    p50: float
+    p75: float
+    p95: float
+
+
+class DispatchLatencyTracker:
+    """Per-task latency observed by the dispatcher, and the drain margin derived from it.
+
+    ``clock`` (seconds, monotonic by default) only timestamps completions for the rates; the
+    tracker never reads it for latency. ``rate_window_s`` is the sliding window of
+    :meth:`recent_completions_per_hour`. Not thread-safe: use it from one event loop.
+    """
+
+    __slots__ = (
+        "_clock",
+        "_completion_times",
+        "_drained",
+        "_expired_completions",
+        "_flat",
+        "_large",
+        "_rate_window_s",
+        "_started_at",
+    )
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rate_window_s: float = DEFAULT_RATE_WINDOW_S,
+    ) -> None:
+        if not rate_window_s > 0:
+            raise ValueError(f"rate_window_s must be > 0 seconds, got {rate_window_s!r}")
+        # Exactly one of the two sample stores is in use: ``_flat`` until it outgrows
+        # _FLAT_LIST_LIMIT, then ``_large`` for good.
+        self._flat: list[float] | None = []
+        self._large: _LargeSamples | None = None
+        self._drained = 0
+        self._clock = clock
+        self._rate_window_s = float(rate_window_s)
+        self._started_at = clock()
+        self._completion_times: deque[float] = deque()
+        self._expired_completions = 0
+
+    # -- seed API ---------------------------------------------------------------------------
+
+    def record(self, seconds: float) -> None:
+        """Add one completed task's duration; values that are not ``> 0`` (incl. NaN) are dropped."""
+        if seconds > 0:
+            flat = self._flat
+            if flat is not None:
+                insort(flat, seconds)
+                if len(flat) > _FLAT_LIST_LIMIT:
+                    self._promote(flat)
+                self._completion_times.append(self._clock())
+            else:
+                assert self._large is not None
+                self._large.add(seconds)
+                now = self._clock()
+                self._completion_times.append(now)
+                self._expire(now)
+
+    def record_failure(self, seconds: float) -> None:
+        """Record a failed attempt only when it ran at least as long as the median so far.
+
+        A task that died late shows how long tasks can run, so it may raise the drain margin; one
+        that failed at once says nothing about duration and would drag the p75 toward zero. Any
+        failure before a real completion exists is ignored. A kept failure is an ordinary sample
+        from then on (quantiles, the 5-sample threshold, ``summary()``), but not a completion for
+        the rates.
+        """
+        median = self.quantile(0.5)
+        if median is None or not seconds >= median:
+            return
+        flat = self._flat
+        if flat is not None:
+            insort(flat, seconds)
+            if len(flat) > _FLAT_LIST_LIMIT:
+                self._promote(flat)
+        else:
+            assert self._large is not None
+            self._large.add(seconds)
+
+    def record_drained(self) -> None:
+        """Count one row the dispatcher decided not to start (no time left in the budget)."""
+        self._drained += 1
+
+    @property
+    def drained(self) -> int:
+        """How many rows were drained (never dispatched)."""
+        return self._drained
+
+    def quantile(self, q: float) -> float | None:
+        """Linear interpolation between order statistics; ``None`` without samples.
+
+        Evaluated as ``x[i] * (1 - f) + x[j] * f`` in exactly this order, so results match the
+        reference bit for bit. ``q`` is meant to be in ``[0, 1]`` and is not validated.
+        """
+        samples = self._sorted()
+        n = len(samples)
+        if not n:
+            return None
+        position = (n - 1) * q
+        i = int(position)
+        fraction = position - i
+        j = i + 1 if i + 1 < n - 1 else n - 1
+        return samples[i] * (1 - fraction) + samples[j] * fraction
+
+    def drain_margin(self, configured: float | None) -> float | None:
+        """Seconds of headroom a task needs before it is worth starting.
+
+        An explicit value wins, ``0.0`` included. Otherwise the run's own p75 once at least five
+        samples exist; before that ``None`` (no adaptive margin yet).
+        """
+        if configured is not None:
+            return configured
+        flat = self._flat
+        if flat is None:
+            assert self._large is not None
+            return self._large.p75()
+        n = len(flat)
+        if n < ADAPTIVE_MARGIN_MIN_SAMPLES:
+            return None
+        # quantile(0.75) inlined: this runs before every dispatch.
+        position = (n - 1) * ADAPTIVE_MARGIN_QUANTILE
+        i = int(position)
+        fraction = position - i
+        return flat[i] * (1 - fraction) + flat[i + 1] * fraction
+
+    def summary(self) -> str:
+        """End-of-run text: latency percentiles in minutes, task-hours, and drained rows."""
+        lines: list[str] = []
+        samples = self._sorted()
+        if samples:
+            median, p90, p99 = self.quantile(0.5), self.quantile(0.9), self.quantile(0.99)
+            assert median is not None and p90 is not None and p99 is not None
+            lines.append(
+                f"Per-task latency over {len(samples)} completed rollout(s): "
+                f"median {median / 60:.1f} min, p90 {p90 / 60:.1f} min, "
+                f"p99 {p99 / 60:.1f} min, max {samples[-1] / 60:.1f} min"
+            )
+            lines.append(f"Task-time delivered: {builtin_sum(samples) / 3600:.1f} task-hours")
+        else:
+            lines.append(_EMPTY_SUMMARY)
+        if self._drained > 0:
+            lines.append(
+                f"Drained (not dispatched, no time left in the budget): {self._drained}. "
+                "These wrote no row and will be re-dispatched on resume."
+            )
+        return "\n".join(lines)
+
+    # -- exported numbers -------------------------------------------------------------------
+
+    @property
+    def count(self) -> int:
+        """Number of samples (completions plus kept failures), as ``summary()`` counts them."""
+        return len(self._sorted())
+
+    @property
+    def completions(self) -> int:
+        """Number of durations ``record`` kept (kept failures are not completions)."""
+        return self._expired_completions + len(self._completion_times)
+
+    @property
+    def total_seconds(self) -> float:
+        """Task-seconds delivered by every sample, summed with compensation (not in sorted order)."""
+        if self._flat is not None:
+            return float(builtin_sum(self._flat))
+        assert self._large is not None
+        return self._large.total()
+
+    @property
+    def rate_window_s(self) -> float:
+        """Length of the sliding window of :meth:`recent_completions_per_hour`, in seconds."""
+        return self._rate_window_s
+
+    def percentiles(self) -> LatencyPercentiles | None:
+        """p50, p75 and p95 in one call (the numbers ``quantile`` gives); ``None`` without samples."""
+        p50 = self.quantile(0.5)
+        p75 = self.quantile(0.75)
+        p95 = self.quantile(0.95)
+        if p50 is None or p75 is None or p95 is None:
+            return None
+        return LatencyPercentiles(p50, p75, p95)
+
+    def samples(self) -> list[float]:
+        """A sorted copy of the samples, values as recorded (an int stays an int)."""
+        return list(self._sorted())
+
+    def completions_per_hour(self) -> float | None:
+        """Completions per hour since the tracker was created; ``None`` until the clock has advanced."""
+        elapsed = self._clock() - self._started_at
+        if elapsed <= 0:
+            return None
+        return self.completions * 3600.0 / elapsed
+
+    def recent_completions_per_hour(self) -> float | None:
+        """Completions per hour over the last ``rate_window_s`` seconds.
+
+        A completion stamped exactly ``rate_window_s`` ago has left the window. Early in the run
+        the window is shortened to the time since creation, so the first minutes are not
+        under-reported. ``None`` until the clock has advanced.
+        """
+        now = self._clock()
+        elapsed = now - self._started_at
+        if elapsed <= 0:
+            return None
+        self._expire(now)
+        return len(self._completion_times) * 3600.0 / min(self._rate_window_s, elapsed)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _sorted(self) -> Sequence[float]:
+        if self._flat is not None:
+            return self._flat
+        assert self._large is not None
+        return self._large.sorted
+
+    def _promote(self, flat: list[float]) -> None:
+        self._large = _LargeSamples(flat)
+        self._flat = None
+
+    def _expire(self, now: float) -> None:
+        """Forget completion timestamps that fell out of the rate window (kept as a count)."""
+        times = self._completion_times
+        cutoff = now - self._rate_window_s
+        expired = 0
+        while times and times[0] <= cutoff:
+            times.popleft()
+            expired += 1
+        self._expired_completions += expired
+
+
+class _LargeSamples:
+    """Samples beyond the flat-list size: a ``SortedList`` plus two heaps that pin the p75.
+
+    ``SortedList`` gives any order statistic in O(log n); the heaps keep the two order
+    statistics around the p75 position at their tops, so the drain margin asked before every
+    dispatch costs O(1). ``_low`` is a max-heap (values negated, exact for ints and floats) of
+    the smallest ``int((n - 1) * 0.75) + 1`` samples, ``_high`` a min-heap of the rest.
+    """
+
+    __slots__ = ("_compensation", "_high", "_low", "_total", "sorted")
+
+    def __init__(self, ascending: list[float]) -> None:
+        self.sorted: Sequence[float] = SortedList(ascending)
+        split = _low_size(len(ascending))
+        self._low = [-value for value in reversed(ascending[:split])]  # descending negated: a heap
+        self._high = ascending[split:]  # ascending: already a min-heap
+        self._total = float(builtin_sum(ascending))
+        self._compensation = 0.0
+
+    def add(self, seconds: float) -> None:
+        self.sorted.add(seconds)  # type: ignore[attr-defined]
+        low, high = self._low, self._high
+        if seconds < -low[0]:
+            heappush(low, -seconds)
+        else:
+            heappush(high, seconds)
+        target = _low_size(len(self.sorted))
+        if len(low) > target:
+            heappush(high, -heappop(low))
+        elif len(low) < target:
+            heappush(low, -heappop(high))
+        total = self._total
+        step = total + seconds
+        if abs(total) >= abs(seconds):
+            self._compensation += (total - step) + seconds
+        else:
+            self._compensation += (seconds - step) + total
+        self._total = step
+
+    def p75(self) -> float:
+        n = len(self.sorted)
+        position = (n - 1) * ADAPTIVE_MARGIN_QUANTILE
+        fraction = position - int(position)
+        return -self._low[0] * (1 - fraction) + self._high[0] * fraction
+
+    def total(self) -> float:
+        return self._total + self._compensation
+
+
+def _low_size(n: int) -> int:
+    """How many samples sit at or below the p75's lower order statistic ``x[int((n-1)*0.75)]``."""
+    return int((n - 1) * ADAPTIVE_MARGIN_QUANTILE) + 1
