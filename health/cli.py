@@ -1,0 +1,74 @@
+"""``rollout-sidecar health-check``: NeMo Gym's ``gym eval health-check`` as a subcommand.
+
+Importing this module is cheap (``sidecar.cli`` imports it for every subcommand); the
+pipeline is imported only when the subcommand runs, and the per-record step only inside
+the pool's workers (or serially, with one worker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+__all__ = ["register", "run"]
+
+_PROG = "rollout-sidecar health-check"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``health-check`` subcommand to ``subparsers``."""
+    parser = subparsers.add_parser(
+        "health-check",
+        help="check a run directory's rollouts and write quality_summary.json + rollout_verdicts.jsonl",
+        description=(
+            "Run NeMo Gym's rollout health checks over RUN_DIR/rollouts.jsonl and write "
+            "quality_summary.json and rollout_verdicts.jsonl into RUN_DIR."
+        ),
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory holding the rollouts JSONL")
+    parser.add_argument(
+        "--rollouts-file",
+        metavar="PATH",
+        default=None,
+        help="rollouts JSONL to check (relative paths resolve under RUN_DIR; default rollouts.jsonl)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes (default: CPU count, at most 8; 1 runs serially)",
+    )
+    parser.add_argument(
+        "--ignore-checks",
+        "--ignore",
+        dest="ignore_checks",
+        action="append",
+        default=None,
+        metavar="CHECK[,CHECK...]",
+        help="comma-separated check IDs to skip (repeatable)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the compact summary JSON instead")
+    parser.set_defaults(handler=run)
+
+
+def _error(message: str) -> int:
+    sys.stderr.write(f"{_PROG}: error: {message}\n")
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler: check the run directory, print the report; 2 on a bad argument or missing file."""
+    from .api import check_rollout_files, emit_run_output, resolve_rollout_path
+    from .progress import terminal_progress
+
+    ignored: str | None = ",".join(args.ignore_checks) if args.ignore_checks else None
+    try:
+        run_dir, path = resolve_rollout_path(args.run_dir, args.rollouts_file)
+        with terminal_progress(os.path.getsize(path), sys.stderr) as progress:
+            result = check_rollout_files(path, run_dir, args.workers, ignored, progress)
+    except (FileNotFoundError, ValueError) as exc:
+        return _error(str(exc))
+    emit_run_output(result, args.json)
+    return 0
