@@ -1,0 +1,221 @@
+"""Opening a journal file: identity checks, schema versions and migrations, SQLite error mapping.
+
+A journal is an SQLite database whose ``PRAGMA application_id`` is :data:`APPLICATION_ID` and whose
+``PRAGMA user_version`` is its schema version. Version 1 is the event log alone; version 2 adds the
+``meta`` key-value table. A fresh file is created at :data:`SCHEMA_VERSION`; an older journal is
+migrated in one transaction; a newer one, a foreign SQLite database or a file that is not SQLite
+at all is refused before anything is written to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from sidecar._journal_types import JournalCorrupt, JournalError, JournalSchemaError, JournalUnavailable
+
+__all__ = [
+    "APPLICATION_ID",
+    "SCHEMA_VERSION",
+    "WriterConnection",
+    "file_bytes",
+    "map_sqlite_error",
+    "open_reader",
+    "open_writer",
+]
+
+APPLICATION_ID = 0x52534A4C  # "RSJL": marks the file as a rollout-sidecar journal
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_PAGE_SIZE = 4096  # an ~8 KB payload fills two overflow pages with little slack (16 KB pages: 1 row each)
+_BUSY_TIMEOUT_MS = 5000
+_WAL_SIZE_LIMIT = 64 * 1024 * 1024  # truncate the WAL back to this after checkpoints
+
+# _MIGRATIONS[i] takes a journal from version i to version i + 1.
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        "CREATE TABLE events ("
+        " seq INTEGER PRIMARY KEY,"
+        " run_id TEXT NOT NULL,"
+        " kind TEXT NOT NULL,"
+        " key TEXT NOT NULL UNIQUE,"
+        " payload BLOB NOT NULL)",
+    ),
+    ("CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",),
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+_REASONS = {
+    sqlite3.SQLITE_FULL: "disk full or journal size limit reached",
+    sqlite3.SQLITE_READONLY: "journal is read-only",
+    sqlite3.SQLITE_IOERR: "I/O error",
+    sqlite3.SQLITE_CANTOPEN: "cannot open the file",
+    sqlite3.SQLITE_BUSY: "locked by another process",
+    sqlite3.SQLITE_LOCKED: "locked",
+    sqlite3.SQLITE_PERM: "permission denied",
+    sqlite3.SQLITE_CORRUPT: "database disk image is malformed",
+    sqlite3.SQLITE_NOTADB: "not an SQLite database",
+}
+_CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+
+def map_sqlite_error(path: Path, action: str, exc: sqlite3.Error) -> JournalError:
+    """Translate an SQLite failure into the journal's tree, naming the path, action and cause."""
+    code = exc.sqlite_errorcode & 0xFF if isinstance(exc.sqlite_errorcode, int) else -1
+    reason = _REASONS.get(code, "SQLite error")
+    message = f"journal {path}: {action} failed: {reason} ({exc.sqlite_errorname}: {exc})"
+    if code in _CORRUPT_CODES:
+        return JournalCorrupt(message, path=path)
+    return JournalUnavailable(message, path=path)
+
+
+def file_bytes(path: Path) -> int:
+    """Size of the database file plus its WAL (0 for files that do not exist)."""
+    total = 0
+    for candidate in (path, path.with_name(path.name + "-wal")):
+        with contextlib.suppress(OSError):
+            total += candidate.stat().st_size
+    return total
+
+
+def _check_header(path: Path) -> bool:
+    """True if ``path`` holds an SQLite database, False if it is absent or empty.
+
+    Raises JournalCorrupt for any other content, before SQLite ever opens (and could write) it.
+    """
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise JournalUnavailable(f"journal {path}: cannot read the file: {exc}", path=path) from exc
+    if not head:
+        return False
+    if head != _SQLITE_MAGIC:
+        raise JournalCorrupt(
+            f"journal {path} is not an SQLite database (starts with {head[:16]!r}); "
+            "refusing to use or overwrite it: move it away or point the journal elsewhere",
+            path=path,
+        )
+    return True
+
+
+def _identify(conn: sqlite3.Connection, path: Path) -> int:
+    """The journal's schema version (0 for a blank database); refuse foreign or newer files."""
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if app_id == 0 and version == 0:
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        if tables:
+            raise JournalCorrupt(
+                f"journal {path} is an SQLite database of another application (tables {tables}); "
+                "refusing to use it",
+                path=path,
+            )
+        return 0
+    if app_id != APPLICATION_ID:
+        raise JournalCorrupt(
+            f"journal {path} is an SQLite database of another application "
+            f"(application_id {app_id:#x}, expected {APPLICATION_ID:#x}); refusing to use it",
+            path=path,
+        )
+    if version > SCHEMA_VERSION:
+        raise JournalSchemaError(
+            f"journal {path} has schema version {version}, newer than version {SCHEMA_VERSION} "
+            "that this build supports; refusing to open it (upgrade rollout-sidecar)",
+            path=path,
+            found=version,
+            supported=SCHEMA_VERSION,
+        )
+    return int(version)
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring the schema from ``version`` to SCHEMA_VERSION in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for step in _MIGRATIONS[version:]:
+            for statement in step:
+                conn.execute(statement)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+@dataclass(frozen=True, slots=True)
+class WriterConnection:
+    """The writer's connection and what it learned while opening the journal."""
+
+    conn: sqlite3.Connection
+    last_seq: int
+    page_size: int
+    default_max_pages: int
+
+
+def open_writer(path: Path) -> WriterConnection:
+    """Open (creating or migrating) the journal for writing, in WAL mode with ``synchronous=FULL``.
+
+    FULL makes every commit fsync the WAL, so an acknowledged event survives power loss and not
+    only a process crash; group commit pays that fsync once per batch rather than per event.
+    """
+    existed = _check_header(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise JournalUnavailable(f"journal {path}: cannot create its directory: {exc}", path=path) from exc
+    try:
+        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise map_sqlite_error(path, "open", exc) from exc
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        version = _identify(conn, path)
+        if version == 0 and not existed:
+            conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise JournalUnavailable(f"journal {path}: cannot enable WAL mode (got {mode!r})", path=path)
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
+        if version < SCHEMA_VERSION:
+            _migrate(conn, version)
+        last_seq = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        default_max_pages = conn.execute("PRAGMA max_page_count").fetchone()[0]
+    except sqlite3.Error as exc:
+        conn.close()
+        raise map_sqlite_error(path, "open", exc) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return WriterConnection(conn, int(last_seq), int(page_size), int(default_max_pages))
+
+
+def open_reader(path: Path) -> tuple[sqlite3.Connection, int] | None:
+    """A query-only connection and the schema version, or None when there is no journal yet.
+
+    Refuses corrupt, foreign and newer files exactly as the writer does; never creates the file.
+    """
+    if not _check_header(path):
+        return None
+    try:
+        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise map_sqlite_error(path, "open for reading", exc) from exc
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA query_only = 1")
+        version = _identify(conn, path)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise map_sqlite_error(path, "open for reading", exc) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn, version

@@ -1,0 +1,78 @@
+"""Value types and the exception tree of the journal (re-exported by ``sidecar.journal``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "JournalCorrupt",
+    "JournalError",
+    "JournalEvent",
+    "JournalSchemaError",
+    "JournalStats",
+    "JournalUnavailable",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEvent:
+    """One ingested event as the journal stores it.
+
+    ``key`` is the caller-built idempotency key: a second event with the same key is acknowledged
+    and changes nothing. ``payload`` is stored and replayed verbatim. ``seq`` is 0 until the
+    journal commits the event, then its position in the journal (1-based, dense, increasing).
+    """
+
+    run_id: str
+    kind: str
+    key: str
+    payload: bytes
+    seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class JournalStats:
+    """A snapshot of the journal's counters, for the service's own health metrics.
+
+    ``events`` is the number of events stored (equal to the last seq), ``commits`` the number of
+    transactions this process committed, ``last_commit_wall_time`` the Unix time of the latest of
+    them (None before the first), ``db_bytes`` the size of the database file plus its WAL.
+    """
+
+    events: int
+    commits: int
+    last_commit_wall_time: float | None
+    db_bytes: int
+
+
+class JournalError(Exception):
+    """Root of every journal failure; ``path`` is the journal file concerned."""
+
+    def __init__(self, message: str, *, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r}, path={self.path!r})"
+
+
+class JournalUnavailable(JournalError):
+    """The journal cannot store right now (disk full, read-only, I/O error, closed).
+
+    Nothing of the failed append is stored; the caller answers 503 and may retry later.
+    """
+
+
+class JournalCorrupt(JournalError):
+    """The file is not a rollout-sidecar journal (not SQLite, another application's database,
+    or unreadable pages). The journal refuses to start and never overwrites the file."""
+
+
+class JournalSchemaError(JournalError):
+    """The journal was written by a newer build (``found`` > ``supported``); refusing to touch it."""
+
+    def __init__(self, message: str, *, path: Path | None = None, found: int, supported: int) -> None:
+        super().__init__(message, path=path)
+        self.found = found
+        self.supported = supported

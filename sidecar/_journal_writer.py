@@ -1,0 +1,311 @@
+"""The journal's single writer thread: group commit of queued appends.
+
+Every write goes through one thread that owns the only writing connection. It takes the first
+queued request, gathers whatever else arrives until ``max_delay_s`` after that request was queued
+or until ``max_batch`` events are gathered, writes them all in one transaction, commits (one WAL
+fsync), and only then resolves the callers' futures on their event loop. If the group's
+transaction fails, each request is retried in a transaction of its own so that one request that
+cannot be stored does not take the others down; whatever fails is reported as JournalUnavailable
+and nothing of it is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future as ThreadFuture
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from sidecar._journal_schema import WriterConnection, map_sqlite_error, open_writer
+from sidecar._journal_types import JournalError, JournalEvent, JournalUnavailable
+
+__all__ = ["Append", "Control", "SetMeta", "Writer"]
+
+_log = structlog.get_logger("sidecar.journal")
+
+_INSERT_EVENT = (
+    "INSERT INTO events (run_id, kind, key, payload) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING"
+)
+_UPSERT_META = (
+    "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)
+
+OnCommit = Callable[[float, int], None]
+
+
+@dataclass(slots=True)
+class _Request:
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+@dataclass(slots=True)
+class Append(_Request):
+    events: Sequence[JournalEvent] = ()
+
+
+@dataclass(slots=True)
+class SetMeta(_Request):
+    name: str = ""
+    value: bytes = b""
+
+
+@dataclass(slots=True)
+class Control(_Request):
+    """A connection setting (size cap, write freeze) applied between transactions."""
+
+    apply: Callable[[WriterConnection], None] = lambda _: None
+
+
+_Data = Append | SetMeta
+_Item = Append | SetMeta | Control | None  # None asks the writer to drain and stop
+
+
+class Writer(threading.Thread):
+    """Owns the writing connection; fed through :meth:`submit`, stopped through :meth:`stop`."""
+
+    def __init__(self, path: Path, *, max_batch: int, max_delay_s: float, on_commit: OnCommit | None) -> None:
+        super().__init__(name=f"journal-writer:{path.name}", daemon=True)
+        self.path = path
+        self.ready: ThreadFuture[None] = ThreadFuture()
+        self.stopped: ThreadFuture[None] = ThreadFuture()
+        self.last_seq = 0
+        self.commits = 0
+        self.last_commit_wall_time: float | None = None
+        self._max_batch = max_batch
+        self._max_delay_s = max_delay_s
+        self._on_commit = on_commit
+        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._carry: _Item = None
+        self._has_carry = False
+        self._accepting = True
+        self._lock = threading.Lock()
+
+    # -- called from the event loop -------------------------------------------------------------
+
+    def submit(self, item: Append | SetMeta | Control) -> None:
+        with self._lock:
+            if not self._accepting:
+                raise JournalUnavailable(f"journal {self.path} is closed", path=self.path)
+            self._queue.put(item)
+
+    def stop(self) -> None:
+        """Stop accepting; the thread finishes what was queued, checkpoints and exits."""
+        with self._lock:
+            if self._accepting:
+                self._accepting = False
+                self._queue.put(None)
+
+    # -- the thread -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            wc = open_writer(self.path)
+        except BaseException as exc:
+            with self._lock:
+                self._accepting = False
+            self.ready.set_exception(exc)
+            self.stopped.set_result(None)
+            return
+        self.last_seq = wc.last_seq
+        self.ready.set_result(None)
+        try:
+            self._serve(wc)
+        except BaseException:
+            _log.exception("journal_writer_crashed", path=str(self.path))
+            self._fail_pending()
+        finally:
+            self._shutdown(wc)
+            self.stopped.set_result(None)
+
+    def _fail_pending(self) -> None:
+        """After a writer bug: refuse new work and fail what is queued, so no caller hangs."""
+        with self._lock:
+            self._accepting = False
+        pending = [self._carry] if self._has_carry else []
+        while True:
+            try:
+                pending.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        failed = [item for item in pending if item is not None]
+        error = JournalUnavailable(f"journal {self.path}: the writer stopped after an error", path=self.path)
+        self._deliver(failed, error)
+
+    def _next(self) -> _Item:
+        if self._has_carry:
+            self._has_carry = False
+            item, self._carry = self._carry, None
+            return item
+        return self._queue.get()
+
+    def _serve(self, wc: WriterConnection) -> None:
+        while True:
+            first = self._next()
+            if first is None:
+                return
+            if isinstance(first, Control):
+                self._control(wc, first)
+                continue
+            self._commit_group(wc, self._gather(first))
+
+    def _gather(self, first: _Data) -> list[_Data]:
+        """``first`` plus what arrives before its deadline, up to ``max_batch`` events."""
+        group: list[_Data] = [first]
+        count = _size(first)
+        deadline = first.enqueued + self._max_delay_s
+        while count < self._max_batch:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    item = self._queue.get(timeout=remaining)
+                except queue.Empty:
+                    break
+            if item is None or isinstance(item, Control):
+                self._carry, self._has_carry = item, True
+                break
+            group.append(item)
+            count += _size(item)
+        return group
+
+    def _commit_group(self, wc: WriterConnection, group: list[_Data]) -> None:
+        outcome = self._transact(wc, group)
+        if isinstance(outcome, JournalError) and len(group) > 1:
+            for request in group:
+                self._deliver([request], self._transact(wc, [request]))
+        else:
+            self._deliver(group, outcome)
+
+    def _transact(self, wc: WriterConnection, group: list[_Data]) -> _Outcome | JournalError:
+        conn = wc.conn
+        started = time.perf_counter()
+        results: list[list[JournalEvent | None] | None] = []
+        new = 0
+        last_seq = self.last_seq
+        try:
+            cursor = conn.cursor()
+            cursor.execute("BEGIN IMMEDIATE")
+            for request in group:
+                if isinstance(request, SetMeta):
+                    cursor.execute(_UPSERT_META, (request.name, request.value))
+                    results.append(None)
+                    continue
+                stored: list[JournalEvent | None] = []
+                for event in request.events:
+                    cursor.execute(_INSERT_EVENT, (event.run_id, event.kind, event.key, event.payload))
+                    if cursor.rowcount == 1 and cursor.lastrowid is not None:
+                        last_seq = cursor.lastrowid
+                        stored.append(replace(event, seq=last_seq))
+                        new += 1
+                    else:
+                        stored.append(None)
+                results.append(stored)
+            cursor.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            error = map_sqlite_error(self.path, "append", exc)
+            _log.warning("journal_commit_failed", path=str(self.path), error=str(error))
+            return JournalUnavailable(str(error), path=self.path)
+        except Exception as exc:  # a bug must fail the callers, not kill the only writer
+            _rollback(conn)
+            _log.exception("journal_write_internal_error", path=str(self.path))
+            return JournalUnavailable(
+                f"journal {self.path}: internal error while writing: {exc!r}", path=self.path
+            )
+        self.last_seq = last_seq
+        self.commits += 1
+        self.last_commit_wall_time = time.time()
+        return _Outcome(results, time.perf_counter() - started, new)
+
+    def _deliver(
+        self, group: Sequence[_Request], outcome: _Outcome | JournalError, *, report: bool = True
+    ) -> None:
+        """Resolve the futures of ``group`` on their loops (one wake-up per loop)."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Request, Any]]] = {}
+        for index, request in enumerate(group):
+            value: Any
+            if isinstance(outcome, JournalError):  # one exception object per caller's traceback
+                value = type(outcome)(str(outcome), path=outcome.path)
+            else:
+                value = outcome.results[index]
+            by_loop.setdefault(request.loop, []).append((request, value))
+        timing = None
+        if report and not isinstance(outcome, JournalError):
+            timing = (outcome.seconds, outcome.new_events)
+        for loop, pairs in by_loop.items():
+            callback = _resolver(pairs, self._on_commit, timing)
+            timing = None  # report a commit once even if its callers span several loops
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+                loop.call_soon_threadsafe(callback)
+
+    def _control(self, wc: WriterConnection, request: Control) -> None:
+        try:
+            request.apply(wc)
+        except sqlite3.Error as exc:
+            error = map_sqlite_error(self.path, "configure", exc)
+            self._deliver([request], JournalUnavailable(str(error), path=self.path))
+        else:
+            self._deliver([request], _Outcome([None], 0.0, 0), report=False)
+
+    def _shutdown(self, wc: WriterConnection) -> None:
+        """Checkpoint the WAL into the database file and close; failures only cost WAL replay."""
+        try:
+            wc.conn.execute("PRAGMA query_only = 0")
+            wc.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:
+            _log.warning("journal_checkpoint_failed", path=str(self.path), error=str(exc))
+        finally:
+            wc.conn.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    results: list[Any]
+    seconds: float
+    new_events: int
+
+
+def _size(request: _Data) -> int:
+    return len(request.events) if isinstance(request, Append) else 1
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            _log.warning("journal_rollback_failed", error=str(exc))
+
+
+def _resolver(
+    pairs: list[tuple[_Request, Any]], on_commit: OnCommit | None, timing: tuple[float, int] | None
+) -> Callable[[], None]:
+    def resolve() -> None:
+        for request, value in pairs:
+            if request.future.done():  # the caller was cancelled; its events may still be stored
+                continue
+            if isinstance(value, BaseException):
+                request.future.set_exception(value)
+            else:
+                request.future.set_result(value)
+        if on_commit is not None and timing is not None:
+            try:
+                on_commit(*timing)
+            except Exception:
+                _log.exception("journal_on_commit_failed")
+
+    return resolve

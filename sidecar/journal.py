@@ -1,0 +1,271 @@
+"""The sidecar's durable embedded journal: an SQLite event log with group commit.
+
+An event is acknowledged (``append`` returns) only once the transaction holding it has committed
+with ``synchronous=FULL`` in WAL mode, so an acknowledged event survives a process kill and a power
+loss. One writer thread owns the only writing connection and commits concurrent appends together
+(see ``_journal_writer``). Reads (``replay``, ``get_meta``) use connections of their own and can
+run from any thread, even before ``open()`` returns. Every event carries an idempotency key; a
+second event with a stored key is acknowledged and changes nothing. The journal uses asyncio
+futures: call its coroutines from an asyncio event loop (anyio's asyncio backend included).
+
+This module is an I/O edge only: no HTTP, no metrics; commit timings go to ``on_commit``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from sidecar._journal_schema import (
+    SCHEMA_VERSION,
+    WriterConnection,
+    file_bytes,
+    map_sqlite_error,
+    open_reader,
+)
+from sidecar._journal_types import (
+    JournalCorrupt,
+    JournalError,
+    JournalEvent,
+    JournalSchemaError,
+    JournalStats,
+    JournalUnavailable,
+)
+from sidecar._journal_writer import Append, Control, SetMeta, Writer
+
+__all__ = [
+    "DEFAULT_JOURNAL_PATH",
+    "SCHEMA_VERSION",
+    "Journal",
+    "JournalCorrupt",
+    "JournalError",
+    "JournalEvent",
+    "JournalSchemaError",
+    "JournalStats",
+    "JournalUnavailable",
+]
+
+DEFAULT_JOURNAL_PATH = Path("sidecar-state/journal.sqlite3")
+_REPLAY_CHUNK = 256  # rows per query: memory stays flat (~2 MB of 8 KB payloads) however long the log
+
+
+class Journal:
+    """A durable, idempotent, append-only event log in one SQLite file.
+
+    ``max_batch`` caps the events of one group transaction (a single ``append`` is never split);
+    ``max_delay_s`` is how long the writer waits after a request is queued for others to join its
+    transaction (0 commits whatever is queued at once). ``on_commit(seconds, new_events)`` is
+    called on the event loop after each commit with its duration (BEGIN to durable COMMIT).
+    ``max_db_bytes`` caps the database size: appends beyond it fail with JournalUnavailable, as
+    on a full disk.
+    """
+
+    def __init__(
+        self,
+        path: Path | str | os.PathLike[str] = DEFAULT_JOURNAL_PATH,
+        *,
+        max_batch: int = 1024,
+        max_delay_s: float = 0.002,
+        on_commit: Callable[[float, int], None] | None = None,
+        max_db_bytes: int | None = None,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch!r}")
+        if max_delay_s < 0:
+            raise ValueError(f"max_delay_s must be >= 0, got {max_delay_s!r}")
+        _check_max_bytes(max_db_bytes)
+        self._path = Path(path)
+        self._max_batch = max_batch
+        self._max_delay_s = max_delay_s
+        self._on_commit = on_commit
+        self._max_db_bytes = max_db_bytes
+        self._writer: Writer | None = None
+
+    def __repr__(self) -> str:
+        state = "new" if self._writer is None else ("closed" if self._writer.stopped.done() else "open")
+        return f"Journal({str(self._path)!r}, {state})"
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def stats(self) -> JournalStats:
+        writer = self._writer
+        return JournalStats(
+            events=writer.last_seq if writer else 0,
+            commits=writer.commits if writer else 0,
+            last_commit_wall_time=writer.last_commit_wall_time if writer else None,
+            db_bytes=file_bytes(self._path),
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Create or migrate the journal and start the writer thread.
+
+        Raises JournalCorrupt (not a journal: the file is left untouched), JournalSchemaError
+        (written by a newer build) or JournalUnavailable (cannot create or write the file).
+        """
+        if self._writer is not None:
+            raise JournalError(f"journal {self._path} was already opened", path=self._path)
+        writer = Writer(
+            self._path, max_batch=self._max_batch, max_delay_s=self._max_delay_s, on_commit=self._on_commit
+        )
+        self._writer = writer
+        writer.start()
+        try:
+            await asyncio.wrap_future(writer.ready)
+        except BaseException:
+            self._writer = None  # nothing was started: open() may be retried once fixed
+            raise
+        if self._max_db_bytes is not None:
+            await self.set_max_db_bytes(self._max_db_bytes)
+
+    async def close(self) -> None:
+        """Commit everything already appended, checkpoint the WAL into the file, stop the writer."""
+        writer = self._writer
+        if writer is None:
+            return
+        writer.stop()
+        await asyncio.wrap_future(writer.stopped)
+        await asyncio.to_thread(writer.join)
+
+    # -- writing --------------------------------------------------------------------------------
+
+    async def append(self, events: Sequence[JournalEvent]) -> list[JournalEvent | None]:
+        """Store ``events`` atomically and return, per event, the stored event with its seq, or
+        None when its key was already stored (also for a repeat of a key earlier in ``events``).
+
+        Returns only after the commit is durable; raises JournalUnavailable when it failed, and
+        then nothing of ``events`` is stored. If the caller is cancelled while waiting, the events
+        may still be committed: retrying with the same keys is safe.
+        """
+        batch = tuple(events)
+        for index, event in enumerate(batch):
+            _validate(event, index)
+        if not batch:
+            return []
+        result: list[JournalEvent | None] = await self._submit(lambda f, loop: Append(f, loop, events=batch))
+        return result
+
+    async def set_meta(self, name: str, value: bytes) -> None:
+        """Durably store ``value`` under ``name`` (replacing any previous value)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"meta name must be a non-empty str, got {name!r}")
+        if not isinstance(value, bytes):
+            raise TypeError(f"meta {name!r}: value must be bytes, got {type(value).__name__}")
+        await self._submit(lambda f, loop: SetMeta(f, loop, name=name, value=value))
+
+    async def set_max_db_bytes(self, max_db_bytes: int | None) -> None:
+        """Cap (or with None uncap) the database size, effective for the next commit.
+
+        A cap below the current size freezes growth at the current size.
+        """
+        _check_max_bytes(max_db_bytes)
+
+        def apply(wc: WriterConnection) -> None:
+            pages = wc.default_max_pages if max_db_bytes is None else max(1, max_db_bytes // wc.page_size)
+            wc.conn.execute(f"PRAGMA max_page_count = {int(pages)}").fetchall()
+
+        await self._submit(lambda f, loop: Control(f, loop, apply=apply))
+        self._max_db_bytes = max_db_bytes
+
+    async def set_read_only(self, read_only: bool) -> None:
+        """Freeze (or thaw) writes, e.g. while the file is backed up: appends then fail with
+        JournalUnavailable exactly as on a read-only filesystem; reads keep working."""
+
+        def apply(wc: WriterConnection) -> None:
+            wc.conn.execute(f"PRAGMA query_only = {1 if read_only else 0}")
+
+        await self._submit(lambda f, loop: Control(f, loop, apply=apply))
+
+    async def _submit(self, make: Callable[[asyncio.Future[Any], asyncio.AbstractEventLoop], Any]) -> Any:
+        writer = self._writer
+        if writer is None or not writer.ready.done() or writer.ready.exception() is not None:
+            raise JournalUnavailable(f"journal {self._path} is not open", path=self._path)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        writer.submit(make(future, loop))
+        return await future
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def replay(self, *, after_seq: int = 0) -> Iterator[JournalEvent]:
+        """Yield the committed events with ``seq > after_seq`` in seq order, streaming.
+
+        Reads in short chunks (no long-lived read transaction), so events committed while the
+        replay runs are yielded too. Safe from any thread and before ``open()``; yields nothing
+        when the journal file does not exist yet.
+        """
+        return _replay(self._path, after_seq)
+
+    def get_meta(self, name: str) -> bytes | None:
+        """The value stored under ``name``, or None. Safe from any thread and before ``open()``."""
+        opened = open_reader(self._path)
+        if opened is None:
+            return None
+        conn, version = opened
+        try:
+            if version < 2:
+                return None
+            row = conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        except Exception as exc:
+            raise _read_error(self._path, exc) from exc
+        finally:
+            conn.close()
+        return None if row is None else bytes(row[0])
+
+
+def _replay(path: Path, after_seq: int) -> Iterator[JournalEvent]:
+    opened = open_reader(path)
+    if opened is None:
+        return
+    conn, version = opened
+    try:
+        if version < 1:
+            return
+        last = after_seq
+        while True:
+            try:
+                rows = conn.execute(
+                    "SELECT seq, run_id, kind, key, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                    (last, _REPLAY_CHUNK),
+                ).fetchall()
+            except Exception as exc:
+                raise _read_error(path, exc) from exc
+            for seq, run_id, kind, key, payload in rows:
+                yield JournalEvent(run_id=run_id, kind=kind, key=key, payload=payload, seq=seq)
+            if len(rows) < _REPLAY_CHUNK:
+                return
+            last = rows[-1][0]
+    finally:
+        conn.close()
+
+
+def _read_error(path: Path, exc: Exception) -> JournalError:
+    if isinstance(exc, sqlite3.Error):
+        return map_sqlite_error(path, "read", exc)
+    return JournalUnavailable(f"journal {path}: read failed: {exc!r}", path=path)
+
+
+def _validate(event: object, index: int) -> None:
+    if not isinstance(event, JournalEvent):
+        raise TypeError(f"events[{index}] must be a JournalEvent, got {type(event).__name__}")
+    for name in ("run_id", "kind", "key"):
+        value = getattr(event, name)
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"events[{index}].{name} must be a non-empty str, got {value!r}")
+    if not isinstance(event.payload, bytes):
+        raise TypeError(
+            f"events[{index}] (key {event.key!r}): payload must be bytes, got {type(event.payload).__name__}"
+        )
+
+
+def _check_max_bytes(value: int | None) -> None:
+    if value is not None and (not isinstance(value, int) or value <= 0):
+        raise ValueError(f"max_db_bytes must be a positive int or None, got {value!r}")
