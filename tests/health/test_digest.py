@@ -163,12 +163,16 @@ class TestUnreadable:
             assert digest.unobserved == [c for c in ROLLOUT_CHECK_IDS if c != "record_unreadable"]
 
     def test_whitespace_around_a_line_is_trimmed(self) -> None:
-        digest = digest_line(b' \t{"_ng_task_index": 4}\r\n', source_path="p", source_index=0, line_number=1, ordinal=0)
+        digest = digest_line(
+            b' \t{"_ng_task_index": 4}\r\n', source_path="p", source_index=0, line_number=1, ordinal=0
+        )
         assert digest.task_index == 4 and not digest.findings
 
     def test_ignored_record_unreadable_leaves_unobserved(self) -> None:
         ignored = frozenset({"record_unreadable", "check_execution_error"})
-        digest = digest_line(b"garbage", source_path="p", source_index=0, line_number=1, ordinal=0, ignored_checks=ignored)
+        digest = digest_line(
+            b"garbage", source_path="p", source_index=0, line_number=1, ordinal=0, ignored_checks=ignored
+        )
         assert digest.findings == [] and digest.verdict == "unobserved"
         assert digest.unobserved[0] == "rollout_duplicate_identity"
 
@@ -192,7 +196,11 @@ class TestUnreadable:
             {
                 "check": "record_unreadable",
                 "locator": {"source_file": "run/x.jsonl", "line": 9},
-                "detail": {"reason": "rollout record identity is invalid", "error": "ValidationError", "field": field},
+                "detail": {
+                    "reason": "rollout record identity is invalid",
+                    "error": "ValidationError",
+                    "field": field,
+                },
             }
         ]
 
@@ -208,11 +216,16 @@ class TestIdentity:
             ({"_ng_rollout_id": 0, "ng_trajectory": {"rollout_id": 77}}, (3, 0, None, "77")),
             ({"_ng_rollout_id": {"a": 1}}, (3, 0, None, "{'a': 1}")),
             ({"_ng_rollout_id": "", "ng_trajectory": "rid"}, (3, 0, None, "3-0")),
-            ({"_ng_task_index": 18446744073709551615}, (18446744073709551615, 0, None, "18446744073709551615-0")),
+            (
+                {"_ng_task_index": 18446744073709551615},
+                (18446744073709551615, 0, None, "18446744073709551615-0"),
+            ),
             ({"stage_index": None, "_ng_rollout_id": 2.5}, (3, 0, None, "2.5")),
         ],
     )
-    def test_coerced_indices_and_raw_rollout_id(self, record: dict[str, Any], expected: tuple[Any, ...]) -> None:
+    def test_coerced_indices_and_raw_rollout_id(
+        self, record: dict[str, Any], expected: tuple[Any, ...]
+    ) -> None:
         digest = digest_record(record, ordinal=3)
         assert (digest.task_index, digest.rollout_index, digest.stage_index, digest.rollout_id) == expected
         assert type(digest.task_index) is type(expected[0])
