@@ -154,4 +154,3 @@ def health_check_run_dir(
     run = check_rollout_files(path, directory, workers, ignored_checks)
     emit_run_output(run, json_output)
     return run.result()
-

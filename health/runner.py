@@ -131,9 +131,7 @@ def map_into_reducer(
         _run_serially(chain(head, ranges), reducer, progress, total)
         return reducer
     try:
-        pool = ProcessPoolExecutor(
-            max_workers=workers, initializer=_init_worker, initargs=(ignored_checks,)
-        )
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(ignored_checks,))
     except (NotImplementedError, OSError) as exc:
         warnings.warn(
             f"Process pool unavailable ({exc}); running rollout health checks serially.",

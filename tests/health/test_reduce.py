@@ -1,0 +1,251 @@
+"""HealthReducer: duplicate pass, task reduction, summary and rows, from digests built by hand.
+
+The vector-driven class rebuilds each example's digests from its expected rows (which carry
+everything but the statistics) and checks that the reducer reproduces the rows byte for byte
+and every summary field that depends only on verdicts, whatever the arrival order.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from health.compact import compact_digest, expand_digest
+from health.reduce import HealthReducer
+from health.registry import ROLLOUT_CHECK_IDS
+from health.types import Finding, RolloutDigest
+
+
+def make_digest(
+    task: int | str,
+    rollout: int | str = 0,
+    *,
+    stage: int | str | None = None,
+    verdict: str = "healthy",
+    findings: list[Finding] | None = None,
+    unobserved: list[str] | None = None,
+    ordinal: int = 0,
+    **stats: Any,
+) -> RolloutDigest:
+    return RolloutDigest(
+        task_index=task,
+        rollout_index=rollout,
+        stage_index=stage,
+        rollout_id=f"{task}-{rollout}",
+        verdict=verdict,  # type: ignore[arg-type]
+        findings=findings or [],
+        unobserved=unobserved or [],
+        capture_observed=stats.pop("capture_observed", True),
+        ordinal=ordinal,
+        **stats,
+    )
+
+
+def digests_from_rows(rows_path: Path) -> list[RolloutDigest]:
+    """Preliminary digests behind expected rows: duplicate findings removed, verdicts re-derived."""
+    digests = []
+    for position, line in enumerate(rows_path.read_bytes().splitlines()):
+        row = orjson.loads(line)
+        subject = {"_ng_task_index": row["_ng_task_index"], "_ng_rollout_index": row["_ng_rollout_index"]}
+        findings = [
+            Finding(check=f["check"], subject=subject, locator=f.get("locator"), detail=f["detail"])
+            for f in row["findings"]
+            if f["check"] != "rollout_duplicate_identity"
+        ]
+        verdict = "unhealthy" if findings else "unobserved" if row["unobserved"] else "healthy"
+        digests.append(
+            RolloutDigest(
+                task_index=row["_ng_task_index"],
+                rollout_index=row["_ng_rollout_index"],
+                stage_index=row.get("stage_index"),
+                rollout_id=row["rollout_id"],
+                verdict=verdict,
+                findings=findings,
+                unobserved=row["unobserved"],
+                capture_observed=False,
+                ordinal=position,
+            )
+        )
+    return digests
+
+
+def example_dirs(root: Path) -> list[Path]:
+    return sorted(path for path in (root / "health").iterdir() if path.is_dir())
+
+
+class TestFromVectors:
+    def test_rows_and_verdict_summary_match_in_any_order(self, spec_examples: Path) -> None:
+        rng = random.Random(7)
+        for example in example_dirs(spec_examples):
+            args = json.loads((example / "args.json").read_text())
+            expected_rows = (example / "expected" / "rollout_verdicts.jsonl").read_bytes()
+            expected = orjson.loads((example / "expected" / "quality_summary.json").read_bytes())
+            digests = digests_from_rows(example / "expected" / "rollout_verdicts.jsonl")
+            rng.shuffle(digests)
+            reducer = HealthReducer(args["ignored_checks"])
+            for digest in digests:
+                reducer.add(digest)
+            assert b"".join(reducer.iter_verdict_lines()) == expected_rows, example.name
+            summary = reducer.summary()
+            run, want = summary["run"], expected["run"]
+            assert run["verdicts"] == want["verdicts"], example.name
+            assert run["ignored_checks"] == want["ignored_checks"]
+            assert run["artifacts"]["records"] == want["artifacts"]["records"]
+            for check in (*ROLLOUT_CHECK_IDS, "task_consistently_unhealthy"):
+                assert run["artifacts"]["coverage"][check] == want["artifacts"]["coverage"][check], check
+            for check in ROLLOUT_CHECK_IDS:
+                assert run["issues"][check] == want["issues"][check], (example.name, check)
+            assert list(summary["tasks"]) == list(expected["tasks"]), example.name
+            for key, task in summary["tasks"].items():
+                counts = {k: task[k] for k in ("repeats", "healthy", "unhealthy", "unobserved")}
+                assert counts == {k: expected["tasks"][key][k] for k in counts}, (example.name, key)
+
+
+class TestDuplicates:
+    def test_same_identity_marks_every_copy_unhealthy_with_trailing_finding(self) -> None:
+        hollow = Finding(check="agent_turn_hollow", subject={}, locator={"turn": 1}, detail={"reason": "x"})
+        reducer = HealthReducer()
+        reducer.add(make_digest(1, 0, ordinal=0))
+        reducer.add(make_digest(1, 0, ordinal=1, verdict="unhealthy", findings=[hollow]))
+        reducer.add(make_digest(1, 0, stage=0, ordinal=2))
+        rows = [orjson.loads(line) for line in reducer.iter_verdict_lines()]
+        assert [row.get("stage_index") for row in rows] == [0, None, None]
+        assert rows[0]["verdict"] == "healthy"
+        assert rows[1]["findings"] == [
+            {"check": "rollout_duplicate_identity", "detail": {"duplicate_count": 2}}
+        ]
+        assert [f["check"] for f in rows[2]["findings"]] == [
+            "agent_turn_hollow",
+            "rollout_duplicate_identity",
+        ]
+        assert rows[1]["verdict"] == rows[2]["verdict"] == "unhealthy"
+        summary = reducer.summary()
+        assert summary["run"]["issues"]["rollout_duplicate_identity"] == 2
+        assert summary["run"]["verdicts"] == {"healthy": 1, "unhealthy": 2, "unobserved": 0}
+        digests = reducer.digests()
+        assert [d.ordinal for d in digests] == [0, 1, 2]
+        assert digests[0].verdict == "unhealthy"
+        assert digests[0].findings[-1].subject == {"_ng_task_index": 1, "_ng_rollout_index": 0}
+
+    def test_ignored_duplicate_check_skips_the_pass(self) -> None:
+        reducer = HealthReducer(["rollout_duplicate_identity"])
+        reducer.add(make_digest(1, 0, ordinal=0))
+        reducer.add(make_digest(1, 0, ordinal=1))
+        assert reducer.summary()["run"]["verdicts"]["healthy"] == 2
+        assert reducer.summary()["run"]["artifacts"]["coverage"]["rollout_duplicate_identity"]["ignored"] == 2
+
+    def test_int_and_string_indices_are_distinct(self) -> None:
+        reducer = HealthReducer()
+        reducer.add(make_digest(1, 0, ordinal=0))
+        reducer.add(make_digest("1", 0, ordinal=1))
+        assert reducer.summary()["run"]["verdicts"]["healthy"] == 2
+
+
+class TestTasks:
+    def test_close_task_reports_flags_and_reopens(self) -> None:
+        reducer = HealthReducer()
+        bad = Finding(check="agent_turn_hollow", subject={}, detail={})
+        reducer.add(make_digest(3, 0, verdict="unhealthy", findings=[bad], policy_calls_observed=True))
+        assert [f.check for f in reducer.close_task(3)] == ["task_no_successful_model_calls"]
+        reducer.add(
+            make_digest(3, 1, verdict="unhealthy", findings=[bad], ordinal=1, policy_calls_observed=True)
+        )
+        findings = reducer.close_task(3)
+        assert [f.check for f in findings] == [
+            "task_consistently_unhealthy",
+            "task_no_successful_model_calls",
+        ]
+        assert findings[0].detail == {"computable_repeats": 2}
+        assert findings[0].subject == {"_ng_task_index": 3}
+        assert findings[1].detail == {"repeats": 2}
+        reducer.add(make_digest(3, 2, ordinal=2, policy_calls_observed=True, successful_model_calls=1))
+        assert reducer.close_task(3) == []
+        assert reducer.close_task("3") == []
+
+    def test_task_key_collision_keeps_first_position_with_string_counts(self) -> None:
+        reducer = HealthReducer()
+        reducer.add(make_digest(10, 0, ordinal=0))
+        reducer.add(make_digest(2, 0, ordinal=1))
+        reducer.add(make_digest("10", 0, ordinal=2, verdict="unobserved", unobserved=["model_call_failed"]))
+        summary = reducer.summary()
+        assert list(summary["tasks"]) == ["10", "2"]
+        assert summary["tasks"]["10"]["unobserved"] == 1
+        assert summary["run"]["artifacts"]["coverage"]["task_consistently_unhealthy"]["unobserved"] == 3
+
+    def test_disagreeing_copies_collapse_to_unobserved(self) -> None:
+        reducer = HealthReducer()
+        reducer.add(make_digest(0, 0, stage=0, ordinal=0))
+        reducer.add(make_digest(0, 0, stage=1, ordinal=1, verdict="unhealthy"))
+        task = reducer.summary()["tasks"]["0"]
+        assert (task["repeats"], task["unobserved"]) == (1, 1)
+
+
+class TestSummary:
+    def test_empty_run(self) -> None:
+        reducer = HealthReducer()
+        assert list(reducer.iter_verdict_lines()) == []
+        summary = reducer.summary()
+        assert summary["tasks"] == {}
+        assert list(summary["run"]) == ["ignored_checks", "artifacts", "verdicts", "issues", "stats"]
+        assert not reducer.summary_bytes().endswith(b"\n")
+
+    def test_statistics_are_summed_and_statuses_sorted_as_strings(self) -> None:
+        reducer = HealthReducer("model_call_failed, agent_turn_hollow")
+        reducer.add(make_digest(0, model_call_errors=2, errors_by_status={"500": 1, "unknown": 1}))
+        reducer.add(
+            make_digest(1, ordinal=1, model_call_errors=1, errors_by_status={"1000": 1}, ended_on_error=True)
+        )
+        reducer.add(
+            make_digest(2, ordinal=2, duplicated_calls=3, transcript_prompt_tokens=5, capture_prompt_tokens=4)
+        )
+        stats = reducer.summary()["run"]["stats"]
+        assert stats["model_call_errors"] == {
+            "total": 3,
+            "by_status": {"1000": 1, "500": 1, "unknown": 1},
+            "rollouts_affected": 2,
+            "ended_on_error": 1,
+        }
+        assert stats["duplicated_calls"] == {"replayed": 3, "rollouts": 1}
+        assert stats["tokens"] == {"prompt": 5, "completion": 0, "capture_prompt": 4, "capture_completion": 0}
+        assert reducer.summary()["run"]["ignored_checks"] == ["agent_turn_hollow", "model_call_failed"]
+
+    def test_unknown_ignored_check_is_rejected(self) -> None:
+        with pytest.raises(ValueError, match="Unknown rollout health check\\(s\\): nope"):
+            HealthReducer(["nope"])
+
+
+class TestCompact:
+    def test_round_trip_preserves_the_digest(self) -> None:
+        finding = Finding(
+            check="model_call_failed",
+            subject={"_ng_task_index": "t", "_ng_rollout_index": 2},
+            locator={"call_id": "c1"},
+            detail={"status": 500, "error_category": None, "terminal": True},
+        )
+        digest = make_digest(
+            "t",
+            2,
+            stage=1,
+            verdict="unhealthy",
+            findings=[finding],
+            ordinal=9,
+            unobserved=["rollout_token_count_mismatch", "model_call_runaway_generation"],
+            policy_calls_observed=True,
+            model_calls=3,
+            errors_by_status={"500": 1},
+            model_call_errors=1,
+        )
+        assert expand_digest(compact_digest(digest)) == digest
+
+    def test_unobserved_out_of_registry_order_is_kept_verbatim(self) -> None:
+        digest = make_digest(0, unobserved=["model_call_failed", "agent_turn_hollow"], verdict="unobserved")
+        reducer = HealthReducer()
+        reducer.add(digest)
+        row = orjson.loads(next(reducer.iter_verdict_lines()))
+        assert row["unobserved"] == ["model_call_failed", "agent_turn_hollow"]
+        assert reducer.digests()[0].unobserved == ["model_call_failed", "agent_turn_hollow"]
