@@ -1,0 +1,147 @@
+"""Run-level ``perf_summary`` over many per-rollout ``ng_perf`` objects.
+
+The summary needs medians and percentiles, so a partial state keeps every reported value (a
+handful of numbers per rollout, in input order). Partial states from shards or several sidecars
+merge by concatenation, in shard order, and give exactly the summary one pass over all rows would.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeGuard
+
+from sidecar._summation import builtin_sum
+
+__all__ = ["PerfSummaryState", "compute_perf_summary"]
+
+Number = int | float  # bool is an int, and passes the reference's number test too
+
+_TOKEN_FIELDS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")
+_PERCENTILES = ((0.5, "total_latency_p50_ms"), (0.9, "total_latency_p90_ms"), (0.99, "total_latency_p99_ms"))
+
+
+def _is_number(value: object) -> TypeGuard[Number]:
+    """The reference's number test: ``int`` or ``float`` (so ``bool`` passes too)."""
+    return isinstance(value, int | float)
+
+
+class PerfSummaryState:
+    """Mergeable partial state of ``compute_perf_summary``: ``add`` rows, ``merge`` shards, ``result``."""
+
+    __slots__ = ("_latency", "_num_turns", "_records", "_token_covered", "_tokens", "_tokens_per_turn")
+
+    def __init__(self) -> None:
+        self._records = 0
+        self._token_covered = 0
+        self._tokens: dict[str, list[Number]] = {field: [] for field in _TOKEN_FIELDS}
+        self._num_turns: list[Number] = []
+        self._tokens_per_turn: list[float] = []
+        self._latency: list[Number] = []
+
+    @property
+    def records(self) -> int:
+        """How many ``ng_perf`` objects were added."""
+        return self._records
+
+    def add(self, ng_perf: Mapping[str, Any]) -> None:
+        """Fold in one rollout's ``ng_perf`` object; fields that are not numbers are skipped."""
+        if not isinstance(ng_perf, Mapping):
+            raise TypeError(f"ng_perf must be a JSON object, got {type(ng_perf).__name__}: {ng_perf!r}")
+        self._records += 1
+        coverage = ng_perf.get("token_observability_coverage")
+        if _is_number(coverage) and coverage > 0:
+            self._token_covered += 1
+        for field in _TOKEN_FIELDS:
+            value = ng_perf.get(field)
+            if _is_number(value):
+                self._tokens[field].append(value)
+        turns = ng_perf.get("num_turns")
+        if _is_number(turns):
+            self._num_turns.append(turns)
+            completion = ng_perf.get("completion_tokens")
+            if _is_number(completion) and turns > 0:
+                self._tokens_per_turn.append(completion / turns)
+        latency = ng_perf.get("total_latency_ms")
+        if _is_number(latency):
+            self._latency.append(latency)
+
+    def merge(self, other: PerfSummaryState) -> None:
+        """Append ``other``'s rows after this state's rows (``other`` is left unchanged)."""
+        self._records += other._records
+        self._token_covered += other._token_covered
+        for field in _TOKEN_FIELDS:
+            self._tokens[field].extend(other._tokens[field])
+        self._num_turns.extend(other._num_turns)
+        self._tokens_per_turn.extend(other._tokens_per_turn)
+        self._latency.extend(other._latency)
+
+    def result(self, total_rollouts: int) -> dict[str, Any] | None:
+        """The ``perf_summary`` object, or ``None`` without rollouts or without any ``ng_perf``.
+
+        ``total_rollouts`` counts every row sent to aggregation, including rows without
+        ``ng_perf``; both coverages are fractions of it.
+        """
+        if total_rollouts <= 0 or not self._records:
+            return None
+        summary: dict[str, Any] = {
+            "overall_observability_coverage": self._records / total_rollouts,
+            "token_observability_coverage": self._token_covered / total_rollouts,
+        }
+        for field in _TOKEN_FIELDS:
+            values = self._tokens[field]
+            if values:
+                summary[f"mean_{field}"] = statistics.fmean(values)
+                summary[f"median_{field}"] = statistics.median(values)
+                summary[f"total_{field}"] = builtin_sum(values)
+        turns = self._num_turns
+        if turns:
+            ordered = sorted(turns)
+            summary["mean_num_turns"] = statistics.fmean(turns)
+            summary["median_num_turns"] = statistics.median(turns)
+            summary["std_num_turns"] = statistics.pstdev(turns)
+            summary["min_num_turns"] = min(turns)
+            summary["p90_num_turns"] = _percentile(ordered, 0.9)
+            summary["max_num_turns"] = max(turns)
+        ratios = self._tokens_per_turn
+        if ratios:
+            summary["mean_tokens_per_turn"] = statistics.fmean(ratios)
+            summary["median_tokens_per_turn"] = statistics.median(ratios)
+        latency = self._latency
+        if latency:
+            ordered = sorted(latency)
+            for q, key in _PERCENTILES:
+                summary[key] = _percentile(ordered, q)
+            summary["total_latency_mean_ms"] = statistics.fmean(latency)
+        return summary
+
+
+def compute_perf_summary(records: Iterable[Mapping[str, Any]], total_rollouts: int) -> dict[str, Any] | None:
+    """The run-level ``perf_summary`` of ``records`` (the rows' ``ng_perf`` objects) in one pass."""
+    state = PerfSummaryState()
+    for record in records:
+        state.add(record)
+    return state.result(total_rollouts)
+
+
+def _percentile(ordered: list[Number], q: float) -> float:
+    """numpy's ``method="linear"`` percentile of ascending ``ordered``, evaluation order included.
+
+    Position ``(n - 1) * q``; between neighbours ``a`` and ``b`` at fraction ``t`` the value is
+    ``a + (b - a) * t``, or ``b - (b - a) * (1 - t)`` once ``t >= 0.5``. numpy works on one
+    dtype: all-integer input subtracts as integers, anything else as floats.
+    """
+    values: list[Number] = ordered
+    if not all(type(value) is int or type(value) is bool for value in values):
+        values = [float(value) for value in values]
+    n = len(values)
+    position = (n - 1) * q
+    below = int(position)
+    if below >= n - 1:
+        return float(values[-1])
+    low, high = values[below], values[below + 1]
+    fraction = position - below
+    diff = high - low
+    if fraction >= 0.5:
+        return float(high - diff * (1 - fraction))
+    return float(low + diff * fraction)
