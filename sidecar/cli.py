@@ -17,8 +17,9 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 def _registrars() -> list[Register]:
     from health.cli import register as register_health_check
+    from sidecar.service_cli import register as register_service
 
-    return [register_health_check]
+    return [register_health_check, register_service]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,156 @@
+"""Per-rollout accounting of a run: what succeeded, failed, drained, and which tasks are complete.
+
+Pure bookkeeping, no I/O. One small integer per (task, rollout) holds its status bits and
+failed-attempt count, so a 100k-rollout run costs a few megabytes. The identity is the
+*normalized* index (``bool``/integral ``float`` -> ``int``, as the health digest coerces it),
+and a plan is keyed by ``str(task_index)`` as ``quality_summary.json`` keys its tasks.
+
+A rollout is *resolved* when its outcome is final for this run: a success, a terminal
+failure, or ``max_attempts`` failed attempts (NeMo Gym's resume gate). A task is *complete*
+when all of its planned repeats are resolved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+__all__ = ["Accounting", "AccountingSnapshot", "RolloutKey", "normalize_index"]
+
+RolloutKey = tuple[int | str, int | str]
+
+_SUCCEEDED = 1
+_FAILED = 2
+_TERMINAL = 4
+_DRAINED = 8
+_RESOLVED = 16
+_ATTEMPT_SHIFT = 5
+
+
+def normalize_index(value: Any) -> int | str:
+    """The index as the health digest reports it (coerced), or a stable text form otherwise."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | str):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return orjson.dumps(value).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class AccountingSnapshot:
+    """``expected = succeeded + failed + drained + missing`` over planned rollouts.
+
+    ``failed`` counts planned rollouts whose latest state is a failure (no success yet);
+    ``failed_terminal`` is the subset that will not be retried. ``unplanned`` counts rollouts
+    outside the plan (or all of them without a plan), which are kept out of the identity.
+    """
+
+    expected: int | None
+    succeeded: int
+    failed: int
+    failed_terminal: int
+    failed_attempts: int
+    drained: int
+    missing: int | None
+    pending: int | None
+    unplanned: int
+    tasks_planned: int | None
+    tasks_complete: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class Accounting:
+    """Status of every rollout heard of, and completeness of planned tasks."""
+
+    __slots__ = ("_complete", "_failed_attempts", "_max_attempts", "_plan", "_resolved", "_status")
+
+    def __init__(self, plan: dict[str, int] | None, max_attempts: int) -> None:
+        self._plan = plan
+        self._max_attempts = max_attempts
+        self._status: dict[RolloutKey, int] = {}
+        self._resolved: dict[str, int] = {}
+        self._complete: set[str] = set()
+        self._failed_attempts = 0
+
+    @property
+    def plan(self) -> dict[str, int] | None:
+        return self._plan
+
+    def _planned(self, key: RolloutKey) -> bool:
+        if self._plan is None:
+            return False
+        repeats = self._plan.get(str(key[0]))
+        rollout = key[1]
+        return repeats is not None and isinstance(rollout, int) and 0 <= rollout < repeats
+
+    def _update(self, key: RolloutKey, bits: int, attempts: int = 0) -> str | None:
+        """Set bits; return ``str(task)`` if this made a planned task complete."""
+        old = self._status.get(key, 0)
+        new = (old | bits) + (attempts << _ATTEMPT_SHIFT)
+        attempts_now = new >> _ATTEMPT_SHIFT
+        if not old & _RESOLVED and (
+            new & (_SUCCEEDED | _TERMINAL) or (new & _FAILED and attempts_now >= self._max_attempts)
+        ):
+            new |= _RESOLVED
+        self._status[key] = new
+        if new & _RESOLVED and not old & _RESOLVED and self._planned(key):
+            task = str(key[0])
+            done = self._resolved.get(task, 0) + 1
+            self._resolved[task] = done
+            assert self._plan is not None
+            if done >= self._plan[task] and task not in self._complete:
+                self._complete.add(task)
+                return task
+        return None
+
+    def succeeded(self, key: RolloutKey) -> str | None:
+        return self._update(key, _SUCCEEDED)
+
+    def failed(self, key: RolloutKey, *, terminal: bool) -> str | None:
+        self._failed_attempts += 1
+        return self._update(key, _FAILED | (_TERMINAL if terminal else 0), attempts=1)
+
+    def drained(self, key: RolloutKey) -> str | None:
+        return self._update(key, _DRAINED)
+
+    def is_complete(self, task: str) -> bool:
+        return task in self._complete
+
+    def snapshot(self) -> AccountingSnapshot:
+        succeeded = failed = terminal = drained = unplanned = 0
+        for key, status in self._status.items():
+            if not self._planned(key):
+                unplanned += 1
+                continue
+            if status & _SUCCEEDED:
+                succeeded += 1
+            elif status & _FAILED:
+                failed += 1
+                if status & _TERMINAL:
+                    terminal += 1
+            elif status & _DRAINED:
+                drained += 1
+        expected = sum(self._plan.values()) if self._plan is not None else None
+        missing = pending = None
+        if expected is not None:
+            missing = expected - succeeded - failed - drained
+            pending = expected - succeeded - terminal - drained
+        return AccountingSnapshot(
+            expected=expected,
+            succeeded=succeeded,
+            failed=failed,
+            failed_terminal=terminal,
+            failed_attempts=self._failed_attempts,
+            drained=drained,
+            missing=missing,
+            pending=pending,
+            unplanned=unplanned,
+            tasks_planned=len(self._plan) if self._plan is not None else None,
+            tasks_complete=len(self._complete),
+        )

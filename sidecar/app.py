@@ -1,0 +1,304 @@
+"""The HTTP surface: versioned ingest, drain margin, metrics, report, health probes.
+
+Every rejection is a 4xx (or 503 when the journal cannot store) with the body
+``{"error": <code>, "field": <where>, "detail": <what>}``. Request bodies are capped and
+their JSON nesting bounded before parsing; the bearer token is compared in constant time
+and never logged; no row content is ever logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+import structlog
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from sidecar.events import EVENT_KINDS, EventBatch
+from sidecar.ingest import PlanError, UnknownRun
+from sidecar.journal import JournalUnavailable
+from sidecar.metrics import render
+from sidecar.runs import RunState
+from sidecar.service import Service
+
+__all__ = ["RUN_ID_PATTERN", "create_app", "json_depth"]
+
+_log = structlog.get_logger("sidecar.app")
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_OPENERS = frozenset(b"[{")
+_JSON = "application/json"
+
+
+class _Rejected(Exception):
+    """A request the service refuses; rendered as the error body."""
+
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        detail: str,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.error = error
+        self.detail = detail
+        self.field = field
+        self.headers = headers
+
+
+def json_depth(data: bytes, limit: int) -> int:
+    """Nesting depth of a JSON text (strings ignored); stops counting once past ``limit``."""
+    depth = deepest = 0
+    for byte in _STRING.sub(b"", data).translate(None, _NOT_BRACKETS):
+        if byte in _OPENERS:
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        else:
+            depth -= 1
+    return deepest
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type=_JSON, headers=headers)
+
+
+def _error_response(exc: _Rejected) -> Response:
+    return _json({"error": exc.error, "field": exc.field, "detail": exc.detail}, exc.status, exc.headers)
+
+
+def _field_of(error: Any) -> str:
+    parts = [str(part) for part in error["loc"] if part not in EVENT_KINDS]
+    if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        parts.append("kind")
+    return ".".join(["events", *parts])
+
+
+class _Handlers:
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.settings = service.settings
+
+    def _reject(self, reason: str, exc: _Rejected) -> Response:
+        self.service.metrics.on_error(reason)
+        _log.info("request rejected", reason=reason, status=exc.status, field=exc.field)
+        return _error_response(exc)
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _authorize(self, request: Request) -> None:
+        token = self.settings.token
+        if token is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        expected = token.get().encode()
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
+            raise _Rejected(
+                401,
+                "unauthorized",
+                "a valid bearer token is required",
+                "authorization",
+                {"WWW-Authenticate": "Bearer"},
+            )
+
+    async def _body(self, request: Request) -> bytes:
+        cap = self.settings.body_cap
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > cap:
+            raise _Rejected(413, "too_large", f"body of {declared} bytes exceeds the {cap}-byte cap", "body")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > cap:
+                raise _Rejected(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _run(self, run_id: str | None) -> RunState:
+        if not run_id:
+            raise _Rejected(400, "validation", "run_id is required", "run_id")
+        run = self.service.ingestor.runs.get(run_id)
+        if run is None:
+            raise _Rejected(404, "unknown_run", f"unknown run {run_id!r}", "run_id")
+        return run
+
+    # -- routes ---------------------------------------------------------------------------
+
+    async def events(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            self._authorize(request)
+            if not RUN_ID_PATTERN.fullmatch(run_id):
+                raise _Rejected(
+                    400,
+                    "validation",
+                    f"run id {run_id[:160]!r} must match {RUN_ID_PATTERN.pattern}",
+                    "run_id",
+                )
+            body = await self._body(request)
+            if json_depth(body, self.settings.max_json_depth) > self.settings.max_json_depth:
+                raise _Rejected(
+                    400, "too_deep", f"JSON nesting exceeds {self.settings.max_json_depth} levels", "body"
+                )
+            try:
+                parsed = orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                raise _Rejected(400, "invalid_json", f"body is not valid JSON: {exc}", "body") from exc
+            if isinstance(parsed, dict) and set(parsed) == {"events"}:
+                parsed = parsed["events"]
+            try:
+                events = EventBatch.validate_python(parsed)
+            except ValidationError as exc:
+                first = exc.errors(include_url=False, include_input=False)[0]
+                raise _Rejected(
+                    422,
+                    "validation",
+                    f"{first['msg']} ({exc.error_count()} error(s))",
+                    _field_of(first),
+                ) from exc
+            try:
+                outcomes = await self.service.ingestor.submit(run_id, events)
+            except UnknownRun as exc:
+                raise _Rejected(404, "unknown_run", str(exc), "run_id") from exc
+            except PlanError as exc:
+                raise _Rejected(422, "validation", str(exc), f"events.0.{exc.field}") from exc
+            except JournalUnavailable as exc:
+                _log.error("journal unavailable", detail=str(exc))
+                raise _Rejected(
+                    503, "journal_unavailable", f"events not stored: {exc}", None, {"Retry-After": "1"}
+                ) from exc
+        except _Rejected as exc:
+            return self._reject(exc.error, exc)
+        return _json({"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]})
+
+    async def drain_margin(self, request: Request) -> Response:
+        try:
+            run = self._run(request.query_params.get("run_id"))
+            raw = request.query_params.get("configured")
+            configured = run.config.drain_margin_s
+            if raw is not None and raw not in ("", "null"):
+                try:
+                    configured = float(raw)
+                except ValueError as exc:
+                    raise _Rejected(
+                        400, "validation", f"configured must be a number, got {raw!r}", "configured"
+                    ) from exc
+                if not configured >= 0:
+                    raise _Rejected(400, "validation", f"configured must be >= 0, got {raw!r}", "configured")
+        except _Rejected as exc:
+            return self._reject("validation" if exc.status == 400 else exc.error, exc)
+        return _json(run.drain_margin(configured))
+
+    async def metrics(self, request: Request) -> Response:
+        body, content_type = render(self.service.metrics.registry, request.headers.get("accept"))
+        return Response(body, media_type=content_type)
+
+    async def report(self, request: Request) -> Response:
+        try:
+            run = self._run(request.query_params.get("run_id"))
+        except _Rejected as exc:
+            return self._reject(exc.error, exc)
+        return _json(run.report())
+
+    async def quality_summary(self, request: Request) -> Response:
+        try:
+            run = self._run(request.query_params.get("run_id"))
+        except _Rejected as exc:
+            return self._reject(exc.error, exc)
+        return Response(run.reducer.summary_bytes(), media_type=_JSON)
+
+    async def verdicts(self, request: Request) -> Response:
+        try:
+            run = self._run(request.query_params.get("run_id"))
+        except _Rejected as exc:
+            return self._reject(exc.error, exc)
+        lines = list(run.reducer.iter_verdict_lines())  # snapshot: later events must not tear the stream
+
+        async def stream() -> AsyncIterator[bytes]:
+            for start in range(0, len(lines), 512):
+                yield b"".join(lines[start : start + 512])
+
+        return StreamingResponse(stream(), media_type="application/x-ndjson")
+
+    async def runs(self, request: Request) -> Response:
+        runs = self.service.ingestor.runs
+        return _json(
+            {
+                "runs": [
+                    {"run_id": rid, "ended": run.ended, "completed": run.completed}
+                    for rid, run in runs.items()
+                ]
+            }
+        )
+
+    async def healthz(self, request: Request) -> Response:
+        return _json({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        if not self.service.ready:
+            return _json({"status": "starting"}, 503)
+        return _json(
+            {
+                "status": "ready",
+                "runs": len(self.service.ingestor.runs),
+                "replayed": self.service.ingestor.replayed,
+            }
+        )
+
+
+def create_app(service: Service) -> Starlette:
+    """The ASGI app over ``service``; its lifespan starts the service if the runner has not."""
+    handlers = _Handlers(service)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    routes = [
+        Route("/v1/runs/{run_id}/events", handlers.events, methods=["POST"]),
+        Route("/v1/runs", handlers.runs, methods=["GET"]),
+        Route("/drain_margin", handlers.drain_margin, methods=["GET"]),
+        Route("/metrics", handlers.metrics, methods=["GET"]),
+        Route("/report", handlers.report, methods=["GET"]),
+        Route("/report/quality_summary.json", handlers.quality_summary, methods=["GET"]),
+        Route("/report/verdicts", handlers.verdicts, methods=["GET"]),
+        Route("/healthz", handlers.healthz, methods=["GET"]),
+        Route("/readyz", handlers.readyz, methods=["GET"]),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _json({"error": "not_found", "field": "path", "detail": f"no route {request.url.path}"}, 404)
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return _json(
+            {
+                "error": "method_not_allowed",
+                "field": "method",
+                "detail": f"{request.method} is not allowed on {request.url.path}",
+            },
+            405,
+        )
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_allowed})
+    app.state.service = service
+    return app

@@ -1,0 +1,221 @@
+"""The ingest API's request models: one pydantic model per event kind, strict and closed.
+
+A dispatcher (or the follower) posts a JSON array of events to ``/v1/runs/{run_id}/events``.
+Every model forbids unknown keys, so a typo in a client is a 422 naming the field rather
+than silently lost data. Each event has an idempotency key built from (run, task, rollout,
+attempt, kind): the journal stores the first copy and acknowledges later copies as duplicates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
+
+from health.registry import CHECK_IDS
+
+__all__ = [
+    "EVENT_KINDS",
+    "MAX_EVENTS_PER_REQUEST",
+    "Completed",
+    "Drained",
+    "Event",
+    "EventBatch",
+    "Failed",
+    "RunEnded",
+    "RunStarted",
+    "event_identity",
+    "idempotency_key",
+    "to_payload",
+]
+
+EVENT_KINDS = ("run_started", "completed", "failed", "drained", "run_ended")
+MAX_EVENTS_PER_REQUEST = 10_000
+
+Index = StrictInt | StrictStr
+
+TASK_KEY = "_ng_task_index"
+ROLLOUT_KEY = "_ng_rollout_index"
+ATTEMPT_KEY = "_ng_attempt_index"
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class RunStarted(_Event):
+    """A run begins; everything but the kind is optional.
+
+    ``plan`` maps ``str(task_index)`` to the number of repeats; ``materialized_inputs`` is the
+    path of NeMo Gym's ``<stem>_materialized_inputs.jsonl`` from which the service derives
+    the plan before journaling (so a replay never re-reads the file). ``source_path`` is the
+    rollout file name the batch health check would be given; it only appears in locators of
+    unreadable records.
+    """
+
+    kind: Literal["run_started"]
+    plan: dict[str, PositiveInt] | None = None
+    materialized_inputs: str | None = None
+    dispatch_budget_s: NonNegativeFloat | None = None
+    drain_margin_s: NonNegativeFloat | None = None
+    task_timeout_s: PositiveFloat | None = None
+    max_attempts: PositiveInt = 3
+    started_at: float | None = None
+    source_path: str = "rollouts.jsonl"
+    ignored_checks: list[str] = Field(default_factory=list)
+
+    @field_validator("ignored_checks")
+    @classmethod
+    def _known_checks(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(CHECK_IDS))
+        if unknown:
+            raise ValueError(f"unknown check id(s): {', '.join(unknown)}")
+        return list(dict.fromkeys(value))
+
+    @model_validator(mode="after")
+    def _one_plan_source(self) -> RunStarted:
+        if self.plan is not None and self.materialized_inputs is not None:
+            raise ValueError("give either plan or materialized_inputs, not both")
+        return self
+
+
+class Completed(_Event):
+    """A rollout finished with a reply: the full result row (or, from a follower, its raw line).
+
+    Identity defaults to the row's ``_ng_task_index`` / ``_ng_rollout_index`` /
+    ``_ng_attempt_index``. ``seconds`` feeds ``DispatchLatencyTracker.record``; ``latency_ms``
+    (default ``seconds * 1000``) becomes ``ng_perf.total_latency_ms``.
+    """
+
+    kind: Literal["completed"]
+    task_index: Index | None = None
+    rollout_index: Index | None = None
+    attempt: NonNegativeInt | None = None
+    seconds: float
+    latency_ms: float | None = None
+    row: dict[str, Any] | None = None
+    line: str | None = None
+    line_number: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _row_or_line(self) -> Completed:
+        if (self.row is None) == (self.line is None):
+            raise ValueError("give exactly one of row (the parsed result row) or line (its raw text)")
+        if self.line is not None and not self.line.strip(" \t\n\r\x0b\x0c"):
+            raise ValueError("line is blank; blank lines carry no rollout")
+        return self
+
+
+class Failed(_Event):
+    """A dispatched attempt failed; ``row`` is the failure row the dispatcher wrote to the sidecar file.
+
+    ``seconds`` is the attempt's duration (``None`` when unknown: the tracker is then not fed).
+    ``failure_class`` / ``terminal`` default to the row's ``_ng_failure_class`` /
+    ``_ng_failure_terminal``.
+    """
+
+    kind: Literal["failed"]
+    task_index: Index | None = None
+    rollout_index: Index | None = None
+    attempt: NonNegativeInt | None = None
+    seconds: float | None = None
+    row: dict[str, Any] = Field(default_factory=dict)
+    failure_class: str | None = None
+    terminal: bool | None = None
+
+
+class Drained(_Event):
+    """The dispatch budget never started this rollout (``record_drained``)."""
+
+    kind: Literal["drained"]
+    task_index: Index | None = None
+    rollout_index: Index | None = None
+    attempt: NonNegativeInt | None = None
+    row: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunEnded(_Event):
+    """The dispatcher finished; open tasks close and their task-level checks run."""
+
+    kind: Literal["run_ended"]
+    ended_at: float | None = None
+
+
+Event = Annotated[RunStarted | Completed | Failed | Drained | RunEnded, Field(discriminator="kind")]
+EventBatch: TypeAdapter[list[Event]] = TypeAdapter(
+    Annotated[list[Event], Field(min_length=1, max_length=MAX_EVENTS_PER_REQUEST)]
+)
+
+
+def _row_of(event: Completed | Failed | Drained) -> dict[str, Any] | None:
+    if isinstance(event, Completed) and event.line is not None:
+        try:
+            parsed = orjson.loads(event.line.strip(" \t\n\r\x0b\x0c"))
+        except orjson.JSONDecodeError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return event.row
+
+
+def _attempt_from(raw: Any) -> int:
+    if isinstance(raw, bool) or raw is None:
+        return int(bool(raw))
+    try:
+        value = int(raw)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return max(value, 0)
+
+
+def event_identity(event: Event) -> tuple[Any, Any, int]:
+    """(task, rollout, attempt) of an event, raw values; run-level events give ``(None, None, 0)``."""
+    if isinstance(event, RunStarted | RunEnded):
+        return None, None, 0
+    row = _row_of(event) or {}
+    task = event.task_index if event.task_index is not None else row.get(TASK_KEY)
+    rollout = event.rollout_index if event.rollout_index is not None else row.get(ROLLOUT_KEY, 0)
+    attempt = event.attempt if event.attempt is not None else _attempt_from(row.get(ATTEMPT_KEY))
+    return task, rollout, attempt
+
+
+def idempotency_key(run_id: str, event: Event) -> str:
+    """``run|task|rollout|attempt|kind``; rows without identity are keyed by their content hash."""
+    task, rollout, attempt = event_identity(event)
+    if isinstance(event, RunStarted | RunEnded):
+        return f"{run_id}|||0|{event.kind}"
+    if task is None and not isinstance(event, Drained):
+        if isinstance(event, Completed) and event.line is not None:
+            content = event.line.encode("utf-8", "surrogatepass")
+        else:
+            content = orjson.dumps(event.row)
+        digest = hashlib.blake2b(content, digest_size=12).hexdigest()
+        return f"{run_id}|#{digest}|{orjson.dumps(rollout).decode()}|{attempt}|{event.kind}"
+    return f"{run_id}|{orjson.dumps(task).decode()}|{orjson.dumps(rollout).decode()}|{attempt}|{event.kind}"
+
+
+def to_payload(event: Event, *, received_at: float, extra: dict[str, Any] | None = None) -> bytes:
+    """The journaled body: the validated event's fields (no ``None`` values) plus arrival time."""
+    body: dict[str, Any] = {}
+    for name in type(event).model_fields:
+        value = getattr(event, name)
+        if value is not None:
+            body[name] = value
+    body["received_at"] = received_at
+    if extra:
+        body.update(extra)
+    return orjson.dumps(body)

@@ -1,0 +1,311 @@
+"""Validated events -> journal commit -> run state, in one order that replay reproduces.
+
+Requests hand their validated events to a single sequencer task. It takes everything
+queued, appends it to the journal in one call (so concurrent requests share a group
+commit), and only after the commit applies the new events to the run states in journal
+order and answers each request. Because state is only ever changed by committed events in
+commit order, replaying the journal on start rebuilds exactly the same state, including
+order-dependent parts such as ``record_failure``'s median test and the digests' ordinals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+import orjson
+import structlog
+
+from sidecar.engines import Engines
+from sidecar.events import (
+    Completed,
+    Event,
+    EventBatch,
+    RunStarted,
+    event_identity,
+    idempotency_key,
+    to_payload,
+)
+from sidecar.journal import JournalEvent, JournalUnavailable
+from sidecar.runs import RunState
+
+__all__ = ["EventOutcome", "Ingestor", "JournalLike", "PlanError", "UnknownRun", "plan_from_materialized"]
+
+_log = structlog.get_logger("sidecar.ingest")
+_MAX_EVENTS_PER_APPEND = 4096
+_DERIVED_PLAN = "derived_plan"
+
+
+class JournalLike(Protocol):
+    async def append(self, events: Sequence[JournalEvent]) -> list[JournalEvent | None]: ...
+    def replay(self, *, after_seq: int = 0) -> Any: ...
+
+
+class UnknownRun(LookupError):
+    """Events for a run that was never started (and no ``run_started`` precedes them in the batch)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"unknown run {run_id!r}: post a run_started event first")
+        self.run_id = run_id
+
+
+class PlanError(ValueError):
+    """The materialized inputs named by ``run_started`` cannot be read into a plan."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True, slots=True)
+class EventOutcome:
+    """What the service answers for one event of a batch."""
+
+    status: str  # "accepted" | "duplicate" | "unknown_run"
+    kind: str
+    seq: int | None = None
+    ng_perf: dict[str, Any] | None = None
+
+    def as_dict(self, index: int) -> dict[str, Any]:
+        body: dict[str, Any] = {"index": index, "kind": self.kind, "status": self.status}
+        if self.seq is not None:
+            body["seq"] = self.seq
+        if self.kind == "completed":
+            body["ng_perf"] = self.ng_perf
+        return body
+
+
+@dataclass(slots=True)
+class _Pending:
+    run_id: str
+    events: list[Event]
+    records: list[JournalEvent]
+    plans: list[dict[str, int] | None]
+    received_at: float
+    future: asyncio.Future[list[EventOutcome]] = field(repr=False)
+
+
+def plan_from_materialized(path: str) -> dict[str, int]:
+    """Repeats per ``str(_ng_task_index)`` counted over a materialized-inputs JSONL file."""
+    plan: dict[str, int] = {}
+    try:
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    raise PlanError(
+                        f"{path}:{number}: not JSON ({exc})", field="materialized_inputs"
+                    ) from exc
+                if not isinstance(row, dict) or "_ng_task_index" not in row:
+                    raise PlanError(
+                        f"{path}:{number}: row has no _ng_task_index", field="materialized_inputs"
+                    )
+                task = str(row["_ng_task_index"])
+                plan[task] = plan.get(task, 0) + 1
+    except OSError as exc:
+        raise PlanError(
+            f"cannot read materialized inputs {path!r}: {exc.strerror}", field="materialized_inputs"
+        ) from exc
+    return plan
+
+
+class Ingestor:
+    """Owns the run states; the only writer of the journal and of the state."""
+
+    def __init__(
+        self,
+        journal: JournalLike,
+        engines: Engines,
+        *,
+        on_event: Callable[[str, str], None] | None = None,
+        health_interval_s: float = 2.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._journal = journal
+        self._engines = engines
+        self._on_event = on_event
+        self._health_interval_s = health_interval_s
+        self._clock = clock
+        self.runs: dict[str, RunState] = {}
+        self._starting: dict[str, int] = {}
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self.replayed = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def replay(self) -> int:
+        """Rebuild every run from the journal (call once, before :meth:`start`)."""
+        count = 0
+        for record in self._journal.replay():
+            body = orjson.loads(record.payload)
+            received_at = body.pop("received_at")
+            plan = body.pop(_DERIVED_PLAN, None)
+            event = EventBatch.validate_python([body])[0]
+            self._apply(record.run_id, event, received_at, plan)
+            count += 1
+        self.replayed = count
+        _log.info("journal replayed", events=count, runs=len(self.runs))
+        return count
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._sequencer(), name="ingest-sequencer")
+
+    async def stop(self) -> None:
+        """Finish what is queued, then stop the sequencer."""
+        if self._task is None:
+            return
+        await self._queue.join()
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+
+    # -- requests -------------------------------------------------------------------------
+
+    async def submit(self, run_id: str, events: list[Event]) -> list[EventOutcome]:
+        """Journal and apply a batch; returns one outcome per event, in order.
+
+        Raises :class:`UnknownRun` (nothing stored), :class:`PlanError`, or
+        ``JournalUnavailable`` (nothing of the batch stored).
+        """
+        starts = isinstance(events[0], RunStarted)
+        if run_id not in self.runs and run_id not in self._starting and not starts:
+            raise UnknownRun(run_id)
+        received_at = self._clock()
+        records = []
+        plans: list[dict[str, int] | None] = []
+        for event in events:
+            extra = None
+            plan = None
+            if isinstance(event, RunStarted) and event.materialized_inputs is not None:
+                plan = await anyio.to_thread.run_sync(plan_from_materialized, event.materialized_inputs)
+                extra = {_DERIVED_PLAN: plan}
+            plans.append(plan)
+            records.append(
+                JournalEvent(
+                    run_id=run_id,
+                    kind=event.kind,
+                    key=idempotency_key(run_id, event),
+                    payload=to_payload(event, received_at=received_at, extra=extra),
+                )
+            )
+        future: asyncio.Future[list[EventOutcome]] = asyncio.get_running_loop().create_future()
+        if starts:
+            self._starting[run_id] = self._starting.get(run_id, 0) + 1
+        try:
+            self._queue.put_nowait(_Pending(run_id, events, records, plans, received_at, future))
+            return await future
+        finally:
+            if starts:
+                left = self._starting[run_id] - 1
+                if left:
+                    self._starting[run_id] = left
+                else:
+                    del self._starting[run_id]
+
+    async def _sequencer(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            size = len(batch[0].records)
+            while not self._queue.empty() and size < _MAX_EVENTS_PER_APPEND:
+                batch.append(self._queue.get_nowait())
+                size += len(batch[-1].records)
+            try:
+                await self._commit_and_apply(batch)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def _commit_and_apply(self, batch: list[_Pending]) -> None:
+        records = [record for pending in batch for record in pending.records]
+        try:
+            committed = await self._journal.append(records)
+        except JournalUnavailable as exc:
+            for pending in batch:
+                if not pending.future.done():
+                    pending.future.set_exception(exc)
+            return
+        position = 0
+        for pending in batch:
+            outcomes = []
+            for event, plan in zip(pending.events, pending.plans, strict=True):
+                stored = committed[position]
+                position += 1
+                outcomes.append(self._outcome(pending.run_id, event, stored, pending.received_at, plan))
+            if not pending.future.done():
+                pending.future.set_result(outcomes)
+
+    def _outcome(
+        self,
+        run_id: str,
+        event: Event,
+        stored: JournalEvent | None,
+        received_at: float,
+        plan: dict[str, int] | None,
+    ) -> EventOutcome:
+        if stored is None:
+            if self._on_event is not None:
+                self._on_event(event.kind, "duplicate")
+            ng_perf = None
+            if isinstance(event, Completed):
+                ng_perf = self._ng_perf(event)
+            return EventOutcome("duplicate", event.kind, None, ng_perf)
+        applied, ng_perf = self._apply(run_id, event, received_at, plan)
+        if self._on_event is not None:
+            self._on_event(event.kind, "accepted")
+        return EventOutcome("accepted" if applied else "unknown_run", event.kind, stored.seq, ng_perf)
+
+    def _ng_perf(self, event: Completed) -> dict[str, Any] | None:
+        row = event.row
+        if row is None:
+            assert event.line is not None
+            try:
+                parsed = orjson.loads(event.line)
+            except orjson.JSONDecodeError:
+                return None
+            row = parsed if isinstance(parsed, dict) else None
+        if row is None:
+            return None
+        latency = event.latency_ms if event.latency_ms is not None else event.seconds * 1000.0
+        return self._engines.build_ng_perf(row, latency)
+
+    def _apply(
+        self, run_id: str, event: Event, received_at: float, plan: dict[str, int] | None
+    ) -> tuple[bool, dict[str, Any] | None]:
+        state = self.runs.get(run_id)
+        if isinstance(event, RunStarted):
+            if state is None:
+                self.runs[run_id] = RunState(
+                    run_id,
+                    event,
+                    received_at=received_at,
+                    engines=self._engines,
+                    plan=plan,
+                    health_interval_s=self._health_interval_s,
+                )
+            return True, None
+        if state is None:
+            _log.warning("event for a run that never started", run_id=run_id, kind=event.kind)
+            return False, None
+        try:
+            return True, state.apply(event, received_at)
+        except Exception:
+            task, rollout, attempt = event_identity(event)
+            _log.exception(
+                "applying a committed event failed",
+                run_id=run_id,
+                kind=event.kind,
+                task=repr(task)[:64],
+                rollout=repr(rollout)[:64],
+                attempt=attempt,
+            )
+            return True, None

@@ -1,0 +1,237 @@
+"""Prometheus exposition: the names of the metrics contract, read from live run state at scrape time.
+
+Run-scoped series are produced by a custom collector over the ingestor's run states, so
+they are rebuilt for free after a journal replay and are bounded by construction: per run a
+fixed set of label values (failure classes collapse to ``other``, checks are the 14
+registry IDs). The service's own counters (ingest, errors, journal commits) are ordinary
+prometheus-client metrics in a per-service registry, never the global one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from importlib import metadata
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from health.registry import CHECK_IDS, TASK_CHECK_IDS
+from sidecar.runs import TOKEN_KINDS, RunState
+
+if TYPE_CHECKING:
+    from sidecar.ingest import Ingestor
+
+__all__ = ["ERROR_REASONS", "ServiceMetrics", "render"]
+
+ERROR_REASONS = (
+    "validation",
+    "invalid_json",
+    "too_large",
+    "too_deep",
+    "unauthorized",
+    "unknown_run",
+    "journal_unavailable",
+    "bad_request",
+)
+_P = "rollout_sidecar_"
+_QUANTILES = (("0.5", 0.5), ("0.75", 0.75), ("0.95", 0.95))
+
+
+def _version() -> str:
+    try:
+        return metadata.version("rollout-sidecar")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _counter(name: str, doc: str, *labels: str) -> CounterMetricFamily:
+    return CounterMetricFamily(_P + name, doc, labels=["run_id", *labels])
+
+
+def _gauge(name: str, doc: str, *labels: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(_P + name, doc, labels=["run_id", *labels])
+
+
+class _Families:
+    """One scrape's run-scoped metric families."""
+
+    def __init__(self) -> None:
+        self.completed = _counter("rollouts_completed", "Completion events accepted (duplicates ignored).")
+        self.failed = _counter(
+            "rollouts_failed",
+            "Failed attempts by failure class (spec 6.4 or other) and terminal flag.",
+            "failure_class",
+            "terminal",
+        )
+        self.drained = _counter("rollouts_drained", "Rollouts the dispatch budget never started.")
+        self.duration = HistogramMetricFamily(
+            _P + "task_duration_seconds", "Dispatched task duration by outcome.", labels=["run_id", "outcome"]
+        )
+        self.quantile = _gauge(
+            "task_duration_quantile_seconds", "Exact tracker quantiles of task duration.", "quantile"
+        )
+        self.samples = _gauge(
+            "tracker_samples", "Samples in the latency tracker (completions plus counted failures)."
+        )
+        self.margin = _gauge("drain_margin_seconds", "Tracker drain margin with the run's configured value.")
+        self.rate = _gauge(
+            "rollouts_per_hour", "Completion rate over the whole run and a sliding window.", "window"
+        )
+        self.expected = _gauge("rollouts_expected", "Planned rollouts (sum of repeats).")
+        self.pending = _gauge(
+            "rollouts_pending", "Planned rollouts not yet succeeded, terminally failed or drained."
+        )
+        self.deadline = _gauge(
+            "budget_deadline_timestamp_seconds", "Unix time when the dispatch budget ends."
+        )
+        self.timeout = _gauge("task_timeout_seconds", "Per-task timeout declared at run start.")
+        self.verdicts = _gauge("health_rollouts", "Rollouts by current health verdict.", "verdict")
+        self.findings = _gauge("health_findings", "Current health finding counts per check.", "check")
+        self.closed = _gauge("health_tasks_closed", "Tasks whose task-level checks ran.")
+        self.flags = _gauge("health_task_flags", "Closed tasks flagged by each task check.", "check")
+        self.tokens = _counter("tokens", "Token sums from ng_perf.", "kind")
+
+    def all(self) -> tuple[Metric, ...]:
+        return (
+            self.completed,
+            self.failed,
+            self.drained,
+            self.duration,
+            self.quantile,
+            self.samples,
+            self.margin,
+            self.rate,
+            self.expected,
+            self.pending,
+            self.deadline,
+            self.timeout,
+            self.verdicts,
+            self.findings,
+            self.closed,
+            self.flags,
+            self.tokens,
+        )
+
+    def add_run(self, run: RunState) -> None:
+        rid = run.run_id
+        self.completed.add_metric([rid], run.completed)
+        for (label, terminal), count in sorted(run.failed.items()):
+            self.failed.add_metric([rid, label, "true" if terminal else "false"], count)
+        self.drained.add_metric([rid], run.drained)
+        for outcome, histogram in run.durations.items():
+            self.duration.add_metric([rid, outcome], histogram.cumulative(), histogram.total)
+        tracker = run.tracker
+        for label, q in _QUANTILES:
+            value = tracker.quantile(q)
+            if value is not None:
+                self.quantile.add_metric([rid, label], value)
+        self.samples.add_metric([rid], tracker.count)
+        margin = tracker.drain_margin(run.config.drain_margin_s)
+        if margin is not None:
+            self.margin.add_metric([rid], margin)
+        for window, rate in (
+            ("run", tracker.completions_per_hour()),
+            ("15m", tracker.recent_completions_per_hour()),
+        ):
+            if rate is not None:
+                self.rate.add_metric([rid, window], rate)
+        if run.plan is not None:
+            snapshot = run.accounting.snapshot()
+            self.expected.add_metric([rid], snapshot.expected or 0)
+            self.pending.add_metric([rid], snapshot.pending or 0)
+        if run.budget_deadline is not None:
+            self.deadline.add_metric([rid], run.budget_deadline)
+        if run.config.task_timeout_s is not None:
+            self.timeout.add_metric([rid], run.config.task_timeout_s)
+        view = run.health_view()
+        for verdict in ("healthy", "unhealthy", "unobserved"):
+            self.verdicts.add_metric([rid, verdict], view.verdicts.get(verdict, 0))
+        for check in CHECK_IDS:
+            self.findings.add_metric([rid, check], view.issues.get(check, 0))
+        self.closed.add_metric([rid], view.tasks_closed)
+        for check in TASK_CHECK_IDS:
+            self.flags.add_metric([rid, check], view.task_flags.get(check, 0))
+        for kind in TOKEN_KINDS:
+            self.tokens.add_metric([rid, kind], run.tokens[kind])
+
+
+class _RunCollector(Collector):
+    """Yields every run-scoped family from the ingestor's current run states."""
+
+    def __init__(self, ingestor: Ingestor) -> None:
+        self._ingestor = ingestor
+
+    def collect(self) -> Iterator[Metric]:
+        runs = list(self._ingestor.runs.values())
+        families = _Families()
+        for run in runs:
+            families.add_run(run)
+        yield from families.all()
+        yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=len(runs))
+
+
+class ServiceMetrics:
+    """The service's registry: run families plus ingest, error and journal metrics."""
+
+    def __init__(self, ingestor: Ingestor | None = None) -> None:
+        # ``*_created`` series add nothing a dashboard uses and double the exposition of every
+        # counter; the switch is process-wide, which suits the service process.
+        disable_created_metrics()
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.ingest_events = Counter(
+            _P + "ingest_events",
+            "Ingested events by kind and result.",
+            ["kind", "result"],
+            registry=self.registry,
+        )
+        self.ingest_errors = Counter(
+            _P + "ingest_errors", "Rejected requests by reason.", ["reason"], registry=self.registry
+        )
+        for reason in ERROR_REASONS:
+            self.ingest_errors.labels(reason)
+        self.commit_duration = Histogram(
+            _P + "journal_commit_duration_seconds",
+            "Journal group commit latency.",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=self.registry,
+        )
+        self.commit_batch = Histogram(
+            _P + "journal_commit_batch_events",
+            "Events per journal group commit.",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
+            registry=self.registry,
+        )
+        self.last_commit = Gauge(
+            _P + "journal_last_commit_timestamp_seconds",
+            "Wall time of the last successful journal commit.",
+            registry=self.registry,
+        )
+        Info(_P + "build", "Build information.", registry=self.registry).info({"version": _version()})
+        if ingestor is not None:
+            self.attach(ingestor)
+
+    def attach(self, ingestor: Ingestor) -> None:
+        self.registry.register(_RunCollector(ingestor))
+
+    def on_event(self, kind: str, result: str) -> None:
+        self.ingest_events.labels(kind, result).inc()
+
+    def on_error(self, reason: str) -> None:
+        self.ingest_errors.labels(reason if reason in ERROR_REASONS else "bad_request").inc()
+
+    def on_commit(self, seconds: float, events: int) -> None:
+        """Journal callback (may run on the journal's writer thread; client metrics are thread-safe)."""
+        import time
+
+        self.commit_duration.observe(seconds)
+        self.commit_batch.observe(events)
+        self.last_commit.set(time.time())
+
+
+def render(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]:
+    """Exposition bytes and content type, OpenMetrics when the scraper asks for it."""
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(registry), content_type

@@ -1,0 +1,356 @@
+"""Live state of one run, rebuilt identically from the journal on restart.
+
+A :class:`RunState` composes the perf core (``DispatchLatencyTracker``, perf-summary state,
+``build_ng_perf``) and the health pipeline (per-row digest, ``HealthReducer``) and keeps
+the counters the metrics and the report read. Events are applied in journal order; every
+time-dependent input (the rate clock, the budget deadline) uses the event's journaled
+arrival time, so a replay reproduces the live state exactly.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from health.types import TaskIndex
+from sidecar.accounting import Accounting, RolloutKey, normalize_index
+from sidecar.engines import Engines
+from sidecar.events import Completed, Drained, Event, Failed, RunEnded, RunStarted, event_identity
+
+__all__ = [
+    "DURATION_BUCKETS",
+    "FAILURE_CLASSES",
+    "TOKEN_KINDS",
+    "DurationHistogram",
+    "HealthView",
+    "RunState",
+]
+
+DURATION_BUCKETS: tuple[float, ...] = (
+    1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600,
+)  # fmt: skip
+#: Spec §6.4 failure classes; anything else is exported as ``other`` to keep label values bounded.
+FAILURE_CLASSES = frozenset(
+    {
+        "agent_request_failed",
+        "agent_run_error",
+        "environment_server_failed",
+        "cancelled",
+        "kill_shaped",
+        "judge_invalid",
+        "timeout_exceeded",
+        "skipped",
+        "reference_missing",
+        "eval_missing",
+        "transport_ineligible",
+    }
+)
+#: ``rollout_sidecar_tokens_total`` kind label -> ``ng_perf`` field.
+TOKEN_KINDS = {
+    "prompt": "prompt_tokens",
+    "completion": "completion_tokens",
+    "reasoning": "reasoning_tokens",
+    "cached": "cached_prompt_tokens",
+}
+_FAILURE_CLASS_KEY = "_ng_failure_class"
+_TERMINAL_KEY = "_ng_failure_terminal"
+_NO_PERSIST_KEY = "_ng_no_persist"
+_DRAINED_KEY = "_ng_dispatch_drained"
+_WS = b" \t\n\r\x0b\x0c"
+
+
+class _EventClock:
+    """Wall clock that reads the event's arrival time while an event is applied."""
+
+    __slots__ = ("pinned",)
+
+    def __init__(self) -> None:
+        self.pinned: float | None = None
+
+    def __call__(self) -> float:
+        return self.pinned if self.pinned is not None else time.time()
+
+
+@dataclass(slots=True)
+class DurationHistogram:
+    """Cumulative-bucket histogram over :data:`DURATION_BUCKETS` (plus ``+Inf``)."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))
+    total: float = 0.0
+    observations: int = 0
+
+    def observe(self, seconds: float) -> None:
+        if seconds != seconds:  # NaN has no bucket
+            return
+        self.counts[bisect_left(DURATION_BUCKETS, seconds)] += 1
+        self.total += seconds
+        self.observations += 1
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        out: list[tuple[str, int]] = []
+        running = 0
+        for bound, count in zip((*DURATION_BUCKETS, float("inf")), self.counts, strict=True):
+            running += count
+            out.append(("+Inf" if bound == float("inf") else repr(float(bound)), running))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class HealthView:
+    """Current verdict and finding counts (from the reducer's summary) and closed-task flags."""
+
+    verdicts: dict[str, int]
+    issues: dict[str, int]
+    tasks_closed: int
+    task_flags: dict[str, int]
+
+
+class RunState:
+    """Everything the service knows about one run."""
+
+    def __init__(
+        self,
+        run_id: str,
+        started: RunStarted,
+        *,
+        received_at: float,
+        engines: Engines,
+        plan: dict[str, int] | None = None,
+        health_interval_s: float = 2.0,
+    ) -> None:
+        self.run_id = run_id
+        self.config = started
+        self.received_at = received_at
+        self.started_at = started.started_at if started.started_at is not None else received_at
+        self.plan = plan if plan is not None else started.plan
+        self.ended_at: float | None = None
+        self._engines = engines
+        self._clock = _EventClock()
+        self._clock.pinned = received_at
+        self.tracker = engines.new_tracker(self._clock)
+        self._clock.pinned = None
+        self.reducer = engines.new_reducer(started.ignored_checks)
+        self.perf = engines.new_perf_summary()
+        self.accounting = Accounting(self.plan, started.max_attempts)
+        self.ignored_checks = frozenset(started.ignored_checks)
+        self.completed = 0
+        self.drained = 0
+        self.failed: dict[tuple[str, bool], int] = {}
+        self.durations = {"completed": DurationHistogram(), "failed": DurationHistogram()}
+        self.tokens = dict.fromkeys(TOKEN_KINDS, 0)
+        self.perf_rollouts = 0
+        self._next_ordinal = 0
+        self._task_index: dict[str, TaskIndex] = {}
+        self._closed: dict[str, tuple[str, ...]] = {}
+        self._health_interval_s = health_interval_s
+        self._health_cache: tuple[float, HealthView] | None = None
+        self._version = 0
+        self._health_version = -1
+
+    # -- applying events ------------------------------------------------------------------
+
+    @property
+    def budget_deadline(self) -> float | None:
+        budget = self.config.dispatch_budget_s
+        return None if budget is None else self.started_at + budget
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_at is not None
+
+    def apply(self, event: Event, received_at: float) -> dict[str, Any] | None:
+        """Apply one committed event; a completion returns its ``ng_perf`` (or ``None``)."""
+        self._version += 1
+        self._clock.pinned = received_at
+        try:
+            if isinstance(event, Completed):
+                return self._completed(event)
+            if isinstance(event, Failed):
+                self._failed(event)
+            elif isinstance(event, Drained):
+                self._drained(event)
+            elif isinstance(event, RunEnded):
+                self._ended(event, received_at)
+            return None
+        finally:
+            self._clock.pinned = None
+
+    def ng_perf_for(self, event: Completed) -> dict[str, Any] | None:
+        """``build_ng_perf`` for a completion's row (pure; used for duplicates too)."""
+        row = _row(event)
+        if row is None:
+            return None
+        latency = event.latency_ms if event.latency_ms is not None else event.seconds * 1000.0
+        return self._engines.build_ng_perf(row, latency)
+
+    def _key(self, event: Completed | Failed | Drained) -> RolloutKey:
+        task, rollout, _ = event_identity(event)
+        return normalize_index(task), normalize_index(rollout)
+
+    def _completed(self, event: Completed) -> dict[str, Any] | None:
+        self.completed += 1
+        self.tracker.record(event.seconds)
+        self.durations["completed"].observe(event.seconds)
+        row = _row(event)
+        ng_perf = self.ng_perf_for(event)
+        if row is not None and row.get(_NO_PERSIST_KEY):
+            if row.get(_DRAINED_KEY):
+                self._settle(self.accounting.drained(self._key(event)))
+            return ng_perf
+        if row is not None and row.get(_FAILURE_CLASS_KEY) is not None:
+            terminal = bool(row.get(_TERMINAL_KEY))
+            self._count_failure(row.get(_FAILURE_CLASS_KEY), terminal)
+            self._settle(self.accounting.failed(self._key(event), terminal=terminal))
+            return ng_perf
+        digest = self._digest(event, row)
+        task = self._engines.digest_task_index(digest)
+        self._task_index.setdefault(str(task), task)
+        self.reducer.add_compact(digest)
+        if ng_perf is None and row is not None and isinstance(row.get("ng_perf"), dict):
+            ng_perf = row["ng_perf"]  # attach_ng_perf keeps an agent-supplied object it cannot rebuild
+        self.perf_rollouts += 1
+        if ng_perf is not None:
+            self.perf.add(ng_perf)
+            for kind, name in TOKEN_KINDS.items():
+                value = ng_perf.get(name)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    self.tokens[kind] += value
+        key = (task, normalize_index(event_identity(event)[1]))
+        task_text = str(task)
+        completed_task = self.accounting.succeeded(key)
+        if completed_task is None and task_text in self._closed:
+            completed_task = task_text  # a late repeat re-opens a closed task: recompute it
+        self._settle(completed_task)
+        return ng_perf
+
+    def _digest(self, event: Completed, row: dict[str, Any] | None) -> Any:
+        ordinal = self._next_ordinal
+        self._next_ordinal += 1
+        common = {
+            "source_path": self.config.source_path,
+            "source_index": 0,
+            "line_number": event.line_number if event.line_number is not None else ordinal + 1,
+            "ordinal": ordinal,
+            "ignored_checks": self.ignored_checks,
+        }
+        if event.line is not None:
+            return self._engines.digest_line(event.line.encode("utf-8", "surrogatepass"), **common)
+        return self._engines.digest_record(row, **common)
+
+    def _count_failure(self, failure_class: Any, terminal: bool) -> None:
+        known = isinstance(failure_class, str) and failure_class in FAILURE_CLASSES
+        label = failure_class if known else "other"
+        self.failed[(label, terminal)] = self.failed.get((label, terminal), 0) + 1
+
+    def _failed(self, event: Failed) -> None:
+        if event.seconds is not None:
+            self.tracker.record_failure(event.seconds)
+            self.durations["failed"].observe(event.seconds)
+        failure_class = (
+            event.failure_class if event.failure_class is not None else event.row.get(_FAILURE_CLASS_KEY)
+        )
+        terminal = event.terminal if event.terminal is not None else bool(event.row.get(_TERMINAL_KEY))
+        self._count_failure(failure_class, terminal)
+        self._settle(self.accounting.failed(self._key(event), terminal=terminal))
+
+    def _drained(self, event: Drained) -> None:
+        self.drained += 1
+        self.tracker.record_drained()
+        self._settle(self.accounting.drained(self._key(event)))
+
+    def _ended(self, event: RunEnded, received_at: float) -> None:
+        self.ended_at = event.ended_at if event.ended_at is not None else received_at
+        for task in list(self._task_index):
+            self._close(task)
+
+    def _settle(self, task: str | None) -> None:
+        if task is not None and task in self._task_index:
+            self._close(task)
+
+    def _close(self, task: str) -> None:
+        findings = self.reducer.close_task(self._task_index[task])
+        self._closed[task] = tuple(finding.check for finding in findings)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def health_view(self, *, fresh: bool = False) -> HealthView:
+        """Verdict/finding counts, recomputed at most every ``health_interval_s`` unless ``fresh``."""
+        now = time.monotonic()
+        cached = self._health_cache
+        if cached is not None and (
+            self._health_version == self._version or (not fresh and now - cached[0] < self._health_interval_s)
+        ):
+            return cached[1]
+        run = self.reducer.summary()["run"]
+        flags: dict[str, int] = {}
+        for checks in self._closed.values():
+            for check in checks:
+                flags[check] = flags.get(check, 0) + 1
+        view = HealthView(dict(run["verdicts"]), dict(run["issues"]), len(self._closed), flags)
+        self._health_cache = (now, view)
+        self._health_version = self._version
+        return view
+
+    def drain_margin(self, configured: float | None, *, now: float | None = None) -> dict[str, Any]:
+        """The tracker's margin, samples, and (with a budget) time left and the start-now decision."""
+        margin = self.tracker.drain_margin(configured)
+        body: dict[str, Any] = {
+            "run_id": self.run_id,
+            "drain_margin": margin,
+            "configured": configured,
+            "samples": self.tracker.count,
+            "drained": self.tracker.drained,
+        }
+        deadline = self.budget_deadline
+        if deadline is not None:
+            remaining = deadline - (time.time() if now is None else now)
+            body["budget_deadline"] = deadline
+            body["seconds_left"] = remaining
+            body["start_now"] = not (remaining <= 0 or (margin is not None and remaining < margin))
+        return body
+
+    def latency(self) -> dict[str, Any]:
+        tracker = self.tracker
+        return {
+            "summary": tracker.summary(),
+            "samples": tracker.count,
+            "drained": tracker.drained,
+            "total_seconds": tracker.total_seconds,
+            "quantiles": {str(q): tracker.quantile(q) for q in (0.5, 0.75, 0.9, 0.95, 0.99, 1.0)},
+            "drain_margin": tracker.drain_margin(self.config.drain_margin_s),
+            "completions_per_hour": tracker.completions_per_hour(),
+        }
+
+    def report(self) -> dict[str, Any]:
+        """The post-run report minus the verdict rows (streamed separately)."""
+        failed = [
+            {"failure_class": label, "terminal": terminal, "count": count}
+            for (label, terminal), count in sorted(self.failed.items())
+        ]
+        return {
+            "run_id": self.run_id,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "plan_tasks": len(self.plan) if self.plan is not None else None,
+            "quality_summary": self.reducer.summary(),
+            "latency": self.latency(),
+            "perf_summary": self.perf.result(self.perf_rollouts),
+            "accounting": self.accounting.snapshot().as_dict(),
+            "events": {"completed": self.completed, "failed": failed, "drained": self.drained},
+            "health": {"tasks_closed": len(self._closed)},
+        }
+
+
+def _row(event: Completed) -> dict[str, Any] | None:
+    if event.row is not None:
+        return event.row
+    assert event.line is not None
+    try:
+        parsed = orjson.loads(event.line.encode("utf-8", "surrogatepass").strip(_WS))
+    except orjson.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None

@@ -1,0 +1,110 @@
+"""The ``serve`` and ``report`` subcommands of ``rollout-sidecar``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from sidecar.settings import (
+    DEFAULT_BODY_CAP,
+    DEFAULT_JOURNAL_PATH,
+    DEFAULT_MAX_JSON_DEPTH,
+    TOKEN_ENV_VAR,
+    ServiceSettings,
+    SettingsError,
+    load_token,
+)
+
+__all__ = ["register"]
+
+
+def _size(text: str) -> int:
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    text = text.strip().lower().removesuffix("ib").removesuffix("b")
+    factor = units.get(text[-1:], 1)
+    number = text[:-1] if text[-1:] in units else text
+    try:
+        return int(float(number) * factor)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 64M, 1048576)") from exc
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = subparsers.add_parser(
+        "serve",
+        help="run the sidecar service",
+        description="Run the ingest / drain margin / metrics / report service.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=9400, help="port (default 9400)")
+    serve.add_argument(
+        "--journal",
+        type=Path,
+        default=DEFAULT_JOURNAL_PATH,
+        help=f"SQLite journal path (default {DEFAULT_JOURNAL_PATH})",
+    )
+    serve.add_argument(
+        "--token-file", type=Path, default=None, help=f"file holding the bearer token (else ${TOKEN_ENV_VAR})"
+    )
+    serve.add_argument(
+        "--body-cap", type=_size, default=DEFAULT_BODY_CAP, help="max request body (default 64M)"
+    )
+    serve.add_argument(
+        "--max-json-depth",
+        type=int,
+        default=DEFAULT_MAX_JSON_DEPTH,
+        help=f"max JSON nesting of a request (default {DEFAULT_MAX_JSON_DEPTH})",
+    )
+    serve.add_argument("--log-level", default="info", help="log level (default info)")
+    serve.set_defaults(handler=_serve)
+
+    report = subparsers.add_parser(
+        "report",
+        help="write a run's report from a live sidecar",
+        description="Write quality_summary.json, rollout_verdicts.jsonl and "
+        "report.json of a run into a directory.",
+    )
+    report.add_argument("--sidecar", required=True, help="base URL, e.g. http://127.0.0.1:9400")
+    report.add_argument("--run-id", required=True)
+    report.add_argument("--out", type=Path, required=True, help="output directory")
+    report.add_argument("--token-file", type=Path, default=None)
+    report.set_defaults(handler=_report)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from sidecar.journal import JournalError
+    from sidecar.logging import configure_logging
+    from sidecar.server import serve
+
+    configure_logging(args.log_level)
+    try:
+        settings = ServiceSettings(
+            host=args.host,
+            port=args.port,
+            journal_path=args.journal,
+            token=load_token(args.token_file),
+            body_cap=args.body_cap,
+            max_json_depth=args.max_json_depth,
+        )
+        asyncio.run(serve(settings))
+    except (SettingsError, JournalError) as exc:
+        print(f"rollout-sidecar serve: {exc}", file=sys.stderr)  # noqa: T201
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from sidecar.report import ReportError, fetch_report
+
+    try:
+        token = load_token(args.token_file)
+        files = fetch_report(args.sidecar, args.run_id, args.out, token=token.get() if token else None)
+    except (SettingsError, ReportError) as exc:
+        print(f"rollout-sidecar report: {exc}", file=sys.stderr)  # noqa: T201
+        return 2
+    print(f"Report written: {files.summary}, {files.verdicts}, {files.report}")  # noqa: T201
+    return 0

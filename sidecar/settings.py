@@ -1,0 +1,112 @@
+"""Service configuration: where to listen, where the journal lives, how requests are bounded.
+
+Kept as one frozen dataclass so the CLI, the server runner and tests build it the same way.
+The bearer token is held as a :class:`Secret` whose ``repr`` never shows the value, so a
+settings object can be logged safely.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_BODY_CAP",
+    "DEFAULT_JOURNAL_PATH",
+    "DEFAULT_MAX_JSON_DEPTH",
+    "TOKEN_ENV_VAR",
+    "Secret",
+    "ServiceSettings",
+    "SettingsError",
+    "is_loopback",
+    "load_token",
+]
+
+DEFAULT_JOURNAL_PATH = Path("sidecar-state") / "journal.sqlite3"
+#: Large result rows (long multi-turn trajectories) must fit; 64 MiB covers them with room.
+DEFAULT_BODY_CAP = 64 * 1024 * 1024
+#: Envelope (3 levels) plus a row; the batch parser's own limit is 1024.
+DEFAULT_MAX_JSON_DEPTH = 256
+TOKEN_ENV_VAR = "ROLLOUT_SIDECAR_TOKEN"
+
+
+class SettingsError(ValueError):
+    """A configuration value is unusable; the message names it and where it came from."""
+
+
+class Secret:
+    """A string that never prints itself."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def get(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('**********')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP literals; anything else may be reachable from outside."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def load_token(token_file: Path | None, env: dict[str, str] | None = None) -> Secret | None:
+    """Read the bearer token from ``token_file`` (first line, stripped) or ``$ROLLOUT_SIDECAR_TOKEN``."""
+    environ = os.environ if env is None else env
+    if token_file is not None:
+        try:
+            text = token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SettingsError(f"cannot read token file {str(token_file)!r}: {exc.strerror}") from exc
+        if not text:
+            raise SettingsError(f"token file {str(token_file)!r} is empty")
+        return Secret(text.splitlines()[0].strip())
+    value = environ.get(TOKEN_ENV_VAR, "").strip()
+    return Secret(value) if value else None
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSettings:
+    host: str = "127.0.0.1"
+    port: int = 9400
+    journal_path: Path = DEFAULT_JOURNAL_PATH
+    token: Secret | None = None
+    body_cap: int = DEFAULT_BODY_CAP
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+    #: Minimum seconds between two full health summaries computed for ``/metrics``.
+    health_metrics_interval_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise SettingsError(f"port must be in 0..65535, got {self.port!r}")
+        if self.body_cap < 1024:
+            raise SettingsError(f"body cap must be at least 1024 bytes, got {self.body_cap!r}")
+        if not 8 <= self.max_json_depth <= 1024:
+            raise SettingsError(f"max JSON depth must be in 8..1024, got {self.max_json_depth!r}")
+
+    def check_bind(self) -> None:
+        """Refuse to listen beyond loopback without a token: the ingest API would be open to anyone."""
+        if not is_loopback(self.host) and self.token is None:
+            raise SettingsError(
+                f"refusing to bind non-loopback address {self.host!r} without a bearer token "
+                f"(give --token-file or set {TOKEN_ENV_VAR})"
+            )
