@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,11 @@ __all__ = [
 ]
 
 DEFAULT_JOURNAL_PATH = Path("sidecar-state/journal.sqlite3")
-_REPLAY_CHUNK = 256  # rows per query: memory stays flat (~2 MB of 8 KB payloads) however long the log
+# Replay reads at most _FETCH_ROWS rows into memory at a time, and each read transaction spans at
+# most _REPLAY_CHUNK rows, so a slow consumer never pins an old WAL snapshot for the whole replay.
+_REPLAY_CHUNK = 1024
+_FETCH_ROWS = 32
+_SELECT_EVENTS = "SELECT seq, run_id, kind, key, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
 
 
 class Journal:
@@ -195,12 +199,13 @@ class Journal:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def replay(self, *, after_seq: int = 0) -> Iterator[JournalEvent]:
+    def replay(self, *, after_seq: int = 0) -> Generator[JournalEvent, None, None]:
         """Yield the committed events with ``seq > after_seq`` in seq order, streaming.
 
         Reads in short chunks (no long-lived read transaction), so events committed while the
         replay runs are yielded too. Safe from any thread and before ``open()``; yields nothing
-        when the journal file does not exist yet.
+        when the journal file does not exist yet. ``close()`` the generator (or exhaust it) to
+        release its connection promptly.
         """
         return _replay(self._path, after_seq)
 
@@ -214,14 +219,14 @@ class Journal:
             if version < 2:
                 return None
             row = conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
-        except Exception as exc:
+        except sqlite3.Error as exc:
             raise _read_error(self._path, exc) from exc
         finally:
             conn.close()
         return None if row is None else bytes(row[0])
 
 
-def _replay(path: Path, after_seq: int) -> Iterator[JournalEvent]:
+def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
     opened = open_reader(path)
     if opened is None:
         return
@@ -232,25 +237,28 @@ def _replay(path: Path, after_seq: int) -> Iterator[JournalEvent]:
         last = after_seq
         while True:
             try:
-                rows = conn.execute(
-                    "SELECT seq, run_id, kind, key, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-                    (last, _REPLAY_CHUNK),
-                ).fetchall()
-            except Exception as exc:
+                cursor = conn.execute(_SELECT_EVENTS, (last, _REPLAY_CHUNK))
+                rows = cursor.fetchmany(_FETCH_ROWS)
+            except sqlite3.Error as exc:
                 raise _read_error(path, exc) from exc
-            for seq, run_id, kind, key, payload in rows:
-                yield JournalEvent(run_id=run_id, kind=kind, key=key, payload=payload, seq=seq)
-            if len(rows) < _REPLAY_CHUNK:
+            count = 0
+            while rows:
+                for seq, run_id, kind, key, payload in rows:
+                    yield JournalEvent(run_id=run_id, kind=kind, key=key, payload=payload, seq=seq)
+                count += len(rows)
+                last = rows[-1][0]
+                try:
+                    rows = cursor.fetchmany(_FETCH_ROWS)
+                except sqlite3.Error as exc:
+                    raise _read_error(path, exc) from exc
+            if count < _REPLAY_CHUNK:
                 return
-            last = rows[-1][0]
     finally:
         conn.close()
 
 
-def _read_error(path: Path, exc: Exception) -> JournalError:
-    if isinstance(exc, sqlite3.Error):
-        return map_sqlite_error(path, "read", exc)
-    return JournalUnavailable(f"journal {path}: read failed: {exc!r}", path=path)
+def _read_error(path: Path, exc: sqlite3.Error) -> JournalError:
+    return map_sqlite_error(path, "read", exc)
 
 
 def _validate(event: object, index: int) -> None:

@@ -1,0 +1,490 @@
+"""The durable journal against a real SQLite file: acks, group commit, replay, restart and faults."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import tracemalloc
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sidecar.journal import (
+    SCHEMA_VERSION,
+    Journal,
+    JournalCorrupt,
+    JournalError,
+    JournalEvent,
+    JournalSchemaError,
+    JournalUnavailable,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+APPLICATION_ID = 0x52534A4C  # the on-disk marker of a rollout-sidecar journal (file format)
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def event(i: int | str, *, run: str = "run-1", size: int = 64) -> JournalEvent:
+    key = f"{run}|{i}|completed"
+    return JournalEvent(run_id=run, kind="completed", key=key, payload=_payload(key, size))
+
+
+def _payload(key: str, size: int) -> bytes:
+    block = hashlib.sha256(key.encode()).digest() + b"\x00\xff"
+    return (block * (size // len(block) + 1))[:size]
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "journal.sqlite3"
+
+
+@pytest.fixture
+async def journal(path: Path) -> AsyncIterator[Journal]:
+    j = Journal(path)
+    await j.open()
+    yield j
+    await j.close()
+
+
+def _read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def _write(path: Path, content: bytes) -> None:
+    path.write_bytes(content)
+
+
+def _keys(j: Journal) -> list[str]:
+    return [e.key for e in j.replay()]
+
+
+class TestAppend:
+    async def test_assigns_dense_seqs_and_stores_payload_verbatim(self, journal: Journal) -> None:
+        events = [event(i) for i in range(3)] + [JournalEvent("run-1", "failed", "odd", b"\x00\x01\xfe\xff")]
+        stored = await journal.append(events)
+        assert [s.seq if s else None for s in stored] == [1, 2, 3, 4]
+        assert stored[3] == JournalEvent("run-1", "failed", "odd", b"\x00\x01\xfe\xff", seq=4)
+        assert list(journal.replay()) == stored
+
+    async def test_duplicate_key_is_acknowledged_and_changes_nothing(self, journal: Journal) -> None:
+        first = await journal.append([event(1)])
+        again = await journal.append([JournalEvent("run-1", "completed", event(1).key, b"different")])
+        within = await journal.append([event(2), event(2)])
+        assert first[0] is not None and first[0].seq == 1
+        assert again == [None]
+        assert within[0] is not None and within[0].seq == 2 and within[1] is None
+        assert [(e.seq, e.payload) for e in journal.replay()] == [
+            (1, event(1).payload),
+            (2, event(2).payload),
+        ]
+        assert journal.stats.events == 2
+
+    async def test_acknowledged_event_is_visible_to_another_connection(self, journal: Journal) -> None:
+        await journal.append([event(7)])
+        with sqlite3.connect(journal.path) as other:
+            rows = other.execute("SELECT seq, key FROM events").fetchall()
+        assert rows == [(1, event(7).key)]
+
+    async def test_concurrent_appends_share_transactions(self, path: Path) -> None:
+        commits: list[tuple[float, int, int]] = []
+        j = Journal(
+            path, max_delay_s=0.05, on_commit=lambda s, n: commits.append((s, n, threading.get_ident()))
+        )
+        await j.open()
+        try:
+            results = await asyncio.gather(*(j.append([event(i)]) for i in range(200)))
+            seqs = sorted(r[0].seq for r in results if r[0] is not None)
+            assert seqs == list(range(1, 201))
+            assert j.stats.commits < 20, j.stats
+            assert sum(n for _, n, _ in commits) == 200
+            assert all(seconds > 0 for seconds, _, _ in commits)
+            assert {tid for _, _, tid in commits} == {threading.get_ident()}  # called on the loop
+        finally:
+            await j.close()
+
+    async def test_max_batch_bounds_a_group_but_never_splits_an_append(self, path: Path) -> None:
+        j = Journal(path, max_batch=10, max_delay_s=0.05)
+        await j.open()
+        try:
+            big = await j.append([event(f"big-{i}") for i in range(25)])
+            assert [e.seq for e in big if e] == list(range(1, 26))
+            assert j.stats.commits == 1
+            await asyncio.gather(*(j.append([event(i)]) for i in range(30)))
+            assert j.stats.commits >= 1 + 3
+        finally:
+            await j.close()
+
+    async def test_empty_append_returns_empty(self, journal: Journal) -> None:
+        assert await journal.append([]) == []
+        assert journal.stats.commits == 0
+
+    @pytest.mark.parametrize(
+        ("bad", "error", "fragment"),
+        [
+            (JournalEvent("r", "completed", "k", "text"), TypeError, "payload must be bytes"),  # type: ignore[arg-type]
+            (JournalEvent("r", "completed", "", b""), ValueError, "key must be a non-empty str"),
+            ({"key": "k"}, TypeError, "must be a JournalEvent"),
+        ],
+    )
+    async def test_rejects_malformed_events_naming_them(
+        self, journal: Journal, bad: object, error: type[Exception], fragment: str
+    ) -> None:
+        with pytest.raises(error, match=fragment) as info:
+            await journal.append([event(1), bad])  # type: ignore[list-item]
+        assert "events[1]" in str(info.value)
+        assert _keys(journal) == []
+
+    async def test_stats(self, journal: Journal) -> None:
+        assert journal.stats.last_commit_wall_time is None
+        await journal.append([event(i, size=8192) for i in range(4)])
+        stats = journal.stats
+        assert (stats.events, stats.commits) == (4, 1)
+        assert stats.last_commit_wall_time is not None and stats.db_bytes > 4 * 8192
+
+
+class TestLifecycle:
+    async def test_append_before_open_and_after_close_is_unavailable(self, path: Path) -> None:
+        j = Journal(path)
+        with pytest.raises(JournalUnavailable, match="not open"):
+            await j.append([event(1)])
+        await j.open()
+        await j.close()
+        with pytest.raises(JournalUnavailable, match="closed"):
+            await j.append([event(1)])
+        await j.close()  # idempotent
+
+    async def test_close_drains_pending_appends_and_checkpoints(self, path: Path) -> None:
+        j = Journal(path, max_delay_s=0.2)
+        await j.open()
+        tasks = [asyncio.create_task(j.append([event(i)])) for i in range(50)]
+        await asyncio.sleep(0)  # every task has queued its append
+        await j.close()
+        results = await asyncio.gather(*tasks)
+        assert sorted(r[0].seq for r in results if r[0]) == list(range(1, 51))
+        wal = path.with_name(path.name + "-wal")
+        assert not wal.exists() or wal.stat().st_size == 0
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT count(*) FROM events").fetchone() == (50,)
+
+    async def test_restart_replays_in_order_and_keeps_idempotency(self, path: Path) -> None:
+        j = Journal(path)
+        await j.open()
+        await j.append([event(i) for i in range(5)])
+        await j.set_meta("follower:/x.jsonl", b'{"offset": 10}')
+        await j.close()
+
+        again = Journal(path)
+        assert [e.seq for e in again.replay()] == [1, 2, 3, 4, 5]  # before open()
+        await again.open()
+        try:
+            assert again.stats.events == 5
+            assert await again.append([event(3), event(9)]) == [None, replace(event(9), seq=6)]
+            assert [e.key for e in again.replay(after_seq=4)] == [event(4).key, event(9).key]
+            assert again.get_meta("follower:/x.jsonl") == b'{"offset": 10}'
+        finally:
+            await again.close()
+
+    async def test_open_twice_is_an_error(self, journal: Journal) -> None:
+        with pytest.raises(JournalError, match="already opened"):
+            await journal.open()
+
+    async def test_empty_file_is_a_new_journal(self, path: Path) -> None:
+        path.parent.mkdir(parents=True)
+        _write(path, b"")
+        j = Journal(path)
+        await j.open()
+        await j.append([event(1)])
+        await j.close()
+        assert _keys(Journal(path)) == [event(1).key]
+
+
+class TestReplay:
+    def test_missing_file_replays_nothing_and_is_not_created(self, path: Path) -> None:
+        j = Journal(path)
+        assert list(j.replay()) == [] and j.get_meta("x") is None
+        assert not path.exists()
+
+    async def test_streams_with_flat_memory(self, journal: Journal) -> None:
+        size, count = 16384, 1200  # ~19 MB of payload
+        for start in range(0, count, 200):
+            await journal.append([event(i, size=size) for i in range(start, start + 200)])
+        tracemalloc.start()
+        try:
+            seen = total = 0
+            for e in journal.replay():
+                seen += 1
+                total += len(e.payload)
+                assert e.seq == seen
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert (seen, total) == (count, count * size)
+        assert peak < count * size / 3, f"replay peak {peak} bytes for {total} bytes of payload"
+
+    async def test_from_a_thread_while_appending(self, journal: Journal) -> None:
+        await journal.append([event(i) for i in range(100)])
+
+        async def writer() -> None:
+            for i in range(100, 200):
+                await journal.append([event(i)])
+
+        task = asyncio.create_task(writer())
+        seqs = await asyncio.to_thread(lambda: [e.seq for e in journal.replay()])
+        await task
+        assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) >= 100
+
+    async def test_abandoned_replay_releases_its_connection(self, journal: Journal) -> None:
+        await journal.append([event(i) for i in range(600)])
+        replay = journal.replay()
+        assert next(replay).seq == 1
+        replay.close()
+        await journal.append([event("after")])
+        assert journal.stats.events == 601
+
+
+class TestMeta:
+    async def test_set_get_overwrite(self, journal: Journal) -> None:
+        assert journal.get_meta("k") is None
+        await journal.set_meta("k", b"1")
+        await journal.set_meta("k", b"\x00two")
+        assert journal.get_meta("k") == b"\x00two"
+        assert await asyncio.to_thread(journal.get_meta, "k") == b"\x00two"
+
+    async def test_rejects_non_bytes(self, journal: Journal) -> None:
+        with pytest.raises(TypeError, match="'k': value must be bytes"):
+            await journal.set_meta("k", "text")  # type: ignore[arg-type]
+
+
+_CHILD = r"""
+import asyncio, hashlib, os, sys
+from pathlib import Path
+from sidecar.journal import Journal, JournalEvent
+
+async def main() -> None:
+    journal = Journal(Path(sys.argv[1]), max_delay_s=0.001)
+    await journal.open()
+    prefix = sys.argv[2]
+    counter = iter(range(10**9))
+
+    async def worker() -> None:
+        while True:
+            key = f"{prefix}|{next(counter)}"
+            block = hashlib.sha256(key.encode()).digest() + b"\x00\xff"
+            payload = (block * 200)[:4000]
+            [stored] = await journal.append([JournalEvent("run-1", "completed", key, payload)])
+            sys.stdout.write(f"{stored.seq} {key}\n")
+            sys.stdout.flush()
+
+    await asyncio.gather(*(worker() for _ in range(16)))
+
+asyncio.run(main())
+"""
+
+
+def _run_and_kill(path: Path, prefix: str, acks_before_kill: int) -> list[tuple[int, str]]:
+    """Append from a child process until it acknowledged enough, SIGKILL it, return every ack."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(path), prefix],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    assert child.stdout is not None
+    acked: list[tuple[int, str]] = []
+    try:
+        for line in child.stdout:
+            seq, key = line.split()
+            acked.append((int(seq), key))
+            if len(acked) >= acks_before_kill:
+                break
+        os.kill(child.pid, signal.SIGKILL)
+        rest = child.stdout.read()  # acks already in the pipe were acknowledged too
+    finally:
+        child.kill()
+        child.wait()
+    acked += [
+        (int(s), k) for s, k in (ln.split() for ln in rest.splitlines(keepends=True) if ln.endswith("\n"))
+    ]
+    assert child.returncode == -signal.SIGKILL
+    return acked
+
+
+class TestFaults:
+    def test_sigkill_mid_append_loses_no_acknowledged_event(self, path: Path) -> None:
+        acked: list[tuple[int, str]] = []
+        for round_ in range(2):  # the second round writes to a journal recovered from the first kill
+            acked += _run_and_kill(path, f"r{round_}", acks_before_kill=300 * (round_ + 1))
+            assert path.with_name(path.name + "-wal").exists()  # the kill left a live WAL to recover
+        stored = list(Journal(path).replay())
+        by_key = {e.key: e for e in stored}
+        assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+        assert len(by_key) == len(stored)
+        for seq, key in acked:
+            assert key in by_key, f"acknowledged {key} (seq {seq}) lost"
+            assert by_key[key].seq == seq
+            assert by_key[key].payload == _payload_of_child(key)
+
+    async def test_torn_wal_tail_recovers_every_complete_commit(self, path: Path, tmp_path: Path) -> None:
+        j = Journal(path)
+        await j.open()
+        first = await j.append([event(i, size=3000) for i in range(5)])
+        wal = path.with_name(path.name + "-wal")
+        committed = wal.stat().st_size
+        await j.append([event(i, size=3000) for i in range(5, 10)])
+        crash = tmp_path / "crash"
+        crash.mkdir()
+        shutil.copy(path, crash / path.name)  # the files as a power cut would leave them
+        shutil.copy(wal, crash / wal.name)
+        await j.close()
+
+        full = (crash / wal.name).stat().st_size
+        assert full > committed
+        with (crash / wal.name).open("r+b") as handle:  # the second commit's frames cut short
+            handle.truncate(committed + (full - committed) // 2)
+        torn = Journal(crash / path.name)
+        await torn.open()
+        try:
+            assert list(torn.replay()) == first
+            assert (await torn.append([event(5, size=3000)]))[0] is not None  # and it keeps working
+        finally:
+            await torn.close()
+
+    async def test_garbage_after_last_commit_is_ignored(self, journal: Journal, tmp_path: Path) -> None:
+        stored = await journal.append([event(i) for i in range(5)])
+        crash = tmp_path / "crash"
+        crash.mkdir()
+        wal = journal.path.with_name(journal.path.name + "-wal")
+        shutil.copy(journal.path, crash / journal.path.name)
+        shutil.copy(wal, crash / wal.name)
+        with (crash / wal.name).open("ab") as handle:
+            handle.write(os.urandom(6000))
+        assert list(Journal(crash / journal.path.name).replay()) == stored
+
+    async def test_older_schema_is_migrated(self, path: Path) -> None:
+        path.parent.mkdir(parents=True)
+        with sqlite3.connect(path) as conn:  # a version-1 journal: the event log alone, rollback mode
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute("PRAGMA user_version = 1")
+            conn.execute(
+                "CREATE TABLE events (seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, kind TEXT NOT NULL,"
+                " key TEXT NOT NULL UNIQUE, payload BLOB NOT NULL)"
+            )
+            conn.executemany(
+                "INSERT INTO events (run_id, kind, key, payload) VALUES (?, ?, ?, ?)",
+                [(e.run_id, e.kind, e.key, e.payload) for e in (event(1), event(2))],
+            )
+        j = Journal(path)
+        assert [e.seq for e in j.replay()] == [1, 2] and j.get_meta("x") is None  # readable unmigrated
+        await j.open()
+        try:
+            await j.set_meta("x", b"1")
+            assert (await j.append([event(2), event(3)]))[0] is None
+            assert [e.key for e in j.replay()] == [event(i).key for i in (1, 2, 3)]
+            assert j.get_meta("x") == b"1"
+        finally:
+            await j.close()
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+            assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+    async def test_newer_schema_is_refused_untouched(self, path: Path) -> None:
+        path.parent.mkdir(parents=True)
+        with sqlite3.connect(path) as conn:
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+            conn.execute("CREATE TABLE events_v_next (x)")
+        before = _read(path)
+        with pytest.raises(JournalSchemaError) as info:
+            await Journal(path).open()
+        assert (info.value.found, info.value.supported) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
+        assert f"version {SCHEMA_VERSION + 1}" in str(info.value) and str(path) in str(info.value)
+        with pytest.raises(JournalSchemaError):
+            list(Journal(path).replay())
+        assert _read(path) == before
+
+    @pytest.mark.parametrize(
+        "content",
+        [b'{"run_id": "r"}\n' * 200, b"SQLite format 3\x00" + b"\x07" * 5000, b"x"],
+        ids=["jsonl", "sqlite-header-garbage-body", "one-byte"],
+    )
+    async def test_file_that_is_not_a_journal_is_refused_untouched(self, path: Path, content: bytes) -> None:
+        path.parent.mkdir(parents=True)
+        _write(path, content)
+        j = Journal(path)
+        with pytest.raises(JournalCorrupt) as info:
+            await j.open()
+        assert str(path) in str(info.value) and info.value.path == path
+        with pytest.raises(JournalCorrupt):
+            list(j.replay())
+        with pytest.raises(JournalUnavailable, match="not open"):
+            await j.append([event(1)])
+        assert _read(path) == content
+
+    async def test_foreign_sqlite_database_is_refused(self, path: Path) -> None:
+        path.parent.mkdir(parents=True)
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE users (name TEXT)")
+        before = _read(path)
+        with pytest.raises(JournalCorrupt, match=r"another application \(tables \['users'\]\)"):
+            await Journal(path).open()
+        assert _read(path) == before
+
+    async def test_disk_full_acknowledges_nothing_unstored_and_recovers(self, path: Path) -> None:
+        j = Journal(path, max_db_bytes=256 * 1024)
+        await j.open()
+        try:
+            acked: list[str] = []
+            with pytest.raises(JournalUnavailable, match="disk full") as info:
+                for i in range(200):
+                    await j.append([event(i, size=8192)])
+                    acked.append(event(i).key)
+            assert str(path) in str(info.value)
+            failed = event(len(acked), size=8192)
+            assert _keys(j) == acked
+            await j.set_meta("m", b"small")  # a small write still fits: failures are per request
+            await j.set_max_db_bytes(None)  # space returns
+            retried = await j.append([failed])
+            assert retried[0] is not None and retried[0].seq == len(acked) + 1
+            assert _keys(j) == [*acked, failed.key]
+        finally:
+            await j.close()
+
+    async def test_a_request_that_does_not_fit_fails_alone(self, path: Path) -> None:
+        j = Journal(path, max_db_bytes=200 * 1024, max_delay_s=0.1)
+        await j.open()
+        try:
+            big = [event(f"big-{i}", size=8192) for i in range(40)]
+            results = await asyncio.gather(j.append(big), j.append([event("small")]), return_exceptions=True)
+            assert isinstance(results[0], JournalUnavailable)
+            assert isinstance(results[1], list) and results[1][0] is not None
+            assert _keys(j) == [event("small").key]
+        finally:
+            await j.close()
+
+    async def test_read_only_refuses_then_recovers(self, journal: Journal) -> None:
+        await journal.append([event(1)])
+        await journal.set_read_only(True)
+        with pytest.raises(JournalUnavailable, match="read-only"):
+            await journal.append([event(2), event(3)])
+        with pytest.raises(JournalUnavailable, match="read-only"):
+            await journal.set_meta("k", b"v")
+        assert _keys(journal) == [event(1).key]  # reads keep working
+        await journal.set_read_only(False)
+        stored = await journal.append([event(2), event(3)])
+        assert [e.seq for e in stored if e] == [2, 3]
+
+
+def _payload_of_child(key: str) -> bytes:
+    block = hashlib.sha256(key.encode()).digest() + b"\x00\xff"
+    return (block * 200)[:4000]
