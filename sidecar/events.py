@@ -193,19 +193,30 @@ def event_identity(event: Event) -> tuple[Any, Any, int]:
     return task, rollout, attempt
 
 
+def _content_hash(event: Completed | Failed | Drained) -> str:
+    if isinstance(event, Completed) and event.line is not None:
+        content = event.line.encode("utf-8", "surrogatepass")
+    else:
+        content = orjson.dumps(event.row)
+    return hashlib.blake2b(content, digest_size=12).hexdigest()
+
+
 def idempotency_key(run_id: str, event: Event) -> str:
-    """``run|task|rollout|attempt|kind``; rows without identity are keyed by their content hash."""
-    task, rollout, attempt = event_identity(event)
+    """``run|task|rollout|attempt|kind``, plus the row's content hash for completions.
+
+    A completion's key also carries a hash of its row (or line): a retried event repeats the
+    same bytes and is a duplicate, while a *different* row claiming the same identity is a
+    second physical record, which the batch health check sees (and flags as
+    ``rollout_duplicate_identity``), so the service must keep it too. Failures and drains
+    without identity are keyed by content as well, so they never collapse into one.
+    """
     if isinstance(event, RunStarted | RunEnded):
         return f"{run_id}|||0|{event.kind}"
-    if task is None and not isinstance(event, Drained):
-        if isinstance(event, Completed) and event.line is not None:
-            content = event.line.encode("utf-8", "surrogatepass")
-        else:
-            content = orjson.dumps(event.row)
-        digest = hashlib.blake2b(content, digest_size=12).hexdigest()
-        return f"{run_id}|#{digest}|{orjson.dumps(rollout).decode()}|{attempt}|{event.kind}"
-    return f"{run_id}|{orjson.dumps(task).decode()}|{orjson.dumps(rollout).decode()}|{attempt}|{event.kind}"
+    task, rollout, attempt = event_identity(event)
+    head = f"{run_id}|{orjson.dumps(task).decode()}|{orjson.dumps(rollout).decode()}|{attempt}|{event.kind}"
+    if isinstance(event, Completed) or task is None:
+        return f"{head}|{_content_hash(event)}"
+    return head
 
 
 def to_payload(event: Event, *, received_at: float, extra: dict[str, Any] | None = None) -> bytes:

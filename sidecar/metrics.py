@@ -14,9 +14,16 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from sidecar.runs import TOKEN_KINDS, RunState
@@ -70,8 +77,12 @@ class _Families:
         self.duration = HistogramMetricFamily(
             _P + "task_duration_seconds", "Dispatched task duration by outcome.", labels=["run_id", "outcome"]
         )
-        self.quantile = _gauge(
-            "task_duration_quantile_seconds", "Exact tracker quantiles of task duration.", "quantile"
+        # Typed as a summary, not a gauge: Prometheus reserves the ``quantile`` label for summaries
+        # (promtool rejects it on a gauge). Series name and labels are the contract's.
+        self.quantile = SummaryMetricFamily(
+            _P + "task_duration_quantile_seconds",
+            "Exact tracker quantiles of task duration (tracker samples and their sum as _count/_sum).",
+            labels=["run_id"],
         )
         self.samples = _gauge(
             "tracker_samples", "Samples in the latency tracker (completions plus counted failures)."
@@ -124,10 +135,14 @@ class _Families:
         for outcome, histogram in run.durations.items():
             self.duration.add_metric([rid, outcome], histogram.cumulative(), histogram.total)
         tracker = run.tracker
-        for label, q in _QUANTILES:
-            value = tracker.quantile(q)
-            if value is not None:
-                self.quantile.add_metric([rid, label], value)
+        if tracker.count:
+            for label, q in _QUANTILES:
+                value = tracker.quantile(q)
+                if value is not None:
+                    self.quantile.samples.append(
+                        Sample(self.quantile.name, {"run_id": rid, "quantile": label}, value)
+                    )
+            self.quantile.add_metric([rid], tracker.count, tracker.total_seconds)
         self.samples.add_metric([rid], tracker.count)
         margin = tracker.drain_margin(run.config.drain_margin_s)
         if margin is not None:
