@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from itertools import chain, islice
 
@@ -21,17 +21,25 @@ from .compact import CompactDigest, compact_digest
 from .jsonl import ByteRange, iter_range_lines, plan_ranges, read_range
 from .reduce import HealthReducer
 
-__all__ = ["ProgressCallback", "default_workers", "digest_range", "map_into_reducer"]
+__all__ = [
+    "PoolFactory",
+    "ProgressCallback",
+    "default_workers",
+    "digest_range",
+    "map_into_reducer",
+    "process_pool",
+]
 
 ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(bytes_done, bytes_total)`` after each range is reduced."""
+
+PoolFactory = Callable[[int], Executor]
+"""Builds the executor for a worker count; the default is :func:`process_pool`."""
 
 _MAX_RANGE_BYTES = 8 << 20
 _MAX_RANGE_RECORDS = 1024
 _RANGES_PER_WORKER = 4
 _IN_FLIGHT_PER_WORKER = 2
-
-_worker_ignored: frozenset[str] = frozenset()
 
 
 def default_workers() -> int:
@@ -61,14 +69,13 @@ def digest_range(byte_range: ByteRange, ignored_checks: frozenset[str]) -> list[
     ]
 
 
-def _init_worker(ignored_checks: frozenset[str]) -> None:
-    global _worker_ignored
-    _worker_ignored = ignored_checks
-    import health.digest  # noqa: F401  (import once per worker, not per range)
+def _init_worker() -> None:
+    import health.digest  # noqa: F401  (import once per worker, before the first range)
 
 
-def _digest_in_worker(byte_range: ByteRange) -> list[CompactDigest]:
-    return digest_range(byte_range, _worker_ignored)
+def process_pool(workers: int) -> Executor:
+    """A process pool whose workers import the per-record step once, up front."""
+    return ProcessPoolExecutor(max_workers=workers, initializer=_init_worker)
 
 
 def _plan(paths: Sequence[str], workers: int, total_bytes: int) -> Iterator[ByteRange]:
@@ -88,24 +95,25 @@ def _run_serially(
 
 
 def _run_pool(
-    pool: ProcessPoolExecutor,
+    pool: Executor,
     ranges: Iterator[ByteRange],
     reducer: HealthReducer,
     progress: ProgressCallback | None,
     total: int,
     workers: int,
 ) -> None:
+    ignored = reducer.ignored_checks
     pending: dict[Future[list[CompactDigest]], int] = {}
     done = 0
     for byte_range in islice(ranges, workers * _IN_FLIGHT_PER_WORKER):
-        pending[pool.submit(_digest_in_worker, byte_range)] = byte_range.length
+        pending[pool.submit(digest_range, byte_range, ignored)] = byte_range.length
     while pending:
         finished, _ = wait(pending, return_when=FIRST_COMPLETED)
         for future in finished:
             done += pending.pop(future)
             reducer.extend(future.result())
             for byte_range in islice(ranges, 1):
-                pending[pool.submit(_digest_in_worker, byte_range)] = byte_range.length
+                pending[pool.submit(digest_range, byte_range, ignored)] = byte_range.length
         if progress is not None:
             progress(done, total)
 
@@ -116,6 +124,7 @@ def map_into_reducer(
     workers: int,
     ignored_checks: frozenset[str],
     progress: ProgressCallback | None = None,
+    pool_factory: PoolFactory = process_pool,
 ) -> HealthReducer:
     """Digest every non-blank line of ``paths`` (in order) into a fresh reducer.
 
@@ -131,7 +140,7 @@ def map_into_reducer(
         _run_serially(chain(head, ranges), reducer, progress, total)
         return reducer
     try:
-        pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(ignored_checks,))
+        pool = pool_factory(workers)
     except (NotImplementedError, OSError) as exc:
         warnings.warn(
             f"Process pool unavailable ({exc}); running rollout health checks serially.",
