@@ -1,0 +1,76 @@
+"""JSONL indexing (spec §2.1) and the byte ranges workers re-split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from health.jsonl import LineSlice, iter_range_lines, iter_slices, plan_ranges, read_range
+
+CONTENT = b'{"a":1}\n\n  \t\r\n{"b":\r2}\r\n\x0b\x0c\nnot json\n   {"c":3}   \n{"last":true}'
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+class TestSlices:
+    def test_line_numbers_ordinals_and_offsets(self, tmp_path: Path) -> None:
+        path = _write(tmp_path, "a.jsonl", CONTENT)
+        slices = list(iter_slices([path]))
+        assert [(s.line_number, s.ordinal) for s in slices] == [(1, 0), (4, 1), (6, 2), (7, 3), (8, 4)]
+        for piece in slices:
+            raw = CONTENT[piece.offset : piece.offset + piece.length]
+            assert raw.strip()
+            assert raw.endswith(b"\n") or piece.offset + piece.length == len(CONTENT)
+        assert CONTENT[slices[1].offset : slices[1].offset + slices[1].length] == b'{"b":\r2}\r\n'
+
+    def test_ordinals_run_on_across_files(self, tmp_path: Path) -> None:
+        first = _write(tmp_path, "a.jsonl", b"x\n\ny\n")
+        second = _write(tmp_path, "b.jsonl", b"\nz")
+        slices = list(iter_slices([first, second]))
+        assert slices[-1] == LineSlice(second, 1, 1, 2, 1, 2)
+
+    def test_empty_and_blank_files(self, tmp_path: Path) -> None:
+        assert list(iter_slices([_write(tmp_path, "e", b"")])) == []
+        assert list(iter_slices([_write(tmp_path, "b", b"\n \n\t")])) == []
+
+    def test_lines_longer_than_a_read_block(self, tmp_path: Path) -> None:
+        big = b"{" + b" " * (5 << 20) + b"}"
+        path = _write(tmp_path, "big", b"\n" + b" " * (5 << 20) + b"\n" + big + b"\n")
+        slices = list(iter_slices([path]))
+        assert [(s.line_number, s.offset, s.length) for s in slices] == [(3, (5 << 20) + 2, len(big) + 1)]
+
+
+class TestRanges:
+    @pytest.mark.parametrize(("target", "max_records"), [(1, 1000), (10, 2), (1 << 20, 1), (1 << 20, 1000)])
+    def test_ranges_reproduce_the_slices(self, tmp_path: Path, target: int, max_records: int) -> None:
+        paths = [_write(tmp_path, "a", CONTENT), _write(tmp_path, "b", b"\n\n" + CONTENT + b"\n")]
+        expected = [
+            (
+                s.source_index,
+                s.line_number,
+                s.ordinal,
+                (Path(s.path).read_bytes()[s.offset : s.offset + s.length]).strip(),
+            )
+            for s in iter_slices(paths)
+        ]
+        got = []
+        for byte_range in plan_ranges(paths, target_bytes=target, max_records=max_records):
+            assert 0 < byte_range.records <= max_records
+            lines = list(iter_range_lines(read_range(byte_range), byte_range))
+            assert len(lines) == byte_range.records
+            got += [
+                (byte_range.source_index, number, ordinal, line.strip()) for line, number, ordinal in lines
+            ]
+        assert got == expected
+
+    def test_read_range_detects_a_truncated_file(self, tmp_path: Path) -> None:
+        path = _write(tmp_path, "a", b"x\ny\n")
+        byte_range = next(plan_ranges([path], target_bytes=1 << 20, max_records=10))
+        Path(path).write_bytes(b"x")
+        with pytest.raises(OSError, match="changed while being checked"):
+            read_range(byte_range)
