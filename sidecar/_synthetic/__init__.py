@@ -1,0 +1,1 @@
+"""Implementation of :mod:`sidecar.synthetic` (private; import from ``sidecar.synthetic``)."""
