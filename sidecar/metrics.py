@@ -194,7 +194,7 @@ class ServiceMetrics:
     def __init__(self, ingestor: Ingestor | None = None) -> None:
         # ``*_created`` series add nothing a dashboard uses and double the exposition of every
         # counter; the switch is process-wide, which suits the service process.
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
         self.ingest_events = Counter(
             _P + "ingest_events",
