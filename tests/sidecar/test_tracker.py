@@ -163,9 +163,10 @@ def _assert_matches_naive(tracker: DispatchLatencyTracker, naive: NaiveTracker) 
 @pytest.fixture(scope="module")
 def large_prefix() -> list[float]:
     rng = random.Random(20261202)
-    return [
-        rng.lognormvariate(6, 1) if rng.random() < 0.9 else rng.randint(1, 9000) for _ in range(LARGE_PREFIX_SIZE)
-    ]
+    values: list[float] = []
+    for _ in range(LARGE_PREFIX_SIZE):
+        values.append(rng.lognormvariate(6, 1) if rng.random() < 0.9 else rng.randint(1, 9000))
+    return values
 
 
 class TestAgainstNaiveModel:
