@@ -88,7 +88,9 @@ class TestPromtool:
         assert "got:" in result.stdout + result.stderr
         assert "3E+03" in result.stdout + result.stderr  # what the rule really gives: 3600 - 600 s
 
-    def test_dashboard_expressions_parse(self, promtool: str, tmp_path: Path, dashboard: dict[str, Any]) -> None:
+    def test_dashboard_expressions_parse(
+        self, promtool: str, tmp_path: Path, dashboard: dict[str, Any]
+    ) -> None:
         """Every panel query is valid PromQL once Grafana's variables are substituted."""
         rules = []
         for index, (title, target) in enumerate(dashboard_targets(dashboard)):
