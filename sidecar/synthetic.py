@@ -15,7 +15,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from ._synthetic._config import FAULT_CHECKS, FaultRates, SyntheticConfig
 from ._synthetic._durations import sample_task_seconds
@@ -24,6 +24,8 @@ from ._synthetic._writer import RunDirStats, materialized_rows, write_run_dir
 
 __all__ = [
     "FAULT_CHECKS",
+    "SAMPLE_RUN_CONFIG",
+    "SAMPLE_RUN_SEED",
     "EventKind",
     "FaultRates",
     "RolloutEvent",
@@ -36,6 +38,20 @@ __all__ = [
     "sample_task_seconds",
     "write_run_dir",
 ]
+
+SAMPLE_RUN_CONFIG: Final = SyntheticConfig(
+    num_tasks=10,
+    repeats_per_task=4,
+    model_calls_per_rollout=1,
+    payload_bytes_per_call=64,
+    faults=FaultRates.mixed(0.035),
+    failure_rate=0.1,
+    model_call_capture=False,
+    concurrency=8,
+)
+"""Configuration of the bundled ``sidecar/sample_run`` (small rows, every verdict represented)."""
+SAMPLE_RUN_SEED: Final = 20
+"""Seed of the bundled ``sidecar/sample_run`` (picked so that every fault kind occurs once or more)."""
 
 
 def generate_rows(config: SyntheticConfig, seed: int) -> Iterator[dict[str, Any]]:
