@@ -163,6 +163,8 @@ def open_writer(path: Path) -> WriterConnection:
 
     FULL makes every commit fsync the WAL, so an acknowledged event survives power loss and not
     only a process crash; group commit pays that fsync once per batch rather than per event.
+    Automatic checkpoints are off: the caller checkpoints on another connection so that no
+    commit waits for one.
     """
     existed = _check_header(path)
     try:
@@ -183,6 +185,7 @@ def open_writer(path: Path) -> WriterConnection:
             raise JournalUnavailable(f"journal {path}: cannot enable WAL mode (got {mode!r})", path=path)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
         if version < SCHEMA_VERSION:
             _migrate(conn, version)
         last_seq = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
