@@ -1,0 +1,109 @@
+"""perf_summary: the vectors exactly, and merged per-shard states equal one pass over all rows."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sidecar.rollout_perf import PerfSummaryState, compute_perf_summary
+
+
+@pytest.fixture(scope="module")
+def perf_summary_cases(spec_examples: Path) -> list[dict[str, Any]]:
+    lines = (spec_examples / "perf_summary_cases.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+class TestVectors:
+    def test_every_case_is_exact(self, perf_summary_cases: list[dict[str, Any]]) -> None:
+        assert len(perf_summary_cases) >= 6
+        for case in perf_summary_cases:
+            given_input = case["input"]
+            summary = compute_perf_summary(given_input["ng_perf_records"], given_input["total_rollouts"])
+            # Exact, key order and int/float types included (stricter than the spec's 1e-9).
+            assert orjson.dumps(summary) == orjson.dumps(case["expected"]["perf_summary"]), case["id"]
+
+
+class TestRules:
+    def test_missing_fields_are_not_zero(self) -> None:
+        summary = compute_perf_summary([{"num_turns": 2}, {"num_turns": 4, "prompt_tokens": 10}], 2)
+        assert summary is not None
+        assert summary["mean_prompt_tokens"] == 10.0
+        assert summary["total_prompt_tokens"] == 10
+        assert "mean_tokens_per_turn" not in summary
+        assert "total_latency_p50_ms" not in summary
+
+    def test_non_numbers_are_skipped(self) -> None:
+        summary = compute_perf_summary([{"num_turns": "3", "total_latency_ms": None}, {"num_turns": 1}], 2)
+        assert summary is not None
+        assert summary["max_num_turns"] == 1
+        assert "total_latency_mean_ms" not in summary
+
+    def test_percentile_upper_half_uses_numpy_order(self) -> None:
+        # 0.9 * 4 = 3.6: t >= 0.5, so numpy evaluates b - (b - a) * (1 - t).
+        summary = compute_perf_summary([{"total_latency_ms": v} for v in (0.1, 0.2, 0.3, 0.7, 1.1)], 5)
+        assert summary is not None
+        assert summary["total_latency_p90_ms"] == 1.1 - (1.1 - 0.7) * (1 - 0.6000000000000001)
+
+    def test_add_rejects_non_objects(self) -> None:
+        with pytest.raises(TypeError, match="ng_perf must be a JSON object"):
+            PerfSummaryState().add([1, 2])  # type: ignore[arg-type]
+
+
+numbers = st.one_of(
+    st.integers(min_value=0, max_value=10**6),
+    st.floats(min_value=0, max_value=1e6, allow_nan=False),
+)
+ng_perf_objects = st.fixed_dictionaries(
+    {},
+    optional={
+        "num_turns": st.integers(min_value=0, max_value=40),
+        "num_tool_calls": st.integers(min_value=0, max_value=40),
+        "token_observability_coverage": st.sampled_from([0.0, 0.25, 1 / 3, 1.0]),
+        "prompt_tokens": numbers,
+        "cached_prompt_tokens": numbers,
+        "completion_tokens": numbers,
+        "reasoning_tokens": numbers,
+        "total_latency_ms": numbers,
+    },
+)
+
+
+class TestMerge:
+    @settings(max_examples=150, deadline=None)
+    @given(
+        records=st.lists(ng_perf_objects, max_size=30),
+        cuts=st.lists(st.integers(min_value=0, max_value=30), max_size=4),
+        extra_rollouts=st.integers(min_value=0, max_value=5),
+    )
+    def test_merged_shards_equal_one_summary(
+        self, records: list[dict[str, Any]], cuts: list[int], extra_rollouts: int
+    ) -> None:
+        total = len(records) + extra_rollouts
+        bounds = [0, *sorted(min(cut, len(records)) for cut in cuts), len(records)]
+        shards = []
+        for start, stop in itertools.pairwise(bounds):
+            shard = PerfSummaryState()
+            for record in records[start:stop]:
+                shard.add(record)
+            shards.append(shard)
+        merged = PerfSummaryState()
+        for shard in shards:
+            merged.merge(shard)
+        assert merged.records == len(records)
+        assert orjson.dumps(merged.result(total)) == orjson.dumps(compute_perf_summary(records, total))
+
+    def test_merge_leaves_the_other_state_alone(self) -> None:
+        left, right = PerfSummaryState(), PerfSummaryState()
+        left.add({"num_turns": 1})
+        right.add({"num_turns": 3})
+        left.merge(right)
+        assert right.result(1) == compute_perf_summary([{"num_turns": 3}], 1)
+        assert left.result(2) == compute_perf_summary([{"num_turns": 1}, {"num_turns": 3}], 2)
