@@ -125,6 +125,28 @@ class TestAppend:
         finally:
             await j.close()
 
+    async def test_a_lone_sequential_caller_does_not_wait_for_company(self, path: Path) -> None:
+        j = Journal(path, max_delay_s=1.0)
+        await j.open()
+        try:
+            started = asyncio.get_running_loop().time()
+            for i in range(5):
+                await j.append([event(i)])
+            assert asyncio.get_running_loop().time() - started < 2.5  # lingering would take >= 5 s
+            assert j.stats.commits == 5
+        finally:
+            await j.close()
+
+    async def test_cancelled_caller_leaves_the_journal_usable(self, journal: Journal) -> None:
+        task = asyncio.create_task(journal.append([event(1)]))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        stored = await journal.append([event(1), event(2)])  # the retry is safe either way
+        assert [e.key for e in journal.replay()] == [event(1).key, event(2).key]
+        assert stored[1] is not None
+
     async def test_empty_append_returns_empty(self, journal: Journal) -> None:
         assert await journal.append([]) == []
         assert journal.stats.commits == 0
@@ -251,6 +273,16 @@ class TestReplay:
         replay.close()
         await journal.append([event("after")])
         assert journal.stats.events == 601
+
+
+class TestCheckpoints:
+    async def test_wal_is_reused_instead_of_growing_under_sustained_appends(self, journal: Journal) -> None:
+        batches, per_batch, size = 50, 100, 8192  # ~41 MB through the WAL
+        for b in range(batches):
+            await journal.append([event(f"{b}-{i}", size=size) for i in range(per_batch)])
+        wal = journal.path.with_name(journal.path.name + "-wal")
+        assert wal.stat().st_size < 0.9 * batches * per_batch * size
+        assert journal.stats.events == batches * per_batch
 
 
 class TestMeta:
