@@ -39,6 +39,7 @@ __all__ = [
     "Failed",
     "RunEnded",
     "RunStarted",
+    "encode_event",
     "event_identity",
     "idempotency_key",
     "to_payload",
@@ -193,12 +194,23 @@ def event_identity(event: Event) -> tuple[Any, Any, int]:
     return task, rollout, attempt
 
 
-def _content_hash(event: Completed | Failed | Drained) -> str:
+def _row_bytes(event: Event) -> bytes | None:
+    """The bytes a completion's content hash covers (its line, or its row serialized once)."""
     if isinstance(event, Completed) and event.line is not None:
-        content = event.line.encode("utf-8", "surrogatepass")
-    else:
-        content = orjson.dumps(event.row)
-    return hashlib.blake2b(content, digest_size=12).hexdigest()
+        return event.line.encode("utf-8", "surrogatepass")
+    if isinstance(event, Completed | Failed | Drained) and event.row is not None:
+        return orjson.dumps(event.row)
+    return None
+
+
+def _key(run_id: str, event: Event, content: bytes | None) -> str:
+    if isinstance(event, RunStarted | RunEnded):
+        return f"{run_id}|||0|{event.kind}"
+    task, rollout, attempt = event_identity(event)
+    head = f"{run_id}|{orjson.dumps(task).decode()}|{orjson.dumps(rollout).decode()}|{attempt}|{event.kind}"
+    if isinstance(event, Completed) or task is None:
+        return f"{head}|{hashlib.blake2b(content or b'', digest_size=12).hexdigest()}"
+    return head
 
 
 def idempotency_key(run_id: str, event: Event) -> str:
@@ -210,23 +222,31 @@ def idempotency_key(run_id: str, event: Event) -> str:
     ``rollout_duplicate_identity``), so the service must keep it too. Failures and drains
     without identity are keyed by content as well, so they never collapse into one.
     """
-    if isinstance(event, RunStarted | RunEnded):
-        return f"{run_id}|||0|{event.kind}"
-    task, rollout, attempt = event_identity(event)
-    head = f"{run_id}|{orjson.dumps(task).decode()}|{orjson.dumps(rollout).decode()}|{attempt}|{event.kind}"
-    if isinstance(event, Completed) or task is None:
-        return f"{head}|{_content_hash(event)}"
-    return head
+    return _key(run_id, event, _row_bytes(event))
 
 
-def to_payload(event: Event, *, received_at: float, extra: dict[str, Any] | None = None) -> bytes:
-    """The journaled body: the validated event's fields (no ``None`` values) plus arrival time."""
+def _payload(event: Event, received_at: float, extra: dict[str, Any] | None, row: bytes | None) -> bytes:
     body: dict[str, Any] = {}
     for name in type(event).model_fields:
         value = getattr(event, name)
         if value is not None:
             body[name] = value
+    if row is not None and "row" in body:
+        body["row"] = orjson.Fragment(row)  # serialized once, for the hash and the journal
     body["received_at"] = received_at
     if extra:
         body.update(extra)
     return orjson.dumps(body)
+
+
+def to_payload(event: Event, *, received_at: float, extra: dict[str, Any] | None = None) -> bytes:
+    """The journaled body: the validated event's fields (no ``None`` values) plus arrival time."""
+    return _payload(event, received_at, extra, None)
+
+
+def encode_event(
+    run_id: str, event: Event, *, received_at: float, extra: dict[str, Any] | None = None
+) -> tuple[str, bytes]:
+    """``(idempotency_key, payload)`` with the row serialized only once."""
+    row = _row_bytes(event)
+    return _key(run_id, event, row), _payload(event, received_at, extra, row)

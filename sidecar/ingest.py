@@ -27,9 +27,8 @@ from sidecar.events import (
     Event,
     EventBatch,
     RunStarted,
+    encode_event,
     event_identity,
-    idempotency_key,
-    to_payload,
 )
 from sidecar.journal import JournalEvent, JournalUnavailable
 from sidecar.runs import RunState
@@ -190,14 +189,8 @@ class Ingestor:
                 plan = await anyio.to_thread.run_sync(plan_from_materialized, event.materialized_inputs)
                 extra = {_DERIVED_PLAN: plan}
             plans.append(plan)
-            records.append(
-                JournalEvent(
-                    run_id=run_id,
-                    kind=event.kind,
-                    key=idempotency_key(run_id, event),
-                    payload=to_payload(event, received_at=received_at, extra=extra),
-                )
-            )
+            key, payload = encode_event(run_id, event, received_at=received_at, extra=extra)
+            records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=payload))
         future: asyncio.Future[list[EventOutcome]] = asyncio.get_running_loop().create_future()
         if starts:
             self._starting[run_id] = self._starting.get(run_id, 0) + 1

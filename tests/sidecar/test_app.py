@@ -12,8 +12,10 @@ import httpx
 import orjson
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from sidecar.app import create_app, json_depth
+from sidecar.app import create_app, json_depth, too_deep
 from sidecar.journal import Journal, JournalEvent, JournalUnavailable
 from sidecar.logging import configure_logging
 from sidecar.service import Service
@@ -75,12 +77,40 @@ def _error(response: httpx.Response, status: int, error: str, field: str | None)
     return body
 
 
+_json_values = st.recursive(
+    st.none() | st.integers(-(2**63), 2**63 - 1) | st.text(alphabet='[]{}"\\ab\n'),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(alphabet='[]{"\\x'), inner, max_size=3)
+    ),
+    max_leaves=20,
+)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(item) for item in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(item) for item in value.values()), default=0)
+    return 0
+
+
 class TestJsonDepth:
     def test_counts_nesting_and_ignores_brackets_in_strings(self) -> None:
         assert json_depth(b'{"a": [1, {"b": "[[[{{{"}]}', 100) == 3
         assert json_depth(b'"\\"[[["', 100) == 0
         assert json_depth(b"[" * 50 + b"]" * 50, 10) == 11  # stops counting once past the limit
         assert json_depth(b"1", 10) == 0
+        assert json_depth(orjson.dumps(["\\", ['"]]\\"'], [[]]])) == 3  # escaped backslash and quotes
+
+    @settings(max_examples=150, deadline=None)
+    @given(_json_values)
+    def test_depth_equals_the_structure(self, value: Any) -> None:
+        assert json_depth(orjson.dumps(value)) == _depth(value)
+
+    def test_too_deep(self) -> None:
+        assert not too_deep(b"[" * 10 + b"]" * 10, 10)
+        assert too_deep(b"[" * 11 + b"]" * 11, 10)
+        assert not too_deep(b'["' + b"[" * 40 + b'"]', 10)  # many brackets, all inside a string
 
 
 class TestSettings:
