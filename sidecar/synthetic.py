@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from ._synthetic._config import FAULT_CHECKS, FaultRates, SyntheticConfig
 from ._synthetic._durations import sample_task_seconds
-from ._synthetic._schedule import EventKind, RolloutEvent, generate_events
+from ._synthetic._schedule import EventKind, RolloutEvent, generate_events, rollout_event
 from ._synthetic._writer import RunDirStats, materialized_rows, write_run_dir
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "generate_failure_rows",
     "generate_rows",
     "materialized_rows",
+    "rollout_event",
     "sample_task_seconds",
     "write_run_dir",
 ]

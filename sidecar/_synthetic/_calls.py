@@ -85,6 +85,7 @@ class CallFactory:
         self.response_budget = max(_MIN_TEXT, int(payload_bytes * _RESPONSE_SHARE) - 300)
         self.prev_prompt = 0
         self.with_tools = payload_bytes >= _TOOLS_FROM
+        self._tools: list[JSON] | None = None  # one copy per rollout, shared by its requests
 
     def model_ref(self) -> JSON:
         return {"type": "responses_api_models", "name": self.policy_model}
@@ -111,11 +112,11 @@ class CallFactory:
                 "stream": False,
             }
             if self.with_tools:
-                request["tools"] = items.chat_tools()
+                request["tools"] = self._tools = self._tools or items.chat_tools()
             return request
         request = {"model": MODEL_NAME, "instructions": instructions, "input": history}
         if self.with_tools:
-            request["tools"] = items.responses_tools()
+            request["tools"] = self._tools = self._tools or items.responses_tools()
         request.update(max_output_tokens=MAX_OUTPUT_TOKENS, parallel_tool_calls=True, temperature=1.0)
         return request
 

@@ -65,7 +65,8 @@ def task_question(seed: int, task_index: int, scale: float = 1.0) -> str:
 
 def _scaled(rng: random.Random, low: int, high: int, scale: float) -> int:
     """A length in ``[low, high]`` scaled down by ``scale`` (never below a few characters)."""
-    return rng.randint(max(8, int(low * scale)), max(16, int(high * scale)))
+    low, high = max(8, int(low * scale)), max(16, int(high * scale))
+    return low + int(rng.random() * (high - low + 1))
 
 
 def _split(rng: random.Random, timing: Timing, count: int) -> list[Timing]:
@@ -116,7 +117,7 @@ class _Walker:
             name, arguments = "task", {"description": text(rng, _scaled(rng, 60, 300, self.scale))}
         else:
             name = rng.choice(items.TOOL_NAMES)
-            arguments = {"command" if name == "run_shell" else "path": words(rng, rng.randint(3, 9))}
+            arguments = {"command" if name == "run_shell" else "path": words(rng, 3 + int(rng.random() * 7))}
         return items.function_call_item(
             rng, f"call_{hex_id(rng, 96)}", name, orjson.dumps(arguments).decode()
         )

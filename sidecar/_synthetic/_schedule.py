@@ -23,7 +23,7 @@ from ._durations import sample_task_seconds
 from ._failures import drained_row, failure_row
 from ._rollout import build_rollout, task_question
 
-__all__ = ["EventKind", "RolloutEvent", "generate_events"]
+__all__ = ["EventKind", "RolloutEvent", "generate_events", "rollout_event"]
 
 JSON = dict[str, Any]
 EventKind = Literal["result", "failure", "drained", "unreadable"]
@@ -86,6 +86,15 @@ def _pick_fault(rng: random.Random, table: tuple[tuple[str, float], ...]) -> str
     return None
 
 
+def _dispatch(config: SyntheticConfig, seed: int, job: _Job, now: float) -> tuple[_Running, float]:
+    """Start ``job`` at ``now``: its own random stream decides its duration and whether it fails."""
+    rng = random.Random(f"row:{seed}:{job.task_index}:{job.rollout_index}:{job.attempt_index}:{job.copy}")
+    seconds = sample_task_seconds(rng)
+    failed = job.copy == 0 and rng.random() < config.failure_rate
+    terminal = failed and rng.random() < config.terminal_failure_fraction
+    return _Running(job, rng, now, failed, terminal), now + seconds
+
+
 def _finish(
     config: SyntheticConfig, seed: int, table: tuple[tuple[str, float], ...], running: _Running, now: float
 ) -> RolloutEvent:
@@ -132,13 +141,8 @@ def generate_events(config: SyntheticConfig, seed: int) -> Iterator[RolloutEvent
                 job = retries.popleft()
             else:
                 break
-            rng = random.Random(
-                f"row:{seed}:{job.task_index}:{job.rollout_index}:{job.attempt_index}:{job.copy}"
-            )
-            seconds = sample_task_seconds(rng)
-            failed = job.copy == 0 and rng.random() < config.failure_rate
-            terminal = failed and rng.random() < config.terminal_failure_fraction
-            heapq.heappush(heap, (now + seconds, seq, _Running(job, rng, now, failed, terminal)))
+            running, finish_at = _dispatch(config, seed, job, now)
+            heapq.heappush(heap, (finish_at, seq, running))
             seq += 1
         if not heap:
             return
@@ -150,3 +154,24 @@ def generate_events(config: SyntheticConfig, seed: int) -> Iterator[RolloutEvent
             retries.append(_Job(job.task_index, job.rollout_index, job.attempt_index + 1))
         elif event.fault == "duplicate_identity" and job.copy == 0:
             retries.append(_Job(job.task_index, job.rollout_index, job.attempt_index, copy=1))
+
+
+def rollout_event(
+    config: SyntheticConfig,
+    seed: int,
+    task_index: int,
+    rollout_index: int,
+    attempt_index: int = 0,
+    *,
+    started_at: float | None = None,
+) -> RolloutEvent:
+    """One dispatch attempt on its own, as ``generate_events`` would produce it.
+
+    Apart from timestamps (shifted to ``started_at``, default ``config.start_time``), the row is
+    the one the simulated run holds for this attempt. A fake agent server can sleep for
+    ``latency_seconds`` and reply with ``row``.
+    """
+    job = _Job(task_index, rollout_index, attempt_index)
+    start = config.start_time if started_at is None else started_at
+    running, finish_at = _dispatch(config, seed, job, start)
+    return _finish(config, seed, config.faults.items(), running, finish_at)

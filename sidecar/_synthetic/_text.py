@@ -67,7 +67,7 @@ def text(rng: random.Random, length: int) -> str:
     if length >= len(corpus):
         repeats = length // len(corpus) + 1
         return (corpus * repeats)[:length]
-    start = rng.randrange(len(corpus) - length)
+    start = int(rng.random() * (len(corpus) - length))  # randrange() is 3x slower here
     return corpus[start : start + length]
 
 

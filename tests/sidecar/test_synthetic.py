@@ -24,6 +24,7 @@ from sidecar.synthetic import (
     generate_failure_rows,
     generate_rows,
     materialized_rows,
+    rollout_event,
     sample_task_seconds,
     write_run_dir,
 )
@@ -95,6 +96,19 @@ class TestDeterminism:
             narrow[key]["ng_trajectory"]["model_calls"][0]["request"]
             == (wide[key]["ng_trajectory"]["model_calls"][0]["request"])
         )
+
+
+class TestRolloutEvent:
+    def test_matches_the_scheduled_run_apart_from_timing(self) -> None:
+        scheduled: dict[tuple[int, int, int], RolloutEvent] = {}
+        for event in _events(FAULTY, 6):
+            if event.kind != "drained":  # the first write of a key; a re-written duplicate differs
+                scheduled.setdefault((event.task_index, event.rollout_index, event.attempt_index), event)
+        for (task, rollout, attempt), expected in list(scheduled.items())[:40]:
+            event = rollout_event(FAULTY, 6, task, rollout, attempt, started_at=expected.started_at)
+            assert (event.kind, event.fault, event.line) == (expected.kind, expected.fault, expected.line)
+            assert event.row == expected.row
+            assert event.latency_seconds == pytest.approx(expected.latency_seconds)
 
 
 class TestHealthyRows:
