@@ -61,9 +61,11 @@ class Journal:
     """A durable, idempotent, append-only event log in one SQLite file.
 
     ``max_batch`` caps the events of one group transaction (a single ``append`` is never split);
-    ``max_delay_s`` is how long the writer waits after a request is queued for others to join its
-    transaction (0 commits whatever is queued at once). ``on_commit(seconds, new_events)`` is
-    called on the event loop after each commit with its duration (BEGIN to durable COMMIT).
+    ``max_delay_s`` bounds how long the writer lingers after a request was queued for others to
+    join its transaction. It lingers only while the group is smaller than the previous one, so a
+    lone sequential caller is never delayed; 0 commits whatever is queued at once.
+    ``on_commit(seconds, new_events)`` is called on the event loop after each commit with its
+    duration (BEGIN to durable COMMIT).
     ``max_db_bytes`` caps the database size: appends beyond it fail with JournalUnavailable, as
     on a full disk.
     """
