@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .content import has_tool_call, nonempty, response_has_content
-from .evidence import CONTRADICTION_GAP_KINDS, Binding, Call, Evidence, is_failed, is_successful
+from .evidence import CONTRADICTION_GAP_KINDS, Binding, Call, Evidence
 
 __all__ = [
     "LENGTH_FINISH_REASONS",
@@ -88,11 +88,11 @@ def chains_ended_on_failure(calls: Iterable[Call]) -> list[tuple[list[Call], Cal
         chains.setdefault(call.model_ref, []).append(call)
     ended: list[tuple[list[Call], Call]] = []
     for chain in chains.values():
-        failed = [is_failed(call) for call in chain]
+        failed = [call.failed for call in chain]
         if not any(failed):
             continue
         ordered = sorted(chain, key=_chain_order_key)
-        if all(failed) or (all(call.started_at is not None for call in chain) and is_failed(ordered[-1])):
+        if all(failed) or (all(call.started_at is not None for call in chain) and ordered[-1].failed):
             ended.append((chain, ordered[-1]))
     return ended
 
@@ -107,7 +107,7 @@ def _ended_on_failed_call(ev: Evidence) -> list[RawFinding]:
             "status": last.status_code,
             "error_category": last.error_category,
             "observed_calls": len(chain),
-            "successful_calls": sum(1 for call in chain if is_successful(call)),
+            "successful_calls": sum(1 for call in chain if call.successful),
         }
         findings.append((locator, detail))
     return findings
@@ -179,7 +179,7 @@ def _model_call_failed(ev: Evidence) -> list[RawFinding]:
             },
         )
         for position, call in enumerate(matched)
-        if is_failed(call)
+        if call.failed
     ]
 
 

@@ -15,15 +15,13 @@ finding whose detail is ``{"reason": "rollout record identity is invalid", "erro
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
 from .checks import ROLLOUT_RULES, chains_ended_on_failure
-from .contract import TrajectoryRecord
-from .evidence import Binding, Evidence, build_evidence, call_identity, is_failed, is_successful
+from .contract import TrajectoryRecord, check_trajectory
+from .evidence import Binding, Evidence, build_evidence, call_identity
 from .identity import Identity, InvalidIdentity, resolve_identity, unreadable_identity
 from .parse import parse_line
 from .registry import ROLLOUT_CHECK_IDS, check_spec
@@ -35,7 +33,21 @@ _CHECK_EXECUTION_ERROR = "check_execution_error"
 _RECORD_UNREADABLE = "record_unreadable"
 _DUMP_DEPTH_LIMIT = 254
 
-_READS = {check_id: check_spec(check_id).reads for check_id in ROLLOUT_CHECK_IDS}
+
+
+def _gates(check_id: str) -> tuple[bool, bool, bool, int]:
+    """(reads trajectory, reads agent turns, reads observed calls, view: 0 none / 1 turn / 2 owned)."""
+    reads = check_spec(check_id).reads
+    view = 1 if CheckInput.BOUND_CALLS in reads else 2 if CheckInput.OWNED_MODEL_CALLS in reads else 0
+    return (
+        CheckInput.TRAJECTORY in reads,
+        CheckInput.AGENT_TURNS in reads,
+        CheckInput.OBSERVED_MODEL_CALLS in reads,
+        view,
+    )
+
+
+_GATES = {check_id: _gates(check_id) for check_id in ROLLOUT_CHECK_IDS}
 
 
 def digest_line(
@@ -50,7 +62,7 @@ def digest_line(
     """Digest one non-blank physical line (raw bytes, surrounding whitespace allowed)."""
     record, error = parse_line(data)
     location = (source_path, source_index, line_number, ordinal)
-    return _digest_parsed(record, error, location, ignored_checks, data.count(b"[") + data.count(b"{"))
+    return _digest_parsed(record, error, location, ignored_checks, len(data))
 
 
 def digest_record(
@@ -73,9 +85,9 @@ def _digest_parsed(
     parse_error: str | None,
     location: tuple[str, int, int, int],
     ignored_checks: frozenset[str],
-    bracket_budget: int | None,
+    line_size: int | None,
 ) -> RolloutDigest:
-    """``bracket_budget`` is the count of ``[``/``{`` bytes on the raw line, when known."""
+    """``line_size`` is the raw line's length in bytes, when known."""
     source_path, source_index, line_number, ordinal = location
     if record is None or parse_error is not None:
         detail = {"reason": "rollout record is unreadable", "error": parse_error or "ValueError"}
@@ -88,7 +100,7 @@ def _digest_parsed(
             "field": identity.field,
         }
         return _unreadable_digest(detail, source_path, source_index, line_number, ordinal, ignored_checks)
-    trajectory, trajectory_error = _validate(record.get("ng_trajectory"), bracket_budget)
+    trajectory, trajectory_error = _validate(record.get("ng_trajectory"), line_size)
     evidence = build_evidence(trajectory, record)
     subject: dict[str, int | str] = {
         "_ng_task_index": identity.task_index,
@@ -123,21 +135,20 @@ def _digest_parsed(
     return _digest(identity, findings, unobserved, evidence, ordinal)
 
 
-def _validate(raw: Any, bracket_budget: int | None) -> tuple[TrajectoryRecord | None, str | None]:
+def _validate(raw: Any, line_size: int | None) -> tuple[TrajectoryRecord | None, str | None]:
     """Validate ``ng_trajectory``; ``(None, None)`` when absent, ``(None, error)`` when unreadable.
 
     The canonical dump is never materialized: the checks read validated attributes, which
     equal their dumped values. The dump's one failure mode, a free-form value nested more than
-    254 levels, is ruled out cheaply (few brackets on the line, or orjson, whose nesting limit
-    is the same, serializing the whole raw trajectory) before falling back to the real dump.
+    254 levels, is ruled out cheaply (a line too short to hold that many brackets, or orjson,
+    whose nesting limit is the same, serializing the raw trajectory) before the real dump.
     """
     if raw is None:
         return None, None
-    try:
-        trajectory = TrajectoryRecord.model_validate(raw)
-    except ValidationError:
-        return None, "ValidationError"
-    if bracket_budget is not None and bracket_budget <= _DUMP_DEPTH_LIMIT:
+    trajectory, error = check_trajectory(raw)
+    if trajectory is None:
+        return None, error
+    if line_size is not None and line_size <= 2 * _DUMP_DEPTH_LIMIT:
         return trajectory, None
     try:
         orjson.dumps(raw)
@@ -146,28 +157,24 @@ def _validate(raw: Any, bracket_budget: int | None) -> tuple[TrajectoryRecord | 
         pass
     try:
         trajectory.model_dump(mode="json")
-    except ValueError:
-        return None, "ValueError"
+    except Exception as exc:  # depth overflow raises ValueError; report any failure by name
+        return None, type(exc).__name__
     return trajectory, None
 
 
 def _observable(check_id: str, ev: Evidence) -> bool:
     """Spec §6.4 steps 1-6: does the check have the evidence it reads?"""
-    reads = _READS[check_id]
-    if CheckInput.TRAJECTORY in reads and not ev.trajectory_observed:
+    reads_trajectory, reads_turns, reads_observed_calls, view_kind = _GATES[check_id]
+    if reads_trajectory and not ev.trajectory_observed:
         return False
-    if CheckInput.AGENT_TURNS in reads and not ev.turns_observed:
+    if reads_turns and not ev.turns_observed:
         return False
-    if CheckInput.OBSERVED_MODEL_CALLS in reads and not (ev.model_calls_observed and ev.calls):
+    if reads_observed_calls and not (ev.model_calls_observed and ev.calls):
         return False
-    view: Binding | None = None
-    if CheckInput.BOUND_CALLS in reads:
-        view = ev.turn_binding
-    elif CheckInput.OWNED_MODEL_CALLS in reads:
-        view = ev.owned_binding
-    if view is not None:
+    if view_kind:
         if not ev.model_calls_observed:
             return False
+        view: Binding = ev.turn_binding if view_kind == 1 else ev.owned_binding
         gate = ROLLOUT_RULES[check_id].gate
         if gate is not None and not gate(ev, view):
             return False
@@ -180,7 +187,7 @@ def _finding(
     locator: dict[str, Any] | None,
     detail: dict[str, Any],
 ) -> Finding:
-    return Finding.model_construct(check=check_id, subject=dict(subject), locator=locator, detail=detail)
+    return Finding(check=check_id, subject=dict(subject), locator=locator, detail=detail)
 
 
 def _verdict(findings: list[Finding], unobserved: list[str]) -> Verdict:
@@ -212,7 +219,7 @@ def _unreadable_digest(
             findings.append(_finding(check_id, subject, locator, detail))
         else:
             unobserved.append(check_id)
-    return RolloutDigest.model_construct(
+    return RolloutDigest(
         task_index=identity.task_index,
         rollout_index=identity.rollout_index,
         stage_index=None,
@@ -245,14 +252,17 @@ def _digest(
 ) -> RolloutDigest:
     """Attach the spec §10 statistics to the walk's outcome."""
     calls = ev.calls
-    failed = [call for call in calls if is_failed(call)]
+    failed = [call for call in calls if call.failed]
     errors_by_status: dict[str, int] = {}
     for call in failed:
-        key = "unknown" if call.status_code is None else str(call.status_code)
-        errors_by_status[key] = errors_by_status.get(key, 0) + 1
-    identities = Counter(key for key in map(call_identity, calls) if key is not None)
+        status = "unknown" if call.status_code is None else str(call.status_code)
+        errors_by_status[status] = errors_by_status.get(status, 0) + 1
+    identities: dict[str, int] = {}
+    for replay_key in map(call_identity, calls):
+        if replay_key is not None:
+            identities[replay_key] = identities.get(replay_key, 0) + 1
     turn_binding = ev.turn_binding
-    return RolloutDigest.model_construct(
+    return RolloutDigest(
         task_index=identity.task_index,
         rollout_index=identity.rollout_index,
         stage_index=identity.stage_index,
@@ -263,7 +273,7 @@ def _digest(
         capture_observed=bool(calls),
         policy_calls_observed=ev.turn_call_scope_complete and turn_binding.complete,
         model_calls=len(calls),
-        successful_model_calls=sum(1 for call in turn_binding.matched_calls if is_successful(call)),
+        successful_model_calls=sum(1 for call in turn_binding.matched_calls if call.successful),
         model_call_errors=len(failed),
         errors_by_status=errors_by_status,
         ended_on_error=bool(failed) and bool(chains_ended_on_failure(calls)),

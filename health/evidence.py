@@ -8,8 +8,9 @@ referenced, never copied.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .contract import ModelCallRef, TrajectoryModelCall, TrajectoryRecord
 
@@ -62,10 +63,13 @@ class Call:
     tokens_in: int | None
     tokens_out: int | None
     response: Any
+    failed: bool
+    """Spec §4.3: HTTP status >= 400, a truthy error category, or a failed response status."""
+    successful: bool
+    """Not failed, and no status or a 2xx/3xx one (a status below 200 is neither)."""
 
 
-@dataclass(slots=True, frozen=True)
-class Ref:
+class Ref(NamedTuple):
     """A canonical model-call reference from a turn or an invocation."""
 
     model_call_id: str | None
@@ -78,11 +82,6 @@ class Ref:
             return f"call:{self.model_call_id}"
         ref_type, name = self.model_ref or ("", "")
         return f"response:{ref_type}:{name}:{self.response_id}"
-
-    @property
-    def signature(self) -> tuple[str, str, str, str]:
-        ref_type, name = self.model_ref or ("", "")
-        return (self.model_call_id or "", ref_type, name, self.response_id or "")
 
 
 @dataclass(slots=True, frozen=True)
@@ -135,20 +134,20 @@ class Evidence:
         return any(gap.code in CONTRADICTION_GAP_KINDS for gap in self.gaps)
 
 
-def is_failed(call: Call) -> bool:
+def is_failed(status_code: int | None, error_category: str | None, response_status: str | None) -> bool:
     """Spec §4.3: HTTP status >= 400, a truthy error category, or a failed response status."""
-    status = call.status_code
     return (
-        (status is not None and status >= 400)
-        or bool(call.error_category)
-        or call.response_status in _FAILED_RESPONSE_STATUSES
+        (status_code is not None and status_code >= 400)
+        or bool(error_category)
+        or response_status in _FAILED_RESPONSE_STATUSES
     )
 
 
-def is_successful(call: Call) -> bool:
+def is_successful(status_code: int | None, error_category: str | None, response_status: str | None) -> bool:
     """Not failed, and no status or a 2xx/3xx one (a status below 200 is neither)."""
-    status = call.status_code
-    return not is_failed(call) and (status is None or 200 <= status <= 399)
+    return not is_failed(status_code, error_category, response_status) and (
+        status_code is None or 200 <= status_code <= 399
+    )
 
 
 def call_identity(call: Call) -> str | None:
@@ -186,72 +185,95 @@ def _normalize_call(index: int, call: TrajectoryModelCall) -> Call:
     metadata = call.response_metadata
     ref = metadata.model_ref
     stats = call.token_stats
+    status_code = metadata.status_code
+    error_category = metadata.error_category
+    response_status = metadata.response_status
+    failed = is_failed(status_code, error_category, response_status)
     return Call(
-        call_index=index,
-        started_at=call.started_at,
-        model_call_id=call.model_call_id,
-        response_id=metadata.response_id,
-        model_ref=None if ref is None else (ref.type, ref.name),
-        status_code=metadata.status_code,
-        response_status=metadata.response_status,
-        finish_reason=metadata.finish_reason,
-        error_category=metadata.error_category,
-        tokens_in=stats.prompt_tokens,
-        tokens_out=stats.completion_tokens,
-        response=call.response,
+        index,
+        call.started_at,
+        call.model_call_id,
+        metadata.response_id,
+        None if ref is None else (ref.type, ref.name),
+        status_code,
+        response_status,
+        metadata.finish_reason,
+        error_category,
+        stats.prompt_tokens,
+        stats.completion_tokens,
+        call.response,
+        failed,
+        not failed and (status_code is None or 200 <= status_code <= 399),
     )
 
 
 def _to_ref(ref: ModelCallRef) -> Ref:
     model_ref = ref.model_ref
-    return Ref(
-        model_call_id=ref.model_call_id,
-        model_ref=None if model_ref is None else (model_ref.type, model_ref.name),
-        response_id=ref.response_id,
-    )
+    pair = None if model_ref is None else (model_ref.type, model_ref.name)
+    return Ref(ref.model_call_id, pair, ref.response_id)
 
 
-def _dedupe(refs: list[Ref]) -> list[Ref]:
-    seen: set[tuple[str, str, str, str]] = set()
-    unique: list[Ref] = []
+def _dedupe(refs: Iterable[ModelCallRef], seen: set[tuple[str, str, str, str]], into: list[Ref]) -> None:
+    """Append the canonical refs of ``refs`` whose signature is not in ``seen`` yet."""
     for ref in refs:
-        signature = ref.signature
+        model_ref = ref.model_ref
+        if model_ref is None:
+            signature = (ref.model_call_id or "", "", "", ref.response_id or "")
+        else:
+            signature = (ref.model_call_id or "", model_ref.type, model_ref.name, ref.response_id or "")
         if signature not in seen:
             seen.add(signature)
-            unique.append(ref)
-    return unique
+            into.append(_to_ref(ref))
 
 
-def _candidates(ref: Ref, calls: list[Call]) -> list[Call]:
-    if ref.model_call_id:
-        found = [call for call in calls if call.model_call_id == ref.model_call_id]
-        if ref.model_ref is not None:
-            found = [call for call in found if call.model_ref == ref.model_ref]
-        if ref.response_id is not None:
-            found = [call for call in found if call.response_id == ref.response_id]
+class _CallIndex:
+    """Captured calls indexed by the two join keys, so each reference resolves in O(1)."""
+
+    __slots__ = ("by_id", "by_pair", "resolved")
+
+    def __init__(self, calls: list[Call]) -> None:
+        self.by_id: dict[str, list[Call]] = {}
+        self.by_pair: dict[tuple[str, str, str], list[Call]] = {}
+        self.resolved: dict[Ref, list[Call]] = {}
+        for call in calls:
+            if call.model_call_id:
+                self.by_id.setdefault(call.model_call_id, []).append(call)
+            if call.model_ref is not None and call.response_id:
+                key = (call.model_ref[0], call.model_ref[1], call.response_id)
+                self.by_pair.setdefault(key, []).append(call)
+
+    def candidates(self, ref: Ref) -> list[Call]:
+        found = self.resolved.get(ref)
+        if found is not None:
+            return found
+        if ref.model_call_id:
+            found = self.by_id.get(ref.model_call_id, [])
+            if ref.model_ref is not None:
+                found = [call for call in found if call.model_ref == ref.model_ref]
+            if ref.response_id is not None:
+                found = [call for call in found if call.response_id == ref.response_id]
+        elif ref.model_ref is not None and ref.response_id:
+            found = self.by_pair.get((ref.model_ref[0], ref.model_ref[1], ref.response_id), [])
+        else:
+            found = []
+        self.resolved[ref] = found
         return found
-    return [
-        call
-        for call in calls
-        if call.model_ref is not None and call.response_id and call.response_id == ref.response_id
-        and call.model_ref == ref.model_ref
-    ]
 
 
-def _bind(refs: list[Ref], calls: list[Call]) -> Binding:
+def _bind(refs: list[Ref], index: _CallIndex) -> Binding:
     binding = Binding()
     matched: dict[int, Call] = {}
     for ref in refs:
         key = ref.key
         binding.references.append(key)
-        found = _candidates(ref, calls) if calls else []
+        found = index.candidates(ref)
         if not found:
             binding.missing_references.append(key)
         elif len(found) > 1:
             binding.duplicated_references.append((key, len(found)))
         else:
             matched.setdefault(found[0].call_index, found[0])
-    binding.matched_calls = [matched[index] for index in sorted(matched)]
+    binding.matched_calls = [matched[position] for position in sorted(matched)]
     return binding
 
 
@@ -268,19 +290,22 @@ def build_evidence(trajectory: TrajectoryRecord | None, record: dict[str, Any]) 
     turn_refs: list[Ref] = []
     owned_refs: list[Ref] = []
     if observed and trajectory is not None:
-        calls = [_normalize_call(index, call) for index, call in enumerate(trajectory.model_calls)]
-        turn_refs = _dedupe([_to_ref(ref) for turn in trajectory.turns for ref in turn.model_calls])
-        owned_refs = _dedupe(
-            turn_refs + [_to_ref(ref) for inv in trajectory.invocations for ref in inv.model_calls]
-        )
+        calls = [_normalize_call(position, call) for position, call in enumerate(trajectory.model_calls)]
+        seen: set[tuple[str, str, str, str]] = set()
+        for turn in trajectory.turns:
+            _dedupe(turn.model_calls, seen, turn_refs)
+        owned_refs = list(turn_refs)
+        for invocation in trajectory.invocations:
+            _dedupe(invocation.model_calls, seen, owned_refs)
+    index = _CallIndex(calls)
     return Evidence(
         trajectory_observed=observed,
         turns_observed=observed and "turns_unavailable" not in codes,
         turn_call_scope_complete=observed and "turn_model_call_scope_incomplete" not in codes,
         model_calls_observed=observed and codes.isdisjoint(CAPTURE_GAP_CODES),
         calls=calls,
-        turn_binding=_bind(turn_refs, calls),
-        owned_binding=_bind(owned_refs, calls),
+        turn_binding=_bind(turn_refs, index),
+        owned_binding=_bind(owned_refs, index),
         gaps=gaps,
         trajectory=trajectory if observed else None,
         transcript_prompt=prompt,

@@ -6,7 +6,7 @@ import it without the rest of the health pipeline.
 
 from __future__ import annotations
 
-from .canonical import TrajectoryOutcome, canonical_trajectory, validate_trajectory
+from .canonical import TrajectoryOutcome, canonical_trajectory, check_trajectory, validate_trajectory
 from .models import (
     AgentInvocation,
     ModelCallRef,
@@ -33,5 +33,6 @@ __all__ = [
     "TrajectoryToolCall",
     "TrajectoryTurn",
     "canonical_trajectory",
+    "check_trajectory",
     "validate_trajectory",
 ]

@@ -4,7 +4,8 @@ The health checks read the trajectory as pydantic's ``model_dump(mode="json")`` 
 validated record: every default filled in, coerced values in place of the originals. Both
 steps can fail, and the failure is reported only by its exception class name:
 
-* validation fails with ``"ValidationError"`` (bad type, extra key, cross-field rule);
+* validation fails with ``"ValidationError"`` (bad type, extra key, cross-field rule), or with
+  ``"TypeError"`` where a conversation item's routing meets an unhashable value;
 * the dump fails with ``"ValueError"`` when a free-form (``Any``) value is nested more than
   254 arrays/objects deep, although it validated.
 """
@@ -22,6 +23,7 @@ __all__ = [
     "VALIDATION_ERROR",
     "TrajectoryOutcome",
     "canonical_trajectory",
+    "check_trajectory",
     "validate_trajectory",
 ]
 
@@ -32,12 +34,24 @@ TrajectoryOutcome: TypeAlias = tuple[dict[str, Any], None] | tuple[None, str]
 """``(canonical, None)`` on success, ``(None, error_name)`` on failure."""
 
 
+def check_trajectory(raw: object) -> tuple[TrajectoryRecord, None] | tuple[None, str]:
+    """``(record, None)``, or ``(None, error_name)`` when validating ``raw`` raises.
+
+    The error name is the exception's class name, as NeMo Gym reports it: normally
+    ``"ValidationError"``; any other exception raised while validating is reported by its
+    own name (``"TypeError"`` for an unhashable conversation-item discriminator).
+    """
+    try:
+        return TrajectoryRecord.model_validate(raw), None
+    except ValidationError:
+        return None, VALIDATION_ERROR
+    except Exception as exc:  # the reference reports whatever validation raised, by name
+        return None, type(exc).__name__
+
+
 def validate_trajectory(raw: object) -> TrajectoryRecord | None:
     """The validated record, or ``None`` when ``raw`` breaks the contract."""
-    try:
-        return TrajectoryRecord.model_validate(raw)
-    except ValidationError:
-        return None
+    return check_trajectory(raw)[0]
 
 
 def canonical_trajectory(raw: object) -> TrajectoryOutcome:
@@ -46,10 +60,10 @@ def canonical_trajectory(raw: object) -> TrajectoryOutcome:
     ``raw`` is any value parsed from JSON (a non-object fails validation). Returns the
     canonical trajectory or the error name (:data:`VALIDATION_ERROR` / :data:`DUMP_ERROR`).
     """
-    record = validate_trajectory(raw)
+    record, error = check_trajectory(raw)
     if record is None:
-        return None, VALIDATION_ERROR
+        return None, error or VALIDATION_ERROR
     try:
         return record.model_dump(mode="json"), None
-    except ValueError:
-        return None, DUMP_ERROR
+    except Exception as exc:  # depth overflow raises ValueError; report any failure by name
+        return None, type(exc).__name__
