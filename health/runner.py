@@ -10,6 +10,7 @@ pool works, with a bounded number in flight, so memory does not grow with the in
 
 from __future__ import annotations
 
+import gc
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -71,6 +72,9 @@ def digest_range(byte_range: ByteRange, ignored_checks: frozenset[str]) -> list[
 
 def _init_worker() -> None:
     import health.digest  # noqa: F401  (import once per worker, before the first range)
+
+    # Module-level objects live as long as the worker: keep the collector from re-scanning them.
+    gc.freeze()
 
 
 def process_pool(workers: int) -> Executor:

@@ -1,0 +1,141 @@
+"""``rollout-sidecar health-check``: arguments, exit codes, stdout/stderr, progress bar."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from health.progress import terminal_progress
+from sidecar.cli import main
+
+ROW = (
+    b'{"_ng_task_index":0,"_ng_rollout_index":0,"ng_trajectory":{"task_id":"t","rollout_id":"r","turns":'
+    b'[{"invocation_id":"main","task_id":"t","rollout_id":"r","turn_no":1,"timestamp":1.0,"step_count":1,'
+    b'"answer":"","model_calls":[]}]}}'
+)
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "run"
+    directory.mkdir()
+    (directory / "rollouts.jsonl").write_bytes(ROW + b"\nnot json\n")
+    monkeypatch.chdir(tmp_path)
+    return directory
+
+
+def _report(capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+class TestReport:
+    def test_prints_the_two_line_report(self, run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["health-check", "run", "--workers", "1"]) == 0
+        out, err = _report(capsys)
+        assert out == (
+            "Rollout health: 2 checked, 0 healthy, 2 unhealthy, 0 unobserved\n"
+            "Quality summary: run/quality_summary.json\n"
+        )
+        assert err == ""
+
+    def test_ignore_aliases_accumulate(self, run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        argv = [
+            "health-check",
+            "run",
+            "--ignore",
+            "record_unreadable",
+            "--ignore-checks",
+            " agent_turn_hollow,",
+        ]
+        assert main(argv) == 0
+        out, _ = _report(capsys)
+        assert out.startswith("Rollout health: 2 checked, 0 healthy, 1 unhealthy, 1 unobserved ")
+        assert "(ignored: agent_turn_hollow, record_unreadable)\n" in out
+
+    def test_json_prints_compact_summary_only(
+        self, run_dir: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["health-check", "run", "--json"]) == 0
+        out, _ = _report(capsys)
+        assert out.endswith("}\n") and "\n" not in out[:-1]
+        assert orjson.loads(out) == orjson.loads((run_dir / "quality_summary.json").read_bytes())
+
+    def test_rollouts_file_relative_and_absolute(
+        self, run_dir: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        (run_dir / "other.jsonl").write_bytes(b"oops\n")
+        assert main(["health-check", "run", "--rollouts-file", "other.jsonl"]) == 0
+        rows = (run_dir / "rollout_verdicts.jsonl").read_bytes()
+        assert b'"source_file":"run/other.jsonl"' in rows
+        absolute = str((run_dir / "other.jsonl").resolve())
+        assert main(["health-check", "run", "--rollouts-file", absolute]) == 0
+        assert f'"source_file":"{absolute}"'.encode() in (run_dir / "rollout_verdicts.jsonl").read_bytes()
+        _report(capsys)
+
+
+class TestErrors:
+    @pytest.mark.parametrize(
+        ("argv", "message"),
+        [
+            (["health-check", "missing"], "Run directory not found: missing"),
+            (["health-check", "run", "--rollouts-file", "x.jsonl"], "Rollout JSONL not found: run/x.jsonl"),
+            (["health-check", "run", "--ignore", "nope,zap"], "Unknown rollout health check(s): nope, zap"),
+            (["health-check", "run", "--workers", "0"], "workers must be at least 1"),
+        ],
+    )
+    def test_one_line_error_exit_two(
+        self, run_dir: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    ) -> None:
+        assert main(argv) == 2
+        out, err = _report(capsys)
+        assert out == ""
+        assert err == f"rollout-sidecar health-check: error: {message}\n"
+        assert not (run_dir / "quality_summary.json").exists()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class TestProgress:
+    def test_no_bar_for_pipes_or_small_inputs(self) -> None:
+        with terminal_progress(10**12, io.StringIO()) as progress:
+            assert progress is None
+        with terminal_progress(10, _Terminal()) as progress:
+            assert progress is None
+
+    def test_bar_on_a_terminal_for_large_inputs(self) -> None:
+        stream = _Terminal()
+        with terminal_progress(1000, stream, min_bytes=100) as progress:
+            assert progress is not None
+            progress(500, 1000)
+            progress(1000, 1000)
+        assert "health-check" in stream.getvalue()
+
+
+def test_console_script_runs_as_a_process(run_dir: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli", "health-check", "run", "--workers", "2"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.startswith("Rollout health: 2 checked")
+    assert completed.stderr == ""
+
+
+def test_importing_the_cli_does_not_import_the_pipeline() -> None:
+    code = (
+        "import sys, health.cli, sidecar.cli; "
+        "print(sorted(m for m in ('health.digest', 'health.contract', 'rich') if m in sys.modules))"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert completed.stdout.strip() == "[]"
