@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from sidecar.journal import (
     SCHEMA_VERSION,
@@ -493,14 +494,20 @@ class TestFaults:
             await j.close()
 
     async def test_a_request_that_does_not_fit_fails_alone(self, path: Path) -> None:
-        j = Journal(path, max_db_bytes=200 * 1024, max_delay_s=0.1)
+        j = Journal(path, max_db_bytes=200 * 1024, max_delay_s=0.5)
         await j.open()
         try:
+            await asyncio.gather(*(j.append([event(f"warm-{i}")]) for i in range(8)))  # so the writer lingers
             big = [event(f"big-{i}", size=8192) for i in range(40)]
-            results = await asyncio.gather(j.append(big), j.append([event("small")]), return_exceptions=True)
+            with capture_logs() as logs:
+                results = await asyncio.gather(
+                    j.append(big), j.append([event("small")]), return_exceptions=True
+                )
             assert isinstance(results[0], JournalUnavailable)
             assert isinstance(results[1], list) and results[1][0] is not None
-            assert _keys(j) == [event("small").key]
+            assert _keys(j)[8:] == [event("small").key]
+            failures = [entry for entry in logs if entry["event"] == "journal_commit_failed"]
+            assert len(failures) == 2  # the shared transaction, then the big request on its own
         finally:
             await j.close()
 
@@ -520,3 +527,12 @@ class TestFaults:
 def _payload_of_child(key: str) -> bytes:
     block = hashlib.sha256(key.encode()).digest() + b"\x00\xff"
     return (block * 200)[:4000]
+
+
+def test_public_api_is_exported() -> None:
+    import sidecar.journal as module
+
+    assert len(set(module.__all__)) == len(module.__all__)
+    assert all(hasattr(module, name) for name in module.__all__)
+    assert issubclass(JournalUnavailable, JournalError) and issubclass(JournalCorrupt, JournalError)
+    assert issubclass(JournalSchemaError, JournalError)
