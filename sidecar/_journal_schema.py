@@ -10,6 +10,8 @@ at all is refused before anything is written to it.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,6 +158,37 @@ class WriterConnection:
     last_seq: int
     page_size: int
     default_max_pages: int
+    lock_fd: int
+
+    def close(self) -> None:
+        """Close the connection, then release the single-writer lock."""
+        try:
+            self.conn.close()
+        finally:
+            os.close(self.lock_fd)
+
+
+def _lock_single_writer(path: Path) -> int:
+    """Hold an exclusive lock on ``<journal>.lock`` so a second writer (process or instance) is
+    refused instead of interleaving its events with ours; the kernel drops it if we die."""
+    lock_path = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise JournalUnavailable(
+            f"journal {path}: cannot open its lock file {lock_path}: {exc}", path=path
+        ) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise JournalUnavailable(
+            f"journal {path} is already open for writing (lock {lock_path} held by pid {holder})", path=path
+        ) from exc
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 def open_writer(path: Path) -> WriterConnection:
@@ -171,9 +204,11 @@ def open_writer(path: Path) -> WriterConnection:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise JournalUnavailable(f"journal {path}: cannot create its directory: {exc}", path=path) from exc
+    lock_fd = _lock_single_writer(path)
     try:
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     except sqlite3.Error as exc:
+        os.close(lock_fd)
         raise map_sqlite_error(path, "open", exc) from exc
     try:
         conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
@@ -193,11 +228,13 @@ def open_writer(path: Path) -> WriterConnection:
         default_max_pages = conn.execute("PRAGMA max_page_count").fetchone()[0]
     except sqlite3.Error as exc:
         conn.close()
+        os.close(lock_fd)
         raise map_sqlite_error(path, "open", exc) from exc
     except BaseException:
         conn.close()
+        os.close(lock_fd)
         raise
-    return WriterConnection(conn, int(last_seq), int(page_size), int(default_max_pages))
+    return WriterConnection(conn, int(last_seq), int(page_size), int(default_max_pages), lock_fd)
 
 
 def open_reader(path: Path) -> tuple[sqlite3.Connection, int] | None:

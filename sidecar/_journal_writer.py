@@ -293,7 +293,7 @@ class Writer(threading.Thread):
         except sqlite3.Error as exc:
             _log.warning("journal_checkpoint_failed", path=str(self.path), error=str(exc))
         finally:
-            wc.conn.close()
+            wc.close()
 
 
 @dataclass(frozen=True, slots=True)

@@ -218,6 +218,19 @@ class TestLifecycle:
         finally:
             await again.close()
 
+    async def test_a_second_writer_is_refused_until_the_first_closes(self, journal: Journal) -> None:
+        await journal.append([event(1)])
+        second = Journal(journal.path)
+        with pytest.raises(JournalUnavailable, match=rf"already open for writing .*pid {os.getpid()}\)"):
+            await second.open()
+        assert _keys(second) == [event(1).key]  # readers are not locked out
+        await journal.close()
+        await second.open()
+        try:
+            assert (await second.append([event(2)]))[0] is not None
+        finally:
+            await second.close()
+
     async def test_open_twice_is_an_error(self, journal: Journal) -> None:
         with pytest.raises(JournalError, match="already opened"):
             await journal.open()
