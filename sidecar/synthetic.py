@@ -45,14 +45,15 @@ SAMPLE_RUN_CONFIG: Final = SyntheticConfig(
     repeats_per_task=4,
     model_calls_per_rollout=1,
     payload_bytes_per_call=64,
-    faults=FaultRates.mixed(0.035),
+    faults=FaultRates.mixed(0.04),
+    broken_task_fraction=0.1,
     failure_rate=0.1,
     model_call_capture=False,
     concurrency=8,
 )
 """Configuration of the bundled ``sidecar/sample_run`` (small rows, every verdict represented)."""
-SAMPLE_RUN_SEED: Final = 20
-"""Seed of the bundled ``sidecar/sample_run`` (picked so that every fault kind occurs once or more)."""
+SAMPLE_RUN_SEED: Final = 1217
+"""Seed of the bundled ``sidecar/sample_run`` (picked so that every fault kind occurs)."""
 
 
 def generate_rows(config: SyntheticConfig, seed: int) -> Iterator[dict[str, Any]]:

@@ -72,7 +72,8 @@ def output_chars(output: list[JSON]) -> int:
 class CallFactory:
     """Makes the captured calls of one rollout; remembers the last prompt for prefix-cache hits.
 
-    ``outcome`` is ``ok``, ``failed`` (429/500), ``runaway`` (length-limited, empty output),
+    ``outcome`` is ``ok``, ``failed`` (429/500), ``rejected`` (400: prompt too long),
+    ``runaway`` (length-limited, empty output),
     ``empty`` (0 completion tokens) or ``hollow`` (an empty final message).
     """
 
@@ -217,9 +218,9 @@ class CallFactory:
             "error_category": None,
             "latency_ttft_ms": round(duration_ms * rng.uniform(0.05, 0.4), 2),
         }
-        if outcome == "failed":
-            status = 429 if rng.random() < 0.7 else 500
-            error = "rate_limit_error" if status == 429 else "server_error"
+        if outcome in ("failed", "rejected"):
+            status = 400 if outcome == "rejected" else (429 if rng.random() < 0.7 else 500)
+            error = {400: "invalid_request_error", 429: "rate_limit_error"}.get(status, "server_error")
             response: JSON = {
                 "error": {"message": f"upstream returned {status}", "type": error, "code": status}
             }
@@ -229,7 +230,9 @@ class CallFactory:
             metadata.update(
                 status_code=status,
                 finish_reason=None,
-                error_category="rate_limited" if status == 429 else "upstream_error",
+                error_category={400: "context_length_exceeded", 429: "rate_limited"}.get(
+                    status, "upstream_error"
+                ),
                 latency_ttft_ms=None,
             )
             content.output = []

@@ -18,6 +18,8 @@ class FaultRates:
 
     hollow_turn: float = 0.0
     """A turn whose answer and reasoning are empty (``agent_turn_hollow``)."""
+    missing_turns: float = 0.0
+    """A harness that records calls but no turns, without saying so (``rollout_missing_agent_turns``)."""
     failed_model_call: float = 0.0
     """A 429/500 model call retried successfully inside the rollout (``model_call_failed``)."""
     ended_on_failed_call: float = 0.0
@@ -30,6 +32,9 @@ class FaultRates:
     """Top-level usage disagrees with the captured calls (``rollout_token_count_mismatch``)."""
     runaway_generation: float = 0.0
     """``finish_reason`` length with a saved, empty response (``model_call_runaway_generation``)."""
+    malformed_response: float = 0.0
+    """A length-limited chat response whose ``message`` is a bare string: the runaway check
+    raises (``check_execution_error``)."""
     capture_mismatch: float = 0.0
     """A reference without its captured call, a duplicated capture, or a contradiction gap."""
     observation_gap: float = 0.0
@@ -65,20 +70,27 @@ class FaultRates:
 
 FAULT_CHECKS: Final[dict[str, str | None]] = {
     "hollow_turn": "agent_turn_hollow",
+    "missing_turns": "rollout_missing_agent_turns",
     "failed_model_call": "model_call_failed",
     "ended_on_failed_call": "rollout_ended_on_failed_model_call",
     "missing_token_counts": "model_call_missing_token_counts",
     "zero_completion_tokens": "model_call_zero_completion_tokens",
     "token_count_mismatch": "rollout_token_count_mismatch",
     "runaway_generation": "model_call_runaway_generation",
+    "malformed_response": "check_execution_error",
     "capture_mismatch": "trajectory_capture_mismatch",
     "observation_gap": None,
     "no_trajectory": None,
     "invalid_trajectory": "record_unreadable",
     "unreadable_line": "record_unreadable",
     "duplicate_identity": "rollout_duplicate_identity",
+    "broken_task": "rollout_ended_on_failed_model_call",
 }
-"""The check each fault is built to trigger (``None``: the row becomes ``unobserved``)."""
+"""The check each fault is built to trigger (``None``: the row becomes ``unobserved``).
+
+``broken_task`` is set per task (``SyntheticConfig.broken_task_fraction``), not per row: every
+repeat of such a task also makes ``task_consistently_unhealthy`` and
+``task_no_successful_model_calls`` fire."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +111,8 @@ class SyntheticConfig:
     chat_dialect_probability: float = 0.25
     """Share of rollouts whose model speaks chat completions instead of the Responses API."""
     faults: FaultRates = FaultRates()
+    broken_task_fraction: float = 0.0
+    """Share of tasks whose prompt the model rejects (HTTP 400) in every repeat (task-level checks)."""
     failure_rate: float = 0.0
     """Probability that one dispatch attempt ends in a failure row instead of a result."""
     terminal_failure_fraction: float = 0.3
@@ -132,6 +146,7 @@ class SyntheticConfig:
             "failure_rate",
             "terminal_failure_fraction",
             "drained_fraction",
+            "broken_task_fraction",
         ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:

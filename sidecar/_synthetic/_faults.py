@@ -63,9 +63,26 @@ def _capture_mismatch(built: BuiltRollout, rng: random.Random) -> None:
     )
 
 
+def _malformed_response(built: BuiltRollout, rng: random.Random) -> None:
+    """A gateway that flattened a length-limited chat message to a string."""
+    call = rng.choice(_successful_calls(built))
+    call["response_metadata"]["finish_reason"] = "length"
+    response = call["response"]
+    call["response"] = {
+        "id": call["response_metadata"]["response_id"],
+        "object": "chat.completion",
+        "model": response.get("model"),
+        "choices": [{"index": 0, "finish_reason": "length", "message": "[truncated]"}],
+    }
+
+
 def apply_trajectory_fault(built: BuiltRollout, fault: str | None, rng: random.Random) -> None:
     """Edit the laid-out trajectory for the faults that live in ``ng_trajectory``."""
-    if fault == "missing_token_counts":
+    if fault == "missing_turns":
+        built.turns.clear()
+    elif fault == "malformed_response":
+        _malformed_response(built, rng)
+    elif fault == "missing_token_counts":
         _missing_token_counts(built, rng)
     elif fault == "capture_mismatch":
         _capture_mismatch(built, rng)

@@ -162,7 +162,7 @@ class _Walker:
                 output = self._call(
                     kind, outcome, conversation, Timing(start, tools_at), context, tool_call, refs
                 )
-                if outcome == "failed":
+                if outcome in ("failed", "rejected"):
                     record["status"], record["error_type"] = "failed", "ModelCallError"
                     break
                 conversation.extend(output)
@@ -248,6 +248,8 @@ def _step_counts(rng: random.Random, config: SyntheticConfig, fault: str | None)
 
 
 def _main_plan(rng: random.Random, config: SyntheticConfig, question: str, fault: str | None) -> _Plan:
+    if fault == "broken_task":  # the first call is rejected and the agent gives up
+        return _Plan([(question, ["final"])], {(1, 0): "rejected"})
     counts, sub = _step_counts(rng, config, fault)
     plan = _Plan([])
     for turn_no, count in enumerate(counts, start=1):

@@ -86,6 +86,12 @@ def _pick_fault(rng: random.Random, table: tuple[tuple[str, float], ...]) -> str
     return None
 
 
+def _task_is_broken(config: SyntheticConfig, seed: int, task_index: int) -> bool:
+    if config.broken_task_fraction <= 0.0:
+        return False
+    return random.Random(f"broken:{seed}:{task_index}").random() < config.broken_task_fraction
+
+
 def _dispatch(config: SyntheticConfig, seed: int, job: _Job, now: float) -> tuple[_Running, float]:
     """Start ``job`` at ``now``: its own random stream decides its duration and whether it fails."""
     rng = random.Random(f"row:{seed}:{job.task_index}:{job.rollout_index}:{job.attempt_index}:{job.copy}")
@@ -103,7 +109,12 @@ def _finish(
     if running.failed:
         row = failure_row(rng, config, identity, now - running.started_at, running.terminal)
         return RolloutEvent("failure", *identity, row, None, None, running.started_at, now)
-    fault = "duplicate_identity" if job.copy else _pick_fault(rng, table)
+    if job.copy:
+        fault: str | None = "duplicate_identity"
+    elif _task_is_broken(config, seed, job.task_index):
+        fault = "broken_task"
+    else:
+        fault = _pick_fault(rng, table)
     question = task_question(seed, job.task_index, config.text_scale)
     built = build_rollout(rng, config, question, identity, (running.started_at, now), fault)
     row = assemble_row(built, config, question, identity, now, fault, rng)

@@ -41,6 +41,7 @@ FAULTY = replace(
     faults=FaultRates.mixed(0.05),
     failure_rate=0.15,
     drained_fraction=0.05,
+    broken_task_fraction=0.1,
     turns=2,
     subagent_probability=0.5,
 )
@@ -198,7 +199,7 @@ class TestFaults:
         )
 
     def test_every_fault_has_a_target_check(self) -> None:
-        assert set(FAULT_CHECKS) == {name for name, _ in FaultRates().items()}
+        assert set(FAULT_CHECKS) == {name for name, _ in FaultRates().items()} | {"broken_task"}
 
     def test_rates_must_sum_to_at_most_one(self) -> None:
         with pytest.raises(ValueError, match="sum to at most 1"):
@@ -213,6 +214,15 @@ class TestFaults:
             assert event.row is not None
             _assert_fault_shape(event.fault, event.row)
         assert seen >= set(FAULT_CHECKS) - {"unreadable_line"}
+
+    def test_broken_tasks_break_every_repeat(self) -> None:
+        by_task: dict[int, set[str | None]] = {}
+        for event in _events(FAULTY, 2):
+            if event.kind in ("result", "unreadable"):
+                by_task.setdefault(event.task_index, set()).add(event.fault)
+        broken = [faults for faults in by_task.values() if "broken_task" in faults]
+        assert broken and all(faults == {"broken_task"} for faults in broken)
+        assert len(broken) < len(by_task)
 
     def test_invalid_trajectory_rows_fail_validation(self) -> None:
         record_type = _trajectory_record()
@@ -258,6 +268,12 @@ def _assert_fault_shape(fault: str, row: dict[str, Any]) -> None:
     elif fault == "failed_model_call":
         assert any(m["status_code"] in (429, 500) and m["error_category"] for m in metas)
         assert metas[-1]["status_code"] == 200
+    elif fault == "missing_turns":
+        assert trajectory["turns"] == [] and calls
+    elif fault == "malformed_response":
+        assert any(isinstance(c["response"].get("choices", [{}])[0].get("message"), str) for c in calls)
+    elif fault == "broken_task":
+        assert [(m["status_code"], m["error_category"]) for m in metas] == [(400, "context_length_exceeded")]
     elif fault == "ended_on_failed_call":
         assert metas[-1]["status_code"] in (429, 500)
     elif fault == "missing_token_counts":
