@@ -89,8 +89,8 @@ class Accounting:
         rollout = key[1]
         return repeats is not None and isinstance(rollout, int) and 0 <= rollout < repeats
 
-    def _update(self, key: RolloutKey, bits: int, attempts: int = 0) -> str | None:
-        """Set bits; return ``str(task)`` if this made a planned task complete."""
+    def _update(self, key: RolloutKey, bits: int, attempts: int = 0) -> int | str | None:
+        """Set bits; return the task index if this made a planned task complete."""
         old = self._status.get(key, 0)
         new = (old | bits) + (attempts << _ATTEMPT_SHIFT)
         attempts_now = new >> _ATTEMPT_SHIFT
@@ -106,17 +106,17 @@ class Accounting:
             assert self._plan is not None
             if done >= self._plan[task] and task not in self._complete:
                 self._complete.add(task)
-                return task
+                return key[0]
         return None
 
-    def succeeded(self, key: RolloutKey) -> str | None:
+    def succeeded(self, key: RolloutKey) -> int | str | None:
         return self._update(key, _SUCCEEDED)
 
-    def failed(self, key: RolloutKey, *, terminal: bool) -> str | None:
+    def failed(self, key: RolloutKey, *, terminal: bool) -> int | str | None:
         self._failed_attempts += 1
         return self._update(key, _FAILED | (_TERMINAL if terminal else 0), attempts=1)
 
-    def drained(self, key: RolloutKey) -> str | None:
+    def drained(self, key: RolloutKey) -> int | str | None:
         return self._update(key, _DRAINED)
 
     def is_complete(self, task: str) -> bool:

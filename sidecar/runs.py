@@ -144,8 +144,9 @@ class RunState:
         self.tokens = dict.fromkeys(TOKEN_KINDS, 0)
         self.perf_rollouts = 0
         self._next_ordinal = 0
-        self._task_index: dict[str, TaskIndex] = {}
-        self._closed: dict[str, tuple[str, ...]] = {}
+        # Task index objects shared with the reducer's digests, so the set costs one slot each.
+        self._digested: set[TaskIndex] = set()
+        self._closed: dict[TaskIndex, tuple[str, ...]] = {}
         self._health_interval_s = health_interval_s
         self._health_cache: tuple[float, HealthView] | None = None
         self._version = 0
@@ -208,7 +209,7 @@ class RunState:
             return ng_perf
         digest = self._digest(event, row)
         task = self._engines.digest_task_index(digest)
-        self._task_index.setdefault(str(task), task)
+        self._digested.add(task)
         self.reducer.add_compact(digest)
         if ng_perf is None and row is not None and isinstance(row.get("ng_perf"), dict):
             ng_perf = row["ng_perf"]  # attach_ng_perf keeps an agent-supplied object it cannot rebuild
@@ -220,10 +221,9 @@ class RunState:
                 if isinstance(value, int) and not isinstance(value, bool):
                     self.tokens[kind] += value
         key = (task, normalize_index(event_identity(event)[1]))
-        task_text = str(task)
         completed_task = self.accounting.succeeded(key)
-        if completed_task is None and task_text in self._closed:
-            completed_task = task_text  # a late repeat re-opens a closed task: recompute it
+        if completed_task is None and task in self._closed:
+            completed_task = task  # a late repeat re-opens a closed task: recompute it
         self._settle(completed_task)
         return ng_perf
 
@@ -264,15 +264,15 @@ class RunState:
 
     def _ended(self, event: RunEnded, received_at: float) -> None:
         self.ended_at = event.ended_at if event.ended_at is not None else received_at
-        for task in list(self._task_index):
+        for task in list(self._digested):
             self._close(task)
 
-    def _settle(self, task: str | None) -> None:
-        if task is not None and task in self._task_index:
+    def _settle(self, task: TaskIndex | None) -> None:
+        if task is not None and task in self._digested:
             self._close(task)
 
-    def _close(self, task: str) -> None:
-        findings = self.reducer.close_task(self._task_index[task])
+    def _close(self, task: TaskIndex) -> None:
+        findings = self.reducer.close_task(task)
         self._closed[task] = tuple(finding.check for finding in findings)
 
     # -- reading --------------------------------------------------------------------------

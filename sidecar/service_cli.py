@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
@@ -76,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _serve(args: argparse.Namespace) -> int:
     from sidecar.journal import JournalError
     from sidecar.logging import configure_logging
-    from sidecar.server import serve
+    from sidecar.server import run_service
 
     configure_logging(args.log_level)
     try:
@@ -88,7 +87,7 @@ def _serve(args: argparse.Namespace) -> int:
             body_cap=args.body_cap,
             max_json_depth=args.max_json_depth,
         )
-        asyncio.run(serve(settings))
+        run_service(settings)
     except (SettingsError, JournalError) as exc:
         print(f"rollout-sidecar serve: {exc}", file=sys.stderr)  # noqa: T201
         return 2

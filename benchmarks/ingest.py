@@ -1,0 +1,308 @@
+"""Ingest benchmark: the real service in its own process, loaded over loopback HTTP.
+
+One command: ``.venv/bin/python benchmarks/ingest.py`` (``--help`` for sizes). It starts
+``rollout-sidecar serve`` on an ephemeral port with a fresh journal, then measures:
+
+* baseline: ``GET /healthz`` at the same concurrency (the HTTP stack's own ceiling);
+* sustained durable ingest: concurrent clients post completions of generated ~8 KB rows,
+  one event per request (and batched, as ``dispatcher_client`` does); rows/s is the median
+  of ``--repeats`` runs, with the ratio to the baseline;
+* acknowledgement latency p50/p99 at an offered 200 rows/s (open loop);
+* ``GET /drain_margin`` p50/p99 at an offered 1,000 requests/s (open loop);
+* resident memory per rollout held: RSS growth of the service process per ingested row,
+  after warm-up, extrapolated to 100k rollouts.
+
+Targets (issue 4, 2-core machine): >= 1,500 rows/s durable, p99 ack < 50 ms at 200 rows/s,
+drain_margin p99 < 2 ms at 1,000 req/s, < 1 KB resident per processed rollout. The client is a
+minimal keep-alive HTTP/1.1 client on asyncio streams so that it costs the shared CPUs little.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sidecar.synthetic import SyntheticConfig, generate_rows
+
+
+class RawClient:
+    """One keep-alive HTTP/1.1 connection; enough of the protocol for this service's replies."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def connect(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        assert self.reader is not None and self.writer is not None
+        head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        self.writer.write(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        raw = await self.reader.readuntil(b"\r\n\r\n")
+        lines = raw.split(b"\r\n")
+        status = int(lines[0].split()[1])
+        length = 0
+        for line in lines[1:]:
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        return status, await self.reader.readexactly(length)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+class Bench:
+    def __init__(self, port: int, rows: list[dict[str, Any]]) -> None:
+        self.port = port
+        self.rows = rows
+        self.next_task = 0
+
+    def body(self, run_id: str, count: int) -> bytes:
+        events = []
+        for _ in range(count):
+            index = self.next_task
+            self.next_task += 1
+            row = dict(self.rows[index % len(self.rows)])
+            row["_ng_task_index"] = index
+            row["_ng_rollout_index"] = 0
+            events.append({"kind": "completed", "seconds": 1.0 + index % 600, "row": row})
+        return orjson.dumps(events)
+
+    async def clients(self, n: int) -> list[RawClient]:
+        out = [RawClient("127.0.0.1", self.port) for _ in range(n)]
+        await asyncio.gather(*(c.connect() for c in out))
+        return out
+
+    async def start_run(self, run_id: str) -> None:
+        (client,) = await self.clients(1)
+        status, body = await client.request("POST", f"/v1/runs/{run_id}/events", b'[{"kind":"run_started"}]')
+        assert status == 200, body
+        await client.close()
+
+    async def closed_loop(
+        self, concurrency: int, total: int, make: Callable[[RawClient], Awaitable[None]]
+    ) -> float:
+        """Run ``total`` requests over ``concurrency`` connections; returns the elapsed seconds."""
+        clients = await self.clients(concurrency)
+        remaining = total
+
+        async def worker(client: RawClient) -> None:
+            nonlocal remaining
+            while remaining > 0:
+                remaining -= 1
+                await make(client)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(c) for c in clients))
+        elapsed = time.perf_counter() - started
+        await asyncio.gather(*(c.close() for c in clients))
+        return elapsed
+
+    async def open_loop(
+        self, rate: float, seconds: float, make: Callable[[RawClient], Awaitable[None]], pool: int = 64
+    ) -> list[float]:
+        """Offer ``rate`` requests/s for ``seconds``; returns per-request latencies (s)."""
+        clients = await self.clients(pool)
+        idle: asyncio.Queue[RawClient] = asyncio.Queue()
+        for client in clients:
+            idle.put_nowait(client)
+        latencies: list[float] = []
+
+        async def one() -> None:
+            client = await idle.get()
+            started = time.perf_counter()
+            await make(client)
+            latencies.append(time.perf_counter() - started)
+            idle.put_nowait(client)
+
+        tasks = []
+        begin = time.perf_counter()
+        count = int(rate * seconds)
+        for i in range(count):
+            delay = begin + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one()))
+        await asyncio.gather(*tasks)
+        await asyncio.gather(*(c.close() for c in clients))
+        return latencies
+
+
+async def main_async(args: argparse.Namespace, port: int, pid: int, rows: list[dict[str, Any]]) -> None:
+    bench = Bench(port, rows)
+
+    async def healthz(client: RawClient) -> None:
+        status, _ = await client.request("GET", "/healthz")
+        assert status == 200
+
+    elapsed = await bench.closed_loop(args.clients, args.rows, healthz)
+    baseline = args.rows / elapsed
+    print(f"baseline GET /healthz: {baseline:,.0f} req/s at concurrency {args.clients}")
+
+    for batch in (1, args.batch):
+        rates, p50s, p99s = [], [], []
+        for repeat in range(args.repeats):
+            run_id = f"tput-b{batch}-{repeat}"
+            await bench.start_run(run_id)
+            latencies: list[float] = []
+
+            async def post(
+                client: RawClient,
+                run_id: str = run_id,
+                batch: int = batch,
+                latencies: list[float] = latencies,
+            ) -> None:
+                body = bench.body(run_id, batch)
+                started = time.perf_counter()
+                status, reply = await client.request("POST", f"/v1/runs/{run_id}/events", body)
+                latencies.append(time.perf_counter() - started)
+                assert status == 200, reply[:200]
+
+            elapsed = await bench.closed_loop(args.clients, args.rows // batch, post)
+            rates.append(args.rows // batch * batch / elapsed)
+            p50s.append(_pct(latencies, 0.5))
+            p99s.append(_pct(latencies, 0.99))
+        rate = statistics.median(rates)
+        print(
+            f"durable ingest, {batch} event(s)/request, {args.clients} clients: {rate:,.0f} rows/s "
+            f"(median of {args.repeats}: {', '.join(f'{r:,.0f}' for r in rates)}; "
+            f"{rate / baseline:.2f}x the healthz baseline), ack p50 {1e3 * statistics.median(p50s):.1f} ms "
+            f"p99 {1e3 * statistics.median(p99s):.1f} ms  [target >= 1,500 rows/s]"
+        )
+
+    await bench.start_run("paced")
+
+    async def paced(client: RawClient) -> None:
+        status, reply = await client.request("POST", "/v1/runs/paced/events", bench.body("paced", 1))
+        assert status == 200, reply[:200]
+
+    acks = await bench.open_loop(200, args.paced_seconds, paced)
+    print(
+        f"ack latency at 200 rows/s offered ({len(acks)} rows): p50 {1e3 * _pct(acks, 0.5):.2f} ms, "
+        f"p99 {1e3 * _pct(acks, 0.99):.2f} ms  [target p99 < 50 ms]"
+    )
+
+    async def margin(client: RawClient) -> None:
+        status, _ = await client.request("GET", "/drain_margin?run_id=paced")
+        assert status == 200
+
+    margins = await bench.open_loop(1000, args.paced_seconds, margin)
+    print(
+        f"GET /drain_margin at 1,000 req/s offered ({len(margins)} requests, run with "
+        f"{bench.next_task:,} samples): p50 {1e3 * _pct(margins, 0.5):.2f} ms, "
+        f"p99 {1e3 * _pct(margins, 0.99):.2f} ms  [target p99 < 2 ms]"
+    )
+
+
+async def rss_async(args: argparse.Namespace, port: int, pid: int, rows: list[dict[str, Any]]) -> None:
+    """RSS growth per rollout held, on a fresh server: warm up, then measure over ``--rss-rows``."""
+    bench = Bench(port, rows)
+    await bench.start_run("rss")
+
+    async def rss_post(client: RawClient) -> None:
+        status, reply = await client.request("POST", "/v1/runs/rss/events", bench.body("rss", args.batch))
+        assert status == 200, reply[:200]
+
+    await bench.closed_loop(8, 2000 // args.batch, rss_post)
+    before = _rss_bytes(pid)
+    count = args.rss_rows // args.batch * args.batch
+    await bench.closed_loop(8, args.rss_rows // args.batch, rss_post)
+    per_row = (_rss_bytes(pid) - before) / count
+    print(
+        f"resident memory: {per_row:,.0f} bytes per processed rollout over {count:,} rows after a 2,000-row "
+        f"warm-up (= {per_row * 100_000 / 2**20:,.1f} MiB per 100k rollouts held)  [target < 1 KB]"
+    )
+
+
+@contextlib.contextmanager
+def _server(tmp: Path) -> Iterator[tuple[int, int]]:
+    """``rollout-sidecar serve`` on a free loopback port with a fresh journal; yields (port, pid)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    journal = tmp / f"journal-{port}.sqlite3"
+    cmd = [
+        sys.executable,
+        "-m",
+        "sidecar.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--journal",
+        str(journal),
+        "--log-level",
+        "warning",
+    ]
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError(f"server did not start: {server.stderr.read()!r}") from None  # type: ignore[union-attr]
+                time.sleep(0.05)
+        yield port, server.pid
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=6000, help="rows per throughput run")
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=16, help="events per request in the batched run")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--paced-seconds", type=float, default=10.0)
+    parser.add_argument("--rss-rows", type=int, default=20_000)
+    args = parser.parse_args()
+
+    config = SyntheticConfig(
+        num_tasks=400, repeats_per_task=1, model_calls_per_rollout=2, payload_bytes_per_call=1200
+    )
+    rows = list(generate_rows(config, 1))
+    size = statistics.mean(len(orjson.dumps(r)) for r in rows)
+    print(f"{len(rows)} distinct generated rows, mean {size / 1024:.1f} KiB; cpus {os.cpu_count()}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with _server(Path(tmp)) as (port, pid):
+            asyncio.run(main_async(args, port, pid, rows))
+        with _server(Path(tmp)) as (port, pid):
+            asyncio.run(rss_async(args, port, pid, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
