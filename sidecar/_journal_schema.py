@@ -134,6 +134,19 @@ def _identify(conn: sqlite3.Connection, path: Path) -> int:
     return int(version)
 
 
+def _quick_check(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a journal whose b-trees are damaged (SQLite pages carry no checksums, so a damaged
+    index would otherwise go unnoticed and let a duplicate key in). Reads every page once:
+    about 0.1 s per 200 MB."""
+    problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
+    if problems != ["ok"]:
+        raise JournalCorrupt(
+            f"journal {path} is damaged ({'; '.join(problems)}); refusing to use it: restore a backup "
+            "or salvage it with the sqlite3 shell's .recover into a new file",
+            path=path,
+        )
+
+
 def _migrate(conn: sqlite3.Connection, version: int) -> None:
     """Bring the schema from ``version`` to SCHEMA_VERSION in one transaction."""
     conn.execute("BEGIN IMMEDIATE")
@@ -213,6 +226,8 @@ def open_writer(path: Path) -> WriterConnection:
     try:
         conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
         version = _identify(conn, path)
+        if existed:
+            _quick_check(conn, path)
         if version == 0 and not existed:
             conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]

@@ -477,6 +477,22 @@ class TestFaults:
             await j.append([event(1)])
         assert _read(path) == content
 
+    async def test_damaged_index_is_refused_untouched(self, path: Path) -> None:
+        j = Journal(path)
+        await j.open()
+        await j.append([event(i) for i in range(2000)])
+        await j.close()
+        with sqlite3.connect(path) as conn:
+            (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE type = 'index'").fetchone()
+            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        damaged = bytearray(_read(path))
+        damaged[(root - 1) * page_size : root * page_size] = b"\x5a" * page_size
+        _write(path, bytes(damaged))
+        with pytest.raises(JournalCorrupt, match="is damaged") as info:
+            await Journal(path).open()
+        assert str(path) in str(info.value)
+        assert _read(path) == bytes(damaged)
+
     async def test_foreign_sqlite_database_is_refused(self, path: Path) -> None:
         path.parent.mkdir(parents=True)
         with sqlite3.connect(path) as conn:
