@@ -9,13 +9,15 @@ the perf summary add through :func:`builtin_sum`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 
-__all__ = ["builtin_sum"]
+__all__ = ["builtin_sum", "emulated_sum"]
 
 
-def builtin_sum(values: Iterable[float]) -> float:
+def emulated_sum(values: Iterable[float]) -> float:
     """Return exactly what CPython 3.12/3.13 ``sum(values)`` returns for ints and floats.
+
 
     Integers accumulate exactly until the first float; from then on floats are added with
     Neumaier compensation and later integers are added as plain doubles (without
@@ -29,7 +31,7 @@ def builtin_sum(values: Iterable[float]) -> float:
             int_total += value
             continue
         if not isinstance(value, float):
-            raise TypeError(f"builtin_sum: unsupported value {value!r} of type {type(value).__name__}")
+            raise TypeError(f"emulated_sum: unsupported value {value!r} of type {type(value).__name__}")
         total = int_total + value
         break
     else:
@@ -46,7 +48,11 @@ def builtin_sum(values: Iterable[float]) -> float:
         elif isinstance(value, int | float):
             total += float(value)
         else:
-            raise TypeError(f"builtin_sum: unsupported value {value!r} of type {type(value).__name__}")
+            raise TypeError(f"emulated_sum: unsupported value {value!r} of type {type(value).__name__}")
     if compensation and math.isfinite(compensation):
         total += compensation
     return total
+
+
+builtin_sum: Callable[[Iterable[float]], float] = sum if sys.version_info >= (3, 12) else emulated_sum
+"""CPython 3.12+ ``sum``: the built-in itself where it has those semantics, else :func:`emulated_sum`."""

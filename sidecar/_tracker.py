@@ -8,8 +8,9 @@ margin (the least budget a new rollout needs before it is worth starting).
 The seed API (``record``, ``record_failure``, ``record_drained``, ``drained``, ``quantile``,
 ``drain_margin``, ``summary``) returns the reference's numbers to the last bit. The dispatcher
 asks for the drain margin before every dispatch, so the samples live in a plain sorted list while
-they are few (cheapest at that size) and in a ``SortedList`` beyond that: insertion and every
-quantile stay O(log n) at a million samples.
+they are few (cheapest at that size). Beyond that, two heaps pin the p75 (the drain margin is
+O(1), a new sample O(log n)) and a ``SortedList``, fed in batches, answers any other quantile in
+O(log n) amortized, also at a million samples.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ DEFAULT_RATE_WINDOW_S = 900.0
 
 # Below this many samples ``bisect.insort`` into a flat list beats ``SortedList.add`` (the
 # memmove is tiny); above it the flat list's O(n) insertion dominates. See benchmarks/tracker.py.
-_FLAT_LIST_LIMIT = 32768
+_FLAT_LIST_LIMIT = 8192
 
 _EMPTY_SUMMARY = "No completed rollouts to report latency for."
 
@@ -107,8 +108,10 @@ class DispatchLatencyTracker:
                 assert self._large is not None
                 self._large.add(seconds)
                 now = self._clock()
-                self._completion_times.append(now)
-                self._expire(now)
+                times = self._completion_times
+                times.append(now)
+                if times[0] <= now - self._rate_window_s:
+                    self._expire(now)
 
     def record_failure(self, seconds: float) -> None:
         """Record a failed attempt only when it ran at least as long as the median so far.
@@ -146,7 +149,7 @@ class DispatchLatencyTracker:
         Evaluated as ``x[i] * (1 - f) + x[j] * f`` in exactly this order, so results match the
         reference bit for bit. ``q`` is meant to be in ``[0, 1]`` and is not validated.
         """
-        samples = self._sorted()
+        samples = self._ordered()
         n = len(samples)
         if not n:
             return None
@@ -180,7 +183,7 @@ class DispatchLatencyTracker:
     def summary(self) -> str:
         """End-of-run text: latency percentiles in minutes, task-hours, and drained rows."""
         lines: list[str] = []
-        samples = self._sorted()
+        samples = self._ordered()
         if samples:
             median, p90, p99 = self.quantile(0.5), self.quantile(0.9), self.quantile(0.99)
             assert median is not None and p90 is not None and p99 is not None
@@ -204,7 +207,10 @@ class DispatchLatencyTracker:
     @property
     def count(self) -> int:
         """Number of samples (completions plus kept failures), as ``summary()`` counts them."""
-        return len(self._sorted())
+        if self._flat is not None:
+            return len(self._flat)
+        assert self._large is not None
+        return len(self._large)
 
     @property
     def completions(self) -> int:
@@ -213,7 +219,7 @@ class DispatchLatencyTracker:
 
     @property
     def total_seconds(self) -> float:
-        """Task-seconds delivered by every sample, summed with compensation (not in sorted order)."""
+        """Task-seconds delivered by every sample (a running sum; ``summary()`` re-adds in sorted order)."""
         if self._flat is not None:
             return float(builtin_sum(self._flat))
         assert self._large is not None
@@ -235,7 +241,7 @@ class DispatchLatencyTracker:
 
     def samples(self) -> list[float]:
         """A sorted copy of the samples, values as recorded (an int stays an int)."""
-        return list(self._sorted())
+        return list(self._ordered())
 
     def completions_per_hour(self) -> float | None:
         """Completions per hour since the tracker was created; ``None`` until the clock has advanced."""
@@ -260,11 +266,11 @@ class DispatchLatencyTracker:
 
     # -- internals --------------------------------------------------------------------------
 
-    def _sorted(self) -> Sequence[float]:
+    def _ordered(self) -> Sequence[float]:
         if self._flat is not None:
             return self._flat
         assert self._large is not None
-        return self._large.sorted
+        return self._large.ordered()
 
     def _promote(self, flat: list[float]) -> None:
         self._large = _LargeSamples(flat)
@@ -282,52 +288,60 @@ class DispatchLatencyTracker:
 
 
 class _LargeSamples:
-    """Samples beyond the flat-list size: a ``SortedList`` plus two heaps that pin the p75.
+    """Samples beyond the flat list: two heaps that pin the p75, and a lazily fed ``SortedList``.
 
-    ``SortedList`` gives any order statistic in O(log n); the heaps keep the two order
-    statistics around the p75 position at their tops, so the drain margin asked before every
-    dispatch costs O(1). ``_low`` is a max-heap (values negated, exact for ints and floats) of
-    the smallest ``int((n - 1) * 0.75) + 1`` samples, ``_high`` a min-heap of the rest.
+    The heaps keep the two order statistics around the p75 position at their tops, so the drain
+    margin asked before every dispatch costs O(1) and a sample costs O(log n) heap work:
+    ``_low`` is a max-heap (values negated, exact for ints and floats) of the smallest
+    ``int((n - 1) * 0.75) + 1`` samples, ``_high`` a min-heap of the rest. Other order
+    statistics come from the ``SortedList``; new samples wait in ``_pending`` until one is
+    asked for and then go in as one batch (O(log n) amortized per sample, and a dispatcher that
+    only records and asks for the margin never pays it until the end-of-run summary).
     """
 
-    __slots__ = ("_compensation", "_high", "_low", "_total", "sorted")
+    __slots__ = ("_high", "_low", "_pending", "_size", "_sorted", "_total")
 
     def __init__(self, ascending: list[float]) -> None:
-        self.sorted: Sequence[float] = SortedList(ascending)
-        split = _low_size(len(ascending))
+        self._sorted = SortedList(ascending)
+        self._pending: list[float] = []
+        self._size = len(ascending)
+        split = _low_size(self._size)
         self._low = [-value for value in reversed(ascending[:split])]  # descending negated: a heap
         self._high = ascending[split:]  # ascending: already a min-heap
         self._total = float(builtin_sum(ascending))
-        self._compensation = 0.0
+
+    def __len__(self) -> int:
+        return self._size
 
     def add(self, seconds: float) -> None:
-        self.sorted.add(seconds)  # type: ignore[attr-defined]
+        self._pending.append(seconds)
+        self._total += seconds
+        size = self._size = self._size + 1
         low, high = self._low, self._high
         if seconds < -low[0]:
             heappush(low, -seconds)
         else:
             heappush(high, seconds)
-        target = _low_size(len(self.sorted))
+        target = int((size - 1) * ADAPTIVE_MARGIN_QUANTILE) + 1
         if len(low) > target:
             heappush(high, -heappop(low))
         elif len(low) < target:
             heappush(low, -heappop(high))
-        total = self._total
-        step = total + seconds
-        if abs(total) >= abs(seconds):
-            self._compensation += (total - step) + seconds
-        else:
-            self._compensation += (seconds - step) + total
-        self._total = step
 
     def p75(self) -> float:
-        n = len(self.sorted)
-        position = (n - 1) * ADAPTIVE_MARGIN_QUANTILE
+        position = (self._size - 1) * ADAPTIVE_MARGIN_QUANTILE
         fraction = position - int(position)
         return -self._low[0] * (1 - fraction) + self._high[0] * fraction
 
+    def ordered(self) -> Sequence[float]:
+        """Every sample in ascending order, equal values in insertion order (as ``insort`` keeps them)."""
+        if self._pending:
+            self._sorted.update(self._pending)
+            self._pending.clear()
+        return self._sorted  # type: ignore[no-any-return]
+
     def total(self) -> float:
-        return self._total + self._compensation
+        return self._total
 
 
 def _low_size(n: int) -> int:

@@ -1,4 +1,4 @@
-"""builtin_sum: CPython 3.12+ ``sum()`` arithmetic on any interpreter."""
+"""emulated_sum: CPython 3.12+ ``sum()`` arithmetic on any interpreter."""
 
 from __future__ import annotations
 
@@ -9,28 +9,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar._summation import builtin_sum
+from sidecar._summation import emulated_sum
 
 
-class TestBuiltinSum:
+class TestEmulatedSum:
     def test_compensated_floats(self) -> None:
-        assert builtin_sum([0.1] * 10) == 1.0
-        assert builtin_sum([1e100, 1.0, -1e100]) == 1.0
+        assert emulated_sum([0.1] * 10) == 1.0
+        assert emulated_sum([1e100, 1.0, -1e100]) == 1.0
 
     def test_integers_stay_exact_integers(self) -> None:
-        total = builtin_sum([2**60, 2**60, 3])
+        total = emulated_sum([2**60, 2**60, 3])
         assert type(total) is int and total == 2**61 + 3
-        assert builtin_sum([]) == 0 and type(builtin_sum([])) is int
+        assert emulated_sum([]) == 0 and type(emulated_sum([])) is int
 
     def test_integers_after_a_float_are_plain_doubles(self) -> None:
-        assert builtin_sum([0.5, 2**53, 1]) == float(2**53)
+        assert emulated_sum([0.5, 2**53, 1]) == float(2**53)
 
     def test_infinities_are_not_turned_into_nan(self) -> None:
-        assert builtin_sum([1.0, math.inf, 1.0]) == math.inf
+        assert emulated_sum([1.0, math.inf, 1.0]) == math.inf
 
     def test_rejects_other_types(self) -> None:
         with pytest.raises(TypeError, match="unsupported value '1'"):
-            builtin_sum([1.0, "1"])  # type: ignore[list-item]
+            emulated_sum([1.0, "1"])  # type: ignore[list-item]
 
     @pytest.mark.skipif(sys.version_info < (3, 12), reason="built-in sum() compensates from 3.12 on")
     @settings(max_examples=200)
@@ -41,4 +41,4 @@ class TestBuiltinSum:
         )
     )
     def test_matches_the_builtin(self, values: list[float]) -> None:
-        assert repr(builtin_sum(values)) == repr(sum(values))
+        assert repr(emulated_sum(values)) == repr(sum(values))
