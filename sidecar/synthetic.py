@@ -1,15 +1,29 @@
 """Realistic synthetic NeMo Gym rollout records, for tests, benchmarks and the demo.
 
 Rows follow the collector's contract (``<name>.jsonl`` results, ``<name>_failures.jsonl``
-failure rows, dropped drained results) and carry a valid ``ng_trajectory``: multi-turn agents
-with tool calls, subagents and Responses-API conversations, ~8 KB of payload per model call.
-Faults are injected at configured rates, one per row, each built to trigger one health check
-(:data:`FAULT_CHECKS`). Output is a pure function of ``(config, seed)``.
+failure rows, drained results that are never written) and carry a valid ``ng_trajectory``:
+multi-turn agents with tool calls, subagents and Responses-API conversations, in the Responses
+or chat-completions dialect, ~8 KB per model call. Everything is a pure function of
+``(config, seed)``, and each row of a function of ``(seed, identity)`` only.
+
+Entry points:
+
+* :func:`generate_events`: every finished dispatch in completion order (results, failure rows,
+  drained results, torn lines), with its simulated timing; what a dispatcher would push.
+* :func:`generate_rows` / :func:`generate_failure_rows`: just the rows of either file.
+* :func:`rollout_event`: one attempt on demand (a fake agent server's reply).
+* :func:`write_run_dir`: the run directory, streamed with orjson in constant memory.
+* :func:`sample_task_seconds`: the long-tailed task duration used for the simulated timing.
+
+Faults are injected at configured rates, at most one per row, each built to make one health
+check report a finding (:data:`FAULT_CHECKS`). A failed model call carries no token counts, as
+a real 429/500 does, so ``model_call_missing_token_counts`` fires beside ``model_call_failed``;
+a rollout cut short by a failed call also has a hollow last turn when nothing preceded it.
 
 Example::
 
-    config = SyntheticConfig(num_tasks=500, repeats_per_task=4, faults=FaultRates.mixed(0.02))
-    write_run_dir("runs/demo", config, seed=7)
+    config = SyntheticConfig(num_tasks=5000, repeats_per_task=4, faults=FaultRates.mixed(0.005))
+    write_run_dir("runs/bench", config, seed=7)  # 20,000 rollouts, ~1.5 GB
 """
 
 from __future__ import annotations
