@@ -37,6 +37,7 @@ __all__ = [
     "Event",
     "EventBatch",
     "Failed",
+    "Latency",
     "RunEnded",
     "RunStarted",
     "encode_event",
@@ -45,7 +46,7 @@ __all__ = [
     "to_payload",
 ]
 
-EVENT_KINDS = ("run_started", "completed", "failed", "drained", "run_ended")
+EVENT_KINDS = ("run_started", "completed", "failed", "drained", "run_ended", "latency")
 MAX_EVENTS_PER_REQUEST = 10_000
 
 Index = StrictInt | StrictStr
@@ -56,7 +57,12 @@ ATTEMPT_KEY = "_ng_attempt_index"
 
 
 class _Event(BaseModel):
+    """``generation`` (follower): a followed file was recreated or truncated, so a
+    ``run_started`` of a higher generation resets the run and older generations are ignored."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    generation: NonNegativeInt | None = None
 
 
 class RunStarted(_Event):
@@ -100,14 +106,15 @@ class Completed(_Event):
 
     Identity defaults to the row's ``_ng_task_index`` / ``_ng_rollout_index`` /
     ``_ng_attempt_index``. ``seconds`` feeds ``DispatchLatencyTracker.record``; ``latency_ms``
-    (default ``seconds * 1000``) becomes ``ng_perf.total_latency_ms``.
+    (default ``seconds * 1000``) becomes ``ng_perf.total_latency_ms``. ``seconds: null`` (a
+    follower that cannot know the duration) feeds no latency sample.
     """
 
     kind: Literal["completed"]
     task_index: Index | None = None
     rollout_index: Index | None = None
     attempt: NonNegativeInt | None = None
-    seconds: float
+    seconds: float | None
     latency_ms: float | None = None
     row: dict[str, Any] | None = None
     line: str | None = None
@@ -157,7 +164,22 @@ class RunEnded(_Event):
     ended_at: float | None = None
 
 
-Event = Annotated[RunStarted | Completed | Failed | Drained | RunEnded, Field(discriminator="kind")]
+class Latency(_Event):
+    """A latency sample without a rollout (``dispatcher_client.RemoteLatencyTracker``).
+
+    The NeMo Gym tracker API carries no identities, so these feed only the tracker (and the
+    duration histogram / drained counter), never accounting or health. ``source`` names the
+    client tracker instance and ``seq`` numbers its calls: the idempotency key.
+    """
+
+    kind: Literal["latency"]
+    op: Literal["record", "record_failure", "record_drained"]
+    seconds: float | None = None
+    source: StrictStr = Field(min_length=1, max_length=128)
+    seq: NonNegativeInt
+
+
+Event = Annotated[RunStarted | Completed | Failed | Drained | RunEnded | Latency, Field(discriminator="kind")]
 EventBatch: TypeAdapter[list[Event]] = TypeAdapter(
     Annotated[list[Event], Field(min_length=1, max_length=MAX_EVENTS_PER_REQUEST)]
 )
@@ -185,7 +207,7 @@ def _attempt_from(raw: Any) -> int:
 
 def event_identity(event: Event) -> tuple[Any, Any, int]:
     """(task, rollout, attempt) of an event, raw values; run-level events give ``(None, None, 0)``."""
-    if isinstance(event, RunStarted | RunEnded):
+    if isinstance(event, RunStarted | RunEnded | Latency):
         return None, None, 0
     row = _row_of(event) or {}
     task = event.task_index if event.task_index is not None else row.get(TASK_KEY)
@@ -204,13 +226,18 @@ def _row_bytes(event: Event) -> bytes | None:
 
 
 def _key(run_id: str, event: Event, content: bytes | None) -> str:
+    suffix = f"|g{event.generation}" if event.generation else ""
+    if isinstance(event, Latency):
+        return f"{run_id}|latency:{event.source}||{event.seq}|{event.kind}{suffix}"
     if isinstance(event, RunStarted | RunEnded):
-        return f"{run_id}|||0|{event.kind}"
+        return f"{run_id}|||0|{event.kind}{suffix}"
     task, rollout, attempt = event_identity(event)
     head = f"{run_id}|{orjson.dumps(task).decode()}|{orjson.dumps(rollout).decode()}|{attempt}|{event.kind}"
+    if isinstance(event, Completed) and event.line_number is not None:
+        head = f"{head}|L{event.line_number}"  # two identical physical lines are two records
     if isinstance(event, Completed) or task is None:
-        return f"{head}|{hashlib.blake2b(content or b'', digest_size=12).hexdigest()}"
-    return head
+        return f"{head}|{hashlib.blake2b(content or b'', digest_size=12).hexdigest()}{suffix}"
+    return f"{head}{suffix}"
 
 
 def idempotency_key(run_id: str, event: Event) -> str:

@@ -31,7 +31,7 @@ from sidecar.events import (
     event_identity,
 )
 from sidecar.journal import JournalEvent, JournalUnavailable
-from sidecar.runs import RunState
+from sidecar.runs import RunState, latency_ms
 
 __all__ = ["EventOutcome", "Ingestor", "JournalLike", "PlanError", "UnknownRun", "plan_from_materialized"]
 
@@ -268,15 +268,15 @@ class Ingestor:
             row = parsed if isinstance(parsed, dict) else None
         if row is None:
             return None
-        latency = event.latency_ms if event.latency_ms is not None else event.seconds * 1000.0
-        return self._engines.build_ng_perf(row, latency)
+        return self._engines.build_ng_perf(row, latency_ms(event))
 
     def _apply(
         self, run_id: str, event: Event, received_at: float, plan: dict[str, int] | None
     ) -> tuple[bool, dict[str, Any] | None]:
         state = self.runs.get(run_id)
         if isinstance(event, RunStarted):
-            if state is None:
+            # A follower restarts a recreated/truncated file as a new generation: fresh state.
+            if state is None or (event.generation or 0) > state.generation:
                 self.runs[run_id] = RunState(
                     run_id,
                     event,
@@ -289,6 +289,8 @@ class Ingestor:
         if state is None:
             _log.warning("event for a run that never started", run_id=run_id, kind=event.kind)
             return False, None
+        if (event.generation or 0) < state.generation:
+            return True, None  # late event of a superseded generation (follower restart)
         try:
             return True, state.apply(event, received_at)
         except Exception:

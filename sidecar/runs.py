@@ -19,7 +19,7 @@ import orjson
 from health.types import TaskIndex
 from sidecar.accounting import Accounting, RolloutKey, normalize_index
 from sidecar.engines import Engines
-from sidecar.events import Completed, Drained, Event, Failed, RunEnded, RunStarted, event_identity
+from sidecar.events import Completed, Drained, Event, Failed, Latency, RunEnded, RunStarted, event_identity
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -28,6 +28,7 @@ __all__ = [
     "DurationHistogram",
     "HealthView",
     "RunState",
+    "latency_ms",
 ]
 
 DURATION_BUCKETS: tuple[float, ...] = (
@@ -124,6 +125,7 @@ class RunState:
     ) -> None:
         self.run_id = run_id
         self.config = started
+        self.generation = started.generation or 0
         self.received_at = received_at
         self.started_at = started.started_at if started.started_at is not None else received_at
         self.plan = plan if plan is not None else started.plan
@@ -176,6 +178,8 @@ class RunState:
                 self._drained(event)
             elif isinstance(event, RunEnded):
                 self._ended(event, received_at)
+            elif isinstance(event, Latency):
+                self._latency(event)
             return None
         finally:
             self._clock.pinned = None
@@ -185,8 +189,7 @@ class RunState:
         row = _row(event)
         if row is None:
             return None
-        latency = event.latency_ms if event.latency_ms is not None else event.seconds * 1000.0
-        return self._engines.build_ng_perf(row, latency)
+        return self._engines.build_ng_perf(row, latency_ms(event))
 
     def _key(self, event: Completed | Failed | Drained) -> RolloutKey:
         task, rollout, _ = event_identity(event)
@@ -194,8 +197,9 @@ class RunState:
 
     def _completed(self, event: Completed) -> dict[str, Any] | None:
         self.completed += 1
-        self.tracker.record(event.seconds)
-        self.durations["completed"].observe(event.seconds)
+        if event.seconds is not None:
+            self.tracker.record(event.seconds)
+            self.durations["completed"].observe(event.seconds)
         row = _row(event)
         ng_perf = self.ng_perf_for(event)
         if row is not None and row.get(_NO_PERSIST_KEY):
@@ -256,6 +260,19 @@ class RunState:
         terminal = event.terminal if event.terminal is not None else bool(event.row.get(_TERMINAL_KEY))
         self._count_failure(failure_class, terminal)
         self._settle(self.accounting.failed(self._key(event), terminal=terminal))
+
+    def _latency(self, event: Latency) -> None:
+        """Identity-less tracker call (RemoteLatencyTracker): tracker, histogram, drained count only."""
+        if event.op == "record_drained":
+            self.drained += 1
+            self.tracker.record_drained()
+        elif event.seconds is not None:
+            if event.op == "record":
+                self.tracker.record(event.seconds)
+                self.durations["completed"].observe(event.seconds)
+            else:
+                self.tracker.record_failure(event.seconds)
+                self.durations["failed"].observe(event.seconds)
 
     def _drained(self, event: Drained) -> None:
         self.drained += 1
@@ -343,6 +360,13 @@ class RunState:
             "events": {"completed": self.completed, "failed": failed, "drained": self.drained},
             "health": {"tasks_closed": len(self._closed)},
         }
+
+
+def latency_ms(event: Completed) -> float | None:
+    """``ng_perf.total_latency_ms`` of a completion: ``latency_ms``, else ``seconds * 1000``, else none."""
+    if event.latency_ms is not None:
+        return event.latency_ms
+    return None if event.seconds is None else event.seconds * 1000.0
 
 
 def _row(event: Completed) -> dict[str, Any] | None:
