@@ -31,7 +31,7 @@ def _part(value: object) -> tuple[int, Any]:
 def _digests(case: dict[str, Any]) -> list[RolloutDigest]:
     path = f"{case['run_dir']}/{case['rollout_file'] or 'rollouts.jsonl'}"
     ignored = frozenset(case["ignored_checks"])
-    digests = []
+    digests: list[RolloutDigest] = []
     for number, line in enumerate(case["input_jsonl"].encode().split(b"\n"), start=1):
         if line.strip():
             digests.append(
