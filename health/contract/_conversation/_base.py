@@ -1,0 +1,29 @@
+"""Base classes mirroring the two flavours of Responses-API types.
+
+Response objects are models that keep unknown keys (``extra="allow"``), so unknown keys survive into the
+canonical dump. Request "params" are typed dicts that silently drop unknown keys. The difference matters:
+an unknown key nested deeper than the dump limit fails the dump only where it is kept.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["DROP_EXTRAS", "ItemStatus", "OpenModel"]
+
+ItemStatus = Literal["in_progress", "completed", "incomplete"]
+
+
+class OpenModel(BaseModel):
+    """A response object: unknown keys are accepted and kept (unless the model says ``DROP_EXTRAS``)."""
+
+    model_config = ConfigDict(extra="allow", protected_namespaces=(), defer_build=True)
+
+    item_tag: ClassVar[str | None] = None
+    """Union tag of a conversation item model (set by the union); lets serialization find the member."""
+
+
+DROP_EXTRAS = ConfigDict(extra="ignore")
+"""Config of the (message and function-call) models whose unknown keys are dropped from the dump."""

@@ -1,0 +1,50 @@
+"""The three ``message`` shapes: easy input message, input message and output message."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator
+
+from ._base import DROP_EXTRAS, ItemStatus, OpenModel
+from ._parts import InputPart, OutputPart, check_input_video_part
+
+__all__ = ["EasyInputMessage", "InputMessage", "OutputMessage", "Phase"]
+
+Phase = Literal["commentary", "final_answer"]
+CheckedInputPart = Annotated[InputPart, BeforeValidator(check_input_video_part)]
+
+
+class EasyInputMessage(OpenModel):
+    """``{"role", "content"}`` with string or input-part content; the most common item."""
+    model_config = DROP_EXTRAS
+
+
+    content: str | list[CheckedInputPart]
+    role: Literal["user", "assistant", "system", "developer"]
+    type: Literal["message"] = "message"
+    phase: Phase | None = None
+
+
+class InputMessage(OpenModel):
+    """An input message with part-list content and an explicit status."""
+    model_config = DROP_EXTRAS
+
+
+    content: list[CheckedInputPart]
+    role: Literal["user", "system", "developer"]
+    status: ItemStatus | None = None
+    type: Literal["message"] = "message"
+
+
+class OutputMessage(OpenModel):
+    """A model's output message: ``output_text`` / ``refusal`` parts and an id."""
+    model_config = DROP_EXTRAS
+
+
+    id: str
+    content: list[OutputPart]
+    role: Literal["assistant"] = "assistant"
+    status: ItemStatus = "completed"
+    type: Literal["message"] = "message"
+    phase: Phase | None = None

@@ -1,0 +1,82 @@
+"""``…__training`` variants: items that carry the generation's token ids and log-probs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import TypedDict
+
+from ._base import OpenModel
+from ._messages import EasyInputMessage, InputMessage, OutputMessage
+from ._tool_items import FunctionCall, Reasoning
+
+__all__ = ["TOKEN_KEYS", "TRAINING_MODELS", "check_token_metadata"]
+
+TOKEN_KEYS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
+_ANY_TOKEN_KEY = (*TOKEN_KEYS, "routed_experts")
+
+RoutedExperts = list[list[list[int]]] | str | None
+
+
+class _TokenFields(TypedDict):
+    prompt_token_ids: list[int]
+    generation_token_ids: list[int]
+    generation_log_probs: list[float]
+
+
+_TOKENS = TypeAdapter(_TokenFields)
+_EXPERTS: TypeAdapter[RoutedExperts] = TypeAdapter(RoutedExperts)
+
+
+def check_token_metadata(value: Any) -> Any:
+    """Token metadata (on any item) is all-or-nothing and type-checked before the item is routed."""
+    if isinstance(value, dict) and any(key in value for key in _ANY_TOKEN_KEY):
+        missing = [key for key in TOKEN_KEYS if key not in value]
+        if missing:
+            raise ValueError(
+                f"Token metadata must include all required fields; missing: {', '.join(sorted(missing))}"
+            )
+        try:
+            _TOKENS.validate_python({key: value[key] for key in TOKEN_KEYS})
+            if "routed_experts" in value:
+                _EXPERTS.validate_python(value["routed_experts"])
+        except ValidationError as exc:
+            raise ValueError(f"invalid token metadata: {exc.errors()[0]['loc']}") from None
+    return value
+
+
+class _TokenMetadata(OpenModel):
+    prompt_token_ids: list[int]
+    generation_token_ids: list[int]
+    generation_log_probs: list[float]
+    routed_experts: RoutedExperts = None
+
+
+class EasyInputMessageForTraining(_TokenMetadata, EasyInputMessage):
+    pass
+
+
+class InputMessageForTraining(_TokenMetadata, InputMessage):
+    pass
+
+
+class OutputMessageForTraining(_TokenMetadata, OutputMessage):
+    pass
+
+
+class FunctionCallForTraining(_TokenMetadata, FunctionCall):
+    pass
+
+
+class ReasoningForTraining(_TokenMetadata, Reasoning):
+    pass
+
+
+TRAINING_MODELS: dict[str, type[OpenModel]] = {
+    "easy_message": EasyInputMessageForTraining,
+    "input_message": InputMessageForTraining,
+    "output_message": OutputMessageForTraining,
+    "function_call": FunctionCallForTraining,
+    "reasoning": ReasoningForTraining,
+}

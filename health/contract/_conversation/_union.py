@@ -1,0 +1,85 @@
+"""The conversation item union: a tagged union routed by :func:`item_tag`, behind the token check."""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+from pydantic import BeforeValidator, Discriminator, Tag
+
+from ._base import OpenModel
+from ._builtin_items import (
+    ApplyPatchCall,
+    ApplyPatchCallOutput,
+    CodeInterpreterCall,
+    Compaction,
+    ComputerCall,
+    ComputerCallOutput,
+    FileSearchCall,
+    ImageGenerationCall,
+    LocalShellCall,
+    LocalShellCallOutput,
+    ShellCall,
+    ShellCallOutput,
+    WebSearchCall,
+)
+from ._messages import EasyInputMessage, InputMessage, OutputMessage
+from ._routing import item_tag
+from ._tool_items import (
+    CustomToolCall,
+    CustomToolCallOutput,
+    FunctionCall,
+    FunctionCallOutput,
+    McpApprovalRequest,
+    McpApprovalResponse,
+    McpCall,
+    McpListTools,
+    Reasoning,
+)
+from ._tools import AdditionalTools, CompactionTrigger, ToolSearchCall, ToolSearchOutput
+from ._training import TRAINING_MODELS, check_token_metadata
+
+__all__ = ["ConversationItem", "ITEM_MODELS"]
+
+ITEM_MODELS: dict[str, type[OpenModel]] = {
+    "easy_message": EasyInputMessage,
+    "input_message": InputMessage,
+    "output_message": OutputMessage,
+    "function_call": FunctionCall,
+    "function_call_output": FunctionCallOutput,
+    "reasoning": Reasoning,
+    "mcp_call": McpCall,
+    "mcp_list_tools": McpListTools,
+    "mcp_approval_request": McpApprovalRequest,
+    "file_search_call": FileSearchCall,
+    "web_search_call": WebSearchCall,
+    "computer_call": ComputerCall,
+    "image_generation_call": ImageGenerationCall,
+    "code_interpreter_call": CodeInterpreterCall,
+    "local_shell_call": LocalShellCall,
+    "custom_tool_call": CustomToolCall,
+    "computer_call_output": ComputerCallOutput,
+    "custom_tool_call_output": CustomToolCallOutput,
+    "local_shell_call_output": LocalShellCallOutput,
+    "mcp_approval_response": McpApprovalResponse,
+    "apply_patch_call": ApplyPatchCall,
+    "apply_patch_call_output": ApplyPatchCallOutput,
+    "compaction": Compaction,
+    "shell_call": ShellCall,
+    "shell_call_output": ShellCallOutput,
+    "tool_search_call": ToolSearchCall,
+    "tool_search_output": ToolSearchOutput,
+    "compaction_trigger": CompactionTrigger,
+    "additional_tools": AdditionalTools,
+    **{f"{tag}__training": model for tag, model in TRAINING_MODELS.items()},
+}
+
+for _tag, _model in ITEM_MODELS.items():
+    _model.item_tag = _tag
+
+_members = tuple(Annotated[model, Tag(tag)] for tag, model in ITEM_MODELS.items())
+
+ConversationItem = Annotated[
+    Annotated[Union[_members], Discriminator(item_tag)],  # type: ignore[valid-type]  # noqa: UP007
+    BeforeValidator(check_token_metadata),
+]
+"""One ``AgentInvocation.conversation`` item; use as ``list[ConversationItem]``."""
