@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,9 +19,11 @@ import orjson
 import structlog
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sidecar.events import EVENT_KINDS, EventBatch
 from sidecar.ingest import PlanError, UnknownRun
@@ -29,7 +32,7 @@ from sidecar.metrics import render
 from sidecar.runs import RunState
 from sidecar.service import Service
 
-__all__ = ["RUN_ID_PATTERN", "create_app", "json_depth", "too_deep"]
+__all__ = ["RUN_ID_PATTERN", "ServerTiming", "create_app", "json_depth", "too_deep"]
 
 _log = structlog.get_logger("sidecar.app")
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
@@ -274,6 +277,28 @@ class _Handlers:
         )
 
 
+class ServerTiming:
+    """ASGI middleware adding ``Server-Timing: app;dur=<ms>`` (handler time, no network or queueing
+    in the kernel), so latency seen by a client can be told apart from time spent in the service."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+
+        async def timed_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                took = (time.perf_counter() - started) * 1000.0
+                message["headers"] = [*message.get("headers", ()), (b"server-timing", b"app;dur=%.3f" % took)]
+            await send(message)
+
+        await self.app(scope, receive, timed_send)
+
+
 def create_app(service: Service) -> Starlette:
     """The ASGI app over ``service``; its lifespan starts the service if the runner has not."""
     handlers = _Handlers(service)
@@ -311,6 +336,11 @@ def create_app(service: Service) -> Starlette:
             405,
         )
 
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_allowed})
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={404: not_found, 405: not_allowed},
+        middleware=[Middleware(ServerTiming)],
+    )
     app.state.service = service
     return app
