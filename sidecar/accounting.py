@@ -68,7 +68,15 @@ class AccountingSnapshot:
 class Accounting:
     """Status of every rollout heard of, and completeness of planned tasks."""
 
-    __slots__ = ("_complete", "_failed_attempts", "_max_attempts", "_plan", "_resolved", "_status")
+    __slots__ = (
+        "_complete",
+        "_failed_attempts",
+        "_max_attempts",
+        "_plan",
+        "_resolved",
+        "_status",
+        "_with_success",
+    )
 
     def __init__(self, plan: dict[str, int] | None, max_attempts: int) -> None:
         self._plan = plan
@@ -76,6 +84,7 @@ class Accounting:
         self._status: dict[RolloutKey, int] = {}
         self._resolved: dict[str, int] = {}
         self._complete: set[str] = set()
+        self._with_success: set[str] = set()
         self._failed_attempts = 0
 
     @property
@@ -90,7 +99,8 @@ class Accounting:
         return repeats is not None and isinstance(rollout, int) and 0 <= rollout < repeats
 
     def _update(self, key: RolloutKey, bits: int, attempts: int = 0) -> int | str | None:
-        """Set bits; return the task index if this made a planned task complete."""
+        """Set bits; return the task index if this completed a planned task that has a success
+        (only those have rows, hence digests, to close)."""
         old = self._status.get(key, 0)
         new = (old | bits) + (attempts << _ATTEMPT_SHIFT)
         attempts_now = new >> _ATTEMPT_SHIFT
@@ -99,14 +109,17 @@ class Accounting:
         ):
             new |= _RESOLVED
         self._status[key] = new
-        if new & _RESOLVED and not old & _RESOLVED and self._planned(key):
+        planned = self._planned(key)
+        if planned and new & _SUCCEEDED:
+            self._with_success.add(str(key[0]))
+        if new & _RESOLVED and not old & _RESOLVED and planned:
             task = str(key[0])
             done = self._resolved.get(task, 0) + 1
             self._resolved[task] = done
             assert self._plan is not None
             if done >= self._plan[task] and task not in self._complete:
                 self._complete.add(task)
-                return key[0]
+                return key[0] if task in self._with_success else None
         return None
 
     def succeeded(self, key: RolloutKey) -> int | str | None:
@@ -121,6 +134,14 @@ class Accounting:
 
     def is_complete(self, task: str) -> bool:
         return task in self._complete
+
+    def succeeded_tasks(self) -> list[int | str]:
+        """Every task with at least one success, in first-seen order (O(rollouts); for run end)."""
+        seen: dict[int | str, None] = {}
+        for (task, _), status in self._status.items():
+            if status & _SUCCEEDED:
+                seen[task] = None
+        return list(seen)
 
     def snapshot(self) -> AccountingSnapshot:
         succeeded = failed = terminal = drained = unplanned = 0

@@ -146,8 +146,6 @@ class RunState:
         self.tokens = dict.fromkeys(TOKEN_KINDS, 0)
         self.perf_rollouts = 0
         self._next_ordinal = 0
-        # Task index objects shared with the reducer's digests, so the set costs one slot each.
-        self._digested: set[TaskIndex] = set()
         self._closed: dict[TaskIndex, tuple[str, ...]] = {}
         self._health_interval_s = health_interval_s
         self._health_cache: tuple[float, HealthView] | None = None
@@ -213,7 +211,6 @@ class RunState:
             return ng_perf
         digest = self._digest(event, row)
         task = self._engines.digest_task_index(digest)
-        self._digested.add(task)
         self.reducer.add_compact(digest)
         if ng_perf is None and row is not None and isinstance(row.get("ng_perf"), dict):
             ng_perf = row["ng_perf"]  # attach_ng_perf keeps an agent-supplied object it cannot rebuild
@@ -281,11 +278,11 @@ class RunState:
 
     def _ended(self, event: RunEnded, received_at: float) -> None:
         self.ended_at = event.ended_at if event.ended_at is not None else received_at
-        for task in list(self._digested):
+        for task in self.accounting.succeeded_tasks():
             self._close(task)
 
     def _settle(self, task: TaskIndex | None) -> None:
-        if task is not None and task in self._digested:
+        if task is not None:
             self._close(task)
 
     def _close(self, task: TaskIndex) -> None:
