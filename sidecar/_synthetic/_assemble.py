@@ -96,8 +96,9 @@ def assemble_row(
 ) -> JSON:
     """The result row, keys in the order the agent reply and the collector's stamping give them."""
     task_index, rollout_index, attempt_index = identity
-    usage = _usage(built.model_calls)
+    usage = _usage(built.model_calls)  # the agent's own calls: a judge's tokens are not the rollout's
     apply_trajectory_fault(built, fault, rng)
+    built.model_calls.extend(built.auxiliary_calls)
     reward = 1.0 if rng.random() < 0.55 else 0.0
     row: JSON = {
         "responses_create_params": create_params(question),

@@ -9,7 +9,7 @@ from typing import Any, Final
 from . import _items as items
 from ._text import hex_id, text
 
-__all__ = ["MAX_OUTPUT_TOKENS", "MODEL_NAME", "CallFactory", "Timing", "output_chars"]
+__all__ = ["MAX_OUTPUT_TOKENS", "MODEL_NAME", "CallFactory", "Timing", "judge_call", "output_chars"]
 
 JSON = dict[str, Any]
 
@@ -254,3 +254,48 @@ class CallFactory:
             "token_stats": tokens,
         }
         return call, content.output
+
+
+def judge_call(rng: random.Random, question: str, answer: str, timing: Timing) -> JSON:
+    """An auxiliary grading call on another model, captured but referenced by no invocation."""
+    prompt = f"Question:\n{question}\n\nCandidate answer:\n{answer}\n\nIs the answer correct?"
+    verdict = rng.choice(("Verdict: correct.", "Verdict: incorrect."))
+    response_id = f"chatcmpl-{hex_id(rng, 64)}"
+    tokens = {
+        "prompt_tokens": len(prompt) // 4 + 24,
+        "completion_tokens": len(verdict) // 4 + 1,
+        "reasoning_tokens": None,
+        "total_tokens": len(prompt) // 4 + len(verdict) // 4 + 25,
+        "cached_tokens": None,
+    }
+    usage = {k: tokens[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    duration_ms = round((timing.end - timing.start) * 1000.0, 3)
+    return {
+        "model_call_id": hex_id(rng),
+        "started_at": round(timing.start, 6),
+        "completed_at": round(timing.end, 6),
+        "duration_ms": duration_ms,
+        "request": {
+            "model": "gym-judge-model",
+            "messages": [
+                {"role": "system", "content": "You grade answers. Reply with a verdict."},
+                {"role": "user", "content": prompt},
+            ],
+            "max_tokens": 64,
+        },
+        "response": items.chat_response(
+            response_id, "gym-judge-model", timing.start, verdict, None, "stop", usage
+        ),
+        "response_metadata": {
+            "response_id": response_id,
+            "model_ref": {"type": "responses_api_models", "name": "judge_model"},
+            "model": "gym-judge-model",
+            "dialect": "chat",
+            "status_code": 200,
+            "response_status": None,
+            "finish_reason": "stop",
+            "error_category": None,
+            "latency_ttft_ms": round(duration_ms * 0.3, 2),
+        },
+        "token_stats": tokens,
+    }

@@ -120,6 +120,8 @@ class SyntheticConfig:
     max_attempts: int = 3
     drained_fraction: float = 0.0
     """Share of rollouts, at the end of the run, that the dispatch budget never starts."""
+    judge_call_probability: float = 0.0
+    """Share of rollouts ending with a judge call on another model that no invocation references."""
     model_call_capture: bool = True
     """Attach ``ng_model_call_capture`` (per-call metadata), as runs with capture enabled do."""
     concurrency: int = 64
@@ -147,6 +149,7 @@ class SyntheticConfig:
             "terminal_failure_fraction",
             "drained_fraction",
             "broken_task_fraction",
+            "judge_call_probability",
         ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:

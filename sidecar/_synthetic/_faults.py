@@ -76,6 +76,18 @@ def _malformed_response(built: BuiltRollout, rng: random.Random) -> None:
     }
 
 
+def _observation_gap(built: BuiltRollout, rng: random.Random) -> None:
+    """A projection that admits a gap; a third are harnesses that capture calls only."""
+    if rng.random() < 1 / 3:  # the shape of real rows from harnesses without turn capture
+        built.invocations.clear()
+        built.turns.clear()
+        built.tool_calls.clear()
+        for code in ("turns_unavailable", "conversation_unavailable"):
+            built.gaps.append({"code": code, "invocation_id": None, "detail": None})
+        return
+    built.gaps.append({"code": rng.choice(_UNOBSERVING_GAPS), "invocation_id": None, "detail": None})
+
+
 def apply_trajectory_fault(built: BuiltRollout, fault: str | None, rng: random.Random) -> None:
     """Edit the laid-out trajectory for the faults that live in ``ng_trajectory``."""
     if fault == "missing_turns":
@@ -87,7 +99,7 @@ def apply_trajectory_fault(built: BuiltRollout, fault: str | None, rng: random.R
     elif fault == "capture_mismatch":
         _capture_mismatch(built, rng)
     elif fault == "observation_gap":
-        built.gaps.append({"code": rng.choice(_UNOBSERVING_GAPS), "invocation_id": None, "detail": None})
+        _observation_gap(built, rng)
 
 
 def _invalidate(trajectory: JSON, rng: random.Random) -> None:

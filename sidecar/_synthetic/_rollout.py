@@ -15,7 +15,7 @@ from typing import Any, Final
 import orjson
 
 from . import _items as items
-from ._calls import CallFactory, Timing, output_chars
+from ._calls import CallFactory, Timing, judge_call, output_chars
 from ._config import SyntheticConfig
 from ._text import hex_id, text, words
 
@@ -29,6 +29,7 @@ PRE_ATTEMPT_FAULTS: Final = {
     "zero_completion_tokens": "empty",
 }
 """Faults laid out as an extra, discarded attempt just before a normal step (then retried)."""
+_TOOL_ERROR_RATE: Final = 0.05
 
 
 @dataclass(slots=True)
@@ -45,6 +46,8 @@ class BuiltRollout:
     gaps: list[JSON] = field(default_factory=list)
     final_output: list[JSON] = field(default_factory=list)
     """Responses-API output items of the main agent's last step (the row's top-level ``response``)."""
+    auxiliary_calls: list[JSON] = field(default_factory=list)
+    """Captured calls no invocation references (a judge); appended to ``model_calls`` last."""
 
 
 @dataclass(slots=True)
@@ -95,6 +98,7 @@ class _Walker:
         self.scale = config.text_scale
         self.pre_attempt = PRE_ATTEMPT_FAULTS.get(fault or "")
         self.calls = CallFactory(rng, out.dialect, config.payload_bytes_per_call, config.policy_model)
+        self.sandbox_id = f"sandbox-{hex_id(rng, 48)}"
 
     def _call(
         self,
@@ -207,21 +211,26 @@ class _Walker:
             saved, self.calls.prev_prompt = self.calls.prev_prompt, 0
             result = self.invocation(sub_id, sub_plan, inner, invocation_id, call_id)[:2000]
             self.calls.prev_prompt = saved
+            status, error_type = "completed", None
         else:
             result = text(self.rng, _scaled(self.rng, 100, 700, self.scale))
+            status, error_type = "completed", None
+            if self.rng.random() < _TOOL_ERROR_RATE:
+                status, error_type = "failed", "CommandError"
+                result = f"Error: command exited with status 1\n{result[:200]}"
         self.out.tool_calls.append(
             {
                 "kind": "tool_call",
                 "invocation_id": invocation_id,
                 "tool_call_id": call_id,
-                "sandbox_id": None,
+                "sandbox_id": None if kind == "spawn" else self.sandbox_id,
                 "tool_name": tool_call["name"],
                 "started_at": round(timing.start, 6),
                 "completed_at": round(timing.end, 6),
                 "duration_ms": _ms(timing),
                 "timing_source": "harness",
-                "status": "completed",
-                "error_type": None,
+                "status": status,
+                "error_type": error_type,
                 "output": result,
             }
         )
@@ -292,7 +301,11 @@ def build_rollout(
     out = BuiltRollout(task_id=str(task_index), rollout_id=rollout_id, dialect=dialect)
     plan = _main_plan(rng, config, question, fault)
     start, end = window
-    _Walker(rng, config, out, fault).invocation(
-        "main", plan, Timing(start + min(0.5, 0.01 * (end - start)), end), None, None
+    judged = rng.random() < config.judge_call_probability
+    agent_end = end - min(5.0, 0.03 * (end - start)) if judged else end
+    answer = _Walker(rng, config, out, fault).invocation(
+        "main", plan, Timing(start + min(0.5, 0.01 * (end - start)), agent_end), None, None
     )
+    if judged:
+        out.auxiliary_calls.append(judge_call(rng, question[:2000], answer[:2000], Timing(agent_end, end)))
     return out

@@ -149,6 +149,18 @@ class TestHealthyRows:
             assert starts == sorted(starts)
             assert event.started_at <= starts[0] and calls[-1]["completed_at"] <= event.finished_at + 1e-3
 
+    def test_judge_calls_are_captured_but_owned_by_no_invocation(self) -> None:
+        judged = 0
+        for row in generate_rows(replace(SMALL, judge_call_probability=0.5), 7):
+            trajectory = row["ng_trajectory"]
+            owned = {ref["model_call_id"] for inv in trajectory["invocations"] for ref in inv["model_calls"]}
+            policy = [c for c in trajectory["model_calls"] if c["model_call_id"] in owned]
+            others = [c for c in trajectory["model_calls"] if c["model_call_id"] not in owned]
+            judged += len(others)
+            assert all(c["response_metadata"]["model_ref"]["name"] == "judge_model" for c in others)
+            assert row["response"]["usage"]["input_tokens"] == _tokens(policy, "prompt_tokens")
+        assert judged > 0
+
     def test_subagents_and_tool_calls_are_linked(self) -> None:
         rows = list(generate_rows(replace(SMALL, subagent_probability=1.0, tool_call_probability=1.0), 3))
         spawned = 0
