@@ -29,9 +29,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pydantic import TypeAdapter, ValidationError  # noqa: E402
+from pydantic import TypeAdapter, ValidationError
 
-from health.contract.conversation import ConversationItem, item_tag  # noqa: E402
+from health.contract.conversation import ConversationItem, item_tag
 
 _ORACLE_SERVER = r"""
 import json, sys, warnings
@@ -58,7 +58,26 @@ for line in sys.stdin:
     sys.stdout.write(json.dumps(out, default=str) + "\n"); sys.stdout.flush()
 """
 
-BATTERY: list[Any] = [None, "s", "", "12", "true", 0, 1, 2, -1, 1.5, True, False, [], {}, ["s"], [1], [{}], {"a": 1}]
+BATTERY: list[Any] = [
+    None,
+    "s",
+    "",
+    "12",
+    "true",
+    0,
+    1,
+    2,
+    -1,
+    1.5,
+    True,
+    False,
+    [],
+    {},
+    ["s"],
+    [1],
+    [{}],
+    {"a": 1},
+]
 
 MESSAGE_BASES: list[dict[str, Any]] = [
     {"type": "message", "role": "user", "content": "hi"},
@@ -66,87 +85,297 @@ MESSAGE_BASES: list[dict[str, Any]] = [
     {"type": "message", "role": "developer", "content": "rules"},
     {"type": "message", "role": "assistant", "content": "hello"},
     {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}]},
-    {"type": "message", "role": "user", "content": [{"type": "input_image", "detail": "auto", "image_url": "u"}]},
+    {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_image", "detail": "auto", "image_url": "u"}],
+    },
     {"type": "message", "role": "user", "content": [{"type": "input_file", "file_id": "f", "filename": "x"}]},
     {"type": "message", "role": "user", "content": [{"type": "input_video", "video_url": "u"}]},
-    {"type": "message", "role": "user", "status": "completed", "content": [{"type": "input_text", "text": "a"}]},
-    {"type": "message", "role": "assistant", "id": "m", "status": "completed", "content": [
-        {"type": "output_text", "text": "a", "annotations": [], "logprobs": [
-            {"token": "a", "bytes": [97], "logprob": -0.1, "top_logprobs": [{"token": "a", "bytes": [97], "logprob": -0.1}]}
-        ]}]},
+    {
+        "type": "message",
+        "role": "user",
+        "status": "completed",
+        "content": [{"type": "input_text", "text": "a"}],
+    },
+    {
+        "type": "message",
+        "role": "assistant",
+        "id": "m",
+        "status": "completed",
+        "content": [
+            {
+                "type": "output_text",
+                "text": "a",
+                "annotations": [],
+                "logprobs": [
+                    {
+                        "token": "a",
+                        "bytes": [97],
+                        "logprob": -0.1,
+                        "top_logprobs": [{"token": "a", "bytes": [97], "logprob": -0.1}],
+                    }
+                ],
+            }
+        ],
+    },
     {"type": "message", "role": "assistant", "id": "m", "content": [{"type": "refusal", "refusal": "no"}]},
-    {"type": "message", "role": "assistant", "id": "m", "content": [{"type": "output_text", "text": "a", "annotations": [
-        {"type": "file_citation", "file_id": "f", "filename": "n", "index": 0},
-        {"type": "url_citation", "url": "u", "title": "t", "start_index": 0, "end_index": 1},
-        {"type": "container_file_citation", "container_id": "c", "file_id": "f", "filename": "n",
-         "start_index": 0, "end_index": 1},
-        {"type": "file_path", "file_id": "f", "index": 0}]}]},
+    {
+        "type": "message",
+        "role": "assistant",
+        "id": "m",
+        "content": [
+            {"type": "output_text", "text": "a", "annotations": []},
+            {"type": "refusal", "refusal": "no"},
+            {"type": "output_text", "text": "b", "annotations": []},
+        ],
+    },
+    {
+        "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "a"},
+            {"type": "input_image", "detail": "low"},
+            {"type": "input_file", "file_data": "d"},
+        ],
+    },
+    {
+        "type": "message",
+        "role": "assistant",
+        "id": "m",
+        "content": [
+            {
+                "type": "output_text",
+                "text": "a",
+                "annotations": [
+                    {"type": "file_citation", "file_id": "f", "filename": "n", "index": 0},
+                    {"type": "url_citation", "url": "u", "title": "t", "start_index": 0, "end_index": 1},
+                    {
+                        "type": "container_file_citation",
+                        "container_id": "c",
+                        "file_id": "f",
+                        "filename": "n",
+                        "start_index": 0,
+                        "end_index": 1,
+                    },
+                    {"type": "file_path", "file_id": "f", "index": 0},
+                ],
+            }
+        ],
+    },
 ]
 
 TOOL_BASES: list[dict[str, Any]] = [
-    {"type": "function_call", "call_id": "c", "name": "n", "arguments": "{}", "id": "i", "status": "completed"},
+    {
+        "type": "function_call",
+        "call_id": "c",
+        "name": "n",
+        "arguments": "{}",
+        "id": "i",
+        "status": "completed",
+    },
     {"type": "function_call_output", "call_id": "c", "output": "o"},
-    {"type": "function_call_output", "call_id": "c", "output": [
-        {"type": "input_text", "text": "t"}, {"type": "input_image", "image_url": "u"},
-        {"type": "input_file", "file_id": "f"}]},
-    {"type": "reasoning", "id": "r", "summary": [{"type": "summary_text", "text": "t"}],
-     "content": [{"type": "reasoning_text", "text": "t"}], "encrypted_content": "e"},
+    {
+        "type": "function_call_output",
+        "call_id": "c",
+        "output": [
+            {"type": "input_text", "text": "t"},
+            {"type": "input_image", "image_url": "u"},
+            {"type": "input_file", "file_id": "f"},
+        ],
+    },
+    {
+        "type": "reasoning",
+        "id": "r",
+        "summary": [{"type": "summary_text", "text": "t"}],
+        "content": [{"type": "reasoning_text", "text": "t"}],
+        "encrypted_content": "e",
+    },
     {"type": "custom_tool_call", "call_id": "c", "name": "n", "input": "x", "caller": {"type": "direct"}},
-    {"type": "custom_tool_call", "call_id": "c", "name": "n", "input": "x",
-     "caller": {"type": "program", "caller_id": "p"}},
+    {
+        "type": "custom_tool_call",
+        "call_id": "c",
+        "name": "n",
+        "input": "x",
+        "caller": {"type": "program", "caller_id": "p"},
+    },
     {"type": "custom_tool_call_output", "call_id": "c", "output": "o"},
-    {"type": "custom_tool_call_output", "call_id": "c", "output": [
-        {"type": "input_text", "text": "t"}, {"type": "input_image", "detail": "auto"}, {"type": "input_file"}]},
-    {"type": "mcp_call", "id": "i", "name": "n", "arguments": "{}", "server_label": "s", "output": "o",
-     "error": {"type": "http_error", "code": 500, "message": "m"}},
-    {"type": "mcp_call", "name": "n", "arguments": "{}", "error": {"type": "mcp_protocol_error", "code": 1, "message": "m"}},
-    {"type": "mcp_call", "name": "n", "arguments": "{}", "error": {"type": "mcp_tool_execution_error", "content": []}},
+    {
+        "type": "custom_tool_call_output",
+        "call_id": "c",
+        "output": [
+            {"type": "input_text", "text": "t"},
+            {"type": "input_image", "detail": "auto"},
+            {"type": "input_file"},
+        ],
+    },
+    {
+        "type": "mcp_call",
+        "id": "i",
+        "name": "n",
+        "arguments": "{}",
+        "server_label": "s",
+        "output": "o",
+        "error": {"type": "http_error", "code": 500, "message": "m"},
+    },
+    {
+        "type": "mcp_call",
+        "name": "n",
+        "arguments": "{}",
+        "error": {"type": "mcp_protocol_error", "code": 1, "message": "m"},
+    },
+    {
+        "type": "mcp_call",
+        "name": "n",
+        "arguments": "{}",
+        "error": {"type": "mcp_tool_execution_error", "content": []},
+    },
     {"type": "mcp_list_tools", "id": "i", "server_label": "s", "tools": [{"name": "t", "input_schema": {}}]},
     {"type": "mcp_approval_request", "id": "i", "name": "n", "arguments": "{}", "server_label": "s"},
     {"type": "mcp_approval_response", "approval_request_id": "a", "approve": True, "reason": "r"},
 ]
 
 BUILTIN_BASES: list[dict[str, Any]] = [
-    {"type": "file_search_call", "id": "i", "queries": ["q"], "status": "completed",
-     "results": [{"file_id": "f", "filename": "n", "score": 0.5, "text": "t", "attributes": {"k": "v"}}]},
-    {"type": "web_search_call", "id": "i", "status": "completed", "action": {"type": "search", "query": "q",
-     "sources": [{"type": "url", "url": "u"}]}},
-    {"type": "web_search_call", "id": "i", "status": "completed", "action": {"type": "open_page", "url": "u"}},
-    {"type": "web_search_call", "id": "i", "status": "completed",
-     "action": {"type": "find_in_page", "url": "u", "pattern": "p"}},
-    {"type": "computer_call", "id": "i", "call_id": "c", "status": "completed",
-     "pending_safety_checks": [{"id": "s", "code": "c", "message": "m"}],
-     "action": {"type": "click", "button": "left", "x": 1, "y": 2}},
-    {"type": "computer_call", "id": "i", "call_id": "c", "status": "completed", "pending_safety_checks": [],
-     "actions": [{"type": "double_click", "x": 1, "y": 2}, {"type": "drag", "path": [{"x": 1, "y": 2}]},
-                 {"type": "keypress", "keys": ["a"]}, {"type": "move", "x": 1, "y": 2}, {"type": "screenshot"},
-                 {"type": "scroll", "x": 1, "y": 2, "scroll_x": 0, "scroll_y": 3}, {"type": "type", "text": "t"},
-                 {"type": "wait"}]},
-    {"type": "computer_call_output", "call_id": "c", "output": {"type": "computer_screenshot", "image_url": "u"},
-     "acknowledged_safety_checks": [{"id": "s"}]},
-    {"type": "image_generation_call", "id": "i", "status": "completed", "result": "b64", "size": "1024x1024",
-     "error": {"type": "e", "message": "m"}},
-    {"type": "image_generation_call", "id": "i", "status": "completed", "svg_usage": {
-        "input_tokens": 1, "output_tokens": 1, "reasoning_tokens": 0, "total_tokens": 2, "model": "m"}},
-    {"type": "code_interpreter_call", "id": "i", "container_id": "c", "status": "completed", "code": "x",
-     "outputs": [{"type": "logs", "logs": "l"}, {"type": "image", "url": "u"}]},
-    {"type": "local_shell_call", "id": "i", "call_id": "c", "status": "completed",
-     "action": {"type": "exec", "command": ["ls"], "env": {"A": "b"}, "timeout_ms": 5}},
+    {
+        "type": "file_search_call",
+        "id": "i",
+        "queries": ["q"],
+        "status": "completed",
+        "results": [{"file_id": "f", "filename": "n", "score": 0.5, "text": "t", "attributes": {"k": "v"}}],
+    },
+    {
+        "type": "web_search_call",
+        "id": "i",
+        "status": "completed",
+        "action": {"type": "search", "query": "q", "sources": [{"type": "url", "url": "u"}]},
+    },
+    {
+        "type": "web_search_call",
+        "id": "i",
+        "status": "completed",
+        "action": {"type": "open_page", "url": "u"},
+    },
+    {
+        "type": "web_search_call",
+        "id": "i",
+        "status": "completed",
+        "action": {"type": "find_in_page", "url": "u", "pattern": "p"},
+    },
+    {
+        "type": "computer_call",
+        "id": "i",
+        "call_id": "c",
+        "status": "completed",
+        "pending_safety_checks": [{"id": "s", "code": "c", "message": "m"}],
+        "action": {"type": "click", "button": "left", "x": 1, "y": 2},
+    },
+    {
+        "type": "computer_call",
+        "id": "i",
+        "call_id": "c",
+        "status": "completed",
+        "pending_safety_checks": [],
+        "actions": [
+            {"type": "double_click", "x": 1, "y": 2},
+            {"type": "drag", "path": [{"x": 1, "y": 2}]},
+            {"type": "keypress", "keys": ["a"]},
+            {"type": "move", "x": 1, "y": 2},
+            {"type": "screenshot"},
+            {"type": "scroll", "x": 1, "y": 2, "scroll_x": 0, "scroll_y": 3},
+            {"type": "type", "text": "t"},
+            {"type": "wait"},
+        ],
+    },
+    {
+        "type": "computer_call_output",
+        "call_id": "c",
+        "output": {"type": "computer_screenshot", "image_url": "u"},
+        "acknowledged_safety_checks": [{"id": "s"}],
+    },
+    {
+        "type": "image_generation_call",
+        "id": "i",
+        "status": "completed",
+        "result": "b64",
+        "size": "1024x1024",
+        "error": {"type": "e", "message": "m"},
+    },
+    {
+        "type": "image_generation_call",
+        "id": "i",
+        "status": "completed",
+        "svg_usage": {
+            "input_tokens": 1,
+            "output_tokens": 1,
+            "reasoning_tokens": 0,
+            "total_tokens": 2,
+            "model": "m",
+        },
+    },
+    {
+        "type": "code_interpreter_call",
+        "id": "i",
+        "container_id": "c",
+        "status": "completed",
+        "code": "x",
+        "outputs": [{"type": "logs", "logs": "l"}, {"type": "image", "url": "u"}],
+    },
+    {
+        "type": "local_shell_call",
+        "id": "i",
+        "call_id": "c",
+        "status": "completed",
+        "action": {"type": "exec", "command": ["ls"], "env": {"A": "b"}, "timeout_ms": 5},
+    },
     {"type": "local_shell_call_output", "id": "i", "output": "o", "status": "completed"},
-    {"type": "apply_patch_call", "id": "i", "call_id": "c", "status": "completed",
-     "operation": {"type": "create_file", "path": "p", "diff": "d"}},
-    {"type": "apply_patch_call", "id": "i", "call_id": "c", "status": "completed",
-     "operation": {"type": "update_file", "path": "p", "diff": "d"}},
+    {
+        "type": "apply_patch_call",
+        "id": "i",
+        "call_id": "c",
+        "status": "completed",
+        "operation": {"type": "create_file", "path": "p", "diff": "d"},
+    },
+    {
+        "type": "apply_patch_call",
+        "id": "i",
+        "call_id": "c",
+        "status": "completed",
+        "operation": {"type": "update_file", "path": "p", "diff": "d"},
+    },
     {"type": "apply_patch_call_output", "id": "i", "call_id": "c", "status": "failed", "output": "o"},
     {"type": "compaction", "id": "i", "encrypted_content": "e"},
-    {"type": "shell_call", "id": "i", "call_id": "c", "status": "completed", "action": {"commands": ["ls"]},
-     "environment": {"type": "container_reference", "container_id": "c"}},
-    {"type": "shell_call_output", "id": "i", "call_id": "c", "status": "completed", "output": [
-        {"stdout": "o", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}},
-        {"stdout": "", "stderr": "", "outcome": {"type": "timeout"}}]},
-    {"type": "tool_search_call", "id": "i", "arguments": {"q": 1}, "execution": "server", "status": "completed"},
-    {"type": "tool_search_output", "id": "i", "execution": "server", "status": "completed",
-     "tools": [{"type": "function", "name": "f", "parameters": {}}]},
+    {
+        "type": "shell_call",
+        "id": "i",
+        "call_id": "c",
+        "status": "completed",
+        "action": {"commands": ["ls"]},
+        "environment": {"type": "container_reference", "container_id": "c"},
+    },
+    {
+        "type": "shell_call_output",
+        "id": "i",
+        "call_id": "c",
+        "status": "completed",
+        "output": [
+            {"stdout": "o", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}},
+            {"stdout": "", "stderr": "", "outcome": {"type": "timeout"}},
+        ],
+    },
+    {
+        "type": "tool_search_call",
+        "id": "i",
+        "arguments": {"q": 1},
+        "execution": "server",
+        "status": "completed",
+    },
+    {
+        "type": "tool_search_output",
+        "id": "i",
+        "execution": "server",
+        "status": "completed",
+        "tools": [{"type": "function", "name": "f", "parameters": {}}],
+    },
     {"type": "compaction_trigger"},
     {"type": "additional_tools", "role": "developer", "tools": [{"type": "custom", "name": "c"}]},
 ]
@@ -244,13 +473,52 @@ def _routing_cases() -> Iterator[Any]:
     out_part = {"type": "output_text", "text": "a", "annotations": []}
     in_part = {"type": "input_text", "text": "a"}
     for kind in ("message", None, "__absent__"):
-        for role in ("user", "assistant", "system", "developer", "tool", "zzz", None, 1, "__absent__", [], {}):
-            for content in ("x", [], [out_part], [in_part], [in_part, out_part], [out_part, in_part],
-                            [{"type": "refusal", "refusal": "r"}], [{}], ["s"], [[]], [{"type": []}], None, 5,
-                            "__absent__"):
-                for extra in ({}, {"id": "m"}, {"id": ""}, {"id": 5}, {"id": None}, {"status": "completed"},
-                              {"status": "in_progress"}, {"status": "zzz"}, {"status": None}, {"status": []},
-                              {"id": "m", "status": "incomplete"}, {"id": "m", "status": "zzz"}):
+        for role in (
+            "user",
+            "assistant",
+            "system",
+            "developer",
+            "tool",
+            "zzz",
+            None,
+            1,
+            "__absent__",
+            [],
+            {},
+        ):
+            for content in (
+                "x",
+                [],
+                [out_part],
+                [in_part],
+                [in_part, out_part],
+                [out_part, in_part],
+                [{"type": "refusal", "refusal": "r"}],
+                [{}],
+                ["s"],
+                [[]],
+                [{"type": []}],
+                [{"type": ["s"]}],
+                [{"refusal": "r"}],
+                [{"type": None, "refusal": "r"}],
+                None,
+                5,
+                "__absent__",
+            ):
+                for extra in (
+                    {},
+                    {"id": "m"},
+                    {"id": ""},
+                    {"id": 5},
+                    {"id": None},
+                    {"status": "completed"},
+                    {"status": "in_progress"},
+                    {"status": "zzz"},
+                    {"status": None},
+                    {"status": []},
+                    {"id": "m", "status": "incomplete"},
+                    {"id": "m", "status": "zzz"},
+                ):
                     item: dict[str, Any] = {}
                     if kind != "__absent__":
                         item["type"] = kind
@@ -263,9 +531,19 @@ def _routing_cases() -> Iterator[Any]:
 
 
 def _shape_cases() -> Iterator[Any]:
-    keys = {"call_id": ["c", 5], "output": ["o", 5], "name": ["n", 5], "arguments": ["{}", 5],
-            "id": ["i", 5], "summary": [[], 5], "input": ["x"], "role": ["user", "assistant"],
-            "content": ["x", []], "tools": [[], 5], "status": ["completed"]}
+    keys = {
+        "call_id": ["c", 5],
+        "output": ["o", 5],
+        "name": ["n", 5],
+        "arguments": ["{}", 5],
+        "id": ["i", 5],
+        "summary": [[], 5],
+        "input": ["x"],
+        "role": ["user", "assistant"],
+        "content": ["x", []],
+        "tools": [[], 5],
+        "status": ["completed"],
+    }
     names = list(keys)
     for i, first in enumerate(names):
         for second in names[i:]:
@@ -274,8 +552,22 @@ def _shape_cases() -> Iterator[Any]:
                     yield {first: v1, second: v2}
                     for third in ("call_id", "name", "id"):
                         yield {first: v1, second: v2, third: keys[third][0]}
-    yield from ["hi", 5, None, [], True, 1.5, {"type": 5}, {"type": []}, {"type": {}}, {"type": "zzz"},
-                {"type": ""}, {"type": "MESSAGE"}, {"type": None}, {}]
+    yield from [
+        "hi",
+        5,
+        None,
+        [],
+        True,
+        1.5,
+        {"type": 5},
+        {"type": []},
+        {"type": {}},
+        {"type": "zzz"},
+        {"type": ""},
+        {"type": "MESSAGE"},
+        {"type": None},
+        {},
+    ]
 
 
 def corpus() -> list[Any]:
@@ -283,8 +575,10 @@ def corpus() -> list[Any]:
     for base in MESSAGE_BASES + TOOL_BASES + BUILTIN_BASES:
         items.extend(_mutants(base))
     for tool in TOOL_DEFS:
-        for holder in ({"type": "additional_tools", "role": "developer"},
-                       {"type": "tool_search_output", "id": "i", "execution": "client", "status": "completed"}):
+        for holder in (
+            {"type": "additional_tools", "role": "developer"},
+            {"type": "tool_search_output", "id": "i", "execution": "client", "status": "completed"},
+        ):
             items.extend(_mutants({**holder, "tools": [tool]}))
     items.extend(_routing_cases())
     items.extend(_shape_cases())
@@ -311,8 +605,9 @@ def _oracle_proc() -> subprocess.Popen[str]:
     if _PROC is None:
         python = os.environ.get("ORACLE_PY", "/tmp/oracle/venv/bin/python")
         env = dict(os.environ, PYTHONPATH=os.environ.get("ORACLE_NGREF", "/tmp/oracle/ngref"))
-        _PROC = subprocess.Popen([python, "-c", _ORACLE_SERVER], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True, env=env)
+        _PROC = subprocess.Popen(
+            [python, "-c", _ORACLE_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
     return _PROC
 
 
@@ -325,19 +620,34 @@ def _oracle_run(items: list[Any], proc: subprocess.Popen[str]) -> list[list[Any]
 
 
 _TAG_OF_CLASS = {
-    "EasyInputMessage": "easy_message", "Message": "input_message", "ResponseOutputMessage": "output_message",
-    "ResponseFunctionToolCall": "function_call", "FunctionCallOutput": "function_call_output",
-    "ResponseReasoningItem": "reasoning", "ResponseMcpCall": "mcp_call", "ResponseMcpListTools": "mcp_list_tools",
-    "ResponseMcpApprovalRequest": "mcp_approval_request", "ResponseFileSearchToolCall": "file_search_call",
-    "ResponseFunctionWebSearch": "web_search_call", "ResponseComputerToolCall": "computer_call",
-    "ImageGenerationCall": "image_generation_call", "ResponseCodeInterpreterToolCall": "code_interpreter_call",
-    "LocalShellCall": "local_shell_call", "ResponseCustomToolCall": "custom_tool_call",
-    "ComputerCallOutput": "computer_call_output", "ResponseCustomToolCallOutput": "custom_tool_call_output",
-    "LocalShellCallOutput": "local_shell_call_output", "McpApprovalResponse": "mcp_approval_response",
-    "ResponseApplyPatchToolCall": "apply_patch_call", "ResponseApplyPatchToolCallOutput": "apply_patch_call_output",
-    "ResponseCompactionItem": "compaction", "ResponseFunctionShellToolCall": "shell_call",
-    "ResponseFunctionShellToolCallOutput": "shell_call_output", "ResponseToolSearchCall": "tool_search_call",
-    "ResponseToolSearchOutputItem": "tool_search_output", "CompactionTrigger": "compaction_trigger",
+    "EasyInputMessage": "easy_message",
+    "Message": "input_message",
+    "ResponseOutputMessage": "output_message",
+    "ResponseFunctionToolCall": "function_call",
+    "FunctionCallOutput": "function_call_output",
+    "ResponseReasoningItem": "reasoning",
+    "ResponseMcpCall": "mcp_call",
+    "ResponseMcpListTools": "mcp_list_tools",
+    "ResponseMcpApprovalRequest": "mcp_approval_request",
+    "ResponseFileSearchToolCall": "file_search_call",
+    "ResponseFunctionWebSearch": "web_search_call",
+    "ResponseComputerToolCall": "computer_call",
+    "ImageGenerationCall": "image_generation_call",
+    "ResponseCodeInterpreterToolCall": "code_interpreter_call",
+    "LocalShellCall": "local_shell_call",
+    "ResponseCustomToolCall": "custom_tool_call",
+    "ComputerCallOutput": "computer_call_output",
+    "ResponseCustomToolCallOutput": "custom_tool_call_output",
+    "LocalShellCallOutput": "local_shell_call_output",
+    "McpApprovalResponse": "mcp_approval_response",
+    "ResponseApplyPatchToolCall": "apply_patch_call",
+    "ResponseApplyPatchToolCallOutput": "apply_patch_call_output",
+    "ResponseCompactionItem": "compaction",
+    "ResponseFunctionShellToolCall": "shell_call",
+    "ResponseFunctionShellToolCallOutput": "shell_call_output",
+    "ResponseToolSearchCall": "tool_search_call",
+    "ResponseToolSearchOutputItem": "tool_search_output",
+    "CompactionTrigger": "compaction_trigger",
     "AdditionalTools": "additional_tools",
 }
 
@@ -388,7 +698,7 @@ def compare(items: list[Any], chunk: int = 2000) -> list[tuple[Any, str, str]]:
     proc = _oracle_proc()
     diffs = []
     for start in range(0, len(items), chunk):
-        part = items[start:start + chunk]
+        part = items[start : start + chunk]
         for item, row in zip(part, _oracle_run(part, proc), strict=True):
             expected, actual = _oracle_outcome(row), ours(item)
             if _key(expected) != _key(actual):
@@ -401,14 +711,22 @@ def write_run_dir(items: list[Any], run_dir: Path) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     with (run_dir / "rollouts.jsonl").open("w") as out:
         for index, item in enumerate(items):
-            record = {"_ng_task_index": 0, "_ng_rollout_index": index,
-                      "ng_trajectory": {"task_id": "t", "rollout_id": f"r{index}",
-                                        "invocations": [{"invocation_id": "main", "conversation": [item]}]}}
+            record = {
+                "_ng_task_index": 0,
+                "_ng_rollout_index": index,
+                "ng_trajectory": {
+                    "task_id": "t",
+                    "rollout_id": f"r{index}",
+                    "invocations": [{"invocation_id": "main", "conversation": [item]}],
+                },
+            }
             out.write(json.dumps(record) + "\n")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--show", type=int, default=3, help="differing items to print per (type, outcome)")
     parser.add_argument("--dump-cases", type=Path, help="write every (item, oracle outcome) as JSONL")
     parser.add_argument("--explain", type=int, default=0, help="print both dumps for N differing dumps")
@@ -427,16 +745,22 @@ def main() -> int:
         print(f"oracle: {expected:40s} ours: {actual:40s} {json.dumps(item)[:300]}")
     explained = 0
     for item, expected, actual in diffs:
-        if explained >= args.explain or "dump-fails" in expected + actual or not (
-            expected.startswith("accept") and actual.startswith("accept")
+        if (
+            explained >= args.explain
+            or "dump-fails" in expected + actual
+            or not (expected.startswith("accept") and actual.startswith("accept"))
         ):
             continue
         explained += 1
         row = _oracle_run([item], _oracle_proc())[0]
         print("ITEM  ", json.dumps(item)[:300])
         print("ORACLE", json.dumps(row[3], sort_keys=True)[:600])
-        print("OURS  ", json.dumps(_ADAPTER.dump_python(_ADAPTER.validate_python([item]), mode="json")[0],
-                                   sort_keys=True)[:600])
+        print(
+            "OURS  ",
+            json.dumps(
+                _ADAPTER.dump_python(_ADAPTER.validate_python([item]), mode="json")[0], sort_keys=True
+            )[:600],
+        )
     if args.dump_cases:
         proc = _oracle_proc()
         with args.dump_cases.open("w") as out:

@@ -17,8 +17,8 @@ CheckedInputPart = Annotated[InputPart, BeforeValidator(check_input_video_part)]
 
 class EasyInputMessage(OpenModel):
     """``{"role", "content"}`` with string or input-part content; the most common item."""
-    model_config = DROP_EXTRAS
 
+    model_config = DROP_EXTRAS
 
     content: str | list[CheckedInputPart]
     role: Literal["user", "assistant", "system", "developer"]
@@ -28,8 +28,8 @@ class EasyInputMessage(OpenModel):
 
 class InputMessage(OpenModel):
     """An input message with part-list content and an explicit status."""
-    model_config = DROP_EXTRAS
 
+    model_config = DROP_EXTRAS
 
     content: list[CheckedInputPart]
     role: Literal["user", "system", "developer"]
@@ -39,8 +39,8 @@ class InputMessage(OpenModel):
 
 class OutputMessage(OpenModel):
     """A model's output message: ``output_text`` / ``refusal`` parts and an id."""
-    model_config = DROP_EXTRAS
 
+    model_config = DROP_EXTRAS
 
     id: str
     content: list[OutputPart]

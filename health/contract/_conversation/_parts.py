@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Required
 
-from pydantic import BeforeValidator, TypeAdapter, ValidationError
-
-from typing_extensions import Required, TypedDict
+from pydantic import BeforeValidator, TypeAdapter, ValidationError, model_validator
+from typing_extensions import TypedDict
 
 from ._base import DROP_EXTRAS, OpenModel
 
@@ -121,41 +120,64 @@ class FilePath(OpenModel):
 Annotation = FileCitation | UrlCitation | ContainerFileCitation | FilePath
 
 
-def _iterate(value: Any) -> list[Any]:
+def _is_iterable(value: Any) -> bool:
+    return isinstance(value, str | list | dict)
+
+
+def _iterate(value: Any) -> Any:
     """Log-prob sequences accept any iterable (a string iterates its characters, an object its keys)."""
-    if isinstance(value, str | list | dict):
+    if _is_iterable(value):
         return list(value)
     raise ValueError(f"expected an iterable, got {type(value).__name__}")
 
 
-def _lazy_list(adapter: TypeAdapter[Any]) -> Any:
-    """Items are checked only when dumped; if any is invalid the dump holds ``[]`` instead of failing."""
-
-    def check(value: Any) -> list[Any]:
-        try:
-            return [adapter.validate_python(item) for item in _iterate(value)]
-        except ValidationError:
-            return []
-
-    return BeforeValidator(check)
-
-
-TokenBytes = Annotated[list[Any], _lazy_list(TypeAdapter(int))]
+IntSequence = Annotated[list[int], BeforeValidator(_iterate)]
 
 
 class TopLogprobDict(TypedDict):
     token: str
-    bytes: TokenBytes
+    bytes: IntSequence
     logprob: float
+
+
+_BYTES: TypeAdapter[list[int]] = TypeAdapter(IntSequence)
+_TOP: TypeAdapter[list[TopLogprobDict]] = TypeAdapter(
+    Annotated[list[TopLogprobDict], BeforeValidator(_iterate)]
+)
+
+
+def _settle_sequences(entry: Any) -> Any:
+    """``bytes`` / ``top_logprobs`` items are only checked when dumped, and an invalid one empties the
+    sequence instead of failing (an invalid ``top_logprobs`` empties ``bytes`` too)."""
+    if not (
+        isinstance(entry, dict)
+        and _is_iterable(entry.get("bytes"))
+        and _is_iterable(entry.get("top_logprobs"))
+    ):
+        return entry
+    try:
+        token_bytes: list[int] = _BYTES.validate_python(entry["bytes"])
+    except ValidationError:
+        token_bytes = []
+    try:
+        top: list[TopLogprobDict] = _TOP.validate_python(entry["top_logprobs"])
+    except ValidationError:
+        token_bytes, top = [], []
+    return {**entry, "bytes": token_bytes, "top_logprobs": top}
+
+
+AnyIterable = Annotated[list[Any], BeforeValidator(_iterate)]
 
 
 class Logprob(OpenModel):
     model_config = DROP_EXTRAS
 
     token: str
-    bytes: TokenBytes
+    bytes: AnyIterable
     logprob: float
-    top_logprobs: Annotated[list[Any], _lazy_list(TypeAdapter(TopLogprobDict))]
+    top_logprobs: AnyIterable
+
+    _settle = model_validator(mode="before")(_settle_sequences)
 
 
 class OutputText(OpenModel):
@@ -163,7 +185,7 @@ class OutputText(OpenModel):
 
     annotations: list[Annotation]
     text: str
-    type: Literal["output_text"]
+    type: Literal["output_text"] = "output_text"
     logprobs: list[Logprob] | None = None
 
 
@@ -171,7 +193,7 @@ class OutputRefusal(OpenModel):
     model_config = DROP_EXTRAS
 
     refusal: str
-    type: Literal["refusal"]
+    type: Literal["refusal"] = "refusal"
 
 
 OutputPart = OutputText | OutputRefusal

@@ -45,24 +45,34 @@ def _message_tag(item: dict[str, Any]) -> str:
     return "easy_message"
 
 
-def _untyped_tag(item: dict[str, Any]) -> str:
-    role = item.get("role")
+def _fits(tag: str, item: dict[str, Any]) -> bool:
+    """Whether an untyped message-like item really has the shape of the model its fields point to."""
+    if tag == "output_message":
+        return isinstance(item.get("id"), str)
     content = item.get("content")
-    if (
-        isinstance(content, list)
+    return not (isinstance(content, list) and content and _first_part_is_output(content))
+
+
+def _untyped_tag(item: dict[str, Any]) -> str:
+    """An item without ``type``: the first shape that fits wins; anything else is an MCP tool listing."""
+    content = item.get("content")
+    if item.get("role") in _MESSAGE_ROLES and isinstance(content, str | list):
+        tag = _message_tag(item)
+        if _fits(tag, item):
+            return tag
+    elif (
+        "role" not in item
+        and isinstance(content, list)
         and isinstance(item.get("id"), str)
-        and ("role" not in item or role == "assistant")
         and (not content or _first_part_is_output(content))
     ):
         return "output_message"
-    if role in _MESSAGE_ROLES and (
-        isinstance(content, str) or (isinstance(content, list) and not (content and _first_part_is_output(content)))
-    ):
-        return _message_tag(item)
-    if "call_id" in item and "output" in item:
-        return "function_call_output"
     if "call_id" in item and "name" in item and "arguments" in item:
         return "function_call"
+    if "output" in item and isinstance(item.get("call_id"), str):
+        return "function_call_output"
+    if "name" in item and "arguments" in item:
+        return "mcp_call"
     if isinstance(item.get("id"), str) and isinstance(item.get("summary"), list):
         return "reasoning"
     return "mcp_list_tools"

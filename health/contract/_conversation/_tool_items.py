@@ -108,7 +108,7 @@ class McpProtocolError(OpenModel):
 
 
 class McpToolExecutionError(OpenModel):
-    content: list[Any]
+    content: Any
     type: Literal["mcp_tool_execution_error"]
 
 

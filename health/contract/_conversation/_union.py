@@ -38,7 +38,7 @@ from ._tool_items import (
 from ._tools import AdditionalTools, CompactionTrigger, ToolSearchCall, ToolSearchOutput
 from ._training import TRAINING_MODELS, check_token_metadata
 
-__all__ = ["ConversationItem", "ITEM_MODELS"]
+__all__ = ["ITEM_MODELS", "ConversationItem"]
 
 ITEM_MODELS: dict[str, type[OpenModel]] = {
     "easy_message": EasyInputMessage,
