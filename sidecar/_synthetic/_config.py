@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from types import MappingProxyType
 from typing import Final
 
 __all__ = ["FAULT_CHECKS", "FaultRates", "SyntheticConfig"]
@@ -68,24 +70,26 @@ class FaultRates:
         return cls(**{field.name: rate for field in fields(cls)})
 
 
-FAULT_CHECKS: Final[dict[str, str | None]] = {
-    "hollow_turn": "agent_turn_hollow",
-    "missing_turns": "rollout_missing_agent_turns",
-    "failed_model_call": "model_call_failed",
-    "ended_on_failed_call": "rollout_ended_on_failed_model_call",
-    "missing_token_counts": "model_call_missing_token_counts",
-    "zero_completion_tokens": "model_call_zero_completion_tokens",
-    "token_count_mismatch": "rollout_token_count_mismatch",
-    "runaway_generation": "model_call_runaway_generation",
-    "malformed_response": "check_execution_error",
-    "capture_mismatch": "trajectory_capture_mismatch",
-    "observation_gap": None,
-    "no_trajectory": None,
-    "invalid_trajectory": "record_unreadable",
-    "unreadable_line": "record_unreadable",
-    "duplicate_identity": "rollout_duplicate_identity",
-    "broken_task": "rollout_ended_on_failed_model_call",
-}
+FAULT_CHECKS: Final[Mapping[str, str | None]] = MappingProxyType(
+    {
+        "hollow_turn": "agent_turn_hollow",
+        "missing_turns": "rollout_missing_agent_turns",
+        "failed_model_call": "model_call_failed",
+        "ended_on_failed_call": "rollout_ended_on_failed_model_call",
+        "missing_token_counts": "model_call_missing_token_counts",
+        "zero_completion_tokens": "model_call_zero_completion_tokens",
+        "token_count_mismatch": "rollout_token_count_mismatch",
+        "runaway_generation": "model_call_runaway_generation",
+        "malformed_response": "check_execution_error",
+        "capture_mismatch": "trajectory_capture_mismatch",
+        "observation_gap": None,
+        "no_trajectory": None,
+        "invalid_trajectory": "record_unreadable",
+        "unreadable_line": "record_unreadable",
+        "duplicate_identity": "rollout_duplicate_identity",
+        "broken_task": "rollout_ended_on_failed_model_call",
+    }
+)
 """The check each fault is built to trigger (``None``: the row becomes ``unobserved``).
 
 ``broken_task`` is set per task (``SyntheticConfig.broken_task_fraction``), not per row: every

@@ -395,6 +395,48 @@ class TestRunDir:
         assert (SAMPLE_RUN / "rollouts.jsonl").stat().st_size < 200_000
 
 
+class TestAgainstHealthPipeline:
+    """Each row's fault makes the project's health pipeline report the fault's target check."""
+
+    def test_findings_match_the_injected_faults(self, tmp_path: Path) -> None:
+        health = pytest.importorskip("health")
+        config = replace(FAULTY, num_tasks=30, judge_call_probability=0.3, chat_dialect_probability=0.5)
+        stats = write_run_dir(tmp_path, config, seed=8, materialized_inputs=False)
+        health.run_health_checks([stats.rollouts_path], output_dir=tmp_path, workers=1)
+        verdicts: dict[tuple[int, int, str], dict[str, Any]] = {}
+        for line in (tmp_path / "rollout_verdicts.jsonl").read_bytes().splitlines():
+            row = orjson.loads(line)
+            verdicts[(row["_ng_task_index"], row["_ng_rollout_index"], row["rollout_id"])] = row
+        checked = Counter[str | None]()
+        for event in _events(config, 8):
+            if event.kind != "result":
+                continue
+            attempt = (
+                f"-a{event.attempt_index}" if event.attempt_index and event.fault != "no_trajectory" else ""
+            )
+            verdict = verdicts[
+                (event.task_index, event.rollout_index, f"{event.task_index}-{event.rollout_index}{attempt}")
+            ]
+            target = FAULT_CHECKS.get(event.fault) if event.fault else None
+            if event.fault is None:
+                assert verdict["verdict"] == "healthy", verdict
+            elif target is None:
+                assert verdict["verdict"] == "unobserved", (event.fault, verdict)
+            else:
+                assert target in {f["check"] for f in verdict["findings"]}, (event.fault, verdict)
+            checked[event.fault] += 1
+        assert len(checked) >= 12
+        summary = orjson.loads((tmp_path / "quality_summary.json").read_bytes())
+        assert summary["run"]["issues"]["record_unreadable"] >= stats.unreadable_lines > 0
+        broken = {e.task_index for e in _events(config, 8) if e.fault == "broken_task"}
+        assert broken
+        for task in broken:
+            assert summary["tasks"][str(task)]["flags"] == [
+                "task_consistently_unhealthy",
+                "task_no_successful_model_calls",
+            ]
+
+
 class TestTaskSeconds:
     def test_long_tailed_and_bounded(self) -> None:
         rng = random.Random(0)
