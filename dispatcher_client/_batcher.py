@@ -1,0 +1,290 @@
+"""The background sender: a FIFO of encoded events, batched, retried, spilled, never blocking.
+
+Order is one logical queue: the batch in flight, then the spool (older), then memory
+(newer). Spilling moves all of memory to the end of the spool, so that order holds;
+batches are taken from the spool first. Submitting never awaits: past the in-memory limit
+events spill to the spool, past the spool limit (or without one) the new event is dropped
+and counted. A failed request is retried with exponential backoff and jitter until it is
+delivered; the sidecar's idempotency keys make a retried event a duplicate, never a second
+count. A batch the sidecar rejects as invalid is bisected so one bad event cannot hold the
+others back; an ``unknown_run`` answer (a sidecar with a fresh journal) re-sends the run's
+``run_started`` first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from ._spool import Spool
+from .config import ClientConfig, ClientStats
+
+__all__ = ["Batcher"]
+
+_log = logging.getLogger("dispatcher_client")
+_RETRYABLE = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass(slots=True)
+class _Item:
+    data: bytes
+    future: asyncio.Future[dict[str, Any] | None] | None = None
+
+
+class _Closed(Exception):
+    """The batcher is closing and gave up on the batch in hand."""
+
+
+def _settle(items: list[_Item], results: list[dict[str, Any] | None] | None = None) -> None:
+    for index, item in enumerate(items):
+        future = item.future
+        if future is not None and not future.done():
+            future.set_result(results[index] if results is not None else None)
+
+
+class Batcher:
+    """Owns delivery of one run's events over a shared ``httpx.AsyncClient``."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        run_id: str,
+        config: ClientConfig,
+        stats: ClientStats,
+        *,
+        headers: dict[str, str],
+    ) -> None:
+        self._http = http
+        self._path = f"/v1/runs/{run_id}/events"
+        self._config = config
+        self.stats = stats
+        self._headers = {"content-type": "application/json", **headers}
+        self._memory: deque[_Item] = deque()
+        self._memory_bytes = 0
+        self._inflight = 0
+        self._current: list[_Item] = []
+        self._spool = (
+            Spool(
+                config.spool_dir,
+                run_id,
+                max_bytes=config.spool_max_bytes,
+                fsync_always=config.fsync == "always",
+            )
+            if config.spool_dir is not None
+            else None
+        )
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._closing = False
+        self.run_started: bytes | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._sync_task: asyncio.Task[None] | None = None
+        self._update_idle()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="sidecar-client-sender")
+        if self._spool is not None and self._config.fsync == "interval":
+            self._sync_task = asyncio.get_running_loop().create_task(self._sync_loop())
+
+    async def close(self, timeout_s: float) -> None:
+        """Try to deliver everything for ``timeout_s`` s; spool or drop (and count) the rest."""
+        delivered = await self.flush(timeout_s)
+        self._closing = True
+        for task in (self._task, self._sync_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if not delivered:
+            leftovers = [*self._current, *self._memory]
+            self._current = []
+            self._memory.clear()
+            self._memory_bytes = 0
+            if leftovers:
+                self._spill(leftovers)
+        if self._spool is not None:
+            self._spool.close()
+        self._update_idle()
+
+    async def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until every submitted event is acknowledged (or dropped); False on timeout."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    # -- submitting (never awaits) --------------------------------------------------------
+
+    def submit(self, data: bytes, future: asyncio.Future[dict[str, Any] | None] | None = None) -> None:
+        """Queue one encoded event; ``future`` gets its per-event result (``None`` if not known)."""
+        stats = self.stats
+        stats.submitted += 1
+        config = self._config
+        if (
+            len(self._memory) >= config.max_buffered_events
+            or self._memory_bytes + len(data) > config.max_buffered_bytes
+        ):
+            items = list(self._memory)
+            self._memory.clear()
+            self._memory_bytes = 0
+            items.append(_Item(data, future))
+            self._spill(items)
+        else:
+            self._memory.append(_Item(data, future))
+            self._memory_bytes += len(data)
+        stats.buffered = len(self._memory)
+        self._idle.clear()
+        self._wake.set()
+
+    def _spill(self, items: list[_Item]) -> None:
+        """Move ``items`` (oldest first) to the end of the spool, or drop what does not fit."""
+        spool = self._spool
+        kept: list[bytes] = []
+        if spool is not None:
+            size = 0
+            for item in items:
+                if spool.fits(size + len(item.data) + 1):
+                    kept.append(item.data)
+                    size += len(item.data) + 1
+                else:
+                    break
+            try:
+                spool.append(kept)
+            except OSError as exc:
+                _log.warning("dispatcher_client: spool write failed (%s); events dropped", exc.strerror)
+                kept = []
+        self.stats.spooled += len(kept)
+        lost = len(items) - len(kept)
+        if lost:
+            self.stats.dropped += lost
+            _log.warning("dispatcher_client: buffer full, %d event(s) dropped", lost)
+        _settle(items)
+        self.stats.buffered = len(self._memory)
+        self.stats.spool_pending_bytes = spool.pending_bytes if spool is not None else 0
+
+    def _update_idle(self) -> None:
+        spool_pending = self._spool is not None and self._spool.pending
+        if not self._memory and not self._inflight and not spool_pending:
+            self._idle.set()
+        else:
+            self._idle.clear()
+
+    # -- sending --------------------------------------------------------------------------
+
+    async def _sync_loop(self) -> None:
+        assert self._spool is not None
+        while True:
+            await asyncio.sleep(self._config.fsync_interval_s)
+            await asyncio.to_thread(self._spool.sync)
+
+    async def _run(self) -> None:
+        config = self._config
+        while True:
+            self._update_idle()
+            spool = self._spool
+            if spool is not None and spool.pending:
+                lines, position = spool.peek(config.max_batch_events, config.max_batch_bytes)
+                self._inflight = len(lines)
+                await self._deliver([_Item(line) for line in lines])
+                spool.commit(position)
+                self.stats.spool_pending_bytes = spool.pending_bytes
+                self._inflight = 0
+                continue
+            if not self._memory:
+                self._wake.clear()
+                await self._wake.wait()
+                if len(self._memory) < config.max_batch_events and config.linger_s > 0:
+                    await asyncio.sleep(config.linger_s)
+                continue
+            batch = self._take()
+            self._inflight = len(batch)
+            self._current = batch
+            await self._deliver(batch)
+            self._current = []
+            self._inflight = 0
+
+    def _take(self) -> list[_Item]:
+        config = self._config
+        batch: list[_Item] = []
+        size = 0
+        memory = self._memory
+        while memory and len(batch) < config.max_batch_events:
+            item = memory[0]
+            if batch and size + len(item.data) > config.max_batch_bytes:
+                break
+            memory.popleft()
+            batch.append(item)
+            size += len(item.data) + 1
+        self._memory_bytes -= sum(len(item.data) for item in batch)
+        self.stats.buffered = len(memory)
+        return batch
+
+    async def _deliver(self, batch: list[_Item]) -> None:
+        """Deliver ``batch`` in order, retrying until it is acknowledged or refused."""
+        attempt = restarts = 0
+        while True:
+            outcome = await self._post(batch)
+            if outcome == "ok":
+                return
+            if outcome == "unknown_run" and self.run_started is not None and restarts < 3:
+                await self._deliver([_Item(self.run_started)])
+                restarts += 1
+                self.stats.retried += len(batch)
+                continue
+            if outcome in ("invalid", "unknown_run"):
+                if len(batch) > 1:
+                    half = len(batch) // 2
+                    await self._deliver(batch[:half])
+                    await self._deliver(batch[half:])
+                else:
+                    self.stats.rejected += 1
+                    _settle(batch)
+                return
+            self.stats.retried += len(batch)
+            delay = min(self._config.backoff_max_s, self._config.backoff_initial_s * (2**attempt))
+            attempt += 1
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+
+    async def _post(self, batch: list[_Item]) -> str:
+        """One request: ``ok`` | ``retry`` | ``invalid`` | ``unknown_run``."""
+        body = b"[" + b",".join(item.data for item in batch) + b"]"
+        stats = self.stats
+        stats.requests += 1
+        try:
+            response = await self._http.post(self._path, content=body, headers=self._headers)
+        except httpx.HTTPError as exc:
+            stats.failed_requests += 1
+            stats.connected = False
+            stats.last_error = f"{type(exc).__name__}: {exc}"[:300]
+            return "retry"
+        status = response.status_code
+        if status == 200:
+            results = orjson.loads(response.content)["results"]
+            stats.connected = True
+            stats.sent += len(batch)
+            stats.duplicates += sum(1 for result in results if result.get("status") == "duplicate")
+            _settle(batch, results)
+            return "ok"
+        stats.failed_requests += 1
+        stats.last_error = f"HTTP {status}: {response.text[:300]}"
+        if status in _RETRYABLE or status >= 500:
+            stats.connected = False
+            return "retry"
+        stats.connected = True
+        if status == 404 and b"unknown_run" in response.content:
+            return "unknown_run"
+        if status == 413 and len(batch) > 1:
+            return "invalid"  # bisected like an invalid batch: halves fit
+        _log.warning("dispatcher_client: sidecar refused %d event(s): %s", len(batch), stats.last_error)
+        return "invalid"

@@ -1,0 +1,140 @@
+"""Tailing one append-only JSONL file the way NeMo Gym writes it.
+
+A line counts once its newline is on disk; a partial last line is held back (and the read
+position stays before it) until the newline arrives. The position is a byte offset plus the
+physical line number reached, the file's inode, and the last bytes consumed. The file is
+*restarted* (read again from byte 0, as a new generation) when
+
+- its inode changed (a fresh run unlinked and recreated it, or it was rewritten atomically),
+- it is shorter than the position (truncated below what was consumed), or
+- the bytes just before the position differ from the ones consumed (truncated and regrown
+  between two polls).
+
+NeMo Gym's resume repair only cuts or completes an unterminated last line, which was never
+consumed, so it does not restart anything. Pure file I/O, no networking.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+__all__ = ["FilePosition", "TailRead", "is_blank_line", "read_new_lines"]
+
+_WHITESPACE = b" \t\n\r\x0b\x0c"
+_FINGERPRINT = 64
+
+
+def is_blank_line(data: bytes) -> bool:
+    """Only ASCII whitespace: the health check skips such lines (they still take a line number)."""
+    return not data.strip(_WHITESPACE)
+
+
+@dataclass(frozen=True, slots=True)
+class FilePosition:
+    """How far one file was consumed (checkpointed after the sidecar acknowledged it)."""
+
+    inode: int | None = None
+    device: int | None = None
+    offset: int = 0
+    line_number: int = 0
+    """Physical lines consumed (blank ones included): the next line is ``line_number + 1``."""
+    tail: bytes = b""
+    """The last consumed bytes (up to 64), to notice a truncate-and-regrow."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "inode": self.inode,
+            "device": self.device,
+            "offset": self.offset,
+            "line_number": self.line_number,
+            "tail": self.tail.hex(),
+        }
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> FilePosition:
+        return cls(
+            inode=body.get("inode"),
+            device=body.get("device"),
+            offset=int(body.get("offset", 0)),
+            line_number=int(body.get("line_number", 0)),
+            tail=bytes.fromhex(body.get("tail", "")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TailRead:
+    """Complete lines read past a position: ``(line_number, bytes without newline)``."""
+
+    lines: list[tuple[int, bytes]]
+    position: FilePosition
+    restarted: bool
+    """The file was replaced or truncated: ``lines`` start from its beginning."""
+    partial: bytes
+    """An unterminated last line held back (not consumed)."""
+    exists: bool
+
+
+def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 20) -> TailRead:
+    """Read up to ``max_bytes`` of complete lines after ``position`` (a restart rewinds to 0)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return TailRead([], position, False, b"", False)
+    try:
+        stat = os.fstat(fd)
+        restarted = _replaced(fd, stat, position)
+        if restarted:
+            position = FilePosition()
+        position = replace(position, inode=stat.st_ino, device=stat.st_dev)
+        available = stat.st_size - position.offset
+        if available <= 0:
+            return TailRead([], position, restarted, b"", True)
+        data = os.pread(fd, min(available, max_bytes), position.offset)
+    finally:
+        os.close(fd)
+    end = data.rfind(b"\n")
+    if end < 0:
+        partial = data if len(data) < max_bytes else b""
+        if len(data) >= max_bytes:  # one line longer than max_bytes: read it whole
+            return _read_long_line(path, position, restarted)
+        return TailRead([], position, restarted, partial, True)
+    lines: list[tuple[int, bytes]] = []
+    number = position.line_number
+    start = 0
+    while start <= end:
+        newline = data.find(b"\n", start, end + 1)
+        number += 1
+        lines.append((number, data[start:newline]))
+        start = newline + 1
+    consumed = data[: end + 1]
+    tail = (position.tail + consumed)[-_FINGERPRINT:]
+    new = replace(position, offset=position.offset + end + 1, line_number=number, tail=tail)
+    return TailRead(lines, new, restarted, data[end + 1 :], True)
+
+
+def _read_long_line(path: str, position: FilePosition, restarted: bool) -> TailRead:
+    with open(path, "rb") as handle:
+        handle.seek(position.offset)
+        line = handle.readline()
+    if not line.endswith(b"\n"):
+        return TailRead([], position, restarted, line, True)
+    number = position.line_number + 1
+    tail = (position.tail + line)[-_FINGERPRINT:]
+    new = replace(position, offset=position.offset + len(line), line_number=number, tail=tail)
+    return TailRead([(number, line[:-1])], new, restarted, b"", True)
+
+
+def _replaced(fd: int, stat: os.stat_result, position: FilePosition) -> bool:
+    if position.inode is None:
+        return False
+    if (stat.st_ino, stat.st_dev) != (position.inode, position.device):
+        return True
+    if stat.st_size < position.offset:
+        return True
+    if position.tail:
+        seen = os.pread(fd, len(position.tail), position.offset - len(position.tail))
+        if seen != position.tail:
+            return True
+    return False

@@ -1,0 +1,254 @@
+"""``SidecarClient``: the asyncio client a dispatcher awaits, built to fail open.
+
+Every event call queues an encoded event and returns at once (``completed`` may wait up to
+``ack_timeout_s`` for the sidecar's ``ng_perf``, and not at all while the sidecar is down,
+answering with ``build_ng_perf`` computed locally instead). Delivery, batching, retries and
+the spool live in the background sender (:mod:`dispatcher_client._batcher`). The sidecar
+computes each event's idempotency key from its content (run, task, rollout, attempt, kind,
+and the row's hash for completions), so a retried batch is acknowledged as duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import httpx
+import orjson
+
+from sidecar.rollout_perf import build_ng_perf
+
+from ._batcher import Batcher
+from .config import ClientConfig, ClientStats
+
+__all__ = ["SidecarClient", "SidecarError"]
+
+_log = logging.getLogger("dispatcher_client")
+TASK_KEY = "_ng_task_index"
+ROLLOUT_KEY = "_ng_rollout_index"
+ATTEMPT_KEY = "_ng_attempt_index"
+
+
+class SidecarError(RuntimeError):
+    """A read (drain margin, report) the sidecar could not answer."""
+
+
+def identity(row: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The event identity fields present in a dispatched row (absent keys are left out)."""
+    if not row:
+        return {}
+    out: dict[str, Any] = {}
+    for key, field in ((TASK_KEY, "task_index"), (ROLLOUT_KEY, "rollout_index")):
+        value = row.get(key)
+        if isinstance(value, int | str) and not isinstance(value, bool):
+            out[field] = value
+    attempt = row.get(ATTEMPT_KEY)
+    if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt >= 0:
+        out["attempt"] = attempt
+    return out
+
+
+class SidecarClient:
+    """Async, fail-open client of one run: ``async with SidecarClient(url, run_id=...) as c``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        run_id: str,
+        token: str | None = None,
+        config: ClientConfig | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.run_id = run_id
+        self.config = config or ClientConfig()
+        self.stats = ClientStats()
+        self._token = token
+        self._transport = transport
+        self._http: httpx.AsyncClient | None = None
+        self._batcher: Batcher | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def open(self) -> SidecarClient:
+        """Create the pooled connection and start the sender (idempotent)."""
+        if self._http is not None:
+            return self
+        config = self.config
+        timeout_s = httpx.Timeout(config.request_timeout_s, connect=config.connect_timeout_s)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=timeout_s,
+            transport=self._transport,
+            limits=httpx.Limits(max_connections=8, max_keepalive_connections=8),
+        )
+        headers = {"authorization": f"Bearer {self._token}"} if self._token else {}
+        self._batcher = Batcher(self._http, self.run_id, config, self.stats, headers=headers)
+        self._batcher.start()
+        return self
+
+    async def aclose(self, timeout_s: float | None = None) -> None:
+        """Deliver what is buffered for up to ``timeout_s`` (default ``close_timeout_s``), then close."""
+        if self._batcher is not None:
+            await self._batcher.close(self.config.close_timeout_s if timeout_s is None else timeout_s)
+            self._batcher = None
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def __aenter__(self) -> SidecarClient:
+        return await self.open()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until everything submitted so far is acknowledged; False if ``timeout_s`` passed first."""
+        return await self._sender().flush(timeout_s)
+
+    def _sender(self) -> Batcher:
+        if self._batcher is None:
+            raise RuntimeError("SidecarClient is not open: use 'async with' or await open()")
+        return self._batcher
+
+    # -- events ---------------------------------------------------------------------------
+
+    def submit_event(
+        self, event: Mapping[str, Any], *, want_result: bool = False
+    ) -> asyncio.Future[dict[str, Any] | None] | None:
+        """Queue one raw API event (a dict of ``sidecar.events``); never waits."""
+        future: asyncio.Future[dict[str, Any] | None] | None = None
+        if want_result:
+            future = asyncio.get_running_loop().create_future()
+        data = orjson.dumps(event)
+        sender = self._sender()
+        if event.get("kind") == "run_started":
+            sender.run_started = data
+        sender.submit(data, future)
+        return future
+
+    async def start_run(
+        self,
+        *,
+        plan: Mapping[Any, int] | None = None,
+        dispatch_budget_s: float | None = None,
+        drain_margin_s: float | None = None,
+        materialized_inputs: str | None = None,
+        **fields: Any,
+    ) -> None:
+        """Declare the run (plan: task index -> repeats); re-sent automatically to a fresh sidecar."""
+        event: dict[str, Any] = {"kind": "run_started", **fields}
+        if plan is not None:
+            event["plan"] = {str(task): repeats for task, repeats in plan.items()}
+        if materialized_inputs is not None:
+            event["materialized_inputs"] = materialized_inputs
+        if dispatch_budget_s is not None:
+            event["dispatch_budget_s"] = dispatch_budget_s
+        if drain_margin_s is not None:
+            event["drain_margin_s"] = drain_margin_s
+        self.submit_event(event)
+
+    async def completed(
+        self,
+        row: Mapping[str, Any] | None,
+        result: Mapping[str, Any],
+        *,
+        seconds: float,
+        latency_ms: float | None = None,
+        wait: bool = True,
+    ) -> dict[str, Any] | None:
+        """Report a completion; returns its ``ng_perf`` (the sidecar's, or built locally)."""
+        event: dict[str, Any] = {"kind": "completed", **identity(row), "seconds": seconds, "row": result}
+        if latency_ms is not None:
+            event["latency_ms"] = latency_ms
+        self._sender()
+        if not wait or not self.stats.connected or self.config.ack_timeout_s <= 0:
+            self.submit_event(event)
+            return self._local_ng_perf(result, seconds, latency_ms)
+        future = self.submit_event(event, want_result=True)
+        assert future is not None
+        try:
+            answer = await asyncio.wait_for(asyncio.shield(future), self.config.ack_timeout_s)
+        except TimeoutError:
+            answer = None
+        if answer is not None and answer.get("status") in ("accepted", "duplicate"):
+            ng_perf: dict[str, Any] | None = answer.get("ng_perf")
+            return ng_perf
+        return self._local_ng_perf(result, seconds, latency_ms)
+
+    def _local_ng_perf(
+        self, result: Mapping[str, Any], seconds: float, latency_ms: float | None
+    ) -> dict[str, Any] | None:
+        self.stats.local_ng_perf += 1
+        return build_ng_perf(result, latency_ms if latency_ms is not None else seconds * 1000.0)
+
+    async def failed(
+        self, row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], *, seconds: float | None = None
+    ) -> None:
+        """Report a failed attempt (``seconds`` feeds ``record_failure``; ``None``: not measured)."""
+        event: dict[str, Any] = {"kind": "failed", **identity(row), "row": failure_row}
+        if seconds is not None:
+            event["seconds"] = seconds
+        self.submit_event(event)
+
+    async def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
+        """Report a rollout the dispatch budget never started (``record_drained``)."""
+        event: dict[str, Any] = {"kind": "drained", **identity(row)}
+        if result is not None:
+            event["row"] = result
+        self.submit_event(event)
+
+    async def run_ended(self) -> None:
+        self.submit_event({"kind": "run_ended"})
+
+    # -- reads ----------------------------------------------------------------------------
+
+    async def _get(self, path: str, params: dict[str, Any], timeout_s: float | None) -> httpx.Response:
+        if self._http is None:
+            raise RuntimeError("SidecarClient is not open: use 'async with' or await open()")
+        headers = {"authorization": f"Bearer {self._token}"} if self._token else {}
+        try:
+            response = await self._http.get(path, params=params, headers=headers, timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            raise SidecarError(f"GET {self.base_url}{path} failed: {type(exc).__name__}: {exc}") from exc
+        if response.status_code != 200:
+            raise SidecarError(
+                f"GET {self.base_url}{path}: HTTP {response.status_code}: {response.text[:300]}"
+            )
+        return response
+
+    async def drain_margin(self, configured: float | None = None, *, timeout_s: float = 0.5) -> float | None:
+        """The sidecar's drain margin (``None`` when none yet); raises ``SidecarError`` if unreachable."""
+        body = await self.drain_margin_info(configured, timeout_s=timeout_s)
+        margin = body.get("drain_margin")
+        return None if margin is None else float(margin)
+
+    async def drain_margin_info(
+        self, configured: float | None = None, *, timeout_s: float = 0.5
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"run_id": self.run_id}
+        if configured is not None:
+            params["configured"] = repr(float(configured))
+        response = await self._get("/drain_margin", params, timeout_s)
+        body: dict[str, Any] = orjson.loads(response.content)
+        return body
+
+    async def report(self, *, timeout_s: float = 30.0) -> dict[str, Any]:
+        """The post-run report (``GET /report``)."""
+        response = await self._get("/report", {"run_id": self.run_id}, timeout_s)
+        body: dict[str, Any] = orjson.loads(response.content)
+        return body
+
+    async def verdict_lines(self, *, timeout_s: float = 30.0) -> bytes:
+        """The ``rollout_verdicts.jsonl`` bytes (``GET /report/verdicts``)."""
+        return (await self._get("/report/verdicts", {"run_id": self.run_id}, timeout_s)).content
+
+    async def quality_summary_bytes(self, *, timeout_s: float = 30.0) -> bytes:
+        """The exact ``quality_summary.json`` bytes."""
+        return (await self._get("/report/quality_summary.json", {"run_id": self.run_id}, timeout_s)).content

@@ -1,0 +1,314 @@
+"""The follower: turns an unmodified NeMo Gym run directory into sidecar events.
+
+It tails ``<stem>.jsonl`` (every non-blank physical line becomes a ``completed`` event
+carrying the raw ``line`` and its ``line_number``, so the sidecar digests exactly the bytes
+the batch ``health-check`` reads, unreadable lines included, with locators naming the same
+``source_path``) and ``<stem>_failures.jsonl`` (each readable row a ``failed`` event), and
+reads ``<stem>_materialized_inputs.jsonl`` when present for the plan (repeats per task).
+
+Durations: a followed file does not say how long a rollout took. With ``latency_from_rows``
+(default) a completion carries ``ng_perf.total_latency_ms / 1000`` when the row has it (the
+dispatcher's wall-clock latency), else ``seconds: null`` (no tracker sample). Turn it off
+when a ``RemoteLatencyTracker`` feeds the same run, or samples would count twice.
+
+Restarts: when a file is replaced or truncated (see :mod:`dispatcher_client._tail`), the
+follower starts a new *generation*: it sends ``run_started`` with ``generation = n + 1``,
+which makes the sidecar drop the run's state, and re-reads every file from the start. The
+read positions and the generation are checkpointed (atomically, fsynced) in a small state
+file only after the sidecar acknowledged the events before them, so a restarted follower
+neither skips a line nor counts one twice (a line sent again is a duplicate: its
+idempotency key holds the generation, line number and content hash).
+
+A line that is not valid UTF-8 cannot travel in a JSON string; it is unreadable for the
+health check either way (``JSONDecodeError``), so it is sent as U+FFFD followed by its
+lossy decoding, which is unreadable in the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ._tail import FilePosition, TailRead, is_blank_line, read_new_lines
+from .client import SidecarClient
+from .config import ClientConfig
+
+__all__ = ["FollowPaths", "Follower", "follow_paths", "run_follower"]
+
+_log = logging.getLogger("dispatcher_client.follow")
+_CHUNK_EVENTS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class FollowPaths:
+    """The files of one run directory, named as NeMo Gym names them (perf spec §6.1)."""
+
+    rollouts: Path
+    failures: Path
+    materialized: Path
+    source_path: str
+    """The rollouts path as ``health_check_run_dir(run_dir, rollout_file)`` spells it in locators."""
+
+
+def follow_paths(
+    run_dir: str | os.PathLike[str], rollouts_file: str | os.PathLike[str] | None = None
+) -> FollowPaths:
+    directory = Path(run_dir)
+    selected = Path(rollouts_file) if rollouts_file is not None else Path("rollouts.jsonl")
+    rollouts = selected if selected.is_absolute() else directory / selected
+    stem = rollouts.stem if rollouts.suffix else rollouts.name
+    return FollowPaths(
+        rollouts=rollouts,
+        failures=rollouts.with_name(f"{stem}_failures.jsonl"),
+        materialized=rollouts.with_name(f"{stem}_materialized_inputs.jsonl"),
+        source_path=str(rollouts),
+    )
+
+
+def _plan(path: Path) -> dict[str, int] | None:
+    """Repeats per ``str(_ng_task_index)`` over the materialized inputs; ``None`` if absent."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    plan: dict[str, int] = {}
+    for line in data.splitlines():
+        if is_blank_line(line):
+            continue
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and "_ng_task_index" in row:
+            task = str(row["_ng_task_index"])
+            plan[task] = plan.get(task, 0) + 1
+    return plan or None
+
+
+def _text(line: bytes) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return "\ufffd" + line.decode("utf-8", "replace")
+
+
+def _row_seconds(line: bytes) -> float | None:
+    try:
+        row = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    perf = row.get("ng_perf") if isinstance(row, dict) else None
+    latency = perf.get("total_latency_ms") if isinstance(perf, dict) else None
+    if isinstance(latency, int | float) and not isinstance(latency, bool) and latency > 0:
+        return float(latency) / 1000.0
+    return None
+
+
+class Follower:
+    """Follows one run directory into one sidecar run (``await Follower(...).run()``)."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        *,
+        sidecar_url: str,
+        run_id: str | None = None,
+        rollouts_file: str | os.PathLike[str] | None = None,
+        token: str | None = None,
+        state_path: str | os.PathLike[str] | None = None,
+        poll_interval_s: float = 0.2,
+        latency_from_rows: bool = True,
+        ignored_checks: Iterable[str] = (),
+        client_config: ClientConfig | None = None,
+    ) -> None:
+        self.paths = follow_paths(run_dir, rollouts_file)
+        self.run_id = run_id or Path(os.path.abspath(run_dir)).name
+        self.state_path = (
+            Path(state_path)
+            if state_path is not None
+            else Path(run_dir) / f".rollout_sidecar_follow.{self.run_id}.json"
+        )
+        self.poll_interval_s = poll_interval_s
+        self.latency_from_rows = latency_from_rows
+        self.ignored_checks = list(ignored_checks)
+        self.client = SidecarClient(
+            sidecar_url, run_id=self.run_id, token=token, config=client_config or ClientConfig()
+        )
+        self.generation = 0
+        self.positions = {"rollouts": FilePosition(), "failures": FilePosition()}
+        self.started = False
+        self.lines_sent = 0
+        self.restarts = 0
+        self._load_state()
+
+    # -- state ----------------------------------------------------------------------------
+
+    def _load_state(self) -> None:
+        try:
+            body = orjson.loads(self.state_path.read_bytes())
+        except FileNotFoundError:
+            return
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise ValueError(f"unreadable follower state {str(self.state_path)!r}: {exc}") from exc
+        if body.get("run_id") != self.run_id or body.get("source_path") != self.paths.source_path:
+            raise ValueError(
+                f"follower state {str(self.state_path)!r} belongs to run {body.get('run_id')!r} over "
+                f"{body.get('source_path')!r}, not {self.run_id!r} over {self.paths.source_path!r}"
+            )
+        self.generation = int(body["generation"])
+        self.positions = {name: FilePosition.from_json(pos) for name, pos in body["files"].items()}
+        self.started = bool(body.get("started"))
+
+    def _save_state(self) -> None:
+        body = {
+            "run_id": self.run_id,
+            "source_path": self.paths.source_path,
+            "generation": self.generation,
+            "started": self.started,
+            "files": {name: position.as_json() for name, position in self.positions.items()},
+        }
+        tmp = self.state_path.with_name(self.state_path.name + ".tmp")
+        with open(tmp, "wb") as handle:
+            handle.write(orjson.dumps(body))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.state_path)
+
+    # -- events ---------------------------------------------------------------------------
+
+    def _gen(self, event: dict[str, Any]) -> dict[str, Any]:
+        if self.generation:
+            event["generation"] = self.generation
+        return event
+
+    def _start(self) -> None:
+        event: dict[str, Any] = {"kind": "run_started", "source_path": self.paths.source_path}
+        plan = _plan(self.paths.materialized)
+        if plan is not None:
+            event["plan"] = plan
+        if self.ignored_checks:
+            event["ignored_checks"] = self.ignored_checks
+        self.client.submit_event(self._gen(event))
+
+    def _completion(self, number: int, line: bytes) -> dict[str, Any]:
+        seconds = _row_seconds(line) if self.latency_from_rows else None
+        return self._gen(
+            {"kind": "completed", "seconds": seconds, "line": _text(line), "line_number": number}
+        )
+
+    def _failure(self, line: bytes) -> dict[str, Any] | None:
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(row, dict):
+            return None
+        return self._gen({"kind": "failed", "row": row})
+
+    async def _restart(self) -> None:
+        """A file was replaced or truncated: new generation, every file from the start."""
+        self.generation += 1
+        self.restarts += 1
+        self.positions = {name: FilePosition() for name in self.positions}
+        _log.info("followed file replaced or truncated: generation %d", self.generation)
+        self._start()
+        self.started = True
+        await self._commit()
+
+    async def _commit(self) -> None:
+        """Wait for the sidecar to acknowledge everything queued, then checkpoint."""
+        await self.client.flush()
+        await asyncio.to_thread(self._save_state)
+
+    async def step(self, *, final: bool = False) -> int:
+        """One poll of both files; returns the number of events delivered (and checkpointed).
+
+        ``final`` also sends an unterminated last line (the run is over, as the batch check
+        would read the file now).
+        """
+        if not self.started:
+            self._start()
+            self.started = True
+            await self._commit()
+        sent = 0
+        for name in ("rollouts", "failures"):
+            path = self.paths.rollouts if name == "rollouts" else self.paths.failures
+            while True:
+                read: TailRead = await asyncio.to_thread(read_new_lines, str(path), self.positions[name])
+                if read.restarted and self.positions[name].inode is not None:
+                    await self._restart()
+                    return sent + await self.step(final=final)
+                events = []
+                for number, line in read.lines:
+                    if is_blank_line(line):
+                        continue
+                    event = self._completion(number, line) if name == "rollouts" else self._failure(line)
+                    if event is not None:
+                        events.append(event)
+                if final and read.partial and not is_blank_line(read.partial):
+                    number = read.position.line_number + 1
+                    event = (
+                        self._completion(number, read.partial)
+                        if name == "rollouts"
+                        else self._failure(read.partial)
+                    )
+                    if event is not None:
+                        events.append(event)
+                for start in range(0, len(events), _CHUNK_EVENTS):
+                    for event in events[start : start + _CHUNK_EVENTS]:
+                        self.client.submit_event(event)
+                    await self.client.flush()
+                position_changed = read.position != self.positions[name]
+                self.positions[name] = read.position
+                if position_changed:
+                    await asyncio.to_thread(self._save_state)
+                sent += len(events)
+                self.lines_sent += len(events) if name == "rollouts" else 0
+                if not read.lines:
+                    break
+        return sent
+
+    async def end_run(self) -> None:
+        """Send what is left (an unterminated last line included) and ``run_ended``."""
+        await self.step(final=True)
+        self.client.submit_event(self._gen({"kind": "run_ended"}))
+        await self._commit()
+
+    async def run(self, stop: asyncio.Event | None = None, *, idle_exit_s: float | None = None) -> None:
+        """Follow until ``stop`` is set (positions checkpointed, the run left open) or, with
+        ``idle_exit_s``, until no file grew for that long (then the run is ended)."""
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        last_growth = loop.time()
+        async with self.client:
+            while not stop.is_set():
+                if await self.step():
+                    last_growth = loop.time()
+                elif idle_exit_s is not None and loop.time() - last_growth >= idle_exit_s:
+                    await self.end_run()
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.poll_interval_s)
+
+
+async def run_follower(
+    run_dir: str | os.PathLike[str],
+    sidecar_url: str,
+    *,
+    stop: asyncio.Event | None = None,
+    **options: Any,
+) -> None:
+    """Follow ``run_dir`` into the sidecar at ``sidecar_url`` until ``stop`` is set.
+
+    The hook for ``serve --follow RUN_DIR``: start it as a task on the service's loop once the
+    server listens, and set ``stop`` on shutdown. ``options`` are :class:`Follower`'s.
+    """
+    await Follower(run_dir, sidecar_url=sidecar_url, **options).run(stop)

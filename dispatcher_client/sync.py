@@ -1,0 +1,178 @@
+"""``SyncSidecarClient``: the same client for dispatchers that are not async.
+
+A background thread runs its own event loop with a :class:`SidecarClient` on it. Event
+calls build a small dict and hand it over through a deque: the caller's thread does no
+encoding and no network I/O, and wakes the loop at most once per burst (one
+``call_soon_threadsafe`` while a hand-over is pending). Reads (``drain_margin``,
+``report``) block the caller until the loop answers or their timeout passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import threading
+from collections import deque
+from collections.abc import Coroutine, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+from sidecar.rollout_perf import build_ng_perf
+
+from .client import SidecarClient, identity
+from .config import ClientConfig, ClientStats
+
+__all__ = ["SyncSidecarClient"]
+
+T = TypeVar("T")
+
+
+class SyncSidecarClient:
+    """Thread-safe, blocking-free facade: ``with SyncSidecarClient(url, run_id=...) as c: ...``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        run_id: str,
+        token: str | None = None,
+        config: ClientConfig | None = None,
+    ) -> None:
+        self._client = SidecarClient(base_url, run_id=run_id, token=token, config=config)
+        self.run_id = run_id
+        self.config = self._client.config
+        self._pending: deque[Mapping[str, Any]] = deque()
+        self._scheduled = False
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="sidecar-client", daemon=True)
+        self._thread.start()
+        self._closed = False
+        self._call(self._client.open(), timeout=10.0)
+        atexit.register(self.close)
+
+    @property
+    def stats(self) -> ClientStats:
+        return self._client.stats
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    # -- hand-over ------------------------------------------------------------------------
+
+    def submit_event(self, event: Mapping[str, Any]) -> None:
+        """Queue one raw API event from any thread; returns in about a microsecond."""
+        self._pending.append(event)
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon_threadsafe(self._pump)
+
+    def _pump(self) -> None:
+        self._scheduled = False  # before popping: an append that saw True is popped below
+        pending = self._pending
+        client = self._client
+        while pending:
+            client.submit_event(pending.popleft())
+
+    # -- events ---------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        *,
+        plan: Mapping[Any, int] | None = None,
+        dispatch_budget_s: float | None = None,
+        drain_margin_s: float | None = None,
+        **fields: Any,
+    ) -> None:
+        event: dict[str, Any] = {"kind": "run_started", **fields}
+        if plan is not None:
+            event["plan"] = {str(task): repeats for task, repeats in plan.items()}
+        if dispatch_budget_s is not None:
+            event["dispatch_budget_s"] = dispatch_budget_s
+        if drain_margin_s is not None:
+            event["drain_margin_s"] = drain_margin_s
+        self.submit_event(event)
+
+    def completed(
+        self,
+        row: Mapping[str, Any] | None,
+        result: Mapping[str, Any],
+        *,
+        seconds: float,
+        latency_ms: float | None = None,
+        wait: bool = True,
+    ) -> dict[str, Any] | None:
+        """Report a completion; returns its ``ng_perf`` (the sidecar's, or built locally)."""
+        client = self._client
+        if not wait or not client.stats.connected:
+            event: dict[str, Any] = {"kind": "completed", **identity(row), "seconds": seconds, "row": result}
+            if latency_ms is not None:
+                event["latency_ms"] = latency_ms
+            self.submit_event(event)
+            client.stats.local_ng_perf += 1
+            return build_ng_perf(result, latency_ms if latency_ms is not None else seconds * 1000.0)
+
+        async def ask() -> dict[str, Any] | None:
+            self._pump()  # earlier hand-overs first: order is preserved
+            return await client.completed(row, result, seconds=seconds, latency_ms=latency_ms)
+
+        return self._call(ask(), None)
+
+    def failed(
+        self, row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], *, seconds: float | None = None
+    ) -> None:
+        event: dict[str, Any] = {"kind": "failed", **identity(row), "row": failure_row}
+        if seconds is not None:
+            event["seconds"] = seconds
+        self.submit_event(event)
+
+    def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
+        event: dict[str, Any] = {"kind": "drained", **identity(row)}
+        if result is not None:
+            event["row"] = result
+        self.submit_event(event)
+
+    def run_ended(self) -> None:
+        self.submit_event({"kind": "run_ended"})
+
+    # -- reads and lifecycle --------------------------------------------------------------
+
+    def drain_margin(self, configured: float | None = None, *, timeout: float = 0.5) -> float | None:
+        return self._call(self._client.drain_margin(configured, timeout_s=timeout), timeout + 1.0)
+
+    def report(self, *, timeout: float = 30.0) -> dict[str, Any]:
+        return self._call(self._client.report(timeout_s=timeout), timeout + 1.0)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Block until everything handed over so far is acknowledged; False on timeout."""
+
+        async def flush() -> bool:
+            self._pump()
+            return await self._client.flush(timeout)
+
+        return self._call(flush(), None)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is buffered (up to ``close_timeout_s``), then stop the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+
+        async def close() -> None:
+            self._pump()
+            await self._client.aclose(timeout)
+
+        try:
+            self._call(close(), None)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10.0)
+            self._loop.close()
+
+    def __enter__(self) -> SyncSidecarClient:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
