@@ -3,7 +3,8 @@
 Rows are emitted in completion order of a dispatcher running ``concurrency`` rollouts at once
 (so repeats of a task interleave). Failed attempts are re-dispatched after the first pass, the
 way a resumed run appends to the same files, with ``_ng_attempt_index`` counting prior failures.
-Each row's content depends only on ``(seed, identity)``, never on the schedule.
+Each row's content depends only on ``(seed, identity)`` and its start time, never on the rest of
+the schedule.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class RolloutEvent:
     line: bytes | None
     """For ``unreadable`` events, the exact bytes written (newline included)."""
     fault: str | None
-    """The injected fault (a ``FaultRates`` field name), ``None`` for healthy rows."""
+    """The injected fault (a ``FaultRates`` field or ``broken_task``); ``None``: healthy or a failure."""
     started_at: float | None
     """Wall-clock dispatch time; ``None`` for drained rows, which never start."""
     finished_at: float
