@@ -31,6 +31,7 @@ from sidecar.events import (
     event_identity,
 )
 from sidecar.journal import JournalEvent, JournalUnavailable
+from sidecar.prepare import Prepared, Preparer
 from sidecar.runs import RunState, latency_ms
 
 __all__ = ["EventOutcome", "Ingestor", "JournalLike", "PlanError", "UnknownRun", "plan_from_materialized"]
@@ -85,6 +86,7 @@ class _Pending:
     events: list[Event]
     records: list[JournalEvent]
     plans: list[dict[str, int] | None]
+    prepared: list[Prepared | None]
     received_at: float
     future: asyncio.Future[list[EventOutcome]] = field(repr=False)
 
@@ -116,6 +118,10 @@ def plan_from_materialized(path: str) -> dict[str, int]:
     return plan
 
 
+async def _none() -> None:
+    return None
+
+
 class Ingestor:
     """Owns the run states; the only writer of the journal and of the state."""
 
@@ -126,12 +132,14 @@ class Ingestor:
         *,
         on_event: Callable[[str, str], None] | None = None,
         health_interval_s: float = 2.0,
+        preparer: Preparer | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._journal = journal
         self._engines = engines
         self._on_event = on_event
         self._health_interval_s = health_interval_s
+        self._preparer = preparer
         self._clock = clock
         self.runs: dict[str, RunState] = {}
         self._starting: dict[str, int] = {}
@@ -191,11 +199,12 @@ class Ingestor:
             plans.append(plan)
             key, payload = encode_event(run_id, event, received_at=received_at, extra=extra)
             records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=payload))
+        prepared = await self._prepare(run_id, events)
         future: asyncio.Future[list[EventOutcome]] = asyncio.get_running_loop().create_future()
         if starts:
             self._starting[run_id] = self._starting.get(run_id, 0) + 1
         try:
-            self._queue.put_nowait(_Pending(run_id, events, records, plans, received_at, future))
+            self._queue.put_nowait(_Pending(run_id, events, records, plans, prepared, received_at, future))
             return await future
         finally:
             if starts:
@@ -204,6 +213,24 @@ class Ingestor:
                     self._starting[run_id] = left
                 else:
                     del self._starting[run_id]
+
+    async def _prepare(self, run_id: str, events: list[Event]) -> list[Prepared | None]:
+        """Digest and ng_perf of the batch's rows, computed in the worker pool (``None``: inline)."""
+        state = self.runs.get(run_id)
+        preparer = self._preparer
+        if preparer is None or state is None:
+            return [None] * len(events)
+        work = []
+        for event in events:
+            if isinstance(event, Completed) and event.row is not None:
+                work.append(
+                    preparer.prepare(
+                        event.row, state.config.source_path, state.ignored_checks, latency_ms(event)
+                    )
+                )
+            else:
+                work.append(_none())
+        return list(await asyncio.gather(*work))
 
     async def _sequencer(self) -> None:
         while True:
@@ -230,10 +257,12 @@ class Ingestor:
         position = 0
         for pending in batch:
             outcomes = []
-            for event, plan in zip(pending.events, pending.plans, strict=True):
+            for event, plan, prepared in zip(pending.events, pending.plans, pending.prepared, strict=True):
                 stored = committed[position]
                 position += 1
-                outcomes.append(self._outcome(pending.run_id, event, stored, pending.received_at, plan))
+                outcomes.append(
+                    self._outcome(pending.run_id, event, stored, pending.received_at, plan, prepared)
+                )
             if not pending.future.done():
                 pending.future.set_result(outcomes)
 
@@ -244,15 +273,16 @@ class Ingestor:
         stored: JournalEvent | None,
         received_at: float,
         plan: dict[str, int] | None,
+        prepared: Prepared | None = None,
     ) -> EventOutcome:
         if stored is None:
             if self._on_event is not None:
                 self._on_event(event.kind, "duplicate")
             ng_perf = None
             if isinstance(event, Completed):
-                ng_perf = self._ng_perf(event)
+                ng_perf = prepared.ng_perf if prepared is not None else self._ng_perf(event)
             return EventOutcome("duplicate", event.kind, None, ng_perf)
-        applied, ng_perf = self._apply(run_id, event, received_at, plan)
+        applied, ng_perf = self._apply(run_id, event, received_at, plan, prepared)
         if self._on_event is not None:
             self._on_event(event.kind, "accepted")
         return EventOutcome("accepted" if applied else "unknown_run", event.kind, stored.seq, ng_perf)
@@ -271,7 +301,12 @@ class Ingestor:
         return self._engines.build_ng_perf(row, latency_ms(event))
 
     def _apply(
-        self, run_id: str, event: Event, received_at: float, plan: dict[str, int] | None
+        self,
+        run_id: str,
+        event: Event,
+        received_at: float,
+        plan: dict[str, int] | None,
+        prepared: Prepared | None = None,
     ) -> tuple[bool, dict[str, Any] | None]:
         state = self.runs.get(run_id)
         if isinstance(event, RunStarted):
@@ -292,7 +327,7 @@ class Ingestor:
         if (event.generation or 0) < state.generation:
             return True, None  # late event of a superseded generation (follower restart)
         try:
-            return True, state.apply(event, received_at)
+            return True, state.apply(event, received_at, prepared)
         except Exception:
             task, rollout, attempt = event_identity(event)
             _log.exception(

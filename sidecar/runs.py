@@ -20,6 +20,7 @@ from health.types import TaskIndex
 from sidecar.accounting import Accounting, RolloutKey, normalize_index
 from sidecar.engines import Engines
 from sidecar.events import Completed, Drained, Event, Failed, Latency, RunEnded, RunStarted, event_identity
+from sidecar.prepare import Prepared, rebase_digest
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -163,13 +164,15 @@ class RunState:
     def ended(self) -> bool:
         return self.ended_at is not None
 
-    def apply(self, event: Event, received_at: float) -> dict[str, Any] | None:
+    def apply(
+        self, event: Event, received_at: float, prepared: Prepared | None = None
+    ) -> dict[str, Any] | None:
         """Apply one committed event; a completion returns its ``ng_perf`` (or ``None``)."""
         self._version += 1
         self._clock.pinned = received_at
         try:
             if isinstance(event, Completed):
-                return self._completed(event)
+                return self._completed(event, prepared)
             if isinstance(event, Failed):
                 self._failed(event)
             elif isinstance(event, Drained):
@@ -193,13 +196,18 @@ class RunState:
         task, rollout, _ = event_identity(event)
         return normalize_index(task), normalize_index(rollout)
 
-    def _completed(self, event: Completed) -> dict[str, Any] | None:
+    def _completed(self, event: Completed, prepared: Prepared | None) -> dict[str, Any] | None:
         self.completed += 1
         if event.seconds is not None:
             self.tracker.record(event.seconds)
             self.durations["completed"].observe(event.seconds)
         row = _row(event)
-        ng_perf = self.ng_perf_for(event)
+        if prepared is not None and (prepared.source_path, prepared.ignored_checks) != (
+            self.config.source_path,
+            self.ignored_checks,
+        ):
+            prepared = None  # made for another generation of this run
+        ng_perf = prepared.ng_perf if prepared is not None else self.ng_perf_for(event)
         if row is not None and row.get(_NO_PERSIST_KEY):
             if row.get(_DRAINED_KEY):
                 self._settle(self.accounting.drained(self._key(event)))
@@ -209,7 +217,7 @@ class RunState:
             self._count_failure(row.get(_FAILURE_CLASS_KEY), terminal)
             self._settle(self.accounting.failed(self._key(event), terminal=terminal))
             return ng_perf
-        digest = self._digest(event, row)
+        digest = self._digest(event, row, prepared)
         task = self._engines.digest_task_index(digest)
         self.reducer.add_compact(digest)
         if ng_perf is None and row is not None and isinstance(row.get("ng_perf"), dict):
@@ -228,9 +236,13 @@ class RunState:
         self._settle(completed_task)
         return ng_perf
 
-    def _digest(self, event: Completed, row: dict[str, Any] | None) -> Any:
+    def _digest(self, event: Completed, row: dict[str, Any] | None, prepared: Prepared | None) -> Any:
         ordinal = self._next_ordinal
         self._next_ordinal += 1
+        if prepared is not None:
+            rebased = rebase_digest(prepared.digest, ordinal)
+            if rebased is not None:
+                return rebased
         common = {
             "source_path": self.config.source_path,
             "source_index": 0,

@@ -11,6 +11,7 @@ import structlog
 from sidecar.engines import Engines, default_engines
 from sidecar.ingest import Ingestor, JournalLike
 from sidecar.metrics import ServiceMetrics
+from sidecar.prepare import Preparer
 from sidecar.settings import ServiceSettings
 
 __all__ = ["Service"]
@@ -32,11 +33,13 @@ class Service:
             settings.journal_path.parent.mkdir(parents=True, exist_ok=True)
             journal = Journal(settings.journal_path, on_commit=self.metrics.on_commit)
         self.journal = journal
+        self.preparer = Preparer(settings.workers) if settings.workers and engines is None else None
         self.ingestor = Ingestor(
             journal,
             engines or default_engines(),
             on_event=self.metrics.on_event,
             health_interval_s=settings.health_metrics_interval_s,
+            preparer=self.preparer,
         )
         self.metrics.attach(self.ingestor)
         self.started = False
@@ -66,6 +69,8 @@ class Service:
             return
         self.ready = False
         await self.ingestor.stop()
+        if self.preparer is not None:
+            self.preparer.close()
         close = getattr(self.journal, "close", None)
         if close is not None:
             await close()

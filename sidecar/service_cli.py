@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -30,6 +31,11 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 64M, 1048576)") from exc
 
 
+def _default_workers() -> int:
+    """One core is the event loop's; use up to 4 of the others."""
+    return max(0, min(4, (os.cpu_count() or 1) - 1))
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = subparsers.add_parser(
         "serve",
@@ -55,6 +61,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         default=DEFAULT_MAX_JSON_DEPTH,
         help=f"max JSON nesting of a request (default {DEFAULT_MAX_JSON_DEPTH})",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=_default_workers(),
+        help=f"processes digesting rows ahead of the commit, 0 = inline (default {_default_workers()})",
     )
     serve.add_argument("--log-level", default="info", help="log level (default info)")
     serve.set_defaults(handler=_serve)

@@ -94,12 +94,16 @@ class ServiceSettings:
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     #: Minimum seconds between two full health summaries computed for ``/metrics``.
     health_metrics_interval_s: float = 2.0
+    #: Worker processes that digest rows and build ``ng_perf`` ahead of the commit (0: inline).
+    workers: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"port must be in 0..65535, got {self.port!r}")
         if self.body_cap < 1024:
             raise SettingsError(f"body cap must be at least 1024 bytes, got {self.body_cap!r}")
+        if not 0 <= self.workers <= 64:
+            raise SettingsError(f"workers must be in 0..64, got {self.workers!r}")
         if not 8 <= self.max_json_depth <= 1024:
             raise SettingsError(f"max JSON depth must be in 8..1024, got {self.max_json_depth!r}")
 

@@ -45,14 +45,18 @@ def generated() -> GeneratedRun:
 
 
 class TestIngestedRun:
+    @pytest.mark.parametrize("workers", [0, 1], ids=["inline", "worker-pool"])
     def test_report_equals_batch_and_survives_restart(
-        self, tmp_path: Path, generated: GeneratedRun, capsys: pytest.CaptureFixture[str]
+        self, tmp_path: Path, generated: GeneratedRun, capsys: pytest.CaptureFixture[str], workers: int
     ) -> None:
         run_dir = tmp_path / "run"
         generated.write_rollouts(run_dir)
-        settings = ServiceSettings(port=0, journal_path=tmp_path / "state" / "journal.sqlite3")
+        settings = ServiceSettings(
+            port=0, journal_path=tmp_path / "state" / "journal.sqlite3", workers=workers
+        )
 
-        with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+        thread = ServiceThread(settings)
+        with thread as url, httpx.Client(base_url=url, timeout=30) as client:
             assert (
                 client.post(f"/v1/runs/{RUN}/events", json=[_start_event(generated, run_dir)]).status_code
                 == 200
@@ -64,6 +68,9 @@ class TestIngestedRun:
                     expected = build_ng_perf(event["row"], event["seconds"] * 1000.0)
                     assert orjson.dumps(result["ng_perf"]) == orjson.dumps(expected)
             assert client.post(f"/v1/runs/{RUN}/events", json=[{"kind": "run_ended"}]).status_code == 200
+            if workers:
+                assert thread.service is not None and thread.service.preparer is not None
+                assert thread.service.preparer.prepared > 0
 
             live = _report_files(url, tmp_path / "live")
             report_live = _stable_report(client.get("/report", params={"run_id": RUN}).json())

@@ -1,0 +1,99 @@
+"""Per-row CPU work (health digest, ``ng_perf``) in worker processes, ahead of the journal commit.
+
+The two pure per-row steps cost most of a completion's CPU time. A :class:`Preparer` runs
+them in a process pool while the event waits for its group commit, so the sequencer only
+stamps the digest's input position and folds it into the run. The result is identical to
+computing inline: a row is only prepared when its digest cannot depend on its position (it
+carries ``_ng_task_index``), and a prepared digest whose findings carry a line locator (an
+unreadable identity) is recomputed inline with the real line number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import orjson
+import structlog
+
+from health.compact import CompactDigest, compact_digest
+from health.digest import digest_record
+from sidecar.rollout_perf import build_ng_perf
+
+__all__ = ["Prepared", "Preparer", "prepare_row", "rebase_digest"]
+
+_log = structlog.get_logger("sidecar.prepare")
+_LINE_LOCATOR = b'"line":'
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A row's compact digest (position 0), its ``ng_perf``, and the run settings it was made with."""
+
+    digest: CompactDigest
+    ng_perf: dict[str, Any] | None
+    source_path: str
+    ignored_checks: frozenset[str]
+
+
+def prepare_row(
+    row_bytes: bytes, source_path: str, ignored_checks: frozenset[str], latency_ms: float | None
+) -> Prepared:
+    """Digest and ``ng_perf`` of one serialized row (runs in a worker process)."""
+    row = orjson.loads(row_bytes)
+    digest = digest_record(
+        row, source_path=source_path, line_number=0, ordinal=0, ignored_checks=ignored_checks
+    )
+    return Prepared(compact_digest(digest), build_ng_perf(row, latency_ms), source_path, ignored_checks)
+
+
+def rebase_digest(digest: Any, ordinal: int) -> Any | None:
+    """The prepared digest at input position ``ordinal``, or ``None`` if it must be recomputed."""
+    if not isinstance(digest, CompactDigest) or _LINE_LOCATOR in digest.findings:
+        return None
+    return digest._replace(ordinal=ordinal)
+
+
+def _warm() -> None:
+    """Worker initializer: import and exercise the pipeline once so the first row is not slow."""
+    prepare_row(b'{"_ng_task_index": 0}', "", frozenset(), None)
+
+
+class Preparer:
+    """A process pool for :func:`prepare_row`; falls back to inline work if the pool breaks."""
+
+    def __init__(self, workers: int) -> None:
+        context = multiprocessing.get_context("spawn")  # the service has threads: never fork it
+        self.workers = workers
+        self.prepared = 0
+        self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_warm
+        )
+
+    async def prepare(
+        self, row: dict[str, Any], source_path: str, ignored_checks: frozenset[str], latency_ms: float | None
+    ) -> Prepared | None:
+        """The prepared row, or ``None`` (compute inline): position-dependent row, or no pool."""
+        if self._pool is None or "_ng_task_index" not in row:
+            return None
+        work = partial(prepare_row, orjson.dumps(row), source_path, ignored_checks, latency_ms)
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(self._pool, work)
+            self.prepared += 1
+            return result
+        except (BrokenProcessPool, OSError) as exc:
+            _log.warning("worker pool failed; preparing rows inline from now on", error=type(exc).__name__)
+            self.close()
+        except Exception as exc:  # the inline path recomputes, and logs, whatever went wrong
+            _log.warning("preparing a row failed; computing it inline", error=type(exc).__name__)
+        return None
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
