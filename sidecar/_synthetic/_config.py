@@ -106,9 +106,10 @@ class SyntheticConfig:
     model_calls_per_rollout: int = 8
     """Mean number of policy-model calls per rollout (each rollout draws around it)."""
     payload_bytes_per_call: int = 8192
-    """Approximate bytes one model call adds to a row: its request and response bodies (~2/3)
-    plus their echo in the conversation, turns and capture. 8 calls x 8 KB make rows of ~80 KB,
-    the size of the reference's benchmark corpus (19,879 rollouts, 1.57 GB)."""
+    """Payload budget of one model call: its request and response bodies (about half of it goes
+    there) plus their echo in the conversation, turns and capture. With the fixed parts of a row,
+    8 calls x 8 KB make rows of ~80 KB, the size of the reference's benchmark corpus (19,879
+    rollouts, 1.57 GB)."""
     turns: int = 1
     """User turns (question/answer exchanges) in the main agent's conversation."""
     subagent_probability: float = 0.2
