@@ -106,8 +106,8 @@ class SyntheticConfig:
     model_calls_per_rollout: int = 8
     """Mean number of policy-model calls per rollout (each rollout draws around it)."""
     payload_bytes_per_call: int = 8192
-    """Payload budget of one model call: its request and response bodies (about half of it goes
-    there) plus their echo in the conversation, turns and capture. With the fixed parts of a row,
+    """Payload budget of one model call: its request and response bodies (about two thirds of it
+    go there) plus their echo in the conversation, turns and capture. With the fixed parts of a row,
     8 calls x 8 KB make rows of ~80 KB, the size of the reference's benchmark corpus (19,879
     rollouts, 1.57 GB)."""
     turns: int = 1
