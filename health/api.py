@@ -1,8 +1,12 @@
 """The batch entry points of NeMo Gym's rollout health check (spec §14-§16).
 
 ``run_health_checks`` and ``health_check_run_dir`` keep NeMo Gym's signatures, path
-resolution, error messages and printed output. :func:`check_rollout_files` is the same
-run without materializing one ``RolloutDigest`` object per rollout; the CLI uses it.
+resolution, error messages and printed output, with one deliberate difference: a record
+whose identity NeMo Gym cannot coerce (``"_ng_task_index": null``, ``1.5``, ...) does not
+abort the run; the per-record step reports it as ``record_unreadable`` instead.
+
+:func:`check_rollout_files` is the same run without materializing one ``RolloutDigest``
+object per rollout; the CLI uses it.
 """
 
 from __future__ import annotations
@@ -136,10 +140,17 @@ def emit_run_output(run: HealthRun, json_output: bool, stream: Any = None) -> No
     """Print what ``health_check_run_dir`` prints (spec §15.3)."""
     out = sys.stdout if stream is None else stream
     if json_output:
-        out.write(orjson.dumps(run.summary).decode("utf-8") + "\n")
+        data = orjson.dumps(run.summary, option=orjson.OPT_APPEND_NEWLINE)
     else:
-        out.write(summary_report(run.summary, run.summary_path) + "\n")
+        data = (summary_report(run.summary, run.summary_path) + "\n").encode("utf-8")
     out.flush()
+    binary = getattr(out, "buffer", None)
+    if binary is not None:  # UTF-8 whatever the locale, like orjson's output
+        binary.write(data)
+        binary.flush()
+    else:
+        out.write(data.decode("utf-8"))
+        out.flush()
 
 
 def health_check_run_dir(
