@@ -70,18 +70,13 @@ class Call:
 
 
 class Ref(NamedTuple):
-    """A canonical model-call reference from a turn or an invocation."""
+    """A canonical model-call reference from a turn or an invocation, with its reference key."""
 
+    key: str
+    """``call:{model_call_id}``, or ``response:{type}:{name}:{response_id}`` (spec §4.5)."""
     model_call_id: str | None
     model_ref: ModelRef | None
     response_id: str | None
-
-    @property
-    def key(self) -> str:
-        if self.model_call_id:
-            return f"call:{self.model_call_id}"
-        ref_type, name = self.model_ref or ("", "")
-        return f"response:{ref_type}:{name}:{self.response_id}"
 
 
 @dataclass(slots=True, frozen=True)
@@ -207,23 +202,27 @@ def _normalize_call(index: int, call: TrajectoryModelCall) -> Call:
     )
 
 
-def _to_ref(ref: ModelCallRef) -> Ref:
-    model_ref = ref.model_ref
-    pair = None if model_ref is None else (model_ref.type, model_ref.name)
-    return Ref(ref.model_call_id, pair, ref.response_id)
-
-
 def _dedupe(refs: Iterable[ModelCallRef], seen: set[tuple[str, str, str, str]], into: list[Ref]) -> None:
-    """Append the canonical refs of ``refs`` whose signature is not in ``seen`` yet."""
+    """Append the canonical refs of ``refs`` whose signature is not in ``seen`` yet.
+
+    The signature is (model_call_id, type, name, response_id) with ``None`` as ``""``, so
+    ``response_id: null`` and ``""`` collapse to the first one written.
+    """
     for ref in refs:
+        call_id = ref.model_call_id
+        response_id = ref.response_id
         model_ref = ref.model_ref
         if model_ref is None:
-            signature = (ref.model_call_id or "", "", "", ref.response_id or "")
+            pair = None
+            signature = (call_id or "", "", "", response_id or "")
         else:
-            signature = (ref.model_call_id or "", model_ref.type, model_ref.name, ref.response_id or "")
-        if signature not in seen:
-            seen.add(signature)
-            into.append(_to_ref(ref))
+            pair = (model_ref.type, model_ref.name)
+            signature = (call_id or "", pair[0], pair[1], response_id or "")
+        if signature in seen:
+            continue
+        seen.add(signature)
+        key = f"call:{call_id}" if call_id else f"response:{signature[1]}:{signature[2]}:{response_id}"
+        into.append(Ref(key, call_id, pair, response_id))
 
 
 class _CallIndex:
@@ -260,9 +259,8 @@ class _CallIndex:
         return found
 
 
-def _bind(refs: list[Ref], index: _CallIndex) -> Binding:
-    binding = Binding()
-    matched: dict[int, Call] = {}
+def _bind(refs: list[Ref], index: _CallIndex, matched: dict[int, Call], binding: Binding) -> Binding:
+    """Resolve ``refs`` into ``binding``; ``matched`` (by list position) carries over from a base view."""
     for ref in refs:
         key = ref.key
         binding.references.append(key)
@@ -288,24 +286,37 @@ def build_evidence(trajectory: TrajectoryRecord | None, record: dict[str, Any]) 
     observed = trajectory is not None and "trajectory_projection_failed" not in codes
     calls: list[Call] = []
     turn_refs: list[Ref] = []
-    owned_refs: list[Ref] = []
+    invocation_refs: list[Ref] = []
     if observed and trajectory is not None:
         calls = [_normalize_call(position, call) for position, call in enumerate(trajectory.model_calls)]
         seen: set[tuple[str, str, str, str]] = set()
         for turn in trajectory.turns:
             _dedupe(turn.model_calls, seen, turn_refs)
-        owned_refs = list(turn_refs)
         for invocation in trajectory.invocations:
-            _dedupe(invocation.model_calls, seen, owned_refs)
+            _dedupe(invocation.model_calls, seen, invocation_refs)
     index = _CallIndex(calls)
+    turn_matched: dict[int, Call] = {}
+    turn_binding = _bind(turn_refs, index, turn_matched, Binding())
+    # Owned references are the turn references followed by the invocation-only ones.
+    owned_binding = _bind(
+        invocation_refs,
+        index,
+        dict(turn_matched),
+        Binding(
+            list(turn_binding.references),
+            [],
+            list(turn_binding.missing_references),
+            list(turn_binding.duplicated_references),
+        ),
+    )
     return Evidence(
         trajectory_observed=observed,
         turns_observed=observed and "turns_unavailable" not in codes,
         turn_call_scope_complete=observed and "turn_model_call_scope_incomplete" not in codes,
         model_calls_observed=observed and codes.isdisjoint(CAPTURE_GAP_CODES),
         calls=calls,
-        turn_binding=_bind(turn_refs, index),
-        owned_binding=_bind(owned_refs, index),
+        turn_binding=turn_binding,
+        owned_binding=owned_binding,
         gaps=gaps,
         trajectory=trajectory if observed else None,
         transcript_prompt=prompt,
