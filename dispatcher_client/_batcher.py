@@ -135,6 +135,12 @@ class Batcher:
             len(self._memory) >= config.max_buffered_events
             or self._memory_bytes + len(data) > config.max_buffered_bytes
         ):
+            if self._spool is None:  # no room and nowhere to spill: the new event is lost
+                _settle([_Item(data, future)])
+                stats.dropped += 1
+                if stats.dropped == 1 or stats.dropped % 1000 == 0:
+                    _log.warning("dispatcher_client: buffer full, %d event(s) dropped so far", stats.dropped)
+                return
             items = list(self._memory)
             self._memory.clear()
             self._memory_bytes = 0

@@ -1,0 +1,216 @@
+"""SidecarClient against a real sidecar on loopback: exactly once, outages, restarts, rejections."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from dispatcher_client import ClientConfig, SidecarClient, SidecarError
+from sidecar.rollout_perf import build_ng_perf
+from sidecar.server import ServiceThread
+from sidecar.settings import ServiceSettings
+from tests.sidecar.service_support import GeneratedRun, generate_run
+
+from .support import SidecarProcess, batch_files, free_port, sidecar_files, stable_report
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def generated() -> GeneratedRun:
+    return generate_run(num_tasks=14, repeats=3, seed=5, fault_rate=0.05, failure_rate=0.15)
+
+
+async def _play(client: SidecarClient, run: GeneratedRun, events: list[dict[str, Any]]) -> int:
+    """Drive ``events`` through the client's API the way a dispatcher would; returns completions."""
+    completions = 0
+    for event in events:
+        kind = event["kind"]
+        if kind == "completed" and "row" in event:
+            perf = await client.completed(None, event["row"], seconds=event["seconds"])
+            expected = build_ng_perf(event["row"], event["seconds"] * 1000.0)
+            assert orjson.dumps(perf) == orjson.dumps(expected)
+            completions += 1
+        elif kind == "failed":
+            await client.failed(None, event["row"], seconds=event["seconds"])
+        elif kind == "drained":
+            row = {"_ng_task_index": event["task_index"], "_ng_rollout_index": event["rollout_index"]}
+            await client.drained(row)
+        else:
+            client.submit_event(event)
+    return completions
+
+
+def _start(client: SidecarClient, run: GeneratedRun, run_dir: Path) -> Any:
+    return client.start_run(plan=run.plan, source_path=str(run_dir / "rollouts.jsonl"))
+
+
+class TestExactlyOnce:
+    async def test_generated_run_arrives_once_and_matches_batch(
+        self, tmp_path: Path, generated: GeneratedRun, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        run_dir = tmp_path / "run"
+        generated.write_rollouts(run_dir)
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+        with ServiceThread(settings) as url:
+            async with SidecarClient(url, run_id="once") as client:
+                await _start(client, generated, run_dir)
+                await _play(client, generated, generated.events)
+                await client.run_ended()
+                assert await client.flush(20)
+                stats = client.stats
+                total = len(generated.events) + 2
+                assert (stats.submitted, stats.sent) == (total, total)
+                assert (stats.duplicates, stats.dropped, stats.rejected, stats.retried) == (0, 0, 0, 0)
+                assert stats.requests < total  # batched
+                report = await client.report()
+                margin = await client.drain_margin_info()
+            files = sidecar_files(url, "once")
+        assert files == batch_files(run_dir)
+        capsys.readouterr()
+        tracker = generated.local_tracker()
+        assert margin["drain_margin"] == tracker.drain_margin(None)
+        assert margin["samples"] == tracker.count and margin["drained"] == tracker.drained
+        assert report["latency"]["summary"] == tracker.summary()
+        completed = sum(1 for event in generated.events if event["kind"] == "completed")
+        assert report["events"]["completed"] == completed
+
+    async def test_a_refused_event_does_not_hold_back_its_batch(self, tmp_path: Path) -> None:
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+        with ServiceThread(settings) as url:
+            async with SidecarClient(url, run_id="bad", config=ClientConfig(linger_s=0.05)) as client:
+                await client.start_run()
+                for index in range(9):
+                    if index == 4:
+                        client.submit_event({"kind": "drained", "task_index": 1.5})  # not an index
+                    else:
+                        await client.drained({"_ng_task_index": index, "_ng_rollout_index": 0})
+                assert await client.flush(10)
+                assert client.stats.rejected == 1
+                assert client.stats.sent == 9  # run_started + 8 drains
+                report = await client.report()
+        assert report["events"]["drained"] == 8
+
+    async def test_a_sidecar_with_a_fresh_journal_gets_run_started_again(self, tmp_path: Path) -> None:
+        port = free_port()
+        config = ClientConfig(backoff_initial_s=0.01, backoff_max_s=0.2)
+        with SidecarProcess(tmp_path / "a.sqlite3", port) as url:
+            client = await SidecarClient(url, run_id="fresh", config=config).open()
+            await client.start_run(plan={0: 2})
+            await client.drained({"_ng_task_index": 0, "_ng_rollout_index": 0})
+            assert await client.flush(10)
+        with SidecarProcess(tmp_path / "b.sqlite3", port):  # the first journal is gone
+            await client.drained({"_ng_task_index": 0, "_ng_rollout_index": 1})
+            assert await client.flush(15)
+            report = await client.report()
+            await client.aclose()
+        assert report["plan_tasks"] == 1
+        assert report["events"]["drained"] == 1
+
+
+class TestOutage:
+    async def test_stop_and_restart_mid_run_equals_an_uninterrupted_run(
+        self, tmp_path: Path, generated: GeneratedRun, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        run_dir = tmp_path / "run"
+        generated.write_rollouts(run_dir)
+        config = ClientConfig(
+            max_buffered_events=8,  # small: the outage spills to the on-disk spool
+            spool_dir=tmp_path / "spool",
+            backoff_initial_s=0.01,
+            backoff_max_s=0.2,
+            ack_timeout_s=0.2,
+        )
+        sidecar = SidecarProcess(tmp_path / "journal.sqlite3")
+        half = len(generated.events) // 2
+        sidecar.start()
+        try:
+            async with SidecarClient(sidecar.url, run_id="steady") as steady:
+                await _start(steady, generated, run_dir)
+                await _play(steady, generated, generated.events)
+                await steady.run_ended()
+                assert await steady.flush(20)
+            client = await SidecarClient(sidecar.url, run_id="bumpy", config=config).open()
+            await _start(client, generated, run_dir)
+            await _play(client, generated, generated.events[:half])
+            assert await client.flush(20)
+            sidecar.stop()
+
+            started = time.monotonic()
+            completions = await _play(client, generated, generated.events[half:])
+            await client.run_ended()
+            elapsed = time.monotonic() - started
+            stats = client.stats
+            assert not stats.connected and stats.failed_requests > 0
+            assert stats.spooled > 0 and stats.dropped == 0
+            assert stats.local_ng_perf >= completions - 1  # at most one waited for an answer
+            assert elapsed < 0.2 * completions + 5  # nothing waits for the sidecar
+
+            sidecar.start()
+            assert await client.flush(30)
+            assert client.stats.dropped == 0 and client.stats.rejected == 0
+            assert client.stats.spool_pending_bytes == 0
+            bumpy = await client.report()
+            steady_report = await SidecarClient(sidecar.url, run_id="steady").open()
+            smooth = await steady_report.report()
+            await steady_report.aclose()
+            await client.aclose()
+            files = sidecar_files(sidecar.url, "bumpy")
+            assert files == sidecar_files(sidecar.url, "steady")
+        finally:
+            sidecar.stop()
+        assert stable_report(bumpy) == stable_report(smooth)
+        assert files == batch_files(run_dir)
+        capsys.readouterr()
+        assert not list((tmp_path / "spool").glob("*.jsonl"))  # delivered spool is reclaimed
+
+    async def test_unreachable_sidecar_drops_past_the_bound_and_counts_it(self, tmp_path: Path) -> None:
+        config = ClientConfig(max_buffered_events=5, backoff_initial_s=0.01, close_timeout_s=0.1)
+        url = f"http://127.0.0.1:{free_port()}"  # nothing listens
+        client = await SidecarClient(url, run_id="void", config=config).open()
+        started = time.monotonic()
+        for index in range(20):
+            await client.drained({"_ng_task_index": index, "_ng_rollout_index": 0})
+        row = {"ng_trajectory": None}
+        assert await client.completed(None, row, seconds=1.0) is None
+        assert time.monotonic() - started < 2.0
+        assert client.stats.dropped > 0
+        assert client.stats.buffered <= 5
+        with pytest.raises(SidecarError, match="failed"):
+            await client.drain_margin()
+        await client.aclose()
+        stats = client.stats
+        assert (stats.submitted, stats.sent, stats.spooled) == (21, 0, 0)
+        assert stats.dropped == 21  # everything not delivered is counted
+
+    async def test_retried_batches_are_duplicates_not_double_counts(self, tmp_path: Path) -> None:
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+        with ServiceThread(settings) as url:
+            calls = {"n": 0}
+
+            class LossyAcks(httpx.AsyncHTTPTransport):
+                """Delivers every request but loses the first two answers (a timeout after commit)."""
+
+                async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+                    response = await super().handle_async_request(request)
+                    calls["n"] += 1
+                    if request.url.path.endswith("/events") and calls["n"] in (2, 3):
+                        await response.aread()
+                        raise httpx.ReadTimeout("answer lost", request=request)
+                    return response
+
+            config = ClientConfig(backoff_initial_s=0.01, linger_s=0.01)
+            async with SidecarClient(url, run_id="lossy", config=config, transport=LossyAcks()) as client:
+                await client.start_run()
+                assert await client.flush(10)
+                for index in range(6):
+                    await client.drained({"_ng_task_index": index, "_ng_rollout_index": 0})
+                assert await client.flush(10)
+                assert client.stats.retried >= 6 and client.stats.duplicates == 6
+                report = await client.report()
+        assert report["events"]["drained"] == 6
