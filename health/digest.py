@@ -10,7 +10,8 @@ fractional or beyond-64-bit float, an array or object, likewise for ``_ng_rollou
 a non-null ``stage_index``), this step treats the line like an unreadable one: synthetic
 identity, every other non-ignored rollout check unobserved, and a ``record_unreadable``
 finding whose detail is ``{"reason": "rollout record identity is invalid", "error":
-"ValidationError", "field": <key>}``.
+"ValidationError", "field": <key>}``. The locator is ``{"source_file", "line"}`` as for an
+unreadable line, and the statistics are all zero.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ __all__ = ["digest_line", "digest_record"]
 _CHECK_EXECUTION_ERROR = "check_execution_error"
 _RECORD_UNREADABLE = "record_unreadable"
 _DUMP_DEPTH_LIMIT = 254
-
 
 
 def _gates(check_id: str) -> tuple[bool, bool, bool, int]:
@@ -89,7 +89,7 @@ def _digest_parsed(
 ) -> RolloutDigest:
     """``line_size`` is the raw line's length in bytes, when known."""
     source_path, source_index, line_number, ordinal = location
-    if record is None or parse_error is not None:
+    if not isinstance(record, dict) or parse_error is not None:
         detail = {"reason": "rollout record is unreadable", "error": parse_error or "ValueError"}
         return _unreadable_digest(detail, source_path, source_index, line_number, ordinal, ignored_checks)
     identity = resolve_identity(record, ordinal)

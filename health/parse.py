@@ -10,15 +10,10 @@ from typing import Any
 
 import orjson
 
-__all__ = ["JSON_DECODE_ERROR", "NOT_AN_OBJECT_ERROR", "is_blank", "parse_line"]
+__all__ = ["JSON_DECODE_ERROR", "NOT_AN_OBJECT_ERROR", "parse_line"]
 
 JSON_DECODE_ERROR = "JSONDecodeError"
 NOT_AN_OBJECT_ERROR = "ValueError"
-
-
-def is_blank(data: bytes) -> bool:
-    """True when only ASCII whitespace (space, tab, CR, LF, VT, FF) remains after trimming."""
-    return not data.strip()
 
 
 def parse_line(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
