@@ -1,0 +1,157 @@
+"""The follower over files another process writes: its report equals ``health-check`` of the final file."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from dispatcher_client.follow import Follower, follow_paths
+from sidecar.cli import main as cli_main
+from sidecar.server import ServiceThread
+from sidecar.settings import ServiceSettings
+from tests.sidecar.service_support import generate_run
+
+from .support import batch_files, sidecar_files
+
+pytestmark = pytest.mark.timeout(60)
+
+_WRITER = r"""
+import os, sys, time, orjson
+ops = orjson.loads(open(sys.argv[1], "rb").read())
+handles = {}
+def handle(path):
+    if path not in handles:
+        handles[path] = open(path, "ab", buffering=0)
+    return handles[path]
+for op in ops:
+    kind = op[0]
+    if kind == "write":
+        handle(op[1]).write(bytes.fromhex(op[2]))
+    elif kind == "sleep":
+        time.sleep(op[1])
+    elif kind == "unlink":
+        for path in list(handles):
+            handles.pop(path).close()
+        for path in op[1:]:
+            os.unlink(path)
+    elif kind == "truncate":
+        os.truncate(op[1], op[2])
+"""
+
+
+def _lines(seed: int, num_tasks: int) -> tuple[list[bytes], list[bytes]]:
+    run = generate_run(num_tasks=num_tasks, repeats=2, seed=seed, fault_rate=0.05, failure_rate=0.2)
+    failures = [orjson.dumps(e["row"]) + b"\n" for e in run.events if e["kind"] == "failed"]
+    return run.main_lines, failures
+
+
+def _chunked(rng: random.Random, path: Path, data: bytes, ops: list[list[Any]]) -> None:
+    """Write ``data`` in random pieces that cut lines anywhere (partial writes), with pauses."""
+    pos = 0
+    while pos < len(data):
+        size = rng.randint(1, 3000)
+        ops.append(["write", str(path), data[pos : pos + size].hex()])
+        if rng.random() < 0.3:
+            ops.append(["sleep", rng.uniform(0.001, 0.01)])
+        pos += size
+
+
+def _writer_ops(paths: Any, rng: random.Random) -> list[list[Any]]:
+    main, failures = paths.rollouts, paths.failures
+    a_main, a_fail = _lines(1, 6)
+    b_main, b_fail = _lines(2, 8)
+    c_main, _ = _lines(3, 4)
+    odd = [b"  \t\n", b'{"x": "\xff\xfe"}\n', b"[1, 2]\n", b"\n", b_main[0]]  # blank, non-UTF-8, array, dup
+    b_main = b_main[:3] + odd + b_main[3:]
+    ops: list[list[Any]] = []
+    _chunked(rng, main, b"".join(a_main), ops)
+    _chunked(rng, failures, b"".join(a_fail), ops)
+    ops += [["sleep", 0.4], ["unlink", str(main), str(failures)]]  # a fresh run starts over
+    _chunked(rng, main, b"".join(b_main[:10]), ops)
+    _chunked(rng, failures, b"".join(b_fail), ops)
+    _chunked(rng, main, b"".join(b_main[10:]), ops)
+    keep = len(b"".join(b_main[:7]))
+    ops += [["sleep", 0.4], ["truncate", str(main), keep]]  # cut below what was consumed
+    _chunked(rng, main, b"".join(c_main) + b'{"torn": [1, ', ops)  # ends without a newline
+    return ops
+
+
+class TestFollower:
+    async def test_follows_partial_writes_recreation_truncation_and_restarts(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        run_dir = tmp_path / "my-run"
+        run_dir.mkdir()
+        paths = follow_paths(run_dir)
+        ops_path = tmp_path / "ops.json"
+        ops_path.write_bytes(orjson.dumps(_writer_ops(paths, random.Random(3))))
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+        with ServiceThread(settings) as url:
+
+            def follower() -> Follower:
+                return Follower(run_dir, sidecar_url=url, poll_interval_s=0.02)
+
+            writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(ops_path)])
+            restarts = 0
+            try:
+                while writer.poll() is None:  # the follower is stopped and restarted at random
+                    stop = asyncio.Event()
+                    first = follower()
+                    task = asyncio.create_task(first.run(stop))
+                    await asyncio.sleep(random.uniform(0.1, 0.5))
+                    stop.set()
+                    await task
+                    restarts += first.restarts
+            finally:
+                writer.wait(30)
+            assert writer.returncode == 0
+            last = follower()
+            assert last.run_id == "my-run"
+            async with last.client:
+                await last.end_run()
+            restarts += last.restarts
+            assert restarts >= 1 and last.generation >= 1
+            files = sidecar_files(url, "my-run")
+        assert files == batch_files(run_dir)
+        capsys.readouterr()
+        verdicts = files[1].decode()
+        assert str(paths.rollouts) in verdicts  # unreadable lines' locators name the followed file
+
+    def test_cli_once_equals_the_batch_check(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        main, failures = _lines(4, 6)
+        (run_dir / "out.jsonl").write_bytes(b"".join(main))
+        (run_dir / "out_failures.jsonl").write_bytes(b"".join(failures))
+        plan = {str(task): 2 for task in range(6)}
+        (run_dir / "out_materialized_inputs.jsonl").write_bytes(
+            b"".join(
+                orjson.dumps({"_ng_task_index": int(t), "_ng_rollout_index": r}) + b"\n"
+                for t in plan
+                for r in range(2)
+            )
+        )
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+        with ServiceThread(settings) as url:
+            argv = ["follow", str(run_dir), "--rollouts-file", "out.jsonl", "--sidecar", url, "--once"]
+            assert cli_main([*argv, "--run-id", "cli-run"]) == 0
+            assert "into run 'cli-run'" in capsys.readouterr().out
+            assert cli_main([*argv, "--run-id", "cli-run"]) == 0  # again: nothing new, no double count
+            files = sidecar_files(url, "cli-run")
+            import httpx
+
+            report = httpx.get(f"{url}/report", params={"run_id": "cli-run"}).json()
+        assert files == batch_files(run_dir, "out.jsonl")
+        capsys.readouterr()
+        assert report["plan_tasks"] == 6
+        assert report["events"]["completed"] == sum(1 for line in main if line.strip())
+        assert sum(entry["count"] for entry in report["events"]["failed"]) == len(failures)
