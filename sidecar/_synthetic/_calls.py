@@ -22,6 +22,14 @@ _REQUEST_SHARE: Final = 0.40
 _RESPONSE_SHARE: Final = 0.22
 _CLIP: Final = 300
 _MIN_TEXT: Final = 64
+_TOKEN_FIELDS: Final = (
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "total_tokens",
+    "cached_tokens",
+)
+_ERROR_CATEGORIES: Final = {400: "context_length_exceeded", 429: "rate_limited"}
 _TOOLS_FROM: Final = 2048
 """Requests list the tool schemas only from this payload up, so that tiny corpora stay tiny."""
 
@@ -193,6 +201,19 @@ class CallFactory:
             "cached_tokens": cached,
         }
 
+    def _error(self, outcome: str, metadata: JSON) -> tuple[JSON, JSON]:
+        """Error body and (all-null) token stats of a failed call; updates ``metadata`` in place."""
+        status = 400 if outcome == "rejected" else (429 if self.rng.random() < 0.7 else 500)
+        error = {400: "invalid_request_error", 429: "rate_limit_error"}.get(status, "server_error")
+        metadata.update(
+            status_code=status,
+            finish_reason=None,
+            error_category=_ERROR_CATEGORIES.get(status, "upstream_error"),
+            latency_ttft_ms=None,
+        )
+        response = {"error": {"message": f"upstream returned {status}", "type": error, "code": status}}
+        return response, dict.fromkeys(_TOKEN_FIELDS)
+
     def make(
         self,
         kind: str,
@@ -219,22 +240,7 @@ class CallFactory:
             "latency_ttft_ms": round(duration_ms * rng.uniform(0.05, 0.4), 2),
         }
         if outcome in ("failed", "rejected"):
-            status = 400 if outcome == "rejected" else (429 if rng.random() < 0.7 else 500)
-            error = {400: "invalid_request_error", 429: "rate_limit_error"}.get(status, "server_error")
-            response: JSON = {
-                "error": {"message": f"upstream returned {status}", "type": error, "code": status}
-            }
-            tokens: JSON = dict.fromkeys(
-                ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens", "cached_tokens")
-            )
-            metadata.update(
-                status_code=status,
-                finish_reason=None,
-                error_category={400: "context_length_exceeded", 429: "rate_limited"}.get(
-                    status, "upstream_error"
-                ),
-                latency_ttft_ms=None,
-            )
+            response, tokens = self._error(outcome, metadata)
             content.output = []
         else:
             response_id = f"chatcmpl-{hex_id(rng, 64)}" if self.chat else f"resp_{hex_id(rng)}"

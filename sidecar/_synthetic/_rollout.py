@@ -9,6 +9,7 @@ laid out here; faults that only edit fields are applied afterwards (``_faults``)
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -58,6 +59,18 @@ class _Plan:
     outcomes: dict[tuple[int, int], str] = field(default_factory=dict)
     """Non-``ok`` outcomes by ``(turn_no, step_no)``: ``pre``, ``hollow`` or ``failed``."""
     subagent_steps: int = 0
+
+
+@dataclass(slots=True)
+class _Invocation:
+    """Running state of one invocation: its record, conversation and prompt size so far."""
+
+    invocation_id: str
+    plan: _Plan
+    record: JSON
+    conversation: list[JSON]
+    context: int = 0
+    answer_text: str = ""
 
 
 def task_question(seed: int, task_index: int, scale: float = 1.0) -> str:
@@ -142,42 +155,10 @@ class _Walker:
             "conversation": [],
         }
         self.out.invocations.append(record)
-        conversation: list[JSON] = record["conversation"]
+        state = _Invocation(invocation_id, plan, record, record["conversation"])
         slots = iter(_split(self.rng, timing, sum(len(kinds) for _, kinds in plan.turns)))
-        context, answer_text = 0, ""
         for turn_no, (question, kinds) in enumerate(plan.turns, start=1):
-            conversation.append(items.user_message_item(question))
-            context += len(question)
-            refs: list[JSON] = []
-            answer: Any = None
-            slot = Timing(timing.start, timing.start)
-            for step_no, kind in enumerate(kinds):
-                slot = next(slots)
-                outcome = plan.outcomes.get((turn_no, step_no), "ok")
-                tools_at = (
-                    slot.end if kind in ("think", "final") else slot.start + (slot.end - slot.start) * 0.6
-                )
-                start = slot.start
-                if outcome == "pre" and self.pre_attempt is not None:
-                    cut = start + (tools_at - start) * 0.3
-                    self._call(kind, self.pre_attempt, conversation, Timing(start, cut), context, None, refs)
-                    start, outcome = cut, "ok"
-                tool_call = self._tool_call(kind) if kind in ("tool", "spawn") else None
-                output = self._call(
-                    kind, outcome, conversation, Timing(start, tools_at), context, tool_call, refs
-                )
-                if outcome in ("failed", "rejected"):
-                    record["status"], record["error_type"] = "failed", "ModelCallError"
-                    break
-                conversation.extend(output)
-                context += 120 * len(output) + output_chars(output)
-                message = "".join(i["content"][0]["text"] for i in output if i["type"] == "message")
-                answer = (message or output) if self.calls.chat else output
-                answer_text = message if kind == "final" else answer_text
-                if tool_call is not None:
-                    result = self.tool(kind, tool_call, invocation_id, Timing(tools_at, slot.end), plan)
-                    conversation.append(items.function_call_output_item(tool_call["call_id"], result))
-                    context += len(result)
+            refs, answer, end = self._turn(state, turn_no, question, kinds, slots)
             if parent is None and answer:
                 self.out.final_output = (
                     answer if isinstance(answer, list) else [items.assistant_message_item(self.rng, answer)]
@@ -188,7 +169,7 @@ class _Walker:
                     "task_id": self.out.task_id,
                     "rollout_id": self.out.rollout_id,
                     "turn_no": turn_no,
-                    "timestamp": round(slot.end, 6),
+                    "timestamp": round(end, 6),
                     "question": question,
                     "answer": answer,
                     "reasoning_content": None,
@@ -198,7 +179,55 @@ class _Walker:
                 }
             )
             record["model_calls"].extend(refs)
-        return answer_text or text(self.rng, 200)
+        return state.answer_text or text(self.rng, 200)
+
+    def _turn(
+        self, state: _Invocation, turn_no: int, question: str, kinds: list[str], slots: Iterator[Timing]
+    ) -> tuple[list[JSON], Any, float]:
+        """One user turn: its steps in order; returns its call refs, its answer and its end time."""
+        state.conversation.append(items.user_message_item(question))
+        state.context += len(question)
+        refs: list[JSON] = []
+        answer: Any = None
+        end = 0.0
+        for step_no, kind in enumerate(kinds):
+            slot = next(slots)
+            end = slot.end
+            output = self._step(state, kind, state.plan.outcomes.get((turn_no, step_no), "ok"), slot, refs)
+            if output is None:
+                break
+            message = "".join(i["content"][0]["text"] for i in output if i["type"] == "message")
+            answer = (message or output) if self.calls.chat else output
+        return refs, answer, end
+
+    def _step(
+        self, state: _Invocation, kind: str, outcome: str, slot: Timing, refs: list[JSON]
+    ) -> list[JSON] | None:
+        """One agent step (a model call, then its tool call); ``None`` if the call failed for good."""
+        tools_at = slot.end if kind in ("think", "final") else slot.start + (slot.end - slot.start) * 0.6
+        start = slot.start
+        if outcome == "pre" and self.pre_attempt is not None:
+            cut = start + (tools_at - start) * 0.3
+            self._call(
+                kind, self.pre_attempt, state.conversation, Timing(start, cut), state.context, None, refs
+            )
+            start, outcome = cut, "ok"
+        tool_call = self._tool_call(kind) if kind in ("tool", "spawn") else None
+        output = self._call(
+            kind, outcome, state.conversation, Timing(start, tools_at), state.context, tool_call, refs
+        )
+        if outcome in ("failed", "rejected"):
+            state.record["status"], state.record["error_type"] = "failed", "ModelCallError"
+            return None
+        state.conversation.extend(output)
+        state.context += 120 * len(output) + output_chars(output)
+        if kind == "final":
+            state.answer_text = "".join(i["content"][0]["text"] for i in output if i["type"] == "message")
+        if tool_call is not None:
+            result = self.tool(kind, tool_call, state.invocation_id, Timing(tools_at, slot.end), state.plan)
+            state.conversation.append(items.function_call_output_item(tool_call["call_id"], result))
+            state.context += len(result)
+        return output
 
     def tool(self, kind: str, tool_call: JSON, invocation_id: str, timing: Timing, plan: _Plan) -> str:
         """Execute a tool call, or run the subagent it spawns, inside ``timing``; returns its output."""
