@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
@@ -98,10 +98,10 @@ class TestFollower:
             def follower() -> Follower:
                 return Follower(run_dir, sidecar_url=url, poll_interval_s=0.02)
 
-            writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(ops_path)])
+            writer = await asyncio.create_subprocess_exec(sys.executable, "-c", _WRITER, str(ops_path))
             restarts = 0
             try:
-                while writer.poll() is None:  # the follower is stopped and restarted at random
+                while writer.returncode is None:  # the follower is stopped and restarted at random
                     stop = asyncio.Event()
                     first = follower()
                     task = asyncio.create_task(first.run(stop))
@@ -110,7 +110,7 @@ class TestFollower:
                     await task
                     restarts += first.restarts
             finally:
-                writer.wait(30)
+                await asyncio.wait_for(writer.wait(), 30)
             assert writer.returncode == 0
             last = follower()
             assert last.run_id == "my-run"
@@ -147,8 +147,6 @@ class TestFollower:
             assert "into run 'cli-run'" in capsys.readouterr().out
             assert cli_main([*argv, "--run-id", "cli-run"]) == 0  # again: nothing new, no double count
             files = sidecar_files(url, "cli-run")
-            import httpx
-
             report = httpx.get(f"{url}/report", params={"run_id": "cli-run"}).json()
         assert files == batch_files(run_dir, "out.jsonl")
         capsys.readouterr()
