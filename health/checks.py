@@ -50,9 +50,15 @@ def _bound_locator(call: Call, position: int) -> dict[str, Any]:
 
 
 def _turn_steps(ev: Evidence) -> list[tuple[int, bool, bool, bool]]:
-    """Per turn: (turn_no, has_message, has_tool_calls, has_references); may raise TypeError."""
+    """Per turn: (turn_no, has_message, has_tool_calls, has_references).
+
+    Raises ``TypeError`` for an unhashable ``type`` in an answer, every time it is asked, so
+    both turn checks fail alike; a successful analysis is memoized on the evidence.
+    """
+    if ev.turn_steps is not None:
+        return ev.turn_steps
     turns = ev.trajectory.turns if ev.trajectory is not None else []
-    return [
+    ev.turn_steps = [
         (
             turn.turn_no,
             nonempty(turn.answer) or nonempty(turn.reasoning_content),
@@ -61,6 +67,7 @@ def _turn_steps(ev: Evidence) -> list[tuple[int, bool, bool, bool]]:
         )
         for turn in turns
     ]
+    return ev.turn_steps
 
 
 def _missing_agent_turns(ev: Evidence) -> list[RawFinding]:

@@ -16,11 +16,11 @@ unreadable line, and the statistics are all zero.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
-from .checks import ROLLOUT_RULES, chains_ended_on_failure
+from .checks import ROLLOUT_RULES, CheckRule, chains_ended_on_failure
 from .contract import TrajectoryRecord, check_trajectory
 from .evidence import Binding, Evidence, build_evidence, call_identity
 from .identity import Identity, InvalidIdentity, resolve_identity, unreadable_identity
@@ -35,19 +35,32 @@ _RECORD_UNREADABLE = "record_unreadable"
 _DUMP_DEPTH_LIMIT = 254
 
 
-def _gates(check_id: str) -> tuple[bool, bool, bool, int]:
-    """(reads trajectory, reads agent turns, reads observed calls, view: 0 none / 1 turn / 2 owned)."""
+class _Step(NamedTuple):
+    """One rollout check with the evidence gates its ``reads`` imply (spec §6.4 steps 1-4)."""
+
+    check_id: str
+    reads_trajectory: bool
+    reads_turns: bool
+    reads_observed_calls: bool
+    view: int
+    """Binding view read: 0 none, 1 turn bindings (``bound_calls``), 2 owned bindings."""
+    rule: CheckRule
+
+
+def _step(check_id: str) -> _Step:
     reads = check_spec(check_id).reads
     view = 1 if CheckInput.BOUND_CALLS in reads else 2 if CheckInput.OWNED_MODEL_CALLS in reads else 0
-    return (
+    return _Step(
+        check_id,
         CheckInput.TRAJECTORY in reads,
         CheckInput.AGENT_TURNS in reads,
         CheckInput.OBSERVED_MODEL_CALLS in reads,
         view,
+        ROLLOUT_RULES[check_id],
     )
 
 
-_GATES = {check_id: _gates(check_id) for check_id in ROLLOUT_CHECK_IDS}
+_STEPS: tuple[_Step, ...] = tuple(_step(check_id) for check_id in ROLLOUT_CHECK_IDS)
 
 
 def digest_line(
@@ -108,7 +121,8 @@ def _digest_parsed(
     }
     findings: list[Finding] = []
     unobserved: list[str] = []
-    for check_id in ROLLOUT_CHECK_IDS:
+    for step in _STEPS:
+        check_id = step.check_id
         if check_id in ignored_checks:
             continue
         if check_id == _RECORD_UNREADABLE:
@@ -116,11 +130,11 @@ def _digest_parsed(
                 detail = {"reason": "canonical trajectory is unreadable", "error": trajectory_error}
                 findings.append(_finding(check_id, subject, None, detail))
             continue
-        if not _observable(check_id, evidence):
+        if not _observable(step, evidence):
             unobserved.append(check_id)
             continue
         try:
-            raw_findings = ROLLOUT_RULES[check_id].run(evidence)
+            raw_findings = step.rule.run(evidence)
         except Exception as exc:  # a rule crashing on odd data is itself a reported outcome
             unobserved.append(check_id)
             if _CHECK_EXECUTION_ERROR not in ignored_checks:
@@ -162,20 +176,19 @@ def _validate(raw: Any, line_size: int | None) -> tuple[TrajectoryRecord | None,
     return trajectory, None
 
 
-def _observable(check_id: str, ev: Evidence) -> bool:
+def _observable(step: _Step, ev: Evidence) -> bool:
     """Spec §6.4 steps 1-6: does the check have the evidence it reads?"""
-    reads_trajectory, reads_turns, reads_observed_calls, view_kind = _GATES[check_id]
-    if reads_trajectory and not ev.trajectory_observed:
+    if step.reads_trajectory and not ev.trajectory_observed:
         return False
-    if reads_turns and not ev.turns_observed:
+    if step.reads_turns and not ev.turns_observed:
         return False
-    if reads_observed_calls and not (ev.model_calls_observed and ev.calls):
+    if step.reads_observed_calls and not (ev.model_calls_observed and ev.calls):
         return False
-    if view_kind:
+    if step.view:
         if not ev.model_calls_observed:
             return False
-        view: Binding = ev.turn_binding if view_kind == 1 else ev.owned_binding
-        gate = ROLLOUT_RULES[check_id].gate
+        view: Binding = ev.turn_binding if step.view == 1 else ev.owned_binding
+        gate = step.rule.gate
         if gate is not None and not gate(ev, view):
             return False
     return True

@@ -119,6 +119,8 @@ class Evidence:
     trajectory: TrajectoryRecord | None
     transcript_prompt: int | None
     transcript_completion: int | None
+    turn_steps: list[tuple[int, bool, bool, bool]] | None = None
+    """Memo of the turn analysis shared by the two turn checks (see ``health.checks``)."""
 
     @property
     def usage_present(self) -> bool:
