@@ -132,6 +132,9 @@ class Accounting:
     def drained(self, key: RolloutKey) -> int | str | None:
         return self._update(key, _DRAINED)
 
+    def has_succeeded(self, key: RolloutKey) -> bool:
+        return bool(self._status.get(key, 0) & _SUCCEEDED)
+
     def is_complete(self, task: str) -> bool:
         return task in self._complete
 

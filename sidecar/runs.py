@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from health.compact import VERDICTS
+from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
 from sidecar.accounting import Accounting, RolloutKey, normalize_index
 from sidecar.engines import Engines
@@ -149,7 +151,11 @@ class RunState:
         self._next_ordinal = 0
         self._closed: dict[TaskIndex, tuple[str, ...]] = {}
         self._health_interval_s = health_interval_s
-        self._health_cache: tuple[float, HealthView] | None = None
+        self._health_cache: tuple[float, dict[str, int], dict[str, int]] | None = None
+        self._health_interval = health_interval_s
+        self._verdicts = [0, 0, 0]
+        self._issues = [0] * len(CHECK_IDS)
+        self._maybe_duplicates = False
         self._version = 0
         self._health_version = -1
 
@@ -220,6 +226,10 @@ class RunState:
         digest = self._digest(event, row, prepared)
         task = self._engines.digest_task_index(digest)
         self.reducer.add_compact(digest)
+        self._verdicts[digest.verdict] += 1
+        for position in digest.finding_checks:
+            if position >= 0:
+                self._issues[position] += 1
         if ng_perf is None and row is not None and isinstance(row.get("ng_perf"), dict):
             ng_perf = row["ng_perf"]  # attach_ng_perf keeps an agent-supplied object it cannot rebuild
         self.perf_rollouts += 1
@@ -230,6 +240,8 @@ class RunState:
                 if isinstance(value, int) and not isinstance(value, bool):
                     self.tokens[kind] += value
         key = (task, normalize_index(event_identity(event)[1]))
+        if self.accounting.has_succeeded(key) or digest.stage_index is not None:
+            self._maybe_duplicates = True  # the reducer's duplicate pass may change verdicts
         completed_task = self.accounting.succeeded(key)
         if completed_task is None and task in self._closed:
             completed_task = task  # a late repeat re-opens a closed task: recompute it
@@ -304,22 +316,36 @@ class RunState:
     # -- reading --------------------------------------------------------------------------
 
     def health_view(self, *, fresh: bool = False) -> HealthView:
-        """Verdict/finding counts, recomputed at most every ``health_interval_s`` unless ``fresh``."""
-        now = time.monotonic()
-        cached = self._health_cache
-        if cached is not None and (
-            self._health_version == self._version or (not fresh and now - cached[0] < self._health_interval_s)
-        ):
-            return cached[1]
-        run = self.reducer.summary()["run"]
+        """Current verdict and finding counts, cheap to read on every scrape.
+
+        Counts are kept incrementally from each digest's preliminary verdict and findings, which
+        equal the reducer's until two rows claim one identity (the duplicate post-pass then
+        changes verdicts). Only in that case is the reducer's O(rollouts) summary used, at most
+        every ``health_interval_s`` (stretched to 20x its own cost) unless ``fresh``. Task-check
+        counts are those of closed tasks in both cases (an open task is not judged yet).
+        """
         flags: dict[str, int] = {}
         for checks in self._closed.values():
             for check in checks:
                 flags[check] = flags.get(check, 0) + 1
-        view = HealthView(dict(run["verdicts"]), dict(run["issues"]), len(self._closed), flags)
-        self._health_cache = (now, view)
-        self._health_version = self._version
-        return view
+        if not self._maybe_duplicates:
+            verdicts: dict[str, int] = dict(zip(VERDICTS, self._verdicts, strict=True))
+            issues = dict(zip(CHECK_IDS, self._issues, strict=True))
+        else:
+            now = time.monotonic()
+            cached = self._health_cache
+            stale = cached is None or self._health_version != self._version
+            if stale and (fresh or cached is None or now - cached[0] >= self._health_interval):
+                started = time.perf_counter()
+                run = self.reducer.summary()["run"]
+                self._health_interval = max(self._health_interval_s, 20 * (time.perf_counter() - started))
+                self._health_cache = cached = (now, dict(run["verdicts"]), dict(run["issues"]))
+                self._health_version = self._version
+            assert cached is not None
+            verdicts, issues = dict(cached[1]), dict(cached[2])
+        for check in TASK_CHECK_IDS:
+            issues[check] = flags.get(check, 0)
+        return HealthView(verdicts, issues, len(self._closed), flags)
 
     def drain_margin(self, configured: float | None, *, now: float | None = None) -> dict[str, Any]:
         """The tracker's margin, samples, and (with a budget) time left and the start-now decision."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,13 +54,16 @@ def generate_run(
     drained_fraction: float = 0.05,
     payload_bytes_per_call: int = 512,
     text_hook: Any = None,
+    duplicates: bool = True,
 ) -> GeneratedRun:
     config = SyntheticConfig(
         num_tasks=num_tasks,
         repeats_per_task=repeats,
         model_calls_per_rollout=3,
         payload_bytes_per_call=payload_bytes_per_call,
-        faults=FaultRates.mixed(fault_rate),
+        faults=dataclasses.replace(
+            FaultRates.mixed(fault_rate), **({} if duplicates else {"duplicate_identity": 0.0})
+        ),
         failure_rate=failure_rate,
         drained_fraction=drained_fraction,
     )

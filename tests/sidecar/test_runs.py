@@ -1,0 +1,85 @@
+"""RunState: live health counts equal the reducer's, cheaply; accounting identity; histogram."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from health.reduce import HealthReducer
+from sidecar.engines import default_engines
+from sidecar.events import EventBatch
+from sidecar.runs import DURATION_BUCKETS, DurationHistogram, RunState
+
+from .service_support import GeneratedRun, generate_run
+
+
+class CountingReducer(HealthReducer):
+    """A reducer that counts full summaries (the O(rollouts) path)."""
+
+    summaries = 0
+
+    def summary(self) -> dict[str, Any]:
+        CountingReducer.summaries += 1
+        return super().summary()
+
+
+def _feed(run: GeneratedRun) -> RunState:
+    engines = dataclasses.replace(default_engines(), new_reducer=CountingReducer)
+    start = EventBatch.validate_python([{"kind": "run_started", "plan": run.plan}])[0]
+    state = RunState("r", start, received_at=1.0e9, engines=engines, health_interval_s=0.0)
+    for index, body in enumerate([*run.events, {"kind": "run_ended"}]):
+        state.apply(EventBatch.validate_python([body])[0], 1.0e9 + index)
+        state.health_view()
+    return state
+
+
+def _check_against_summary(state: RunState) -> None:
+    view = state.health_view(fresh=True)
+    summary = state.reducer.summary()
+    assert view.verdicts == summary["run"]["verdicts"]
+    assert view.issues == summary["run"]["issues"]
+    flagged = {check: 0 for check in view.task_flags}
+    for task in summary["tasks"].values():
+        for flag in task["flags"]:
+            flagged[flag] = flagged.get(flag, 0) + 1
+    assert {k: v for k, v in flagged.items() if v} == view.task_flags
+
+
+class TestHealthView:
+    def test_incremental_counts_without_duplicates_never_summarize(self) -> None:
+        CountingReducer.summaries = 0
+        state = _feed(generate_run(num_tasks=10, repeats=3, seed=4, fault_rate=0.06, duplicates=False))
+        assert CountingReducer.summaries == 0
+        _check_against_summary(state)
+        assert sum(state.health_view().verdicts.values()) == len(state.reducer)
+
+    def test_duplicates_fall_back_to_the_reducer(self) -> None:
+        run = generate_run(num_tasks=10, repeats=3, seed=4, fault_rate=0.0)
+        duplicate = next(e for e in run.events if e["kind"] == "completed" and "row" in e)
+        run.events.append({**duplicate, "row": {**duplicate["row"], "extra": 1}})
+        CountingReducer.summaries = 0
+        state = _feed(run)
+        assert CountingReducer.summaries > 0
+        _check_against_summary(state)
+        assert state.health_view().issues["rollout_duplicate_identity"] == 2
+
+
+class TestAccounting:
+    def test_identity_holds(self) -> None:
+        state = _feed(generate_run(num_tasks=12, repeats=2, seed=9, failure_rate=0.4, drained_fraction=0.2))
+        snap = state.accounting.snapshot()
+        assert snap.expected == 24
+        assert snap.expected == snap.succeeded + snap.failed + snap.drained + snap.missing
+        assert snap.failed_terminal <= snap.failed
+        assert snap.pending == snap.expected - snap.succeeded - snap.failed_terminal - snap.drained
+
+
+class TestDurationHistogram:
+    def test_buckets_are_cumulative_and_bounded(self) -> None:
+        histogram = DurationHistogram()
+        for seconds in (0.5, 1.0, 1.5, 21600.0, 30000.0, float("nan")):
+            histogram.observe(seconds)
+        buckets = dict(histogram.cumulative())
+        assert len(buckets) == len(DURATION_BUCKETS) + 1
+        assert buckets["1.0"] == 2 and buckets["2.0"] == 3
+        assert buckets["21600.0"] == 4 and buckets["+Inf"] == 5 == histogram.observations
