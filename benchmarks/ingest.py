@@ -166,48 +166,48 @@ class Bench:
         return latencies, server
 
 
-async def main_async(args: argparse.Namespace, port: int, pid: int, rows: list[dict[str, Any]]) -> None:
+async def throughput_async(
+    args: argparse.Namespace, port: int, rows: list[dict[str, Any]], repeat: int
+) -> dict[str, tuple[float, float, float]]:
+    """One round: healthz baseline, then ingest at 1 and ``--batch`` events per request.
+
+    Returns ``{phase: (per_second, p50_s, p99_s)}``.
+    """
     bench = Bench(port, rows)
+    out: dict[str, tuple[float, float, float]] = {}
 
     async def healthz(client: RawClient) -> None:
         status, _ = await client.request("GET", "/healthz")
         assert status == 200
 
     elapsed = await bench.closed_loop(args.clients, args.rows, healthz)
-    baseline = args.rows / elapsed
-    print(f"baseline GET /healthz: {baseline:,.0f} req/s at concurrency {args.clients}")
-
+    out["healthz"] = (args.rows / elapsed, float("nan"), float("nan"))
     for batch in (1, args.batch):
-        rates, p50s, p99s = [], [], []
-        for repeat in range(args.repeats):
-            run_id = f"tput-b{batch}-{repeat}"
-            await bench.start_run(run_id)
-            latencies: list[float] = []
+        run_id = f"tput-b{batch}-{repeat}"
+        await bench.start_run(run_id)
+        latencies: list[float] = []
 
-            async def post(
-                client: RawClient,
-                run_id: str = run_id,
-                batch: int = batch,
-                latencies: list[float] = latencies,
-            ) -> None:
-                body = bench.body(run_id, batch)
-                started = time.perf_counter()
-                status, reply = await client.request("POST", f"/v1/runs/{run_id}/events", body)
-                latencies.append(time.perf_counter() - started)
-                assert status == 200, reply[:200]
+        async def post(
+            client: RawClient, run_id: str = run_id, batch: int = batch, latencies: list[float] = latencies
+        ) -> None:
+            body = bench.body(run_id, batch)
+            started = time.perf_counter()
+            status, reply = await client.request("POST", f"/v1/runs/{run_id}/events", body)
+            latencies.append(time.perf_counter() - started)
+            assert status == 200, reply[:200]
 
-            elapsed = await bench.closed_loop(args.clients, args.rows // batch, post)
-            rates.append(args.rows // batch * batch / elapsed)
-            p50s.append(_pct(latencies, 0.5))
-            p99s.append(_pct(latencies, 0.99))
-        rate = statistics.median(rates)
-        print(
-            f"durable ingest, {batch} event(s)/request, {args.clients} clients: {rate:,.0f} rows/s "
-            f"(median of {args.repeats}: {', '.join(f'{r:,.0f}' for r in rates)}; "
-            f"{rate / baseline:.2f}x the healthz baseline), ack p50 {1e3 * statistics.median(p50s):.1f} ms "
-            f"p99 {1e3 * statistics.median(p99s):.1f} ms  [target >= 1,500 rows/s]"
+        elapsed = await bench.closed_loop(args.clients, args.rows // batch, post)
+        out[f"batch{batch}"] = (
+            args.rows // batch * batch / elapsed,
+            _pct(latencies, 0.5),
+            _pct(latencies, 0.99),
         )
+    return out
 
+
+async def latency_async(args: argparse.Namespace, port: int, rows: list[dict[str, Any]]) -> None:
+    """Open-loop ack latency at 200 rows/s, then /drain_margin latency at 1,000 req/s."""
+    bench = Bench(port, rows)
     await bench.start_run("paced")
 
     async def paced(client: RawClient) -> float:
@@ -278,8 +278,40 @@ async def rss_async(args: argparse.Namespace, port: int, pid: int, rows: list[di
     )
 
 
+def state_bytes_per_rollout(rows: list[dict[str, Any]], count: int) -> float:
+    """Python heap growth (tracemalloc) of one in-process run state per ingested rollout."""
+    import gc
+    import tracemalloc
+
+    from sidecar.engines import default_engines
+    from sidecar.events import EventBatch, RunStarted
+    from sidecar.runs import RunState
+
+    state = RunState(
+        "mem", RunStarted(kind="run_started"), received_at=time.time(), engines=default_engines()
+    )
+
+    def feed(n: int, offset: int) -> None:
+        for i in range(n):
+            row = dict(rows[i % len(rows)])
+            row["_ng_task_index"] = offset + i
+            row["_ng_rollout_index"] = 0
+            body = {"kind": "completed", "seconds": 1.0 + i % 600, "row": row}
+            state.apply(EventBatch.validate_python([body])[0], time.time())
+
+    feed(1000, 0)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    feed(count, 10**7)
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return (after - before) / count
+
+
 @contextlib.contextmanager
-def _server(tmp: Path) -> Iterator[tuple[int, int]]:
+def _server(tmp: Path, workers: int) -> Iterator[tuple[int, int]]:
     """``rollout-sidecar serve`` on a free loopback port with a fresh journal; yields (port, pid)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -295,6 +327,8 @@ def _server(tmp: Path) -> Iterator[tuple[int, int]]:
         str(port),
         "--journal",
         str(journal),
+        "--workers",
+        str(workers),
         "--log-level",
         "warning",
     ]
@@ -323,6 +357,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--paced-seconds", type=float, default=10.0)
     parser.add_argument("--rss-rows", type=int, default=20_000)
+    parser.add_argument(
+        "--workers",
+        default="0,1",
+        help="worker-process settings compared side by side (the last one is "
+        "used for the latency and memory phases)",
+    )
     args = parser.parse_args()
 
     config = SyntheticConfig(
@@ -332,11 +372,42 @@ def main() -> int:
     size = statistics.mean(len(orjson.dumps(r)) for r in rows)
     print(f"{len(rows)} distinct generated rows, mean {size / 1024:.1f} KiB; cpus {os.cpu_count()}")
 
+    configs = [int(w) for w in args.workers.split(",")]
+    results: dict[int, list[dict[str, tuple[float, float, float]]]] = {w: [] for w in configs}
     with tempfile.TemporaryDirectory() as tmp:
-        with _server(Path(tmp)) as (port, pid):
-            asyncio.run(main_async(args, port, pid, rows))
-        with _server(Path(tmp)) as (port, pid):
+        for repeat in range(args.repeats):  # configurations interleaved, so they share the machine's noise
+            for workers in configs:
+                with _server(Path(tmp), workers) as (port, _):
+                    results[workers].append(asyncio.run(throughput_async(args, port, rows, repeat)))
+        for workers in configs:
+            rounds = results[workers]
+            baseline = statistics.median(r["healthz"][0] for r in rounds)
+            print(
+                f"[--workers {workers}] baseline GET /healthz: {baseline:,.0f} req/s "
+                f"at concurrency {args.clients}"
+            )
+            for batch in (1, args.batch):
+                phase = [r[f"batch{batch}"] for r in rounds]
+                rates = [p[0] for p in phase]
+                rate = statistics.median(rates)
+                print(
+                    f"[--workers {workers}] durable ingest, {batch} event(s)/request, "
+                    f"{args.clients} clients: "
+                    f"{rate:,.0f} rows/s (median of {len(rates)}: {', '.join(f'{r:,.0f}' for r in rates)}; "
+                    f"{rate / baseline:.3f}x the healthz baseline), ack p50 "
+                    f"{1e3 * statistics.median(p[1] for p in phase):.1f} ms p99 "
+                    f"{1e3 * statistics.median(p[2] for p in phase):.1f} ms  [target >= 1,500 rows/s]"
+                )
+        with _server(Path(tmp), configs[-1]) as (port, _):
+            print(f"[--workers {configs[-1]}] latency under offered load:")
+            asyncio.run(latency_async(args, port, rows))
+        with _server(Path(tmp), configs[-1]) as (port, pid):
             asyncio.run(rss_async(args, port, pid, rows))
+    per_rollout = state_bytes_per_rollout(rows, 5000)
+    print(
+        f"run state: {per_rollout:,.0f} bytes of Python heap per rollout (tracemalloc, 5,000 rows, "
+        f"tracker + health reducer + perf summary + accounting)  [target < 1 KB]"
+    )
     return 0
 
 
