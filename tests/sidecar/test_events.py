@@ -1,0 +1,84 @@
+"""Event models: strict, closed, and idempotency keys that tell retries from second records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from sidecar.events import EventBatch, encode_event, event_identity, idempotency_key
+
+
+def _one(body: dict[str, Any]) -> Any:
+    return EventBatch.validate_python([body])[0]
+
+
+class TestValidation:
+    @pytest.mark.parametrize(
+        "body",
+        [
+            {"kind": "completed", "seconds": "3", "row": {}},  # strict: no numeric strings
+            {"kind": "completed", "seconds": 3.0},  # neither row nor line
+            {"kind": "completed", "seconds": 3.0, "row": {}, "line": "{}"},  # both
+            {"kind": "completed", "seconds": 3.0, "line": "  \n"},  # blank line
+            {"kind": "completed", "seconds": 3.0, "row": []},
+            {"kind": "failed", "terminal": "yes"},
+            {"kind": "run_started", "plan": {"0": 0}},
+            {"kind": "run_started", "dispatch_budget_s": -1},
+            {"kind": "run_started", "plan": {"0": 1}, "materialized_inputs": "x.jsonl"},
+            {"kind": "run_started", "ignored_checks": ["no_such_check"]},
+            {"kind": "drained", "task_index": 1.5},
+            {"kind": "run_ended", "extra": True},
+        ],
+    )
+    def test_rejected(self, body: dict[str, Any]) -> None:
+        with pytest.raises(ValidationError):
+            _one(body)
+
+    def test_batch_bounds(self) -> None:
+        with pytest.raises(ValidationError):
+            EventBatch.validate_python([])
+        assert len(EventBatch.validate_python([{"kind": "run_ended"}] * 3)) == 3
+
+
+class TestIdentity:
+    def test_identity_defaults_to_the_row(self) -> None:
+        row = {"_ng_task_index": 4, "_ng_rollout_index": 2, "_ng_attempt_index": 1}
+        assert event_identity(_one({"kind": "completed", "seconds": 1.0, "row": row})) == (4, 2, 1)
+        explicit = _one({"kind": "failed", "task_index": "t", "rollout_index": 0, "attempt": 3, "row": row})
+        assert event_identity(explicit) == ("t", 0, 3)
+        line = _one({"kind": "completed", "seconds": 1.0, "line": '{"_ng_task_index": 9}'})
+        assert event_identity(line) == (9, 0, 0)
+
+
+class TestKeys:
+    def test_retry_is_a_duplicate_but_a_different_row_is_not(self) -> None:
+        row = {"_ng_task_index": 1, "_ng_rollout_index": 0, "x": 1}
+        first = idempotency_key("r", _one({"kind": "completed", "seconds": 1.0, "row": row}))
+        retry = idempotency_key("r", _one({"kind": "completed", "seconds": 2.0, "row": dict(row)}))
+        other = idempotency_key("r", _one({"kind": "completed", "seconds": 1.0, "row": {**row, "x": 2}}))
+        assert first == retry != other
+        assert first.startswith("r|1|0|0|completed|")
+
+    def test_kinds_runs_and_attempts_are_distinct(self) -> None:
+        row = {"_ng_task_index": 1, "_ng_rollout_index": 0}
+        keys = {
+            idempotency_key("r", _one({"kind": "failed", "row": row})),
+            idempotency_key("r", _one({"kind": "failed", "attempt": 1, "row": row})),
+            idempotency_key("r", _one({"kind": "drained", "row": row})),
+            idempotency_key("s", _one({"kind": "drained", "row": row})),
+            idempotency_key("r", _one({"kind": "failed", "row": {**row, "_ng_task_index": "1"}})),
+            idempotency_key("r", _one({"kind": "run_started"})),
+            idempotency_key("r", _one({"kind": "run_ended"})),
+        }
+        assert len(keys) == 7
+
+    def test_encode_event_matches_the_public_key(self) -> None:
+        event = _one({"kind": "completed", "seconds": 1.0, "row": {"_ng_task_index": 1, "b": [1, 2]}})
+        key, payload = encode_event("r", event, received_at=5.0)
+        assert key == idempotency_key("r", event)
+        assert (
+            payload
+            == b'{"kind":"completed","seconds":1.0,"row":{"_ng_task_index":1,"b":[1,2]},"received_at":5.0}'
+        )
