@@ -7,6 +7,7 @@ service on an ephemeral loopback port in a background thread, for tests and benc
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import threading
 from collections.abc import Callable
@@ -34,10 +35,28 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     return uvloop.new_event_loop
 
 
+class _Terminated(Exception):
+    """SIGTERM arrived; uvicorn has already shut down gracefully and re-raises the signal."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def run_service(settings: ServiceSettings) -> None:
-    """Blocking entry point of ``rollout-sidecar serve``."""
-    with asyncio.Runner(loop_factory=loop_factory()) as runner:
-        runner.run(serve(settings))
+    """Blocking entry point of ``rollout-sidecar serve``; returns normally after SIGTERM or SIGINT.
+
+    uvicorn handles the signals itself (graceful shutdown, lifespan, journal closed) and then
+    re-raises them to the previous handler; ours turns that into a normal return, exit code 0.
+    """
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(serve(settings))
+    except (_Terminated, KeyboardInterrupt):
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _config(service: Service) -> uvicorn.Config:

@@ -1,0 +1,100 @@
+"""``rollout-sidecar serve`` as a process: graceful SIGTERM, restart from the journal, refusals."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sidecar.cli import main as cli_main
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def _serve(journal: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = _free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "sidecar.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--journal",
+        str(journal),
+        "--workers",
+        "0",
+        *extra,
+    ]
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=0.5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"serve did not start: {process.stderr.read()!r}")  # type: ignore[union-attr]
+            time.sleep(0.05)
+        yield url, process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
+class TestServeProcess:
+    def test_sigterm_is_graceful_and_restart_replays(self, tmp_path: Path) -> None:
+        journal = tmp_path / "state" / "journal.sqlite3"
+        events = [{"kind": "run_started", "plan": {"0": 2}}] + [
+            {"kind": "completed", "seconds": 10.0 + i, "row": {"_ng_task_index": 0, "_ng_rollout_index": i}}
+            for i in range(2)
+        ]
+        with _serve(journal) as (url, process):
+            assert httpx.post(f"{url}/v1/runs/p/events", json=events).status_code == 200
+            before = httpx.get(f"{url}/report/quality_summary.json", params={"run_id": "p"}).content
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(30) == 0
+            logs = process.stderr.read().decode()  # type: ignore[union-attr]
+        assert '"event": "service stopped"' in logs or "service stopped" in logs
+        with _serve(journal) as (url, _):
+            assert httpx.get(f"{url}/readyz").json()["replayed"] == 3
+            assert httpx.get(f"{url}/report/quality_summary.json", params={"run_id": "p"}).content == before
+            out = tmp_path / "out"
+            assert cli_main(["report", "--sidecar", url, "--run-id", "p", "--out", str(out)]) == 0
+            assert (out / "quality_summary.json").read_bytes() == before
+
+    def test_a_file_that_is_not_a_journal_is_refused(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        bogus = tmp_path / "journal.sqlite3"
+        bogus.write_bytes(b"this is not an SQLite database" * 100)
+        assert (
+            cli_main(["serve", "--port", str(_free_port()), "--journal", str(bogus), "--workers", "0"]) == 2
+        )
+        assert "rollout-sidecar serve:" in capsys.readouterr().err
+        assert bogus.read_bytes().startswith(b"this is not")
+
+    def test_report_from_an_unreachable_sidecar(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        url = f"http://127.0.0.1:{_free_port()}"
+        assert cli_main(["report", "--sidecar", url, "--run-id", "x", "--out", str(tmp_path / "o")]) == 2
+        assert "cannot fetch the report" in capsys.readouterr().err
