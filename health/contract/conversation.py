@@ -16,6 +16,6 @@ Failure modes, as in the reference:
 from __future__ import annotations
 
 from health.contract._conversation._routing import item_tag
-from health.contract._conversation._union import ConversationItem
+from health.contract._conversation._union import ConversationItem, ItemModel
 
-__all__ = ["ConversationItem", "item_tag"]
+__all__ = ["ConversationItem", "ItemModel", "item_tag"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._training import TOKEN_KEYS, TRAINING_MODELS
+from ._training import TOKEN_KEYS, TRAINING_MODELS, token_metadata_problem
 
 __all__ = ["item_tag"]
 
@@ -79,19 +79,33 @@ def _untyped_tag(item: dict[str, Any]) -> str:
 
 
 def item_tag(item: Any) -> str | None:
-    """The tag of the model that validates ``item``; ``None`` (no tag) for a non-object."""
+    """The tag of the model that validates ``item``; ``None`` (no tag) for a non-object.
+
+    Invalid token metadata yields a pseudo-tag naming the problem, which matches no model, so the item
+    fails validation with that message.
+    """
     if not isinstance(item, dict):
         # Serialization asks again with the validated model instance.
         return getattr(item, "item_tag", None)
+    if (
+        "prompt_token_ids" in item
+        or "generation_token_ids" in item
+        or "generation_log_probs" in item
+        or "routed_experts" in item
+    ):
+        problem = token_metadata_problem(item)
+        if problem is not None:
+            return problem
+        training = all(key in item for key in TOKEN_KEYS)
+    else:
+        training = False
     kind = item.get("type")
     if kind is None:
         tag = _untyped_tag(item)
     elif kind == "message":
         tag = _message_tag(item)
     elif isinstance(kind, str):
-        tag = kind
+        return kind if not (training and kind in TRAINING_MODELS) else f"{kind}__training"
     else:
         return None
-    if tag in TRAINING_MODELS and all(key in item for key in TOKEN_KEYS):
-        return f"{tag}__training"
-    return tag
+    return f"{tag}__training" if training and tag in TRAINING_MODELS else tag

@@ -11,7 +11,7 @@ from ._base import OpenModel
 from ._messages import EasyInputMessage, InputMessage, OutputMessage
 from ._tool_items import FunctionCall, Reasoning
 
-__all__ = ["TOKEN_KEYS", "TRAINING_MODELS", "check_token_metadata"]
+__all__ = ["TOKEN_KEYS", "TRAINING_MODELS", "token_metadata_problem"]
 
 TOKEN_KEYS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 _ANY_TOKEN_KEY = (*TOKEN_KEYS, "routed_experts")
@@ -29,21 +29,21 @@ _TOKENS = TypeAdapter(_TokenFields)
 _EXPERTS: TypeAdapter[RoutedExperts] = TypeAdapter(RoutedExperts)
 
 
-def check_token_metadata(value: Any) -> Any:
-    """Token metadata (on any item) is all-or-nothing and type-checked before the item is routed."""
-    if isinstance(value, dict) and any(key in value for key in _ANY_TOKEN_KEY):
-        missing = [key for key in TOKEN_KEYS if key not in value]
-        if missing:
-            raise ValueError(
-                f"Token metadata must include all required fields; missing: {', '.join(sorted(missing))}"
-            )
-        try:
-            _TOKENS.validate_python({key: value[key] for key in TOKEN_KEYS})
-            if "routed_experts" in value:
-                _EXPERTS.validate_python(value["routed_experts"])
-        except ValidationError as exc:
-            raise ValueError(f"invalid token metadata: {exc.errors()[0]['loc']}") from None
-    return value
+def token_metadata_problem(value: dict[str, Any]) -> str | None:
+    """Why the item's token metadata is invalid, or ``None``. Checked on every item, before routing:
+    it is all-or-nothing (``routed_experts`` alone counts as partial) and type-checked."""
+    if not any(key in value for key in _ANY_TOKEN_KEY):
+        return None
+    missing = [key for key in TOKEN_KEYS if key not in value]
+    if missing:
+        return f"token metadata must include all required fields; missing: {', '.join(sorted(missing))}"
+    try:
+        _TOKENS.validate_python({key: value[key] for key in TOKEN_KEYS})
+        if "routed_experts" in value:
+            _EXPERTS.validate_python(value["routed_experts"])
+    except ValidationError as exc:
+        return f"invalid token metadata at {exc.errors()[0]['loc']}"
+    return None
 
 
 class _TokenMetadata(OpenModel):

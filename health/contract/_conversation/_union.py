@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import Annotated, Any, Union
 
-from pydantic import BeforeValidator, Discriminator, Tag
+from pydantic import Discriminator, Tag, TypeAdapter, ValidatorFunctionWrapHandler, WrapValidator
 
 from ._base import OpenModel
 from ._builtin_items import (
@@ -22,6 +22,7 @@ from ._builtin_items import (
     ShellCallOutput,
     WebSearchCall,
 )
+from ._fast import fast_canonical
 from ._messages import EasyInputMessage, InputMessage, OutputMessage
 from ._routing import item_tag
 from ._tool_items import (
@@ -36,7 +37,7 @@ from ._tool_items import (
     Reasoning,
 )
 from ._tools import AdditionalTools, CompactionTrigger, ToolSearchCall, ToolSearchOutput
-from ._training import TRAINING_MODELS, check_token_metadata
+from ._training import TRAINING_MODELS
 
 __all__ = ["ITEM_MODELS", "ConversationItem"]
 
@@ -78,8 +79,22 @@ for _tag, _model in ITEM_MODELS.items():
 
 _members = tuple(Annotated[model, Tag(tag)] for tag, model in ITEM_MODELS.items())
 
-ConversationItem = Annotated[
-    Annotated[Union[_members], Discriminator(item_tag)],  # type: ignore[valid-type]  # noqa: UP007
-    BeforeValidator(check_token_metadata),
-]
-"""One ``AgentInvocation.conversation`` item; use as ``list[ConversationItem]``."""
+ItemModel = Annotated[Union[_members], Discriminator(item_tag)]  # type: ignore[valid-type]  # noqa: UP007
+"""The full item union: every tag, routed by :func:`item_tag` so each item meets exactly one model."""
+
+_ITEM_MODEL: TypeAdapter[Any] = TypeAdapter(ItemModel)
+
+
+def _validate_item(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """Everyday items take the fast path (a canonical dict); everything else the full union (a model)."""
+    canonical = fast_canonical(value)
+    if canonical is not None:
+        return canonical
+    return _ITEM_MODEL.validate_python(value)
+
+
+ConversationItem = Annotated[Any, WrapValidator(_validate_item)]
+"""One ``AgentInvocation.conversation`` item; use as ``list[ConversationItem]``.
+
+A validated item is its canonical dict (everyday shapes) or the model instance of its tag; both dump to
+the canonical form, and a kept free-form value nested too deeply fails that dump with ``ValueError``."""
