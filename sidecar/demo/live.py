@@ -1,0 +1,79 @@
+"""What the live view shows, read from the sidecar's own ``/metrics`` endpoint.
+
+The demo reads latency quantiles, the drain margin, outcomes and health verdicts the way
+Prometheus would: by scraping the exposition and picking one run's series. The parse is pure
+(:func:`parse_metrics`); :func:`scrape` only adds the HTTP request.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+__all__ = ["SidecarView", "parse_metrics", "scrape"]
+
+_P = "rollout_sidecar_"
+
+
+@dataclass(slots=True)
+class SidecarView:
+    """One run's series from a scrape (simulated seconds for durations)."""
+
+    completed: int = 0
+    failed: Counter[str] = field(default_factory=Counter)
+    drained: int = 0
+    samples: int = 0
+    quantiles: dict[str, float] = field(default_factory=dict)
+    """``"0.5"``, ``"0.75"``, ``"0.95"`` -> seconds, once the tracker has samples."""
+    drain_margin: float | None = None
+    verdicts: Counter[str] = field(default_factory=Counter)
+    findings: Counter[str] = field(default_factory=Counter)
+    tasks_closed: int = 0
+    tokens: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def checked(self) -> int:
+        return sum(self.verdicts.values())
+
+
+def parse_metrics(text: str, run_id: str) -> SidecarView:
+    """The series of ``run_id`` in a Prometheus text exposition."""
+    view = SidecarView()
+    for family in text_string_to_metric_families(text):
+        if not family.name.startswith(_P):
+            continue
+        for sample in family.samples:
+            if sample.labels.get("run_id") != run_id:
+                continue
+            name, labels, value = sample.name.removeprefix(_P), sample.labels, sample.value
+            if name == "rollouts_completed_total":
+                view.completed = int(value)
+            elif name == "rollouts_failed_total":
+                view.failed[labels["failure_class"]] += int(value)
+            elif name == "rollouts_drained_total":
+                view.drained = int(value)
+            elif name == "tracker_samples":
+                view.samples = int(value)
+            elif name == "task_duration_quantile_seconds" and "quantile" in labels:
+                view.quantiles[labels["quantile"]] = value
+            elif name == "drain_margin_seconds":
+                view.drain_margin = value
+            elif name == "health_rollouts":
+                view.verdicts[labels["verdict"]] = int(value)
+            elif name == "health_findings" and value:
+                view.findings[labels["check"]] = int(value)
+            elif name == "health_tasks_closed":
+                view.tasks_closed = int(value)
+            elif name == "tokens_total":
+                view.tokens[labels["kind"]] = int(value)
+    return view
+
+
+async def scrape(client: httpx.AsyncClient, run_id: str) -> tuple[str, SidecarView]:
+    """``GET /metrics`` (raises ``httpx.HTTPError``); returns the exposition text and the run's view."""
+    response = await client.get("/metrics")
+    response.raise_for_status()
+    return response.text, parse_metrics(response.text, run_id)
