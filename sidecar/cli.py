@@ -18,9 +18,10 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 def _registrars() -> list[Register]:
     from dispatcher_client.follow_cli import register as register_follow
     from health.cli import register as register_health_check
+    from sidecar.demo_cli import register as register_demo
     from sidecar.service_cli import register as register_service
 
-    return [register_health_check, register_service, register_follow]
+    return [register_health_check, register_service, register_follow, register_demo]
 
 
 def build_parser() -> argparse.ArgumentParser:
