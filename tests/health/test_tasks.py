@@ -27,10 +27,10 @@ class TestConsistentlyUnhealthy:
     def test_needs_two_computable_repeats(self) -> None:
         one = reduce_task(0, [_r(0, "unhealthy"), _r(1, "unobserved")], NONE)
         assert one.consistently_unhealthy == "unobserved"
-        assert one.flags == ()
+        assert "task_consistently_unhealthy" not in one.flags
         two = reduce_task(0, [_r(0, "unhealthy"), _r(1, "unhealthy"), _r(2, "unobserved")], NONE)
         assert two.consistently_unhealthy == "evaluated"
-        assert two.flags == ("task_consistently_unhealthy",)
+        assert two.flags == ("task_consistently_unhealthy", "task_no_successful_model_calls")
         assert task_findings(two)[0].detail == {"computable_repeats": 2}
 
     def test_one_healthy_repeat_clears_it(self) -> None:
