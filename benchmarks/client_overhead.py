@@ -1,0 +1,269 @@
+"""What ``dispatcher_client`` costs a dispatcher: throughput with and without it, and per-call time.
+
+One command: ``.venv/bin/python benchmarks/client_overhead.py`` (``--help`` for sizes).
+
+A simulated NeMo Gym dispatcher (asyncio, httpx, a concurrency semaphore, the drain check
+after taking a slot, ``tracker.record`` after each reply) runs ``--tasks`` rollouts against a
+fake agent server on loopback (its own process; each ``/run`` sleeps a random latency around
+``--latency`` seconds and answers a generated result row). Two modes alternate ``--runs``
+times each:
+
+* ``baseline``: an in-process ``DispatchLatencyTracker``, no sidecar;
+* ``sidecar``: ``RemoteLatencyTracker`` as the tracker plus ``SidecarClient.completed`` for every
+  row (its ``ng_perf`` attached), against a real ``rollout-sidecar serve`` in its own process.
+
+Printed: completed tasks/s per run, medians and the ratio (target >= 0.98), and the time of
+``record`` + ``drain_margin`` on the caller's thread, median and p99 (target median < 10 us),
+measured inside the sidecar runs and in a tight loop with the forwarding thread busy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from dispatcher_client import ClientConfig, RemoteLatencyTracker, SidecarClient  # noqa: E402
+from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf  # noqa: E402
+
+_AGENT = r"""
+import asyncio, random, sys
+import orjson
+from sidecar.synthetic import SyntheticConfig, rollout_event
+
+port, latency = int(sys.argv[1]), float(sys.argv[2])
+config = SyntheticConfig(num_tasks=64, repeats_per_task=1, model_calls_per_rollout=2,
+                         payload_bytes_per_call=1024, model_call_capture=False)
+rows = [orjson.dumps(rollout_event(config, 1, t, 0).row) for t in range(64)]
+rows = [r for r in rows if r != b"null"] or [b"{}"]
+
+async def handle(reader, writer):
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            await reader.readexactly(length)
+            await asyncio.sleep(latency * random.uniform(0.5, 1.5))
+            body = random.choice(rows)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+                         + str(len(body)).encode() + b"\r\n\r\n" + body)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        writer.close()
+
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
+    print("ready", flush=True)
+    async with server:
+        await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
+    for _ in range(400):
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=0.5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(url)
+
+
+class _Connection:
+    """One keep-alive HTTP/1.1 connection to the fake agent (cheap, so the dispatcher is not CPU-bound)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    async def post(self, path: str, body: bytes) -> bytes:
+        head = f"POST {path} HTTP/1.1\r\nHost: agent\r\nContent-Length: {len(body)}\r\n\r\n"
+        self.writer.write(head.encode() + body)
+        header = await self.reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in header.split(b"\r\n"):
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        return await self.reader.readexactly(length)
+
+
+async def dispatch(
+    agent_port: int,
+    tasks: int,
+    concurrency: int,
+    tracker: Any,
+    sidecar: SidecarClient | None,
+    timings: list[int],
+) -> float:
+    """Run ``tasks`` rollouts, ``concurrency`` at a time; returns completed tasks per second."""
+    pool: asyncio.Queue[_Connection] = asyncio.Queue()
+    for _ in range(concurrency):
+        pool.put_nowait(_Connection(*await asyncio.open_connection("127.0.0.1", agent_port)))
+    slots = asyncio.Semaphore(concurrency)
+    deadline = time.monotonic() + 86_400.0
+
+    async def one(index: int) -> None:
+        row = {"_ng_task_index": index, "_ng_rollout_index": 0, "responses_create_params": {"input": "q"}}
+        async with slots:
+            t0 = time.perf_counter_ns()
+            margin = tracker.drain_margin(None)
+            timings.append(time.perf_counter_ns() - t0)
+            if margin is not None and deadline - time.monotonic() < margin:
+                tracker.record_drained()
+                return
+            connection = await pool.get()
+            start = time.monotonic()
+            result = orjson.loads(await connection.post("/run", orjson.dumps(row)))
+            seconds = time.monotonic() - start
+            pool.put_nowait(connection)
+            t0 = time.perf_counter_ns()
+            tracker.record(seconds)
+            timings.append(time.perf_counter_ns() - t0)
+        result.update(row)
+        if sidecar is not None:
+            result["ng_perf"] = await sidecar.completed(row, result, seconds=seconds)
+        else:
+            result["ng_perf"] = build_ng_perf(result, seconds * 1000.0)  # what NeMo Gym does in-process
+
+    started = time.monotonic()
+    await asyncio.gather(*(one(index) for index in range(tasks)))
+    rate = tasks / (time.monotonic() - started)
+    while not pool.empty():
+        pool.get_nowait().writer.close()
+    return rate
+
+
+async def run_mode(
+    mode: str, args: argparse.Namespace, agent: str, sidecar_url: str, run: int
+) -> dict[str, Any]:
+    timings: list[int] = []
+    if mode == "baseline":
+        rate = await dispatch(agent, args.tasks, args.concurrency, DispatchLatencyTracker(), None, timings)
+        return {"rate": rate, "timings": timings}
+    run_id = f"bench-{os.getpid()}-{run}"
+    tracker = RemoteLatencyTracker(sidecar_url, run_id=run_id)
+    async with SidecarClient(sidecar_url, run_id=run_id) as sidecar:
+        rate = await dispatch(agent, args.tasks, args.concurrency, tracker, sidecar, timings)
+        await sidecar.flush(60)
+        stats = sidecar.stats
+    tracker.flush(60)
+    tracker.close()
+    lost = stats.dropped + tracker.stats.dropped + stats.rejected + tracker.stats.rejected
+    return {"rate": rate, "timings": timings, "lost": lost, "local_ng_perf": stats.local_ng_perf}
+
+
+def tight_loop(sidecar_url: str, calls: int) -> list[int]:
+    """record + drain_margin per call, back to back, with the forwarding thread delivering."""
+    config = ClientConfig(max_buffered_events=calls + 16)  # far beyond any real call rate: keep all
+    tracker = RemoteLatencyTracker(sidecar_url, run_id=f"tight-{os.getpid()}", config=config)
+    out = []
+    rng = random.Random(5)
+    values = [rng.lognormvariate(3, 1) for _ in range(1024)]
+    perf = time.perf_counter_ns
+    for index in range(calls):
+        t0 = perf()
+        tracker.record(values[index & 1023])
+        tracker.drain_margin(None)
+        out.append(perf() - t0)
+    tracker.flush(60)
+    tracker.close()
+    return out
+
+
+def _us(ns: list[int], q: float) -> float:
+    ordered = sorted(ns)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", type=int, default=3000)
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--latency", type=float, default=1.0, help="mean agent latency, seconds")
+    parser.add_argument("--runs", type=int, default=3, help="runs per mode (alternating)")
+    parser.add_argument("--tight-calls", type=int, default=200_000)
+    args = parser.parse_args()
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    agent_port, sidecar_port = _free_port(), _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        agent = subprocess.Popen(
+            [sys.executable, "-c", _AGENT, str(agent_port), str(args.latency)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+        )
+        sidecar = subprocess.Popen(
+            [sys.executable, "-m", "sidecar.cli", "serve", "--port", str(sidecar_port),
+             "--journal", str(Path(tmp) / "journal.sqlite3"), "--log-level", "warning"],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            assert agent.stdout is not None and agent.stdout.readline().strip() == b"ready"
+            sidecar_url = f"http://127.0.0.1:{sidecar_port}"
+            _wait_ready(f"{sidecar_url}/readyz", sidecar)
+            print(
+                f"{args.tasks} tasks, concurrency {args.concurrency}, agent latency ~{args.latency}s, "
+                f"{args.runs} runs per mode (alternating)"
+            )
+            results: dict[str, list[dict[str, Any]]] = {"baseline": [], "sidecar": []}
+            for run in range(args.runs):
+                for mode in ("baseline", "sidecar"):
+                    outcome = asyncio.run(run_mode(mode, args, agent_port, sidecar_url, run))
+                    results[mode].append(outcome)
+                    extra = f", lost {outcome['lost']}" if mode == "sidecar" else ""
+                    print(f"  run {run + 1} {mode:8s}: {outcome['rate']:8.1f} tasks/s{extra}")
+            base = statistics.median(r["rate"] for r in results["baseline"])
+            side = statistics.median(r["rate"] for r in results["sidecar"])
+            print(f"median tasks/s: baseline {base:.1f}, with sidecar {side:.1f}, ratio {side / base:.4f}")
+            print("  target: ratio >= 0.98")
+            for mode in ("baseline", "sidecar"):
+                timings = [t for r in results[mode] for t in r["timings"]]
+                print(
+                    f"tracker call on the dispatcher's loop ({mode}): median {_us(timings, 0.5):.2f} us, "
+                    f"p99 {_us(timings, 0.99):.2f} us ({len(timings)} calls)"
+                )
+            tight = tight_loop(sidecar_url, args.tight_calls)
+            print(
+                f"record + drain_margin, tight loop, forwarding thread busy: "
+                f"median {_us(tight, 0.5):.2f} us, p99 {_us(tight, 0.99):.2f} us ({len(tight)} calls); "
+                "target median < 10 us"
+            )
+        finally:
+            for proc in (agent, sidecar):
+                proc.terminate()
+                proc.wait(15)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
