@@ -67,6 +67,24 @@ class DispatchStats:
     def queued(self) -> int:
         return self.planned - self.dispatched - self.drained
 
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready counters (``dispatch.json`` in the demo's report directory)."""
+        first = self.first_drain
+        return {
+            "planned": self.planned,
+            "budget_s": self.budget_s,
+            "dispatched": self.dispatched,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "failures": dict(sorted(self.failures.items())),
+            "drained": self.drained,
+            "first_drain": None
+            if first is None
+            else {"at_s": first[0], "time_left_s": first[1], "drain_margin_s": first[2]},
+            "last_dispatch_at_s": self.last_dispatch_at,
+            "ended_at_s": self.ended_at,
+        }
+
 
 def stamp(result: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     """Copy the collector's identity keys from the dispatched row onto its result (spec §6.3)."""

@@ -167,7 +167,7 @@ async def show_live(
             if context is not None:
                 context.update(render_panel(frame), refresh=True)
             elif time.monotonic() - last_line >= line_interval_s or stop.is_set():
-                console.print(render_line(frame), soft_wrap=True, highlight=False)
+                console.print(render_line(frame), soft_wrap=True, highlight=False, markup=False)
                 last_line = time.monotonic()
             if stop.is_set():
                 return view

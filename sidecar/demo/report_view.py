@@ -40,6 +40,10 @@ class DemoPaths:
     def metrics(self) -> Path:
         return self.report_dir / "metrics.prom"
 
+    @property
+    def dispatch(self) -> Path:
+        return self.report_dir / "dispatch.json"
+
 
 def accounting_balances(accounting: Mapping[str, Any]) -> bool:
     """``expected == succeeded + failed + drained + missing`` (all present)."""
@@ -125,6 +129,7 @@ def report_lines(
     yield "Where things are:"
     yield f"  run directory (NeMo Gym layout): {paths.run_dir}"
     yield f"  report: {paths.report_dir} (quality_summary.json, rollout_verdicts.jsonl, report.json)"
+    yield f"  dispatcher's counters (simulated seconds): {paths.dispatch}"
     yield f"  metrics: {sidecar_url}/metrics during the run; final scrape in {paths.metrics}"
     yield f"  journal: {paths.journal}  (replay: rollout-sidecar serve --journal {paths.journal})"
     yield f"  check it: rollout-sidecar health-check {paths.run_dir}  (writes the same two report files)"

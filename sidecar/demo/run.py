@@ -150,6 +150,8 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
             )
         report_files = fetch_report(sidecar_url, run_id, paths.report_dir)
         paths.metrics.write_text(metrics_text, encoding="utf-8")
+        dispatch = {"time_scale": config.time_scale.factor, **stats.as_dict()}
+        paths.dispatch.write_bytes(orjson.dumps(dispatch, option=orjson.OPT_INDENT_2) + b"\n")
     return DemoResult(
         run_id=run_id,
         paths=paths,
