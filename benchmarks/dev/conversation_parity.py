@@ -728,6 +728,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--show", type=int, default=3, help="differing items to print per (type, outcome)")
+    parser.add_argument("--diffs", type=Path, help="write every differing item as JSONL")
     parser.add_argument("--dump-cases", type=Path, help="write every (item, oracle outcome) as JSONL")
     parser.add_argument("--explain", type=int, default=0, help="print both dumps for N differing dumps")
     parser.add_argument("--run-dir", type=Path, help="write a run dir (one rollout per item) for refcli.py")
@@ -743,6 +744,10 @@ def main() -> int:
         if shown[group] > args.show:
             continue
         print(f"oracle: {expected:40s} ours: {actual:40s} {json.dumps(item)[:300]}")
+    if args.diffs:
+        with args.diffs.open("w") as out:
+            for item, expected, actual in diffs:
+                out.write(json.dumps({"item": item, "oracle": expected, "ours": actual}) + "\n")
     explained = 0
     for item, expected, actual in diffs:
         if (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from ._base import ItemStatus, OpenModel
 from ._tool_items import Caller
@@ -46,8 +46,8 @@ class SearchSource(OpenModel):
 
 
 class ActionSearch(OpenModel):
-    query: str
     type: Literal["search"]
+    query: str | None = None
     queries: list[str] | None = None
     sources: list[SearchSource] | None = None
 
@@ -164,9 +164,17 @@ class ComputerCallOutput(OpenModel):
     status: ItemStatus | None = None
 
 
+class ModerationDetails(OpenModel):
+    categories: list[Any]
+    moderation_stage: Literal["input", "output", "unknown"]
+
+
 class ImageGenerationError(OpenModel):
+    code: str | None = None
     message: str
+    param: str | None = None
     type: str
+    moderation_details: ModerationDetails | None = None
 
 
 class SvgUsage(OpenModel):
