@@ -233,27 +233,47 @@ class Ingestor:
         return list(await asyncio.gather(*work))
 
     async def _sequencer(self) -> None:
+        """Commit queued batches in order; the next commit runs while this batch is applied.
+
+        Batch N+1 is handed to the journal only after batch N has committed, so journal order is
+        queue order; applying N (CPU) then overlaps with committing N+1 (disk), and N is applied
+        before N+1 is, so the state always follows journal order.
+        """
+        inflight: tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]] | None = None
         while True:
-            batch = [await self._queue.get()]
-            size = len(batch[0].records)
-            while not self._queue.empty() and size < _MAX_EVENTS_PER_APPEND:
-                batch.append(self._queue.get_nowait())
-                size += len(batch[-1].records)
+            if inflight is None:
+                inflight = self._begin(self._take([await self._queue.get()]))
+            batch, commit = inflight
+            inflight = None
             try:
-                await self._commit_and_apply(batch)
+                try:
+                    committed = await commit
+                except JournalUnavailable as exc:
+                    for pending in batch:
+                        if not pending.future.done():
+                            pending.future.set_exception(exc)
+                    continue
+                queued = self._take([])
+                if queued:
+                    inflight = self._begin(queued)
+                self._apply_batch(batch, committed)
             finally:
                 for _ in batch:
                     self._queue.task_done()
 
-    async def _commit_and_apply(self, batch: list[_Pending]) -> None:
+    def _take(self, batch: list[_Pending]) -> list[_Pending]:
+        """``batch`` plus whatever else is queued, up to one append's worth of events."""
+        size = sum(len(pending.records) for pending in batch)
+        while not self._queue.empty() and size < _MAX_EVENTS_PER_APPEND:
+            batch.append(self._queue.get_nowait())
+            size += len(batch[-1].records)
+        return batch
+
+    def _begin(self, batch: list[_Pending]) -> tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]]:
         records = [record for pending in batch for record in pending.records]
-        try:
-            committed = await self._journal.append(records)
-        except JournalUnavailable as exc:
-            for pending in batch:
-                if not pending.future.done():
-                    pending.future.set_exception(exc)
-            return
+        return batch, asyncio.get_running_loop().create_task(self._journal.append(records))
+
+    def _apply_batch(self, batch: list[_Pending], committed: list[JournalEvent | None]) -> None:
         position = 0
         for pending in batch:
             outcomes = []
