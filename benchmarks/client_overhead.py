@@ -163,7 +163,7 @@ async def dispatch(
 
 
 async def run_mode(
-    mode: str, args: argparse.Namespace, agent: str, sidecar_url: str, run: int
+    mode: str, args: argparse.Namespace, agent: int, sidecar_url: str, run: int
 ) -> dict[str, Any]:
     timings: list[int] = []
     if mode == "baseline":
