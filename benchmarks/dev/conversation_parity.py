@@ -570,16 +570,38 @@ def _shape_cases() -> Iterator[Any]:
     ]
 
 
+def _optional_mutants(base: dict[str, Any], dumped: Any) -> Iterator[Any]:
+    """Every optional field the reference's dump shows but the base omits, set to each battery value."""
+
+    def walk(raw: Any, canonical: Any, path: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
+        if isinstance(raw, dict) and isinstance(canonical, dict):
+            for key, value in canonical.items():
+                if key not in raw:
+                    yield (*path, key)
+                else:
+                    yield from walk(raw[key], value, (*path, key))
+        elif isinstance(raw, list) and isinstance(canonical, list):
+            for index, (sub, value) in enumerate(zip(raw[:3], canonical, strict=False)):
+                yield from walk(sub, value, (*path, index))
+
+    for path in walk(base, dumped, ()):
+        for new in BATTERY:
+            yield _replace(base, path, new)
+
+
 def corpus() -> list[Any]:
     items: list[Any] = []
-    for base in MESSAGE_BASES + TOOL_BASES + BUILTIN_BASES:
-        items.extend(_mutants(base))
+    bases: list[dict[str, Any]] = list(MESSAGE_BASES + TOOL_BASES + BUILTIN_BASES)
     for tool in TOOL_DEFS:
         for holder in (
             {"type": "additional_tools", "role": "developer"},
             {"type": "tool_search_output", "id": "i", "execution": "client", "status": "completed"},
         ):
-            items.extend(_mutants({**holder, "tools": [tool]}))
+            bases.append({**holder, "tools": [tool]})
+    dumps = _oracle_run(bases, _oracle_proc())
+    for base, row in zip(bases, dumps, strict=True):
+        items.extend(_mutants(base))
+        items.extend(_optional_mutants(base, row[3]))
     items.extend(_routing_cases())
     items.extend(_shape_cases())
     unique: dict[str, Any] = {}
