@@ -42,10 +42,13 @@ def terminal_progress(
         TransferSpeedColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=Console(file=stream), transient=True) as bar:
+    # No auto-refresh thread: the pool's workers are forked while the bar is up, and a
+    # forked child must not inherit a lock held by another thread. The runner's callback
+    # (once per completed byte range) drives the redraws instead.
+    with Progress(*columns, console=Console(file=stream), transient=True, auto_refresh=False) as bar:
         task = bar.add_task("health-check", total=total_bytes)
 
         def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            bar.update(task, completed=done, total=total, refresh=True)
 
         yield update
