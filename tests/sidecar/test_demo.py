@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import shutil
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import pytest
 from rich.console import Console
 
 from health.api import health_check_run_dir
+from sidecar.cli import main
 from sidecar.demo import DemoConfig, DemoConfigError, TimeScale
 from sidecar.demo.agent_server import REQUEST_FAILURE_CLASSES, reply_for
 from sidecar.demo.config import MEAN_TASK_SECONDS
@@ -24,6 +27,7 @@ from sidecar.demo.dispatcher import DispatchStats, drained_result, gym_failure_r
 from sidecar.demo.display import Frame, render_line, render_panel
 from sidecar.demo.live import SidecarView, parse_metrics
 from sidecar.demo.report_view import accounting_balances
+from sidecar.demo.run import run_demo
 from sidecar.demo.run_files import RunFiles
 from sidecar.synthetic import SyntheticConfig, rollout_event, sample_task_seconds
 
@@ -245,12 +249,11 @@ class TestConfig:
         with pytest.raises(DemoConfigError, match=field):
             DemoConfig(**options)
 
-    def test_cli_rejects_a_bad_option(self) -> None:
-        completed = subprocess.run(
-            [*_demo_command(), "demo", "--duration", "0"], capture_output=True, text=True, check=False
-        )
-        assert completed.returncode == 2
-        assert "must be > 0" in completed.stderr
+    def test_cli_rejects_a_bad_option(self, capsys: pytest.CaptureFixture[str]) -> None:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["demo", "--duration", "0"])
+        assert exit_info.value.code == 2
+        assert "--duration: must be > 0, got '0'" in capsys.readouterr().err
 
 
 class TestRunFiles:
@@ -327,3 +330,21 @@ class TestLiveView:
         text = console.export_text()
         assert "p50 1.6 min" in text and "p95 6.7 min" in text
         assert "new rows are drained" in text
+
+
+class TestInProcess:
+    def test_live_panel_then_servers_and_threads_are_gone(self, tmp_path: Path) -> None:
+        before = set(threading.enumerate())
+        screen = io.StringIO()
+        console = Console(file=screen, force_terminal=True, width=140)
+        config = DemoConfig(duration_s=2, tasks=12, concurrency=4, task_timeout_s=600.0, out_dir=tmp_path)
+        result = run_demo(config, console)
+        assert set(threading.enumerate()) <= before
+        for url in (result.sidecar_url, result.agent_url):
+            with pytest.raises(httpx.ConnectError):
+                httpx.get(f"{url}/healthz", timeout=2.0)
+        shown = screen.getvalue()
+        assert "rollout-sidecar demo · run " in shown and "Drain margin" in shown
+        assert result.rows_written == result.report["accounting"]["succeeded"]
+        assert result.files.summary == tmp_path.resolve() / "report" / "quality_summary.json"
+        assert result.summary["run"]["verdicts"]["healthy"] > 0
