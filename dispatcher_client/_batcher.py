@@ -195,6 +195,21 @@ class Batcher:
             await asyncio.to_thread(self._spool.sync)
 
     async def _run(self) -> None:
+        while True:
+            try:
+                await self._loop()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # never let the sender die: log, back off, carry on
+                _log.exception("dispatcher_client: sender error")
+                if self._current:  # put the batch back at the head: nothing is lost
+                    self._memory.extendleft(reversed(self._current))
+                    self._memory_bytes += sum(len(item.data) for item in self._current)
+                    self._current = []
+                self._inflight = 0
+                await asyncio.sleep(self._config.backoff_max_s)
+
+    async def _loop(self) -> None:
         config = self._config
         while True:
             self._update_idle()
@@ -276,7 +291,12 @@ class Batcher:
             return "retry"
         status = response.status_code
         if status == 200:
-            results = orjson.loads(response.content)["results"]
+            try:
+                results = orjson.loads(response.content)["results"]
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                stats.failed_requests += 1
+                stats.last_error = f"HTTP 200 with an unexpected body: {response.text[:300]}"
+                return "retry"
             stats.connected = True
             stats.sent += len(batch)
             stats.duplicates += sum(1 for result in results if result.get("status") == "duplicate")

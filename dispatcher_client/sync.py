@@ -61,10 +61,17 @@ class SyncSidecarClient:
 
     def submit_event(self, event: Mapping[str, Any]) -> None:
         """Queue one raw API event from any thread; returns in about a microsecond."""
+        if self._closed:  # fail open: a tracker used after close still answers locally
+            self._client.stats.dropped += 1
+            return
         self._pending.append(event)
         if not self._scheduled:
             self._scheduled = True
-            self._loop.call_soon_threadsafe(self._pump)
+            try:
+                self._loop.call_soon_threadsafe(self._pump)
+            except RuntimeError:  # the loop closed under us (interpreter exit)
+                self._client.stats.dropped += len(self._pending)
+                self._pending.clear()
 
     def _pump(self) -> None:
         self._scheduled = False  # before popping: an append that saw True is popped below

@@ -133,3 +133,15 @@ def test_importing_the_client_never_loads_the_server() -> None:
         [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "", f"dispatcher_client imported server modules: {out.stdout}"
+
+
+def test_a_closed_tracker_still_answers_locally() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    tracker = RemoteLatencyTracker(url, run_id="closed", config=ClientConfig(close_timeout_s=0.05))
+    tracker.close()
+    ops = _ops(3, 50)
+    _apply(tracker, ops)  # after close: no error, no thread, local answers
+    reference = DispatchLatencyTracker()
+    _apply(reference, ops)
+    _same_answers(tracker, reference)
+    assert tracker.stats.dropped >= len(ops)
