@@ -20,6 +20,7 @@ import copy
 import hashlib
 import json
 import os
+import random
 import subprocess
 import sys
 from collections import Counter
@@ -80,6 +81,16 @@ BATTERY: list[Any] = [
 ]
 
 MESSAGE_BASES: list[dict[str, Any]] = [
+    {
+        "type": "message",
+        "role": "developer",
+        "status": "in_progress",
+        "content": [
+            {"type": "input_video", "video": "v"},
+            {"type": "input_image", "detail": "high", "file_id": "f"},
+            {"type": "input_file", "file_url": "u", "detail": "low"},
+        ],
+    },
     {"type": "message", "role": "user", "content": "hi"},
     {"type": "message", "role": "system", "content": "be brief"},
     {"type": "message", "role": "developer", "content": "rules"},
@@ -552,6 +563,21 @@ def _shape_cases() -> Iterator[Any]:
                     yield {first: v1, second: v2}
                     for third in ("call_id", "name", "id"):
                         yield {first: v1, second: v2, third: keys[third][0]}
+    for extra in ({"async": True}, {"async": "zz"}, {"async": None}, {"async_": [[1]]}):
+        yield {"type": "custom_tool_call", "call_id": "c", "name": "n", "input": "x", **extra}
+        for tool in ({"type": "function", "name": "f"}, {"type": "custom", "name": "c"}):
+            yield {"type": "additional_tools", "role": "developer", "tools": [{**tool, **extra}]}
+    untyped_items: list[dict[str, Any]] = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": [], "id": "m"},
+        {"call_id": "c", "name": "n", "arguments": "{}"},
+        {"id": "r", "summary": []},
+        {"foo": 1},
+    ]
+    for untyped in untyped_items:
+        yield {**untyped, **TOKENS}
+        yield {**untyped, "prompt_token_ids": [1]}
+        yield {**untyped, **TOKENS, "routed_experts": [[[1]]]}
     yield from [
         "hi",
         5,
@@ -745,6 +771,29 @@ def write_run_dir(items: list[Any], run_dir: Path) -> None:
             out.write(json.dumps(record) + "\n")
 
 
+def end_to_end(items: list[Any], run_dir: Path) -> list[tuple[Any, str | None, str | None]]:
+    """Run ``refcli.py health-check`` on one rollout per item; compare its ``record_unreadable`` error
+    with the error ``health.contract.canonical_trajectory`` reports for the same trajectory."""
+    from health.contract import canonical_trajectory
+
+    write_run_dir(items, run_dir)
+    refcli = "/work/shared/tools/reference/refcli.py"
+    subprocess.run([sys.executable, refcli, "health-check", str(run_dir)], check=True, capture_output=True)
+    expected: dict[int, str | None] = {}
+    for line in (run_dir / "rollout_verdicts.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        errors = [f["detail"]["error"] for f in row["findings"] if f["check"] == "record_unreadable"]
+        expected[row["_ng_rollout_index"]] = errors[0] if errors else None
+    diffs = []
+    for index, item in enumerate(items):
+        record = {"task_id": "t", "rollout_id": f"r{index}",
+                  "invocations": [{"invocation_id": "main", "conversation": [item]}]}  # fmt: skip
+        actual = canonical_trajectory(record)[1]
+        if actual != expected[index]:
+            diffs.append((item, expected[index], actual))
+    return diffs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -754,6 +803,10 @@ def main() -> int:
     parser.add_argument("--dump-cases", type=Path, help="write every (item, oracle outcome) as JSONL")
     parser.add_argument("--explain", type=int, default=0, help="print both dumps for N differing dumps")
     parser.add_argument("--run-dir", type=Path, help="write a run dir (one rollout per item) for refcli.py")
+    parser.add_argument(
+        "--end-to-end", type=int, default=0, metavar="N",
+        help="also run refcli.py health-check on N sampled items (+ nesting-depth probes) in --run-dir",
+    )  # fmt: skip
     args = parser.parse_args()
     items = corpus()
     diffs = compare(items)
@@ -793,7 +846,28 @@ def main() -> int:
         with args.dump_cases.open("w") as out:
             for item, row in zip(items, _oracle_run(items, proc), strict=True):
                 out.write(json.dumps({"item": item, "oracle": _oracle_outcome(row)}) + "\n")
-    if args.run_dir:
+    if args.end_to_end and args.run_dir:
+        sample = random.Random(0).sample(items, min(args.end_to_end, len(items)))
+        for levels in (252, 253, 254, 255):
+            deep = _deep(levels)
+            sample += [{"zz": deep}, {"type": "tool_search_call", "id": "i", "execution": "server",
+                       "status": "completed", "arguments": deep},
+                       {"type": "mcp_call", "name": "n", "arguments": "{}",
+                        "error": {"type": "mcp_tool_execution_error", "content": deep}},
+                       {"type": "custom_tool_call", "call_id": "c", "name": "n", "input": "x",
+                        "zz": deep},
+                       {"type": "reasoning", "id": "r",
+                        "summary": [{"type": "summary_text", "text": "t", "zz": deep}]},
+                       {"type": "message", "role": "user", "content": "x", "zz": deep},
+                       {"type": "function_call", "call_id": "c", "name": "n", "arguments": "{}", "zz": deep},
+                       {"type": "additional_tools", "role": "developer",
+                        "tools": [{"type": "function", "name": "f", "parameters": {"p": deep}}]}]  # fmt: skip
+        e2e = end_to_end(sample, args.run_dir)
+        print(f"end to end: {len(sample)} items, {len(e2e)} differ")
+        for item, expected_error, actual_error in e2e[: args.show * 10]:
+            print(f"  reference: {expected_error}  ours: {actual_error}  {json.dumps(item)[:200]}")
+        diffs.extend((item, str(e), str(a)) for item, e, a in e2e)
+    elif args.run_dir:
         write_run_dir(items, args.run_dir)
     return 1 if diffs else 0
 
