@@ -60,6 +60,11 @@ _REASONS = {
     sqlite3.SQLITE_NOTADB: "not an SQLite database",
 }
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+# Journals this process holds open for writing (real paths). Closing any descriptor of a file
+# drops every POSIX lock the process holds on it, SQLite's included; so while our writer is open
+# we never open the database file ourselves, or another process could take its exclusive lock
+# and delete the live WAL under the writer (acknowledged commits then vanish on a crash).
+_WRITING: set[str] = set()
 
 
 def map_sqlite_error(path: Path, action: str, exc: sqlite3.Error) -> JournalError:
@@ -172,12 +177,14 @@ class WriterConnection:
     page_size: int
     default_max_pages: int
     lock_fd: int
+    real_path: str = ""
 
     def close(self) -> None:
         """Close the connection, then release the single-writer lock."""
         try:
             self.conn.close()
         finally:
+            _WRITING.discard(self.real_path)
             os.close(self.lock_fd)
 
 
@@ -249,7 +256,9 @@ def open_writer(path: Path) -> WriterConnection:
         conn.close()
         os.close(lock_fd)
         raise
-    return WriterConnection(conn, int(last_seq), int(page_size), int(default_max_pages), lock_fd)
+    real_path = os.path.realpath(path)
+    _WRITING.add(real_path)
+    return WriterConnection(conn, int(last_seq), int(page_size), int(default_max_pages), lock_fd, real_path)
 
 
 def open_reader(path: Path) -> tuple[sqlite3.Connection, int] | None:
@@ -257,7 +266,7 @@ def open_reader(path: Path) -> tuple[sqlite3.Connection, int] | None:
 
     Refuses corrupt, foreign and newer files exactly as the writer does; never creates the file.
     """
-    if not _check_header(path):
+    if os.path.realpath(path) not in _WRITING and not _check_header(path):  # see _WRITING
         return None
     try:
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
