@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from sortedcontainers import SortedList
 
-from sidecar._summation import builtin_sum
+from sidecar._summation import builtin_sum, format_positive_sum
 
 __all__ = [
     "ADAPTIVE_MARGIN_MIN_SAMPLES",
@@ -40,8 +40,9 @@ ADAPTIVE_MARGIN_QUANTILE = 0.75
 DEFAULT_RATE_WINDOW_S = 900.0
 """Sliding window of :meth:`DispatchLatencyTracker.recent_completions_per_hour` (15 minutes)."""
 
-# Below this many samples ``bisect.insort`` into a flat list beats ``SortedList.add`` (the
-# memmove is tiny); above it the flat list's O(n) insertion dominates. See benchmarks/tracker.py.
+# Up to this many samples ``bisect.insort`` into a flat list is the cheapest store (the memmove
+# is tiny) and every quantile is a direct index; beyond it the O(n) insertion dominates and the
+# heaps + SortedList store takes over. Measured in benchmarks/tracker.py.
 _FLAT_LIST_LIMIT = 8192
 
 _EMPTY_SUMMARY = "No completed rollouts to report latency for."
@@ -71,6 +72,7 @@ class DispatchLatencyTracker:
         "_flat",
         "_large",
         "_rate_window_s",
+        "_stamp",
         "_started_at",
     )
 
@@ -91,6 +93,7 @@ class DispatchLatencyTracker:
         self._rate_window_s = float(rate_window_s)
         self._started_at = clock()
         self._completion_times: deque[float] = deque()
+        self._stamp = self._completion_times.append
         self._expired_completions = 0
 
     # -- seed API ---------------------------------------------------------------------------
@@ -99,14 +102,11 @@ class DispatchLatencyTracker:
         """Add one completed task's duration; values that are not ``> 0`` (incl. NaN) are dropped."""
         if seconds > 0:
             flat = self._flat
-            if flat is not None:
+            if flat is not None and len(flat) < _FLAT_LIST_LIMIT:
                 insort(flat, seconds)
-                if len(flat) > _FLAT_LIST_LIMIT:
-                    self._promote(flat)
-                self._completion_times.append(self._clock())
+                self._stamp(self._clock())
             else:
-                assert self._large is not None
-                self._large.add(seconds)
+                self._add_large(seconds)
                 now = self._clock()
                 times = self._completion_times
                 times.append(now)
@@ -126,13 +126,10 @@ class DispatchLatencyTracker:
         if median is None or not seconds >= median:
             return
         flat = self._flat
-        if flat is not None:
+        if flat is not None and len(flat) < _FLAT_LIST_LIMIT:
             insort(flat, seconds)
-            if len(flat) > _FLAT_LIST_LIMIT:
-                self._promote(flat)
         else:
-            assert self._large is not None
-            self._large.add(seconds)
+            self._add_large(seconds)
 
     def record_drained(self) -> None:
         """Count one row the dispatcher decided not to start (no time left in the budget)."""
@@ -174,10 +171,11 @@ class DispatchLatencyTracker:
         n = len(flat)
         if n < ADAPTIVE_MARGIN_MIN_SAMPLES:
             return None
-        # quantile(0.75) inlined: this runs before every dispatch.
-        position = (n - 1) * ADAPTIVE_MARGIN_QUANTILE
-        i = int(position)
-        fraction = position - i
+        # quantile(0.75), inlined because it runs before every dispatch. (n - 1) * 0.75 is exact
+        # in binary, so its integer part and fraction come from integer arithmetic, bit for bit.
+        quarters = 3 * (n - 1)
+        i = quarters >> 2
+        fraction = (quarters & 3) * 0.25
         return flat[i] * (1 - fraction) + flat[i + 1] * fraction
 
     def summary(self) -> str:
@@ -192,7 +190,7 @@ class DispatchLatencyTracker:
                 f"median {median / 60:.1f} min, p90 {p90 / 60:.1f} min, "
                 f"p99 {p99 / 60:.1f} min, max {samples[-1] / 60:.1f} min"
             )
-            lines.append(f"Task-time delivered: {builtin_sum(samples) / 3600:.1f} task-hours")
+            lines.append(f"Task-time delivered: {format_positive_sum(samples, 3600, '.1f')} task-hours")
         else:
             lines.append(_EMPTY_SUMMARY)
         if self._drained > 0:
@@ -272,9 +270,14 @@ class DispatchLatencyTracker:
         assert self._large is not None
         return self._large.ordered()
 
-    def _promote(self, flat: list[float]) -> None:
-        self._large = _LargeSamples(flat)
-        self._flat = None
+    def _add_large(self, seconds: float) -> None:
+        """Add to the large store, moving the flat list into it first if that is still in use."""
+        large = self._large
+        if large is None:
+            assert self._flat is not None
+            large = self._large = _LargeSamples(self._flat)
+            self._flat = None
+        large.add(seconds)
 
     def _expire(self, now: float) -> None:
         """Forget completion timestamps that fell out of the rate window (kept as a count)."""
@@ -329,8 +332,7 @@ class _LargeSamples:
             heappush(low, -heappop(high))
 
     def p75(self) -> float:
-        position = (self._size - 1) * ADAPTIVE_MARGIN_QUANTILE
-        fraction = position - int(position)
+        fraction = ((3 * (self._size - 1)) & 3) * 0.25  # exactly the fraction of (n - 1) * 0.75
         return -self._low[0] * (1 - fraction) + self._high[0] * fraction
 
     def ordered(self) -> Sequence[float]:

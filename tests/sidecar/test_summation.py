@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar._summation import emulated_sum
+from sidecar._summation import emulated_sum, format_positive_sum
 
 
 class TestEmulatedSum:
@@ -42,3 +42,34 @@ class TestEmulatedSum:
     )
     def test_matches_the_builtin(self, values: list[float]) -> None:
         assert repr(emulated_sum(values)) == repr(sum(values))
+
+
+positive = st.one_of(
+    st.floats(min_value=1e-9, max_value=1e7, allow_nan=False),
+    st.integers(min_value=1, max_value=10**7),
+    st.sampled_from([0.1, 0.2, 0.3, 0.7, 1.1, 179.99999999999997, math.inf]),
+)
+
+
+class TestFormatPositiveSum:
+    @settings(max_examples=300)
+    @given(
+        st.lists(positive, min_size=1, max_size=40),
+        st.sampled_from([1, 60, 3600]),
+        st.sampled_from([".1f", ".3f"]),
+    )
+    def test_equals_formatting_the_compensated_sum(
+        self, values: list[float], divisor: int, spec: str
+    ) -> None:
+        assert format_positive_sum(values, divisor, spec) == format(emulated_sum(values) / divisor, spec)
+
+    def test_rounding_boundary_cases(self) -> None:
+        # These sum to within a few ulps of 180 s = 0.05 h, a .1f rounding boundary: the fast
+        # band cannot decide and the compensated sum does (the reference prints 0.1).
+        samples = [0.1] + [0.2] * 8 + [0.3] * 10 + [0.7] * 9 + [1.1] * 3 + [165.7]
+        assert (
+            format_positive_sum(samples, 3600, ".1f") == format(emulated_sum(samples) / 3600, ".1f") == "0.1"
+        )
+        assert (
+            format_positive_sum([180.0], 3600, ".1f") == "0.1"
+        )  # 0.05 rounds to even... of its binary value
