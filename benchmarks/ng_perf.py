@@ -4,7 +4,7 @@ Rows come from ``sidecar.synthetic`` (healthy rows, fixed seed), already parsed,
 holds them. Measured in the same run: the validation floor (``TrajectoryRecord`` validation of
 the same ``ng_trajectory``, which ``build_ng_perf`` must do), ``build_ng_perf`` itself, and
 parse + build from the row's JSON bytes. Each cell is the median of ``--runs`` passes over all
-rows.
+rows, in the process's CPU time (other load on a shared machine is not counted).
 
     .venv/bin/python benchmarks/ng_perf.py             # ~30 s
     .venv/bin/python benchmarks/ng_perf.py --rows 200  # quicker
@@ -30,10 +30,10 @@ def _rates(cells: dict[str, tuple[list[Any], Callable[[Any], object]]], runs: in
     rates: dict[str, list[float]] = {name: [] for name in cells}
     for _ in range(runs + 1):  # the first pass warms up and is discarded
         for name, (rows, work) in cells.items():
-            start = time.perf_counter()
+            start = time.process_time()
             for row in rows:
                 work(row)
-            rates[name].append(len(rows) / (time.perf_counter() - start))
+            rates[name].append(len(rows) / (time.process_time() - start))
     return {name: statistics.median(values[1:]) for name, values in rates.items()}
 
 
