@@ -29,6 +29,7 @@ from sidecar.events import EVENT_KINDS, EventBatch
 from sidecar.ingest import PlanError, UnknownRun
 from sidecar.journal import JournalUnavailable
 from sidecar.metrics import render
+from sidecar.openapi import openapi_document
 from sidecar.runs import RunState
 from sidecar.service import Service
 
@@ -262,12 +263,17 @@ class _Handlers:
             }
         )
 
+    async def openapi(self, request: Request) -> Response:
+        return _json(openapi_document())
+
     async def healthz(self, request: Request) -> Response:
         return _json({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
         if not self.service.ready:
             return _json({"status": "starting"}, 503)
+        if not self.service.ingestor.journal_ok:
+            return _json({"status": "journal_unavailable", "detail": "the last journal append failed"}, 503)
         return _json(
             {
                 "status": "ready",
@@ -319,6 +325,7 @@ def create_app(service: Service) -> Starlette:
         Route("/report", handlers.report, methods=["GET"]),
         Route("/report/quality_summary.json", handlers.quality_summary, methods=["GET"]),
         Route("/report/verdicts", handlers.verdicts, methods=["GET"]),
+        Route("/openapi.json", handlers.openapi, methods=["GET"]),
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/readyz", handlers.readyz, methods=["GET"]),
     ]

@@ -146,6 +146,8 @@ class Ingestor:
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self.replayed = 0
+        #: False while the journal's last append failed (the service answers 503 to ingest).
+        self.journal_ok = True
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -248,7 +250,9 @@ class Ingestor:
             try:
                 try:
                     committed = await commit
+                    self.journal_ok = True
                 except JournalUnavailable as exc:
+                    self.journal_ok = False
                     for pending in batch:
                         if not pending.future.done():
                             pending.future.set_exception(exc)

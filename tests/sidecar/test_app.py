@@ -241,10 +241,12 @@ class TestIngestErrors:
                 assert service.ingestor.runs["r"].completed == 0
                 assert (await client.get("/drain_margin", params={"run_id": "r"})).json()["samples"] == 0
                 assert 'reason="journal_unavailable"} 1.0' in (await client.get("/metrics")).text
+                assert (await client.get("/readyz")).status_code == 503
                 journal.failing = False
                 retry = await client.post(path, json=[{"kind": "completed", "seconds": 5.0, "row": {}}])
                 assert retry.json()["results"][0]["status"] == "accepted"
                 assert service.ingestor.runs["r"].completed == 1
+                assert (await client.get("/readyz")).status_code == 200
         finally:
             await service.stop()
 
@@ -287,6 +289,24 @@ class TestReads:
         _error(await client.get("/drain_margin"), 400, "validation", "run_id")
         _error(await client.get("/report", params={"run_id": "zz"}), 404, "unknown_run", "run_id")
         _error(await client.get("/report/verdicts", params={"run_id": "zz"}), 404, "unknown_run", "run_id")
+
+    async def test_openapi_describes_every_route(self, client: httpx.AsyncClient) -> None:
+        document = (await client.get("/openapi.json")).json()
+        assert document["openapi"] == "3.1.0"
+        assert {
+            "/v1/runs/{run_id}/events",
+            "/drain_margin",
+            "/report",
+            "/report/verdicts",
+            "/metrics",
+        } <= set(document["paths"])
+        body = document["paths"]["/v1/runs/{run_id}/events"]["post"]["requestBody"]["content"][
+            "application/json"
+        ]
+        assert body["schema"]["type"] == "array"
+        assert {"RunStarted", "Completed", "Failed", "Drained", "RunEnded", "Error"} <= set(
+            document["components"]["schemas"]
+        )
 
     async def test_openmetrics_negotiation(self, client: httpx.AsyncClient) -> None:
         om = await client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
