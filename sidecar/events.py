@@ -106,7 +106,7 @@ class Completed(_Event):
 
     Identity defaults to the row's ``_ng_task_index`` / ``_ng_rollout_index`` /
     ``_ng_attempt_index``. ``seconds`` feeds ``DispatchLatencyTracker.record``; ``latency_ms``
-    (default ``seconds * 1000``) becomes ``ng_perf.total_latency_ms``. ``seconds: null`` (a
+    (default ``seconds * 1000``) becomes ``ng_perf.total_latency_ms``. ``seconds`` null or absent (a
     follower that cannot know the duration) feeds no latency sample.
     """
 
@@ -114,7 +114,7 @@ class Completed(_Event):
     task_index: Index | None = None
     rollout_index: Index | None = None
     attempt: NonNegativeInt | None = None
-    seconds: float | None
+    seconds: float | None = None
     latency_ms: float | None = None
     row: dict[str, Any] | None = None
     line: str | None = None
