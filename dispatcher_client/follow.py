@@ -284,19 +284,35 @@ class Follower:
 
     async def run(self, stop: asyncio.Event | None = None, *, idle_exit_s: float | None = None) -> None:
         """Follow until ``stop`` is set (positions checkpointed, the run left open) or, with
-        ``idle_exit_s``, until no file grew for that long (then the run is ended)."""
+        ``idle_exit_s``, until no file grew for that long (then the run is ended).
+
+        ``stop`` also interrupts a poll that waits for an unreachable sidecar: what it had not
+        checkpointed is simply read again by the next follower.
+        """
         stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
         last_growth = loop.time()
-        async with self.client:
+        await self.client.open()
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
             while not stop.is_set():
-                if await self.step():
+                poll = asyncio.ensure_future(self.step())
+                await asyncio.wait({poll, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if not poll.done():
+                    poll.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await poll
+                    break
+                if poll.result():
                     last_growth = loop.time()
                 elif idle_exit_s is not None and loop.time() - last_growth >= idle_exit_s:
                     await self.end_run()
                     return
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.poll_interval_s)
+                    await asyncio.wait_for(asyncio.shield(stopped), self.poll_interval_s)
+        finally:
+            stopped.cancel()
+            await self.client.aclose(1.0)
 
 
 async def run_follower(

@@ -12,13 +12,14 @@ import httpx
 import orjson
 import pytest
 
+from dispatcher_client import ClientConfig
 from dispatcher_client.follow import Follower, follow_paths
 from sidecar.cli import main as cli_main
 from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
 from tests.sidecar.service_support import generate_run
 
-from .support import batch_files, sidecar_files
+from .support import SidecarProcess, batch_files, free_port, sidecar_files
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -44,6 +45,11 @@ for op in ops:
     elif kind == "truncate":
         os.truncate(op[1], op[2])
 """
+
+
+def _append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as handle:
+        handle.write(data)
 
 
 def _lines(seed: int, num_tasks: int) -> tuple[list[bytes], list[bytes]]:
@@ -153,3 +159,53 @@ class TestFollower:
         assert report["plan_tasks"] == 6
         assert report["events"]["completed"] == sum(1 for line in main if line.strip())
         assert sum(entry["count"] for entry in report["events"]["failed"]) == len(failures)
+
+    async def test_waits_through_a_sidecar_outage_and_stops_promptly(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        run_dir = tmp_path / "outage"
+        run_dir.mkdir()
+        main, _ = _lines(5, 8)
+        path = run_dir / "rollouts.jsonl"
+        sidecar = SidecarProcess(tmp_path / "j.sqlite3")
+        sidecar.start()
+        try:
+            config = ClientConfig(backoff_initial_s=0.01, backoff_max_s=0.2)
+            follower = Follower(run_dir, sidecar_url=sidecar.url, poll_interval_s=0.02, client_config=config)
+            stop = asyncio.Event()
+            task = asyncio.create_task(follower.run(stop))
+            path.write_bytes(b"".join(main[:5]))
+            await asyncio.sleep(0.5)
+            sidecar.stop()
+            await asyncio.to_thread(_append, path, b"".join(main[5:]))
+            await asyncio.sleep(0.5)
+            sidecar.start()
+            for _ in range(200):
+                if follower.positions["rollouts"].offset == path.stat().st_size:
+                    break
+                await asyncio.sleep(0.05)
+            assert follower.positions["rollouts"].offset == path.stat().st_size
+            assert follower.client.stats.failed_requests > 0
+            stop.set()
+            await asyncio.wait_for(task, 10)
+            last = Follower(run_dir, sidecar_url=sidecar.url)
+            async with last.client:
+                await last.end_run()
+            files = sidecar_files(sidecar.url, "outage")
+        finally:
+            sidecar.stop()
+        assert files == batch_files(run_dir)
+        capsys.readouterr()
+
+    async def test_stop_interrupts_a_follower_blocked_on_an_unreachable_sidecar(self, tmp_path: Path) -> None:
+        run_dir = tmp_path / "blocked"
+        run_dir.mkdir()
+        (run_dir / "rollouts.jsonl").write_bytes(b'{"a": 1}\n')
+        url = f"http://127.0.0.1:{free_port()}"
+        follower = Follower(run_dir, sidecar_url=url, client_config=ClientConfig(backoff_initial_s=0.01))
+        stop = asyncio.Event()
+        task = asyncio.create_task(follower.run(stop))
+        await asyncio.sleep(0.3)
+        stop.set()
+        await asyncio.wait_for(task, 5)
+        assert follower.positions["rollouts"].offset == 0  # nothing acknowledged, nothing checkpointed
