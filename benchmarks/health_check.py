@@ -4,7 +4,7 @@ One command::
 
     .venv/bin/python benchmarks/health_check.py            # 20,000 rollouts, 3 runs each
 
-generates (once; cached under ``benchmarks/out/health_corpus/``) a run directory of
+generates (once; cached under ``benchmarks/out/health_corpus_<N>/``) a run directory of
 realistic rollouts with ~8 KB of payload per model call, then alternates runs of our CLI
 and of NeMo Gym 0.7.0's (``refcli.py health-check``, only when the oracle is installed in
 ``/tmp/oracle``) on it. Each run is timed as a whole process; its peak memory is the
@@ -32,7 +32,6 @@ import orjson
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
-CORPUS = OUT / "health_corpus"
 REPORTS = OUT / "health_reports"
 REFCLI = Path("/work/shared/tools/reference/refcli.py")
 ORACLE = Path("/tmp/oracle")
@@ -115,14 +114,15 @@ def _synthetic_rows(rollouts: int) -> object:
 
 
 def ensure_corpus(rollouts: int, regenerate: bool) -> Path:
-    """The cached corpus run directory, generated if missing or of another size."""
-    meta_path = CORPUS / "corpus.json"
-    rollouts_path = CORPUS / "rollouts.jsonl"
+    """The cached corpus run directory for ``rollouts``, generated if missing or stale."""
+    corpus = OUT / f"health_corpus_{rollouts}"
+    meta_path = corpus / "corpus.json"
+    rollouts_path = corpus / "rollouts.jsonl"
     wanted = {"rollouts": rollouts, "seed": SEED, "generator": "sidecar.synthetic"}
     cached = not regenerate and rollouts_path.is_file() and meta_path.is_file()
     if cached and json.loads(meta_path.read_text()).get("request") == wanted:
-        return CORPUS
-    CORPUS.mkdir(parents=True, exist_ok=True)
+        return corpus
+    corpus.mkdir(parents=True, exist_ok=True)
     print(f"generating {rollouts} rollouts into {rollouts_path} ...", flush=True)
     started = time.perf_counter()
     count = 0
@@ -136,7 +136,7 @@ def ensure_corpus(rollouts: int, regenerate: bool) -> Path:
     meta_path.write_text(json.dumps(meta, indent=2))
     elapsed = time.perf_counter() - started
     print(f"  {count} rows, {meta['bytes'] / 1e9:.2f} GB in {elapsed:.0f} s", flush=True)
-    return CORPUS
+    return corpus
 
 
 def _clear_reports(run_dir: Path) -> None:
