@@ -394,3 +394,10 @@ class TestContent:
         assert response_has_content({"output_text": "x", "choices": 5})
         with pytest.raises(TypeError):
             response_has_content({"output": [], "choices": 5})
+
+
+def test_every_rollout_check_has_exactly_one_rule() -> None:
+    from health.checks import ROLLOUT_RULES
+    from health.registry import ROLLOUT_CHECK_IDS
+
+    assert tuple(ROLLOUT_RULES) == ROLLOUT_CHECK_IDS
