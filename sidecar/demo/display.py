@@ -55,10 +55,15 @@ def _per_hour(frame: Frame) -> float | None:
     return frame.view.completed * 3600.0 / frame.now if frame.now > 0 else None
 
 
+def _margin(frame: Frame) -> float | None:
+    """The margin the dispatcher decides with (polled from the sidecar), else the scraped gauge."""
+    return frame.stats.margin if frame.stats.margin is not None else frame.view.drain_margin
+
+
 def _drain_status(frame: Frame) -> tuple[str, str]:
     """``(text, style)`` of the drain decision a row starting now would get."""
     left = frame.stats.budget_s - frame.now
-    margin = frame.view.drain_margin if frame.view.drain_margin is not None else frame.stats.margin
+    margin = _margin(frame)
     if left <= 0:
         return "budget spent: nothing new starts", "bold red"
     if margin is not None and left < margin:
@@ -99,11 +104,10 @@ def render_panel(frame: Frame) -> RenderableType:
     )
     grid.add_row("Throughput", "-" if rate is None else f"{rate:,.0f} rollouts/hour")
     grid.add_row("Task latency", _quantiles(view))
-    margin = view.drain_margin if view.drain_margin is not None else stats.margin
     grid.add_row(
         "Drain margin",
         Text.assemble(
-            f"{minutes(margin)} vs {clock_text(stats.budget_s - frame.now)} left → ", (status, style)
+            f"{minutes(_margin(frame))} vs {clock_text(stats.budget_s - frame.now)} left → ", (status, style)
         ),
     )
     grid.add_row(
@@ -138,7 +142,7 @@ def render_line(frame: Frame) -> str:
         f"ok {stats.succeeded} failed {stats.failed} drained {stats.drained} | "
         f"{'-' if rate is None else f'{rate:,.0f}'} rollouts/h | "
         f"p50 {minutes(q.get('0.5'))} p75 {minutes(q.get('0.75'))} p95 {minutes(q.get('0.95'))} | "
-        f"margin {minutes(view.drain_margin)} vs {clock_text(stats.budget_s - frame.now)} left: {status} | "
+        f"margin {minutes(_margin(frame))} vs {clock_text(stats.budget_s - frame.now)} left: {status} | "
         f"health {view.verdicts['healthy']} healthy {view.verdicts['unhealthy']} unhealthy "
         f"{view.verdicts['unobserved']} unobserved"
     )

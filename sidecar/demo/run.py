@@ -96,7 +96,6 @@ async def _dispatch_phase(
         await sidecar.start_run(
             plan={task: config.repeats for task in range(config.num_tasks)},
             task_timeout_s=config.task_timeout_s,
-            started_at=time.time(),
         )
         clock = SimClock(config.time_scale)
         dispatcher = Dispatcher(
