@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
@@ -24,9 +25,11 @@ from sidecar.rollout_perf import build_ng_perf
 from ._batcher import Batcher
 from .config import ClientConfig, ClientStats
 
-__all__ = ["SidecarClient", "SidecarError"]
+__all__ = ["RUN_ID_PATTERN", "SidecarClient", "SidecarError"]
 
 _log = logging.getLogger("dispatcher_client")
+#: What the sidecar accepts as a run id (checked here: a refused id would lose every event).
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 TASK_KEY = "_ng_task_index"
 ROLLOUT_KEY = "_ng_rollout_index"
 ATTEMPT_KEY = "_ng_attempt_index"
@@ -63,6 +66,8 @@ class SidecarClient:
         config: ClientConfig | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        if not RUN_ID_PATTERN.fullmatch(run_id):
+            raise ValueError(f"run id {run_id!r} must match {RUN_ID_PATTERN.pattern}")
         self.base_url = base_url.rstrip("/")
         self.run_id = run_id
         self.config = config or ClientConfig()

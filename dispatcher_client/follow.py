@@ -37,6 +37,8 @@ from typing import Any
 
 import orjson
 
+from health.registry import CHECK_IDS
+
 from ._tail import FilePosition, TailRead, is_blank_line, read_new_lines
 from .client import SidecarClient
 from .config import ClientConfig
@@ -138,7 +140,10 @@ class Follower:
         )
         self.poll_interval_s = poll_interval_s
         self.latency_from_rows = latency_from_rows
-        self.ignored_checks = list(ignored_checks)
+        self.ignored_checks = list(dict.fromkeys(check.strip() for check in ignored_checks if check.strip()))
+        unknown = sorted(set(self.ignored_checks) - set(CHECK_IDS))
+        if unknown:
+            raise ValueError(f"unknown check id(s) in ignored_checks: {', '.join(unknown)}")
         self.client = SidecarClient(
             sidecar_url, run_id=self.run_id, token=token, config=client_config or ClientConfig()
         )

@@ -24,7 +24,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--rollouts-file", default=None, help="rollouts JSONL (default rollouts.jsonl)")
     parser.add_argument("--sidecar", required=True, help="base URL, e.g. http://127.0.0.1:9400")
     parser.add_argument("--run-id", default=None, help="run id (default: the run directory's name)")
-    parser.add_argument("--token-file", type=Path, default=None, help="bearer token file (else $ env var)")
+    parser.add_argument(
+        "--token-file", type=Path, default=None, help="bearer token file (else $ROLLOUT_SIDECAR_TOKEN)"
+    )
     parser.add_argument("--state-file", type=Path, default=None, help="checkpoint file (default in RUN_DIR)")
     parser.add_argument("--poll-interval", type=float, default=0.2, help="seconds between polls")
     parser.add_argument(
@@ -56,7 +58,7 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
         state_path=args.state_file,
         poll_interval_s=args.poll_interval,
         latency_from_rows=not args.no_latency,
-        ignored_checks=[c for c in args.ignored_checks.split(",") if c.strip()],
+        ignored_checks=args.ignored_checks.split(","),
     )
     if args.once:
         async with follower.client:

@@ -209,3 +209,27 @@ class TestFollower:
         stop.set()
         await asyncio.wait_for(task, 5)
         assert follower.positions["rollouts"].offset == 0  # nothing acknowledged, nothing checkpointed
+
+
+class TestArguments:
+    def test_refusals_are_up_front_and_name_the_value(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        with pytest.raises(ValueError, match="'bad id'"):
+            Follower(tmp_path, sidecar_url="http://127.0.0.1:9", run_id="bad id")
+        with pytest.raises(ValueError, match="no_such_check"):
+            Follower(
+                tmp_path, sidecar_url="http://127.0.0.1:9", run_id="ok", ignored_checks=["no_such_check"]
+            )
+        argv = ["follow", str(tmp_path / "a b"), "--sidecar", "http://127.0.0.1:9", "--once"]
+        (tmp_path / "a b").mkdir()
+        assert cli_main(argv) == 2
+        assert "'a b' must match" in capsys.readouterr().err
+
+    def test_paths_follow_nemo_gym_naming(self, tmp_path: Path) -> None:
+        paths = follow_paths(tmp_path, "b.tar.gz")
+        assert paths.failures == tmp_path / "b.tar_failures.jsonl"
+        assert paths.materialized == tmp_path / "b.tar_materialized_inputs.jsonl"
+        assert paths.source_path == str(tmp_path / "b.tar.gz")
+        assert follow_paths(tmp_path, "/x/y.JSONL").failures == Path("/x/y_failures.jsonl")
+        assert follow_paths(tmp_path, "rollouts").failures == tmp_path / "rollouts_failures.jsonl"
