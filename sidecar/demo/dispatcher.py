@@ -47,7 +47,6 @@ class DispatchStats:
     budget_s: float
     dispatched: int = 0
     in_flight: int = 0
-    finished: int = 0
     succeeded: int = 0
     drained: int = 0
     failures: Counter[str] = field(default_factory=Counter)
@@ -208,7 +207,6 @@ class Dispatcher:
                     outcome = await self._post(row)
                 finally:
                     self.stats.in_flight -= 1
-                    self.stats.finished += 1
         # The slot is free again: reporting and writing happen outside it, as in NeMo Gym's
         # collection loop, so they never delay the next dispatch.
         if outcome is None:
