@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from sidecar.settings import (
     DEFAULT_BODY_CAP,
@@ -69,6 +70,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"processes digesting rows ahead of the commit, 0 = inline (default {_default_workers()})",
     )
     serve.add_argument("--log-level", default="info", help="log level (default info)")
+    serve.add_argument(  # dispatcher_client's follower, run beside the service (issue 5)
+        "--follow",
+        type=Path,
+        default=None,
+        metavar="RUN_DIR",
+        help="also follow RUN_DIR's rollout files into this service (run id: the directory's name)",
+    )
     serve.set_defaults(handler=_serve)
 
     report = subparsers.add_parser(
@@ -99,13 +107,35 @@ def _serve(args: argparse.Namespace) -> int:
             body_cap=args.body_cap,
             max_json_depth=args.max_json_depth,
         )
-        run_service(settings)
+        follower = _start_follower(args, settings)
+        try:
+            run_service(settings)
+        finally:
+            if follower is not None:
+                follower.stop()
     except (SettingsError, JournalError) as exc:
         print(f"rollout-sidecar serve: {exc}", file=sys.stderr)  # noqa: T201
         return 2
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
+    """``serve --follow RUN_DIR``: dispatcher_client's follower on a thread, posting to this service."""
+    if getattr(args, "follow", None) is None:
+        return None
+    from dispatcher_client.follow import FollowerThread
+
+    host = "127.0.0.1" if settings.host in ("", "0.0.0.0", "::") else settings.host
+    url = f"http://[{host}]:{settings.port}" if ":" in host else f"http://{host}:{settings.port}"
+    token = settings.token.get() if settings.token is not None else None
+    try:
+        thread = FollowerThread(args.follow, url, token=token)
+    except ValueError as exc:
+        raise SettingsError(f"--follow {str(args.follow)!r}: {exc}") from exc
+    thread.start()
+    return thread
 
 
 def _report(args: argparse.Namespace) -> int:
