@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,7 @@ from ._tail import FilePosition, TailRead, is_blank_line, read_new_lines
 from .client import SidecarClient
 from .config import ClientConfig
 
-__all__ = ["FollowPaths", "Follower", "follow_paths", "run_follower"]
+__all__ = ["FollowPaths", "Follower", "FollowerThread", "follow_paths", "run_follower"]
 
 _log = logging.getLogger("dispatcher_client.follow")
 _CHUNK_EVENTS = 256
@@ -333,3 +334,45 @@ async def run_follower(
     server listens, and set ``stop`` on shutdown. ``options`` are :class:`Follower`'s.
     """
     await Follower(run_dir, sidecar_url=sidecar_url, **options).run(stop)
+
+
+class FollowerThread:
+    """A :class:`Follower` on its own thread and loop, beside a server (``serve --follow``).
+
+    Until the server listens, its requests fail and are retried with backoff, so it can be
+    started before the server binds. :meth:`stop` leaves the run open (positions checkpointed).
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str], sidecar_url: str, **options: Any) -> None:
+        self.follower = Follower(run_dir, sidecar_url=sidecar_url, **options)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="sidecar-follower", daemon=True)
+        self.error: BaseException | None = None
+
+    def _main(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            self._ready.set()
+            await self.follower.run(self._stop)
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+            _log.exception("follower thread failed")
+        finally:
+            self._ready.set()
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(10.0)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stop.set)
+        self._thread.join(timeout)

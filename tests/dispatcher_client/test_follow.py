@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
 from tests.sidecar.service_support import generate_run
 
-from .support import SidecarProcess, batch_files, free_port, sidecar_files
+from .support import REPO_ROOT, SidecarProcess, batch_files, free_port, sidecar_files
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -233,3 +235,39 @@ class TestArguments:
         assert paths.source_path == str(tmp_path / "b.tar.gz")
         assert follow_paths(tmp_path, "/x/y.JSONL").failures == Path("/x/y_failures.jsonl")
         assert follow_paths(tmp_path, "rollouts").failures == tmp_path / "rollouts_failures.jsonl"
+
+
+def test_serve_follow_runs_the_follower_beside_the_service(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "served-run"
+    run_dir.mkdir()
+    main, failures = _lines(6, 6)
+    (run_dir / "rollouts.jsonl").write_bytes(b"".join(main[:4]))
+    port = free_port()
+    cmd = [sys.executable, "-m", "sidecar.cli", "serve", "--port", str(port), "--workers", "0"]
+    cmd += ["--journal", str(tmp_path / "j.sqlite3"), "--log-level", "warning", "--follow", str(run_dir)]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _append(run_dir / "rollouts.jsonl", b"".join(main[4:]))
+        _append(run_dir / "rollouts_failures.jsonl", b"".join(failures))
+        expected = sum(1 for line in main if line.strip())
+        report: dict[str, Any] = {}
+        for _ in range(300):
+            try:
+                response = httpx.get(f"{url}/report", params={"run_id": "served-run"}, timeout=2)
+            except httpx.HTTPError:
+                response = None
+            if response is not None and response.status_code == 200:
+                report = response.json()
+                if report["events"]["completed"] == expected:
+                    break
+            time.sleep(0.05)
+        assert report["events"]["completed"] == expected
+        files = sidecar_files(url, "served-run")
+    finally:
+        proc.terminate()
+        assert proc.wait(20) == 0
+    assert files == batch_files(run_dir)
+    capsys.readouterr()
