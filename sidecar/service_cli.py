@@ -106,6 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
             token=load_token(args.token_file),
             body_cap=args.body_cap,
             max_json_depth=args.max_json_depth,
+            workers=args.workers,
         )
         follower = _start_follower(args, settings)
         try:
