@@ -76,6 +76,7 @@ class SidecarClient:
         self._transport = transport
         self._http: httpx.AsyncClient | None = None
         self._batcher: Batcher | None = None
+        self._slow_since: int | None = None  # stats.sent when an answer last came too late
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -168,12 +169,23 @@ class SidecarClient:
         latency_ms: float | None = None,
         wait: bool = True,
     ) -> dict[str, Any] | None:
-        """Report a completion; returns its ``ng_perf`` (the sidecar's, or built locally)."""
+        """Report a completion; returns its ``ng_perf`` (the sidecar's, or built locally).
+
+        Waits for the sidecar's answer up to ``ack_timeout_s``, and not at all while it is down
+        or after an answer came too late, until acknowledgements flow again.
+        """
         event: dict[str, Any] = {"kind": "completed", **identity(row), "seconds": seconds, "row": result}
         if latency_ms is not None:
             event["latency_ms"] = latency_ms
         self._sender()
-        if not wait or not self.stats.connected or self.config.ack_timeout_s <= 0:
+        if self._slow_since is not None and self.stats.sent != self._slow_since:
+            self._slow_since = None  # acknowledgements flow again
+        if (
+            not wait
+            or not self.stats.connected
+            or self._slow_since is not None
+            or self.config.ack_timeout_s <= 0
+        ):
             self.submit_event(event)
             return self._local_ng_perf(result, seconds, latency_ms)
         future = self.submit_event(event, want_result=True)
@@ -182,6 +194,7 @@ class SidecarClient:
             answer = await asyncio.wait_for(asyncio.shield(future), self.config.ack_timeout_s)
         except TimeoutError:
             answer = None
+            self._slow_since = self.stats.sent  # do not wait again until something is acknowledged
         if answer is not None and answer.get("status") in ("accepted", "duplicate"):
             ng_perf: dict[str, Any] | None = answer.get("ng_perf")
             return ng_perf

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -214,3 +215,30 @@ class TestOutage:
                 assert client.stats.retried >= 6 and client.stats.duplicates == 6
                 report = await client.report()
         assert report["events"]["drained"] == 6
+
+
+async def test_a_slow_sidecar_costs_one_ack_timeout_not_one_per_completion(tmp_path: Path) -> None:
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+    with ServiceThread(settings) as url:
+        slow = {"on": True}
+
+        class SlowAcks(httpx.AsyncHTTPTransport):
+            async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+                if slow["on"] and request.url.path.endswith("/events"):
+                    await asyncio.sleep(0.6)
+                return await super().handle_async_request(request)
+
+        config = ClientConfig(ack_timeout_s=0.1, linger_s=0.0)
+        row = generate_run(num_tasks=1, repeats=1, seed=3, fault_rate=0.0, failure_rate=0.0).events[0]["row"]
+        async with SidecarClient(url, run_id="slow", config=config, transport=SlowAcks()) as client:
+            await client.start_run()
+            started = time.monotonic()
+            for _ in range(10):
+                perf = await client.completed(None, row, seconds=2.0)
+                assert perf == build_ng_perf(row, 2000.0)
+            assert time.monotonic() - started < 0.5  # one 0.1 s wait, then none
+            assert client.stats.local_ng_perf == 10
+            slow["on"] = False
+            assert await client.flush(10)
+            await client.completed(None, row, seconds=3.0)  # answers flow again: waits, gets the sidecar's
+            assert client.stats.local_ng_perf == 10
