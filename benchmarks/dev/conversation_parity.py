@@ -615,6 +615,58 @@ def _optional_mutants(base: dict[str, Any], dumped: Any) -> Iterator[Any]:
             yield _replace(base, path, new)
 
 
+_VOCAB = [
+    "type",
+    "role",
+    "content",
+    "status",
+    "id",
+    "call_id",
+    "name",
+    "arguments",
+    "output",
+    "summary",
+    "text",
+    "phase",
+    "input",
+    "refusal",
+    "annotations",
+    "tools",
+    "server_label",
+    "error",
+    "encrypted_content",
+]
+_VALUES: list[Any] = [*BATTERY, "message", "assistant", "user", "output_text", "input_text", "refusal",
+                      "function_call", "reasoning", "completed", "summary_text", [{"type": "output_text"}],
+                      [{"type": "input_text", "text": "t"}], [{"refusal": "r"}]]  # fmt: skip
+
+
+def random_items(count: int, seed: int = 1) -> list[Any]:
+    """Multi-mutation variants of the bases and random objects over the item vocabulary."""
+    rng = random.Random(seed)
+    bases = MESSAGE_BASES + TOOL_BASES + BUILTIN_BASES
+    out: list[Any] = []
+    for _ in range(count // 2):
+        item: Any = copy.deepcopy(rng.choice(bases))
+        for _ in range(rng.randint(2, 4)):
+            paths = list(_paths(item))
+            if not paths:
+                break
+            path = rng.choice(paths)
+            choice = rng.random()
+            if choice < 0.2:
+                item = _replace(item, path, _DELETE)
+            elif choice < 0.3 and isinstance(item, dict):
+                item.pop("type", None)
+            else:
+                item = _replace(item, path, copy.deepcopy(rng.choice(_VALUES)))
+        out.append(item)
+    for _ in range(count - count // 2):
+        keys = rng.sample(_VOCAB, rng.randint(1, 5))
+        out.append({key: copy.deepcopy(rng.choice(_VALUES)) for key in keys})
+    return out
+
+
 def corpus() -> list[Any]:
     items: list[Any] = []
     bases: list[dict[str, Any]] = list(MESSAGE_BASES + TOOL_BASES + BUILTIN_BASES)
@@ -738,8 +790,11 @@ def ours(item: Any) -> str:
 
 
 def _key(outcome: str) -> str:
-    """Rejections compare equal whatever member reported them; the tags are kept for reading."""
-    return "reject" if outcome.startswith("reject") else outcome
+    """Rejections compare equal whatever member reported them; the tags are kept for reading. A dump that
+    fails with ValidationError is, for a trajectory, the same error as a rejection."""
+    if outcome.startswith("reject") or outcome.endswith("dump-fails ValidationError"):
+        return "reject"
+    return outcome
 
 
 def compare(items: list[Any], chunk: int = 2000) -> list[tuple[Any, str, str]]:
@@ -799,6 +854,9 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--show", type=int, default=3, help="differing items to print per (type, outcome)")
+    parser.add_argument(
+        "--random", type=int, default=0, metavar="N", help="add N random multi-mutation items"
+    )
     parser.add_argument("--diffs", type=Path, help="write every differing item as JSONL")
     parser.add_argument("--dump-cases", type=Path, help="write every (item, oracle outcome) as JSONL")
     parser.add_argument("--explain", type=int, default=0, help="print both dumps for N differing dumps")
@@ -809,6 +867,8 @@ def main() -> int:
     )  # fmt: skip
     args = parser.parse_args()
     items = corpus()
+    if args.random:
+        items += random_items(args.random)
     diffs = compare(items)
     print(f"{len(items)} items, {len(diffs)} differ")
     print(Counter((e.split(" ")[0], a.split(" ")[0]) for _, e, a in diffs).most_common())

@@ -411,6 +411,12 @@ def _trajectory(item: Any) -> dict[str, Any]:
 _TOOL_SEARCH = {"type": "tool_search_call", "id": "i", "execution": "server", "status": "completed"}
 
 
+def _logprobs(token_bytes: Any, top: Any) -> dict[str, Any]:
+    entry = {"token": "a", "bytes": token_bytes, "logprob": -0.1, "top_logprobs": top}
+    part = {"type": "output_text", "text": "a", "annotations": [], "logprobs": [entry]}
+    return {"type": "message", "role": "assistant", "id": "m", "content": [part]}
+
+
 class TestTrajectoryOutcome:
     """The error name the reference reports for a trajectory holding one such item (refcli health-check)."""
 
@@ -427,6 +433,16 @@ class TestTrajectoryOutcome:
             ({**_TOOL_SEARCH, "arguments": _nested(254)}, "ValueError"),
             ({"zz": _nested(253)}, None),
             ({"zz": _nested(254)}, "ValueError"),
+            # log-prob sequences are checked lazily by the reference's dump, whose retries give up after
+            # five invalid items in all
+            (_logprobs("ab", "ab"), None),
+            (_logprobs("ab", "abc"), "ValidationError"),
+            (_logprobs("abc", [None]), None),
+            (_logprobs("abc", [None, None]), "ValidationError"),
+            (_logprobs("abcd", []), None),
+            (_logprobs("abcd", "s"), "ValidationError"),
+            (_logprobs([1, "x"], [None, None, None]), None),
+            (_logprobs([97], [{"token": "a", "bytes": "xyz", "logprob": -0.1}]), None),
             # ... but messages drop unknown keys, so they never reach the dump
             ({"type": "message", "role": "user", "content": "hi", "zz": _nested(300)}, None),
             (

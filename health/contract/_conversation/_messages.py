@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, model_validator
 
 from ._base import DROP_EXTRAS, ItemStatus, OpenModel
+from ._logprobs import settle_logprobs
 from ._parts import InputPart, OutputPart, check_input_video_part
 
 __all__ = ["EasyInputMessage", "InputMessage", "OutputMessage", "Phase"]
@@ -44,6 +45,8 @@ class OutputMessage(OpenModel):
 
     id: str
     content: list[OutputPart]
+
+    _settle = model_validator(mode="before")(settle_logprobs)
     role: Literal["assistant"] = "assistant"
     status: ItemStatus = "completed"
     type: Literal["message"] = "message"

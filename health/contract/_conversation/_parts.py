@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Required
 
-from pydantic import BeforeValidator, TypeAdapter, ValidationError, model_validator
+from pydantic import BeforeValidator
 from typing_extensions import TypedDict
 
 from ._base import DROP_EXTRAS, OpenModel
@@ -120,64 +120,25 @@ class FilePath(OpenModel):
 Annotation = FileCitation | UrlCitation | ContainerFileCitation | FilePath
 
 
-def _is_iterable(value: Any) -> bool:
-    return isinstance(value, str | list | dict)
-
-
 def _iterate(value: Any) -> Any:
     """Log-prob sequences accept any iterable (a string iterates its characters, an object its keys)."""
-    if _is_iterable(value):
+    if isinstance(value, str | list | dict):
         return list(value)
     raise ValueError(f"expected an iterable, got {type(value).__name__}")
-
-
-IntSequence = Annotated[list[int], BeforeValidator(_iterate)]
-
-
-class TopLogprobDict(TypedDict):
-    token: str
-    bytes: IntSequence
-    logprob: float
-
-
-_BYTES: TypeAdapter[list[int]] = TypeAdapter(IntSequence)
-_TOP: TypeAdapter[list[TopLogprobDict]] = TypeAdapter(
-    Annotated[list[TopLogprobDict], BeforeValidator(_iterate)]
-)
-
-
-def _settle_sequences(entry: Any) -> Any:
-    """``bytes`` / ``top_logprobs`` items are only checked when dumped, and an invalid one empties the
-    sequence instead of failing (an invalid ``top_logprobs`` empties ``bytes`` too)."""
-    if not (
-        isinstance(entry, dict)
-        and _is_iterable(entry.get("bytes"))
-        and _is_iterable(entry.get("top_logprobs"))
-    ):
-        return entry
-    try:
-        token_bytes: list[int] = _BYTES.validate_python(entry["bytes"])
-    except ValidationError:
-        token_bytes = []
-    try:
-        top: list[TopLogprobDict] = _TOP.validate_python(entry["top_logprobs"])
-    except ValidationError:
-        token_bytes, top = [], []
-    return {**entry, "bytes": token_bytes, "top_logprobs": top}
 
 
 AnyIterable = Annotated[list[Any], BeforeValidator(_iterate)]
 
 
 class Logprob(OpenModel):
+    """Items of ``bytes`` / ``top_logprobs`` are checked only when dumped (see ``_logprobs``)."""
+
     model_config = DROP_EXTRAS
 
     token: str
     bytes: AnyIterable
     logprob: float
     top_logprobs: AnyIterable
-
-    _settle = model_validator(mode="before")(_settle_sequences)
 
 
 class OutputText(OpenModel):
