@@ -81,6 +81,27 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def _cpu_seconds(pid: int) -> tuple[float, float]:
+    """(user+system CPU seconds of ``pid``, of its child processes) from ``/proc``."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def stat(path: Path) -> list[str] | None:
+        try:
+            return path.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+
+    own = stat(Path(f"/proc/{pid}/stat"))
+    assert own is not None
+    children = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = stat(entry / "stat")
+            if fields is not None and fields[1] == str(pid):
+                children += (int(fields[11]) + int(fields[12])) / tick
+    return (int(own[11]) + int(own[12])) / tick, children
+
+
 def _rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -167,14 +188,15 @@ class Bench:
 
 
 async def throughput_async(
-    args: argparse.Namespace, port: int, rows: list[dict[str, Any]], repeat: int
-) -> dict[str, tuple[float, float, float]]:
+    args: argparse.Namespace, port: int, pid: int, rows: list[dict[str, Any]], repeat: int
+) -> dict[str, tuple[float, ...]]:
     """One round: healthz baseline, then ingest at 1 and ``--batch`` events per request.
 
-    Returns ``{phase: (per_second, p50_s, p99_s)}``.
+    Returns ``{phase: (per_second, p50_s, p99_s, service_cpu_s_per_row, worker_cpu_s_per_row)}``;
+    CPU time per row is what a shared machine's contention does not inflate much.
     """
     bench = Bench(port, rows)
-    out: dict[str, tuple[float, float, float]] = {}
+    out: dict[str, tuple[float, ...]] = {}
 
     async def healthz(client: RawClient) -> None:
         status, _ = await client.request("GET", "/healthz")
@@ -196,11 +218,16 @@ async def throughput_async(
             latencies.append(time.perf_counter() - started)
             assert status == 200, reply[:200]
 
+        cpu_before = _cpu_seconds(pid)
         elapsed = await bench.closed_loop(args.clients, args.rows // batch, post)
+        cpu_after = _cpu_seconds(pid)
+        count = args.rows // batch * batch
         out[f"batch{batch}"] = (
-            args.rows // batch * batch / elapsed,
+            count / elapsed,
             _pct(latencies, 0.5),
             _pct(latencies, 0.99),
+            (cpu_after[0] - cpu_before[0]) / count,
+            (cpu_after[1] - cpu_before[1]) / count,
         )
     return out
 
@@ -359,7 +386,7 @@ def main() -> int:
     parser.add_argument("--rss-rows", type=int, default=20_000)
     parser.add_argument(
         "--workers",
-        default="0,1",
+        default="1,0",
         help="worker-process settings compared side by side (the last one is "
         "used for the latency and memory phases)",
     )
@@ -373,12 +400,12 @@ def main() -> int:
     print(f"{len(rows)} distinct generated rows, mean {size / 1024:.1f} KiB; cpus {os.cpu_count()}")
 
     configs = [int(w) for w in args.workers.split(",")]
-    results: dict[int, list[dict[str, tuple[float, float, float]]]] = {w: [] for w in configs}
+    results: dict[int, list[dict[str, tuple[float, ...]]]] = {w: [] for w in configs}
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):  # configurations interleaved, so they share the machine's noise
             for workers in configs:
-                with _server(Path(tmp), workers) as (port, _):
-                    results[workers].append(asyncio.run(throughput_async(args, port, rows, repeat)))
+                with _server(Path(tmp), workers) as (port, pid):
+                    results[workers].append(asyncio.run(throughput_async(args, port, pid, rows, repeat)))
         for workers in configs:
             rounds = results[workers]
             baseline = statistics.median(r["healthz"][0] for r in rounds)
@@ -397,6 +424,13 @@ def main() -> int:
                     f"{rate / baseline:.3f}x the healthz baseline), ack p50 "
                     f"{1e3 * statistics.median(p[1] for p in phase):.1f} ms p99 "
                     f"{1e3 * statistics.median(p[2] for p in phase):.1f} ms  [target >= 1,500 rows/s]"
+                )
+                service_cpu = statistics.median(p[3] for p in phase)
+                worker_cpu = statistics.median(p[4] for p in phase)
+                print(
+                    f"[--workers {workers}]   CPU per row: service process {1e6 * service_cpu:,.0f} us, "
+                    f"workers {1e6 * worker_cpu:,.0f} us -> the event loop alone could sustain "
+                    f"{1 / service_cpu:,.0f} rows/s on a core of its own"
                 )
         with _server(Path(tmp), configs[-1]) as (port, _):
             print(f"[--workers {configs[-1]}] latency under offered load:")

@@ -6,6 +6,10 @@ stamps the digest's input position and folds it into the run. The result is iden
 computing inline: a row is only prepared when its digest cannot depend on its position (it
 carries ``_ng_task_index``), and a prepared digest whose findings carry a line locator (an
 unreadable identity) is recomputed inline with the real line number.
+
+Opt-in (``serve --workers N``): on the 2-core reference machine ``benchmarks/ingest.py``
+measured no gain, because handing a row to the pool costs the event-loop process about as
+much CPU as digesting it there; it may pay off with large rows and idle cores.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,6 @@ def _size(text: str) -> int:
         return int(float(number) * factor)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 64M, 1048576)") from exc
-
-
-def _default_workers() -> int:
-    """One core is the event loop's; use up to 4 of the others."""
-    return max(0, min(4, (os.cpu_count() or 1) - 1))
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,8 +60,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.add_argument(
         "--workers",
         type=int,
-        default=_default_workers(),
-        help=f"processes digesting rows ahead of the commit, 0 = inline (default {_default_workers()})",
+        default=0,
+        help="processes digesting rows ahead of the commit (default 0: inline; see benchmarks/ingest.py)",
     )
     serve.add_argument("--log-level", default="info", help="log level (default info)")
     serve.add_argument(  # dispatcher_client's follower, run beside the service (issue 5)
