@@ -13,7 +13,9 @@ when a ``RemoteLatencyTracker`` feeds the same run, or samples would count twice
 
 Restarts: when a file is replaced or truncated (see :mod:`dispatcher_client._tail`), the
 follower starts a new *generation*: it sends ``run_started`` with ``generation = n + 1``,
-which makes the sidecar drop the run's state, and re-reads every file from the start. The
+which makes the sidecar drop the run's state, and re-reads every file from the start. A
+follower without a state file starts at a generation taken from the clock (milliseconds), so
+it supersedes whatever an earlier follower of the same run id left in the sidecar. The
 read positions and the generation are checkpointed (atomically, fsynced) in a small state
 file only after the sidecar acknowledged the events before them, so a restarted follower
 neither skips a line nor counts one twice (a line sent again is a duplicate: its
@@ -31,6 +33,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +164,9 @@ class Follower:
         try:
             body = orjson.loads(self.state_path.read_bytes())
         except FileNotFoundError:
+            # Nothing is known of what was sent before: supersede whatever the sidecar holds for
+            # this run (a deleted run dir re-run under the same name, a lost state file).
+            self.generation = time.time_ns() // 1_000_000
             return
         except (OSError, orjson.JSONDecodeError) as exc:
             raise ValueError(f"unreadable follower state {str(self.state_path)!r}: {exc}") from exc

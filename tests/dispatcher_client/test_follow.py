@@ -271,3 +271,28 @@ def test_serve_follow_runs_the_follower_beside_the_service(
         assert proc.wait(20) == 0
     assert files == batch_files(run_dir)
     capsys.readouterr()
+
+
+async def test_a_follower_without_state_supersedes_an_earlier_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "rerun"
+    run_dir.mkdir()
+    first, _ = _lines(7, 5)
+    second, _ = _lines(8, 4)
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+    with ServiceThread(settings) as url:
+        (run_dir / "rollouts.jsonl").write_bytes(b"".join(first))
+        earlier = Follower(run_dir, sidecar_url=url)
+        async with earlier.client:
+            await earlier.end_run()
+        for path in run_dir.iterdir():  # the run directory is deleted and the run done again
+            path.unlink()
+        (run_dir / "rollouts.jsonl").write_bytes(b"".join(second))
+        later = Follower(run_dir, sidecar_url=url)
+        assert later.generation > earlier.generation
+        async with later.client:
+            await later.end_run()
+        files = sidecar_files(url, "rerun")
+    assert files == batch_files(run_dir)
+    capsys.readouterr()
