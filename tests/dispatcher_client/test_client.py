@@ -242,3 +242,24 @@ async def test_a_slow_sidecar_costs_one_ack_timeout_not_one_per_completion(tmp_p
             assert await client.flush(10)
             await client.completed(None, row, seconds=3.0)  # answers flow again: waits, gets the sidecar's
             assert client.stats.local_ng_perf == 10
+
+
+async def test_a_spool_left_by_a_dead_client_is_delivered_by_the_next(tmp_path: Path) -> None:
+    port = free_port()
+    spool = tmp_path / "spool"
+    config = ClientConfig(spool_dir=spool, backoff_initial_s=0.01, close_timeout_s=0.05)
+    first = await SidecarClient(f"http://127.0.0.1:{port}", run_id="handover", config=config).open()
+    await first.start_run(plan={0: 3, 1: 3})
+    for task in range(2):
+        for rollout in range(3):
+            await first.drained({"_ng_task_index": task, "_ng_rollout_index": rollout})
+    await first.aclose()  # the sidecar never answered: everything goes to the spool
+    assert first.stats.spooled == 7 and first.stats.dropped == 0
+    assert (spool / "spool-handover.jsonl").stat().st_size > 0
+    with SidecarProcess(tmp_path / "j.sqlite3", port):
+        async with SidecarClient(f"http://127.0.0.1:{port}", run_id="handover", config=config) as second:
+            assert await second.flush(15)
+            assert second.stats.sent == 7 and second.stats.submitted == 0
+            report = await second.report()
+    assert report["events"]["drained"] == 6 and report["accounting"]["drained"] == 6
+    assert not (spool / "spool-handover.jsonl").exists()
