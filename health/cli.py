@@ -70,5 +70,8 @@ def run(args: argparse.Namespace) -> int:
             result = check_rollout_files(path, run_dir, args.workers, ignored, progress)
     except (FileNotFoundError, ValueError) as exc:
         return _error(str(exc))
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{_PROG}: interrupted\n")
+        return 130
     emit_run_output(result, args.json)
     return 0
