@@ -128,3 +128,24 @@ class TestIngestedRun:
             assert client.get("/healthz").json() == {"status": "ok"}
             metrics = client.get("/metrics").text
             assert 'rollout_sidecar_ingest_errors_total{reason="too_deep"} 1.0' in metrics
+
+
+class TestEmptyRun:
+    def test_a_run_without_rows_reports_like_an_empty_file(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        run_dir = tmp_path / "run"
+        GeneratedRun(plan={}).write_rollouts(run_dir)
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+        with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+            events = [
+                {"kind": "run_started", "source_path": str(run_dir / "rollouts.jsonl")},
+                {"kind": "run_ended"},
+            ]
+            assert client.post(f"/v1/runs/{RUN}/events", json=events).status_code == 200
+            files = _report_files(url, tmp_path / "out")
+        health_check_run_dir(run_dir, workers=1)
+        capsys.readouterr()
+        assert files["quality_summary.json"] == (run_dir / "quality_summary.json").read_bytes()
+        assert files["rollout_verdicts.jsonl"] == b"" == (run_dir / "rollout_verdicts.jsonl").read_bytes()
+        assert files["report.json"]["perf_summary"] is None
