@@ -857,6 +857,7 @@ def main() -> int:
     parser.add_argument(
         "--random", type=int, default=0, metavar="N", help="add N random multi-mutation items"
     )
+    parser.add_argument("--seed", type=int, default=1, help="seed of the random items")
     parser.add_argument("--diffs", type=Path, help="write every differing item as JSONL")
     parser.add_argument("--dump-cases", type=Path, help="write every (item, oracle outcome) as JSONL")
     parser.add_argument("--explain", type=int, default=0, help="print both dumps for N differing dumps")
@@ -868,7 +869,7 @@ def main() -> int:
     args = parser.parse_args()
     items = corpus()
     if args.random:
-        items += random_items(args.random)
+        items += random_items(args.random, args.seed)
     diffs = compare(items)
     print(f"{len(items)} items, {len(diffs)} differ")
     print(Counter((e.split(" ")[0], a.split(" ")[0]) for _, e, a in diffs).most_common())
