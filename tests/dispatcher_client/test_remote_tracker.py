@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -12,16 +10,13 @@ import httpx
 import pytest
 
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SyncSidecarClient
-from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
+from sidecar.rollout_perf import DispatchLatencyTracker
 from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
-from tests.sidecar.service_support import generate_run
 
-from .support import REPO_ROOT, free_port
+from .support import free_port
 
 pytestmark = pytest.mark.timeout(60)
-
-FORBIDDEN = ("starlette", "uvicorn", "prometheus_client", "structlog", "sqlite3", "_sqlite3")
 
 
 def _ops(seed: int, count: int) -> list[tuple[str, float]]:
@@ -100,39 +95,6 @@ class TestRemoteLatencyTracker:
             assert shared.stats.duplicates == 0
             body = httpx.get(f"{url}/drain_margin", params={"run_id": "shards"}).json()
         assert body["samples"] == 6
-
-
-class TestSyncClient:
-    def test_events_and_reads_from_a_plain_thread(self, tmp_path: Path) -> None:
-        run = generate_run(num_tasks=4, repeats=2, seed=9, fault_rate=0.0, failure_rate=0.2)
-        settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
-        with ServiceThread(settings) as url, SyncSidecarClient(url, run_id="sync") as client:
-            client.start_run(plan=run.plan, dispatch_budget_s=3600)
-            for event in run.events:
-                if event["kind"] == "completed" and "row" in event:
-                    perf = client.completed(None, event["row"], seconds=event["seconds"])
-                    assert perf == build_ng_perf(event["row"], event["seconds"] * 1000.0)
-                elif event["kind"] == "failed":
-                    client.failed(None, event["row"], seconds=event["seconds"])
-                elif event["kind"] == "drained":
-                    client.drained({"_ng_task_index": event["task_index"], "_ng_rollout_index": 0})
-            client.run_ended()
-            assert client.flush(10)
-            assert client.drain_margin() == run.local_tracker().drain_margin(None)
-            report = client.report()
-            assert client.stats.dropped == 0 and client.stats.rejected == 0
-        assert report["accounting"]["expected"] == sum(run.plan.values())
-
-
-def test_importing_the_client_never_loads_the_server() -> None:
-    code = (
-        "import sys, dispatcher_client, dispatcher_client.follow, dispatcher_client.follow_cli\n"
-        f"print(','.join(sorted(m for m in {FORBIDDEN!r} if m in sys.modules)))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=60
-    )
-    assert out.stdout.strip() == "", f"dispatcher_client imported server modules: {out.stdout}"
 
 
 def test_a_closed_tracker_still_answers_locally() -> None:

@@ -1,0 +1,37 @@
+"""SyncSidecarClient: the async client's behaviour from a plain thread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dispatcher_client import SyncSidecarClient
+from sidecar.rollout_perf import build_ng_perf
+from sidecar.server import ServiceThread
+from sidecar.settings import ServiceSettings
+from tests.sidecar.service_support import generate_run
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class TestSyncClient:
+    def test_events_and_reads_from_a_plain_thread(self, tmp_path: Path) -> None:
+        run = generate_run(num_tasks=4, repeats=2, seed=9, fault_rate=0.0, failure_rate=0.2)
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+        with ServiceThread(settings) as url, SyncSidecarClient(url, run_id="sync") as client:
+            client.start_run(plan=run.plan, dispatch_budget_s=3600)
+            for event in run.events:
+                if event["kind"] == "completed" and "row" in event:
+                    perf = client.completed(None, event["row"], seconds=event["seconds"])
+                    assert perf == build_ng_perf(event["row"], event["seconds"] * 1000.0)
+                elif event["kind"] == "failed":
+                    client.failed(None, event["row"], seconds=event["seconds"])
+                elif event["kind"] == "drained":
+                    client.drained({"_ng_task_index": event["task_index"], "_ng_rollout_index": 0})
+            client.run_ended()
+            assert client.flush(10)
+            assert client.drain_margin() == run.local_tracker().drain_margin(None)
+            report = client.report()
+            assert client.stats.dropped == 0 and client.stats.rejected == 0
+        assert report["accounting"]["expected"] == sum(run.plan.values())
