@@ -1,16 +1,30 @@
 """Validation of ``AgentInvocation.conversation`` items (Responses-API input items).
 
-NeMo Gym validates every conversation item against its Responses-API input-item union. The health
-checks never read the items, but one invalid item makes the whole trajectory unreadable, so the accept /
-reject behaviour here is reproduced exactly (established by running the reference on generated items).
+NeMo Gym 0.7.0 validates every conversation item against its Responses-API input-item union; the health
+checks never read the items, but one invalid item makes the whole trajectory unreadable. This module
+reproduces that accept / reject behaviour exactly, as established by running the reference on generated
+items (``benchmarks/dev/conversation_parity.py`` re-checks it against the reference):
+
+* an item's ``type`` selects its model; ``message`` items are routed by role, content and status to the
+  easy, input or output message; items without ``type`` are routed by shape, falling back to an MCP
+  tool listing that accepts almost anything (see :func:`item_tag`);
+* items carrying all of ``prompt_token_ids`` / ``generation_token_ids`` / ``generation_log_probs`` use a
+  ``…__training`` variant; some but not all of them (or ``routed_experts`` alone), or badly typed token
+  metadata, is an error on any item.
 
 Failure modes, as in the reference:
 
 * a bad item raises pydantic's ``ValidationError``;
-* an unhashable ``role`` (and, on an input-message candidate, an unhashable ``status``) raises
-  ``TypeError`` during validation: the reference reports such a trajectory with error ``"TypeError"``;
-* items keep unknown keys (except inside request-style content parts), so a kept value nested too deeply
-  fails later, at dump time, with ``ValueError``.
+* an unhashable ``role``, first content part ``type`` or (input message) ``status`` raises ``TypeError``
+  while routing: the reference reports such a trajectory with error ``"TypeError"``;
+* output-text log-prob sequences whose items the reference's dump would reject raise ``ValidationError``
+  here already (the reference raises the same error name at dump time);
+* kept free-form values (``Any`` fields, unknown keys on the models that keep them) nested 254 levels
+  deep inside an item fail the canonical dump with ``ValueError``.
+
+Everyday items (text messages, function calls and outputs, reasoning summaries) take a fast path that
+builds their canonical dict directly; the rest are validated into model instances. Both dump to the
+reference's canonical form.
 """
 
 from __future__ import annotations

@@ -16,10 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from health.contract import canonical_trajectory
-from health.contract.conversation import ConversationItem, item_tag
+from health.contract import canonical_trajectory, conversation
+from health.contract.conversation import ConversationItem, ItemModel, item_tag
 
 ADAPTER: TypeAdapter[list[Any]] = TypeAdapter(list[ConversationItem])
+MODELS: TypeAdapter[list[Any]] = TypeAdapter(list[ItemModel])
 
 
 def validate(item: Any) -> Any:
@@ -580,3 +581,65 @@ def test_only_validation_or_type_errors_escape(item: Any) -> None:
     except (ValidationError, TypeError):
         return
     ADAPTER.dump_python([value], mode="json")
+
+
+def test_public_api() -> None:
+    assert conversation.__all__ == ["ConversationItem", "ItemModel", "item_tag"]
+
+
+class TestFastPath:
+    """Everyday items skip the models; their canonical dicts must equal the models' dumps."""
+
+    @pytest.mark.parametrize(("item", "tag"), ACCEPTED)
+    def test_same_canonical_form_as_the_models(self, item: Any, tag: str) -> None:
+        assert ADAPTER.dump_python([validate(item)], mode="json") == MODELS.dump_python(
+            MODELS.validate_python([item]), mode="json"
+        )
+
+    @settings(max_examples=150, deadline=None)
+    @given(
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["user", "assistant", "system", "developer"])},
+            optional={
+                "type": st.just("message"),
+                "id": st.sampled_from(["m", ""]),
+                "phase": st.sampled_from([None, "commentary", "final_answer"]),
+                "status": st.sampled_from(["completed", "in_progress"]),
+                "content": st.one_of(
+                    st.text(max_size=5),
+                    st.lists(
+                        st.fixed_dictionaries({"type": st.just("input_text"), "text": st.text(max_size=3)}),
+                        max_size=2,
+                    ),
+                    st.lists(
+                        st.fixed_dictionaries(
+                            {
+                                "type": st.just("output_text"),
+                                "text": st.text(max_size=3),
+                                "annotations": st.just([]),
+                            },
+                            optional={"logprobs": st.none()},
+                        ),
+                        min_size=1,
+                        max_size=2,
+                    ),
+                ),
+            },
+        )
+    )
+    def test_generated_messages(self, item: dict[str, Any]) -> None:
+        try:
+            expected = MODELS.dump_python(MODELS.validate_python([item]), mode="json")
+        except ValidationError:
+            with pytest.raises(ValidationError):
+                validate(item)
+            return
+        assert ADAPTER.dump_python([validate(item)], mode="json") == expected
+
+
+def test_invalid_token_metadata_routes_to_no_model() -> None:
+    item = {"type": "function_call", "call_id": "c", "name": "n", "arguments": "{}", "prompt_token_ids": [1]}
+    tag = item_tag(item)
+    assert tag is not None and "missing" in tag
+    with pytest.raises(ValidationError, match="generation_log_probs, generation_token_ids"):
+        validate(item)
