@@ -247,6 +247,8 @@ class Follower:
         would read the file now).
         """
         if not self.started:
+            if not final and not (self.paths.rollouts.exists() or self.paths.failures.exists()):
+                return 0  # NeMo Gym writes the materialized inputs first: wait for the plan
             self._start()
             self.started = True
             await self._commit()

@@ -296,3 +296,29 @@ async def test_a_follower_without_state_supersedes_an_earlier_one(
         files = sidecar_files(url, "rerun")
     assert files == batch_files(run_dir)
     capsys.readouterr()
+
+
+async def test_the_plan_is_read_once_the_run_writes_its_first_row(tmp_path: Path) -> None:
+    run_dir = tmp_path / "planned"
+    run_dir.mkdir()
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+    with ServiceThread(settings) as url:
+        follower = Follower(run_dir, sidecar_url=url, poll_interval_s=0.02)
+        stop = asyncio.Event()
+        task = asyncio.create_task(follower.run(stop))
+        await asyncio.sleep(0.2)  # the follower is up before NeMo Gym writes anything
+        rows = [{"_ng_task_index": task, "_ng_rollout_index": r} for task in range(3) for r in range(2)]
+        (run_dir / "rollouts_materialized_inputs.jsonl").write_bytes(
+            b"".join(orjson.dumps(row) + b"\n" for row in rows)
+        )
+        main, _ = _lines(9, 3)
+        (run_dir / "rollouts.jsonl").write_bytes(main[0])
+        for _ in range(100):
+            if follower.positions["rollouts"].offset:
+                break
+            await asyncio.sleep(0.05)
+        stop.set()
+        await task
+        async with httpx.AsyncClient(base_url=url) as client:
+            report = (await client.get("/report", params={"run_id": "planned"})).json()
+    assert report["plan_tasks"] == 3 and report["accounting"]["expected"] == 6
