@@ -1,0 +1,231 @@
+"""A real ``rollout-sidecar serve`` in a child process that can be SIGKILLed and restarted.
+
+``launch="exec"`` runs the installed command line exactly as an operator would
+(``python -m sidecar.cli serve --port 0 ...``); ``launch="fork"`` forks this interpreter and
+calls the same CLI entry point, skipping the ~1 s of imports per restart (CI uses it for its
+crash trials). Either way the child writes its structlog lines to ``log_path``; with
+``--port 0`` the bound port is read from uvicorn's ``Uvicorn running on http://...:PORT``
+line (the service's own ``listening`` line reports the configured port, 0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+__all__ = ["REPO_ROOT", "Launch", "SidecarProcess", "StartFailed"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+Launch = Literal["exec", "fork"]
+_BOUND = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+
+
+class StartFailed(RuntimeError):
+    """The child exited (or never got ready); carries its exit code and the tail of its log."""
+
+    def __init__(self, message: str, *, returncode: int | None, log_tail: str) -> None:
+        super().__init__(f"{message} (exit {returncode}): {log_tail[-1500:]}")
+        self.returncode = returncode
+        self.log_tail = log_tail
+
+
+class SidecarProcess:
+    """``rollout-sidecar serve`` on 127.0.0.1 with a given journal; restartable, killable.
+
+    ``port=0`` binds an ephemeral port on every start (``url`` changes); a fixed port keeps it.
+    """
+
+    def __init__(
+        self,
+        journal: Path,
+        log_path: Path,
+        *,
+        port: int = 0,
+        launch: Launch = "exec",
+        extra_args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.journal = journal
+        self.log_path = log_path
+        self.port = port
+        self.launch = launch
+        self.extra_args = list(extra_args)
+        self.env = env
+        self.url = ""
+        self.pid: int | None = None
+        self.starts = 0
+        self._popen: subprocess.Popen[bytes] | None = None
+
+    def argv(self) -> list[str]:
+        return [
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--journal",
+            str(self.journal),
+            "--log-level",
+            "info",
+            *self.extra_args,
+        ]
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def spawn(self) -> None:
+        """Start the child without waiting (see :meth:`wait_ready`)."""
+        if self.pid is not None:
+            raise RuntimeError(f"sidecar already running as pid {self.pid}")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        if self.launch == "exec":
+            env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(self.env or {})}
+            with self.log_path.open("ab") as log:
+                self._popen = subprocess.Popen(
+                    [sys.executable, "-m", "sidecar.cli", *self.argv()],
+                    cwd=REPO_ROOT,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                )
+            self.pid = self._popen.pid
+        else:
+            self.pid = _fork_cli(self.argv(), self.log_path, self.env or {})
+        self.starts += 1
+
+    def wait_ready(self, timeout: float = 30.0) -> str:
+        """Wait for the bound port and ``/readyz``; raises :class:`StartFailed` if the child exits."""
+        deadline = time.monotonic() + timeout
+        port = self.port
+        while time.monotonic() < deadline:
+            code = self.poll()
+            if code is not None:
+                raise StartFailed("sidecar exited during start", returncode=code, log_tail=self.log_since())
+            if not port:
+                found = _BOUND.search(self.log_since().encode())
+                port = int(found.group(1)) if found else 0
+            if port:
+                url = f"http://127.0.0.1:{port}"
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
+                        self.url = url
+                        return url
+            time.sleep(0.02)
+        self.kill()
+        raise StartFailed(f"sidecar not ready within {timeout} s", returncode=None, log_tail=self.log_since())
+
+    def start(self, timeout: float = 30.0) -> str:
+        self.spawn()
+        return self.wait_ready(timeout)
+
+    def run_to_exit(self, timeout: float = 30.0) -> int:
+        """Start and wait for the child to exit by itself (a start that must be refused)."""
+        self.spawn()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            code = self.poll()
+            if code is not None:
+                return code
+            time.sleep(0.02)
+        self.kill()
+        raise TimeoutError(f"sidecar did not exit within {timeout} s: {self.log_since()[-1500:]}")
+
+    def poll(self) -> int | None:
+        """The exit code once the child has exited (reaped), else None."""
+        if self.pid is None:
+            return None
+        if self._popen is not None:
+            code = self._popen.poll()
+        else:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            code = None if done == 0 else os.waitstatus_to_exitcode(status)
+        if code is not None:
+            self.pid = None
+            self._popen = None
+            self._last_code = code
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL, no grace: whatever is in flight is cut at an arbitrary instruction."""
+        self._signal_and_reap(signal.SIGKILL, 10.0)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM (graceful: drain queued events, close the journal); SIGKILL after ``timeout``."""
+        if self.pid is None:
+            return
+        try:
+            self._signal_and_reap(signal.SIGTERM, timeout)
+        except TimeoutError:
+            self.kill()
+
+    def _signal_and_reap(self, sig: int, timeout: float) -> None:
+        pid = self.pid
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"sidecar pid {pid} still alive {timeout} s after signal {sig}")
+            time.sleep(0.005)
+        self.url = ""
+
+    def log_since(self) -> str:
+        """The child's log lines written since the last start."""
+        try:
+            with self.log_path.open("rb") as handle:
+                handle.seek(getattr(self, "_log_offset", 0))
+                return handle.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def __enter__(self) -> str:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _fork_cli(argv: list[str], log_path: Path, env: dict[str, str]) -> int:
+    """Fork; the child runs ``rollout-sidecar <argv>`` with stdout/stderr on ``log_path``."""
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    pid = os.fork()
+    if pid:
+        os.close(log_fd)
+        return pid
+    code = 1
+    try:  # the child: never returns into the parent's code
+        os.setsid()
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.environ.update(env)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        from sidecar.cli import main
+
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - the child's own stderr
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        code = main(argv)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stderr.flush()
+        os._exit(code)
+    raise AssertionError("unreachable")
