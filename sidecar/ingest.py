@@ -165,6 +165,23 @@ class Ingestor:
         _log.info("journal replayed", events=count, runs=len(self.runs))
         return count
 
+    def drop_ended(self, retain_s: float, *, now: float | None = None) -> list[str]:
+        """Forget runs that ended at least ``retain_s`` seconds ago; their events stay journaled.
+
+        A restart replays and drops them again; later events for a dropped run get 404.
+        """
+        moment = self._clock() if now is None else now
+        dropped = [
+            run_id
+            for run_id, state in self.runs.items()
+            if state.ended_at is not None and moment - state.ended_at >= retain_s
+        ]
+        for run_id in dropped:
+            del self.runs[run_id]
+        if dropped:
+            _log.info("ended runs dropped", runs=len(dropped), retain_s=retain_s)
+        return dropped
+
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._sequencer(), name="ingest-sequencer")
 

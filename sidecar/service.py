@@ -6,6 +6,8 @@ before it binds a port, and tests can drive the same object the app serves.
 
 from __future__ import annotations
 
+import asyncio
+
 import structlog
 
 from sidecar.engines import Engines, default_engines
@@ -44,6 +46,12 @@ class Service:
         self.metrics.attach(self.ingestor)
         self.started = False
         self.ready = False
+        self._retention: asyncio.Task[None] | None = None
+
+    async def _retain(self, retain_s: float) -> None:
+        while True:
+            self.ingestor.drop_ended(retain_s)
+            await asyncio.sleep(min(60.0, max(retain_s / 4, 1.0)))
 
     async def start(self) -> None:
         """Open the journal (raises ``JournalError`` subclasses), replay it, start ingesting."""
@@ -55,6 +63,10 @@ class Service:
         self.started = True
         self.ingestor.replay()
         self.ingestor.start()
+        if self.settings.retain_ended_s is not None:
+            self._retention = asyncio.get_running_loop().create_task(
+                self._retain(self.settings.retain_ended_s)
+            )
         self.ready = True
         _log.info(
             "service ready",
@@ -68,6 +80,9 @@ class Service:
         if not self.started:
             return
         self.ready = False
+        if self._retention is not None:
+            self._retention.cancel()
+            self._retention = None
         await self.ingestor.stop()
         if self.preparer is not None:
             self.preparer.close()

@@ -63,6 +63,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=0,
         help="processes digesting rows ahead of the commit (default 0: inline; see benchmarks/ingest.py)",
     )
+    serve.add_argument(
+        "--retain-ended",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="forget runs this long after they ended (default: keep them)",
+    )
     serve.add_argument("--log-level", default="info", help="log level (default info)")
     serve.add_argument(  # dispatcher_client's follower, run beside the service (issue 5)
         "--follow",
@@ -101,6 +108,7 @@ def _serve(args: argparse.Namespace) -> int:
             body_cap=args.body_cap,
             max_json_depth=args.max_json_depth,
             workers=args.workers,
+            retain_ended_s=args.retain_ended,
         )
         follower = _start_follower(args, settings)
         try:

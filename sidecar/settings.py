@@ -96,12 +96,16 @@ class ServiceSettings:
     health_metrics_interval_s: float = 2.0
     #: Worker processes that digest rows and build ``ng_perf`` ahead of the commit (0: inline).
     workers: int = 0
+    #: Forget runs this many seconds after they ended (memory and metric series); ``None``: keep.
+    retain_ended_s: float | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"port must be in 0..65535, got {self.port!r}")
         if self.body_cap < 1024:
             raise SettingsError(f"body cap must be at least 1024 bytes, got {self.body_cap!r}")
+        if self.retain_ended_s is not None and not self.retain_ended_s >= 0:
+            raise SettingsError(f"retain_ended_s must be >= 0, got {self.retain_ended_s!r}")
         if not 0 <= self.workers <= 64:
             raise SettingsError(f"workers must be in 0..64, got {self.workers!r}")
         if not 8 <= self.max_json_depth <= 1024:

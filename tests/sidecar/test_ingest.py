@@ -198,3 +198,16 @@ class TestTaskClosing:
             await harness.ingestor.submit(  # type: ignore[union-attr]
                 "s", _events({"kind": "run_started", "materialized_inputs": str(inputs)})
             )
+
+
+class TestRetention:
+    async def test_ended_runs_are_dropped_after_the_retention(self, harness: _Harness) -> None:
+        ingestor = await harness.start()
+        for run_id in ("old", "live"):
+            await ingestor.submit(run_id, _events({"kind": "run_started"}, _done(0, 0)))
+        await ingestor.submit("old", _events({"kind": "run_ended", "ended_at": 1000.0}))
+        assert ingestor.drop_ended(60.0, now=1030.0) == []
+        assert ingestor.drop_ended(60.0, now=1060.0) == ["old"]
+        assert sorted(ingestor.runs) == ["live"]
+        with pytest.raises(UnknownRun):
+            await ingestor.submit("old", _events(_done(0, 1)))
