@@ -338,13 +338,13 @@ def state_bytes_per_rollout(rows: list[dict[str, Any]], count: int) -> float:
 
 
 @contextlib.contextmanager
-def _server(tmp: Path, workers: int) -> Iterator[tuple[int, int]]:
-    """``rollout-sidecar serve`` on a free loopback port with a fresh journal; yields (port, pid)."""
+def _server(tmp: Path, workers: int, journal: Path | None = None) -> Iterator[tuple[int, int]]:
+    """``rollout-sidecar serve`` on a free loopback port (a fresh journal unless given); yields (port, pid)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    journal = tmp / f"journal-{port}.sqlite3"
+    journal = journal if journal is not None else tmp / f"journal-{port}.sqlite3"
     cmd = [
         sys.executable,
         "-m",
@@ -361,7 +361,7 @@ def _server(tmp: Path, workers: int) -> Iterator[tuple[int, int]]:
     ]
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 300
         while True:
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.2):
@@ -437,6 +437,15 @@ def main() -> int:
             asyncio.run(latency_async(args, port, rows))
         with _server(Path(tmp), configs[-1]) as (port, pid):
             asyncio.run(rss_async(args, port, pid, rows))
+            journal = Path(tmp) / f"journal-{port}.sqlite3"
+        events = args.rss_rows // args.batch * args.batch + 2000 // args.batch * args.batch + 1
+        started = time.perf_counter()
+        with _server(Path(tmp), configs[-1], journal):
+            ready = time.perf_counter() - started
+        print(
+            f"restart: ready {ready:.1f} s after launch with {events:,} events to replay "
+            f"(process start included; {events / ready:,.0f} events/s)"
+        )
     per_rollout = state_bytes_per_rollout(rows, 5000)
     print(
         f"run state: {per_rollout:,.0f} bytes of Python heap per rollout (tracemalloc, 5,000 rows, "
