@@ -339,7 +339,7 @@ def state_bytes_per_rollout(rows: list[dict[str, Any]], count: int) -> float:
 
 @contextlib.contextmanager
 def _server(tmp: Path, workers: int, journal: Path | None = None) -> Iterator[tuple[int, int]]:
-    """``rollout-sidecar serve`` on a free loopback port (a fresh journal unless given); yields (port, pid)."""
+    """``rollout-sidecar serve`` on a free loopback port (fresh journal unless given); yields (port, pid)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
