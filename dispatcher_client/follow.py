@@ -6,10 +6,11 @@ the batch ``health-check`` reads, unreadable lines included, with locators namin
 ``source_path``) and ``<stem>_failures.jsonl`` (each readable row a ``failed`` event), and
 reads ``<stem>_materialized_inputs.jsonl`` when present for the plan (repeats per task).
 
-Durations: a followed file does not say how long a rollout took. With ``latency_from_rows``
-(default) a completion carries ``ng_perf.total_latency_ms / 1000`` when the row has it (the
-dispatcher's wall-clock latency), else ``seconds: null`` (no tracker sample). Turn it off
-when a ``RemoteLatencyTracker`` feeds the same run, or samples would count twice.
+Durations: a followed file does not say how long a rollout took. A completion carries the
+row's ``ng_perf.total_latency_ms`` as ``latency_ms`` (so the sidecar's ``ng_perf`` keeps it)
+and, with ``latency_from_rows`` (default), ``seconds = latency_ms / 1000`` for the tracker (the
+dispatcher's wall-clock latency); without it, or without ``ng_perf``, no tracker sample. Turn
+it off when a ``RemoteLatencyTracker`` feeds the same run, or samples would count twice.
 
 Restarts: when a file is replaced or truncated (see :mod:`dispatcher_client._tail`), the
 follower starts a new *generation*: it sends ``run_started`` with ``generation = n + 1``,
@@ -106,7 +107,8 @@ def _text(line: bytes) -> str:
         return "\ufffd" + line.decode("utf-8", "replace")
 
 
-def _row_seconds(line: bytes) -> float | None:
+def _row_latency_ms(line: bytes) -> int | float | None:
+    """The row's ``ng_perf.total_latency_ms`` (NeMo Gym's measured latency), as written."""
     try:
         row = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -114,7 +116,7 @@ def _row_seconds(line: bytes) -> float | None:
     perf = row.get("ng_perf") if isinstance(row, dict) else None
     latency = perf.get("total_latency_ms") if isinstance(perf, dict) else None
     if isinstance(latency, int | float) and not isinstance(latency, bool) and latency > 0:
-        return float(latency) / 1000.0
+        return latency
     return None
 
 
@@ -211,10 +213,13 @@ class Follower:
         self.client.submit_event(self._gen(event))
 
     def _completion(self, number: int, line: bytes) -> dict[str, Any]:
-        seconds = _row_seconds(line) if self.latency_from_rows else None
-        return self._gen(
-            {"kind": "completed", "seconds": seconds, "line": _text(line), "line_number": number}
-        )
+        event: dict[str, Any] = {"kind": "completed", "line": _text(line), "line_number": number}
+        latency_ms = _row_latency_ms(line)
+        if latency_ms is not None:
+            event["latency_ms"] = latency_ms  # the sidecar's ng_perf keeps the row's latency
+            if self.latency_from_rows:
+                event["seconds"] = latency_ms / 1000.0
+        return self._gen(event)
 
     def _failure(self, line: bytes) -> dict[str, Any] | None:
         try:

@@ -17,6 +17,7 @@ import pytest
 from dispatcher_client import ClientConfig
 from dispatcher_client.follow import Follower, follow_paths
 from sidecar.cli import main as cli_main
+from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf, compute_perf_summary
 from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
 from tests.sidecar.service_support import generate_run
@@ -322,3 +323,31 @@ async def test_the_plan_is_read_once_the_run_writes_its_first_row(tmp_path: Path
         async with httpx.AsyncClient(base_url=url) as client:
             report = (await client.get("/report", params={"run_id": "planned"})).json()
     assert report["plan_tasks"] == 3 and report["accounting"]["expected"] == 6
+
+
+@pytest.mark.parametrize("latency_from_rows", [True, False])
+async def test_rows_measured_latency_feeds_the_tracker_unless_told_not_to(
+    tmp_path: Path, latency_from_rows: bool
+) -> None:
+    run_dir = tmp_path / "timed"
+    run_dir.mkdir()
+    run = generate_run(num_tasks=4, repeats=2, seed=12, fault_rate=0.0, failure_rate=0.0, drained_fraction=0)
+    rows = [event["row"] for event in run.events if event["kind"] == "completed"]
+    latencies = [1000.0 * (index + 1) for index in range(len(rows))]
+    for row, latency in zip(rows, latencies, strict=True):
+        row["ng_perf"] = build_ng_perf(row, latency)
+    assert all(row["ng_perf"] is not None for row in rows)
+    (run_dir / "rollouts.jsonl").write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+    with ServiceThread(settings) as url:
+        follower = Follower(run_dir, sidecar_url=url, latency_from_rows=latency_from_rows)
+        async with follower.client:
+            await follower.end_run()
+            report = await follower.client.report()
+    expected = DispatchLatencyTracker()
+    if latency_from_rows:
+        for latency in latencies:
+            expected.record(latency / 1000.0)
+    assert report["latency"]["samples"] == expected.count
+    assert report["latency"]["summary"] == expected.summary()
+    assert report["perf_summary"] == compute_perf_summary([row["ng_perf"] for row in rows], len(rows))
