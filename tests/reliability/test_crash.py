@@ -1,0 +1,22 @@
+"""SIGKILL while a client streams: no acknowledged event lost, none twice, report == batch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.reliability.crash import run_crash_trials
+from benchmarks.reliability.sidecar_process import Launch
+
+from .conftest import no_violations
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class TestCrash:
+    def test_twenty_kills_mid_stream(self, tmp_path: Path, launch: Launch) -> None:
+        result = run_crash_trials(20, tmp_path, kills_per_run=5, num_tasks=100, max_gap_s=0.3, launch=launch)
+        no_violations(result.violations)
+        assert result.trials == 20
+        assert result.runs >= 1 and result.events_acked > 0
