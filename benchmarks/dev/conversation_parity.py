@@ -809,29 +809,29 @@ def compare(items: list[Any], chunk: int = 2000) -> list[tuple[Any, str, str]]:
     return diffs
 
 
-def write_run_dir(items: list[Any], run_dir: Path) -> None:
-    """One rollout per item: a healthy trajectory whose single invocation holds ``[item]``."""
+def write_run_dir(conversations: list[list[Any]], run_dir: Path) -> None:
+    """One rollout per conversation: a healthy trajectory whose single invocation holds it."""
     run_dir.mkdir(parents=True, exist_ok=True)
     with (run_dir / "rollouts.jsonl").open("w") as out:
-        for index, item in enumerate(items):
+        for index, conversation in enumerate(conversations):
             record = {
                 "_ng_task_index": 0,
                 "_ng_rollout_index": index,
                 "ng_trajectory": {
                     "task_id": "t",
                     "rollout_id": f"r{index}",
-                    "invocations": [{"invocation_id": "main", "conversation": [item]}],
+                    "invocations": [{"invocation_id": "main", "conversation": conversation}],
                 },
             }
             out.write(json.dumps(record) + "\n")
 
 
-def end_to_end(items: list[Any], run_dir: Path) -> list[tuple[Any, str | None, str | None]]:
-    """Run ``refcli.py health-check`` on one rollout per item; compare its ``record_unreadable`` error
-    with the error ``health.contract.canonical_trajectory`` reports for the same trajectory."""
+def end_to_end(conversations: list[list[Any]], run_dir: Path) -> list[tuple[Any, str | None, str | None]]:
+    """Run ``refcli.py health-check`` on one rollout per conversation; compare its ``record_unreadable``
+    error with the error ``health.contract.canonical_trajectory`` reports for the same trajectory."""
     from health.contract import canonical_trajectory
 
-    write_run_dir(items, run_dir)
+    write_run_dir(conversations, run_dir)
     refcli = "/work/shared/tools/reference/refcli.py"
     subprocess.run([sys.executable, refcli, "health-check", str(run_dir)], check=True, capture_output=True)
     expected: dict[int, str | None] = {}
@@ -840,12 +840,12 @@ def end_to_end(items: list[Any], run_dir: Path) -> list[tuple[Any, str | None, s
         errors = [f["detail"]["error"] for f in row["findings"] if f["check"] == "record_unreadable"]
         expected[row["_ng_rollout_index"]] = errors[0] if errors else None
     diffs = []
-    for index, item in enumerate(items):
+    for index, conversation in enumerate(conversations):
         record = {"task_id": "t", "rollout_id": f"r{index}",
-                  "invocations": [{"invocation_id": "main", "conversation": [item]}]}  # fmt: skip
+                  "invocations": [{"invocation_id": "main", "conversation": conversation}]}  # fmt: skip
         actual = canonical_trajectory(record)[1]
         if actual != expected[index]:
-            diffs.append((item, expected[index], actual))
+            diffs.append((conversation, expected[index], actual))
     return diffs
 
 
@@ -923,13 +923,16 @@ def main() -> int:
                        {"type": "function_call", "call_id": "c", "name": "n", "arguments": "{}", "zz": deep},
                        {"type": "additional_tools", "role": "developer",
                         "tools": [{"type": "function", "name": "f", "parameters": {"p": deep}}]}]  # fmt: skip
-        e2e = end_to_end(sample, args.run_dir)
-        print(f"end to end: {len(sample)} items, {len(e2e)} differ")
+        rng = random.Random(1)
+        conversations = [[item] for item in sample]
+        conversations += [rng.sample(sample, rng.randint(2, 6)) for _ in range(len(sample) // 4)]
+        e2e = end_to_end(conversations, args.run_dir)
+        print(f"end to end: {len(conversations)} conversations, {len(e2e)} differ")
         for item, expected_error, actual_error in e2e[: args.show * 10]:
             print(f"  reference: {expected_error}  ours: {actual_error}  {json.dumps(item)[:200]}")
         diffs.extend((item, str(e), str(a)) for item, e, a in e2e)
     elif args.run_dir:
-        write_run_dir(items, args.run_dir)
+        write_run_dir([[item] for item in items], args.run_dir)
     return 1 if diffs else 0
 
 

@@ -24,12 +24,13 @@ Failure modes, as in the reference:
 
 Everyday items (text messages, function calls and outputs, reasoning summaries) take a fast path that
 builds their canonical dict directly; the rest are validated into model instances. Both dump to the
-reference's canonical form.
+reference's canonical form. :data:`Conversation` validates a whole ``conversation`` list in one call
+(same outcomes as ``list[ConversationItem]``, less per-item overhead).
 """
 
 from __future__ import annotations
 
 from health.contract._conversation._routing import item_tag
-from health.contract._conversation._union import ConversationItem, ItemModel
+from health.contract._conversation._union import Conversation, ConversationItem, ItemModel
 
-__all__ = ["ConversationItem", "ItemModel", "item_tag"]
+__all__ = ["Conversation", "ConversationItem", "ItemModel", "item_tag"]

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .conversation import ConversationItem
+from .conversation import Conversation
 
 __all__ = [
     "AgentInvocation",
@@ -89,7 +89,7 @@ class AgentInvocation(BaseModel):
     duration_ms: NonNegativeFloat = None
     error_type: str | None = None
     model_calls: list[ModelCallRef] = Field(default_factory=list)
-    conversation: list[ConversationItem] = Field(default_factory=list)
+    conversation: Conversation = Field(default_factory=list)
 
 
 class TrajectoryResponseMetadata(BaseModel):

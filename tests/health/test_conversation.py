@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from health.contract import canonical_trajectory, conversation
-from health.contract.conversation import ConversationItem, ItemModel, item_tag
+from health.contract.conversation import Conversation, ConversationItem, ItemModel, item_tag
 
 ADAPTER: TypeAdapter[list[Any]] = TypeAdapter(list[ConversationItem])
 MODELS: TypeAdapter[list[Any]] = TypeAdapter(list[ItemModel])
@@ -520,6 +520,39 @@ class TestCanonicalDump:
             ADAPTER.dump_python([validate({"type": "reasoning", "id": "r", "summary": []})], mode="json")
 
 
+class TestConversationList:
+    """``Conversation`` validates a whole list in one call, with the outcomes of ``list[ConversationItem]``."""
+
+    WHOLE: TypeAdapter[list[Any]] = TypeAdapter(Conversation)
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            [
+                {"role": "user", "content": "hi"},
+                {"type": "function_call_output", "call_id": "c", "output": "o"},
+            ],
+            [{"role": "user", "content": "hi"}, {"foo": 1}],
+            [{"role": "user", "content": "hi"}, {"type": "message", "role": "tool", "content": "x"}],
+            "not a list",
+            None,
+            [],
+        ],
+    )
+    def test_same_outcome_as_item_list(self, value: Any) -> None:
+        try:
+            expected = ADAPTER.dump_python(ADAPTER.validate_python(value), mode="json")
+        except ValidationError:
+            with pytest.raises(ValidationError):
+                self.WHOLE.validate_python(value)
+            return
+        assert self.WHOLE.dump_python(self.WHOLE.validate_python(value), mode="json") == expected
+
+    def test_unhashable_role_still_raises_type_error(self) -> None:
+        with pytest.raises(TypeError):
+            self.WHOLE.validate_python([{"role": "user", "content": "x"}, {"role": [], "content": "x"}])
+
+
 class TestAsFieldAnnotation:
     def test_list_of_items_in_a_model(self) -> None:
         class Invocation(BaseModel):
@@ -584,7 +617,7 @@ def test_only_validation_or_type_errors_escape(item: Any) -> None:
 
 
 def test_public_api() -> None:
-    assert conversation.__all__ == ["ConversationItem", "ItemModel", "item_tag"]
+    assert conversation.__all__ == ["Conversation", "ConversationItem", "ItemModel", "item_tag"]
 
 
 class TestFastPath:

@@ -98,3 +98,23 @@ ConversationItem = Annotated[Any, WrapValidator(_validate_item)]
 
 A validated item is its canonical dict (everyday shapes) or the model instance of its tag; both dump to
 the canonical form, and a kept free-form value nested too deeply fails that dump with ``ValueError``."""
+
+
+_ITEMS: TypeAdapter[list[Any]] = TypeAdapter(list[ConversationItem])
+
+
+def _validate_conversation(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """One Python call per conversation: all-everyday lists never enter pydantic per item."""
+    if type(value) is list:
+        canonical = []
+        for item in value:
+            fast = fast_canonical(item)
+            if fast is None:
+                return _ITEMS.validate_python(value)
+            canonical.append(fast)
+        return canonical
+    return _ITEMS.validate_python(value)
+
+
+Conversation = Annotated[list[Any], WrapValidator(_validate_conversation)]
+"""``list[ConversationItem]`` with the same outcomes, faster; use as ``conversation: Conversation``."""
