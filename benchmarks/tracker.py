@@ -5,7 +5,8 @@ one simulated completion here is ``record(seconds)`` followed by ``drain_margin(
 starts from an empty tracker and performs ``n`` completions (lognormal durations, fixed seed).
 The baseline is the reference's shape: ``bisect.insort`` into a flat list, quantile by index.
 Runs alternate baseline / ours; each cell is the median of ``--runs`` runs (GC paused while
-timing). Times are the process's CPU time, so other load on a shared machine is not counted. Targets: >= 20x faster at n = 10^6 and not slower at n = 10^3.
+timing). Times are the process's CPU time, so other load on a shared machine is not counted.
+Targets: >= 20x faster at n = 10^6 and not slower at n = 10^3.
 
 The tracker defers part of its bookkeeping (the ``SortedList`` behind arbitrary quantiles) until
 a quantile other than the p75 is asked for, so a second figure charges each run the end-of-run
