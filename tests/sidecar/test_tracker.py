@@ -330,6 +330,38 @@ class TestExportedNumbers:
         assert tracker.recent_completions_per_hour() == pytest.approx(6000 * 60)
         assert tracker.completions == len(large_prefix)
 
+    @settings(max_examples=100, deadline=None)
+    @given(
+        steps=st.lists(
+            st.tuples(
+                st.floats(min_value=0.0, max_value=400.0), st.sampled_from([5.0, 0.0, -1.0, "failure"])
+            ),
+            max_size=60,
+        ),
+        window=st.sampled_from([60.0, 900.0]),
+    )
+    def test_rates_match_a_naive_count(self, steps: list[tuple[float, Any]], window: float) -> None:
+        clock = FakeClock(100.0)
+        tracker = DispatchLatencyTracker(clock=clock, rate_window_s=window)
+        stamps: list[float] = []
+        for advance, seconds in steps:
+            clock.now += advance
+            if seconds == "failure":
+                tracker.record_failure(1e9)  # kept when samples exist, but never a completion
+            else:
+                tracker.record(seconds)
+                if seconds > 0:
+                    stamps.append(clock.now)
+            elapsed = clock.now - 100.0
+            assert tracker.completions == len(stamps)
+            if elapsed <= 0:
+                assert tracker.completions_per_hour() is None
+                assert tracker.recent_completions_per_hour() is None
+                continue
+            recent = sum(1 for stamp in stamps if stamp > clock.now - window)
+            assert tracker.completions_per_hour() == len(stamps) * 3600.0 / elapsed
+            assert tracker.recent_completions_per_hour() == recent * 3600.0 / min(window, elapsed)
+
     @pytest.mark.parametrize("window", [0.0, -1.0, float("nan")])
     def test_rejects_bad_window(self, window: float) -> None:
         with pytest.raises(ValueError, match="rate_window_s"):
