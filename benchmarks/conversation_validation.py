@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/conversation_validation.py [--runs 7] [--loops 300]
 
-Measures ``TypeAdapter(list[ConversationItem])`` on a realistic agent conversation (system/user messages,
+Measures ``TypeAdapter(Conversation)`` (what ``AgentInvocation.conversation`` uses) and
+``TypeAdapter(list[ConversationItem])`` on a realistic agent conversation (system/user messages,
 assistant output messages, reasoning, function calls and outputs): validation alone (what the health
 check does: it never materializes the dump) and validation + JSON dump. Baselines in the same run: the
 full model union without the fast path (``ItemModel``), and, if the reference oracle is installed
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pydantic import TypeAdapter
 
-from health.contract.conversation import ConversationItem, ItemModel
+from health.contract.conversation import Conversation, ConversationItem, ItemModel
 
 
 def conversation() -> list[dict[str, Any]]:
@@ -52,54 +53,60 @@ def conversation() -> list[dict[str, Any]]:
     return items
 
 
-def per_conversation_us(
-    adapter: TypeAdapter[Any], items: list[dict[str, Any]], runs: int, loops: int
-) -> tuple[float, float]:
-    """Median µs per conversation: (validate, validate + dump)."""
-    validate, both = [], []
-    for _ in range(runs):
-        start = time.perf_counter()
-        for _ in range(loops):
-            adapter.validate_python(items)
-        validate.append((time.perf_counter() - start) / loops * 1e6)
-        start = time.perf_counter()
-        for _ in range(loops):
-            adapter.dump_python(adapter.validate_python(items), mode="json")
-        both.append((time.perf_counter() - start) / loops * 1e6)
-    return statistics.median(validate), statistics.median(both)
+def _one_run(adapter: TypeAdapter[Any], items: list[dict[str, Any]], loops: int) -> tuple[float, float]:
+    start = time.perf_counter()
+    for _ in range(loops):
+        adapter.validate_python(items)
+    validate = (time.perf_counter() - start) / loops * 1e6
+    start = time.perf_counter()
+    for _ in range(loops):
+        adapter.dump_python(adapter.validate_python(items), mode="json")
+    return validate, (time.perf_counter() - start) / loops * 1e6
 
 
 _ORACLE_TIMER = r"""
-import json, statistics, sys, time, warnings
+import json, sys, time, warnings
 warnings.simplefilter("ignore")
 from nemo_gym.openai_utils import NeMoGymResponseInputItem
 from pydantic import TypeAdapter
-items, runs, loops = json.loads(sys.stdin.read())
 ta = TypeAdapter(list[NeMoGymResponseInputItem])
-validate, both = [], []
-for _ in range(runs):
+items, loops = json.loads(sys.stdin.readline())
+for _ in sys.stdin:
     start = time.perf_counter()
     for _ in range(loops):
         ta.validate_python(items)
-    validate.append((time.perf_counter() - start) / loops * 1e6)
+    validate = (time.perf_counter() - start) / loops * 1e6
     start = time.perf_counter()
     for _ in range(loops):
         ta.dump_python(ta.validate_python(items), mode="json")
-    both.append((time.perf_counter() - start) / loops * 1e6)
-print(json.dumps([statistics.median(validate), statistics.median(both)]))
+    both = (time.perf_counter() - start) / loops * 1e6
+    print(json.dumps([validate, both]), flush=True)
 """
 
 
-def oracle_us(items: list[dict[str, Any]], runs: int, loops: int) -> tuple[float, float] | None:
-    python, ngref = os.environ.get("ORACLE_PY"), os.environ.get("ORACLE_NGREF")
-    if not python or not ngref:
-        return None
-    done = subprocess.run(
-        [python, "-c", _ORACLE_TIMER], input=json.dumps([items, runs, loops]), capture_output=True, text=True,
-        env=dict(os.environ, PYTHONPATH=ngref), check=True,
-    )  # fmt: skip
-    validate, both = json.loads(done.stdout)
-    return float(validate), float(both)
+class _Oracle:
+    """The reference's item union timed in its own interpreter, one run per request (interleaved)."""
+
+    def __init__(self, items: list[dict[str, Any]], loops: int) -> None:
+        python, ngref = os.environ["ORACLE_PY"], os.environ["ORACLE_NGREF"]
+        self._proc = subprocess.Popen(
+            [python, "-c", _ORACLE_TIMER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env=dict(os.environ, PYTHONPATH=ngref),
+        )  # fmt: skip
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps([items, loops]) + "\n")
+
+    def run(self) -> tuple[float, float]:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write("go\n")
+        self._proc.stdin.flush()
+        validate, both = json.loads(self._proc.stdout.readline())
+        return float(validate), float(both)
+
+    def close(self) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        self._proc.wait()
 
 
 def main() -> int:
@@ -110,18 +117,29 @@ def main() -> int:
     parser.add_argument("--loops", type=int, default=300)
     args = parser.parse_args()
     items = conversation()
-    rows = {
-        "ours (fast path + routed union)": per_conversation_us(
-            TypeAdapter(list[ConversationItem]), items, args.runs, args.loops
-        ),
-        "ours, full union only": per_conversation_us(
-            TypeAdapter(list[ItemModel]), items, args.runs, args.loops
-        ),
+    runners: dict[str, Any] = {
+        "ours: Conversation": TypeAdapter(Conversation),
+        "ours: list[ConversationItem]": TypeAdapter(list[ConversationItem]),
+        "ours, full union only": TypeAdapter(list[ItemModel]),
     }
-    reference = oracle_us(items, args.runs, args.loops)
-    if reference is not None:
-        rows["reference (NeMo Gym 0.7.0)"] = reference
-    ours_validate, ours_both = rows["ours (fast path + routed union)"]
+    oracle = (
+        _Oracle(items, args.loops) if os.environ.get("ORACLE_PY") and os.environ.get("ORACLE_NGREF") else None
+    )
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in runners}
+    if oracle is not None:
+        samples["reference (NeMo Gym 0.7.0)"] = []
+    for _ in range(args.runs):  # interleaved, so load on the shared machine hits every row alike
+        for name, adapter in runners.items():
+            samples[name].append(_one_run(adapter, items, args.loops))
+        if oracle is not None:
+            samples["reference (NeMo Gym 0.7.0)"].append(oracle.run())
+    if oracle is not None:
+        oracle.close()
+    rows = {
+        name: (statistics.median(v for v, _ in runs), statistics.median(b for _, b in runs))
+        for name, runs in samples.items()
+    }
+    ours_validate, ours_both = rows["ours: Conversation"]
     print(f"{'µs per 20-item conversation':34s} {'validate':>10s} {'+ dump':>10s}   speed-up of ours")
     for name, (validate, both) in rows.items():
         print(
