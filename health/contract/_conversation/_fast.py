@@ -11,6 +11,7 @@ reference.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["fast_canonical"]
@@ -182,17 +183,21 @@ def _reasoning(item: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+_HANDLERS: dict[Any, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
+    "message": _message,
+    _ABSENT: _message,
+    "function_call": _function_call,
+    "function_call_output": _function_call_output,
+    "reasoning": _reasoning,
+}
+
+
 def fast_canonical(item: Any) -> dict[str, Any] | None:
     """The canonical dump of a plainly valid everyday item, or ``None`` to defer to the full union."""
     if item.__class__ is not dict or not _TOKEN_KEYS.isdisjoint(item):
         return None
     kind = item.get("type", _ABSENT)
-    if kind == "message" or kind is _ABSENT:
-        return _message(item)
-    if kind == "function_call":
-        return _function_call(item)
-    if kind == "function_call_output":
-        return _function_call_output(item)
-    if kind == "reasoning":
-        return _reasoning(item)
-    return None
+    if kind.__class__ is not str and kind is not _ABSENT:
+        return None
+    handler = _HANDLERS.get(kind)
+    return None if handler is None else handler(item)
