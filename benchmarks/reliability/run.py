@@ -1,0 +1,181 @@
+"""The long reliability suite: every scenario at full size, one figure line each.
+
+    .venv/bin/python -m benchmarks.reliability                 # everything (~30 min on 2 cores)
+    .venv/bin/python -m benchmarks.reliability --only crash,fuzz
+    .venv/bin/python -m benchmarks.reliability --quick         # CI sizes (what tests/reliability runs)
+
+Exits 1 if any promise did not hold (each violation is printed). Services run as
+``python -m sidecar.cli serve --port 0`` children on 127.0.0.1 (``--launch fork`` forks
+this interpreter instead, as CI does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file: benchmarks/reliability/run.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.reliability.corrupt import run_corrupt_trials, run_schema_cases
+from benchmarks.reliability.crash import run_crash_trials
+from benchmarks.reliability.diskfull import run_disk_full_trials
+from benchmarks.reliability.follower import run_follower_trials
+from benchmarks.reliability.fuzz import run_fuzz
+from benchmarks.reliability.load import percentile, run_load
+from benchmarks.reliability.outage import run_outage
+from benchmarks.reliability.security import run_security_checks
+from benchmarks.reliability.sidecar_process import Launch
+from sidecar.logging import configure_logging
+
+__all__ = ["main"]
+
+Scenario = Callable[[Path, Launch, bool], tuple[str, list[str]]]
+
+
+def _crash(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    r = run_crash_trials(
+        20 if quick else 200, tmp, kills_per_run=5, num_tasks=100, max_gap_s=0.3, launch=launch
+    )
+    restart = sorted(r.restart_seconds)
+    return (
+        f"{r.trials} SIGKILLs mid-stream over {r.runs} runs ({r.idle_kills} more after the stream), "
+        f"{r.events_acked} events acked, {r.retried_batches} batch retries, "
+        f"{r.duplicate_acks} duplicate acks; "
+        f"restart to ready p50 {percentile(restart, 50):.2f} s max {restart[-1]:.2f} s; "
+        f"violations {len(r.violations)}",
+        r.violations,
+    )
+
+
+def _corrupt(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    r = run_corrupt_trials(2 if quick else 50, tmp / "trials", launch=launch)
+    (tmp / "schema").mkdir()
+    s = run_schema_cases(tmp / "schema", launch=launch)
+    cases = "; ".join(f"{name}: {outcome.split(':')[0]}" for name, outcome in s.schema_cases.items())
+    return (
+        f"torn WAL tail {r.torn_trials} trials (last batch kept whole {r.torn_last_batch_kept}, "
+        f"dropped whole {r.torn_last_batch_dropped}); truncated database {r.truncated_trials} trials "
+        f"(refused clearly {r.truncated_refused}, started complete {r.truncated_started_complete}); "
+        f"{cases}; violations {len(r.violations) + len(s.violations)}",
+        r.violations + s.violations,
+    )
+
+
+def _disk(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    r = run_disk_full_trials(1 if quick else 10, tmp)
+    reads = sorted(r.read_seconds)
+    return (
+        f"{r.trials} trials (disk full / read-only alternating): {r.rejected_503} batches answered 503, "
+        f"{r.accepted_while_faulted} still fitted; {r.reads_while_faulted} reads while faulted, all 200, "
+        f"p99 {percentile(reads, 99) * 1000:.1f} ms; messages {sorted(r.messages)}; "
+        f"violations {len(r.violations)}",
+        r.violations,
+    )
+
+
+def _outage(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    if quick:
+        r = run_outage(5.0, tmp, run_s=10.0, num_tasks=80, launch=launch)
+    else:
+        r = run_outage(60.0, tmp, run_s=120.0, num_tasks=400, launch=launch)
+    return f"{r.summary()}; violations {len(r.violations)}", r.violations
+
+
+def _load(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    if quick:
+        r = run_load(1600, tmp, clients=16, batch=8, launch=launch)
+    else:
+        r = run_load(100_000, tmp, clients=64, batch=16, launch=launch)
+    return (
+        f"{r.summary()}; {r.reports_checked} reports == batch; violations {len(r.violations)}",
+        r.violations,
+    )
+
+
+def _fuzz(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    r = run_fuzz(300 if quick else 10_000, tmp, launch=launch)
+    statuses = ", ".join(f"{status}: {count}" for status, count in sorted(r.by_status.items()))
+    return (
+        f"{r.requests} generated requests ({r.not_sendable} more not encodable by httpx); "
+        f"statuses {statuses}; "
+        f"violations {len(r.violations)}",
+        r.violations,
+    )
+
+
+def _security(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    r = run_security_checks(tmp, launch=launch)
+    return (
+        f"mutating routes {r.mutating_routes}: {r.unauthorized_401} unauthenticated requests, all 401; "
+        f"{r.public_binds_refused}/4 non-loopback binds without a token refused; canary in "
+        f"{r.canary_strings} strings of {r.canary_rows} rows, found in 0 of {r.outputs_scanned} outputs and "
+        f"{r.log_bytes_scanned} log bytes unless listed; violations {len(r.violations)}",
+        r.violations,
+    )
+
+
+def _follower(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    lines = []
+    violations: list[str] = []
+    for mode in ("tail",) if quick else ("tail", "any"):
+        r = run_follower_trials(1 if quick else 10, tmp / mode, truncate=mode, launch=launch)
+        failed = len({v.split(":")[0] for v in r.violations})
+        lines.append(
+            f"truncate={mode}: {r.trials} trials, {r.follower_kills} follower SIGKILLs, "
+            f"{r.partial_writes} partial writes, {r.recreations} recreations, {r.truncations} truncations, "
+            f"{r.final_lines} final lines; trials whose report != batch: {failed}"
+        )
+        violations += [f"truncate={mode}: {v}" for v in r.violations]
+    return "; ".join(lines), violations
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "crash": _crash,
+    "corrupt": _corrupt,
+    "diskfull": _disk,
+    "outage": _outage,
+    "load": _load,
+    "fuzz": _fuzz,
+    "security": _security,
+    "follower": _follower,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--only", default="", help=f"comma-separated subset of {','.join(SCENARIOS)}")
+    parser.add_argument("--quick", action="store_true", help="CI sizes")
+    parser.add_argument("--launch", choices=["exec", "fork"], default="exec")
+    args = parser.parse_args(argv)
+    configure_logging("critical", stream=sys.stderr)  # the in-process service of "diskfull" stays quiet
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()] or list(SCENARIOS)
+    unknown = sorted(set(chosen) - set(SCENARIOS))
+    if unknown:
+        parser.error(f"unknown scenario(s): {', '.join(unknown)}")
+    print(f"# rollout-sidecar reliability suite ({'quick' if args.quick else 'full'}, launch={args.launch})")
+    print(f"# load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}, cores {os.cpu_count()}")
+    failed: dict[str, list[Any]] = {}
+    for name in chosen:
+        began = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix=f"reliability-{name}-") as tmp:
+            figures, violations = SCENARIOS[name](Path(tmp), args.launch, args.quick)
+        status = "HELD" if not violations else "VIOLATED"
+        print(f"{name:9s} {status:8s} ({time.monotonic() - began:.0f} s) {figures}", flush=True)
+        for violation in violations[:10]:
+            print(f"          - {violation}", flush=True)
+        if violations:
+            failed[name] = violations
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
