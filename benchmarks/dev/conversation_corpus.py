@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["BATTERY", "TOKENS", "corpus", "deep", "random_items"]
+__all__ = ["BASES", "BATTERY", "TOKENS", "corpus", "deep", "random_items", "recombined_items"]
 
 BATTERY: list[Any] = [
     None,
@@ -368,6 +368,8 @@ TOOL_DEFS: list[dict[str, Any]] = [
     {"type": "apply_patch"},
 ]
 
+BASES: tuple[dict[str, Any], ...] = (*MESSAGE_BASES, *TOOL_BASES, *BUILTIN_BASES)
+
 TOKENS = {"prompt_token_ids": [1, 2], "generation_token_ids": [3], "generation_log_probs": [-0.5]}
 
 
@@ -644,3 +646,37 @@ def corpus(dump_bases: Callable[[list[dict[str, Any]]], list[Any]]) -> list[Any]
     for item in items:
         unique.setdefault(json.dumps(item, sort_keys=True), item)
     return list(unique.values())
+
+
+def recombined_items(canonical: list[Any], count: int, seed: int = 1) -> list[Any]:
+    """Canonical dumps of the bases with keys dropped and keys/values borrowed from other items' dumps
+    (so required-field combinations and cross-tag fields meet every model)."""
+    rng = random.Random(seed)
+    pool: dict[str, list[Any]] = {}
+
+    def collect(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, sub in value.items():
+                pool.setdefault(key, []).append(sub)
+                collect(sub)
+        elif isinstance(value, list):
+            for sub in value:
+                collect(sub)
+
+    for dumped in canonical:
+        collect(dumped)
+    keys = sorted(pool)
+    values = [value for group in pool.values() for value in group] + BATTERY
+    out: list[Any] = []
+    for _ in range(count):
+        item = copy.deepcopy(rng.choice(canonical))
+        for key in list(item):
+            if rng.random() < 0.15:
+                item.pop(key)
+        for _ in range(rng.randint(0, 3)):
+            key = rng.choice(keys)
+            item[key] = copy.deepcopy(rng.choice(pool[key]) if rng.random() < 0.7 else rng.choice(values))
+        if rng.random() < 0.15:
+            item.pop("type", None)
+        out.append(item)
+    return out

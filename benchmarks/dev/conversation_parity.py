@@ -31,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conversation_corpus import corpus, deep, random_items
+from conversation_corpus import BASES, corpus, deep, random_items, recombined_items
 from pydantic import TypeAdapter, ValidationError
 
 from health.contract.conversation import ConversationItem, item_tag
@@ -222,6 +222,9 @@ def main() -> int:
         "--random", type=int, default=0, metavar="N", help="add N random multi-mutation items"
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the random items")
+    parser.add_argument(
+        "--recombine", type=int, default=0, metavar="N", help="add N items recombined from canonical dumps"
+    )
     parser.add_argument("--diffs", type=Path, help="write every differing item as JSONL")
     parser.add_argument("--dump-cases", type=Path, help="write every (item, oracle outcome) as JSONL")
     parser.add_argument("--explain", type=int, default=0, help="print both dumps for N differing dumps")
@@ -234,6 +237,9 @@ def main() -> int:
     items = corpus(lambda bases: [row[3] for row in _oracle_run(bases, _oracle_proc())])
     if args.random:
         items += random_items(args.random, args.seed)
+    if args.recombine:
+        canonical = [row[3] for row in _oracle_run(list(BASES), _oracle_proc())]
+        items += recombined_items(canonical, args.recombine, args.seed)
     diffs = compare(items)
     print(f"{len(items)} items, {len(diffs)} differ")
     print(Counter((e.split(" ")[0], a.split(" ")[0]) for _, e, a in diffs).most_common())
