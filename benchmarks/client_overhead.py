@@ -5,10 +5,12 @@ One command: ``.venv/bin/python benchmarks/client_overhead.py`` (``--help`` for 
 A simulated NeMo Gym dispatcher (asyncio, httpx, a concurrency semaphore, the drain check
 after taking a slot, ``tracker.record`` after each reply) runs ``--tasks`` rollouts against a
 fake agent server on loopback (its own process; each ``/run`` sleeps a random latency around
-``--latency`` seconds and answers a generated result row). Two modes alternate ``--runs``
+``--latency`` seconds and answers a generated result row). Three modes alternate ``--runs``
 times each:
 
 * ``baseline``: an in-process ``DispatchLatencyTracker``, no sidecar;
+* ``tracker``: ``RemoteLatencyTracker`` as the tracker (forwarding to the sidecar), ``ng_perf``
+  built in-process as in the baseline;
 * ``sidecar``: ``RemoteLatencyTracker`` as the tracker plus ``SidecarClient.completed`` for every
   row (its ``ng_perf`` attached), against a real ``rollout-sidecar serve`` in its own process.
 
@@ -41,6 +43,7 @@ sys.path.insert(0, str(REPO))
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SidecarClient  # noqa: E402
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf  # noqa: E402
 
+MODES = ("baseline", "tracker", "sidecar")
 _AGENT = r"""
 import asyncio, random, sys
 import orjson
@@ -169,8 +172,13 @@ async def run_mode(
     if mode == "baseline":
         rate = await dispatch(agent, args.tasks, args.concurrency, DispatchLatencyTracker(), None, timings)
         return {"rate": rate, "timings": timings}
-    run_id = f"bench-{os.getpid()}-{run}"
+    run_id = f"bench-{os.getpid()}-{mode}-{run}"
     tracker = RemoteLatencyTracker(sidecar_url, run_id=run_id)
+    if mode == "tracker":
+        rate = await dispatch(agent, args.tasks, args.concurrency, tracker, None, timings)
+        tracker.flush(60)
+        tracker.close()
+        return {"rate": rate, "timings": timings, "lost": tracker.stats.dropped + tracker.stats.rejected}
     async with SidecarClient(sidecar_url, run_id=run_id) as sidecar:
         rate = await dispatch(agent, args.tasks, args.concurrency, tracker, sidecar, timings)
         await sidecar.flush(60)
@@ -235,18 +243,23 @@ def main() -> int:
                 f"{args.tasks} tasks, concurrency {args.concurrency}, agent latency ~{args.latency}s, "
                 f"{args.runs} runs per mode (alternating)"
             )
-            results: dict[str, list[dict[str, Any]]] = {"baseline": [], "sidecar": []}
+            results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
             for run in range(args.runs):
-                for mode in ("baseline", "sidecar"):
+                for mode in MODES:
                     outcome = asyncio.run(run_mode(mode, args, agent_port, sidecar_url, run))
                     results[mode].append(outcome)
-                    extra = f", lost {outcome['lost']}" if mode == "sidecar" else ""
+                    extra = f", lost {outcome['lost']}" if mode != "baseline" else ""
                     print(f"  run {run + 1} {mode:8s}: {outcome['rate']:8.1f} tasks/s{extra}")
             base = statistics.median(r["rate"] for r in results["baseline"])
+            only = statistics.median(r["rate"] for r in results["tracker"])
             side = statistics.median(r["rate"] for r in results["sidecar"])
-            print(f"median tasks/s: baseline {base:.1f}, with sidecar {side:.1f}, ratio {side / base:.4f}")
+            print(
+                f"median tasks/s: baseline {base:.1f}; RemoteLatencyTracker only {only:.1f} "
+                f"(ratio {only / base:.4f}); RemoteLatencyTracker + SidecarClient {side:.1f} "
+                f"(ratio {side / base:.4f})"
+            )
             print("  target: ratio >= 0.98")
-            for mode in ("baseline", "sidecar"):
+            for mode in MODES:
                 timings = [t for r in results[mode] for t in r["timings"]]
                 print(
                     f"drain_margin + record per task on the dispatcher's loop ({mode}): "

@@ -48,6 +48,9 @@ class ClientConfig:
     ack_timeout_s: float = 0.5
     """How long :meth:`SidecarClient.completed` waits for the service's ``ng_perf`` before it
     answers with the locally built one (it does not wait at all while the sidecar is down)."""
+    handoff_interval_s: float = 0.01
+    """Sync facade / RemoteLatencyTracker: how often the background thread collects the events
+    the caller's thread handed over (earlier when a full batch is waiting)."""
     close_timeout_s: float = 5.0
     """How long closing tries to deliver what is buffered; the rest goes to the spool or is
     counted as dropped."""
@@ -59,6 +62,9 @@ class ClientConfig:
         for name in ("linger_s", "backoff_initial_s", "ack_timeout_s", "close_timeout_s"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"ClientConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        for name in ("handoff_interval_s", "fsync_interval_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"ClientConfig.{name} must be > 0, got {getattr(self, name)!r}")
         if self.fsync not in ("always", "interval", "never"):
             raise ValueError(f"ClientConfig.fsync must be always|interval|never, got {self.fsync!r}")
 

@@ -68,33 +68,15 @@ class RemoteLatencyTracker:
 
     def record(self, seconds: float) -> None:
         self.local.record(seconds)
-        self.client.submit_event(
-            {
-                "kind": "latency",
-                "op": "record",
-                "seconds": seconds,
-                "source": self.source,
-                "seq": next(self._seq),
-            }
-        )
+        self.client.submit_latency("record", seconds, self.source, next(self._seq))
 
     def record_failure(self, seconds: float) -> None:
         self.local.record_failure(seconds)
-        self.client.submit_event(
-            {
-                "kind": "latency",
-                "op": "record_failure",
-                "seconds": seconds,
-                "source": self.source,
-                "seq": next(self._seq),
-            }
-        )
+        self.client.submit_latency("record_failure", seconds, self.source, next(self._seq))
 
     def record_drained(self) -> None:
         self.local.record_drained()
-        self.client.submit_event(
-            {"kind": "latency", "op": "record_drained", "source": self.source, "seq": next(self._seq)}
-        )
+        self.client.submit_latency("record_drained", None, self.source, next(self._seq))
 
     @property
     def drained(self) -> int:

@@ -1,10 +1,12 @@
 """``SyncSidecarClient``: the same client for dispatchers that are not async.
 
 A background thread runs its own event loop with a :class:`SidecarClient` on it. Event
-calls build a small dict and hand it over through a deque: the caller's thread does no
-encoding and no network I/O, and wakes the loop at most once per burst (one
-``call_soon_threadsafe`` while a hand-over is pending). Reads (``drain_margin``,
-``report``) block the caller until the loop answers or their timeout passes.
+calls build a small dict and append it to a deque: the caller's thread does no encoding, no
+network I/O and no system call. The loop collects the deque every ``handoff_interval_s``
+(and is woken early only when a full batch is waiting), because waking it per event would
+make the caller's thread write to the loop's self-pipe, releasing the GIL to the background
+thread in the middle of the dispatcher's work. Reads (``drain_margin``, ``report``) block
+the caller until the loop answers or their timeout passes.
 """
 
 from __future__ import annotations
@@ -41,14 +43,28 @@ class SyncSidecarClient:
         self._client = SidecarClient(base_url, run_id=run_id, token=token, config=config)
         self.run_id = run_id
         self.config = self._client.config
-        self._pending: deque[Mapping[str, Any]] = deque()
+        # API event dicts, or (op, seconds, source, seq) tuples of latency events (cheaper to make).
+        self._pending: deque[Mapping[str, Any] | tuple[str, float | None, str, int]] = deque()
         self._scheduled = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="sidecar-client", daemon=True)
         self._thread.start()
         self._closed = False
-        self._call(self._client.open(), timeout=10.0)
+        self._wake_at = self.config.max_batch_events
+        self._poller: asyncio.Task[None] | None = None
+        self._call(self._open(), timeout=10.0)
         atexit.register(self.close)
+
+    async def _open(self) -> None:
+        await self._client.open()
+        self._poller = asyncio.get_running_loop().create_task(self._collect())
+
+    async def _collect(self) -> None:
+        interval = self.config.handoff_interval_s
+        while True:
+            await asyncio.sleep(interval)
+            if self._pending:
+                self._pump()
 
     @property
     def stats(self) -> ClientStats:
@@ -64,8 +80,9 @@ class SyncSidecarClient:
         if self._closed:  # fail open: a tracker used after close still answers locally
             self._client.stats.dropped += 1
             return
-        self._pending.append(event)
-        if not self._scheduled:
+        pending = self._pending
+        pending.append(event)
+        if len(pending) >= self._wake_at and not self._scheduled:
             self._scheduled = True
             try:
                 self._loop.call_soon_threadsafe(self._pump)
@@ -73,12 +90,35 @@ class SyncSidecarClient:
                 self._client.stats.dropped += len(self._pending)
                 self._pending.clear()
 
+    def submit_latency(self, op: str, seconds: float | None, source: str, seq: int) -> None:
+        """Queue one ``latency`` event (``RemoteLatencyTracker``); the dict is built on the loop."""
+        if self._closed:
+            self._client.stats.dropped += 1
+            return
+        pending = self._pending
+        pending.append((op, seconds, source, seq))
+        if len(pending) >= self._wake_at and not self._scheduled:
+            self._scheduled = True
+            try:
+                self._loop.call_soon_threadsafe(self._pump)
+            except RuntimeError:
+                self._client.stats.dropped += len(pending)
+                pending.clear()
+
     def _pump(self) -> None:
         self._scheduled = False  # before popping: an append that saw True is popped below
         pending = self._pending
         client = self._client
         while pending:
-            client.submit_event(pending.popleft())
+            item = pending.popleft()
+            if isinstance(item, tuple):
+                op, seconds, source, seq = item
+                event: dict[str, Any] = {"kind": "latency", "op": op, "source": source, "seq": seq}
+                if seconds is not None:
+                    event["seconds"] = seconds
+                client.submit_event(event)
+            else:
+                client.submit_event(item)
 
     # -- events ---------------------------------------------------------------------------
 
@@ -166,6 +206,8 @@ class SyncSidecarClient:
         atexit.unregister(self.close)
 
         async def close() -> None:
+            if self._poller is not None:
+                self._poller.cancel()
             self._pump()
             await self._client.aclose(timeout)
 
