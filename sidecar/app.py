@@ -9,6 +9,7 @@ and never logged; no row content is ever logged.
 from __future__ import annotations
 
 import hmac
+import math
 import re
 import time
 from collections.abc import AsyncIterator
@@ -193,7 +194,7 @@ class _Handlers:
             except UnknownRun as exc:
                 raise _Rejected(404, "unknown_run", str(exc), "run_id") from exc
             except PlanError as exc:
-                raise _Rejected(422, "validation", str(exc), f"events.0.{exc.field}") from exc
+                raise _Rejected(422, "validation", str(exc), f"events.{exc.index}.{exc.field}") from exc
             except JournalUnavailable as exc:
                 _log.error("journal unavailable", detail=str(exc))
                 raise _Rejected(
@@ -215,7 +216,7 @@ class _Handlers:
                     raise _Rejected(
                         400, "validation", f"configured must be a number, got {raw!r}", "configured"
                     ) from exc
-                if not configured >= 0:
+                if not (math.isfinite(configured) and configured >= 0):
                     raise _Rejected(400, "validation", f"configured must be >= 0, got {raw!r}", "configured")
         except _Rejected as exc:
             return self._reject("validation" if exc.status == 400 else exc.error, exc)
@@ -333,6 +334,12 @@ def create_app(service: Service) -> Starlette:
     async def not_found(request: Request, exc: Exception) -> Response:
         return _json({"error": "not_found", "field": "path", "detail": f"no route {request.url.path}"}, 404)
 
+    async def internal(request: Request, exc: Exception) -> Response:
+        _log.error("unhandled error", path=request.url.path, error=type(exc).__name__)
+        return _json(
+            {"error": "internal", "field": None, "detail": "internal error; see the service log"}, 500
+        )
+
     async def not_allowed(request: Request, exc: Exception) -> Response:
         return _json(
             {
@@ -346,7 +353,7 @@ def create_app(service: Service) -> Starlette:
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={404: not_found, 405: not_allowed},
+        exception_handlers={404: not_found, 405: not_allowed, Exception: internal},
         middleware=[Middleware(ServerTiming)],
     )
     app.state.service = service

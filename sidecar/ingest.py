@@ -57,9 +57,10 @@ class UnknownRun(LookupError):
 class PlanError(ValueError):
     """The materialized inputs named by ``run_started`` cannot be read into a plan."""
 
-    def __init__(self, message: str, *, field: str) -> None:
+    def __init__(self, message: str, *, field: str, index: int = 0) -> None:
         super().__init__(message)
         self.field = field
+        self.index = index
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +121,12 @@ def plan_from_materialized(path: str) -> dict[str, int]:
 
 async def _none() -> None:
     return None
+
+
+def _fail(batch: list[_Pending], exc: BaseException) -> None:
+    for pending in batch:
+        if not pending.future.done():
+            pending.future.set_exception(exc)
 
 
 class Ingestor:
@@ -209,11 +216,15 @@ class Ingestor:
         received_at = self._clock()
         records = []
         plans: list[dict[str, int] | None] = []
-        for event in events:
+        for index, event in enumerate(events):
             extra = None
             plan = None
             if isinstance(event, RunStarted) and event.materialized_inputs is not None:
-                plan = await anyio.to_thread.run_sync(plan_from_materialized, event.materialized_inputs)
+                try:
+                    plan = await anyio.to_thread.run_sync(plan_from_materialized, event.materialized_inputs)
+                except PlanError as exc:
+                    exc.index = index
+                    raise
                 extra = {_DERIVED_PLAN: plan}
             plans.append(plan)
             key, payload = encode_event(run_id, event, received_at=received_at, extra=extra)
@@ -270,14 +281,20 @@ class Ingestor:
                     self.journal_ok = True
                 except JournalUnavailable as exc:
                     self.journal_ok = False
-                    for pending in batch:
-                        if not pending.future.done():
-                            pending.future.set_exception(exc)
+                    _fail(batch, exc)
+                    continue
+                except Exception as exc:  # a journal bug must not stop the sequencer
+                    _log.exception("journal append failed unexpectedly")
+                    _fail(batch, exc)
                     continue
                 queued = self._take([])
                 if queued:
                     inflight = self._begin(queued)
-                self._apply_batch(batch, committed)
+                try:
+                    self._apply_batch(batch, committed)
+                except Exception as exc:  # committed events are replayed on restart; answer, keep going
+                    _log.exception("answering a committed batch failed")
+                    _fail(batch, exc)
             finally:
                 for _ in batch:
                     self._queue.task_done()

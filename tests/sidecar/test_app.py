@@ -28,11 +28,12 @@ CANARY = "CANARY-7f3a9c-do-not-leak"
 
 
 class FlakyJournal:
-    """A real journal whose appends can be made to fail as on a full disk."""
+    """A real journal whose appends can be made to fail as on a full disk (or with a bug)."""
 
     def __init__(self, path: Path) -> None:
         self.inner = Journal(path)
         self.failing = False
+        self.broken = False
 
     async def open(self) -> None:
         await self.inner.open()
@@ -46,12 +47,15 @@ class FlakyJournal:
     async def append(self, events: Sequence[JournalEvent]) -> list[JournalEvent | None]:
         if self.failing:
             raise JournalUnavailable("database or disk is full (simulated)")
+        if self.broken:
+            raise RuntimeError("simulated bug")
         return await self.inner.append(events)
 
 
 async def _client(service: Service) -> httpx.AsyncClient:
     await service.start()
-    transport = httpx.ASGITransport(app=create_app(service))
+    # Starlette re-raises after answering 500 (so servers log it); the 500 body is what we test.
+    transport = httpx.ASGITransport(app=create_app(service), raise_app_exceptions=False)
     return httpx.AsyncClient(transport=transport, base_url="http://sidecar")
 
 
@@ -211,11 +215,15 @@ class TestIngestErrors:
         )
         _error(
             await client.post(
-                path, json=[{"kind": "run_started", "materialized_inputs": "/nonexistent/x.jsonl"}]
+                path,
+                json=[
+                    {"kind": "run_ended"},
+                    {"kind": "run_started", "materialized_inputs": "/nonexistent/x"},
+                ],
             ),
             422,
             "validation",
-            "events.0.materialized_inputs",
+            "events.1.materialized_inputs",
         )
         _error(await client.get("/nowhere"), 404, "not_found", "path")
         _error(await client.delete(path), 405, "method_not_allowed", "method")
@@ -247,6 +255,12 @@ class TestIngestErrors:
                 assert retry.json()["results"][0]["status"] == "accepted"
                 assert service.ingestor.runs["r"].completed == 1
                 assert (await client.get("/readyz")).status_code == 200
+                journal.broken = True
+                crash = await client.post(path, json=[{"kind": "completed", "seconds": 6.0, "row": {"n": 1}}])
+                _error(crash, 500, "internal", None)
+                journal.broken = False
+                after = await client.post(path, json=[{"kind": "completed", "seconds": 6.0, "row": {"n": 1}}])
+                assert after.json()["results"][0]["status"] == "accepted"  # the sequencer survived
         finally:
             await service.stop()
 
@@ -279,12 +293,13 @@ class TestReads:
             "validation",
             "configured",
         )
-        _error(
-            await client.get("/drain_margin", params={"run_id": "b", "configured": "-1"}),
-            400,
-            "validation",
-            "configured",
-        )
+        for bad in ("-1", "inf", "nan"):
+            _error(
+                await client.get("/drain_margin", params={"run_id": "b", "configured": bad}),
+                400,
+                "validation",
+                "configured",
+            )
         _error(await client.get("/drain_margin", params={"run_id": "zz"}), 404, "unknown_run", "run_id")
         _error(await client.get("/drain_margin"), 400, "validation", "run_id")
         _error(await client.get("/report", params={"run_id": "zz"}), 404, "unknown_run", "run_id")
