@@ -383,7 +383,8 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=16, help="events per request in the batched run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--paced-seconds", type=float, default=10.0)
-    parser.add_argument("--rss-rows", type=int, default=20_000)
+    parser.add_argument("--rss-rows", type=int, default=100_000, help="rollouts held for the RSS figure")
+    parser.add_argument("--phases", default="throughput,latency,memory", help="comma-separated subset to run")
     parser.add_argument(
         "--workers",
         default="1,0",
@@ -402,11 +403,12 @@ def main() -> int:
     configs = [int(w) for w in args.workers.split(",")]
     results: dict[int, list[dict[str, tuple[float, ...]]]] = {w: [] for w in configs}
     with tempfile.TemporaryDirectory() as tmp:
-        for repeat in range(args.repeats):  # configurations interleaved, so they share the machine's noise
+        phases = set(args.phases.split(","))
+        for repeat in range(args.repeats if "throughput" in phases else 0):  # interleaved: shared noise
             for workers in configs:
                 with _server(Path(tmp), workers) as (port, pid):
                     results[workers].append(asyncio.run(throughput_async(args, port, pid, rows, repeat)))
-        for workers in configs:
+        for workers in configs if "throughput" in phases else []:
             rounds = results[workers]
             baseline = statistics.median(r["healthz"][0] for r in rounds)
             print(
@@ -432,20 +434,24 @@ def main() -> int:
                     f"workers {1e6 * worker_cpu:,.0f} us -> the event loop alone could sustain "
                     f"{1 / service_cpu:,.0f} rows/s on a core of its own"
                 )
-        with _server(Path(tmp), configs[-1]) as (port, _):
-            print(f"[--workers {configs[-1]}] latency under offered load:")
-            asyncio.run(latency_async(args, port, rows))
-        with _server(Path(tmp), configs[-1]) as (port, pid):
-            asyncio.run(rss_async(args, port, pid, rows))
-            journal = Path(tmp) / f"journal-{port}.sqlite3"
-        events = args.rss_rows // args.batch * args.batch + 2000 // args.batch * args.batch + 1
-        started = time.perf_counter()
-        with _server(Path(tmp), configs[-1], journal):
-            ready = time.perf_counter() - started
-        print(
-            f"restart: ready {ready:.1f} s after launch with {events:,} events to replay "
-            f"(process start included; {events / ready:,.0f} events/s)"
-        )
+        if "latency" in phases:
+            with _server(Path(tmp), configs[-1]) as (port, _):
+                print(f"[--workers {configs[-1]}] latency under offered load:")
+                asyncio.run(latency_async(args, port, rows))
+        if "memory" in phases:
+            with _server(Path(tmp), configs[-1]) as (port, pid):
+                asyncio.run(rss_async(args, port, pid, rows))
+                journal = Path(tmp) / f"journal-{port}.sqlite3"
+            events = args.rss_rows // args.batch * args.batch + 2000 // args.batch * args.batch + 1
+            started = time.perf_counter()
+            with _server(Path(tmp), configs[-1], journal):
+                ready = time.perf_counter() - started
+            print(
+                f"restart: ready {ready:.1f} s after launch with {events:,} events to replay "
+                f"(process start included; {events / ready:,.0f} events/s)"
+            )
+    if "memory" not in phases:
+        return 0
     per_rollout = state_bytes_per_rollout(rows, 5000)
     print(
         f"run state: {per_rollout:,.0f} bytes of Python heap per rollout (tracemalloc, 5,000 rows, "
