@@ -666,8 +666,12 @@ class TestFastPath:
         except ValidationError:
             with pytest.raises(ValidationError):
                 validate(item)
+            with pytest.raises(ValidationError):
+                TestConversationList.WHOLE.validate_python([item])
             return
         assert ADAPTER.dump_python([validate(item)], mode="json") == expected
+        whole = TestConversationList.WHOLE
+        assert whole.dump_python(whole.validate_python([item, item]), mode="json") == expected * 2
 
 
 def test_invalid_token_metadata_routes_to_no_model() -> None:

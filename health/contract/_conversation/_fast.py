@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["fast_canonical"]
+__all__ = ["canonical_list", "fast_canonical"]
 
 _TOKEN_KEYS = frozenset(
     {"prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts"}
@@ -201,3 +201,39 @@ def fast_canonical(item: Any) -> dict[str, Any] | None:
         return None
     handler = _HANDLERS.get(kind)
     return None if handler is None else handler(item)
+
+
+def canonical_list(items: list[Any]) -> list[dict[str, Any]] | None:
+    """:func:`fast_canonical` over a whole conversation (``None`` unless every item is everyday), with
+    the commonest shape, a text message, handled inline: one Python call per conversation."""
+    out: list[dict[str, Any]] = []
+    append = out.append
+    handlers = _HANDLERS
+    for item in items:
+        if item.__class__ is not dict or not _TOKEN_KEYS.isdisjoint(item):
+            return None
+        kind = item.get("type", _ABSENT)
+        if kind == "message" or kind is _ABSENT:
+            role = item.get("role")
+            content = item.get("content")
+            phase = item.get("phase")
+            if (
+                content.__class__ is str
+                and role.__class__ is str
+                and role in _ROLES
+                and (phase is None or (phase.__class__ is str and phase in _PHASES))
+            ):
+                append({"content": content, "role": role, "type": "message", "phase": phase})
+                continue
+            canonical = _message(item)
+        elif kind.__class__ is str:
+            handler = handlers.get(kind)
+            if handler is None:
+                return None
+            canonical = handler(item)
+        else:
+            return None
+        if canonical is None:
+            return None
+        append(canonical)
+    return out

@@ -22,7 +22,7 @@ from ._builtin_items import (
     ShellCallOutput,
     WebSearchCall,
 )
-from ._fast import fast_canonical
+from ._fast import canonical_list, fast_canonical
 from ._messages import EasyInputMessage, InputMessage, OutputMessage
 from ._routing import item_tag
 from ._tool_items import (
@@ -106,13 +106,9 @@ _ITEMS: TypeAdapter[list[Any]] = TypeAdapter(list[ConversationItem])
 def _validate_conversation(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     """One Python call per conversation: all-everyday lists never enter pydantic per item."""
     if type(value) is list:
-        canonical = []
-        for item in value:
-            fast = fast_canonical(item)
-            if fast is None:
-                return _ITEMS.validate_python(value)
-            canonical.append(fast)
-        return canonical
+        canonical = canonical_list(value)
+        if canonical is not None:
+            return canonical
     return _ITEMS.validate_python(value)
 
 
