@@ -387,3 +387,45 @@ class TestCanary:
         text = logs.getvalue()
         assert "request rejected" in text and "service ready" in text
         assert CANARY not in text and TOKEN not in text
+
+
+_scalars = (
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text()
+)
+_bodies = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=25,
+)
+_event_like = st.fixed_dictionaries(
+    {"kind": st.sampled_from(["run_started", "completed", "failed", "drained", "run_ended", "latency", "x"])},
+    optional={
+        "seconds": _scalars,
+        "row": _bodies,
+        "line": st.text(),
+        "task_index": _scalars,
+        "rollout_index": _scalars,
+        "attempt": _scalars,
+        "plan": _bodies,
+        "terminal": _scalars,
+        "line_number": _scalars,
+    },
+)
+
+
+class TestFuzz:
+    @settings(max_examples=120, deadline=None)
+    @given(body=st.lists(_event_like, max_size=4) | _bodies)
+    async def test_no_body_gets_a_5xx(self, tmp_path_factory: pytest.TempPathFactory, body: Any) -> None:
+        service = Service(ServiceSettings(journal_path=tmp_path_factory.mktemp("fuzz") / "j.sqlite3"))
+        try:
+            async with await _client(service) as client:
+                await client.post("/v1/runs/f/events", json=[{"kind": "run_started"}])
+                response = await client.post("/v1/runs/f/events", content=orjson.dumps(body))
+                assert response.status_code < 500, response.text
+                if response.status_code >= 400:
+                    assert set(response.json()) == {"error", "field", "detail"}
+                assert (await client.get("/report", params={"run_id": "f"})).status_code == 200
+                assert (await client.get("/metrics")).status_code == 200
+        finally:
+            await service.stop()
