@@ -203,6 +203,9 @@ class RunState:
         return normalize_index(task), normalize_index(rollout)
 
     def _completed(self, event: Completed, prepared: Prepared | None) -> dict[str, Any] | None:
+        """A reply: always a tracker completion (as in NeMo Gym 0.7.0). Only a row the collector
+        would write to the main file is health-checked and summarized; a row with a failure
+        class (sidecar file) counts as a failed attempt too, a no-persist row as neither."""
         self.completed += 1
         if event.seconds is not None:
             self.tracker.record(event.seconds)
