@@ -30,6 +30,7 @@ from .config import ClientConfig, ClientStats
 __all__ = ["Batcher"]
 
 _log = logging.getLogger("dispatcher_client")
+_SPILL_CHUNK_BYTES = 1 << 20
 _RETRYABLE = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
@@ -83,7 +84,6 @@ class Batcher:
         )
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
-        self._closing = False
         self.run_started: bytes | None = None
         self._task: asyncio.Task[None] | None = None
         self._sync_task: asyncio.Task[None] | None = None
@@ -99,7 +99,6 @@ class Batcher:
     async def close(self, timeout_s: float) -> None:
         """Try to deliver everything for ``timeout_s`` s; spool or drop (and count) the rest."""
         delivered = await self.flush(timeout_s)
-        self._closing = True
         for task in (self._task, self._sync_task):
             if task is not None:
                 task.cancel()
@@ -110,8 +109,10 @@ class Batcher:
             self._current = []
             self._memory.clear()
             self._memory_bytes = 0
-            if leftovers:
-                self._spill(leftovers)
+            if leftovers and not self._spill(leftovers):
+                self.stats.dropped += len(leftovers)
+                _settle(leftovers)
+                _log.warning("dispatcher_client: closed with %d undelivered event(s)", len(leftovers))
         if self._spool is not None:
             self._spool.close()
         self._update_idle()
@@ -130,54 +131,76 @@ class Batcher:
         """Queue one encoded event; ``future`` gets its per-event result (``None`` if not known)."""
         stats = self.stats
         stats.submitted += 1
-        config = self._config
-        if (
-            len(self._memory) >= config.max_buffered_events
-            or self._memory_bytes + len(data) > config.max_buffered_bytes
-        ):
-            if self._spool is None:  # no room and nowhere to spill: the new event is lost
-                _settle([_Item(data, future)])
-                stats.dropped += 1
-                if stats.dropped == 1 or stats.dropped % 1000 == 0:
-                    _log.warning("dispatcher_client: buffer full, %d event(s) dropped so far", stats.dropped)
+        item = _Item(data, future)
+        if self._over(len(data)):
+            self._spill_oldest()
+            if self._over(len(data)):
+                if self._memory or not self._spill([item]):
+                    self._drop(item)
+                    return
+                self._idle.clear()  # larger than the memory bound alone: it went to the spool
+                self._wake.set()
                 return
-            items = list(self._memory)
-            self._memory.clear()
-            self._memory_bytes = 0
-            items.append(_Item(data, future))
-            self._spill(items)
-        else:
-            self._memory.append(_Item(data, future))
-            self._memory_bytes += len(data)
+        self._memory.append(item)
+        self._memory_bytes += len(data)
         stats.buffered = len(self._memory)
         self._idle.clear()
         self._wake.set()
 
-    def _spill(self, items: list[_Item]) -> None:
-        """Move ``items`` (oldest first) to the end of the spool, or drop what does not fit."""
+    def _over(self, size: int) -> bool:
+        config = self._config
+        return (
+            len(self._memory) >= config.max_buffered_events
+            or self._memory_bytes + size > config.max_buffered_bytes
+        )
+
+    def _drop(self, item: _Item) -> None:
+        _settle([item])
+        self.stats.dropped += 1
+        dropped = self.stats.dropped
+        if dropped == 1 or dropped % 1000 == 0:
+            _log.warning("dispatcher_client: buffer full, %d event(s) dropped so far", dropped)
+
+    def _spill_oldest(self) -> None:
+        """Move the oldest events (about 1 MiB, at least one) from memory to the spool's end.
+
+        The spool only ever holds events older than memory's, so order holds; each spill is a
+        bounded write, so the caller's loop never stalls on a large one.
+        """
         spool = self._spool
-        kept: list[bytes] = []
-        if spool is not None:
-            size = 0
-            for item in items:
-                if spool.fits(size + len(item.data) + 1):
-                    kept.append(item.data)
-                    size += len(item.data) + 1
-                else:
-                    break
-            try:
-                spool.append(kept)
-            except OSError as exc:
-                _log.warning("dispatcher_client: spool write failed (%s); events dropped", exc.strerror)
-                kept = []
-        self.stats.spooled += len(kept)
-        lost = len(items) - len(kept)
-        if lost:
-            self.stats.dropped += lost
-            _log.warning("dispatcher_client: buffer full, %d event(s) dropped", lost)
+        memory = self._memory
+        if spool is None or not memory:
+            return
+        chunk: list[_Item] = []
+        size = 0
+        while memory and size < _SPILL_CHUNK_BYTES and len(chunk) < self._config.max_batch_events:
+            head = memory[0]
+            if not spool.fits(size + len(head.data) + 1):
+                break
+            chunk.append(memory.popleft())
+            size += len(head.data) + 1
+        if not chunk:
+            return
+        self._memory_bytes -= size - len(chunk)
+        if not self._spill(chunk):
+            memory.extendleft(reversed(chunk))  # the disk refused: keep them in memory
+            self._memory_bytes += size - len(chunk)
+
+    def _spill(self, items: list[_Item]) -> bool:
+        """Append ``items`` to the spool; False (nothing written) without a spool or room."""
+        spool = self._spool
+        if spool is None or not spool.fits(sum(len(item.data) + 1 for item in items)):
+            return False
+        try:
+            spool.append([item.data for item in items])
+        except OSError as exc:
+            _log.warning("dispatcher_client: spool write failed (%s)", exc.strerror)
+            return False
+        self.stats.spooled += len(items)
         _settle(items)
         self.stats.buffered = len(self._memory)
-        self.stats.spool_pending_bytes = spool.pending_bytes if spool is not None else 0
+        self.stats.spool_pending_bytes = spool.pending_bytes
+        return True
 
     def _update_idle(self) -> None:
         spool_pending = self._spool is not None and self._spool.pending

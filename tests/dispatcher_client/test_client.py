@@ -263,3 +263,29 @@ async def test_a_spool_left_by_a_dead_client_is_delivered_by_the_next(tmp_path: 
             report = await second.report()
     assert report["events"]["drained"] == 6 and report["accounting"]["drained"] == 6
     assert not (spool / "spool-handover.jsonl").exists()
+
+
+async def test_buffer_bounds_spill_oldest_first_and_drop_only_past_the_spool(tmp_path: Path) -> None:
+    config = ClientConfig(
+        max_buffered_events=4,
+        max_buffered_bytes=1000,
+        spool_dir=tmp_path,
+        spool_max_bytes=600,
+        backoff_initial_s=5.0,  # the one failed request is not retried during the test
+        close_timeout_s=0.0,
+    )
+    client = await SidecarClient(f"http://127.0.0.1:{free_port()}", run_id="bounds", config=config).open()
+    for index in range(6):
+        client.submit_event({"kind": "drained", "task_index": index})
+    await asyncio.sleep(0.1)  # the sender takes a batch in flight and fails
+    client.submit_event({"kind": "drained", "task_index": 99, "row": {"pad": "x" * 1200}})
+    for index in range(6, 40):
+        client.submit_event({"kind": "drained", "task_index": index})
+    stats = client.stats
+    spooled = [orjson.loads(line) for line in (tmp_path / "spool-bounds.jsonl").read_bytes().splitlines()]
+    assert stats.dropped > 0 and stats.spooled == len(spooled) and stats.buffered == 4
+    assert [event["task_index"] for event in spooled] == sorted(event["task_index"] for event in spooled)
+    assert 99 not in [event["task_index"] for event in spooled]  # 1.2 kB alone: past the spool's room
+    assert stats.submitted == 41
+    await client.aclose()
+    assert client.stats.dropped + client.stats.spooled + client.stats.sent == 41
