@@ -30,6 +30,8 @@ __all__ = ["RUN_ID_PATTERN", "SidecarClient", "SidecarError"]
 _log = logging.getLogger("dispatcher_client")
 #: What the sidecar accepts as a run id (checked here: a refused id would lose every event).
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+#: Rows may carry numpy scalars or integer keys: encode them rather than fail the dispatcher.
+_DUMP_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 TASK_KEY = "_ng_task_index"
 ROLLOUT_KEY = "_ng_rollout_index"
 ATTEMPT_KEY = "_ng_attempt_index"
@@ -132,8 +134,18 @@ class SidecarClient:
         future: asyncio.Future[dict[str, Any] | None] | None = None
         if want_result:
             future = asyncio.get_running_loop().create_future()
-        data = orjson.dumps(event)
         sender = self._sender()
+        try:
+            data = orjson.dumps(event, option=_DUMP_OPTIONS)
+        except orjson.JSONEncodeError as exc:  # fail open: a row that is not JSON is not sent
+            self.stats.submitted += 1
+            self.stats.rejected += 1
+            _log.warning(
+                "dispatcher_client: %s event not JSON-serializable, not sent: %s", event.get("kind"), exc
+            )
+            if future is not None:
+                future.set_result(None)
+            return future
         if event.get("kind") == "run_started":
             sender.run_started = data
         sender.submit(data, future)

@@ -289,3 +289,14 @@ async def test_buffer_bounds_spill_oldest_first_and_drop_only_past_the_spool(tmp
     assert stats.submitted == 41
     await client.aclose()
     assert client.stats.dropped + client.stats.spooled + client.stats.sent == 41
+
+
+async def test_a_row_that_is_not_json_is_refused_locally_without_raising(tmp_path: Path) -> None:
+    client = await SidecarClient(f"http://127.0.0.1:{free_port()}", run_id="odd").open()
+    perf = await client.completed(None, {"bad": {1, 2}}, seconds=1.0, wait=True)
+    assert perf is None
+    assert client.stats.rejected == 1 and client.stats.local_ng_perf == 1
+    odd_keys: dict[Any, Any] = {1: "integer keys are encoded as strings"}
+    await client.drained({"_ng_task_index": 1, "_ng_rollout_index": 0}, odd_keys)
+    assert client.stats.rejected == 1 and client.stats.buffered == 1
+    await client.aclose(0.0)
