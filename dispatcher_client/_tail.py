@@ -72,8 +72,10 @@ class TailRead:
     restarted: bool
     """The file was replaced or truncated: ``lines`` start from its beginning."""
     partial: bytes
-    """An unterminated last line held back (not consumed)."""
+    """Bytes after the last newline read (held back, not consumed)."""
     exists: bool
+    at_end: bool = False
+    """The read reached the end of the file: ``partial`` is its unterminated last line."""
 
 
 def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 20) -> TailRead:
@@ -90,16 +92,16 @@ def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 2
         position = replace(position, inode=stat.st_ino, device=stat.st_dev)
         available = stat.st_size - position.offset
         if available <= 0:
-            return TailRead([], position, restarted, b"", True)
+            return TailRead([], position, restarted, b"", True, True)
         data = os.pread(fd, min(available, max_bytes), position.offset)
     finally:
         os.close(fd)
+    at_end = len(data) >= available
     end = data.rfind(b"\n")
     if end < 0:
-        partial = data if len(data) < max_bytes else b""
-        if len(data) >= max_bytes:  # one line longer than max_bytes: read it whole
+        if not at_end:  # one line longer than max_bytes: read it whole
             return _read_long_line(path, position, restarted)
-        return TailRead([], position, restarted, partial, True)
+        return TailRead([], position, restarted, data, True, True)
     lines: list[tuple[int, bytes]] = []
     number = position.line_number
     start = 0
@@ -111,7 +113,7 @@ def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 2
     consumed = data[: end + 1]
     tail = (position.tail + consumed)[-_FINGERPRINT:]
     new = replace(position, offset=position.offset + end + 1, line_number=number, tail=tail)
-    return TailRead(lines, new, restarted, data[end + 1 :], True)
+    return TailRead(lines, new, restarted, data[end + 1 :], True, at_end)
 
 
 def _read_long_line(path: str, position: FilePosition, restarted: bool) -> TailRead:
@@ -119,11 +121,11 @@ def _read_long_line(path: str, position: FilePosition, restarted: bool) -> TailR
         handle.seek(position.offset)
         line = handle.readline()
     if not line.endswith(b"\n"):
-        return TailRead([], position, restarted, line, True)
+        return TailRead([], position, restarted, line, True, True)
     number = position.line_number + 1
     tail = (position.tail + line)[-_FINGERPRINT:]
     new = replace(position, offset=position.offset + len(line), line_number=number, tail=tail)
-    return TailRead([(number, line[:-1])], new, restarted, b"", True)
+    return TailRead([(number, line[:-1])], new, restarted, b"", True, False)
 
 
 def _replaced(fd: int, stat: os.stat_result, position: FilePosition) -> bool:

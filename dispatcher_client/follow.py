@@ -136,6 +136,7 @@ class Follower:
         latency_from_rows: bool = True,
         ignored_checks: Iterable[str] = (),
         client_config: ClientConfig | None = None,
+        read_bytes: int = 8 << 20,
     ) -> None:
         self.paths = follow_paths(run_dir, rollouts_file)
         self.run_id = run_id or Path(os.path.abspath(run_dir)).name
@@ -145,6 +146,7 @@ class Follower:
             else Path(run_dir) / f".rollout_sidecar_follow.{self.run_id}.json"
         )
         self.poll_interval_s = poll_interval_s
+        self.read_bytes = read_bytes  # per file per read: bounds the follower's memory
         self.latency_from_rows = latency_from_rows
         self.ignored_checks = list(dict.fromkeys(check.strip() for check in ignored_checks if check.strip()))
         unknown = sorted(set(self.ignored_checks) - set(CHECK_IDS))
@@ -261,7 +263,9 @@ class Follower:
         for name in ("rollouts", "failures"):
             path = self.paths.rollouts if name == "rollouts" else self.paths.failures
             while True:
-                read: TailRead = await asyncio.to_thread(read_new_lines, str(path), self.positions[name])
+                read: TailRead = await asyncio.to_thread(
+                    read_new_lines, str(path), self.positions[name], max_bytes=self.read_bytes
+                )
                 if read.restarted and self.positions[name].inode is not None:
                     await self._restart()
                     return sent + await self.step(final=final)
@@ -272,7 +276,7 @@ class Follower:
                     event = self._completion(number, line) if name == "rollouts" else self._failure(line)
                     if event is not None:
                         events.append(event)
-                if final and read.partial and not is_blank_line(read.partial):
+                if final and read.at_end and not read.lines and not is_blank_line(read.partial):
                     number = read.position.line_number + 1
                     event = (
                         self._completion(number, read.partial)

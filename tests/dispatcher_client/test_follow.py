@@ -351,3 +351,21 @@ async def test_rows_measured_latency_feeds_the_tracker_unless_told_not_to(
     assert report["latency"]["samples"] == expected.count
     assert report["latency"]["summary"] == expected.summary()
     assert report["perf_summary"] == compute_perf_summary([row["ng_perf"] for row in rows], len(rows))
+
+
+@pytest.mark.parametrize("read_bytes", [64, 1000, 8 << 20])
+async def test_small_reads_and_a_torn_tail_equal_the_batch_check(
+    tmp_path: Path, read_bytes: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "chunks"
+    run_dir.mkdir()
+    main, _ = _lines(10, 4)
+    (run_dir / "rollouts.jsonl").write_bytes(b"".join(main) + b"\n  \n" + main[1][:100])  # torn tail
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+    with ServiceThread(settings) as url:
+        follower = Follower(run_dir, sidecar_url=url, read_bytes=read_bytes)
+        async with follower.client:
+            await follower.end_run()
+        files = sidecar_files(url, "chunks")
+    assert files == batch_files(run_dir)
+    capsys.readouterr()
