@@ -91,6 +91,15 @@ class RemoteLatencyTracker:
     def summary(self) -> str:
         return self.local.summary()
 
+    @property
+    def _durations(self) -> list[float]:
+        """The seed API documents ``_durations`` / ``_drained``: read-only views of the local tracker."""
+        return self.local.samples()
+
+    @property
+    def _drained(self) -> int:
+        return self.local.drained
+
     def __getattr__(self, name: str) -> Any:
         # count, total_seconds, percentiles(), completions_per_hour(), ...: the local tracker's.
         if name.startswith("__") or name in ("local", "client"):

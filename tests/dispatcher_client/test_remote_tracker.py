@@ -57,6 +57,8 @@ class TestRemoteLatencyTracker:
                 _apply(tracker, ops)
                 _same_answers(tracker, reference)
                 assert tracker.count == reference.count  # the rest of the API, via the local tracker
+                assert tracker._durations == reference.samples()  # the seed's documented attributes
+                assert tracker._drained == reference.drained
                 assert tracker.flush(10)
                 stats = tracker.stats
                 assert (stats.sent, stats.dropped, stats.rejected) == (len(ops) + 1, 0, 0)
