@@ -286,7 +286,12 @@ class Batcher:
                 restarts += 1
                 self.stats.retried += len(batch)
                 continue
-            if outcome in ("invalid", "unknown_run"):
+            if outcome in ("refused", "unknown_run"):  # the same for every event: no bisecting
+                self.stats.rejected += len(batch)
+                _settle(batch)
+                _log.warning("dispatcher_client: %d event(s) refused: %s", len(batch), self.stats.last_error)
+                return
+            if outcome == "invalid":
                 if len(batch) > 1:
                     half = len(batch) // 2
                     await self._deliver(batch[:half])
@@ -301,7 +306,7 @@ class Batcher:
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
 
     async def _post(self, batch: list[_Item]) -> str:
-        """One request: ``ok`` | ``retry`` | ``invalid`` | ``unknown_run``."""
+        """One request: ``ok`` | ``retry`` | ``invalid`` | ``refused`` | ``unknown_run``."""
         body = b"[" + b",".join(item.data for item in batch) + b"]"
         stats = self.stats
         stats.requests += 1
@@ -333,7 +338,10 @@ class Batcher:
         stats.connected = True
         if status == 404 and b"unknown_run" in response.content:
             return "unknown_run"
+        if status in (401, 403):
+            return "refused"
         if status == 413 and len(batch) > 1:
             return "invalid"  # bisected like an invalid batch: halves fit
-        _log.warning("dispatcher_client: sidecar refused %d event(s): %s", len(batch), stats.last_error)
+        if len(batch) == 1:
+            _log.warning("dispatcher_client: sidecar refused an event: %s", stats.last_error)
         return "invalid"

@@ -14,7 +14,7 @@ import pytest
 from dispatcher_client import ClientConfig, SidecarClient, SidecarError
 from sidecar.rollout_perf import build_ng_perf
 from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.settings import Secret, ServiceSettings
 from tests.sidecar.service_support import GeneratedRun, generate_run
 
 from .support import SidecarProcess, batch_files, free_port, sidecar_files, stable_report
@@ -300,3 +300,22 @@ async def test_a_row_that_is_not_json_is_refused_locally_without_raising(tmp_pat
     await client.drained({"_ng_task_index": 1, "_ng_rollout_index": 0}, odd_keys)
     assert client.stats.rejected == 1 and client.stats.buffered == 1
     await client.aclose(0.0)
+
+
+async def test_the_bearer_token_is_sent_and_a_wrong_one_is_refused_without_bisecting(tmp_path: Path) -> None:
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3", token=Secret("s3cret"))
+    with ServiceThread(settings) as url:
+        async with SidecarClient(url, run_id="auth", token="s3cret") as good:
+            await good.start_run()
+            await good.drained({"_ng_task_index": 0, "_ng_rollout_index": 0})
+            assert await good.flush(10)
+            assert good.stats.sent == 2 and good.stats.rejected == 0
+            assert (await good.report())["events"]["drained"] == 1
+        config = ClientConfig(linger_s=0.05)
+        async with SidecarClient(url, run_id="auth", token="wrong", config=config) as bad:
+            for index in range(1, 65):
+                await bad.drained({"_ng_task_index": index, "_ng_rollout_index": 0})
+            assert await bad.flush(10)
+            assert bad.stats.rejected == 64 and bad.stats.requests <= 2
+        async with SidecarClient(url, run_id="auth", token="s3cret") as good:
+            assert (await good.report())["events"]["drained"] == 1
