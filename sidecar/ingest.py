@@ -26,6 +26,7 @@ from sidecar.events import (
     Completed,
     Event,
     EventBatch,
+    Latency,
     RunStarted,
     encode_event,
     event_identity,
@@ -382,7 +383,7 @@ class Ingestor:
         if state is None:
             _log.warning("event for a run that never started", run_id=run_id, kind=event.kind)
             return False, None
-        if (event.generation or 0) < state.generation:
+        if (event.generation or 0) < state.generation and not isinstance(event, Latency):
             return True, None  # late event of a superseded generation (follower restart)
         try:
             return True, state.apply(event, received_at, prepared)
