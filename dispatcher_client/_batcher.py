@@ -31,6 +31,9 @@ __all__ = ["Batcher"]
 
 _log = logging.getLogger("dispatcher_client")
 _SPILL_CHUNK_BYTES = 1 << 20
+#: Backoff rounds (about 10 s at the defaults) a client that does not start the run itself
+#: waits for someone else to start it before its events are rejected as for an unknown run.
+_UNKNOWN_RUN_WAITS = 8
 _RETRYABLE = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
@@ -286,6 +289,8 @@ class Batcher:
                 restarts += 1
                 self.stats.retried += len(batch)
                 continue
+            if outcome == "unknown_run" and self.run_started is None and attempt < _UNKNOWN_RUN_WAITS:
+                outcome = "retry"  # another client (the follower, the dispatcher) may start it soon
             if outcome in ("refused", "unknown_run"):  # the same for every event: no bisecting
                 self.stats.rejected += len(batch)
                 _settle(batch)

@@ -14,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from dispatcher_client import ClientConfig
+from dispatcher_client import ClientConfig, RemoteLatencyTracker
 from dispatcher_client.follow import Follower, follow_paths
 from sidecar.cli import main as cli_main
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf, compute_perf_summary
@@ -367,5 +367,33 @@ async def test_small_reads_and_a_torn_tail_equal_the_batch_check(
         async with follower.client:
             await follower.end_run()
         files = sidecar_files(url, "chunks")
+    assert files == batch_files(run_dir)
+    capsys.readouterr()
+
+
+async def test_a_remote_tracker_and_a_follower_feed_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "mixed"
+    run_dir.mkdir()
+    main, _ = _lines(11, 4)
+    (run_dir / "rollouts.jsonl").write_bytes(b"".join(main))
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+    with ServiceThread(settings) as url:
+        config = ClientConfig(backoff_initial_s=0.01, backoff_max_s=0.1)
+        # NeMo Gym's tracker starts first; the follower (a later generation) starts the run.
+        tracker = RemoteLatencyTracker(url, run_id="mixed", start_run=False, config=config)
+        for seconds in (10.0, 20.0, 30.0, 40.0, 50.0, 60.0):
+            tracker.record(seconds)
+        await asyncio.sleep(0.2)
+        follower = Follower(run_dir, sidecar_url=url, latency_from_rows=False)
+        async with follower.client:
+            await follower.end_run()
+            assert await asyncio.to_thread(tracker.flush, 10)
+            margin = await follower.client.drain_margin_info()
+        tracker.close()
+        files = sidecar_files(url, "mixed")
+    assert tracker.stats.rejected == 0 and tracker.stats.retried > 0
+    assert margin["samples"] == 6 and margin["drain_margin"] == tracker.drain_margin(None)
     assert files == batch_files(run_dir)
     capsys.readouterr()
