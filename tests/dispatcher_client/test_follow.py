@@ -397,3 +397,36 @@ async def test_a_remote_tracker_and_a_follower_feed_one_run(
     assert margin["samples"] == 6 and margin["drain_margin"] == tracker.drain_margin(None)
     assert files == batch_files(run_dir)
     capsys.readouterr()
+
+
+async def test_a_follower_process_killed_at_random_neither_skips_nor_double_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "killed"
+    run_dir.mkdir()
+    paths = follow_paths(run_dir)
+    ops_path = tmp_path / "ops.json"
+    ops = [["sleep", op[1] * 5] if op[0] == "sleep" else op for op in _writer_ops(paths, random.Random(8))]
+    ops_path.write_bytes(orjson.dumps(ops))  # slower: several follower lifetimes
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+    rng = random.Random(13)
+    with ServiceThread(settings) as url:
+        follow = [sys.executable, "-m", "sidecar.cli", "follow", str(run_dir), "--sidecar", url]
+        follow += ["--poll-interval", "0.02"]
+        writer = await asyncio.create_subprocess_exec(sys.executable, "-c", _WRITER, str(ops_path))
+        kills = 0
+        while writer.returncode is None:
+            proc = await asyncio.create_subprocess_exec(*follow, cwd=REPO_ROOT, stdout=subprocess.DEVNULL)
+            await asyncio.sleep(rng.uniform(0.3, 1.0))  # the interpreter starts in ~0.5 s
+            proc.kill()
+            await proc.wait()
+            kills += 1
+        await asyncio.wait_for(writer.wait(), 30)
+        last = await asyncio.create_subprocess_exec(
+            *follow, "--once", cwd=REPO_ROOT, stdout=subprocess.DEVNULL
+        )
+        assert await asyncio.wait_for(last.wait(), 30) == 0
+        files = sidecar_files(url, "killed")
+    assert kills >= 3
+    assert files == batch_files(run_dir)
+    capsys.readouterr()
