@@ -147,6 +147,9 @@ def _one_run(
                 result.violations.append(
                     f"run {index}: replayed {replayed} events, the journal held {len(stored)}"
                 )
+            # An outside reader while the service writes (an operator's sqlite3 shell, a backup).
+            if not stored.issubset(journal_keys(journal)):
+                result.violations.append(f"run {index}: a live read of the journal misses stored events")
         streamer.done.wait(300)
         if streamer.error is not None:
             result.violations.append(f"run {index}: streamer failed: {streamer.error!r}")

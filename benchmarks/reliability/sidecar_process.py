@@ -11,11 +11,13 @@ line (the service's own ``listening`` line reports the configured port, 0).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -198,16 +200,27 @@ class SidecarProcess:
         self.stop()
 
 
+def _die_with_parent() -> None:
+    """``prctl(PR_SET_PDEATHSIG, SIGKILL)`` where available (Linux): no orphaned services."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
 def _fork_cli(argv: list[str], log_path: Path, env: dict[str, str]) -> int:
     """Fork; the child runs ``rollout-sidecar <argv>`` with stdout/stderr on ``log_path``."""
     log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # Die with the parent when it is the main thread that forks (a worker thread's exit would
+    # trigger it too early); otherwise the parent's stop()/kill() is the only cleanup.
+    die_with_parent = threading.current_thread() is threading.main_thread()
     pid = os.fork()
     if pid:
         os.close(log_fd)
         return pid
     code = 1
     try:  # the child: never returns into the parent's code
-        os.setsid()
+        if die_with_parent:
+            _die_with_parent()
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         devnull = os.open(os.devnull, os.O_RDONLY)

@@ -29,15 +29,17 @@ class TestOutsideReaders:
         proc = SidecarProcess(journal, tmp_path / "sidecar.log", launch=launch)
         url = proc.start()
         half = len(run.events) // 2
-        with httpx.Client(base_url=url, timeout=30) as client:
-            for start in range(0, half, 4):
-                client.post("/v1/runs/readers/events", json=run.events[start : min(start + 4, half)])
-            conn = sqlite3.connect(journal)  # an operator's sqlite3 shell, a backup tool
-            assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == half
-            conn.close()
-            for start in range(half, len(run.events), 4):
-                response = client.post("/v1/runs/readers/events", json=run.events[start : start + 4])
-                assert response.status_code == 200
-        assert journal.with_name(journal.name + "-wal").exists()
-        proc.kill()
+        try:
+            with httpx.Client(base_url=url, timeout=30) as client:
+                for start in range(0, half, 4):
+                    client.post("/v1/runs/readers/events", json=run.events[start : min(start + 4, half)])
+                conn = sqlite3.connect(journal)  # an operator's sqlite3 shell, a backup tool
+                assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == half
+                conn.close()
+                for start in range(half, len(run.events), 4):
+                    response = client.post("/v1/runs/readers/events", json=run.events[start : start + 4])
+                    assert response.status_code == 200
+            assert journal.with_name(journal.name + "-wal").exists()
+        finally:
+            proc.kill()
         assert journal_keys(journal) == run.idempotency_keys()
