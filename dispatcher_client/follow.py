@@ -13,7 +13,7 @@ dispatcher's wall-clock latency); without it, or without ``ng_perf``, no tracker
 it off when a ``RemoteLatencyTracker`` feeds the same run, or samples would count twice.
 
 Restarts: when a file is replaced or truncated (see :mod:`dispatcher_client._tail`), the
-follower starts a new *generation*: it sends ``run_started`` with ``generation = n + 1``,
+follower starts a new *generation*: it sends ``run_started`` with a larger ``generation``,
 which makes the sidecar drop the run's state, and re-reads every file from the start. A
 follower without a state file starts at a generation taken from the clock (milliseconds), so
 it supersedes whatever an earlier follower of the same run id left in the sidecar. The
@@ -233,8 +233,12 @@ class Follower:
         return self._gen({"kind": "failed", "row": row})
 
     async def _restart(self) -> None:
-        """A file was replaced or truncated: new generation, every file from the start."""
-        self.generation += 1
+        """A file was replaced or truncated: new generation, every file from the start.
+
+        The generation comes from the clock when that is larger, so a follower killed between
+        the sidecar's reset and its own checkpoint still resets the sidecar again on restart.
+        """
+        self.generation = max(self.generation + 1, time.time_ns() // 1_000_000)
         self.restarts += 1
         self.positions = {name: FilePosition() for name in self.positions}
         _log.info("followed file replaced or truncated: generation %d", self.generation)
