@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import orjson
 
-from sidecar.rollout_perf import build_ng_perf
+from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
 
 from ._batcher import Batcher
 from .config import ClientConfig, ClientStats
@@ -79,6 +79,10 @@ class SidecarClient:
         self._http: httpx.AsyncClient | None = None
         self._batcher: Batcher | None = None
         self._slow_since: int | None = None  # stats.sent when an answer last came too late
+        #: This client's own events in a local tracker: the drain margin when the sidecar is not there.
+        self.local = DispatchLatencyTracker()
+        self._run_margin: float | None = None
+        self._reads_down_until = 0.0
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -170,6 +174,7 @@ class SidecarClient:
             event["dispatch_budget_s"] = dispatch_budget_s
         if drain_margin_s is not None:
             event["drain_margin_s"] = drain_margin_s
+            self._run_margin = drain_margin_s
         self.submit_event(event)
 
     async def completed(
@@ -190,6 +195,7 @@ class SidecarClient:
         if latency_ms is not None:
             event["latency_ms"] = latency_ms
         self._sender()
+        self.local.record(seconds)
         if self._slow_since is not None and self.stats.sent != self._slow_since:
             self._slow_since = None  # acknowledgements flow again
         if (
@@ -226,6 +232,8 @@ class SidecarClient:
         if seconds is not None:
             event["seconds"] = seconds
         self.submit_event(event)
+        if seconds is not None:
+            self.local.record_failure(seconds)
 
     async def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
         """Report a rollout the dispatch budget never started (``record_drained``)."""
@@ -233,6 +241,7 @@ class SidecarClient:
         if result is not None:
             event["row"] = result
         self.submit_event(event)
+        self.local.record_drained()
 
     async def run_ended(self) -> None:
         self.submit_event({"kind": "run_ended"})
@@ -253,11 +262,29 @@ class SidecarClient:
             )
         return response
 
-    async def drain_margin(self, configured: float | None = None, *, timeout_s: float = 0.5) -> float | None:
-        """The sidecar's drain margin (``None`` when none yet); raises ``SidecarError`` if unreachable."""
-        body = await self.drain_margin_info(configured, timeout_s=timeout_s)
-        margin = body.get("drain_margin")
-        return None if margin is None else float(margin)
+    async def drain_margin(
+        self, configured: float | None = None, *, timeout_s: float = 0.5, strict: bool = False
+    ) -> float | None:
+        """The sidecar's drain margin (``None`` when none yet), over every client of the run.
+
+        Fails open: while the sidecar is down, or when it does not answer within ``timeout_s``
+        (then for the next second), this client's local tracker answers (its own events only,
+        the in-process rule), counted in ``stats.local_drain_margin``. ``strict`` raises
+        ``SidecarError`` instead.
+        """
+        now = asyncio.get_running_loop().time()
+        if strict or (self.stats.connected and now >= self._reads_down_until):
+            try:
+                body = await self.drain_margin_info(configured, timeout_s=timeout_s)
+            except SidecarError:
+                if strict:
+                    raise
+                self._reads_down_until = now + 1.0
+            else:
+                margin = body.get("drain_margin")
+                return None if margin is None else float(margin)
+        self.stats.local_drain_margin += 1
+        return self.local.drain_margin(configured if configured is not None else self._run_margin)
 
     async def drain_margin_info(
         self, configured: float | None = None, *, timeout_s: float = 0.5

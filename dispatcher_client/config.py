@@ -90,6 +90,8 @@ class ClientStats:
     failed_requests: int = 0
     local_ng_perf: int = 0
     """``completed`` answers built locally because the sidecar did not answer in time."""
+    local_drain_margin: int = 0
+    """``drain_margin`` answers from the client's local tracker (sidecar down or slow)."""
     buffered: int = 0
     """Events in memory right now (gauge)."""
     spool_pending_bytes: int = 0

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import threading
+import time
 from collections import deque
 from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from sidecar.rollout_perf import build_ng_perf
+from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
 
-from .client import SidecarClient, identity
+from .client import SidecarClient, SidecarError, identity
 from .config import ClientConfig, ClientStats
 
 __all__ = ["SyncSidecarClient"]
@@ -51,6 +53,10 @@ class SyncSidecarClient:
         self._thread.start()
         self._closed = False
         self._wake_at = self.config.max_batch_events
+        #: Fed on the caller's thread: the drain margin when the sidecar is not there.
+        self.local = DispatchLatencyTracker()
+        self._run_margin: float | None = None
+        self._reads_down_until = 0.0
         self._poller: asyncio.Task[None] | None = None
         self._call(self._open(), timeout=10.0)
         atexit.register(self.close)
@@ -137,6 +143,7 @@ class SyncSidecarClient:
             event["dispatch_budget_s"] = dispatch_budget_s
         if drain_margin_s is not None:
             event["drain_margin_s"] = drain_margin_s
+            self._run_margin = drain_margin_s
         self.submit_event(event)
 
     def completed(
@@ -150,6 +157,7 @@ class SyncSidecarClient:
     ) -> dict[str, Any] | None:
         """Report a completion; returns its ``ng_perf`` (the sidecar's, or built locally)."""
         client = self._client
+        self.local.record(seconds)
         if not wait or not client.stats.connected:
             event: dict[str, Any] = {"kind": "completed", **identity(row), "seconds": seconds, "row": result}
             if latency_ms is not None:
@@ -170,12 +178,14 @@ class SyncSidecarClient:
         event: dict[str, Any] = {"kind": "failed", **identity(row), "row": failure_row}
         if seconds is not None:
             event["seconds"] = seconds
+            self.local.record_failure(seconds)
         self.submit_event(event)
 
     def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
         event: dict[str, Any] = {"kind": "drained", **identity(row)}
         if result is not None:
             event["row"] = result
+        self.local.record_drained()
         self.submit_event(event)
 
     def run_ended(self) -> None:
@@ -183,8 +193,22 @@ class SyncSidecarClient:
 
     # -- reads and lifecycle --------------------------------------------------------------
 
-    def drain_margin(self, configured: float | None = None, *, timeout: float = 0.5) -> float | None:
-        return self._call(self._client.drain_margin(configured, timeout_s=timeout), timeout + 1.0)
+    def drain_margin(
+        self, configured: float | None = None, *, timeout: float = 0.5, strict: bool = False
+    ) -> float | None:
+        """As :meth:`SidecarClient.drain_margin`: falls back to this facade's local tracker."""
+        now = time.monotonic()
+        if strict or (self.stats.connected and now >= self._reads_down_until):
+            try:
+                return self._call(
+                    self._client.drain_margin(configured, timeout_s=timeout, strict=True), timeout + 1.0
+                )
+            except (SidecarError, concurrent.futures.TimeoutError):
+                if strict:
+                    raise
+                self._reads_down_until = now + 1.0
+        self.stats.local_drain_margin += 1
+        return self.local.drain_margin(configured if configured is not None else self._run_margin)
 
     def report(self, *, timeout: float = 30.0) -> dict[str, Any]:
         return self._call(self._client.report(timeout_s=timeout), timeout + 1.0)

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from dispatcher_client import ClientConfig, SidecarClient, SidecarError
-from sidecar.rollout_perf import build_ng_perf
+from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
 from sidecar.server import ServiceThread
 from sidecar.settings import Secret, ServiceSettings
 from tests.sidecar.service_support import GeneratedRun, generate_run
@@ -186,11 +186,23 @@ class TestOutage:
         assert client.stats.dropped > 0
         assert client.stats.buffered <= 5
         with pytest.raises(SidecarError, match="failed"):
-            await client.drain_margin()
+            await client.drain_margin(strict=True)
+        for seconds in (10.0, 20.0, 30.0, 40.0):
+            await client.completed(None, row, seconds=seconds, wait=False)
+        await client.failed(None, {}, seconds=35.0)
+        reference = DispatchLatencyTracker()
+        for seconds in (1.0, 10.0, 20.0, 30.0, 40.0):
+            reference.record(seconds)
+        reference.record_failure(35.0)
+        for _ in range(20):
+            reference.record_drained()
+        assert await client.drain_margin() == reference.drain_margin(None) is not None  # fails open
+        assert await client.drain_margin(12.0) == 12.0
+        assert client.stats.local_drain_margin == 2 and client.local.drained == 20
         await client.aclose()
         stats = client.stats
-        assert (stats.submitted, stats.sent, stats.spooled) == (21, 0, 0)
-        assert stats.dropped == 21  # everything not delivered is counted
+        assert (stats.submitted, stats.sent, stats.spooled) == (26, 0, 0)
+        assert stats.dropped == 26  # everything not delivered is counted
 
     async def test_retried_batches_are_duplicates_not_double_counts(self, tmp_path: Path) -> None:
         settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")

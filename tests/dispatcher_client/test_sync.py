@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher_client import SyncSidecarClient
-from sidecar.rollout_perf import build_ng_perf
+from dispatcher_client import ClientConfig, SidecarError, SyncSidecarClient
+from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
 from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
 from tests.sidecar.service_support import generate_run
+
+from .support import free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,3 +37,23 @@ class TestSyncClient:
             report = client.report()
             assert client.stats.dropped == 0 and client.stats.rejected == 0
         assert report["accounting"]["expected"] == sum(run.plan.values())
+
+
+def test_drain_margin_fails_open_to_the_facades_local_tracker() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    config = ClientConfig(backoff_initial_s=0.01, close_timeout_s=0.05)
+    with SyncSidecarClient(url, run_id="down", config=config) as client:
+        client.start_run(drain_margin_s=None)
+        reference = DispatchLatencyTracker()
+        for index in range(8):
+            client.completed(None, {}, seconds=10.0 * (index + 1), wait=False)
+            reference.record(10.0 * (index + 1))
+        client.failed(None, {}, seconds=75.0)
+        reference.record_failure(75.0)
+        client.drained(None)
+        reference.record_drained()
+        with pytest.raises(SidecarError):
+            client.drain_margin(strict=True)
+        assert client.drain_margin() == reference.drain_margin(None)
+        assert client.local.summary() == reference.summary()
+        assert client.stats.local_drain_margin == 1
