@@ -27,7 +27,9 @@ def _registrars() -> list[Register]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rollout-sidecar",
-        description="Latency, drain margin, ng_perf, metrics and rollout health beside a NeMo Gym dispatcher.",
+        description=(
+            "Latency, drain margin, ng_perf, metrics and rollout health beside a NeMo Gym dispatcher."
+        ),
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in _registrars():
