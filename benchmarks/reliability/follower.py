@@ -90,13 +90,15 @@ def _plan_writes(
     result.partial_writes += _pieces(rng, main, body[:cut], ops, 0.03)
     result.partial_writes += _pieces(rng, failures, b"".join(second.failure_lines), ops, 0.01)
     ops.append(["sleep", 0.3])
-    if truncate == "tail":  # NeMo Gym's resume repair: cut the unterminated last line only
+    if truncate == "tail":  # NeMo Gym's resume repair: cut the unterminated last line, write on
         keep = body.rfind(b"\n", 0, cut) + 1
-    else:  # anywhere, complete lines included
-        keep = rng.randint(cut // 2, cut)
-    ops.append(["truncate", str(main), keep])
+        ops.append(["truncate", str(main), keep])
+        rest = body[keep:]
+    else:  # cut anywhere (complete lines too), then append the rest: different bytes past the cut
+        ops.append(["truncate", str(main), rng.randint(cut // 2, cut)])
+        rest = body[cut:]
     result.truncations += 1
-    result.partial_writes += _pieces(rng, main, body[keep:], ops, 0.03)
+    result.partial_writes += _pieces(rng, main, rest, ops, 0.03)
     return ops
 
 
