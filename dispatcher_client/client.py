@@ -23,6 +23,7 @@ import orjson
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
 
 from ._batcher import Batcher
+from ._events import completed_event, drained_event, failed_event, run_started_event
 from .config import ClientConfig, ClientStats
 
 __all__ = ["RUN_ID_PATTERN", "SidecarClient", "SidecarError"]
@@ -32,28 +33,11 @@ _log = logging.getLogger("dispatcher_client")
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 #: Rows may carry numpy scalars or integer keys: encode them rather than fail the dispatcher.
 _DUMP_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-TASK_KEY = "_ng_task_index"
-ROLLOUT_KEY = "_ng_rollout_index"
-ATTEMPT_KEY = "_ng_attempt_index"
 
 
 class SidecarError(RuntimeError):
     """A read (drain margin, report) the sidecar could not answer."""
 
-
-def identity(row: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The event identity fields present in a dispatched row (absent keys are left out)."""
-    if not row:
-        return {}
-    out: dict[str, Any] = {}
-    for key, field in ((TASK_KEY, "task_index"), (ROLLOUT_KEY, "rollout_index")):
-        value = row.get(key)
-        if isinstance(value, int | str) and not isinstance(value, bool):
-            out[field] = value
-    attempt = row.get(ATTEMPT_KEY)
-    if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt >= 0:
-        out["attempt"] = attempt
-    return out
 
 
 class SidecarClient:
@@ -165,17 +149,17 @@ class SidecarClient:
         **fields: Any,
     ) -> None:
         """Declare the run (plan: task index -> repeats); re-sent automatically to a fresh sidecar."""
-        event: dict[str, Any] = {"kind": "run_started", **fields}
-        if plan is not None:
-            event["plan"] = {str(task): repeats for task, repeats in plan.items()}
-        if materialized_inputs is not None:
-            event["materialized_inputs"] = materialized_inputs
-        if dispatch_budget_s is not None:
-            event["dispatch_budget_s"] = dispatch_budget_s
         if drain_margin_s is not None:
-            event["drain_margin_s"] = drain_margin_s
             self._run_margin = drain_margin_s
-        self.submit_event(event)
+        self.submit_event(
+            run_started_event(
+                plan=plan,
+                dispatch_budget_s=dispatch_budget_s,
+                drain_margin_s=drain_margin_s,
+                materialized_inputs=materialized_inputs,
+                fields=fields,
+            )
+        )
 
     async def completed(
         self,
@@ -191,9 +175,7 @@ class SidecarClient:
         Waits for the sidecar's answer up to ``ack_timeout_s``, and not at all while it is down
         or after an answer came too late, until acknowledgements flow again.
         """
-        event: dict[str, Any] = {"kind": "completed", **identity(row), "seconds": seconds, "row": result}
-        if latency_ms is not None:
-            event["latency_ms"] = latency_ms
+        event = completed_event(row, result, seconds, latency_ms)
         self._sender()
         self.local.record(seconds)
         if self._slow_since is not None and self.stats.sent != self._slow_since:
@@ -228,19 +210,13 @@ class SidecarClient:
         self, row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], *, seconds: float | None = None
     ) -> None:
         """Report a failed attempt (``seconds`` feeds ``record_failure``; ``None``: not measured)."""
-        event: dict[str, Any] = {"kind": "failed", **identity(row), "row": failure_row}
-        if seconds is not None:
-            event["seconds"] = seconds
-        self.submit_event(event)
+        self.submit_event(failed_event(row, failure_row, seconds))
         if seconds is not None:
             self.local.record_failure(seconds)
 
     async def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
         """Report a rollout the dispatch budget never started (``record_drained``)."""
-        event: dict[str, Any] = {"kind": "drained", **identity(row)}
-        if result is not None:
-            event["row"] = result
-        self.submit_event(event)
+        self.submit_event(drained_event(row, result))
         self.local.record_drained()
 
     async def run_ended(self) -> None:

@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
 
-from .client import SidecarClient, SidecarError, identity
+from ._events import completed_event, drained_event, failed_event, run_started_event
+from .client import SidecarClient, SidecarError
 from .config import ClientConfig, ClientStats
 
 __all__ = ["SyncSidecarClient"]
@@ -134,17 +135,21 @@ class SyncSidecarClient:
         plan: Mapping[Any, int] | None = None,
         dispatch_budget_s: float | None = None,
         drain_margin_s: float | None = None,
+        materialized_inputs: str | None = None,
         **fields: Any,
     ) -> None:
-        event: dict[str, Any] = {"kind": "run_started", **fields}
-        if plan is not None:
-            event["plan"] = {str(task): repeats for task, repeats in plan.items()}
-        if dispatch_budget_s is not None:
-            event["dispatch_budget_s"] = dispatch_budget_s
+        """As :meth:`SidecarClient.start_run`."""
         if drain_margin_s is not None:
-            event["drain_margin_s"] = drain_margin_s
             self._run_margin = drain_margin_s
-        self.submit_event(event)
+        self.submit_event(
+            run_started_event(
+                plan=plan,
+                dispatch_budget_s=dispatch_budget_s,
+                drain_margin_s=drain_margin_s,
+                materialized_inputs=materialized_inputs,
+                fields=fields,
+            )
+        )
 
     def completed(
         self,
@@ -159,10 +164,7 @@ class SyncSidecarClient:
         client = self._client
         self.local.record(seconds)
         if not wait or not client.stats.connected:
-            event: dict[str, Any] = {"kind": "completed", **identity(row), "seconds": seconds, "row": result}
-            if latency_ms is not None:
-                event["latency_ms"] = latency_ms
-            self.submit_event(event)
+            self.submit_event(completed_event(row, result, seconds, latency_ms))
             client.stats.local_ng_perf += 1
             return build_ng_perf(result, latency_ms if latency_ms is not None else seconds * 1000.0)
 
@@ -175,18 +177,13 @@ class SyncSidecarClient:
     def failed(
         self, row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], *, seconds: float | None = None
     ) -> None:
-        event: dict[str, Any] = {"kind": "failed", **identity(row), "row": failure_row}
         if seconds is not None:
-            event["seconds"] = seconds
             self.local.record_failure(seconds)
-        self.submit_event(event)
+        self.submit_event(failed_event(row, failure_row, seconds))
 
     def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
-        event: dict[str, Any] = {"kind": "drained", **identity(row)}
-        if result is not None:
-            event["row"] = result
         self.local.record_drained()
-        self.submit_event(event)
+        self.submit_event(drained_event(row, result))
 
     def run_ended(self) -> None:
         self.submit_event({"kind": "run_ended"})

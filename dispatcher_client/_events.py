@@ -1,0 +1,83 @@
+"""The API event dicts a dispatcher sends, built in one place for the async and sync clients.
+
+Field names follow ``sidecar.events``; absent optional values are left out rather than sent
+as ``null`` so an older sidecar's closed models still accept them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "completed_event",
+    "drained_event",
+    "failed_event",
+    "identity",
+    "run_started_event",
+]
+
+TASK_KEY = "_ng_task_index"
+ROLLOUT_KEY = "_ng_rollout_index"
+ATTEMPT_KEY = "_ng_attempt_index"
+
+
+def identity(row: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The event identity fields present in a dispatched row (absent keys are left out)."""
+    if not row:
+        return {}
+    out: dict[str, Any] = {}
+    for key, field in ((TASK_KEY, "task_index"), (ROLLOUT_KEY, "rollout_index")):
+        value = row.get(key)
+        if isinstance(value, int | str) and not isinstance(value, bool):
+            out[field] = value
+    attempt = row.get(ATTEMPT_KEY)
+    if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt >= 0:
+        out["attempt"] = attempt
+    return out
+
+
+def run_started_event(
+    *,
+    plan: Mapping[Any, int] | None,
+    dispatch_budget_s: float | None,
+    drain_margin_s: float | None,
+    materialized_inputs: str | None,
+    fields: Mapping[str, Any],
+) -> dict[str, Any]:
+    """``run_started``; the plan's task indices become strings, as the API's JSON object keys."""
+    event: dict[str, Any] = {"kind": "run_started", **fields}
+    if plan is not None:
+        event["plan"] = {str(task): repeats for task, repeats in plan.items()}
+    if materialized_inputs is not None:
+        event["materialized_inputs"] = materialized_inputs
+    if dispatch_budget_s is not None:
+        event["dispatch_budget_s"] = dispatch_budget_s
+    if drain_margin_s is not None:
+        event["drain_margin_s"] = drain_margin_s
+    return event
+
+
+def completed_event(
+    row: Mapping[str, Any] | None, result: Mapping[str, Any], seconds: float, latency_ms: float | None
+) -> dict[str, Any]:
+    event: dict[str, Any] = {"kind": "completed", **identity(row), "seconds": seconds, "row": result}
+    if latency_ms is not None:
+        event["latency_ms"] = latency_ms
+    return event
+
+
+def failed_event(
+    row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], seconds: float | None
+) -> dict[str, Any]:
+    event: dict[str, Any] = {"kind": "failed", **identity(row), "row": failure_row}
+    if seconds is not None:
+        event["seconds"] = seconds
+    return event
+
+
+def drained_event(row: Mapping[str, Any] | None, result: Mapping[str, Any] | None) -> dict[str, Any]:
+    event: dict[str, Any] = {"kind": "drained", **identity(row)}
+    if result is not None:
+        event["row"] = result
+    return event
