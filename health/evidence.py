@@ -8,11 +8,10 @@ referenced, never copied.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-from .contract import ModelCallRef, TrajectoryModelCall, TrajectoryRecord
+from .contract import TrajectoryModelCall, TrajectoryRecord
 
 __all__ = [
     "CAPTURE_GAP_CODES",
@@ -21,7 +20,6 @@ __all__ = [
     "Call",
     "Evidence",
     "Gap",
-    "Ref",
     "build_evidence",
     "call_identity",
     "is_failed",
@@ -47,9 +45,29 @@ _FAILED_RESPONSE_STATUSES = frozenset({"failed", "error", "cancelled"})
 ModelRef = tuple[str, str]
 
 
-@dataclass(slots=True)
 class Call:
-    """One ``model_calls[i]`` entry as the checks see it (spec §4.2)."""
+    """One ``model_calls[i]`` entry as the checks see it (spec §4.2).
+
+    Built straight from the validated model in one constructor call (this runs once per
+    captured call, on the per-record hot path).
+    """
+
+    __slots__ = (
+        "call_index",
+        "error_category",
+        "failed",
+        "finish_reason",
+        "model_call_id",
+        "model_ref",
+        "response",
+        "response_id",
+        "response_status",
+        "started_at",
+        "status_code",
+        "successful",
+        "tokens_in",
+        "tokens_out",
+    )
 
     call_index: int
     started_at: float | None
@@ -68,15 +86,35 @@ class Call:
     successful: bool
     """Not failed, and no status or a 2xx/3xx one (a status below 200 is neither)."""
 
+    def __init__(self, index: int, call: TrajectoryModelCall) -> None:
+        metadata = call.response_metadata
+        ref = metadata.model_ref
+        stats = call.token_stats
+        status_code = metadata.status_code
+        error_category = metadata.error_category
+        response_status = metadata.response_status
+        self.call_index = index
+        self.started_at = call.started_at
+        self.model_call_id = call.model_call_id
+        self.response_id = metadata.response_id
+        self.model_ref = None if ref is None else (ref.type, ref.name)
+        self.status_code = status_code
+        self.response_status = response_status
+        self.finish_reason = metadata.finish_reason
+        self.error_category = error_category
+        self.tokens_in = stats.prompt_tokens
+        self.tokens_out = stats.completion_tokens
+        self.response = call.response
+        failed = (
+            (status_code is not None and status_code >= 400)
+            or bool(error_category)
+            or response_status in _FAILED_RESPONSE_STATUSES
+        )
+        self.failed = failed
+        self.successful = not failed and (status_code is None or 200 <= status_code <= 399)
 
-class Ref(NamedTuple):
-    """A canonical model-call reference from a turn or an invocation, with its reference key."""
-
-    key: str
-    """``call:{model_call_id}``, or ``response:{type}:{name}:{response_id}`` (spec §4.5)."""
-    model_call_id: str | None
-    model_ref: ModelRef | None
-    response_id: str | None
+    def __repr__(self) -> str:
+        return f"Call({self.call_index!r}, model_call_id={self.model_call_id!r})"
 
 
 @dataclass(slots=True, frozen=True)
@@ -178,139 +216,124 @@ def transcript_usage(record: dict[str, Any]) -> tuple[int | None, int | None]:
     return _int_or_none(prompt), _int_or_none(completion)
 
 
-def _normalize_call(index: int, call: TrajectoryModelCall) -> Call:
-    metadata = call.response_metadata
-    ref = metadata.model_ref
-    stats = call.token_stats
-    status_code = metadata.status_code
-    error_category = metadata.error_category
-    response_status = metadata.response_status
-    failed = is_failed(status_code, error_category, response_status)
-    return Call(
-        index,
-        call.started_at,
-        call.model_call_id,
-        metadata.response_id,
-        None if ref is None else (ref.type, ref.name),
-        status_code,
-        response_status,
-        metadata.finish_reason,
-        error_category,
-        stats.prompt_tokens,
-        stats.completion_tokens,
-        call.response,
-        failed,
-        not failed and (status_code is None or 200 <= status_code <= 399),
-    )
+def _index_by_id(calls: list[Call]) -> dict[str, list[Call]]:
+    by_id: dict[str, list[Call]] = {}
+    for call in calls:
+        call_id = call.model_call_id
+        if call_id:
+            found = by_id.get(call_id)
+            if found is None:
+                by_id[call_id] = [call]
+            else:
+                found.append(call)
+    return by_id
 
 
-def _dedupe(refs: Iterable[ModelCallRef], seen: set[tuple[str, str, str, str]], into: list[Ref]) -> None:
-    """Append the canonical refs of ``refs`` whose signature is not in ``seen`` yet.
+def _index_by_pair(calls: list[Call]) -> dict[tuple[str, str, str], list[Call]]:
+    by_pair: dict[tuple[str, str, str], list[Call]] = {}
+    for call in calls:
+        if call.model_ref is not None and call.response_id:
+            by_pair.setdefault((call.model_ref[0], call.model_ref[1], call.response_id), []).append(call)
+    return by_pair
 
-    The signature is (model_call_id, type, name, response_id) with ``None`` as ``""``, so
-    ``response_id: null`` and ``""`` collapse to the first one written.
+
+def _bind(trajectory: TrajectoryRecord, calls: list[Call]) -> tuple[Binding, Binding]:
+    """The turn view and the owned view of the references, resolved against ``calls`` (spec §4.5).
+
+    References are deduplicated across both views by their signature (model_call_id, type,
+    name, response_id) with ``None`` as ``""``, so ``response_id: null`` and ``""`` collapse
+    to the first one written. Turn references come first; the owned view is the turn view
+    followed by the invocation-only references. Each distinct reference is resolved once, as
+    it is met, by ``model_call_id`` (then filtered by the ref's other keys when present) or
+    else by (model_ref, response_id); the second index is built only when needed.
     """
-    for ref in refs:
-        call_id = ref.model_call_id
-        response_id = ref.response_id
-        model_ref = ref.model_ref
-        if model_ref is None:
-            pair = None
-            signature = (call_id or "", "", "", response_id or "")
-        else:
-            pair = (model_ref.type, model_ref.name)
-            signature = (call_id or "", pair[0], pair[1], response_id or "")
-        if signature in seen:
-            continue
-        seen.add(signature)
-        key = f"call:{call_id}" if call_id else f"response:{signature[1]}:{signature[2]}:{response_id}"
-        into.append(Ref(key, call_id, pair, response_id))
+    by_id = _index_by_id(calls)
+    by_pair: dict[tuple[str, str, str], list[Call]] | None = None
+    seen: set[tuple[str, str, str, str]] = set()
+    references: list[str] = []
+    missing: list[str] = []
+    duplicated: list[tuple[str, int]] = []
+    matched: dict[int, Call] = {}
+    turn_binding = Binding()
+    for owners in (trajectory.turns, trajectory.invocations):
+        for owner in owners:
+            for ref in owner.model_calls:
+                call_id = ref.model_call_id
+                response_id = ref.response_id
+                model_ref = ref.model_ref
+                if model_ref is None:
+                    pair = None
+                    signature = (call_id or "", "", "", response_id or "")
+                else:
+                    pair = (model_ref.type, model_ref.name)
+                    signature = (call_id or "", pair[0], pair[1], response_id or "")
+                if signature in seen:
+                    continue
+                seen.add(signature)
+                found: list[Call] | None
+                if call_id:
+                    key = f"call:{call_id}"
+                    found = by_id.get(call_id)
+                    if found is None:
+                        pass
+                    elif len(found) == 1:
+                        only = found[0]
+                        if (pair is not None and only.model_ref != pair) or (
+                            response_id is not None and only.response_id != response_id
+                        ):
+                            found = None
+                    else:
+                        if pair is not None:
+                            found = [call for call in found if call.model_ref == pair]
+                        if response_id is not None:
+                            found = [call for call in found if call.response_id == response_id]
+                else:
+                    key = f"response:{signature[1]}:{signature[2]}:{response_id}"
+                    if pair is not None and response_id:
+                        if by_pair is None:
+                            by_pair = _index_by_pair(calls)
+                        found = by_pair.get((pair[0], pair[1], response_id))
+                    else:
+                        found = None
+                references.append(key)
+                if not found:
+                    missing.append(key)
+                elif len(found) > 1:
+                    duplicated.append((key, len(found)))
+                else:
+                    only = found[0]
+                    if only.call_index not in matched:
+                        matched[only.call_index] = only
+        if owners is trajectory.turns:
+            turn_binding = Binding(
+                list(references),
+                [matched[position] for position in sorted(matched)],
+                list(missing),
+                list(duplicated),
+            )
+    owned_matched = [matched[position] for position in sorted(matched)]
+    owned_binding = Binding(references, owned_matched, missing, duplicated)
+    return turn_binding, owned_binding
 
 
-class _CallIndex:
-    """Captured calls indexed by the two join keys, so each reference resolves in O(1)."""
-
-    __slots__ = ("by_id", "by_pair", "resolved")
-
-    def __init__(self, calls: list[Call]) -> None:
-        self.by_id: dict[str, list[Call]] = {}
-        self.by_pair: dict[tuple[str, str, str], list[Call]] = {}
-        self.resolved: dict[Ref, list[Call]] = {}
-        for call in calls:
-            if call.model_call_id:
-                self.by_id.setdefault(call.model_call_id, []).append(call)
-            if call.model_ref is not None and call.response_id:
-                key = (call.model_ref[0], call.model_ref[1], call.response_id)
-                self.by_pair.setdefault(key, []).append(call)
-
-    def candidates(self, ref: Ref) -> list[Call]:
-        found = self.resolved.get(ref)
-        if found is not None:
-            return found
-        if ref.model_call_id:
-            found = self.by_id.get(ref.model_call_id, [])
-            if ref.model_ref is not None:
-                found = [call for call in found if call.model_ref == ref.model_ref]
-            if ref.response_id is not None:
-                found = [call for call in found if call.response_id == ref.response_id]
-        elif ref.model_ref is not None and ref.response_id:
-            found = self.by_pair.get((ref.model_ref[0], ref.model_ref[1], ref.response_id), [])
-        else:
-            found = []
-        self.resolved[ref] = found
-        return found
-
-
-def _bind(refs: list[Ref], index: _CallIndex, matched: dict[int, Call], binding: Binding) -> Binding:
-    """Resolve ``refs`` into ``binding``; ``matched`` (by list position) carries over from a base view."""
-    for ref in refs:
-        key = ref.key
-        binding.references.append(key)
-        found = index.candidates(ref)
-        if not found:
-            binding.missing_references.append(key)
-        elif len(found) > 1:
-            binding.duplicated_references.append((key, len(found)))
-        else:
-            matched.setdefault(found[0].call_index, found[0])
-    binding.matched_calls = [matched[position] for position in sorted(matched)]
-    return binding
+_NO_CODES: frozenset[str] = frozenset()
 
 
 def build_evidence(trajectory: TrajectoryRecord | None, record: dict[str, Any]) -> Evidence:
     """Evidence for a validated trajectory (or ``None`` when absent or unreadable)."""
     prompt, completion = transcript_usage(record)
     gaps: list[Gap] = []
-    codes: set[str] = set()
-    if trajectory is not None:
+    codes: frozenset[str] | set[str] = _NO_CODES
+    if trajectory is not None and trajectory.gaps:
         gaps = [Gap(gap.code, gap.invocation_id, gap.detail) for gap in trajectory.gaps]
         codes = {gap.code for gap in gaps}
     observed = trajectory is not None and "trajectory_projection_failed" not in codes
     calls: list[Call] = []
-    turn_refs: list[Ref] = []
-    invocation_refs: list[Ref] = []
     if observed and trajectory is not None:
-        calls = [_normalize_call(position, call) for position, call in enumerate(trajectory.model_calls)]
-        seen: set[tuple[str, str, str, str]] = set()
-        for turn in trajectory.turns:
-            _dedupe(turn.model_calls, seen, turn_refs)
-        for invocation in trajectory.invocations:
-            _dedupe(invocation.model_calls, seen, invocation_refs)
-    index = _CallIndex(calls)
-    turn_matched: dict[int, Call] = {}
-    turn_binding = _bind(turn_refs, index, turn_matched, Binding())
-    # Owned references are the turn references followed by the invocation-only ones.
-    owned_binding = _bind(
-        invocation_refs,
-        index,
-        dict(turn_matched),
-        Binding(
-            list(turn_binding.references),
-            [],
-            list(turn_binding.missing_references),
-            list(turn_binding.duplicated_references),
-        ),
-    )
+        calls = [Call(position, call) for position, call in enumerate(trajectory.model_calls)]
+        turn_binding, owned_binding = _bind(trajectory, calls)
+    else:
+        turn_binding, owned_binding = Binding(), Binding()
     return Evidence(
         trajectory_observed=observed,
         turns_observed=observed and "turns_unavailable" not in codes,
