@@ -155,7 +155,7 @@ def _validate(raw: Any, line_size: int | None) -> tuple[TrajectoryRecord | None,
     The canonical dump is never materialized: the checks read validated attributes, which
     equal their dumped values. The dump's one failure mode, a free-form value nested more than
     254 levels, is ruled out cheaply (a line too short to hold that many brackets, or orjson,
-    whose nesting limit is the same, serializing the raw trajectory) before the real dump.
+    whose nesting limit is the same, serializing the free-form values) before the real dump.
     """
     if raw is None:
         return None, None
@@ -165,15 +165,46 @@ def _validate(raw: Any, line_size: int | None) -> tuple[TrajectoryRecord | None,
     if line_size is not None and line_size <= 2 * _DUMP_DEPTH_LIMIT:
         return trajectory, None
     try:
-        orjson.dumps(raw)
+        orjson.dumps(_free_form_values(trajectory, raw))
         return trajectory, None
-    except TypeError:
+    except Exception:  # too deep, not encodable, or an unexpected raw shape: dump for real
         pass
     try:
         trajectory.model_dump(mode="json")
     except Exception as exc:  # depth overflow raises ValueError; report any failure by name
         return None, type(exc).__name__
     return trajectory, None
+
+
+def _free_form_values(trajectory: TrajectoryRecord, raw: Any) -> list[Any]:
+    """Every value the dump serializes by inference, each one level down a list (for orjson).
+
+    These are the only places the dump's nesting limit can be hit: ``request`` / ``response``,
+    the turns' ``question`` / ``answer`` / ``reasoning_content``, tool ``output``, and the
+    conversation items that did not take the fast path (model instances keeping ``Any`` fields
+    and unknown keys; their raw invocation is serialized instead, one level deeper). orjson
+    refuses exactly what is nested deeper than 254 levels, so passing here, each value at most
+    253 deep, rules the dump's failure out; anything orjson refuses (too deep, or a value it
+    cannot encode) falls back to the real dump. The fast path's canonical items hold only
+    strings and cannot nest.
+    """
+    values: list[Any] = []
+    append = values.append
+    for call in trajectory.model_calls:
+        append(call.request)
+        append(call.response)
+    for turn in trajectory.turns:
+        append(turn.question)
+        append(turn.answer)
+        append(turn.reasoning_content)
+    for tool_call in trajectory.tool_calls:
+        append(tool_call.output)
+    for position, invocation in enumerate(trajectory.invocations):
+        for item in invocation.conversation:
+            if item.__class__ is not dict:
+                append(raw["invocations"][position])
+                break
+    return values
 
 
 def _observable(step: _Step, ev: Evidence) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from health.contract import canonical_trajectory
 from health.digest import digest_line, digest_record
 from health.registry import ROLLOUT_CHECK_IDS
 from health.types import RolloutDigest
@@ -247,3 +248,79 @@ def test_deep_free_form_value_fails_the_dump_with_value_error() -> None:
         ):
             errors = [f.detail.get("error") for f in digest.findings if f.check == "record_unreadable"]
             assert errors == ([] if error is None else [error])
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _deep_at(location: str, value: Any) -> dict[str, Any]:
+    turn = {
+        "invocation_id": "i",
+        "task_id": "t",
+        "rollout_id": "r",
+        "turn_no": 1,
+        "timestamp": 0,
+        "step_count": 0,
+    }
+    base: dict[str, Any] = {"task_id": "t", "rollout_id": "r"}
+    if location in ("request", "response"):
+        return {**base, "model_calls": [{"model_call_id": "c"}, {location: value}]}
+    if location in ("question", "answer", "reasoning_content"):
+        return {**base, "turns": [{**turn, location: value}]}
+    if location == "tool_output":
+        return {**base, "tool_calls": [{"invocation_id": "i", "tool_call_id": "t", "output": value}]}
+    items = {
+        "mcp_extra": {
+            "type": "mcp_call",
+            "id": "m",
+            "arguments": "{}",
+            "name": "n",
+            "server_label": "s",
+            "x": value,
+        },
+        "action_extra": {
+            "type": "web_search_call",
+            "id": "w",
+            "status": "completed",
+            "action": {"type": "search", "query": "q", "x": value},
+        },
+    }
+    fast = {"role": "user", "content": "hi"}
+    return {
+        **base,
+        "invocations": [
+            {"invocation_id": "a", "conversation": [fast]},
+            {"invocation_id": "b", "conversation": [fast, items[location]]},
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "request",
+        "response",
+        "question",
+        "answer",
+        "reasoning_content",
+        "tool_output",
+        "mcp_extra",
+        "action_extra",
+    ],
+)
+def test_depth_guard_agrees_with_the_real_dump_at_every_free_form_location(location: str) -> None:
+    """The cheap guard serializes only free-form values; its verdict must equal the dump's."""
+    for depth in range(249, 257):
+        trajectory = _deep_at(location, _nested(depth))
+        expected = canonical_trajectory(trajectory)[1]
+        line = json.dumps({"ng_trajectory": trajectory}).encode()
+        for digest in (
+            digest_record({"ng_trajectory": trajectory}),
+            digest_line(line, source_path="p", source_index=0, line_number=1, ordinal=0),
+        ):
+            errors = [f.detail.get("error") for f in digest.findings if f.check == "record_unreadable"]
+            assert errors == ([] if expected is None else [expected]), (location, depth)
