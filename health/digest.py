@@ -22,7 +22,7 @@ import orjson
 
 from .checks import ROLLOUT_RULES, CheckRule, chains_ended_on_failure
 from .contract import TrajectoryRecord, check_trajectory
-from .evidence import Binding, Evidence, build_evidence, call_identity
+from .evidence import Evidence, build_evidence, call_identity
 from .identity import Identity, InvalidIdentity, resolve_identity, unreadable_identity
 from .parse import parse_line
 from .registry import ROLLOUT_CHECK_IDS, check_spec
@@ -121,20 +121,36 @@ def _digest_parsed(
     }
     findings: list[Finding] = []
     unobserved: list[str] = []
-    for step in _STEPS:
-        check_id = step.check_id
-        if check_id in ignored_checks:
+    # Spec §6.4 steps 1-6, hoisted out of the loop: what evidence each kind of input needs.
+    trajectory_observed = evidence.trajectory_observed
+    turns_observed = evidence.turns_observed
+    calls_observed = evidence.model_calls_observed
+    observed_calls = calls_observed and bool(evidence.calls)
+    views = (evidence.turn_binding, evidence.turn_binding, evidence.owned_binding)  # by step.view
+    for check_id, reads_trajectory, reads_turns, reads_observed_calls, view, rule in _STEPS:
+        if ignored_checks and check_id in ignored_checks:
             continue
         if check_id == _RECORD_UNREADABLE:
             if trajectory_error is not None:
                 detail = {"reason": "canonical trajectory is unreadable", "error": trajectory_error}
                 findings.append(_finding(check_id, subject, None, detail))
             continue
-        if not _observable(step, evidence):
+        if (
+            (reads_trajectory and not trajectory_observed)
+            or (reads_turns and not turns_observed)
+            or (reads_observed_calls and not observed_calls)
+            or (
+                view
+                and (
+                    not calls_observed
+                    or (rule.gate is not None and not rule.gate(evidence, views[view]))
+                )
+            )
+        ):
             unobserved.append(check_id)
             continue
         try:
-            raw_findings = step.rule.run(evidence)
+            raw_findings = rule.run(evidence)
         except Exception as exc:  # a rule crashing on odd data is itself a reported outcome
             unobserved.append(check_id)
             if _CHECK_EXECUTION_ERROR not in ignored_checks:
@@ -145,7 +161,8 @@ def _digest_parsed(
                 }
                 findings.append(_finding(_CHECK_EXECUTION_ERROR, subject, None, detail))
             continue
-        findings.extend(_finding(check_id, subject, loc, detail) for loc, detail in raw_findings)
+        if raw_findings:
+            findings.extend(_finding(check_id, subject, loc, detail) for loc, detail in raw_findings)
     return _digest(identity, findings, unobserved, evidence, ordinal)
 
 
@@ -205,24 +222,6 @@ def _free_form_values(trajectory: TrajectoryRecord, raw: Any) -> list[Any]:
                 append(raw["invocations"][position])
                 break
     return values
-
-
-def _observable(step: _Step, ev: Evidence) -> bool:
-    """Spec §6.4 steps 1-6: does the check have the evidence it reads?"""
-    if step.reads_trajectory and not ev.trajectory_observed:
-        return False
-    if step.reads_turns and not ev.turns_observed:
-        return False
-    if step.reads_observed_calls and not (ev.model_calls_observed and ev.calls):
-        return False
-    if step.view:
-        if not ev.model_calls_observed:
-            return False
-        view: Binding = ev.turn_binding if step.view == 1 else ev.owned_binding
-        gate = step.rule.gate
-        if gate is not None and not gate(ev, view):
-            return False
-    return True
 
 
 def _finding(
@@ -296,15 +295,21 @@ def _digest(
 ) -> RolloutDigest:
     """Attach the spec §10 statistics to the walk's outcome."""
     calls = ev.calls
-    failed = [call for call in calls if call.failed]
+    failed = 0
     errors_by_status: dict[str, int] = {}
-    for call in failed:
-        status = "unknown" if call.status_code is None else str(call.status_code)
-        errors_by_status[status] = errors_by_status.get(status, 0) + 1
     identities: dict[str, int] = {}
-    for replay_key in map(call_identity, calls):
+    capture_prompt = capture_completion = keyed = 0
+    for call in calls:
+        if call.failed:
+            failed += 1
+            status = "unknown" if call.status_code is None else str(call.status_code)
+            errors_by_status[status] = errors_by_status.get(status, 0) + 1
+        replay_key = call_identity(call)
         if replay_key is not None:
+            keyed += 1
             identities[replay_key] = identities.get(replay_key, 0) + 1
+        capture_prompt += call.tokens_in or 0
+        capture_completion += call.tokens_out or 0
     turn_binding = ev.turn_binding
     return RolloutDigest(
         task_index=identity.task_index,
@@ -318,13 +323,13 @@ def _digest(
         policy_calls_observed=ev.turn_call_scope_complete and turn_binding.complete,
         model_calls=len(calls),
         successful_model_calls=sum(1 for call in turn_binding.matched_calls if call.successful),
-        model_call_errors=len(failed),
+        model_call_errors=failed,
         errors_by_status=errors_by_status,
         ended_on_error=bool(failed) and bool(chains_ended_on_failure(calls)),
-        duplicated_calls=sum(count - 1 for count in identities.values() if count > 1),
+        duplicated_calls=keyed - len(identities),  # the sum of (count - 1) over repeated identities
         transcript_prompt_tokens=ev.transcript_prompt or 0,
         transcript_completion_tokens=ev.transcript_completion or 0,
-        capture_prompt_tokens=sum(call.tokens_in or 0 for call in calls),
-        capture_completion_tokens=sum(call.tokens_out or 0 for call in calls),
+        capture_prompt_tokens=capture_prompt,
+        capture_completion_tokens=capture_completion,
         ordinal=ordinal,
     )
