@@ -53,7 +53,8 @@ class OutageResult:
         return (
             f"outage {self.outage_s:.0f} s in a {self.run_s:.0f} s run, {self.events} events "
             f"({self.events_during_outage} while down); client call time up: {fmt(self.call_ms_up)}; "
-            f"down: {fmt(self.call_ms_down)}; bound {self.bound_s * 1000:.0f} ms; "
+            f"down: {fmt(self.call_ms_down)}, {sum(ms > 50 for ms in self.call_ms_down)} over 50 ms "
+            f"(calls in flight when it died); bound {self.bound_s * 1000:.0f} ms; "
             f"dropped {self.stats.get('dropped')}, spooled {self.stats.get('spooled')}, "
             f"retried {self.stats.get('retried')}, duplicates {self.stats.get('duplicates')}"
         )
@@ -164,6 +165,9 @@ def run_outage(
         result.violations.append(
             f"{len(slow)} client call(s) over the {result.bound_s} s bound, max {max(slow):.0f} ms"
         )
+    stalled = sum(ms > 50 for ms in result.call_ms_down)
+    if stalled > workers:  # documented: a dead sidecar costs one ack_timeout_s, not one per completion
+        result.violations.append(f"{stalled} calls over 50 ms while down (more than the {workers} in flight)")
     if not result.events_during_outage:
         result.violations.append("no event was dispatched while the sidecar was down")
     return result
