@@ -28,7 +28,7 @@ from .parse import parse_line
 from .registry import ROLLOUT_CHECK_IDS, check_spec
 from .types import CheckInput, Finding, RolloutDigest, Verdict
 
-__all__ = ["digest_line", "digest_record"]
+__all__ = ["TrajectoryCheck", "digest_line", "digest_record", "digest_record_with_trajectory"]
 
 _CHECK_EXECUTION_ERROR = "check_execution_error"
 _RECORD_UNREADABLE = "record_unreadable"
@@ -62,6 +62,10 @@ def _step(check_id: str) -> _Step:
 
 _STEPS: tuple[_Step, ...] = tuple(_step(check_id) for check_id in ROLLOUT_CHECK_IDS)
 
+TrajectoryCheck = tuple[TrajectoryRecord, None] | tuple[None, str]
+"""``check_trajectory``'s outcome for a record's ``ng_trajectory``: the validated record or the
+error name. Validity only: a valid record may still fail the canonical dump (too deep)."""
+
 
 def digest_line(
     data: bytes,
@@ -75,7 +79,7 @@ def digest_line(
     """Digest one non-blank physical line (raw bytes, surrounding whitespace allowed)."""
     record, error = parse_line(data)
     location = (source_path, source_index, line_number, ordinal)
-    return _digest_parsed(record, error, location, ignored_checks, len(data))
+    return _digest_parsed(record, error, location, ignored_checks, len(data), None)[0]
 
 
 def digest_record(
@@ -90,7 +94,30 @@ def digest_record(
 ) -> RolloutDigest:
     """Digest a record parsed with orjson semantics; ``parse_error`` marks an unreadable line."""
     location = (source_path, source_index, line_number, ordinal)
-    return _digest_parsed(record, parse_error, location, ignored_checks, None)
+    return _digest_parsed(record, parse_error, location, ignored_checks, None, None)[0]
+
+
+def digest_record_with_trajectory(
+    record: dict[str, Any] | None,
+    *,
+    parse_error: str | None = None,
+    source_path: str = "",
+    source_index: int = 0,
+    line_number: int = 0,
+    ordinal: int = 0,
+    ignored_checks: frozenset[str] = frozenset(),
+    checked: TrajectoryCheck | None = None,
+) -> tuple[RolloutDigest, TrajectoryCheck | None]:
+    """:func:`digest_record`, also handing back the trajectory validation it did.
+
+    The second item is ``check_trajectory(record["ng_trajectory"])`` when the step validated
+    it, ``None`` when it did not (unreadable record, invalid identity, no ``ng_trajectory``),
+    so a caller that needs the validated ``TrajectoryRecord`` too (``ng_perf``) validates once.
+    ``checked``, when given, must be that same outcome, computed earlier by the caller; the
+    step then uses it instead of validating again.
+    """
+    location = (source_path, source_index, line_number, ordinal)
+    return _digest_parsed(record, parse_error, location, ignored_checks, None, checked)
 
 
 def _digest_parsed(
@@ -99,12 +126,16 @@ def _digest_parsed(
     location: tuple[str, int, int, int],
     ignored_checks: frozenset[str],
     line_size: int | None,
-) -> RolloutDigest:
-    """``line_size`` is the raw line's length in bytes, when known."""
+    checked: TrajectoryCheck | None,
+) -> tuple[RolloutDigest, TrajectoryCheck | None]:
+    """``line_size`` is the raw line's length in bytes, when known; ``checked`` a prior validation."""
     source_path, source_index, line_number, ordinal = location
     if not isinstance(record, dict) or parse_error is not None:
         detail = {"reason": "rollout record is unreadable", "error": parse_error or "ValueError"}
-        return _unreadable_digest(detail, source_path, source_index, line_number, ordinal, ignored_checks)
+        unreadable = _unreadable_digest(
+            detail, source_path, source_index, line_number, ordinal, ignored_checks
+        )
+        return unreadable, None
     identity = resolve_identity(record, ordinal)
     if isinstance(identity, InvalidIdentity):
         detail = {
@@ -112,8 +143,16 @@ def _digest_parsed(
             "error": "ValidationError",
             "field": identity.field,
         }
-        return _unreadable_digest(detail, source_path, source_index, line_number, ordinal, ignored_checks)
-    trajectory, trajectory_error = _validate(record.get("ng_trajectory"), line_size)
+        unreadable = _unreadable_digest(
+            detail, source_path, source_index, line_number, ordinal, ignored_checks
+        )
+        return unreadable, None
+    raw = record.get("ng_trajectory")
+    if raw is None:
+        checked = None
+    elif checked is None:
+        checked = check_trajectory(raw)
+    trajectory, trajectory_error = _depth_guarded(raw, checked, line_size)
     evidence = build_evidence(trajectory, record)
     subject: dict[str, int | str] = {
         "_ng_task_index": identity.task_index,
@@ -141,10 +180,7 @@ def _digest_parsed(
             or (reads_observed_calls and not observed_calls)
             or (
                 view
-                and (
-                    not calls_observed
-                    or (rule.gate is not None and not rule.gate(evidence, views[view]))
-                )
+                and (not calls_observed or (rule.gate is not None and not rule.gate(evidence, views[view])))
             )
         ):
             unobserved.append(check_id)
@@ -163,20 +199,22 @@ def _digest_parsed(
             continue
         if raw_findings:
             findings.extend(_finding(check_id, subject, loc, detail) for loc, detail in raw_findings)
-    return _digest(identity, findings, unobserved, evidence, ordinal)
+    return _digest(identity, findings, unobserved, evidence, ordinal), checked
 
 
-def _validate(raw: Any, line_size: int | None) -> tuple[TrajectoryRecord | None, str | None]:
-    """Validate ``ng_trajectory``; ``(None, None)`` when absent, ``(None, error)`` when unreadable.
+def _depth_guarded(
+    raw: Any, checked: TrajectoryCheck | None, line_size: int | None
+) -> tuple[TrajectoryRecord | None, str | None]:
+    """The validated ``ng_trajectory`` (``checked``) or why it is unreadable; ``(None, None)`` if absent.
 
     The canonical dump is never materialized: the checks read validated attributes, which
     equal their dumped values. The dump's one failure mode, a free-form value nested more than
     254 levels, is ruled out cheaply (a line too short to hold that many brackets, or orjson,
     whose nesting limit is the same, serializing the free-form values) before the real dump.
     """
-    if raw is None:
+    if checked is None:
         return None, None
-    trajectory, error = check_trajectory(raw)
+    trajectory, error = checked
     if trajectory is None:
         return None, error
     if line_size is not None and line_size <= 2 * _DUMP_DEPTH_LIMIT:

@@ -68,18 +68,65 @@ class Engines:
     build_ng_perf: Callable[[dict[str, Any], float | None], dict[str, Any] | None]
 
 
+class _LastTrajectory:
+    """The most recent ``ng_trajectory`` validation of this engine bundle, used at most once more.
+
+    The live service builds a completion's ``ng_perf`` and its health digest from the same row,
+    one right after the other; both need the row's ``TrajectoryRecord``. Whichever comes first
+    validates it and leaves the outcome here; the other takes it, if it is handed the very same
+    ``ng_trajectory`` object, instead of validating again (results are identical: it is the same
+    validation of the same unmodified value). One entry, consumed on use, replaced atomically:
+    at worst a miss, which validates as before.
+    """
+
+    __slots__ = ("entry",)
+
+    def __init__(self) -> None:
+        self.entry: tuple[object, Any] | None = None
+
+    def take(self, raw: object) -> Any:
+        entry = self.entry
+        if entry is None or entry[0] is not raw:
+            return None
+        self.entry = None
+        return entry[1]
+
+    def keep(self, raw: object, outcome: Any) -> None:
+        self.entry = (raw, outcome)
+
+
 def default_engines() -> Engines:
     """The real perf core and health pipeline."""
     from health.compact import compact_digest
-    from health.digest import digest_line, digest_record
+    from health.contract import check_trajectory
+    from health.digest import digest_line, digest_record_with_trajectory
     from health.reduce import HealthReducer
-    from sidecar.rollout_perf import DispatchLatencyTracker, PerfSummaryState, build_ng_perf
+    from sidecar.rollout_perf import DispatchLatencyTracker, PerfSummaryState, ng_perf_for_trajectory
+
+    last = _LastTrajectory()
 
     def _record(record: dict[str, Any] | None, **kwargs: Any) -> Any:
-        return compact_digest(digest_record(record, **kwargs))
+        raw = record.get("ng_trajectory") if isinstance(record, dict) else None
+        checked = None if raw is None else last.take(raw)
+        digest, outcome = digest_record_with_trajectory(record, checked=checked, **kwargs)
+        if outcome is not None and checked is None:
+            last.keep(raw, outcome)
+        return compact_digest(digest)
 
     def _line(data: bytes, **kwargs: Any) -> Any:
         return compact_digest(digest_line(data, **kwargs))
+
+    def _ng_perf(result: dict[str, Any], rollout_latency_ms: float | None) -> dict[str, Any] | None:
+        """``build_ng_perf``, sharing the row's trajectory validation with its digest."""
+        raw = result.get("ng_trajectory")
+        if not isinstance(raw, dict):
+            return None
+        outcome = last.take(raw)
+        if outcome is None:
+            outcome = check_trajectory(raw)
+            last.keep(raw, outcome)
+        trajectory = outcome[0]
+        return None if trajectory is None else ng_perf_for_trajectory(trajectory, rollout_latency_ms)
 
     def _tracker(clock: Clock) -> TrackerLike:
         return DispatchLatencyTracker(clock=clock)
@@ -95,5 +142,5 @@ def default_engines() -> Engines:
         digest_record=_record,
         digest_line=_line,
         digest_task_index=_task_index,
-        build_ng_perf=build_ng_perf,
+        build_ng_perf=_ng_perf,
     )
