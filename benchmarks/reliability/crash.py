@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from .sidecar_process import Launch, SidecarProcess
+from .sidecar_process import Launch, SidecarProcess, descendants, reap_orphans
 from .workload import GeneratedRun, batch_files, generate_run, journal_keys, report_files
 
 __all__ = ["CrashResult", "run_crash_trials"]
@@ -35,6 +35,8 @@ class CrashResult:
     retried_batches: int = 0
     duplicate_acks: int = 0
     """Events a retry found already journaled (the response was lost in the kill)."""
+    orphans: int = 0
+    """Processes the killed service left behind (its worker pool) that did not exit within 3 s."""
     restart_seconds: list[float] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
 
@@ -111,13 +113,16 @@ def _one_run(
     seed: int,
     launch: Launch,
     max_gap_s: float,
+    serve_args: tuple[str, ...],
     result: CrashResult,
 ) -> None:
     rng = random.Random(seed * 1000 + index)
     run = generate_run(f"crash-{index}", workdir / f"run-{index}", num_tasks=num_tasks, seed=seed + index)
     run.write_files()
     journal = workdir / f"run-{index}" / "state" / "journal.sqlite3"
-    proc = SidecarProcess(journal, workdir / f"run-{index}" / "sidecar.log", launch=launch)
+    proc = SidecarProcess(
+        journal, workdir / f"run-{index}" / "sidecar.log", launch=launch, extra_args=serve_args
+    )
     proc.start()
     streamer = _Streamer(run, proc, rng, pause_s=0.01)
     streamer.start()
@@ -126,6 +131,7 @@ def _one_run(
             if streamer.done.wait(rng.uniform(0.0, max_gap_s)):
                 break
             streaming = not streamer.done.is_set()
+            children = descendants(proc.pid) if proc.pid is not None else []
             proc.kill()
             if streaming:
                 result.trials += 1
@@ -138,6 +144,12 @@ def _one_run(
             if lost:
                 result.violations.append(
                     f"run {index}: {len(lost)} acknowledged event(s) lost, e.g. {lost[0]}"
+                )
+            left = reap_orphans(children)
+            if left:
+                result.orphans += len(left)
+                result.violations.append(
+                    f"run {index}: SIGKILL left {len(left)} orphaned process(es) running"
                 )
             began = time.monotonic()
             url = proc.start()
@@ -186,8 +198,11 @@ def run_crash_trials(
     seed: int = 1,
     launch: Launch = "exec",
     max_gap_s: float = 0.6,
+    serve_args: tuple[str, ...] = (),
 ) -> CrashResult:
-    """Stream generated runs and SIGKILL the service until ``trials`` kills hit a live stream."""
+    """Stream generated runs and SIGKILL the service until ``trials`` kills hit a live stream.
+
+    ``serve_args`` go to ``rollout-sidecar serve`` (e.g. ``("--workers", "1")``)."""
     result = CrashResult()
     index = 0
     while result.trials < trials and index < trials * 3:
@@ -200,6 +215,7 @@ def run_crash_trials(
             seed=seed,
             launch=launch,
             max_gap_s=max_gap_s,
+            serve_args=serve_args,
             result=result,
         )
         index += 1

@@ -25,7 +25,7 @@ from typing import Literal
 
 import httpx
 
-__all__ = ["REPO_ROOT", "Launch", "SidecarProcess", "StartFailed"]
+__all__ = ["REPO_ROOT", "Launch", "SidecarProcess", "StartFailed", "descendants", "reap_orphans"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 Launch = Literal["exec", "fork"]
@@ -242,3 +242,46 @@ def _fork_cli(argv: list[str], log_path: Path, env: dict[str, str]) -> int:
             sys.stderr.flush()
         os._exit(code)
     raise AssertionError("unreachable")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (read from ``/proc``; empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def reap_orphans(pids: list[int], grace_s: float = 3.0) -> list[int]:
+    """Wait up to ``grace_s`` for ``pids`` (a killed service's children) to exit by themselves;
+    SIGKILL and return the ones that did not."""
+    deadline = time.monotonic() + grace_s
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [pid for pid in alive if _alive(pid)]
+    for pid in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return alive
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
