@@ -12,7 +12,9 @@ stays in the tens of megabytes.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,22 @@ _Identity = tuple[TaskIndex | None, TaskIndex, TaskIndex]
 _ROLLOUT_POS = {check: pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
 _DUPLICATE_CHECK = "rollout_duplicate_identity"
 _TOKEN_KEYS = ("prompt", "completion", "capture_prompt", "capture_completion")
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic collector around a burst of allocations over the whole run's digests.
+
+    The digests (tuples of plain values) hold no cycles, but every generation-2 pass re-scans
+    all of them; sorting or summarizing 100k rollouts would trigger several such passes.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 @lru_cache(maxsize=4096)
@@ -154,6 +172,10 @@ class HealthReducer:
 
     def summary(self) -> dict[str, Any]:
         """``quality_summary.json`` content as if the run ended now (spec §12)."""
+        with _gc_paused():
+            return self._summary()
+
+    def _summary(self) -> dict[str, Any]:
         records = len(self._entries)
         verdicts = [0, 0, 0]
         duplicate_findings = 0
@@ -215,7 +237,9 @@ class HealthReducer:
 
     def iter_verdict_lines(self) -> Iterator[bytes]:
         """Exact ``rollout_verdicts.jsonl`` lines, newline included, in report order (spec §13)."""
-        for digest in sorted(self._entries, key=row_sort_key):
+        with _gc_paused():
+            ordered = sorted(self._entries, key=row_sort_key)
+        for digest in ordered:
             yield render_row(digest, self._duplicate_count(digest))
 
     def compact_digests(self) -> list[CompactDigest]:

@@ -167,6 +167,9 @@ def map_into_reducer(
         )
         _run_serially(chain(head, ranges), reducer, progress, total)
         return reducer
+    # The parent only accumulates acyclic compact digests: re-scanning them is wasted work.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         _run_pool(pool, chain(head, ranges), reducer, progress, total, workers)
     except (BrokenProcessPool, OSError) as exc:
@@ -179,4 +182,6 @@ def map_into_reducer(
         _run_serially(_plan(paths, 1, total), reducer, progress, total)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        if collecting:
+            gc.enable()
     return reducer
