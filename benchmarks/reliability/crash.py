@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from .sidecar_process import Launch, SidecarProcess, descendants, reap_orphans
+from .sidecar_process import Launch, SidecarProcess, reap_orphans
 from .workload import GeneratedRun, batch_files, generate_run, journal_keys, report_files
 
 __all__ = ["CrashResult", "run_crash_trials"]
@@ -36,7 +36,7 @@ class CrashResult:
     duplicate_acks: int = 0
     """Events a retry found already journaled (the response was lost in the kill)."""
     orphans: int = 0
-    """Processes the killed service left behind (its worker pool) that did not exit within 3 s."""
+    """Processes the killed service left behind (its worker pool) still running after the grace."""
     restart_seconds: list[float] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
 
@@ -114,6 +114,7 @@ def _one_run(
     launch: Launch,
     max_gap_s: float,
     serve_args: tuple[str, ...],
+    orphan_grace_s: float,
     result: CrashResult,
 ) -> None:
     rng = random.Random(seed * 1000 + index)
@@ -131,7 +132,7 @@ def _one_run(
             if streamer.done.wait(rng.uniform(0.0, max_gap_s)):
                 break
             streaming = not streamer.done.is_set()
-            children = descendants(proc.pid) if proc.pid is not None else []
+            children = proc.freeze_and_list_descendants()  # stopped first: it cannot spawn more
             proc.kill()
             if streaming:
                 result.trials += 1
@@ -145,7 +146,7 @@ def _one_run(
                 result.violations.append(
                     f"run {index}: {len(lost)} acknowledged event(s) lost, e.g. {lost[0]}"
                 )
-            left = reap_orphans(children)
+            left = reap_orphans(children, orphan_grace_s)
             if left:
                 result.orphans += len(left)
                 result.violations.append(
@@ -199,10 +200,12 @@ def run_crash_trials(
     launch: Launch = "exec",
     max_gap_s: float = 0.6,
     serve_args: tuple[str, ...] = (),
+    orphan_grace_s: float = 3.0,
 ) -> CrashResult:
     """Stream generated runs and SIGKILL the service until ``trials`` kills hit a live stream.
 
-    ``serve_args`` go to ``rollout-sidecar serve`` (e.g. ``("--workers", "1")``)."""
+    ``serve_args`` go to ``rollout-sidecar serve`` (e.g. ``("--workers", "1")``); processes the
+    killed service leaves running ``orphan_grace_s`` after the kill are counted, then killed."""
     result = CrashResult()
     index = 0
     while result.trials < trials and index < trials * 3:
@@ -216,6 +219,7 @@ def run_crash_trials(
             launch=launch,
             max_gap_s=max_gap_s,
             serve_args=serve_args,
+            orphan_grace_s=orphan_grace_s,
             result=result,
         )
         index += 1

@@ -1,6 +1,6 @@
 """The long reliability suite: every scenario at full size, one figure line each.
 
-    .venv/bin/python -m benchmarks.reliability                 # everything (~30 min on 2 cores)
+    .venv/bin/python -m benchmarks.reliability                 # everything (~20 min on 2 cores)
     .venv/bin/python -m benchmarks.reliability --only crash,fuzz
     .venv/bin/python -m benchmarks.reliability --quick         # CI sizes (what tests/reliability runs)
 

@@ -162,6 +162,14 @@ class SidecarProcess:
         """SIGKILL, no grace: whatever is in flight is cut at an arbitrary instruction."""
         self._signal_and_reap(signal.SIGKILL, 10.0)
 
+    def freeze_and_list_descendants(self) -> list[int]:
+        """SIGSTOP the service (so it cannot spawn more) and list its descendants; the caller kills it."""
+        if self.pid is None:
+            return []
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGSTOP)
+        return descendants(self.pid)
+
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM (graceful: drain queued events, close the journal); SIGKILL after ``timeout``."""
         if self.pid is None:

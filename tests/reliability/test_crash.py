@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from benchmarks.reliability.crash import run_crash_trials
-from benchmarks.reliability.sidecar_process import Launch, SidecarProcess, descendants, reap_orphans
+from benchmarks.reliability.sidecar_process import Launch, SidecarProcess, reap_orphans
 from benchmarks.reliability.workload import generate_run
 
 from .conftest import no_violations
@@ -32,6 +32,7 @@ class TestCrash:
             max_gap_s=0.3,
             launch=launch,
             serve_args=("--workers", "1"),
+            orphan_grace_s=0.2,
         )
         no_violations([v for v in result.violations if "orphaned" not in v])  # orphans: the xfail below
         assert result.trials == 5
@@ -49,8 +50,7 @@ class TestCrash:
             for batch in (run.events[:1], run.events[1:]):  # rows of a started run go to the pool
                 response = httpx.post(f"{url}/v1/runs/w/events", json=batch, timeout=30)
                 assert response.status_code == 200
-            assert proc.pid is not None
-            children = descendants(proc.pid)
+            children = proc.freeze_and_list_descendants()
             assert children, "the worker pool should be running"
         finally:
             proc.kill()
