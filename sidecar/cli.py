@@ -1,30 +1,46 @@
 """The ``rollout-sidecar`` command line: one entry point, one subcommand per job.
 
 Each subcommand lives beside the code it drives and registers itself through a
-``register(subparsers)`` function returning nothing; ``main`` only dispatches.
+``register(subparsers)`` function; ``main`` only dispatches. Only the chosen subcommand's
+module is imported (``health-check`` on a big run should not pay for httpx or uvicorn);
+``--help`` without a command imports them all to list them.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "build_parser", "main"]
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
+#: Subcommand name -> the module whose ``register`` adds it, in ``--help`` order.
+COMMANDS: dict[str, str] = {
+    "health-check": "health.cli",
+    "serve": "sidecar.service_cli",
+    "report": "sidecar.service_cli",
+    "follow": "dispatcher_client.follow_cli",
+    "demo": "sidecar.demo_cli",
+}
 
-def _registrars() -> list[Register]:
-    from dispatcher_client.follow_cli import register as register_follow
-    from health.cli import register as register_health_check
-    from sidecar.demo_cli import register as register_demo
-    from sidecar.service_cli import register as register_service
 
-    return [register_health_check, register_service, register_follow, register_demo]
+def _registrars(command: str | None) -> list[Register]:
+    modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    return [importlib.import_module(name).register for name in modules]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (its first non-option word), if any."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rollout-sidecar",
         description=(
@@ -32,14 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for register in _registrars():
+    for register in _registrars(command):
         register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_chosen_command(arguments))
+    args = parser.parse_args(arguments)
     handler: Callable[[argparse.Namespace], int] = args.handler
     return handler(args)
 

@@ -1,0 +1,36 @@
+"""The entry point: every subcommand is reachable, and only the chosen one is imported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from sidecar.cli import COMMANDS, build_parser
+
+
+class TestCli:
+    def test_help_lists_every_command(self) -> None:
+        help_text = build_parser().format_help()
+        for command in COMMANDS:
+            assert command in help_text
+
+    def test_health_check_does_not_import_the_service_or_the_client(self) -> None:
+        code = (
+            "import sys\n"
+            "from sidecar.cli import main\n"
+            "try:\n"
+            "    main(['health-check', '--help'])\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "heavy = ('httpx', 'uvicorn', 'starlette', 'prometheus_client', 'dispatcher_client')\n"
+            "print(sorted(m for m in heavy if m in sys.modules))\n"
+        )
+        completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert completed.stdout.strip().splitlines()[-1] == "[]"
+
+    def test_unknown_command_is_a_usage_error(self) -> None:
+        completed = subprocess.run(
+            [sys.executable, "-m", "sidecar.cli", "bogus"], capture_output=True, text=True, check=False
+        )
+        assert completed.returncode == 2
+        assert "invalid choice: 'bogus'" in completed.stderr
