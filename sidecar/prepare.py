@@ -26,8 +26,9 @@ import orjson
 import structlog
 
 from health.compact import CompactDigest, compact_digest
-from health.digest import digest_record
-from sidecar.rollout_perf import build_ng_perf
+from health.contract import check_trajectory
+from health.digest import TrajectoryCheck, digest_record_with_trajectory
+from sidecar.rollout_perf import NG_TRAJECTORY_KEY, ng_perf_for_trajectory
 
 __all__ = ["Prepared", "Preparer", "prepare_row", "rebase_digest"]
 
@@ -48,12 +49,27 @@ class Prepared:
 def prepare_row(
     row_bytes: bytes, source_path: str, ignored_checks: frozenset[str], latency_ms: float | None
 ) -> Prepared:
-    """Digest and ``ng_perf`` of one serialized row (runs in a worker process)."""
+    """Digest and ``ng_perf`` of one serialized row (runs in a worker process).
+
+    Both need the row's validated ``ng_trajectory``: the digest step validates it once and
+    hands the outcome back, so ``ng_perf`` (equal to ``build_ng_perf``) does not validate again.
+    """
     row = orjson.loads(row_bytes)
-    digest = digest_record(
+    digest, checked = digest_record_with_trajectory(
         row, source_path=source_path, line_number=0, ordinal=0, ignored_checks=ignored_checks
     )
-    return Prepared(compact_digest(digest), build_ng_perf(row, latency_ms), source_path, ignored_checks)
+    return Prepared(compact_digest(digest), _ng_perf(row, checked, latency_ms), source_path, ignored_checks)
+
+
+def _ng_perf(row: Any, checked: TrajectoryCheck | None, latency_ms: float | None) -> dict[str, Any] | None:
+    """``build_ng_perf(row, latency_ms)`` from the digest's validation ``checked`` (``None``: not done)."""
+    raw = row.get(NG_TRAJECTORY_KEY) if isinstance(row, dict) else None
+    if not isinstance(raw, dict):
+        return None
+    if checked is None:  # the digest stopped before validating (invalid identity)
+        checked = check_trajectory(raw)
+    trajectory = checked[0]
+    return None if trajectory is None else ng_perf_for_trajectory(trajectory, latency_ms)
 
 
 def rebase_digest(digest: Any, ordinal: int) -> Any | None:
