@@ -10,17 +10,24 @@ physical line number reached, the file's inode, and the last bytes consumed. The
 - the bytes just before the position differ from the ones consumed (truncated and regrown
   between two polls).
 
+- the bytes of a :class:`SentRange` (lines sent to the sidecar past the position, which it
+  may hold) are no longer in the file as they were sent (cut, rewritten, or an unterminated
+  line extended).
+
 NeMo Gym's resume repair only cuts or completes an unterminated last line, which was never
-consumed, so it does not restart anything. Pure file I/O, no networking.
+consumed, so it does not restart anything (unless that line was already sent: see
+:class:`SentRange`). Pure file I/O, no networking.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["FilePosition", "TailRead", "is_blank_line", "read_new_lines"]
+__all__ = ["FilePosition", "SentRange", "TailRead", "is_blank_line", "read_new_lines"]
 
 _WHITESPACE = b" \t\n\r\x0b\x0c"
 _FINGERPRINT = 64
@@ -63,6 +70,56 @@ class FilePosition:
         )
 
 
+def _digest(chunks: Iterable[bytes]) -> str:
+    hasher = hashlib.blake2b(digest_size=16)
+    for chunk in chunks:
+        hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class SentRange:
+    """Bytes ``[start, end)`` of a file sent to the sidecar before the position passed them.
+
+    The follower records it (durably) before sending, so after a crash it knows which lines
+    the sidecar may hold beyond its checkpoint, and whether the file still holds them.
+    """
+
+    start: int
+    end: int
+    digest: str
+    """``blake2b`` (16 bytes, hex) of the range's bytes."""
+    terminated: bool
+    """The range ends with a newline; otherwise its last line was sent unterminated."""
+
+    @classmethod
+    def of(cls, start: int, lines: Iterable[bytes], partial: bytes = b"") -> SentRange:
+        """The range of complete ``lines`` (without their newlines) and an unterminated ``partial``."""
+        chunks = [chunk for line in lines for chunk in (line, b"\n")]
+        if partial:
+            chunks.append(partial)
+        end = start + sum(len(chunk) for chunk in chunks)
+        return cls(start, end, _digest(chunks), not partial)
+
+    def matches(self, data: bytes) -> bool:
+        """``data`` (read from ``start``) still holds the range and every line in it is whole.
+
+        An unterminated last line must since have been completed by a newline: one still
+        unterminated may yet grow into another line than the one sent, so it does not match.
+        """
+        size = self.end - self.start
+        if len(data) < size or _digest([data[:size]]) != self.digest:
+            return False
+        return self.terminated or data[size : size + 1] == b"\n"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end, "digest": self.digest, "terminated": self.terminated}
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> SentRange:
+        return cls(int(body["start"]), int(body["end"]), str(body["digest"]), bool(body["terminated"]))
+
+
 @dataclass(frozen=True, slots=True)
 class TailRead:
     """Complete lines read past a position: ``(line_number, bytes without newline)``."""
@@ -70,7 +127,8 @@ class TailRead:
     lines: list[tuple[int, bytes]]
     position: FilePosition
     restarted: bool
-    """The file was replaced or truncated: ``lines`` start from its beginning."""
+    """The file was replaced or truncated (or no longer holds the sent range): ``lines``
+    start from its beginning."""
     partial: bytes
     """Bytes after the last newline read (held back, not consumed)."""
     exists: bool
@@ -78,8 +136,19 @@ class TailRead:
     """The read reached the end of the file: ``partial`` is its unterminated last line."""
 
 
-def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 20) -> TailRead:
-    """Read up to ``max_bytes`` of complete lines after ``position`` (a restart rewinds to 0)."""
+def read_new_lines(
+    path: str, position: FilePosition, *, max_bytes: int = 8 << 20, sent: SentRange | None = None
+) -> TailRead:
+    """Read up to ``max_bytes`` of complete lines after ``position`` (a restart rewinds to 0).
+
+    ``sent``, starting at the position, is checked against the very bytes this read returns
+    (at least the range and one byte more are read), so no rewrite slips in between.
+    """
+    if sent is not None and sent.start != position.offset:
+        raise ValueError(
+            f"sent range [{sent.start}, {sent.end}) of {path!r} does not start at the read "
+            f"position (byte {position.offset})"
+        )
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -88,12 +157,18 @@ def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 2
         stat = os.fstat(fd)
         restarted = _replaced(fd, stat, position)
         if restarted:
-            position = FilePosition()
+            position, sent = FilePosition(), None
         position = replace(position, inode=stat.st_ino, device=stat.st_dev)
         available = stat.st_size - position.offset
+        size = min(available, max_bytes if sent is None else max(max_bytes, sent.end - sent.start + 1))
+        data = os.pread(fd, size, position.offset) if size > 0 else b""
+        if sent is not None and not sent.matches(data):
+            restarted = True
+            position = FilePosition(inode=stat.st_ino, device=stat.st_dev)
+            available = stat.st_size
+            data = os.pread(fd, min(available, max_bytes), 0) if available > 0 else b""
         if available <= 0:
             return TailRead([], position, restarted, b"", True, True)
-        data = os.pread(fd, min(available, max_bytes), position.offset)
     finally:
         os.close(fd)
     at_end = len(data) >= available

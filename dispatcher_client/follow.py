@@ -16,11 +16,31 @@ Restarts: when a file is replaced or truncated (see :mod:`dispatcher_client._tai
 follower starts a new *generation*: it sends ``run_started`` with a larger ``generation``,
 which makes the sidecar drop the run's state, and re-reads every file from the start. A
 follower without a state file starts at a generation taken from the clock (milliseconds), so
-it supersedes whatever an earlier follower of the same run id left in the sidecar. The
-read positions and the generation are checkpointed (atomically, fsynced) in a small state
-file only after the sidecar acknowledged the events before them, so a restarted follower
-neither skips a line nor counts one twice (a line sent again is a duplicate: its
-idempotency key holds the generation, line number and content hash).
+it supersedes whatever an earlier follower of the same run id left in the sidecar.
+
+Crashes: the state file (written atomically: temporary file, fsync, rename) holds the
+generation, each file's checkpoint (the read position the sidecar acknowledged everything
+before) and each file's *sent range* (:class:`~dispatcher_client._tail.SentRange`): before
+a read's events are submitted, the bytes they came from (from the checkpoint on) and their
+hash are recorded; once the sidecar acknowledged them, the checkpoint moves past them and
+the range is dropped (but for an unterminated last line sent by :meth:`Follower.end_run`,
+which stays recorded: the checkpoint never passes a line without its newline). So after a
+kill at any point, what the sidecar holds of the current generation lies before the
+checkpoint or inside the recorded range, as those bytes read when they were sent.
+
+The next read starts at the checkpoint and checks the recorded range against the very bytes
+it reads. If they are unchanged (and every line in them whole), re-sending them repeats each
+line's number and content under the same generation: every event's idempotency key (which
+holds the generation, the line number and the content hash) is one the sidecar has, so
+nothing counts twice, and the read goes on past the range, so nothing is skipped. If they
+changed (cut, rewritten, an unterminated line since extended), the sidecar may hold lines the
+file no longer has: the follower starts a new generation, exactly as for an unlinked file,
+and the report is rebuilt from the final file alone. The bytes before the checkpoint are
+guarded as before (size, inode, last 64 bytes). Either way each line of the final file is
+counted once under the generation the report comes from: the report equals the batch
+``health-check`` over the final file. A new generation is started whenever the checks see
+a change, never skipped, so a kill between ``run_started`` and its checkpoint only costs
+another new generation (taken from the clock, larger than any sent).
 
 A line that is not valid UTF-8 cannot travel in a JSON string; it is unreadable for the
 health check either way (``JSONDecodeError``), so it is sent as U+FFFD followed by its
@@ -44,7 +64,7 @@ import orjson
 
 from health.registry import CHECK_IDS
 
-from ._tail import FilePosition, TailRead, is_blank_line, read_new_lines
+from ._tail import FilePosition, SentRange, TailRead, is_blank_line, read_new_lines
 from .client import SidecarClient
 from .config import ClientConfig
 
@@ -157,6 +177,8 @@ class Follower:
         )
         self.generation = 0
         self.positions = {"rollouts": FilePosition(), "failures": FilePosition()}
+        self.sent: dict[str, SentRange] = {}
+        """Per file, bytes past the checkpoint sent to the sidecar (it may hold their lines)."""
         self.started = False
         self.lines_sent = 0
         self.restarts = 0
@@ -181,6 +203,7 @@ class Follower:
             )
         self.generation = int(body["generation"])
         self.positions = {name: FilePosition.from_json(pos) for name, pos in body["files"].items()}
+        self.sent = {name: SentRange.from_json(sent) for name, sent in body.get("sent", {}).items()}
         self.started = bool(body.get("started"))
 
     def _save_state(self) -> None:
@@ -190,6 +213,7 @@ class Follower:
             "generation": self.generation,
             "started": self.started,
             "files": {name: position.as_json() for name, position in self.positions.items()},
+            "sent": {name: sent.as_json() for name, sent in self.sent.items()},
         }
         tmp = self.state_path.with_name(self.state_path.name + ".tmp")
         with open(tmp, "wb") as handle:
@@ -241,6 +265,7 @@ class Follower:
         self.generation = max(self.generation + 1, time.time_ns() // 1_000_000)
         self.restarts += 1
         self.positions = {name: FilePosition() for name in self.positions}
+        self.sent = {}  # of a superseded generation: the sidecar drops it
         _log.info("followed file replaced or truncated: generation %d", self.generation)
         self._start()
         self.started = True
@@ -267,10 +292,11 @@ class Follower:
         for name in ("rollouts", "failures"):
             path = self.paths.rollouts if name == "rollouts" else self.paths.failures
             while True:
+                position = self.positions[name]
                 read: TailRead = await asyncio.to_thread(
-                    read_new_lines, str(path), self.positions[name], max_bytes=self.read_bytes
+                    read_new_lines, str(path), position, max_bytes=self.read_bytes, sent=self.sent.get(name)
                 )
-                if read.restarted and self.positions[name].inode is not None:
+                if read.restarted:
                     await self._restart()
                     return sent + await self.step(final=final)
                 events = []
@@ -280,6 +306,7 @@ class Follower:
                     event = self._completion(number, line) if name == "rollouts" else self._failure(line)
                     if event is not None:
                         events.append(event)
+                partial = b""
                 if final and read.at_end and not read.lines and not is_blank_line(read.partial):
                     number = read.position.line_number + 1
                     event = (
@@ -289,13 +316,21 @@ class Follower:
                     )
                     if event is not None:
                         events.append(event)
+                        partial = read.partial
+                if events:  # recorded before the sidecar sees any of them
+                    self.sent[name] = SentRange.of(position.offset, (line for _, line in read.lines), partial)
+                    await asyncio.to_thread(self._save_state)
                 for start in range(0, len(events), _CHUNK_EVENTS):
                     for event in events[start : start + _CHUNK_EVENTS]:
                         self.client.submit_event(event)
                     await self.client.flush()
-                position_changed = read.position != self.positions[name]
+                changed = read.position != position
                 self.positions[name] = read.position
-                if position_changed:
+                pending = self.sent.get(name)
+                if pending is not None and pending.end <= read.position.offset:
+                    del self.sent[name]
+                    changed = True
+                if changed:
                     await asyncio.to_thread(self._save_state)
                 sent += len(events)
                 self.lines_sent += len(events) if name == "rollouts" else 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import subprocess
 import sys
@@ -428,5 +429,104 @@ async def test_a_follower_process_killed_at_random_neither_skips_nor_double_coun
         assert await asyncio.wait_for(last.wait(), 30) == 0
         files = sidecar_files(url, "killed")
     assert kills >= 3
+    assert files == batch_files(run_dir)
+    capsys.readouterr()
+
+
+def _state(follower: Follower) -> dict[str, Any]:
+    body: dict[str, Any] = orjson.loads(follower.state_path.read_bytes())
+    return body
+
+
+async def test_sent_lines_are_recorded_before_the_sidecar_sees_them_and_dropped_once_checkpointed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = tmp_path / "intent"
+    run_dir.mkdir()
+    main, _ = _lines(13, 3)
+    rollouts = run_dir / "rollouts.jsonl"
+    rollouts.write_bytes(b"".join(main[:2]))
+    with ServiceThread(ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")) as url:
+        follower = Follower(run_dir, sidecar_url=url)
+        async with follower.client:
+            await follower.step()
+            assert _state(follower)["sent"] == {}
+            seen: list[dict[str, Any]] = []
+            submit = follower.client.submit_event
+
+            def snapshot_then_submit(event: Any, **options: Any) -> Any:
+                seen.append(_state(follower))
+                return submit(event, **options)
+
+            monkeypatch.setattr(follower.client, "submit_event", snapshot_then_submit)
+            _append(rollouts, b"".join(main[2:4]))
+            await follower.step()
+    two, four = len(b"".join(main[:2])), len(b"".join(main[:4]))
+    assert len(seen) == 2 and seen[0] == seen[1]
+    assert seen[0]["files"]["rollouts"]["offset"] == two  # the checkpoint has not moved yet
+    assert seen[0]["sent"]["rollouts"]["start"] == two and seen[0]["sent"]["rollouts"]["end"] == four
+    after = _state(follower)
+    assert after["files"]["rollouts"]["offset"] == four and after["sent"] == {}
+
+
+@pytest.mark.parametrize("rewritten", [False, True])
+async def test_a_follower_killed_after_the_ack_resends_intact_lines_and_restarts_over_changed_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], rewritten: bool
+) -> None:
+    run_dir = tmp_path / "killed"
+    run_dir.mkdir()
+    main, _ = _lines(14, 4)
+    rollouts = run_dir / "rollouts.jsonl"
+    rollouts.write_bytes(b"".join(main[:3]))
+    with ServiceThread(ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")) as url:
+        first = Follower(run_dir, sidecar_url=url)
+        async with first.client:
+            await first.step()
+            at_ack = first.state_path.read_bytes()
+            flush = first.client.flush
+
+            async def flush_then_snapshot(timeout_s: float | None = None) -> bool:
+                nonlocal at_ack
+                acknowledged = await flush(timeout_s)
+                at_ack = first.state_path.read_bytes()  # what a SIGKILL right here leaves
+                return acknowledged
+
+            monkeypatch.setattr(first.client, "flush", flush_then_snapshot)
+            _append(rollouts, b"".join(main[3:6]))
+            await first.step()
+        first.state_path.write_bytes(at_ack)
+        if rewritten:  # cut back to the checkpoint (whose bytes stay intact) and written anew
+            os.truncate(rollouts, len(b"".join(main[:3])))
+            _append(rollouts, b"".join(main[6:8]))
+        second = Follower(run_dir, sidecar_url=url)
+        assert second.generation == first.generation and second.sent
+        async with second.client:
+            await second.end_run()
+        files = sidecar_files(url, "killed")
+    assert (second.generation > first.generation) is rewritten and second.restarts == int(rewritten)
+    assert files == batch_files(run_dir)
+    capsys.readouterr()
+
+
+async def test_an_unterminated_line_sent_by_end_run_stays_guarded_through_a_resume_repair(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "repaired"
+    run_dir.mkdir()
+    main, _ = _lines(15, 3)
+    rollouts = run_dir / "rollouts.jsonl"
+    rollouts.write_bytes(b"".join(main[:3]) + main[3][:-20])  # the run died mid-line
+    with ServiceThread(ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")) as url:
+        first = Follower(run_dir, sidecar_url=url)
+        async with first.client:
+            await first.end_run()
+        assert _state(first)["sent"]["rollouts"]["terminated"] is False
+        os.truncate(rollouts, len(b"".join(main[:3])))  # NeMo Gym's resume cuts the torn line ...
+        _append(rollouts, b"".join(main[4:6]))  # ... and the resumed run writes on
+        second = Follower(run_dir, sidecar_url=url)
+        async with second.client:
+            await second.end_run()
+        files = sidecar_files(url, "repaired")
+    assert second.generation > first.generation
     assert files == batch_files(run_dir)
     capsys.readouterr()

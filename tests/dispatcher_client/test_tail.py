@@ -1,11 +1,14 @@
-"""Tailing: partial lines held back, replaced and truncated files restart, positions round-trip."""
+"""Tailing: partial lines held back, replaced and truncated files restart, positions round-trip,
+sent ranges checked against the bytes read."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from dispatcher_client._tail import FilePosition, read_new_lines
+import pytest
+
+from dispatcher_client._tail import FilePosition, SentRange, read_new_lines
 
 
 def _append(path: Path, data: bytes) -> None:
@@ -84,3 +87,78 @@ class TestReadNewLines:
         _append(path, b"one\n")
         position = read_new_lines(str(path), FilePosition()).position
         assert FilePosition.from_json(position.as_json()) == position
+
+
+def _sent_past_the_first_line(path: Path, data: bytes) -> tuple[FilePosition, SentRange]:
+    """``data`` is ``one\\n`` then lines sent but not checkpointed (the crash window)."""
+    _append(path, data)
+    first = read_new_lines(str(path), FilePosition(), max_bytes=4)
+    assert first.lines == [(1, b"one")]
+    rest = read_new_lines(str(path), first.position)
+    return first.position, SentRange.of(first.position.offset, (line for _, line in rest.lines))
+
+
+class TestSentRange:
+    def test_intact_sent_lines_are_read_again_without_a_restart(self, tmp_path: Path) -> None:
+        path = tmp_path / "r.jsonl"
+        checkpoint, sent = _sent_past_the_first_line(path, b"one\ntwo\nthree\n")
+        assert (sent.start, sent.end, sent.terminated) == (4, 14, True)
+        _append(path, b"four\n")
+        again = read_new_lines(str(path), checkpoint, sent=sent)
+        assert not again.restarted
+        assert again.lines == [(2, b"two"), (3, b"three"), (4, b"four")]
+
+    def test_sent_lines_cut_and_rewritten_restart_although_the_checkpoint_holds(self, tmp_path: Path) -> None:
+        path = tmp_path / "r.jsonl"
+        checkpoint, sent = _sent_past_the_first_line(path, b"one\ntwo\nthree\n")
+        os.truncate(path, checkpoint.offset)  # cut back to the checkpoint: its bytes are intact
+        _append(path, b"TWO\nthree\n")
+        assert not read_new_lines(str(path), checkpoint).restarted  # the defect without the range
+        again = read_new_lines(str(path), checkpoint, sent=sent)
+        assert again.restarted
+        assert again.lines == [(1, b"one"), (2, b"TWO"), (3, b"three")]
+
+    def test_sent_lines_cut_below_their_end_restart(self, tmp_path: Path) -> None:
+        path = tmp_path / "r.jsonl"
+        checkpoint, sent = _sent_past_the_first_line(path, b"one\ntwo\nthree\n")
+        os.truncate(path, 8)
+        again = read_new_lines(str(path), checkpoint, sent=sent)
+        assert again.restarted and again.lines == [(1, b"one"), (2, b"two")]
+
+    def test_the_range_is_checked_whole_past_a_small_read_size(self, tmp_path: Path) -> None:
+        path = tmp_path / "r.jsonl"
+        checkpoint, sent = _sent_past_the_first_line(path, b"one\ntwo\nthree\n")
+        with open(path, "r+b") as handle:
+            handle.seek(12)
+            handle.write(b"EE")  # "three" -> "thrEE": past the first max_bytes of the read
+        again = read_new_lines(str(path), checkpoint, max_bytes=4, sent=sent)
+        assert again.restarted and again.lines == [(1, b"one")]
+
+    @pytest.mark.parametrize(
+        ("after", "restarted"),
+        [
+            (b"\n", False),  # completed by its newline: the same line as sent
+            (b"", True),  # still unterminated: it may yet become another line
+            (b"tail\n", True),  # extended: not the line that was sent
+        ],
+    )
+    def test_a_sent_unterminated_line_must_be_completed_as_sent(
+        self, tmp_path: Path, after: bytes, restarted: bool
+    ) -> None:
+        path = tmp_path / "r.jsonl"
+        _append(path, b"one\n{torn")
+        read = read_new_lines(str(path), FilePosition())
+        sent = SentRange.of(read.position.offset, [], read.partial)
+        assert (sent.end, sent.terminated) == (9, False)
+        _append(path, after)
+        again = read_new_lines(str(path), read.position, sent=sent)
+        assert again.restarted is restarted
+        if not restarted:
+            assert again.lines == [(2, b"{torn")]
+
+    def test_a_range_must_start_at_the_position(self, tmp_path: Path) -> None:
+        path = tmp_path / "r.jsonl"
+        _, sent = _sent_past_the_first_line(path, b"one\ntwo\n")
+        with pytest.raises(ValueError, match=r"sent range \[4, 8\) of .* \(byte 0\)"):
+            read_new_lines(str(path), FilePosition(), sent=sent)
+        assert SentRange.from_json(sent.as_json()) == sent

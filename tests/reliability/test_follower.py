@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -26,14 +27,9 @@ class TestFollower:
         no_violations(result.violations)
         assert result.follower_kills >= 1 and result.recreations == 1 and result.truncations == 1
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="dispatcher_client.follow: lines acknowledged by the sidecar but not yet checkpointed "
-        "when the follower dies, then cut by a truncation and rewritten, are counted twice (the "
-        "restarted follower resumes from its older checkpoint, sees no truncation, and sends the "
-        "new lines under the same generation)",
-    )
-    async def test_truncation_within_the_unsaved_window_after_a_crash(self, tmp_path: Path) -> None:
+    async def test_truncation_within_the_unsaved_window_after_a_crash(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         lines = generate_run("w", tmp_path / "gen", num_tasks=6, fault_rate=0.0, failure_rate=0.0).main_lines
         run_dir = tmp_path / "run"
         run_dir.mkdir()
@@ -43,16 +39,25 @@ class TestFollower:
             first = Follower(run_dir, sidecar_url=url, run_id="w", poll_interval_s=0.01)
             async with first.client:
                 await first.step()
-                saved = tmp_path / "state-after-4-lines.json"
-                shutil.copy(first.state_path, saved)
+                saved = tmp_path / "state-at-the-ack.json"
+                flush = first.client.flush
+
+                async def flush_then_snapshot(timeout_s: float | None = None) -> bool:
+                    acknowledged = await flush(timeout_s)
+                    shutil.copy(first.state_path, saved)  # the state file a SIGKILL here leaves
+                    return acknowledged
+
+                monkeypatch.setattr(first.client, "flush", flush_then_snapshot)
                 with rollouts.open("ab") as handle:
                     handle.write(b"".join(lines[4:6]))
                 await first.step()  # lines 5-6 acknowledged by the sidecar ...
+            checkpoint = json.loads(saved.read_bytes())["files"]["rollouts"]["offset"]
+            assert checkpoint == len(b"".join(lines[:4]))  # (the kill came before the checkpoint moved)
             shutil.copy(saved, first.state_path)  # ... but the follower died before checkpointing them
-            with rollouts.open("r+b") as handle:  # the file is cut back to 4 lines and rewritten
-                handle.truncate(sum(len(line) for line in lines[:4]))
-                handle.seek(0, 2)
-                handle.write(b"".join(lines[6:8]))
+            with rollouts.open("r+b") as rewrite:  # the file is cut back to 4 lines and rewritten
+                rewrite.truncate(sum(len(line) for line in lines[:4]))
+                rewrite.seek(0, 2)
+                rewrite.write(b"".join(lines[6:8]))
             second = Follower(run_dir, sidecar_url=url, run_id="w", poll_interval_s=0.01)
             async with second.client:
                 await second.end_run()
