@@ -10,12 +10,19 @@ unreadable identity) is recomputed inline with the real line number.
 Opt-in (``serve --workers N``): on the 2-core reference machine ``benchmarks/ingest.py``
 measured no gain, because handing a row to the pool costs the event-loop process about as
 much CPU as digesting it there; it may pay off with large rows and idle cores.
+
+Workers die with the service, even when it is SIGKILLed (a crash-restart must not leak them):
+the pool's initializer is :func:`sidecar._lifeline.init_worker` (the pool spawns its workers on
+``submit``, from the event-loop thread, which lives as long as the service). multiprocessing's
+resource tracker then exits by itself: it stops once every process holding its pipe (the
+service and its workers) is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -28,6 +35,7 @@ import structlog
 from health.compact import CompactDigest, compact_digest
 from health.contract import check_trajectory
 from health.digest import TrajectoryCheck, digest_record_with_trajectory
+from sidecar._lifeline import init_worker
 from sidecar.rollout_perf import NG_TRAJECTORY_KEY, ng_perf_for_trajectory
 
 __all__ = ["Prepared", "Preparer", "prepare_row", "rebase_digest"]
@@ -80,7 +88,7 @@ def rebase_digest(digest: Any, ordinal: int) -> Any | None:
 
 
 def _warm() -> None:
-    """Worker initializer: import and exercise the pipeline once so the first row is not slow."""
+    """Import and exercise the pipeline once in a new worker, so its first row is not slow."""
     prepare_row(b'{"_ng_task_index": 0}', "", frozenset(), None)
 
 
@@ -92,7 +100,10 @@ class Preparer:
         self.workers = workers
         self.prepared = 0
         self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_warm
+            workers,
+            mp_context=context,
+            initializer=init_worker,
+            initargs=(os.getpid(), f"{__name__}:_warm"),
         )
 
     async def prepare(

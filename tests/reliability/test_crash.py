@@ -34,14 +34,9 @@ class TestCrash:
             serve_args=("--workers", "1"),
             orphan_grace_s=0.2,
         )
-        no_violations([v for v in result.violations if "orphaned" not in v])  # orphans: the xfail below
+        no_violations(result.violations)  # orphaned pool workers count as violations too
         assert result.trials == 5
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="sidecar.prepare: the worker pool of 'serve --workers N' (and multiprocessing's resource "
-        "tracker) outlive a SIGKILLed service forever; every crash-restart leaks N + 1 processes",
-    )
     def test_sigkill_leaves_no_worker_behind(self, tmp_path: Path) -> None:
         proc = SidecarProcess(tmp_path / "j.sqlite3", tmp_path / "log", extra_args=["--workers", "1"])
         url = proc.start()
