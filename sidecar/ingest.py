@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -93,10 +95,28 @@ class _Pending:
     future: asyncio.Future[list[EventOutcome]] = field(repr=False)
 
 
-def plan_from_materialized(path: str) -> dict[str, int]:
-    """Repeats per ``str(_ng_task_index)`` counted over a materialized-inputs JSONL file."""
+#: Largest materialized-inputs file the service reads to derive a plan.
+MAX_MATERIALIZED_INPUTS_BYTES = 4 << 30
+
+
+def plan_from_materialized(path: str, *, max_bytes: int = MAX_MATERIALIZED_INPUTS_BYTES) -> dict[str, int]:
+    """Repeats per ``str(_ng_task_index)`` counted over a materialized-inputs JSONL file.
+
+    The path comes from a client, so only a regular file of bounded size is read: a FIFO,
+    a device such as ``/dev/zero`` or a directory is refused before it is opened.
+    """
     plan: dict[str, int] = {}
     try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise PlanError(
+                f"materialized inputs {path!r} is not a regular file", field="materialized_inputs"
+            )
+        if info.st_size > max_bytes:
+            raise PlanError(
+                f"materialized inputs {path!r} is {info.st_size} bytes, over the {max_bytes}-byte limit",
+                field="materialized_inputs",
+            )
         with open(path, "rb") as handle:
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
