@@ -78,12 +78,25 @@ async def serve(settings: ServiceSettings, *, sock: socket.socket | None = None)
     settings.check_bind()
     service = Service(settings)
     await service.start()  # a corrupt or newer journal fails here, before any port is bound
-    server = uvicorn.Server(_config(service))
-    _log.info("listening", host=settings.host, port=settings.port, auth=settings.token is not None)
+    server = _AnnouncingServer(_config(service), settings)
     try:
         await server.serve(sockets=[sock] if sock is not None else None)
     finally:
         await service.stop()
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """Logs the address actually bound (``--port 0`` picks an ephemeral one) once it is bound."""
+
+    def __init__(self, config: uvicorn.Config, settings: ServiceSettings) -> None:
+        super().__init__(config)
+        self._settings = settings
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        ports = {s.getsockname()[1] for listener in self.servers for s in listener.sockets}
+        port = ports.pop() if len(ports) == 1 else self._settings.port
+        _log.info("listening", host=self._settings.host, port=port, auth=self._settings.token is not None)
 
 
 class ServiceThread:

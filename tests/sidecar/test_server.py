@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
 from sidecar.cli import main as cli_main
@@ -98,3 +99,24 @@ class TestServeProcess:
         url = f"http://127.0.0.1:{_free_port()}"
         assert cli_main(["report", "--sidecar", url, "--run-id", "x", "--out", str(tmp_path / "o")]) == 2
         assert "cannot fetch the report" in capsys.readouterr().err
+
+
+class TestListeningLog:
+    def test_port_zero_logs_the_port_actually_bound(self, tmp_path: Path) -> None:
+        cmd = [sys.executable, "-m", "sidecar.cli", "serve", "--port", "0", "--journal", str(tmp_path / "j")]
+        process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            assert process.stderr is not None
+            while time.monotonic() < deadline:
+                line = process.stderr.readline().decode()
+                if '"listening"' in line:
+                    break
+            else:
+                raise AssertionError("no 'listening' line within 30 s")
+            port = orjson.loads(line)["port"]
+            assert port != 0
+            assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+        finally:
+            process.kill()
+            process.wait(10)
