@@ -5,9 +5,11 @@ a run, in whatever order its workers finish; the live service keeps one per run 
 digests as rollouts complete. Either way the summary and rows can be produced at any
 moment and equal what a batch run over the same digests writes.
 
-Resident state is one :class:`~health.compact.CompactDigest` per rollout plus two small
-indexes (identity counts, task membership) and running totals, so a 100k-rollout run
-stays in the tens of megabytes.
+Resident state is one :class:`~health.compact.CompactDigest` per rollout, the task groups
+(a task's only digest, or the list of them) and running totals. Identities are not indexed
+per rollout: two digests can only share an identity within one task group, so a new digest
+is compared with its group's members (a large group gets an identity index of its own), and
+only identities seen twice or more are counted.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from .types import Finding, RolloutDigest, TaskIndex
 __all__ = ["HealthReducer"]
 
 _Identity = tuple[TaskIndex | None, TaskIndex, TaskIndex]
+_Group = CompactDigest | list[CompactDigest]
+_INDEXED_GROUP = 32
+"""A task group this large gets an identity index instead of a linear scan per new member."""
 _ROLLOUT_POS = {check: pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
 _DUPLICATE_CHECK = "rollout_duplicate_identity"
 _TOKEN_KEYS = ("prompt", "completion", "capture_prompt", "capture_completion")
@@ -59,6 +64,11 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _same(a: object, b: object) -> bool:
+    """Key equality as a ``dict`` applies it (identity first, then ``==``)."""
+    return a is b or a == b
+
+
 @lru_cache(maxsize=4096)
 def _mask_positions(mask: int) -> tuple[int, ...]:
     return tuple(pos for pos in range(len(ROLLOUT_CHECK_IDS)) if mask >> pos & 1)
@@ -76,8 +86,11 @@ class HealthReducer:
         self.ignored_checks: frozenset[str] = frozenset(normalize_ignored_checks(ignored_checks))
         self._check_duplicates = _DUPLICATE_CHECK not in self.ignored_checks
         self._entries: list[CompactDigest] = []
-        self._identities: dict[_Identity, int] = {}
-        self._tasks: dict[TaskIndex, list[int]] = {}
+        self._duplicates: dict[_Identity, int] = {}
+        """Count of every identity claimed by two or more digests (the others are not indexed)."""
+        self._tasks: dict[TaskIndex, _Group] = {}
+        self._group_index: dict[TaskIndex, dict[tuple[TaskIndex | None, TaskIndex], int]] = {}
+        """``(stage, rollout) -> count`` of each task group of ``_INDEXED_GROUP`` members or more."""
         self._captures = 0
         self._unobserved = [0] * len(ROLLOUT_CHECK_IDS)
         self._issues = [0] * len(CHECK_IDS)
@@ -98,11 +111,8 @@ class HealthReducer:
 
     def add_compact(self, digest: CompactDigest) -> None:
         """Same as :meth:`add`, for a digest already packed by :func:`~health.compact.compact_digest`."""
-        position = len(self._entries)
         self._entries.append(digest)
-        identity = (digest.stage_index, digest.task_index, digest.rollout_index)
-        self._identities[identity] = self._identities.get(identity, 0) + 1
-        self._tasks.setdefault(digest.task_index, []).append(position)
+        self._join_task(digest)
         if digest.flags & CAPTURE_OBSERVED:
             self._captures += 1
         if isinstance(digest.unobserved, int):
@@ -131,24 +141,52 @@ class HealthReducer:
         tokens[2] += digest.capture_prompt_tokens
         tokens[3] += digest.capture_completion_tokens
 
+    def _join_task(self, digest: CompactDigest) -> None:
+        """Add ``digest`` to its task group and count its identity if another digest claims it."""
+        task = digest.task_index
+        group = self._tasks.get(task)
+        if group is None:
+            self._tasks[task] = digest
+            return
+        if isinstance(group, list):
+            members = group
+            members.append(digest)
+        else:
+            members = self._tasks[task] = [group, digest]
+        stage, rollout = digest.stage_index, digest.rollout_index
+        index = self._group_index.get(task)
+        if index is not None:
+            before = index.get((stage, rollout), 0)
+            index[(stage, rollout)] = before + 1
+        else:
+            before = 0
+            for member in members[:-1]:
+                if _same(member.rollout_index, rollout) and _same(member.stage_index, stage):
+                    before += 1
+            if len(members) >= _INDEXED_GROUP:
+                index = self._group_index[task] = {}
+                for member in members:
+                    key = (member.stage_index, member.rollout_index)
+                    index[key] = index.get(key, 0) + 1
+        if before:
+            self._duplicates[(stage, task, rollout)] = before + 1
+
     def extend(self, digests: Iterable[CompactDigest]) -> None:
         """Add many packed digests."""
         for digest in digests:
             self.add_compact(digest)
 
     def _duplicate_count(self, digest: CompactDigest) -> int:
-        if not self._check_duplicates:
+        if not self._check_duplicates or not self._duplicates:
             return 0
-        count = self._identities[(digest.stage_index, digest.task_index, digest.rollout_index)]
-        return count if count >= 2 else 0
+        return self._duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index), 0)
 
     def _final_verdict(self, digest: CompactDigest) -> int:
         return 1 if self._duplicate_count(digest) else digest.verdict
 
-    def _task_outcome(self, task_index: TaskIndex, positions: list[int]) -> TaskOutcome:
+    def _task_outcome(self, task_index: TaskIndex, group: _Group) -> TaskOutcome:
         members = []
-        for position in positions:
-            digest = self._entries[position]
+        for digest in group if isinstance(group, list) else (group,):
             members.append(
                 RepeatInput(
                     digest.rollout_index,
@@ -161,14 +199,14 @@ class HealthReducer:
 
     def close_task(self, task_index: TaskIndex) -> list[Finding]:
         """Task-level findings for ``task_index`` given the digests seen so far (empty if unknown)."""
-        positions = self._tasks.get(task_index)
-        if not positions:
+        group = self._tasks.get(task_index)
+        if group is None:
             return []
-        return task_findings(self._task_outcome(task_index, positions))
+        return task_findings(self._task_outcome(task_index, group))
 
     def task_outcomes(self) -> list[TaskOutcome]:
         """Every task group's outcome, in first-seen order."""
-        return [self._task_outcome(task, positions) for task, positions in self._tasks.items()]
+        return [self._task_outcome(task, group) for task, group in self._tasks.items()]
 
     def summary(self) -> dict[str, Any]:
         """``quality_summary.json`` content as if the run ended now (spec §12)."""

@@ -3,12 +3,15 @@
 The summary needs medians and percentiles, so a partial state keeps every reported value (a
 handful of numbers per rollout, in input order). Partial states from shards or several sidecars
 merge by concatenation, in shard order, and give exactly the summary one pass over all rows would.
+Each column is a typed array (8 bytes a value, no number object) while its values are all
+``int`` or all ``float``, and a list once they mix, so every value reads back as it came in.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeGuard
 
 from sidecar._summation import builtin_sum
@@ -19,11 +22,58 @@ Number = int | float  # bool is an int, and passes the reference's number test t
 
 _TOKEN_FIELDS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")
 _PERCENTILES = ((0.5, "total_latency_p50_ms"), (0.9, "total_latency_p90_ms"), (0.99, "total_latency_p99_ms"))
+_INT64 = range(-(2**63), 2**63)
 
 
 def _is_number(value: object) -> TypeGuard[Number]:
     """The reference's number test: ``int`` or ``float`` (so ``bool`` passes too)."""
     return isinstance(value, int | float)
+
+
+class _Column:
+    """An append-only sequence of numbers that reads back with every value's type and value intact.
+
+    ``array("q")`` while every value is a plain ``int`` in 64 bits, ``array("d")`` while every
+    value is a ``float``; a list from the first value that breaks the pattern (``bool``, a mix).
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: array[Any] | list[Number] = []
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[Number]:
+        return iter(self._values)
+
+    def append(self, value: Number) -> None:
+        values = self._values
+        kind = type(value)
+        if isinstance(values, array):
+            if (kind is float and values.typecode == "d") or (
+                kind is int and values.typecode == "q" and value in _INT64
+            ):
+                values.append(value)
+                return
+            self._values = values = values.tolist()
+        elif not values:  # nothing yet (a list that was an array is never empty)
+            if kind is float:
+                self._values = array("d", (value,))
+                return
+            if kind is int and value in _INT64:
+                self._values = array("q", (value,))
+                return
+        values.append(value)
+
+    def extend(self, other: _Column) -> None:
+        for value in other.tolist():  # a snapshot: ``other`` may be this column
+            self.append(value)
+
+    def tolist(self) -> list[Number]:
+        values = self._values
+        return values.tolist() if isinstance(values, array) else list(values)
 
 
 class PerfSummaryState:
@@ -34,10 +84,10 @@ class PerfSummaryState:
     def __init__(self) -> None:
         self._records = 0
         self._token_covered = 0
-        self._tokens: dict[str, list[Number]] = {field: [] for field in _TOKEN_FIELDS}
-        self._num_turns: list[Number] = []
-        self._tokens_per_turn: list[float] = []
-        self._latency: list[Number] = []
+        self._tokens: dict[str, _Column] = {field: _Column() for field in _TOKEN_FIELDS}
+        self._num_turns = _Column()
+        self._tokens_per_turn = _Column()
+        self._latency = _Column()
 
     @property
     def records(self) -> int:
@@ -89,12 +139,12 @@ class PerfSummaryState:
             "token_observability_coverage": self._token_covered / total_rollouts,
         }
         for field in _TOKEN_FIELDS:
-            values = self._tokens[field]
+            values = self._tokens[field].tolist()
             if values:
                 summary[f"mean_{field}"] = statistics.fmean(values)
                 summary[f"median_{field}"] = statistics.median(values)
                 summary[f"total_{field}"] = builtin_sum(values)
-        turns = self._num_turns
+        turns = self._num_turns.tolist()
         if turns:
             ordered = sorted(turns)
             summary["mean_num_turns"] = statistics.fmean(turns)
@@ -103,11 +153,11 @@ class PerfSummaryState:
             summary["min_num_turns"] = min(turns)
             summary["p90_num_turns"] = _percentile(ordered, 0.9)
             summary["max_num_turns"] = max(turns)
-        ratios = self._tokens_per_turn
+        ratios = self._tokens_per_turn.tolist()
         if ratios:
             summary["mean_tokens_per_turn"] = statistics.fmean(ratios)
             summary["median_tokens_per_turn"] = statistics.median(ratios)
-        latency = self._latency
+        latency = self._latency.tolist()
         if latency:
             ordered = sorted(latency)
             for q, key in _PERCENTILES:

@@ -132,6 +132,32 @@ class TestDuplicates:
         assert digests[0].verdict == "unhealthy"
         assert digests[0].findings[-1].subject == {"_ng_task_index": 1, "_ng_rollout_index": 0}
 
+    @pytest.mark.parametrize("group_size", [1, 3, 31, 32, 33, 80])
+    def test_duplicate_counts_equal_a_count_over_every_identity(self, group_size: int) -> None:
+        """Small groups are scanned, large ones indexed: both count exactly what a full identity
+        count gives, whatever the arrival order, stages and index types."""
+        rng = random.Random(group_size)
+        tasks: list[int | str] = [0, 1, "1", 2]
+        rollouts: list[int | str] = [0, 1, "0", *range(group_size)]
+        stages: list[int | None] = [None, None, 0, 1]
+        digests = []
+        for ordinal in range(4 * group_size + 5):
+            task, rollout, stage = rng.choice(tasks), rng.choice(rollouts), rng.choice(stages)
+            digests.append(make_digest(task, rollout, stage=stage, ordinal=ordinal))
+        counts: dict[tuple[Any, Any, Any], int] = {}
+        for digest in digests:
+            key = (digest.stage_index, digest.task_index, digest.rollout_index)
+            counts[key] = counts.get(key, 0) + 1
+        reducer = HealthReducer()
+        for digest in digests:
+            reducer.add(digest)
+        for digest in reducer.digests():
+            count = counts[(digest.stage_index, digest.task_index, digest.rollout_index)]
+            marked = [f.detail for f in digest.findings if f.check == "rollout_duplicate_identity"]
+            assert marked == ([{"duplicate_count": count}] if count >= 2 else [])
+        duplicates = sum(count for count in counts.values() if count >= 2)
+        assert reducer.summary()["run"]["issues"]["rollout_duplicate_identity"] == duplicates
+
     def test_ignored_duplicate_check_skips_the_pass(self) -> None:
         reducer = HealthReducer(["rollout_duplicate_identity"])
         reducer.add(make_digest(1, 0, ordinal=0))

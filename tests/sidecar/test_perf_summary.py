@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,42 @@ class TestRules:
     def test_add_rejects_non_objects(self) -> None:
         with pytest.raises(TypeError, match="ng_perf must be a JSON object"):
             PerfSummaryState().add([1, 2])  # type: ignore[arg-type]
+
+
+class TestStorage:
+    """Values are kept in typed arrays while they allow it; every one reads back as it came in."""
+
+    @pytest.mark.parametrize(
+        "values",
+        [
+            [3, 1, 2],
+            [1.5, 0.5, 2.0],
+            [3, 1.5, 2],  # int then float: falls back to a list
+            [2.0, 7, 1],
+            [True, 2, False],
+            [2, True, 3],
+            [2**63 - 1, 2**63, 1],  # past 64 bits
+            [-(2**63), 5],
+        ],
+    )
+    def test_types_and_values_survive(self, values: list[Any]) -> None:
+        state = PerfSummaryState()
+        for value in values:
+            state.add({"num_turns": value, "prompt_tokens": value, "total_latency_ms": value})
+        summary = state.result(len(values))
+        assert summary is not None
+        assert repr(summary["min_num_turns"]) == repr(min(values))
+        assert repr(summary["max_num_turns"]) == repr(max(values))
+        assert repr(summary["median_prompt_tokens"]) == repr(statistics.median(values))
+        assert repr(summary["total_prompt_tokens"]) == repr(sum(values))
+
+    def test_merge_with_itself_doubles(self) -> None:
+        state = PerfSummaryState()
+        for value in (1, 2.5, 4):
+            state.add({"num_turns": value})
+        state.merge(state)
+        summary = state.result(6)
+        assert summary is not None and summary["mean_num_turns"] == statistics.fmean([1, 2.5, 4] * 2)
 
 
 numbers = st.one_of(
