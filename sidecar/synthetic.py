@@ -13,6 +13,7 @@ Entry points:
 * :func:`generate_rows` / :func:`generate_failure_rows`: just the rows of either file.
 * :func:`rollout_event`: one attempt on demand (a fake agent server's reply).
 * :func:`write_run_dir`: the run directory, streamed with orjson in constant memory.
+* :func:`api_steps`: the same dispatches as ``/v1`` ingest events beside the lines NeMo Gym writes.
 * :func:`sample_task_seconds`: the long-tailed task duration used for the simulated timing.
 
 Faults are injected at configured rates, at most one per row, each built to make one health
@@ -31,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Final
 
+from ._synthetic._api import ApiStep, api_steps
 from ._synthetic._config import FAULT_CHECKS, FaultRates, SyntheticConfig
 from ._synthetic._durations import sample_task_seconds
 from ._synthetic._schedule import EventKind, RolloutEvent, generate_events, rollout_event
@@ -40,11 +42,13 @@ __all__ = [
     "FAULT_CHECKS",
     "SAMPLE_RUN_CONFIG",
     "SAMPLE_RUN_SEED",
+    "ApiStep",
     "EventKind",
     "FaultRates",
     "RolloutEvent",
     "RunDirStats",
     "SyntheticConfig",
+    "api_steps",
     "generate_events",
     "generate_failure_rows",
     "generate_rows",

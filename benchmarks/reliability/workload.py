@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 
 from health import health_check_run_dir
 from sidecar.events import EventBatch, idempotency_key
 from sidecar.journal import Journal
-from sidecar.synthetic import FaultRates, SyntheticConfig, generate_events
+from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
 
 __all__ = ["GeneratedRun", "batch_files", "generate_run", "journal_keys", "report_files"]
 
@@ -80,41 +79,13 @@ def generate_run(
     run = GeneratedRun(run_id, run_dir)
     plan = {str(task): repeats for task in range(num_tasks)}
     run.events.append({"kind": "run_started", "plan": plan, "source_path": str(run_dir / "rollouts.jsonl")})
-    for event in generate_events(config, seed):
-        seconds = event.latency_seconds
-        if event.kind == "result":
-            assert event.row is not None
-            row = event.row if text_hook is None else text_hook(event.row)
-            run.main_lines.append(orjson.dumps(row) + b"\n")
-            run.events.append({"kind": "completed", "seconds": seconds, "row": row})
+    for step in api_steps(generate_events(config, seed), row_hook=text_hook):
+        run.events.append(step.event)
+        if step.main_line is not None:
+            run.main_lines.append(step.main_line)
             run.completions += 1
-        elif event.kind == "unreadable":
-            assert event.line is not None
-            try:
-                text = event.line.decode("utf-8")
-            except UnicodeDecodeError:
-                continue  # a torn multi-byte character cannot travel in a JSON string
-            if not text.strip():
-                continue
-            run.main_lines.append(event.line if event.line.endswith(b"\n") else event.line + b"\n")
-            run.events.append(
-                {
-                    "kind": "completed",
-                    "seconds": seconds or 0.0,
-                    "line": text,
-                    "line_number": len(run.main_lines),
-                }
-            )
-            run.completions += 1
-        elif event.kind == "failure":
-            assert event.row is not None
-            row = event.row if text_hook is None else text_hook(event.row)
-            run.failure_lines.append(orjson.dumps(row) + b"\n")
-            run.events.append({"kind": "failed", "seconds": seconds, "row": row})
-        else:
-            run.events.append(
-                {"kind": "drained", "task_index": event.task_index, "rollout_index": event.rollout_index}
-            )
+        if step.failure_line is not None:
+            run.failure_lines.append(step.failure_line)
     run.events.append({"kind": "run_ended"})
     return run
 

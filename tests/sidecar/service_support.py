@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from sidecar.rollout_perf import DispatchLatencyTracker
-from sidecar.synthetic import FaultRates, SyntheticConfig, generate_events
+from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
 
 __all__ = ["GeneratedRun", "generate_run", "post_events"]
 
@@ -68,42 +68,12 @@ def generate_run(
         drained_fraction=drained_fraction,
     )
     run = GeneratedRun(plan={str(task): repeats for task in range(num_tasks)})
-    for event in generate_events(config, seed):
-        seconds = event.latency_seconds
-        if event.kind == "result":
-            row = event.row if text_hook is None else text_hook(event.row)
-            run.events.append({"kind": "completed", "seconds": seconds, "row": row})
-            import orjson
-
-            run.main_lines.append(orjson.dumps(row) + b"\n")
-            run.tracker_ops.append(("record", seconds))
-        elif event.kind == "unreadable":
-            assert event.line is not None
-            try:
-                text = event.line.decode("utf-8")
-            except UnicodeDecodeError:
-                continue  # a torn multi-byte character cannot travel in a JSON string
-            if not text.strip():
-                continue
-            run.main_lines.append(event.line if event.line.endswith(b"\n") else event.line + b"\n")
-            run.events.append(
-                {
-                    "kind": "completed",
-                    "seconds": seconds or 0.0,
-                    "line": text,
-                    "line_number": len(run.main_lines),
-                }
-            )
-            run.tracker_ops.append(("record", seconds or 0.0))
-        elif event.kind == "failure":
-            run.events.append({"kind": "failed", "seconds": seconds, "row": event.row})
-            if seconds is not None:
-                run.tracker_ops.append(("record_failure", seconds))
-        else:
-            run.events.append(
-                {"kind": "drained", "task_index": event.task_index, "rollout_index": event.rollout_index}
-            )
-            run.tracker_ops.append(("record_drained", None))
+    for step in api_steps(generate_events(config, seed), row_hook=text_hook):
+        run.events.append(step.event)
+        if step.main_line is not None:
+            run.main_lines.append(step.main_line)
+        if step.tracker_op is not None:
+            run.tracker_ops.append(step.tracker_op)
     return run
 
 
