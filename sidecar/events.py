@@ -9,6 +9,7 @@ attempt, kind): the journal stores the first copy and acknowledges later copies 
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -40,6 +41,7 @@ __all__ = [
     "Latency",
     "RunEnded",
     "RunStarted",
+    "dump_row",
     "encode_event",
     "event_identity",
     "idempotency_key",
@@ -216,12 +218,25 @@ def event_identity(event: Event) -> tuple[Any, Any, int]:
     return task, rollout, attempt
 
 
+def dump_row(row: dict[str, Any]) -> bytes:
+    """A row as compact JSON bytes, however deep it nests.
+
+    orjson refuses to write past 255 levels while it reads up to 1024, so a row whose free-form
+    values nest deeper than that (the batch check reports it ``record_unreadable``) is written
+    with the standard library instead; either form parses back to the same row.
+    """
+    try:
+        return orjson.dumps(row)
+    except orjson.JSONEncodeError:
+        return json.dumps(row, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
 def _row_bytes(event: Event) -> bytes | None:
     """The bytes a completion's content hash covers (its line, or its row serialized once)."""
     if isinstance(event, Completed) and event.line is not None:
         return event.line.encode("utf-8", "surrogatepass")
     if isinstance(event, Completed | Failed | Drained) and event.row is not None:
-        return orjson.dumps(event.row)
+        return dump_row(event.row)
     return None
 
 

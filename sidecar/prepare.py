@@ -36,6 +36,7 @@ from health.compact import CompactDigest, compact_digest
 from health.contract import check_trajectory
 from health.digest import TrajectoryCheck, digest_record_with_trajectory
 from sidecar._lifeline import init_worker
+from sidecar.events import dump_row
 from sidecar.rollout_perf import NG_TRAJECTORY_KEY, ng_perf_for_trajectory
 
 __all__ = ["Prepared", "Preparer", "prepare_row", "rebase_digest"]
@@ -112,7 +113,7 @@ class Preparer:
         """The prepared row, or ``None`` (compute inline): position-dependent row, or no pool."""
         if self._pool is None or "_ng_task_index" not in row:
             return None
-        work = partial(prepare_row, orjson.dumps(row), source_path, ignored_checks, latency_ms)
+        work = partial(prepare_row, dump_row(row), source_path, ignored_checks, latency_ms)
         try:
             result = await asyncio.get_running_loop().run_in_executor(self._pool, work)
             self.prepared += 1

@@ -27,8 +27,9 @@ __all__ = [
 DEFAULT_JOURNAL_PATH = Path("sidecar-state") / "journal.sqlite3"
 #: Large result rows (long multi-turn trajectories) must fit; 64 MiB covers them with room.
 DEFAULT_BODY_CAP = 64 * 1024 * 1024
-#: Envelope (3 levels) plus a row; the batch parser's own limit is 1024.
-DEFAULT_MAX_JSON_DEPTH = 256
+#: orjson's own parse limit, so any row the batch check can read (minus the few levels of the
+#: request envelope) also fits in a request and is reported as the batch check reports it.
+DEFAULT_MAX_JSON_DEPTH = 1024
 TOKEN_ENV_VAR = "ROLLOUT_SIDECAR_TOKEN"
 
 

@@ -1,0 +1,71 @@
+"""Rows nested deeper than pydantic can dump are reported as the batch check reports them."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from health import health_check_run_dir
+from sidecar.server import ServiceThread
+from sidecar.settings import ServiceSettings
+
+
+def _dumps(value: Any) -> str:
+    """orjson refuses to write more than 255 levels; the standard library does not."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _row(task: int, answer: Any) -> dict[str, Any]:
+    turn = {
+        "invocation_id": "main",
+        "task_id": "t",
+        "rollout_id": "r",
+        "turn_no": 1,
+        "timestamp": 1.0,
+        "step_count": 1,
+        "answer": answer,
+    }
+    return {
+        "_ng_task_index": task,
+        "_ng_rollout_index": 0,
+        "ng_trajectory": {"task_id": "t", "rollout_id": "r", "turns": [turn]},
+    }
+
+
+class TestDeepRows:
+    @pytest.mark.parametrize("workers", [0, 1], ids=["inline", "worker-pool"])
+    def test_live_report_equals_batch_for_deep_free_form_values(self, tmp_path: Path, workers: int) -> None:
+        rows = [_row(0, "fine"), _row(1, _nested(300)), _row(2, _nested(600))]
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        (run_dir / "rollouts.jsonl").write_bytes("".join(_dumps(row) + "\n" for row in rows).encode())
+        with contextlib.redirect_stdout(io.StringIO()):
+            batch = health_check_run_dir(run_dir, workers=1)
+        verdicts = batch.verdicts_path.read_bytes()
+        assert verdicts.count(b'"error":"ValueError"') == 2  # the dump's nesting limit, not a parse error
+
+        events: list[dict[str, Any]] = [{"kind": "run_started", "plan": {"0": 1, "1": 1, "2": 1}}]
+        events += [{"kind": "completed", "seconds": 1.0, "row": row} for row in rows]
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "journal.sqlite3", workers=workers)
+        with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+            response = client.post("/v1/runs/deep/events", content=_dumps(events).encode())
+            assert response.status_code == 200, response.text
+            live = client.get("/report/verdicts", params={"run_id": "deep"}).content
+            summary = client.get("/report/quality_summary.json", params={"run_id": "deep"}).content
+        assert live == verdicts
+        assert summary == batch.summary_path.read_bytes()
+        with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:  # replay
+            assert client.get("/report/verdicts", params={"run_id": "deep"}).content == verdicts
