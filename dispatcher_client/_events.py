@@ -6,16 +6,23 @@ as ``null`` so an older sidecar's closed models still accept them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 __all__ = [
     "completed_event",
     "drained_event",
+    "encode_event",
     "failed_event",
     "identity",
     "run_started_event",
 ]
+
+#: Rows may carry numpy scalars or integer keys: encode them rather than fail the dispatcher.
+_DUMP_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 TASK_KEY = "_ng_task_index"
 ROLLOUT_KEY = "_ng_rollout_index"
@@ -81,3 +88,18 @@ def drained_event(row: Mapping[str, Any] | None, result: Mapping[str, Any] | Non
     if result is not None:
         event["row"] = result
     return event
+
+
+def encode_event(event: Mapping[str, Any]) -> bytes:
+    """JSON bytes of an event; raises ``orjson.JSONEncodeError`` if it is not JSON at all.
+
+    orjson writes at most 255 levels; a row nested deeper (which the batch health check still
+    reads and reports) is written by the standard library instead, so it reaches the sidecar.
+    """
+    try:
+        return orjson.dumps(event, option=_DUMP_OPTIONS)
+    except orjson.JSONEncodeError as exc:
+        try:
+            return json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+        except (TypeError, ValueError, RecursionError):
+            raise exc from None

@@ -23,7 +23,7 @@ import orjson
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
 
 from ._batcher import Batcher
-from ._events import completed_event, drained_event, failed_event, run_started_event
+from ._events import completed_event, drained_event, encode_event, failed_event, run_started_event
 from .config import ClientConfig, ClientStats
 
 __all__ = ["RUN_ID_PATTERN", "SidecarClient", "SidecarError"]
@@ -31,8 +31,6 @@ __all__ = ["RUN_ID_PATTERN", "SidecarClient", "SidecarError"]
 _log = logging.getLogger("dispatcher_client")
 #: What the sidecar accepts as a run id (checked here: a refused id would lose every event).
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
-#: Rows may carry numpy scalars or integer keys: encode them rather than fail the dispatcher.
-_DUMP_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
 class SidecarError(RuntimeError):
@@ -124,7 +122,7 @@ class SidecarClient:
             future = asyncio.get_running_loop().create_future()
         sender = self._sender()
         try:
-            data = orjson.dumps(event, option=_DUMP_OPTIONS)
+            data = encode_event(event)
         except orjson.JSONEncodeError as exc:  # fail open: a row that is not JSON is not sent
             self.stats.submitted += 1
             self.stats.rejected += 1
