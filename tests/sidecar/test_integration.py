@@ -108,7 +108,7 @@ class TestIngestedRun:
             path = f"/v1/runs/{RUN}/events"
             cases = [
                 (client.post(path, content=b"{not json"), 400, "invalid_json"),
-                (client.post(path, content=b"[" * 400 + b"]" * 400), 400, "too_deep"),
+                (client.post(path, content=b"[" * 1100 + b"]" * 1100), 400, "too_deep"),
                 (client.post(path, content=b" " * (65 * 1024)), 413, "too_large"),
                 (
                     client.post(path, json=[{"kind": "completed", "seconds": 1.0, "row": {}}]),
