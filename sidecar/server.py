@@ -9,13 +9,11 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
-import threading
-from collections.abc import Callable
-from types import TracebackType
 
 import structlog
 import uvicorn
 
+from sidecar._server_thread import ServerThread, loop_factory
 from sidecar.app import create_app
 from sidecar.engines import Engines
 from sidecar.service import Service
@@ -25,14 +23,6 @@ __all__ = ["ServiceThread", "loop_factory", "run_service", "serve"]
 
 _log = structlog.get_logger("sidecar.server")
 
-
-def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
-    """uvloop's loop when available (a large share of per-request overhead), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop
-    return uvloop.new_event_loop
 
 
 class _Terminated(Exception):
@@ -99,63 +89,22 @@ class _AnnouncingServer(uvicorn.Server):
         _log.info("listening", host=self._settings.host, port=port, auth=self._settings.token is not None)
 
 
-class ServiceThread:
+class ServiceThread(ServerThread):
     """The real service on ``127.0.0.1:<ephemeral>`` in a thread: ``with ServiceThread(s) as url: ...``."""
 
+    label = "sidecar service"
+
     def __init__(self, settings: ServiceSettings, *, engines: Engines | None = None) -> None:
+        super().__init__(settings.host)
         self.settings = settings
         self._engines = engines
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((settings.host, 0))
-        self.port: int = self._sock.getsockname()[1]
-        self.url = f"http://{settings.host}:{self.port}"
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
         self.service: Service | None = None
 
-    def _run(self) -> None:
-        try:
-            with asyncio.Runner(loop_factory=loop_factory()) as runner:
-                runner.run(self._main())
-        except BaseException as exc:  # surfaced by start()/stop()
-            self._error = exc
-
-    async def _main(self) -> None:
+    async def _serve(self, sock: socket.socket) -> None:
         self.service = Service(self.settings, engines=self._engines)
         await self.service.start()
-        self._server = uvicorn.Server(_config(self.service))  # off the main thread: no signal handlers
+        self._server = uvicorn.Server(_config(self.service))
         try:
-            await self._server.serve(sockets=[self._sock])
+            await self._server.serve(sockets=[sock])
         finally:
             await self.service.stop()
-
-    def start(self, timeout: float = 30.0) -> str:
-        self._thread = threading.Thread(target=self._run, name="sidecar-service", daemon=True)
-        self._thread.start()
-        deadline = threading.Event()
-        for _ in range(int(timeout / 0.01)):
-            if self._error is not None:
-                raise RuntimeError(f"service failed to start: {self._error!r}") from self._error
-            if self._server is not None and self._server.started:
-                return self.url
-            deadline.wait(0.01)
-        raise TimeoutError(f"service did not start within {timeout} s")
-
-    def stop(self, timeout: float = 30.0) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout)
-        self._sock.close()
-        if self._error is not None:
-            raise RuntimeError(f"service failed: {self._error!r}") from self._error
-
-    def __enter__(self) -> str:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

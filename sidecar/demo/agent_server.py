@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import time
-from types import TracebackType
 from typing import Any, Final
 
 import orjson
@@ -29,8 +27,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from sidecar._server_thread import ServerThread, ServerThreadError
 from sidecar.demo.config import TimeScale
-from sidecar.server import loop_factory
 from sidecar.synthetic import RolloutEvent, SyntheticConfig, rollout_event
 
 __all__ = ["REQUEST_FAILURE_CLASSES", "AgentServer", "AgentServerError", "create_agent_app", "reply_for"]
@@ -40,7 +38,7 @@ REQUEST_FAILURE_CLASSES: Final = frozenset({"agent_request_failed", "agent_run_e
 _JSON = "application/json"
 
 
-class AgentServerError(RuntimeError):
+class AgentServerError(ServerThreadError):
     """The fake agent server could not start or stopped with an error."""
 
 
@@ -95,18 +93,20 @@ def create_agent_app(config: SyntheticConfig, seed: int, scale: TimeScale, timeo
     return Starlette(routes=routes)
 
 
-class AgentServer:
+class AgentServer(ServerThread):
     """The fake agent server on ``127.0.0.1:<ephemeral>`` in its own thread and event loop.
 
     ``with AgentServer(...) as url:`` starts it and, on exit, stops it and joins the thread. Its
     own loop keeps reply timing independent of the dispatcher's load.
     """
 
+    label = "fake agent server"
+
     def __init__(self, config: SyntheticConfig, seed: int, scale: TimeScale, timeout_s: float) -> None:
+        super().__init__()
         self._app = create_agent_app(config, seed, scale, timeout_s)
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+
+    async def _serve(self, sock: socket.socket) -> None:
         self._server = uvicorn.Server(
             uvicorn.Config(
                 self._app,
@@ -117,41 +117,16 @@ class AgentServer:
                 server_header=False,
             )
         )
-        self._thread = threading.Thread(target=self._run, name="demo-agent-server", daemon=True)
-        self._error: BaseException | None = None
-
-    def _run(self) -> None:
-        try:
-            with asyncio.Runner(loop_factory=loop_factory()) as runner:
-                runner.run(self._server.serve(sockets=[self._sock]))
-        except BaseException as exc:  # surfaced by start()/stop()
-            self._error = exc
+        await self._server.serve(sockets=[sock])
 
     def start(self, timeout: float = 15.0) -> str:
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if self._error is not None or not self._thread.is_alive():
-                raise AgentServerError(f"fake agent server failed to start: {self._error!r}") from self._error
-            if time.monotonic() > deadline:
-                raise AgentServerError(f"fake agent server did not start within {timeout} s")
-            time.sleep(0.01)
-        return self.url
+        try:
+            return super().start(timeout)
+        except ServerThreadError as exc:
+            raise AgentServerError(str(exc)) from exc.__cause__
 
     def stop(self, timeout: float = 15.0) -> None:
-        self._server.should_exit = True
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-        self._sock.close()
-        if self._thread.is_alive():
-            raise AgentServerError(f"fake agent server thread did not stop within {timeout} s")
-        if self._error is not None:
-            raise AgentServerError(f"fake agent server failed: {self._error!r}") from self._error
-
-    def __enter__(self) -> str:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+        try:
+            super().stop(timeout)
+        except ServerThreadError as exc:
+            raise AgentServerError(str(exc)) from exc.__cause__
