@@ -68,10 +68,14 @@ from ._tail import FilePosition, SentRange, TailRead, is_blank_line, read_new_li
 from .client import SidecarClient
 from .config import ClientConfig
 
-__all__ = ["FollowPaths", "Follower", "FollowerThread", "follow_paths", "run_follower"]
+__all__ = ["FollowPaths", "Follower", "FollowerError", "FollowerThread", "follow_paths", "run_follower"]
 
 _log = logging.getLogger("dispatcher_client.follow")
 _CHUNK_EVENTS = 256
+
+
+class FollowerError(RuntimeError):
+    """The follower cannot go on without losing lines; its checkpoint is left where it was."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +275,27 @@ class Follower:
         self.started = True
         await self._commit()
 
+    async def _deliver(self, events: list[dict[str, Any]], path: Path, position: FilePosition) -> None:
+        """Send ``events`` in acknowledged chunks (one read is at most ``read_bytes`` of lines).
+
+        Should the client drop an event all the same (a line larger than its buffer, and no
+        spool), the checkpoint must not move past it: :class:`FollowerError` stops the follower
+        with the checkpoint where it was, and a restart re-sends from there (what the sidecar
+        already acknowledged comes back as a duplicate).
+        """
+        dropped = self.client.stats.dropped
+        for start in range(0, len(events), _CHUNK_EVENTS):
+            for event in events[start : start + _CHUNK_EVENTS]:
+                self.client.submit_event(event)
+            await self.client.flush()
+        lost = self.client.stats.dropped - dropped
+        if lost:
+            raise FollowerError(
+                f"{lost} event(s) read from {str(path)!r} after line {position.line_number} were dropped "
+                "by the client (buffer full, no spool); the checkpoint stays there and a restart re-sends "
+                "them: raise ClientConfig.max_buffered_bytes or set ClientConfig.spool_dir"
+            )
+
     async def _commit(self) -> None:
         """Wait for the sidecar to acknowledge everything queued, then checkpoint."""
         await self.client.flush()
@@ -320,10 +345,7 @@ class Follower:
                 if events:  # recorded before the sidecar sees any of them
                     self.sent[name] = SentRange.of(position.offset, (line for _, line in read.lines), partial)
                     await asyncio.to_thread(self._save_state)
-                for start in range(0, len(events), _CHUNK_EVENTS):
-                    for event in events[start : start + _CHUNK_EVENTS]:
-                        self.client.submit_event(event)
-                    await self.client.flush()
+                await self._deliver(events, path, position)
                 changed = read.position != position
                 self.positions[name] = read.position
                 pending = self.sent.get(name)

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from dispatcher_client import ClientConfig, RemoteLatencyTracker
-from dispatcher_client.follow import Follower, follow_paths
+from dispatcher_client.follow import Follower, FollowerError, follow_paths
 from sidecar.cli import main as cli_main
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf, compute_perf_summary
 from sidecar.server import ServiceThread
@@ -528,5 +528,29 @@ async def test_an_unterminated_line_sent_by_end_run_stays_guarded_through_a_resu
             await second.end_run()
         files = sidecar_files(url, "repaired")
     assert second.generation > first.generation
+    assert files == batch_files(run_dir)
+    capsys.readouterr()
+
+
+async def test_a_line_the_client_drops_stops_the_follower_without_moving_the_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "overflow"
+    run_dir.mkdir()
+    main, _ = _lines(12, 3)
+    (run_dir / "rollouts.jsonl").write_bytes(b"".join(main))
+    tiny = ClientConfig(max_buffered_bytes=max(len(line) for line in main) // 2)  # no spool: drops
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+    with ServiceThread(settings) as url:
+        starved = Follower(run_dir, sidecar_url=url, client_config=tiny)
+        async with starved.client:
+            with pytest.raises(FollowerError, match="dropped by the client"):
+                await starved.step()
+        assert starved.client.stats.dropped > 0
+        resumed = Follower(run_dir, sidecar_url=url)  # same state file: re-sends what was lost
+        assert resumed.positions["rollouts"].line_number == 0
+        async with resumed.client:
+            await resumed.end_run()
+        files = sidecar_files(url, "overflow")
     assert files == batch_files(run_dir)
     capsys.readouterr()
