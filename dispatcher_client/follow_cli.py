@@ -85,8 +85,13 @@ def _follow(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"rollout-sidecar follow: {exc}", file=sys.stderr)  # noqa: T201
         return 2
+    from dispatcher_client.follow import FollowerError
+
     try:
         return asyncio.run(_main(args, secret.get() if secret is not None else None))
     except ValueError as exc:
         print(f"rollout-sidecar follow: {exc}", file=sys.stderr)  # noqa: T201
         return 2
+    except FollowerError as exc:  # the checkpoint was left in place: a restart loses nothing
+        print(f"rollout-sidecar follow: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
