@@ -55,7 +55,7 @@ class PerfSummaryLike(Protocol):
 class Engines:
     """Factories and pure functions one run needs.
 
-    ``digest_record`` / ``digest_line`` return a *compact* digest (what the reducer keeps);
+    ``digest_record`` returns a *compact* digest (what the reducer keeps);
     ``digest_task_index`` reads the coerced task index back from one.
     """
 
@@ -63,7 +63,6 @@ class Engines:
     new_reducer: Callable[[Iterable[str]], ReducerLike]
     new_perf_summary: Callable[[], PerfSummaryLike]
     digest_record: Callable[..., Any]
-    digest_line: Callable[..., Any]
     digest_task_index: Callable[[Any], TaskIndex]
     build_ng_perf: Callable[[dict[str, Any], float | None], dict[str, Any] | None]
 
@@ -99,7 +98,7 @@ def default_engines() -> Engines:
     """The real perf core and health pipeline."""
     from health.compact import compact_digest
     from health.contract import check_trajectory
-    from health.digest import digest_line, digest_record_with_trajectory
+    from health.digest import digest_record_with_trajectory
     from health.reduce import HealthReducer
     from sidecar.rollout_perf import DispatchLatencyTracker, PerfSummaryState, ng_perf_for_trajectory
 
@@ -112,9 +111,6 @@ def default_engines() -> Engines:
         if outcome is not None and checked is None:
             last.keep(raw, outcome)
         return compact_digest(digest)
-
-    def _line(data: bytes, **kwargs: Any) -> Any:
-        return compact_digest(digest_line(data, **kwargs))
 
     def _ng_perf(result: dict[str, Any], rollout_latency_ms: float | None) -> dict[str, Any] | None:
         """``build_ng_perf``, sharing the row's trajectory validation with its digest."""
@@ -140,7 +136,6 @@ def default_engines() -> Engines:
         new_reducer=lambda ignored: HealthReducer(ignored),
         new_perf_summary=PerfSummaryState,
         digest_record=_record,
-        digest_line=_line,
         digest_task_index=_task_index,
         build_ng_perf=_ng_perf,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -28,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from health.parse import parse_line
 from health.registry import CHECK_IDS
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "encode_event",
     "event_identity",
     "idempotency_key",
+    "row_of",
     "to_payload",
 ]
 
@@ -130,6 +133,14 @@ class Completed(_Event):
             raise ValueError("line is blank; blank lines carry no rollout")
         return self
 
+    @cached_property
+    def parsed(self) -> tuple[dict[str, Any] | None, str | None]:
+        """``(row, parse_error)``: the row as given, or the line parsed once, as the batch check
+        parses a line (identity, ``ng_perf`` and the health digest all read this one parse)."""
+        if self.line is None:
+            return self.row, None
+        return parse_line(self.line.encode("utf-8", "surrogatepass"))
+
 
 class Failed(_Event):
     """A dispatched attempt failed; ``row`` is the failure row the dispatcher wrote to the sidecar file.
@@ -187,13 +198,10 @@ EventBatch: TypeAdapter[list[Event]] = TypeAdapter(
 )
 
 
-def _row_of(event: Completed | Failed | Drained) -> dict[str, Any] | None:
-    if isinstance(event, Completed) and event.line is not None:
-        try:
-            parsed = orjson.loads(event.line.strip(" \t\n\r\x0b\x0c"))
-        except orjson.JSONDecodeError:
-            return None
-        return parsed if isinstance(parsed, dict) else None
+def row_of(event: Completed | Failed | Drained) -> dict[str, Any] | None:
+    """The event's row; for a follower's raw line, the parsed line (``None`` if unreadable)."""
+    if isinstance(event, Completed):
+        return event.parsed[0]
     return event.row
 
 
@@ -211,7 +219,7 @@ def event_identity(event: Event) -> tuple[Any, Any, int]:
     """(task, rollout, attempt) of an event, raw values; run-level events give ``(None, None, 0)``."""
     if isinstance(event, RunStarted | RunEnded | Latency):
         return None, None, 0
-    row = _row_of(event) or {}
+    row = row_of(event) or {}
     task = event.task_index if event.task_index is not None else row.get(TASK_KEY)
     rollout = event.rollout_index if event.rollout_index is not None else row.get(ROLLOUT_KEY, 0)
     attempt = event.attempt if event.attempt is not None else _attempt_from(row.get(ATTEMPT_KEY))

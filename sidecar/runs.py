@@ -14,14 +14,22 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from health.compact import VERDICTS
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
 from sidecar.accounting import Accounting, RolloutKey, normalize_index
 from sidecar.engines import Engines
-from sidecar.events import Completed, Drained, Event, Failed, Latency, RunEnded, RunStarted, event_identity
+from sidecar.events import (
+    Completed,
+    Drained,
+    Event,
+    Failed,
+    Latency,
+    RunEnded,
+    RunStarted,
+    event_identity,
+    row_of,
+)
 from sidecar.prepare import Prepared, rebase_digest
 
 __all__ = [
@@ -64,7 +72,6 @@ _FAILURE_CLASS_KEY = "_ng_failure_class"
 _TERMINAL_KEY = "_ng_failure_terminal"
 _NO_PERSIST_KEY = "_ng_no_persist"
 _DRAINED_KEY = "_ng_dispatch_drained"
-_WS = b" \t\n\r\x0b\x0c"
 
 
 class _EventClock:
@@ -193,7 +200,7 @@ class RunState:
 
     def ng_perf_for(self, event: Completed) -> dict[str, Any] | None:
         """``build_ng_perf`` for a completion's row (pure; used for duplicates too)."""
-        row = _row(event)
+        row = row_of(event)
         if row is None:
             return None
         return self._engines.build_ng_perf(row, latency_ms(event))
@@ -210,7 +217,7 @@ class RunState:
         if event.seconds is not None:
             self.tracker.record(event.seconds)
             self.durations["completed"].observe(event.seconds)
-        row = _row(event)
+        row = row_of(event)
         if prepared is not None and (prepared.source_path, prepared.ignored_checks) != (
             self.config.source_path,
             self.ignored_checks,
@@ -226,7 +233,7 @@ class RunState:
             self._count_failure(row.get(_FAILURE_CLASS_KEY), terminal)
             self._settle(self.accounting.failed(self._key(event), terminal=terminal))
             return ng_perf
-        digest = self._digest(event, row, prepared)
+        digest = self._digest(event, prepared)
         task = self._engines.digest_task_index(digest)
         self.reducer.add_compact(digest)
         self._verdicts[digest.verdict] += 1
@@ -251,7 +258,7 @@ class RunState:
         self._settle(completed_task)
         return ng_perf
 
-    def _digest(self, event: Completed, row: dict[str, Any] | None, prepared: Prepared | None) -> Any:
+    def _digest(self, event: Completed, prepared: Prepared | None) -> Any:
         ordinal = self._next_ordinal
         self._next_ordinal += 1
         if prepared is not None:
@@ -265,9 +272,8 @@ class RunState:
             "ordinal": ordinal,
             "ignored_checks": self.ignored_checks,
         }
-        if event.line is not None:
-            return self._engines.digest_line(event.line.encode("utf-8", "surrogatepass"), **common)
-        return self._engines.digest_record(row, **common)
+        record, parse_error = event.parsed
+        return self._engines.digest_record(record, parse_error=parse_error, **common)
 
     def _count_failure(self, failure_class: Any, terminal: bool) -> None:
         known = isinstance(failure_class, str) and failure_class in FAILURE_CLASSES
@@ -406,13 +412,3 @@ def latency_ms(event: Completed) -> float | None:
         return event.latency_ms
     return None if event.seconds is None else event.seconds * 1000.0
 
-
-def _row(event: Completed) -> dict[str, Any] | None:
-    if event.row is not None:
-        return event.row
-    assert event.line is not None
-    try:
-        parsed = orjson.loads(event.line.encode("utf-8", "surrogatepass").strip(_WS))
-    except orjson.JSONDecodeError:
-        return None
-    return parsed if isinstance(parsed, dict) else None

@@ -83,3 +83,50 @@ class TestDurationHistogram:
         assert len(buckets) == len(DURATION_BUCKETS) + 1
         assert buckets["1.0"] == 2 and buckets["2.0"] == 3
         assert buckets["21600.0"] == 4 and buckets["+Inf"] == 5 == histogram.observations
+
+
+class TestFollowerLines:
+    def test_a_line_is_parsed_once_and_its_trajectory_validated_once(self, monkeypatch: Any) -> None:
+        import orjson
+
+        import sidecar.events as events_module
+        from health.contract import TrajectoryRecord
+        from health.parse import parse_line
+
+        run = generate_run(
+            num_tasks=4, repeats=2, seed=9, fault_rate=0.0, failure_rate=0.0, drained_fraction=0.0
+        )
+        lines = [
+            {
+                "kind": "completed",
+                "seconds": e["seconds"],
+                "line": orjson.dumps(e["row"]).decode(),
+                "line_number": n,
+            }
+            for n, e in enumerate((e for e in run.events if e["kind"] == "completed"), start=1)
+        ]
+        parses: list[bytes] = []
+        validations: list[object] = []
+        original_validate = TrajectoryRecord.model_validate.__func__  # type: ignore[attr-defined]
+
+        def counting_parse(data: bytes) -> Any:
+            parses.append(data)
+            return parse_line(data)
+
+        def counting_validate(cls: Any, obj: Any, *args: Any, **kwargs: Any) -> Any:
+            validations.append(obj)
+            return original_validate(cls, obj, *args, **kwargs)
+
+        monkeypatch.setattr(events_module, "parse_line", counting_parse)
+        monkeypatch.setattr(TrajectoryRecord, "model_validate", classmethod(counting_validate))
+        state = RunState(
+            "r",
+            RunStarted(kind="run_started", plan=run.plan),
+            received_at=1.0e9,
+            engines=default_engines(),
+            health_interval_s=0.0,
+        )
+        for index, body in enumerate(lines):
+            assert state.apply(EventBatch.validate_python([body])[0], 1.0e9 + index) is not None  # ng_perf
+        assert len(parses) == len(lines)
+        assert len(validations) == len(lines)
