@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from sidecar.runs import DURATION_BUCKETS
-from sidecar.synthetic import FaultRates, SyntheticConfig, generate_events
+from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
 
 from ._promql import SIDECAR_PREFIX, metric_names
 from .conftest import RULE_FILES, dashboard_targets, rules_of
@@ -79,22 +79,17 @@ def _events(
         drained_fraction=drained_fraction,
         concurrency=4,
     )
-    events: list[dict[str, Any]] = []
-    for event in generate_events(config, seed):
-        if event.kind == "result":
-            events.append({"kind": "completed", "seconds": event.latency_seconds, "row": event.row})
-        elif event.kind == "failure":
-            events.append({"kind": "failed", "seconds": event.latency_seconds, "row": event.row})
-        elif event.kind == "drained":
-            events.append(
-                {"kind": "drained", "task_index": event.task_index, "rollout_index": event.rollout_index}
-            )
+    events = [step.event for step in api_steps(generate_events(config, seed))]
     return {str(task): config.repeats_per_task for task in range(config.num_tasks)}, events
 
 
 class _Prometheus:
     def __init__(self, base_url: str) -> None:
         self.client = httpx.Client(base_url=base_url, timeout=10)
+
+    def ready(self) -> bool | None:
+        """``True`` once the TSDB is open (queries answer 503 before), else ``None``."""
+        return self.client.get("/-/ready").status_code == 200 or None
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         response = self.client.get("/api/v1/query", params={"query": expr})
@@ -177,6 +172,8 @@ def live(binaries: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) ->
             )
         )
         prom = _Prometheus(f"http://127.0.0.1:{prometheus_port}")
+        # Queries answer 503 until the TSDB is open (slow on a first start after installing).
+        _wait_for("Prometheus to be ready", prom.ready, timeout=60.0)
         _wait_for("a successful scrape", lambda: prom.query('up{job="rollout-sidecar"} == 1') or None)
         # Two evaluations of every rule group after data arrived.
         time.sleep(2.5)
