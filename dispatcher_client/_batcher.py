@@ -43,10 +43,6 @@ class _Item:
     future: asyncio.Future[dict[str, Any] | None] | None = None
 
 
-class _Closed(Exception):
-    """The batcher is closing and gave up on the batch in hand."""
-
-
 def _settle(items: list[_Item], results: list[dict[str, Any] | None] | None = None) -> None:
     for index, item in enumerate(items):
         future = item.future

@@ -135,9 +135,6 @@ class Accounting:
     def has_succeeded(self, key: RolloutKey) -> bool:
         return bool(self._status.get(key, 0) & _SUCCEEDED)
 
-    def is_complete(self, task: str) -> bool:
-        return task in self._complete
-
     def succeeded_tasks(self) -> list[int | str]:
         """Every task with at least one success, in first-seen order (O(rollouts); for run end)."""
         seen: dict[int | str, None] = {}
