@@ -19,11 +19,13 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import orjson
+from msgspec import UNSET
 
 from .checks import ROLLOUT_RULES, CheckRule, chains_ended_on_failure
 from .contract import TrajectoryRecord, check_trajectory
 from .evidence import Evidence, build_evidence, call_identity
-from .identity import Identity, InvalidIdentity, resolve_identity, unreadable_identity
+from .fast_path import EverydayRecord, read_everyday_record
+from .identity import Identity, InvalidIdentity, identity_of, resolve_identity, unreadable_identity
 from .parse import parse_line
 from .registry import ROLLOUT_CHECK_IDS, check_spec
 from .types import CheckInput, Finding, RolloutDigest, Verdict
@@ -76,9 +78,19 @@ def digest_line(
     ordinal: int,
     ignored_checks: frozenset[str] = frozenset(),
 ) -> RolloutDigest:
-    """Digest one non-blank physical line (raw bytes, surrounding whitespace allowed)."""
-    record, error = parse_line(data)
+    """Digest one non-blank physical line (raw bytes, surrounding whitespace allowed).
+
+    Plainly valid records take the fast path (:mod:`health.fast_path`), which vouches for
+    the same inputs without materializing the payloads; every other line is parsed and
+    validated in full, and the outcome is the same either way.
+    """
     location = (source_path, source_index, line_number, ordinal)
+    everyday = read_everyday_record(data.strip())
+    if everyday is not None:
+        digest = _digest_everyday(everyday, location, ignored_checks)
+        if digest is not None:
+            return digest
+    record, error = parse_line(data)
     return _digest_parsed(record, error, location, ignored_checks, len(data), None)[0]
 
 
@@ -154,6 +166,17 @@ def _digest_parsed(
         checked = check_trajectory(raw)
     trajectory, trajectory_error = _depth_guarded(raw, checked, line_size)
     evidence = build_evidence(trajectory, record)
+    return _walk(identity, evidence, trajectory_error, ordinal, ignored_checks), checked
+
+
+def _walk(
+    identity: Identity,
+    evidence: Evidence,
+    trajectory_error: str | None,
+    ordinal: int,
+    ignored_checks: frozenset[str],
+) -> RolloutDigest:
+    """Walk the rollout checks in registry order with their gates (spec §6.4) and digest."""
     subject: dict[str, int | str] = {
         "_ng_task_index": identity.task_index,
         "_ng_rollout_index": identity.rollout_index,
@@ -199,7 +222,27 @@ def _digest_parsed(
             continue
         if raw_findings:
             findings.extend(_finding(check_id, subject, loc, detail) for loc, detail in raw_findings)
-    return _digest(identity, findings, unobserved, evidence, ordinal), checked
+    return _digest(identity, findings, unobserved, evidence, ordinal)
+
+
+def _digest_everyday(
+    everyday: EverydayRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> RolloutDigest | None:
+    """The digest of a record the fast path vouches for; ``None`` defers an invalid identity."""
+    record = everyday.record
+    ordinal = location[3]
+    trajectory = record.ng_trajectory
+    identity = identity_of(
+        ordinal if record.task_index is UNSET else record.task_index,
+        0 if record.rollout_index is UNSET else record.rollout_index,
+        record.stage_index,
+        record.rollout_id,
+        None if trajectory is None else trajectory.rollout_id,
+    )
+    if isinstance(identity, InvalidIdentity):
+        return None
+    evidence = build_evidence(trajectory, {"response": record.response}, everyday.responses)
+    return _walk(identity, evidence, None, ordinal, ignored_checks)
 
 
 def _depth_guarded(

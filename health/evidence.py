@@ -8,10 +8,11 @@ referenced, never copied.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .contract import TrajectoryModelCall, TrajectoryRecord
+from .views import ModelCallView, TrajectoryView
 
 __all__ = [
     "CAPTURE_GAP_CODES",
@@ -49,7 +50,8 @@ class Call:
     """One ``model_calls[i]`` entry as the checks see it (spec §4.2).
 
     Built straight from the validated model in one constructor call (this runs once per
-    captured call, on the per-record hot path).
+    captured call, on the per-record hot path). ``response`` is the call's payload as the
+    checks may read it: the model's own attribute, or what the fast path materialized.
     """
 
     __slots__ = (
@@ -86,7 +88,7 @@ class Call:
     successful: bool
     """Not failed, and no status or a 2xx/3xx one (a status below 200 is neither)."""
 
-    def __init__(self, index: int, call: TrajectoryModelCall) -> None:
+    def __init__(self, index: int, call: ModelCallView, response: Any) -> None:
         metadata = call.response_metadata
         ref = metadata.model_ref
         stats = call.token_stats
@@ -104,7 +106,7 @@ class Call:
         self.error_category = error_category
         self.tokens_in = stats.prompt_tokens
         self.tokens_out = stats.completion_tokens
-        self.response = call.response
+        self.response = response
         failed = (
             (status_code is not None and status_code >= 400)
             or bool(error_category)
@@ -154,7 +156,7 @@ class Evidence:
     turn_binding: Binding
     owned_binding: Binding
     gaps: list[Gap]
-    trajectory: TrajectoryRecord | None
+    trajectory: TrajectoryView | None
     transcript_prompt: int | None
     transcript_completion: int | None
     turn_steps: list[tuple[int, bool, bool, bool]] | None = None
@@ -203,7 +205,7 @@ def _int_or_none(value: object) -> int | None:
     return None
 
 
-def transcript_usage(record: dict[str, Any]) -> tuple[int | None, int | None]:
+def transcript_usage(record: Mapping[str, Any]) -> tuple[int | None, int | None]:
     """Top-level usage read from the raw record (spec §4.8); ``None`` marks a missing side."""
     response = record.get("response")
     if not isinstance(response, dict):
@@ -237,7 +239,7 @@ def _index_by_pair(calls: list[Call]) -> dict[tuple[str, str, str], list[Call]]:
     return by_pair
 
 
-def _bind(trajectory: TrajectoryRecord, calls: list[Call]) -> tuple[Binding, Binding]:
+def _bind(trajectory: TrajectoryView, calls: list[Call]) -> tuple[Binding, Binding]:
     """The turn view and the owned view of the references, resolved against ``calls`` (spec §4.5).
 
     References are deduplicated across both views by their signature (model_call_id, type,
@@ -319,8 +321,16 @@ def _bind(trajectory: TrajectoryRecord, calls: list[Call]) -> tuple[Binding, Bin
 _NO_CODES: frozenset[str] = frozenset()
 
 
-def build_evidence(trajectory: TrajectoryRecord | None, record: dict[str, Any]) -> Evidence:
-    """Evidence for a validated trajectory (or ``None`` when absent or unreadable)."""
+def build_evidence(
+    trajectory: TrajectoryView | None,
+    record: Mapping[str, Any],
+    responses: Sequence[Any] | None = None,
+) -> Evidence:
+    """Evidence for a validated trajectory (or ``None`` when absent or unreadable).
+
+    ``record`` supplies the top-level ``response`` (transcript usage). ``responses``, when
+    given, stands in for ``model_calls[i].response`` (the fast path keeps payloads raw).
+    """
     prompt, completion = transcript_usage(record)
     gaps: list[Gap] = []
     codes: frozenset[str] | set[str] = _NO_CODES
@@ -330,7 +340,14 @@ def build_evidence(trajectory: TrajectoryRecord | None, record: dict[str, Any]) 
     observed = trajectory is not None and "trajectory_projection_failed" not in codes
     calls: list[Call] = []
     if observed and trajectory is not None:
-        calls = [Call(position, call) for position, call in enumerate(trajectory.model_calls)]
+        model_calls = trajectory.model_calls
+        if responses is None:
+            calls = [Call(position, call, call.response) for position, call in enumerate(model_calls)]
+        else:
+            calls = [
+                Call(position, call, response)
+                for position, (call, response) in enumerate(zip(model_calls, responses, strict=True))
+            ]
         turn_binding, owned_binding = _bind(trajectory, calls)
     else:
         turn_binding, owned_binding = Binding(), Binding()

@@ -23,6 +23,7 @@ __all__ = [
     "TASK_INDEX_KEY",
     "Identity",
     "InvalidIdentity",
+    "identity_of",
     "resolve_identity",
     "unreadable_identity",
 ]
@@ -66,9 +67,20 @@ def _coerce(value: Any) -> TaskIndex:
 
 def resolve_identity(record: dict[str, Any], ordinal: int) -> Identity | InvalidIdentity:
     """Identity of a readable record at non-blank position ``ordinal``."""
-    raw_task = record.get(TASK_INDEX_KEY, ordinal)
-    raw_rollout = record.get(ROLLOUT_INDEX_KEY, 0)
-    raw_stage = record.get(STAGE_INDEX_KEY)
+    trajectory = record.get("ng_trajectory")
+    return identity_of(
+        record.get(TASK_INDEX_KEY, ordinal),
+        record.get(ROLLOUT_INDEX_KEY, 0),
+        record.get(STAGE_INDEX_KEY),
+        record.get(ROLLOUT_ID_KEY),
+        trajectory.get("rollout_id") if isinstance(trajectory, dict) else None,
+    )
+
+
+def identity_of(
+    raw_task: Any, raw_rollout: Any, raw_stage: Any, rollout_id: Any, trajectory_rollout_id: Any
+) -> Identity | InvalidIdentity:
+    """Identity from a record's raw values (the defaults already applied to absent keys)."""
     try:
         task_index = _coerce(raw_task)
     except ValidationError:
@@ -81,11 +93,8 @@ def resolve_identity(record: dict[str, Any], ordinal: int) -> Identity | Invalid
         stage_index = None if raw_stage is None else _coerce(raw_stage)
     except ValidationError:
         return InvalidIdentity(STAGE_INDEX_KEY)
-    rollout_id = record.get(ROLLOUT_ID_KEY)
     if not rollout_id:
-        trajectory = record.get("ng_trajectory")
-        if isinstance(trajectory, dict):
-            rollout_id = trajectory.get("rollout_id")
+        rollout_id = trajectory_rollout_id
     if not rollout_id:
         rollout_id = f"{raw_task}-{raw_rollout}"
     return Identity(task_index, rollout_index, stage_index, str(rollout_id))

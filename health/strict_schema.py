@@ -1,0 +1,215 @@
+"""A strict msgspec mirror of the ``ng_trajectory`` contract, for the batch fast path.
+
+Validating a record with the pydantic contract (``health.contract``) costs about as much as
+parsing it, and parsing builds every byte of the bulky ``request`` / ``response`` payloads
+into Python objects that no check reads. This schema decodes the everyday record straight
+from its bytes with msgspec, keeping those two payloads as raw JSON spans.
+
+It is deliberately *stricter* than the contract and never decides a record is invalid: every
+document it accepts, the contract accepts too, with the same values (JSON strings for
+``str``, JSON integers for ``int``, integers or floats as ``float`` (pydantic turns both into a
+float), ``true``/``false`` for ``bool``, the same defaults, unknown keys rejected where the
+contract forbids them, the same ``>= 0`` / ``>= 1`` bounds and, in
+:func:`contract_rules_hold`, the same model-level rules). Everything else (lax coercions such
+as ``"3"`` for an integer, a malformed record, a rule broken) makes :func:`decode_strict`
+return ``None`` and the caller goes through the contract, which decides.
+
+The conversation items are kept as decoded JSON; the caller checks them with the contract's
+own everyday-item fast path.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, Raw, Struct, field
+
+__all__ = [
+    "StrictModelCall",
+    "StrictRecord",
+    "StrictTrajectory",
+    "contract_rules_hold",
+    "decode_strict",
+]
+
+_NonNegativeFloat = Annotated[float, Meta(ge=0)] | None
+_NonNegativeInt = Annotated[int, Meta(ge=0)] | None
+_NULL = Raw(b"null")
+
+
+class StrictServerRef(Struct):
+    """``ModelServerRef``: unknown keys are dropped, as the contract drops them."""
+
+    type: Literal["responses_api_models"]
+    name: str
+
+
+class StrictCallRef(Struct, forbid_unknown_fields=True):
+    model_call_id: str | None = None
+    model_ref: StrictServerRef | None = None
+    response_id: str | None = None
+
+
+class StrictTurn(Struct, forbid_unknown_fields=True):
+    invocation_id: str
+    task_id: str
+    rollout_id: str
+    turn_no: Annotated[int, Meta(ge=1)]
+    timestamp: float
+    step_count: Annotated[int, Meta(ge=0)]
+    question: Any = None
+    answer: Any = None
+    reasoning_content: Any = None
+    resolved: bool | None = None
+    model_calls: list[StrictCallRef] = []
+
+
+class StrictInvocation(Struct, forbid_unknown_fields=True):
+    invocation_id: str
+    kind: Literal["agent_invocation"] = "agent_invocation"
+    parent_invocation_id: str | None = None
+    spawned_by_tool_call_id: str | None = None
+    status: Literal["completed", "failed", "incomplete", "unknown"] = "unknown"
+    duration_ms: _NonNegativeFloat = None
+    error_type: str | None = None
+    model_calls: list[StrictCallRef] = []
+    conversation: list[Any] = []
+
+
+class StrictResponseMetadata(Struct, forbid_unknown_fields=True):
+    response_id: str | None = None
+    model_ref: StrictServerRef | None = None
+    model: str | None = None
+    dialect: str | None = None
+    status_code: int | None = None
+    response_status: str | None = None
+    finish_reason: str | None = None
+    upstream_attempted: bool | None = None
+    response_source: Literal["upstream", "local"] | None = None
+    upstream_status_code: int | None = None
+    local_response_reason: str | None = None
+    error_category: str | None = None
+    latency_ttft_ms: _NonNegativeFloat = None
+
+
+class StrictTokenStats(Struct, forbid_unknown_fields=True):
+    prompt_tokens: _NonNegativeInt = None
+    completion_tokens: _NonNegativeInt = None
+    reasoning_tokens: _NonNegativeInt = None
+    total_tokens: _NonNegativeInt = None
+    cached_tokens: _NonNegativeInt = None
+
+
+class StrictModelCall(Struct, forbid_unknown_fields=True):
+    """``TrajectoryModelCall`` with ``request`` / ``response`` left as raw JSON spans."""
+
+    model_call_id: str | None = None
+    started_at: float | None = None
+    completed_at: float | None = None
+    duration_ms: _NonNegativeFloat = None
+    request: Raw = _NULL
+    response: Raw = _NULL
+    response_metadata: StrictResponseMetadata = field(default_factory=StrictResponseMetadata)
+    token_stats: StrictTokenStats = field(default_factory=StrictTokenStats)
+
+
+class StrictToolCall(Struct, forbid_unknown_fields=True):
+    invocation_id: str
+    tool_call_id: str
+    kind: Literal["tool_call"] = "tool_call"
+    sandbox_id: str | None = None
+    tool_name: str | None = None
+    started_at: float | None = None
+    completed_at: float | None = None
+    duration_ms: _NonNegativeFloat = None
+    timing_source: Literal["executor", "artifact", "harness"] | None = None
+    status: Literal["completed", "failed", "timeout", "cancelled", "incomplete", "unknown"] = "unknown"
+    error_type: str | None = None
+    output: Any = None
+
+
+class StrictGap(Struct, forbid_unknown_fields=True):
+    code: str
+    invocation_id: str | None = None
+    detail: str | None = None
+
+
+class StrictTrajectory(Struct, forbid_unknown_fields=True):
+    task_id: str
+    rollout_id: str
+    schema_version: Literal["1.0"] = "1.0"
+    invocations: list[StrictInvocation] = []
+    turns: list[StrictTurn] = []
+    model_calls: list[StrictModelCall] = []
+    tool_calls: list[StrictToolCall] = []
+    gaps: list[StrictGap] = []
+
+
+class StrictRecord(Struct):
+    """The keys of a rollout record the health step reads; every other key is skipped.
+
+    ``UNSET`` marks an absent identity key (absent and ``null`` differ for the task index).
+    """
+
+    task_index: Any = field(default=UNSET, name="_ng_task_index")
+    rollout_index: Any = field(default=UNSET, name="_ng_rollout_index")
+    stage_index: Any = None
+    rollout_id: Any = field(default=None, name="_ng_rollout_id")
+    response: Any = None
+    ng_trajectory: StrictTrajectory | None = None
+
+
+_DECODER = msgspec.json.Decoder(StrictRecord)
+
+
+def decode_strict(data: bytes) -> StrictRecord | None:
+    """The record, or ``None`` when it is not JSON or falls outside the strict subset.
+
+    Skipped keys and raw spans are *not* fully validated here (msgspec checks their syntax,
+    not their UTF-8 or number ranges): the caller must have validated the whole document.
+    """
+    try:
+        return _DECODER.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def contract_rules_hold(trajectory: StrictTrajectory) -> bool:
+    """The contract's model validators: join keys, ordered tool times, unique ids, turn identity."""
+    task_id = trajectory.task_id
+    rollout_id = trajectory.rollout_id
+    invocation_ids: set[str] = set()
+    for invocation in trajectory.invocations:
+        if invocation.invocation_id in invocation_ids or not _refs_joinable(invocation.model_calls):
+            return False
+        invocation_ids.add(invocation.invocation_id)
+    call_ids: set[str] = set()
+    for call in trajectory.model_calls:
+        call_id = call.model_call_id
+        if call_id:
+            if call_id in call_ids:
+                return False
+            call_ids.add(call_id)
+    turn_keys: set[tuple[str, int]] = set()
+    for turn in trajectory.turns:
+        key = (turn.invocation_id, turn.turn_no)
+        if (
+            turn.task_id != task_id
+            or turn.rollout_id != rollout_id
+            or key in turn_keys
+            or not _refs_joinable(turn.model_calls)
+        ):
+            return False
+        turn_keys.add(key)
+    for tool_call in trajectory.tool_calls:
+        started, completed = tool_call.started_at, tool_call.completed_at
+        if started is not None and completed is not None and completed < started:
+            return False
+    return True
+
+
+def _refs_joinable(refs: list[StrictCallRef]) -> bool:
+    """``ModelCallRef``'s rule: a non-empty model_call_id, or a model_ref and a non-empty response_id."""
+    return all(ref.model_call_id or (ref.model_ref is not None and ref.response_id) for ref in refs)
+
