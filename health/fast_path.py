@@ -6,18 +6,20 @@ which no check reads unless a call stopped for length. :func:`read_everyday_reco
 the same inputs in two C passes and a little Python, for the records that are plainly valid:
 
 1. **The line is JSON exactly when orjson says so.** simdjson validates the whole document
-   (UTF-8, escapes and surrogates, number syntax and range, nesting). Every document it
-   accepts, orjson accepts with the same values, with two exceptions it does not share and
-   which are handled here: a leading UTF-8 BOM (orjson refuses it; the record must start
-   with ``{``), and nothing else found by ``tests/health/test_fast_path.py``'s differential
-   corpus. simdjson refusing what orjson accepts (64-bit-plus integers, nesting past 1024) is
-   harmless: the line takes the full path.
-2. **The trajectory is valid exactly when the contract says so** for the strict subset
+   (UTF-8, escapes and surrogates, number syntax and range, nesting). What it accepts, orjson
+   accepts with the same values, except a leading UTF-8 BOM, which the required leading
+   ``{`` rules out. What simdjson refuses and orjson accepts (integers beyond 64 bits,
+   nesting past 1024) takes the full path. ``tests/health/test_fast_path.py`` holds the
+   edge cases.
+2. **The canonical dump cannot fail.** It fails only on a free-form value nested more than
+   253 levels (see ``health.digest``). Every free-form value sits at least 4 levels below the
+   record's root (``ng_trajectory`` / ``model_calls`` / a call / ``request``), so a record at
+   most 257 levels deep is safe. simdjson refuses documents deeper than 1024 levels, so the
+   line is validated wrapped in 767 arrays: one pass, no per-payload scan. (The wrapping
+   would admit several comma-separated values; the decode below requires exactly one.)
+3. **The trajectory is valid exactly when the contract says so** for the strict subset
    decoded by :mod:`health.strict_schema`, with the conversation items checked by the
    contract's own everyday-item recogniser.
-3. **The canonical dump cannot fail.** Free-form values are shown to be nested at most 253
-   levels (orjson, or an opening-bracket count for the raw payloads), as
-   ``health.digest`` requires before skipping the dump.
 
 Whenever a step cannot prove its point it returns ``None`` and the caller runs the full path
 (orjson + pydantic), which decides. The fast path never reports anything itself.
@@ -30,16 +32,22 @@ from typing import Any, Final, NamedTuple
 
 import orjson
 import simdjson
+from msgspec import Raw
 
 from .contract._conversation._fast import canonical_list
 from .strict_schema import StrictRecord, contract_rules_hold, decode_strict
 
 __all__ = ["UNREAD_RESPONSE", "EverydayRecord", "read_everyday_record"]
 
-_MAX_FREE_FORM_DEPTH = 253
+_SIMDJSON_MAX_DEPTH = 1024
+_MAX_RECORD_DEPTH = 257
+"""253 levels for a free-form value (the dump's limit) plus the 4 levels above the shallowest one."""
+_WRAP_DEPTH = _SIMDJSON_MAX_DEPTH - _MAX_RECORD_DEPTH
+_OPEN = b"[" * _WRAP_DEPTH
+_CLOSE = b"]" * _WRAP_DEPTH
+_NULL = Raw(b"null")
 _MAX_LINE_BYTES = 64 << 20
 """Longer lines take the full path: simdjson's parser keeps a buffer as large as its largest input."""
-_NOT_OPENERS = bytes(code for code in range(256) if code not in b"[{")
 _LENGTH_FINISH_REASONS = frozenset({"length", "max_output_tokens", "max_tokens"})
 """``health.checks.LENGTH_FINISH_REASONS``: the only calls whose ``response`` a check reads."""
 
@@ -76,27 +84,21 @@ def _validator() -> simdjson.Parser:
     return parser
 
 
-def _is_json_for_orjson(data: bytes) -> bool:
-    """True only if orjson would parse ``data`` (an object) to the values msgspec decodes."""
+def _is_shallow_json_for_orjson(data: bytes) -> bool:
+    """True only if orjson would parse ``data`` to the values msgspec decodes, and it is an
+    object (or, wrapped, a list of values: see the module notes) at most 257 levels deep."""
     if data[:1] != b"{" or len(data) > _MAX_LINE_BYTES:
         return False
     try:
-        _validator().parse(data)  # the lazy document proxy is dropped at once
+        _validator().parse(b"".join((_OPEN, data, _CLOSE)))  # the lazy proxy is dropped at once
     except Exception:  # any refusal (ValueError, RuntimeError, UnicodeDecodeError ...) defers
         return False
     return True
 
 
-def _raw_depth_bounded(raw: bytes) -> bool:
-    """A raw JSON span holds fewer than 254 nested levels (each level opens with ``[`` or ``{``)."""
-    return len(raw) <= 2 * _MAX_FREE_FORM_DEPTH or (
-        len(raw.translate(None, _NOT_OPENERS)) <= _MAX_FREE_FORM_DEPTH
-    )
-
-
 def read_everyday_record(data: bytes) -> EverydayRecord | None:
     """The checks' inputs for a stripped JSONL line, or ``None`` to take the full path."""
-    if not _is_json_for_orjson(data):
+    if not _is_shallow_json_for_orjson(data):
         return None
     record = decode_strict(data)
     if record is None:
@@ -109,23 +111,13 @@ def read_everyday_record(data: bytes) -> EverydayRecord | None:
     for invocation in trajectory.invocations:
         if invocation.conversation and canonical_list(invocation.conversation) is None:
             return None
-    free_form: list[Any] = [tool_call.output for tool_call in trajectory.tool_calls]
-    for turn in trajectory.turns:
-        free_form += (turn.question, turn.answer, turn.reasoning_content)
-    try:
-        orjson.dumps(free_form)  # orjson refuses exactly what is nested deeper than 254 levels
-    except orjson.JSONEncodeError:
-        return None
     responses: list[Any] = []
     for call in trajectory.model_calls:
-        request = bytes(call.request)
-        response = bytes(call.response)
-        if not (_raw_depth_bounded(request) and _raw_depth_bounded(response)):
-            return None
-        if response == b"null":
+        response = call.response
+        if response == _NULL:
             responses.append(None)
         elif call.response_metadata.finish_reason in _LENGTH_FINISH_REASONS:
-            responses.append(orjson.loads(response))
+            responses.append(orjson.loads(bytes(response)))
         else:
             responses.append(UNREAD_RESPONSE)
     return EverydayRecord(record, responses)
