@@ -5,6 +5,9 @@ parsing it, and parsing builds every byte of the bulky ``request`` / ``response`
 into Python objects that no check reads. This schema decodes the everyday record straight
 from its bytes with msgspec, keeping those two payloads as raw JSON spans.
 
+Free-form values that no check reads (a turn's ``question``, a tool call's ``output``) are
+kept raw too: the contract accepts any JSON value there.
+
 It is deliberately *stricter* than the contract and never decides a record is invalid: every
 document it accepts, the contract accepts too, with the same values (JSON strings for
 ``str``, JSON integers for ``int``, integers or floats as ``float`` (pydantic turns both into a
@@ -58,7 +61,7 @@ class StrictTurn(Struct, forbid_unknown_fields=True):
     turn_no: Annotated[int, Meta(ge=1)]
     timestamp: float
     step_count: Annotated[int, Meta(ge=0)]
-    question: Any = None
+    question: Raw = _NULL
     answer: Any = None
     reasoning_content: Any = None
     resolved: bool | None = None
@@ -126,7 +129,7 @@ class StrictToolCall(Struct, forbid_unknown_fields=True):
     timing_source: Literal["executor", "artifact", "harness"] | None = None
     status: Literal["completed", "failed", "timeout", "cancelled", "incomplete", "unknown"] = "unknown"
     error_type: str | None = None
-    output: Any = None
+    output: Raw = _NULL
 
 
 class StrictGap(Struct, forbid_unknown_fields=True):
