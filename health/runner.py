@@ -1,8 +1,9 @@
 """The batch map phase (spec §16.4): digest every line of the inputs and feed a reducer.
 
 Work is cut into large contiguous byte ranges (:func:`~health.jsonl.plan_ranges`) rather
-than one task per line: a worker re-opens the file, reads its range in one call, digests
-each line and sends back compact digests, so the parent only streams the index and the
+than one task per line: a worker re-opens the file, reads the range's non-blank lines (one
+``pread`` each, at offsets the index already found), digests each line and sends back
+compact digests, so the parent only streams the index and the
 pool's IPC is well under a hundred pickled bytes per rollout. The parent never imports the
 per-record step; workers import it once, in their initializer. Ranges are planned lazily
 while the pool works, with a bounded number in flight, so memory does not grow with the
@@ -24,7 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from itertools import chain, islice
 
 from .compact import CompactDigest, compact_digest
-from .jsonl import ByteRange, iter_range_lines, plan_ranges, read_range
+from .jsonl import ByteRange, iter_range_records, plan_ranges
 from .reduce import HealthReducer
 
 __all__ = [
@@ -57,7 +58,6 @@ def digest_range(byte_range: ByteRange, ignored_checks: frozenset[str]) -> list[
     """Digest every non-blank line of ``byte_range`` (runs in a worker or in-process)."""
     from .digest import digest_line
 
-    data = read_range(byte_range)
     path = byte_range.path
     source_index = byte_range.source_index
     # Each record's parse tree is freed as soon as it is digested, so the cyclic collector
@@ -77,7 +77,7 @@ def digest_range(byte_range: ByteRange, ignored_checks: frozenset[str]) -> list[
                     ignored_checks=ignored_checks,
                 )
             )
-            for line, line_number, ordinal in iter_range_lines(data, byte_range)
+            for line, line_number, ordinal in iter_range_records(byte_range)
         ]
     finally:
         if collecting:

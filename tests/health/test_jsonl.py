@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from health.jsonl import LineSlice, iter_range_lines, iter_slices, plan_ranges, read_range
+from health.jsonl import (
+    LineSlice,
+    iter_range_lines,
+    iter_range_records,
+    iter_slices,
+    plan_ranges,
+    read_range,
+)
 
 CONTENT = b'{"a":1}\n\n  \t\r\n{"b":\r2}\r\n\x0b\x0c\nnot json\n   {"c":3}   \n{"last":true}'
 
@@ -63,6 +70,7 @@ class TestRanges:
             assert 0 < byte_range.records <= max_records
             lines = list(iter_range_lines(read_range(byte_range), byte_range))
             assert len(lines) == byte_range.records
+            assert list(iter_range_records(byte_range)) == lines
             got += [
                 (byte_range.source_index, number, ordinal, line.strip()) for line, number, ordinal in lines
             ]
@@ -74,3 +82,17 @@ class TestRanges:
         Path(path).write_bytes(b"x")
         with pytest.raises(OSError, match="changed while being checked"):
             read_range(byte_range)
+
+    def test_range_records_keep_carriage_returns_and_an_unterminated_last_line(self, tmp_path: Path) -> None:
+        path = _write(tmp_path, "a", b'\n{"x":1}\r\n \n  {"y":2}  ')
+        (byte_range,) = plan_ranges([path], target_bytes=1 << 20, max_records=10)
+        assert list(iter_range_records(byte_range)) == [(b'{"x":1}\r', 2, 0), (b'  {"y":2}  ', 4, 1)]
+
+    def test_range_records_detect_a_truncated_file(self, tmp_path: Path) -> None:
+        path = _write(tmp_path, "a", b"x\ny\n")
+        byte_range = next(plan_ranges([path], target_bytes=1 << 20, max_records=10))
+        Path(path).write_bytes(b"x")
+        with pytest.raises(
+            OSError, match="changed while being checked: expected 4 bytes at offset 0, read 1"
+        ):
+            list(iter_range_records(byte_range))
