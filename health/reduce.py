@@ -286,7 +286,8 @@ class HealthReducer:
 
     def digests(self) -> list[RolloutDigest]:
         """Post-duplicate digests in input (ordinal) order, as ``HealthCheckResult.rollouts`` holds them."""
-        return [expand_digest(digest, self._duplicate_count(digest)) for digest in self.compact_digests()]
+        with _gc_paused():
+            return [expand_digest(digest, self._duplicate_count(digest)) for digest in self.compact_digests()]
 
     def write(self, output_dir: str | Path) -> tuple[Path, Path]:
         """Write ``quality_summary.json`` then ``rollout_verdicts.jsonl`` into ``output_dir`` (spec §14)."""

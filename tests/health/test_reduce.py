@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
+import health.compact
 from health.compact import compact_digest, expand_digest
 from health.reduce import HealthReducer
 from health.registry import ROLLOUT_CHECK_IDS
@@ -267,6 +268,30 @@ class TestCompact:
             model_call_errors=1,
         )
         assert expand_digest(compact_digest(digest)) == digest
+
+    @pytest.mark.parametrize("fast", [True, False])
+    @pytest.mark.parametrize("duplicates", [0, 3])
+    def test_expanded_digest_is_the_object_model_construct_builds(
+        self, monkeypatch: pytest.MonkeyPatch, fast: bool, duplicates: int
+    ) -> None:
+        monkeypatch.setattr(health.compact, "_FAST_BUILD", fast)
+        finding = Finding(check="agent_turn_hollow", subject={}, locator={"turn": 1}, detail={"reason": "x"})
+        for findings in ([], [finding]):
+            digest = make_digest(4, "r", verdict="unhealthy" if findings else "healthy", findings=findings)
+            expanded = expand_digest(compact_digest(digest), duplicates)
+            expected = RolloutDigest.model_construct(
+                **{name: getattr(expanded, name) for name in expanded.__dict__}
+            )
+            assert list(expanded.__dict__) == list(RolloutDigest.model_fields)
+            assert expanded.__dict__ == expected.__dict__
+            assert expanded.model_fields_set == expected.model_fields_set == set(RolloutDigest.model_fields)
+            assert expanded.__pydantic_extra__ is expected.__pydantic_extra__ is None
+            assert expanded.__pydantic_private__ is expected.__pydantic_private__ is None
+            assert expanded.model_dump_json() == expected.model_dump_json()
+            assert RolloutDigest.model_validate(expanded.model_dump()) == expanded
+            checks = [f.check for f in expanded.findings]
+            assert checks == [f.check for f in findings] + ["rollout_duplicate_identity"] * (duplicates >= 2)
+            assert expanded.verdict == ("unhealthy" if findings or duplicates else "healthy")
 
     def test_unobserved_out_of_registry_order_is_kept_verbatim(self) -> None:
         digest = make_digest(0, unobserved=["model_call_failed", "agent_turn_hollow"], verdict="unobserved")
