@@ -18,8 +18,10 @@ the same inputs in two C passes and a little Python, for the records that are pl
    line is validated wrapped in 767 arrays: one pass, no per-payload scan. (The wrapping
    would admit several comma-separated values; the decode below requires exactly one.)
 3. **The trajectory is valid exactly when the contract says so** for the strict subset
-   decoded by :mod:`health.strict_schema`, with the conversation items checked by the
-   contract's own everyday-item recogniser.
+   decoded by :mod:`health.strict_schema`. Conversation items go through the contract's own
+   code: its everyday-item recogniser, else its full item union (token-carrying training
+   items, output text with log-probs, tool items ...). Items the union keeps as models keep
+   free-form values; for those the full path's sufficient depth condition is applied as is.
 
 Whenever a step cannot prove its point it returns ``None`` and the caller runs the full path
 (orjson + pydantic), which decides. The fast path never reports anything itself.
@@ -33,8 +35,10 @@ from typing import Any, Final, NamedTuple
 import orjson
 import simdjson
 from msgspec import Raw
+from pydantic import TypeAdapter
 
 from .contract._conversation._fast import canonical_list
+from .contract.conversation import Conversation
 from .strict_schema import StrictRecord, contract_rules_hold, decode_strict
 
 __all__ = ["UNREAD_RESPONSE", "EverydayRecord", "read_everyday_record"]
@@ -73,6 +77,8 @@ class EverydayRecord(NamedTuple):
     (JSON ``null`` or absent) or :data:`UNREAD_RESPONSE`."""
 
 
+_CONVERSATION: TypeAdapter[list[Any]] = TypeAdapter(Conversation)
+
 _local = threading.local()
 
 
@@ -96,6 +102,26 @@ def _is_shallow_json_for_orjson(data: bytes) -> bool:
     return True
 
 
+def _conversation_vouched(items: list[Any]) -> bool:
+    """The contract accepts ``items`` and their canonical dump cannot fail.
+
+    Everyday items become plain strings in the dump. Items the union validates into models
+    keep free-form values, and the full path rules out a failing dump only if the whole
+    invocation is at most 253 levels deep (``health.digest._free_form_values``): the line
+    bound leaves it one level more, so that condition is checked here (``[[items]]`` stands
+    for the list around the invocation and the invocation itself; the invocation's other
+    fields are shallow).
+    """
+    if canonical_list(items) is not None:
+        return True
+    try:
+        _CONVERSATION.validate_python(items)
+        orjson.dumps([[items]])
+    except Exception:  # invalid (ValidationError, or TypeError while routing) or too deep: defer
+        return False
+    return True
+
+
 def read_everyday_record(data: bytes) -> EverydayRecord | None:
     """The checks' inputs for a stripped JSONL line, or ``None`` to take the full path."""
     if not _is_shallow_json_for_orjson(data):
@@ -109,7 +135,7 @@ def read_everyday_record(data: bytes) -> EverydayRecord | None:
     if not contract_rules_hold(trajectory):
         return None
     for invocation in trajectory.invocations:
-        if invocation.conversation and canonical_list(invocation.conversation) is None:
+        if invocation.conversation and not _conversation_vouched(invocation.conversation):
             return None
     responses: list[Any] = []
     for call in trajectory.model_calls:
