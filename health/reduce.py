@@ -33,7 +33,7 @@ from .compact import (
 )
 from .ignored import normalize_ignored_checks
 from .registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
-from .report import render_row, render_summary, row_sort_key, task_sort_key, write_reports
+from .report import render_rows, render_summary, row_sort_key, task_sort_key, write_reports
 from .tasks import RepeatInput, TaskOutcome, reduce_task, task_findings
 from .types import Finding, RolloutDigest, TaskIndex
 
@@ -277,8 +277,7 @@ class HealthReducer:
         """Exact ``rollout_verdicts.jsonl`` lines, newline included, in report order (spec §13)."""
         with _gc_paused():
             ordered = sorted(self._entries, key=row_sort_key)
-        for digest in ordered:
-            yield render_row(digest, self._duplicate_count(digest))
+        yield from render_rows(ordered, self._duplicate_count)
 
     def compact_digests(self) -> list[CompactDigest]:
         """The packed digests in input (ordinal) order, before the duplicate pass."""

@@ -1,12 +1,14 @@
 """Report writers (spec §12-§14): exact bytes of ``quality_summary.json`` and ``rollout_verdicts.jsonl``.
 
 Pure rendering: the reducer decides what goes in, these functions decide how it looks.
+:func:`render_row` is the definition of a row; :func:`render_rows` produces the same bytes
+for a whole run several times faster, because most rows differ only in their identity.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ __all__ = [
     "VERDICTS_FILE",
     "index_sort_part",
     "render_row",
+    "render_rows",
     "render_summary",
     "row_sort_key",
     "task_sort_key",
@@ -37,14 +40,16 @@ def index_sort_part(value: TaskIndex | None) -> tuple[int, Any]:
     return (1, str(value))
 
 
-def row_sort_key(digest: CompactDigest) -> tuple[tuple[int, Any], tuple[int, Any], tuple[int, Any], int]:
-    """Row order (spec §13): task, rollout, stage, then input order."""
-    return (
-        index_sort_part(digest.task_index),
-        index_sort_part(digest.rollout_index),
-        index_sort_part(digest.stage_index),
-        digest.ordinal,
-    )
+def row_sort_key(digest: CompactDigest) -> tuple[Any, ...]:
+    """Row order (spec §13): task, rollout, stage (each by :func:`index_sort_part`), then input order.
+
+    The parts are concatenated into one flat tuple, which orders exactly like the nested
+    ``(part, part, part, ordinal)`` (every part has two items) but is cheaper to build and compare.
+    """
+    task, rollout, stage = digest.task_index, digest.rollout_index, digest.stage_index
+    if type(task) is int and type(rollout) is int and stage is None:
+        return (0, task, 0, rollout, 1, "None", digest.ordinal)
+    return index_sort_part(task) + index_sort_part(rollout) + index_sort_part(stage) + (digest.ordinal,)
 
 
 def task_sort_key(task_index: TaskIndex) -> tuple[bool, str]:
@@ -89,6 +94,65 @@ def render_row(digest: CompactDigest, duplicate_count: int = 0) -> bytes:
         if digest.stage_index is not None:
             parts.append(b'"stage_index":' + dumps_compact(digest.stage_index))
         return b",".join(parts) + b"}\n"
+
+
+_INT_HEAD = b'{"_ng_task_index":%d,"_ng_rollout_index":%d,"rollout_id":%b'
+_HEAD = b'{"_ng_task_index":%b,"_ng_rollout_index":%b,"rollout_id":%b'
+_VERDICT_PARTS = tuple(b',"verdict":"' + verdict.encode() + b'","findings":' for verdict in VERDICTS)
+
+
+def _index_json(value: object) -> bytes:
+    """An index as :func:`render_row` writes it, for ``int`` and ``str`` only (``TypeError`` otherwise)."""
+    if type(value) is int:
+        return b"%d" % value  # orjson's digits, and json's beyond 64 bits, as render_row falls back
+    if type(value) is str:
+        return orjson.dumps(value)
+    raise TypeError(f"not an int or str index: {value!r}")
+
+
+def render_rows(
+    digests: Iterable[CompactDigest], duplicate_count: Callable[[CompactDigest], int]
+) -> Iterator[bytes]:
+    """``render_row(digest, duplicate_count(digest))`` for each digest, in the order given.
+
+    A row is ``head + tail``: the head holds the indices and ``rollout_id``, the tail the
+    verdict, findings, unobserved list and stage. A rollout without findings (almost all of
+    them) shares its tail with every rollout of the same verdict, unobserved set and stage,
+    so each distinct tail is rendered once per call. Duplicates, and indices that are not a
+    plain ``int`` / ``str`` or that orjson refuses, go through :func:`render_row` itself.
+    """
+    tails: dict[tuple[int, int | tuple[str, ...], TaskIndex | None], bytes] = {}
+    unobserved_parts: dict[int | tuple[str, ...], bytes] = {}
+
+    def shared_tail_row(digest: CompactDigest) -> bytes | None:
+        task, rollout, stage = digest.task_index, digest.rollout_index, digest.stage_index
+        if stage is not None and type(stage) is not int and type(stage) is not str:
+            return None  # equal stages of other types (1 == True) must not share a tail
+        try:
+            if type(task) is int and type(rollout) is int:
+                head = _INT_HEAD % (task, rollout, orjson.dumps(digest.rollout_id))
+            else:
+                head = _HEAD % (_index_json(task), _index_json(rollout), orjson.dumps(digest.rollout_id))
+            shared = digest.findings == b"[]"
+            key = (digest.verdict, digest.unobserved, stage)
+            tail = tails.get(key) if shared else None
+            if tail is None:
+                unobserved = unobserved_parts.get(digest.unobserved)
+                if unobserved is None:
+                    unobserved = b',"unobserved":' + orjson.dumps(unobserved_ids(digest))
+                    unobserved_parts[digest.unobserved] = unobserved
+                stage_part = b"" if stage is None else b',"stage_index":' + _index_json(stage)
+                tail = _VERDICT_PARTS[digest.verdict] + digest.findings + unobserved + stage_part + b"}\n"
+                if shared:
+                    tails[key] = tail
+        except TypeError:
+            return None  # not an int / str index, or a string orjson refuses
+        return head + tail
+
+    for digest in digests:
+        count = duplicate_count(digest)
+        row = shared_tail_row(digest) if count < 2 else None
+        yield render_row(digest, count) if row is None else row
 
 
 def render_summary(summary: dict[str, Any]) -> bytes:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
+import random
 from pathlib import Path
+from typing import Any
 
 import orjson
+import pytest
 
-from health.compact import compact_digest
+from health.compact import CompactDigest, compact_digest
 from health.report import (
     index_sort_part,
     render_row,
+    render_rows,
     render_summary,
     row_sort_key,
     task_sort_key,
@@ -73,6 +78,71 @@ class TestRows:
         assert b'"detail":{"status":1000000000000000000000000000000}' in row
 
 
+def _constructed(**overrides: object) -> CompactDigest:
+    """A packed digest whose fields skip validation, so indices can be any value (``True``, ``1.5``)."""
+    fields: dict[str, Any] = {
+        "task_index": 0,
+        "rollout_index": 0,
+        "stage_index": None,
+        "rollout_id": "r",
+        "verdict": "healthy",
+        "findings": [],
+        "unobserved": [],
+        "capture_observed": True,
+    }
+    fields.update(overrides)
+    return compact_digest(RolloutDigest.model_construct(**fields))
+
+
+class TestRenderRows:
+    INDICES: tuple[object, ...] = (0, 7, -3, 2**64, 10**30, "a", 'é\n"', "", True, 1.5)
+    STAGES: tuple[object, ...] = (None, 0, 1, "1", True, "s")
+
+    def test_every_row_is_render_row_whatever_the_values(self) -> None:
+        hollow = Finding(check="agent_turn_hollow", subject={}, locator={"turn": 1}, detail={"n": 10**30})
+        digests = [
+            _constructed(
+                task_index=task,
+                rollout_index=rollout,
+                stage_index=stage,
+                rollout_id=f"id-{n}-\u2028",
+                verdict="unhealthy" if findings else ("healthy", "unobserved")[n % 2],
+                findings=findings,
+                unobserved=unobserved,
+                ordinal=n,
+            )
+            for n, (task, rollout, stage, findings, unobserved) in enumerate(
+                itertools.product(
+                    self.INDICES,
+                    self.INDICES[:4],
+                    self.STAGES,
+                    ([], [hollow]),
+                    (
+                        [],
+                        ["agent_turn_hollow", "model_call_failed"],
+                        ["model_call_failed", "agent_turn_hollow"],
+                    ),
+                )
+            )
+        ]
+        random.Random(5).shuffle(digests)
+
+        def duplicates(digest: CompactDigest) -> int:
+            return digest.ordinal % 4
+
+        expected = [render_row(digest, duplicates(digest)) for digest in digests]
+        assert list(render_rows(digests, duplicates)) == expected
+        assert b'"stage_index":true}' in b"".join(expected)
+        assert b'"_ng_task_index":1.5,' in b"".join(expected)
+
+    def test_a_string_orjson_refuses_fails_as_render_row_fails(self) -> None:
+        digest = _constructed(rollout_id="\ud800")
+        with pytest.raises(UnicodeEncodeError):
+            render_row(digest)
+        with pytest.raises(UnicodeEncodeError):
+            list(render_rows([digest], lambda _: 0))
+
+
 class TestOrdering:
     def test_index_parts(self) -> None:
         assert sorted([10, "10", 2, "b", "1"], key=index_sort_part) == [2, 10, "1", "10", "b"]
@@ -89,6 +159,29 @@ class TestOrdering:
         ordered = [d.ordinal for d in sorted(digests, key=row_sort_key)]
         assert ordered == [1, 2, 0, 4, 3]
 
+    def test_row_key_orders_like_the_nested_parts(self) -> None:
+        values: list[object] = [0, 3, 10, -1, "3", "10", "a", None]
+        rng = random.Random(3)
+        digests = [
+            _constructed(
+                task_index=rng.choice(values[:-1]),
+                rollout_index=rng.choice(values[:-1]),
+                stage_index=rng.choice(values),
+                ordinal=n,
+            )
+            for n in range(400)
+        ]
+
+        def nested(digest: CompactDigest) -> tuple[object, ...]:
+            return (
+                index_sort_part(digest.task_index),
+                index_sort_part(digest.rollout_index),
+                index_sort_part(digest.stage_index),
+                digest.ordinal,
+            )
+
+        assert sorted(digests, key=row_sort_key) == sorted(digests, key=nested)
+
     def test_task_order_is_textual_with_integers_first(self) -> None:
         assert sorted([2, "a", 10, 1, "10"], key=task_sort_key) == [1, 10, 2, "10", "a"]
 
@@ -97,8 +190,7 @@ class TestSummaryBytes:
     def test_indent_two_no_trailing_newline_empty_containers_inline(self) -> None:
         data = render_summary({"run": {"ignored_checks": [], "x": {}}, "tasks": {"é": 1}})
         assert (
-            data
-            == b'{\n  "run": {\n    "ignored_checks": [],\n    "x": {}\n  },\n'
+            data == b'{\n  "run": {\n    "ignored_checks": [],\n    "x": {}\n  },\n'
             b'  "tasks": {\n    "\xc3\xa9": 1\n  }\n}'
         )
 
