@@ -106,7 +106,13 @@ def _unobserved_mask(unobserved: list[str]) -> int | tuple[str, ...]:
 
 
 def compact_digest(digest: RolloutDigest) -> CompactDigest:
-    """Pack ``digest`` (the per-record step's output) into its compact form."""
+    """Pack ``digest`` (the per-record step's output) into its compact form.
+
+    Runs once per rollout in the workers; most rollouts have no finding and no error, so
+    those fields skip the rendering and the generators.
+    """
+    findings = digest.findings
+    errors_by_status = digest.errors_by_status
     flags = (
         (CAPTURE_OBSERVED if digest.capture_observed else 0)
         | (POLICY_CALLS_OBSERVED if digest.policy_calls_observed else 0)
@@ -119,14 +125,14 @@ def compact_digest(digest: RolloutDigest) -> CompactDigest:
         digest.stage_index,
         digest.rollout_id,
         _VERDICT_CODE[digest.verdict],
-        _render_findings(digest.findings),
-        tuple(_CHECK_POS.get(finding.check, -1) for finding in digest.findings),
+        _render_findings(findings),
+        tuple([_CHECK_POS.get(finding.check, -1) for finding in findings]) if findings else (),
         _unobserved_mask(digest.unobserved),
         flags,
         digest.model_calls,
         digest.successful_model_calls,
         digest.model_call_errors,
-        tuple(digest.errors_by_status.items()),
+        tuple(errors_by_status.items()) if errors_by_status else (),
         digest.duplicated_calls,
         digest.transcript_prompt_tokens,
         digest.transcript_completion_tokens,

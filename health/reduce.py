@@ -181,16 +181,18 @@ class HealthReducer:
             return 0
         return self._duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index), 0)
 
-    def _final_verdict(self, digest: CompactDigest) -> int:
-        return 1 if self._duplicate_count(digest) else digest.verdict
-
     def _task_outcome(self, task_index: TaskIndex, group: _Group) -> TaskOutcome:
+        # Runs for every task of every summary, so the duplicate lookup is inlined.
+        duplicates = self._duplicates if self._check_duplicates else None
         members = []
         for digest in group if isinstance(group, list) else (group,):
+            verdict = digest.verdict
+            if duplicates and duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index)):
+                verdict = 1
             members.append(
                 RepeatInput(
                     digest.rollout_index,
-                    VERDICTS[self._final_verdict(digest)],
+                    VERDICTS[verdict],
                     bool(digest.flags & POLICY_CALLS_OBSERVED),
                     digest.successful_model_calls,
                 )
@@ -217,8 +219,9 @@ class HealthReducer:
         records = len(self._entries)
         verdicts = [0, 0, 0]
         duplicate_findings = 0
+        duplicates = self._duplicates if self._check_duplicates else None
         for digest in self._entries:
-            if self._check_duplicates and self._duplicate_count(digest):
+            if duplicates and duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index)):
                 verdicts[1] += 1
                 duplicate_findings += 1
             else:

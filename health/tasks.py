@@ -50,24 +50,27 @@ def reduce_task(
 ) -> TaskOutcome:
     """Collapse ``members`` by rollout index and run both task checks (spec §11.1-§11.3)."""
     repeats: dict[TaskIndex, tuple[Verdict, bool, int]] = {}
-    for member in members:
-        previous = repeats.get(member.rollout_index)
+    for rollout_index, verdict, policy_observed, successful in members:
+        previous = repeats.get(rollout_index)
         if previous is None:
-            repeats[member.rollout_index] = (
-                member.verdict,
-                member.policy_calls_observed,
-                member.successful_model_calls,
-            )
+            repeats[rollout_index] = (verdict, policy_observed, successful)
         else:
-            verdict, policy, successful = previous
-            repeats[member.rollout_index] = (
-                verdict if verdict == member.verdict else "unobserved",
-                policy and member.policy_calls_observed,
-                max(successful, member.successful_model_calls),
+            kept_verdict, kept_policy, kept_successful = previous
+            repeats[rollout_index] = (
+                kept_verdict if kept_verdict == verdict else "unobserved",
+                kept_policy and policy_observed,
+                max(kept_successful, successful),
             )
-    verdicts = [verdict for verdict, _, _ in repeats.values()]
-    healthy = verdicts.count("healthy")
-    unhealthy = verdicts.count("unhealthy")
+    healthy = unhealthy = 0
+    all_policy_observed = True
+    any_successful = False
+    for verdict, policy_observed, successful in repeats.values():
+        if verdict == "healthy":
+            healthy += 1
+        elif verdict == "unhealthy":
+            unhealthy += 1
+        all_policy_observed = all_policy_observed and policy_observed
+        any_successful = any_successful or successful > 0
     computable = healthy + unhealthy
     flags: list[str] = []
 
@@ -84,9 +87,9 @@ def reduce_task(
     no_success: CoverageState
     if NO_SUCCESSFUL_CALLS in ignored:
         no_success = "ignored"
-    elif repeats and all(policy for _, policy, _ in repeats.values()):
+    elif repeats and all_policy_observed:
         no_success = "evaluated"
-        if not any(successful > 0 for _, _, successful in repeats.values()):
+        if not any_successful:
             flags.append(NO_SUCCESSFUL_CALLS)
     else:
         no_success = "unobserved"
@@ -96,7 +99,7 @@ def reduce_task(
         repeats=len(repeats),
         healthy=healthy,
         unhealthy=unhealthy,
-        unobserved=len(verdicts) - computable,
+        unobserved=len(repeats) - computable,
         consistently_unhealthy=consistency,
         no_successful_calls=no_success,
         computable_repeats=computable,
