@@ -19,9 +19,11 @@ the same inputs in two C passes and a little Python, for the records that are pl
    would admit several comma-separated values; the decode below requires exactly one.)
 3. **The trajectory is valid exactly when the contract says so** for the strict subset
    decoded by :mod:`health.strict_schema`. Conversation items go through the contract's own
-   code: its everyday-item recogniser, else its full item union (token-carrying training
-   items, output text with log-probs, tool items ...). Items the union keeps as models keep
-   free-form values; for those the full path's sufficient depth condition is applied as is.
+   code: its everyday-item recogniser, then its acceptance-only recogniser (the same shapes
+   with plain token metadata or empty log-probs, as RL rollouts write them), else its full
+   item union (other training items, output text with log-probs, tool items ...). Items the
+   union keeps as models keep free-form values; for those the full path's sufficient depth
+   condition is applied as is.
 
 Whenever a step cannot prove its point it returns ``None`` and the caller runs the full path
 (orjson + pydantic), which decides. The fast path never reports anything itself.
@@ -37,7 +39,7 @@ import simdjson
 from msgspec import Raw
 from pydantic import TypeAdapter
 
-from .contract._conversation._fast import canonical_list
+from .contract._conversation._fast import canonical_list, everyday_list_valid
 from .contract.conversation import Conversation
 from .strict_schema import StrictRecord, contract_rules_hold, decode_strict
 
@@ -105,14 +107,16 @@ def _is_shallow_json_for_orjson(data: bytes) -> bool:
 def _conversation_vouched(items: list[Any]) -> bool:
     """The contract accepts ``items`` and their canonical dump cannot fail.
 
-    Everyday items become plain strings in the dump. Items the union validates into models
-    keep free-form values, and the full path rules out a failing dump only if the whole
+    Everyday items become plain strings in the dump, and the items ``everyday_list_valid``
+    also vouches for (token metadata, empty log-probs) hold only strings, numbers and shallow
+    lists: neither needs a depth check. Items the union validates into models may keep
+    free-form values, and the full path rules out a failing dump only if the whole
     invocation is at most 253 levels deep (``health.digest._free_form_values``): the line
     bound leaves it one level more, so that condition is checked here (``[[items]]`` stands
     for the list around the invocation and the invocation itself; the invocation's other
     fields are shallow).
     """
-    if canonical_list(items) is not None:
+    if canonical_list(items) is not None or everyday_list_valid(items):
         return True
     try:
         _CONVERSATION.validate_python(items)

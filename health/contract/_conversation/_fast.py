@@ -7,6 +7,12 @@ no unknown keys that the dump would keep) and returns the canonical dict the mod
 the same key order. It never rejects: anything it does not recognise returns ``None`` and goes through
 the full union, which decides. ``benchmarks/dev/conversation_parity.py`` checks both paths against the
 reference.
+
+:func:`everyday_list_valid` answers a narrower question, acceptance only, for callers that never use the
+dump (``health.fast_path``): it also vouches for RL-style items, the everyday shapes carrying token
+metadata (``…__training`` variants) and output text with ``"logprobs": []``. Those validate into model
+instances, so they have no canonical dict here; they carry no key outside their model's fields and no
+free-form value, so their dump cannot fail.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["canonical_list", "fast_canonical"]
+__all__ = ["canonical_list", "everyday_list_valid", "fast_canonical"]
 
 _TOKEN_KEYS = frozenset(
     {"prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts"}
@@ -237,3 +243,88 @@ def canonical_list(items: list[Any]) -> list[dict[str, Any]] | None:
             return None
         append(canonical)
     return out
+
+
+# -- acceptance only: RL-style items ------------------------------------------------------------
+
+_INT: frozenset[type] = frozenset({int})
+_NUMBER: frozenset[type] = frozenset({int, float})
+
+
+def _exact_list(value: Any, types: frozenset[type]) -> bool:
+    """A list whose items are all of exactly these types (so no ``bool`` for ``int``)."""
+    return value.__class__ is list and types.issuperset(map(type, value))
+
+
+def _has_empty_logprobs(part: Any) -> bool:
+    return (
+        part.__class__ is dict
+        and part.get("type") == "output_text"
+        and part.get("logprobs").__class__ is list
+        and not part["logprobs"]
+    )
+
+
+def _without_empty_logprobs(item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` with ``"logprobs": []`` dropped from its ``output_text`` parts (a copy if any is).
+
+    The contract accepts an empty log-prob list wherever it accepts ``"logprobs": null``, and keeps
+    nothing free-form in it; the everyday handlers recognise the latter only.
+    """
+    content = item.get("content")
+    if content.__class__ is not list or not any(map(_has_empty_logprobs, content)):
+        return item
+    parts = [
+        {key: value for key, value in part.items() if key != "logprobs"}
+        if _has_empty_logprobs(part)
+        else part
+        for part in content
+    ]
+    return {**item, "content": parts}
+
+
+def _plain_token_metadata(item: dict[str, Any]) -> bool:
+    """All three token keys with exact types (``routed_experts``, with its own rules, defers)."""
+    return (
+        "routed_experts" not in item
+        and _exact_list(item.get("prompt_token_ids"), _INT)
+        and _exact_list(item.get("generation_token_ids"), _INT)
+        and _exact_list(item.get("generation_log_probs"), _NUMBER)
+    )
+
+
+_TRAINING_HANDLERS: dict[Any, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
+    kind: _HANDLERS[kind] for kind in ("message", _ABSENT, "function_call", "reasoning")
+}
+"""The everyday kinds with a ``…__training`` variant (function_call_output has none)."""
+
+
+def _item_valid(item: Any) -> bool:
+    if item.__class__ is not dict:
+        return False
+    if _TOKEN_KEYS.isdisjoint(item):
+        return fast_canonical(_without_empty_logprobs(item)) is not None
+    if not _plain_token_metadata(item):
+        return False
+    kind = item.get("type", _ABSENT)
+    handler = _TRAINING_HANDLERS.get(kind) if kind.__class__ is str or kind is _ABSENT else None
+    if handler is None:
+        return False
+    # The handlers never look at the token keys. The item routes to the training variant of the
+    # model the handler recognised, which (unlike the everyday path) is not vouched for with unknown
+    # keys: the item may hold only that model's fields, which are the canonical dict's keys, and
+    # the three token keys (never among them).
+    canonical = handler(_without_empty_logprobs(item))
+    return canonical is not None and len(canonical.keys() & item.keys()) + 3 == len(item)
+
+
+def everyday_list_valid(items: list[Any]) -> bool:
+    """Whether the contract accepts every item, for the shapes recognised cheaply (see the module doc).
+
+    ``True`` for everything :func:`canonical_list` accepts and for the everyday shapes with plainly
+    valid token metadata (exact ``int`` ids, ``int``/``float`` log-probs, no ``routed_experts``, no
+    unknown key) or ``"logprobs": []`` on output text. ``False`` defers to the full union: it never
+    means invalid. What it accepts dumps to strings, numbers and shallow lists only, so its dump
+    cannot fail.
+    """
+    return all(_item_valid(item) for item in items)
