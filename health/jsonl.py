@@ -17,6 +17,7 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 __all__ = [
     "ByteRange",
@@ -32,6 +33,7 @@ __all__ = [
 
 _NON_WHITESPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")
 _BLOCK_BYTES = 1 << 22
+_HAS_PREAD = hasattr(os, "pread")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,23 +186,28 @@ def _changed(path: str, offset: int, expected: int, got: int) -> OSError:
     )
 
 
+def _pread(handle: BinaryIO, length: int, offset: int) -> bytes:
+    """``length`` bytes at ``offset``, without moving the file position where ``os.pread`` exists."""
+    if _HAS_PREAD:
+        return os.pread(handle.fileno(), length, offset)
+    handle.seek(offset)  # Windows
+    return handle.read(length)
+
+
 def iter_range_records(byte_range: ByteRange) -> Iterator[tuple[bytes, int, int]]:
     """Yield what :func:`iter_range_lines` yields for the range, reading only its non-blank lines.
 
     A file shorter than the range raises the ``OSError`` :func:`read_range` raises.
     """
     path = byte_range.path
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        available = os.fstat(fd).st_size - byte_range.offset
+    with open(path, "rb", buffering=0) as handle:
+        available = os.fstat(handle.fileno()).st_size - byte_range.offset
         if available < byte_range.length:
             raise _changed(path, byte_range.offset, byte_range.length, max(0, available))
         ordinal = byte_range.first_ordinal
         for offset, length, line_number in byte_range.lines:
-            line = os.pread(fd, length, offset)
+            line = _pread(handle, length, offset)
             if len(line) != length:
                 raise _changed(path, offset, length, len(line))
             yield line, line_number, ordinal
             ordinal += 1
-    finally:
-        os.close(fd)

@@ -2,12 +2,11 @@
 
 Work is cut into large contiguous byte ranges (:func:`~health.jsonl.plan_ranges`) rather
 than one task per line: a worker re-opens the file, reads the range's non-blank lines (one
-``pread`` each, at offsets the index already found), digests each line and sends back
-compact digests, so the parent only streams the index and the
-pool's IPC is well under a hundred pickled bytes per rollout. The parent never imports the
-per-record step; workers import it once, in their initializer. Ranges are planned lazily
-while the pool works, with a bounded number in flight, so memory does not grow with the
-input.
+``pread`` each, at the offsets the index found), digests each line and sends back compact
+digests, so the parent only streams the index and the pool's IPC is well under a hundred
+pickled bytes per rollout each way. The parent never imports the per-record step; workers
+import it once, in their initializer. Ranges are planned lazily while the pool works, with
+a bounded number in flight, so memory does not grow with the input.
 
 Range size replaces NeMo Gym's chunk size (``ceil(n / (workers * 4))`` lines, at most 128):
 about ``total_bytes / (workers * 4)``, at most 8 MiB and 1024 lines, so small inputs still

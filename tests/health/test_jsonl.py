@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import health.jsonl
 from health.jsonl import (
     LineSlice,
     iter_range_lines,
@@ -83,7 +84,11 @@ class TestRanges:
         with pytest.raises(OSError, match="changed while being checked"):
             read_range(byte_range)
 
-    def test_range_records_keep_carriage_returns_and_an_unterminated_last_line(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("pread", [True, False])
+    def test_range_records_keep_carriage_returns_and_an_unterminated_last_line(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pread: bool
+    ) -> None:
+        monkeypatch.setattr(health.jsonl, "_HAS_PREAD", pread)
         path = _write(tmp_path, "a", b'\n{"x":1}\r\n \n  {"y":2}  ')
         (byte_range,) = plan_ranges([path], target_bytes=1 << 20, max_records=10)
         assert list(iter_range_records(byte_range)) == [(b'{"x":1}\r', 2, 0), (b'  {"y":2}  ', 4, 1)]
