@@ -799,6 +799,59 @@ def _conversation_items() -> list[Any]:
     return [item for item, _ in ACCEPTED] + list(REJECTED) + list(RAISES_TYPE_ERROR) + deep
 
 
+_TOKENS = {"prompt_token_ids": [1, 2], "generation_token_ids": [3], "generation_log_probs": [-0.5]}
+_TRAINING_BASES: list[dict[str, Any]] = [
+    {"role": "user", "content": "x"},
+    {"type": "message", "role": "assistant", "content": "x", "phase": None},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}]},
+    {
+        "type": "message",
+        "role": "assistant",
+        "id": "m",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "a", "annotations": [], "logprobs": []}],
+    },
+    {
+        "type": "function_call",
+        "call_id": "c",
+        "name": "n",
+        "arguments": "{}",
+        "id": "i",
+        "status": "completed",
+    },
+    {"type": "reasoning", "id": "r", "summary": [{"type": "summary_text", "text": "s"}], "content": None},
+    {"type": "function_call_output", "call_id": "c", "output": "o"},
+]
+_TOKEN_VARIANTS: list[dict[str, Any]] = [
+    {},
+    _TOKENS,
+    {"prompt_token_ids": [], "generation_token_ids": [], "generation_log_probs": []},
+    {**_TOKENS, "generation_log_probs": [-0.5, -1, 0, -0.0, 1e308]},
+    {**_TOKENS, "prompt_token_ids": [-1, 2**64 - 1]},
+    {**_TOKENS, "generation_token_ids": [True]},
+    {**_TOKENS, "generation_token_ids": [3.0]},
+    {**_TOKENS, "generation_log_probs": [None]},
+    {**_TOKENS, "generation_log_probs": ["-0.5"]},
+    {**_TOKENS, "prompt_token_ids": [[1]]},
+    {"prompt_token_ids": [1], "generation_token_ids": [2]},
+    {**_TOKENS, "routed_experts": None},
+    {**_TOKENS, "routed_experts": [[[1]]]},
+    {**_TOKENS, "extra": 1},
+    {**_TOKENS, "id": "x", "status": "completed"},
+]
+
+
+def test_rl_style_conversation_items() -> None:
+    """Everyday shapes with token metadata (training variants) and ``"logprobs": []``, valid or not."""
+    vouched = 0
+    for base in _TRAINING_BASES:
+        for tokens in _TOKEN_VARIANTS:
+            item = {**base, **tokens}
+            vouched += assert_paths_agree(_with_conversation(item))
+            assert_paths_agree(_with_conversation(item, item, alone=True, deep_ref_depth=250))
+    assert vouched > 20
+
+
 def test_conversation_items() -> None:
     """Everyday items, items only the full union accepts, rejected items, and deep ones."""
     vouched = 0
