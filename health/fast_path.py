@@ -39,6 +39,7 @@ import simdjson
 from msgspec import Raw
 from pydantic import TypeAdapter
 
+from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list, everyday_list_valid
 from .contract.conversation import Conversation
 from .strict_schema import StrictRecord, contract_rules_hold, decode_strict
@@ -54,8 +55,6 @@ _CLOSE = b"]" * _WRAP_DEPTH
 _NULL = Raw(b"null")
 _MAX_LINE_BYTES = 64 << 20
 """Longer lines take the full path: simdjson's parser keeps a buffer as large as its largest input."""
-_LENGTH_FINISH_REASONS = frozenset({"length", "max_output_tokens", "max_tokens"})
-"""``health.checks.LENGTH_FINISH_REASONS``: the only calls whose ``response`` a check reads."""
 
 
 class _UnreadResponse:
@@ -146,7 +145,7 @@ def read_everyday_record(data: bytes) -> EverydayRecord | None:
         response = call.response
         if response == _NULL:
             responses.append(None)
-        elif call.response_metadata.finish_reason in _LENGTH_FINISH_REASONS:
+        elif call.response_metadata.finish_reason in LENGTH_FINISH_REASONS:  # the checks read these
             responses.append(orjson.loads(bytes(response)))
         else:
             responses.append(UNREAD_RESPONSE)
