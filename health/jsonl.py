@@ -7,8 +7,7 @@ each listing where its non-blank lines are (the index finds them anyway), and a 
 reads exactly those lines with one ``pread`` each (:func:`iter_range_records`). Reading
 the whole range and slicing it copied every byte twice and faulted in a fresh
 multi-megabyte buffer per range; a ``pread`` per line copies each byte once and never
-reads blank lines. :func:`read_range` and :func:`iter_range_lines` re-split a range's raw
-bytes instead; both paths yield the same lines, line numbers and ordinals.
+reads blank lines.
 """
 
 from __future__ import annotations
@@ -24,11 +23,9 @@ __all__ = [
     "LineSlice",
     "is_blank",
     "iter_line_spans",
-    "iter_range_lines",
     "iter_range_records",
     "iter_slices",
     "plan_ranges",
-    "read_range",
 ]
 
 _NON_WHITESPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")
@@ -151,35 +148,6 @@ def plan_ranges(paths: Sequence[str], *, target_bytes: int, max_records: int) ->
             )
 
 
-def read_range(byte_range: ByteRange) -> bytes:
-    """Re-open the range's file and read exactly its bytes."""
-    with open(byte_range.path, "rb", buffering=0) as handle:
-        handle.seek(byte_range.offset)
-        data = handle.read(byte_range.length)
-    if len(data) != byte_range.length:
-        raise _changed(byte_range.path, byte_range.offset, byte_range.length, len(data))
-    return data
-
-
-def iter_range_lines(data: bytes, byte_range: ByteRange) -> Iterator[tuple[bytes, int, int]]:
-    """Yield ``(line, line_number, ordinal)`` for the non-blank lines of a range's bytes.
-
-    ``line`` excludes the newline; numbering continues from the range's first line.
-    """
-    line_number = byte_range.first_line_number
-    ordinal = byte_range.first_ordinal
-    pos = 0
-    size = len(data)
-    while pos < size:
-        newline = data.find(b"\n", pos)
-        end = size if newline < 0 else newline
-        if _NON_WHITESPACE.search(data, pos, end) is not None:
-            yield data[pos:end], line_number, ordinal
-            ordinal += 1
-        line_number += 1
-        pos = end + 1
-
-
 def _changed(path: str, offset: int, expected: int, got: int) -> OSError:
     return OSError(
         f"{path!r} changed while being checked: expected {expected} bytes at offset {offset}, read {got}"
@@ -195,9 +163,10 @@ def _pread(handle: BinaryIO, length: int, offset: int) -> bytes:
 
 
 def iter_range_records(byte_range: ByteRange) -> Iterator[tuple[bytes, int, int]]:
-    """Yield what :func:`iter_range_lines` yields for the range, reading only its non-blank lines.
+    """Yield ``(line, line_number, ordinal)`` for the range's non-blank lines, read one by one.
 
-    A file shorter than the range raises the ``OSError`` :func:`read_range` raises.
+    ``line`` excludes the newline. A file shorter than the range, or a line that reads short,
+    raises ``OSError`` ("changed while being checked").
     """
     path = byte_range.path
     with open(path, "rb", buffering=0) as handle:
