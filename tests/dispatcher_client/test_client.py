@@ -48,6 +48,15 @@ async def _play(client: SidecarClient, run: GeneratedRun, events: list[dict[str,
     return completions
 
 
+async def _until_outage_seen(client: SidecarClient, timeout_s: float = 10.0) -> None:
+    """Give the batcher time to try a send to the dead sidecar: on a loaded machine playing the
+    events can finish before its first attempt fails, so ``stats`` is read after one has."""
+    for _ in range(int(timeout_s / 0.02)):
+        if client.stats.failed_requests and not client.stats.connected:
+            return
+        await asyncio.sleep(0.02)
+
+
 def _start(client: SidecarClient, run: GeneratedRun, run_dir: Path) -> Any:
     return client.start_run(plan=run.plan, source_path=str(run_dir / "rollouts.jsonl"))
 
@@ -149,6 +158,7 @@ class TestOutage:
             completions = await _play(client, generated, generated.events[half:])
             await client.run_ended()
             elapsed = time.monotonic() - started
+            await _until_outage_seen(client)
             stats = client.stats
             assert not stats.connected and stats.failed_requests > 0
             assert stats.spooled > 0 and stats.dropped == 0
