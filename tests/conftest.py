@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DIR = Path(os.environ.get("ROLLOUT_SIDECAR_SHARED", REPO_ROOT.parent / "shared"))
-SPEC_EXAMPLES = SHARED_DIR / "spec" / "examples"
+from tests.vectors import SPEC_EXAMPLES
 
 
 @pytest.fixture(scope="session")
 def spec_examples() -> Path:
-    """The conformance vectors (``shared/spec/examples``), read at test time, never copied."""
-    if not SPEC_EXAMPLES.is_dir():
-        pytest.fail(f"conformance vectors not found at {SPEC_EXAMPLES}; set ROLLOUT_SIDECAR_SHARED")
+    """The conformance vectors (``tests/fixtures/spec_examples``), read in place."""
     return SPEC_EXAMPLES

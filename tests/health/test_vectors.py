@@ -8,7 +8,6 @@ the working directory, so ``run_dir`` is relative exactly as when the vectors we
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,13 +16,11 @@ import pytest
 
 from health import health_check_run_dir
 from sidecar.cli import main
+from tests.vectors import health_example_names
 
-# Parametrization happens at collection, before fixtures exist; this mirrors the
-# ``spec_examples`` fixture's lookup and ``test_examples_are_discovered`` cross-checks it.
-_SHARED = Path(
-    os.environ.get("ROLLOUT_SIDECAR_SHARED", Path(__file__).resolve().parents[2].parent / "shared")
-)
-EXAMPLES = sorted(path.name for path in (_SHARED / "spec" / "examples" / "health").glob("*") if path.is_dir())
+# Parametrization happens at collection, before fixtures exist; ``test_examples_are_discovered``
+# cross-checks this list against the ``spec_examples`` fixture.
+EXAMPLES = health_example_names()
 
 
 def _stage(spec_examples: Path, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -45,9 +42,9 @@ def _assert_reports(spec_examples: Path, name: str, tmp_path: Path) -> None:
 
 
 def test_examples_are_discovered(spec_examples: Path) -> None:
-    found = sorted(path.name for path in (spec_examples / "health").iterdir() if path.is_dir())
-    assert found == EXAMPLES
-    assert len(found) == 19
+    manifest = json.loads((spec_examples / "health" / "manifest.json").read_text())
+    assert sorted(entry["name"] for entry in manifest) == EXAMPLES
+    assert len(EXAMPLES) == 19
 
 
 @pytest.mark.parametrize("workers", [1, 2])
