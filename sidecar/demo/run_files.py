@@ -48,13 +48,25 @@ class RunFiles:
         return self
 
     def close(self) -> None:
-        if self._pending:
-            missing = sorted(set(range(self._written, self._next)) - set(self._pending))
-            raise RuntimeError(f"main-file slots {missing[:5]} were reserved but never filled")
-        for handle in (self._main, self._failures):
-            if handle is not None:
-                handle.close()
+        """Close both files, then raise if a reserved main-file slot was never filled."""
+        unfilled = self.unfilled_slots()
+        self._close_files()
+        if unfilled:
+            raise RuntimeError(f"main-file slots {unfilled[:5]} were reserved but never filled")
+
+    def unfilled_slots(self) -> list[int]:
+        """Reserved slots still waiting for :meth:`fill` (lines after them are held back)."""
+        return sorted(set(range(self._written, self._next)) - set(self._pending))
+
+    def _close_files(self) -> None:
+        main, failures = self._main, self._failures
         self._main = self._failures = None
+        try:
+            if main is not None:
+                main.close()
+        finally:
+            if failures is not None:
+                failures.close()
 
     def __enter__(self) -> RunFiles:
         return self.open()
@@ -62,9 +74,10 @@ class RunFiles:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if exc_type is not None:
-            self._pending.clear()
-        self.close()
+        if exc_type is not None:  # the first error is the one to report; unfilled slots follow from it
+            self._close_files()
+        else:
+            self.close()
 
     def write_inputs(self, rows: Iterable[dict[str, Any]]) -> None:
         with self.inputs_path.open("wb") as handle:

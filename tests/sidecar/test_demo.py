@@ -278,8 +278,26 @@ class TestRunFiles:
         files = RunFiles(tmp_path).open()
         files.reserve()
         files.fill(files.reserve(), {"n": 2})
+        assert files.unfilled_slots() == [0]
         with pytest.raises(RuntimeError, match=r"\[0\]"):
             files.close()
+        with pytest.raises(RuntimeError, match="not open"):  # closed all the same
+            files.write_failure({"n": 3})
+
+    def test_a_lone_unfilled_slot_is_an_error(self, tmp_path: Path) -> None:
+        files = RunFiles(tmp_path).open()
+        files.fill(files.reserve(), {"n": 1})
+        files.reserve()
+        with pytest.raises(RuntimeError, match=r"\[1\]"):
+            files.close()
+        assert _lines(files.rollouts_path) == [{"n": 1}]
+
+    def test_an_error_inside_the_block_wins_over_unfilled_slots(self, tmp_path: Path) -> None:
+        with pytest.raises(ValueError, match="boom"), RunFiles(tmp_path) as files:
+            files.reserve()
+            raise ValueError("boom")
+        with pytest.raises(RuntimeError, match="not open"):
+            files.write_failure({"n": 1})
 
 
 EXPOSITION = """\

@@ -359,6 +359,7 @@ def _run_and_kill(path: Path, prefix: str, acks_before_kill: int) -> list[tuple[
     finally:
         child.kill()
         child.wait()
+        child.stdout.close()
     acked += [
         (int(s), k) for s, k in (ln.split() for ln in rest.splitlines(keepends=True) if ln.endswith("\n"))
     ]

@@ -60,6 +60,8 @@ def test_die_with_parent_outlives_no_sigkilled_parent(mechanism: str) -> None:
     finally:
         middle.kill()
         middle.wait(10)
+        if middle.stdout is not None:
+            middle.stdout.close()
 
 
 _INIT = """

@@ -58,7 +58,7 @@ def _serve(journal: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen[b
     finally:
         if process.poll() is None:
             process.kill()
-            process.wait(10)
+        process.communicate(timeout=10)  # reaps it and closes both pipes
 
 
 class TestServeProcess:
@@ -119,4 +119,4 @@ class TestListeningLog:
             assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
         finally:
             process.kill()
-            process.wait(10)
+            process.communicate(timeout=10)
