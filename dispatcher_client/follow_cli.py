@@ -5,11 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from dispatcher_client.follow import Follower
 
 __all__ = ["register"]
+
+_PROG = "rollout-sidecar follow"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,37 +25,138 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="follow a NeMo Gym run directory into a sidecar",
         description="Tail RUN_DIR's rollouts JSONL, its _failures.jsonl and its materialized inputs, "
         "and post them to a sidecar as events. The read position is checkpointed in a state file, "
-        "so a restarted follower neither skips nor repeats a line.",
+        "so a restarted follower neither skips nor repeats a line. On a terminal, a status line on "
+        "stderr shows lines sent, acknowledged and the bytes not yet acknowledged (lag).",
     )
-    parser.add_argument("run_dir", type=Path, help="the run directory")
-    parser.add_argument("--rollouts-file", default=None, help="rollouts JSONL (default rollouts.jsonl)")
-    parser.add_argument("--sidecar", required=True, help="base URL, e.g. http://127.0.0.1:9400")
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory (must exist)")
+    parser.add_argument(
+        "--rollouts-file",
+        default=None,
+        metavar="PATH",
+        help="rollouts JSONL, relative to RUN_DIR (default: rollouts.jsonl)",
+    )
+    parser.add_argument("--sidecar", required=True, help="base URL, e.g. http://127.0.0.1:9400 (required)")
     parser.add_argument("--run-id", default=None, help="run id (default: the run directory's name)")
     parser.add_argument(
-        "--token-file", type=Path, default=None, help="bearer token file (else $ROLLOUT_SIDECAR_TOKEN)"
+        "--token-file",
+        type=Path,
+        default=None,
+        help="bearer token file (default: $ROLLOUT_SIDECAR_TOKEN, else no token)",
     )
-    parser.add_argument("--state-file", type=Path, default=None, help="checkpoint file (default in RUN_DIR)")
-    parser.add_argument("--poll-interval", type=float, default=0.2, help="seconds between polls")
+    parser.add_argument(
+        "--state-file",
+        type=Path,
+        default=None,
+        help="checkpoint file (default: RUN_DIR/.rollout_sidecar_follow.<run id>.json)",
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=0.2,
+        metavar="SECONDS",
+        help="seconds between polls (default: 0.2)",
+    )
     parser.add_argument(
         "--until-idle",
         type=float,
         default=None,
         metavar="SECONDS",
-        help="end the run and exit once no file grew for SECONDS",
+        help="end the run and exit once no file grew for SECONDS (default: follow until interrupted)",
     )
-    parser.add_argument("--once", action="store_true", help="send what is there now, end the run, exit")
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="send what is there now, end the run, exit (default: keep following)",
+    )
     parser.add_argument(
         "--no-latency",
         action="store_true",
-        help="do not derive durations from rows' ng_perf (a RemoteLatencyTracker feeds the run)",
+        help="do not derive durations from rows' ng_perf (a RemoteLatencyTracker feeds the run) "
+        "(default: derive them)",
     )
-    parser.add_argument("--ignored-checks", default="", help="comma-separated check ids to ignore")
+    parser.add_argument(
+        "--ignore-checks",
+        "--ignore",
+        dest="ignore_checks",
+        action="append",
+        default=None,
+        metavar="CHECK[,CHECK...]",
+        help="comma-separated check IDs to skip, as health-check's option (repeatable; default: none)",
+    )
+    parser.add_argument(  # the name this option had before; kept working, not advertised
+        "--ignored-checks", dest="ignore_checks", action="append", help=argparse.SUPPRESS
+    )
     parser.set_defaults(handler=_follow)
+
+
+def _refuse_run_dir(run_dir: Path, rollouts_file: str | None) -> str | None:
+    """The message for a RUN_DIR that cannot be followed, naming the fix; else None."""
+    if run_dir.is_file():
+        fix = f"{_PROG} {run_dir.parent}"
+        if run_dir.name != "rollouts.jsonl":
+            fix += f" --rollouts-file {run_dir.name}"
+        return f"RUN_DIR is a file, not a directory: {run_dir} (pass its run directory: {fix} ...)"
+    if not run_dir.is_dir():
+        return (
+            f"run directory not found: {run_dir} (pass the directory NeMo Gym writes rollouts.jsonl "
+            "into; without --once it may be empty, the follower waits for the files)"
+        )
+    return None
+
+
+def _nothing_to_send(follower: Follower) -> str | None:
+    """``--once`` over a directory holding neither file would end an empty run: refuse it."""
+    paths = follower.paths
+    if paths.rollouts.exists() or paths.failures.exists():
+        return None
+    return (
+        f"nothing to send: neither {paths.rollouts} nor {paths.failures} exists (--once sends what is "
+        "there now; check RUN_DIR and --rollouts-file, or drop --once to wait for the files)"
+    )
+
+
+class _Status:
+    """One self-rewriting status line on a terminal: lines sent, acknowledged, lag."""
+
+    def __init__(self, follower: Follower, stream: TextIO) -> None:
+        self.follower = follower
+        self.stream = stream
+        self.width = 0
+
+    def line(self) -> str:
+        follower = self.follower
+        stats = follower.client.stats
+        lag = 0
+        for name, path in (("rollouts", follower.paths.rollouts), ("failures", follower.paths.failures)):
+            with contextlib.suppress(OSError):
+                lag += max(0, os.stat(path).st_size - follower.positions[name].offset)
+        state = "" if stats.connected else f", sidecar unreachable ({stats.last_error})"
+        return (
+            f"follow {follower.run_id}: {stats.submitted} event(s) sent, {stats.sent} acknowledged, "
+            f"lag {lag} byte(s){state}"
+        )
+
+    def show(self) -> None:
+        text = self.line()
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = len(text)
+
+    def clear(self) -> None:
+        if self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+
+    async def run(self, interval_s: float = 0.5) -> None:
+        while True:
+            self.show()
+            await asyncio.sleep(interval_s)
 
 
 async def _main(args: argparse.Namespace, token: str | None) -> int:
     from dispatcher_client.follow import Follower
 
+    ignored = [check for value in args.ignore_checks or () for check in value.split(",")]
     follower = Follower(
         args.run_dir,
         sidecar_url=args.sidecar,
@@ -58,18 +166,31 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
         state_path=args.state_file,
         poll_interval_s=args.poll_interval,
         latency_from_rows=not args.no_latency,
-        ignored_checks=args.ignored_checks.split(","),
+        ignored_checks=ignored,
     )
     if args.once:
-        async with follower.client:
-            await follower.end_run()
-    else:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        await follower.run(stop, idle_exit_s=args.until_idle)
+        refused = _nothing_to_send(follower)
+        if refused is not None:
+            raise ValueError(refused)
+    status = _Status(follower, sys.stderr) if sys.stderr.isatty() else None
+    shown = asyncio.ensure_future(status.run()) if status is not None else None
+    try:
+        if args.once:
+            async with follower.client:
+                await follower.end_run()
+        else:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError):
+                    loop.add_signal_handler(sig, stop.set)
+            await follower.run(stop, idle_exit_s=args.until_idle)
+    finally:
+        if shown is not None and status is not None:
+            shown.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await shown
+            status.clear()
     print(  # noqa: T201
         f"Followed {follower.paths.source_path} into run {follower.run_id!r}: "
         f"{follower.lines_sent} line(s), generation {follower.generation}"
@@ -77,21 +198,26 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
     return 0
 
 
+def _error(message: str, code: int = 2) -> int:
+    print(f"{_PROG}: {message}", file=sys.stderr)  # noqa: T201
+    return code
+
+
 def _follow(args: argparse.Namespace) -> int:
     from sidecar.settings import SettingsError, load_token
 
+    refused = _refuse_run_dir(args.run_dir, args.rollouts_file)
+    if refused is not None:
+        return _error(refused)
     try:
         secret = load_token(args.token_file)
     except SettingsError as exc:
-        print(f"rollout-sidecar follow: {exc}", file=sys.stderr)  # noqa: T201
-        return 2
+        return _error(str(exc))
     from dispatcher_client.follow import FollowerError
 
     try:
         return asyncio.run(_main(args, secret.get() if secret is not None else None))
     except ValueError as exc:
-        print(f"rollout-sidecar follow: {exc}", file=sys.stderr)  # noqa: T201
-        return 2
+        return _error(str(exc))
     except FollowerError as exc:  # the checkpoint was left in place: a restart loses nothing
-        print(f"rollout-sidecar follow: {exc}", file=sys.stderr)  # noqa: T201
-        return 1
+        return _error(str(exc), 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 __all__ = ["register", "run"]
 
@@ -58,12 +59,37 @@ def _error(message: str) -> int:
     return 2
 
 
+def _refuse_run_dir(run_dir: str, rollouts_file: str | None) -> str | None:
+    """The message for a RUN_DIR or rollouts file that cannot be checked, naming the fix; else None."""
+    directory = Path(run_dir)
+    if directory.is_file():
+        fix = f"rollout-sidecar health-check {directory.parent}"
+        if directory.name != "rollouts.jsonl":
+            fix += f" --rollouts-file {directory.name}"
+        return f"RUN_DIR is a file, not a directory: {run_dir} (pass its run directory: {fix})"
+    if not directory.is_dir():
+        return f"Run directory not found: {run_dir} (pass the directory that holds rollouts.jsonl)"
+    selected = Path(rollouts_file) if rollouts_file is not None else Path("rollouts.jsonl")
+    path = selected if selected.is_absolute() else directory / selected
+    if not path.is_file():
+        how = (
+            "relative to RUN_DIR"
+            if rollouts_file is not None
+            else "the default; --rollouts-file names another"
+        )
+        return f"Rollout JSONL not found: {path} ({how})"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler: check the run directory, print the report; 2 on a bad argument or missing file."""
     from .api import check_rollout_files, emit_run_output, resolve_rollout_path
     from .progress import terminal_progress
 
     ignored: str | None = ",".join(args.ignore_checks) if args.ignore_checks else None
+    refused = _refuse_run_dir(args.run_dir, args.rollouts_file)
+    if refused is not None:
+        return _error(refused)
     try:
         run_dir, path = resolve_rollout_path(args.run_dir, args.rollouts_file)
         with terminal_progress(os.path.getsize(path), sys.stderr) as progress:

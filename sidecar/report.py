@@ -8,7 +8,8 @@ rows; everything else (latency, perf summary, accounting, event counts) goes to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shutil
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import httpx
@@ -32,37 +33,71 @@ class ReportFiles:
 
 def _check(response: httpx.Response) -> None:
     if response.status_code >= 400:
+        response.read()
         try:
             body = response.json()
             reason = f"{body.get('error')}: {body.get('detail')}"
         except ValueError:
             reason = response.text[:200]
-        raise ReportError(f"{response.request.url} answered {response.status_code} ({reason})")
+        hint = " (GET /v1/runs lists the runs it knows)" if response.status_code == 404 else ""
+        raise ReportError(f"{response.request.url} answered {response.status_code} ({reason}){hint}")
+
+
+def _make_dir(out_dir: Path) -> Path | None:
+    """Create ``out_dir`` (and missing parents); the topmost directory this created, if any."""
+    missing = [parent for parent in (out_dir, *out_dir.parents) if not parent.exists()]
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"cannot create output directory {str(out_dir)!r}: {exc.strerror or exc}") from exc
+    return missing[-1] if missing else None
 
 
 def fetch_report(
     sidecar: str, run_id: str, out_dir: Path, *, token: str | None = None, timeout: float = 300.0
 ) -> ReportFiles:
-    """Write the three report files of ``run_id`` into ``out_dir`` (created if missing)."""
+    """Write the three report files of ``run_id`` into ``out_dir`` (created if missing).
+
+    All or nothing: the files arrive under temporary names and are renamed once all three are
+    complete; on failure they, and any directory this call created, are removed again.
+    """
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     params = {"run_id": run_id}
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():  # refused before asking the sidecar anything
+        raise ReportError(
+            f"output directory {str(out_dir)!r} is a file; pass a directory (created if missing)"
+        )
     files = ReportFiles(*(out_dir / name for name in REPORT_FILES))
+    parts = ReportFiles(*(out_dir / f".{name}.part" for name in REPORT_FILES))
+    created: Path | None = None
+    made = False
     try:
         with httpx.Client(base_url=sidecar, headers=headers, timeout=timeout) as client:
+            report = client.get("/report", params=params)
+            _check(report)  # an unknown run is refused before anything is written
             summary = client.get("/report/quality_summary.json", params=params)
             _check(summary)
-            files.summary.write_bytes(summary.content)
+            created = _make_dir(out_dir)
+            made = True
             with client.stream("GET", "/report/verdicts", params=params) as stream:
                 _check(stream)
-                with files.verdicts.open("wb") as handle:
+                with parts.verdicts.open("wb") as handle:
                     for chunk in stream.iter_bytes():
                         handle.write(chunk)
-            report = client.get("/report", params=params)
-            _check(report)
-    except httpx.HTTPError as exc:
-        raise ReportError(f"cannot fetch the report from {sidecar}: {exc}") from exc
-    body = orjson.loads(report.content)
-    body.pop("quality_summary", None)
-    files.report.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
+        body = orjson.loads(report.content)
+        body.pop("quality_summary", None)
+        parts.summary.write_bytes(summary.content)
+        parts.report.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
+        for part, final in zip(astuple(parts), astuple(files), strict=True):
+            part.replace(final)
+    except BaseException as exc:
+        for part in astuple(parts) if made else ():
+            part.unlink(missing_ok=True)
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        if isinstance(exc, httpx.HTTPError):
+            raise ReportError(f"cannot fetch the report from {sidecar}: {exc}") from exc
+        if isinstance(exc, OSError):
+            raise ReportError(f"cannot write the report into {str(out_dir)!r}: {exc}") from exc
+        raise
     return files

@@ -83,8 +83,19 @@ class TestErrors:
     @pytest.mark.parametrize(
         ("argv", "message"),
         [
-            (["health-check", "missing"], "Run directory not found: missing"),
-            (["health-check", "run", "--rollouts-file", "x.jsonl"], "Rollout JSONL not found: run/x.jsonl"),
+            (
+                ["health-check", "missing"],
+                "Run directory not found: missing (pass the directory that holds rollouts.jsonl)",
+            ),
+            (
+                ["health-check", "run", "--rollouts-file", "x.jsonl"],
+                "Rollout JSONL not found: run/x.jsonl (relative to RUN_DIR)",
+            ),
+            (
+                ["health-check", "run/rollouts.jsonl"],
+                "RUN_DIR is a file, not a directory: run/rollouts.jsonl"
+                " (pass its run directory: rollout-sidecar health-check run)",
+            ),
             (["health-check", "run", "--ignore", "nope,zap"], "Unknown rollout health check(s): nope, zap"),
             (["health-check", "run", "--workers", "0"], "workers must be at least 1"),
         ],
@@ -97,6 +108,25 @@ class TestErrors:
         assert out == ""
         assert err == f"rollout-sidecar health-check: error: {message}\n"
         assert not (run_dir / "quality_summary.json").exists()
+
+    def test_a_file_for_the_directory_names_the_flag_too(
+        self, run_dir: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        (run_dir / "other.jsonl").write_bytes(ROW + b"\n")
+        assert main(["health-check", "run/other.jsonl"]) == 2
+        fix = "rollout-sidecar health-check run --rollouts-file other.jsonl"
+        assert _report(capsys)[1].endswith(f"(pass its run directory: {fix})\n")
+
+    def test_an_empty_directory_names_the_default_file(
+        self, run_dir: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        (run_dir / "empty").mkdir()
+        assert main(["health-check", "run/empty"]) == 2
+        assert _report(capsys)[1] == (
+            "rollout-sidecar health-check: error: Rollout JSONL not found: run/empty/rollouts.jsonl"
+            " (the default; --rollouts-file names another)\n"
+        )
+        assert list((run_dir / "empty").iterdir()) == []
 
 
 class _Terminal(io.StringIO):

@@ -1,0 +1,139 @@
+"""``rollout-sidecar follow`` arguments: refusals up front, one line each, nothing created."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dispatcher_client.follow import Follower
+from dispatcher_client.follow_cli import _Status
+from sidecar.cli import build_parser
+from sidecar.cli import main as cli_main
+from sidecar.server import ServiceThread
+from sidecar.settings import ServiceSettings
+from tests.sidecar.service_support import generate_run
+
+
+@pytest.fixture
+def sidecar(tmp_path: Path) -> Iterator[str]:
+    with ServiceThread(ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")) as url:
+        yield url
+
+
+def _runs(url: str) -> list[str]:
+    response = httpx.get(f"{url}/v1/runs")
+    assert response.status_code == 200
+    return [run["run_id"] for run in response.json()["runs"]]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _write_run(run_dir: Path) -> int:
+    run = generate_run(num_tasks=3, repeats=2, failure_rate=0.0, drained_fraction=0.0)
+    run.write_rollouts(run_dir)
+    return sum(1 for line in run.main_lines if line.strip())
+
+
+class TestRefusals:
+    def test_a_missing_directory(
+        self, sidecar: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        missing = tmp_path / "does-not-exist"
+        assert cli_main(["follow", str(missing), "--sidecar", sidecar, "--once"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert err.startswith(
+            f"rollout-sidecar follow: run directory not found: {missing} (pass the directory"
+        )
+        assert not missing.exists()
+        assert _runs(sidecar) == []
+
+    def test_a_file_for_the_directory(
+        self, sidecar: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        run_dir = tmp_path / "run"
+        _write_run(run_dir)
+        rollouts = run_dir / "rollouts.jsonl"
+        assert cli_main(["follow", str(rollouts), "--sidecar", sidecar]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"rollout-sidecar follow: RUN_DIR is a file, not a directory: {rollouts} "
+            f"(pass its run directory: rollout-sidecar follow {run_dir} ...)\n"
+        )
+        assert sorted(p.name for p in run_dir.iterdir()) == ["rollouts.jsonl"]
+        assert _runs(sidecar) == []
+
+    def test_once_over_an_empty_directory_ends_no_empty_run(
+        self, sidecar: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        empty = tmp_path / "emptydir"
+        empty.mkdir()
+        assert cli_main(["follow", str(empty), "--sidecar", sidecar, "--once"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("rollout-sidecar follow: nothing to send: neither ")
+        assert "drop --once to wait for the files" in err
+        assert list(empty.iterdir()) == []
+        assert _runs(sidecar) == []
+
+
+class TestOptions:
+    def test_ignore_checks_is_one_option_under_health_checks_name(self) -> None:
+        parser = build_parser("follow")
+        for flag in ("--ignore-checks", "--ignore", "--ignored-checks"):
+            args = parser.parse_args(["follow", "r", "--sidecar", "u", flag, "a,b", flag, "c"])
+            assert args.ignore_checks == ["a,b", "c"]
+        follow_help = parser._subparsers._group_actions[0].choices["follow"].format_help()  # type: ignore[union-attr]
+        assert "--ignore-checks" in follow_help and "--ignored-checks" not in follow_help
+
+    def test_the_hidden_alias_still_reaches_the_follower(
+        self, sidecar: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        run_dir = tmp_path / "run"
+        _write_run(run_dir)
+        argv = ["follow", str(run_dir), "--sidecar", sidecar, "--once", "--ignored-checks", "nope"]
+        assert cli_main(argv) == 2
+        assert "unknown check id(s) in ignored_checks: nope" in capsys.readouterr().err
+
+
+class TestStatus:
+    def test_quiet_off_a_terminal(
+        self, sidecar: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        run_dir = tmp_path / "run"
+        rows = _write_run(run_dir)
+        assert cli_main(["follow", str(run_dir), "--sidecar", sidecar, "--once"]) == 0
+        out, err = capsys.readouterr()
+        assert err == ""
+        assert f"{rows} line(s)" in out
+        assert _runs(sidecar) == ["run"]  # what the refusals above compare against
+
+    def test_a_status_line_on_a_terminal(
+        self, sidecar: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        run_dir = tmp_path / "run"
+        _write_run(run_dir)
+        terminal = _Terminal()
+        monkeypatch.setattr("sys.stderr", terminal)
+        assert cli_main(["follow", str(run_dir), "--sidecar", sidecar, "--once"]) == 0
+        shown = terminal.getvalue()
+        assert shown.startswith("\rfollow run: ") and "acknowledged, lag " in shown
+        assert shown.endswith("\r")  # the status line is wiped before the final report
+
+    async def test_the_status_counts_sent_acknowledged_and_lag(self, sidecar: str, tmp_path: Path) -> None:
+        run_dir = tmp_path / "run"
+        rows = _write_run(run_dir)
+        follower = Follower(run_dir, sidecar_url=sidecar)
+        status = _Status(follower, io.StringIO())
+        size = (run_dir / "rollouts.jsonl").stat().st_size
+        assert status.line() == f"follow run: 0 event(s) sent, 0 acknowledged, lag {size} byte(s)"
+        async with follower.client:
+            await follower.end_run()
+        events = rows + 2  # run_started and run_ended around the rows
+        assert status.line() == f"follow run: {events} event(s) sent, {events} acknowledged, lag 0 byte(s)"
