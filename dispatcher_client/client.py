@@ -24,7 +24,7 @@ from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
 
 from ._batcher import Batcher
 from ._events import completed_event, drained_event, encode_event, failed_event, run_started_event
-from .config import ClientConfig, ClientStats
+from .config import ClientConfig, ClientStats, resolve_token
 
 __all__ = ["RUN_ID_PATTERN", "SidecarClient", "SidecarError"]
 
@@ -39,7 +39,11 @@ class SidecarError(RuntimeError):
 
 
 class SidecarClient:
-    """Async, fail-open client of one run: ``async with SidecarClient(url, run_id=...) as c``."""
+    """Async, fail-open client of one run: ``async with SidecarClient(url, run_id=...) as c``.
+
+    ``token`` is the bearer token the sidecar's ingest requires when it has one; ``None``
+    (default) reads ``$ROLLOUT_SIDECAR_TOKEN``, ``""`` sends none.
+    """
 
     def __init__(
         self,
@@ -56,7 +60,7 @@ class SidecarClient:
         self.run_id = run_id
         self.config = config or ClientConfig()
         self.stats = ClientStats()
-        self._token = token
+        self._token = resolve_token(token)
         self._transport = transport
         self._http: httpx.AsyncClient | None = None
         self._batcher: Batcher | None = None

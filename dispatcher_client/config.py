@@ -7,11 +7,25 @@ caller; past the in-memory limit events spill to the optional spool, past the sp
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["ClientConfig", "ClientStats", "FsyncPolicy"]
+__all__ = ["TOKEN_ENV_VAR", "ClientConfig", "ClientStats", "FsyncPolicy", "resolve_token"]
+
+TOKEN_ENV_VAR = "ROLLOUT_SIDECAR_TOKEN"
+"""The environment variable holding the bearer token, for the service and its clients alike."""
+
+
+def resolve_token(token: str | None, env: Mapping[str, str] | None = None) -> str | None:
+    """The bearer token a client sends: an explicit ``token`` wins (``""``: send none);
+    ``None`` reads ``$ROLLOUT_SIDECAR_TOKEN`` (stripped; unset or blank: send none)."""
+    if token is not None:
+        return token or None
+    value = (os.environ if env is None else env).get(TOKEN_ENV_VAR, "").strip()
+    return value or None
 
 FsyncPolicy = Literal["always", "interval", "never"]
 

@@ -36,7 +36,11 @@ def _source_id() -> str:
 
 
 class RemoteLatencyTracker:
-    """``latency_tracker=RemoteLatencyTracker("http://127.0.0.1:9400", run_id="run-7")``."""
+    """``latency_tracker=RemoteLatencyTracker("http://127.0.0.1:9400", run_id="run-7")``.
+
+    ``token`` as :class:`SidecarClient`'s: ``None`` reads ``$ROLLOUT_SIDECAR_TOKEN``.
+    ``drain_margin(configured)`` takes its argument as NeMo Gym's tracker does (``None``: adaptive).
+    """
 
     def __init__(
         self,

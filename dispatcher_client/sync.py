@@ -33,7 +33,10 @@ T = TypeVar("T")
 
 
 class SyncSidecarClient:
-    """Thread-safe, blocking-free facade: ``with SyncSidecarClient(url, run_id=...) as c: ...``."""
+    """Thread-safe, blocking-free facade: ``with SyncSidecarClient(url, run_id=...) as c: ...``.
+
+    ``token`` as :class:`SidecarClient`'s: ``None`` reads ``$ROLLOUT_SIDECAR_TOKEN``.
+    """
 
     def __init__(
         self,
