@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         default=None,
         metavar="CHECK[,CHECK...]",
-        help="comma-separated check IDs to skip (repeatable)",
+        help="comma-separated check IDs to skip (repeatable; default: none)",
     )
     parser.add_argument("--json", action="store_true", help="print the compact summary JSON instead")
     parser.set_defaults(handler=run)

@@ -40,6 +40,16 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _version() -> str:
+    """The installed distribution's version (a source tree that was never installed says so)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rollout-sidecar")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rollout-sidecar",
@@ -47,6 +57,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "Latency, drain margin, ng_perf, metrics and rollout health beside a NeMo Gym dispatcher."
         ),
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in _registrars(command):
         register(sub)

@@ -46,7 +46,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"SQLite journal path (default {DEFAULT_JOURNAL_PATH})",
     )
     serve.add_argument(
-        "--token-file", type=Path, default=None, help=f"file holding the bearer token (else ${TOKEN_ENV_VAR})"
+        "--token-file",
+        type=Path,
+        default=None,
+        help=f"file holding the bearer token (default: ${TOKEN_ENV_VAR}, else no token: loopback only)",
     )
     serve.add_argument(
         "--body-cap", type=_size, default=DEFAULT_BODY_CAP, help="max request body (default 64M)"
@@ -76,7 +79,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         default=None,
         metavar="RUN_DIR",
-        help="also follow RUN_DIR's rollout files into this service (run id: the directory's name)",
+        help="also follow RUN_DIR's rollout files into this service (run id: the directory's name; "
+        "default: follow nothing)",
     )
     serve.set_defaults(handler=_serve)
 
@@ -86,10 +90,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Write quality_summary.json, rollout_verdicts.jsonl and "
         "report.json of a run into a directory.",
     )
-    report.add_argument("--sidecar", required=True, help="base URL, e.g. http://127.0.0.1:9400")
-    report.add_argument("--run-id", required=True)
-    report.add_argument("--out", type=Path, required=True, help="output directory")
-    report.add_argument("--token-file", type=Path, default=None)
+    report.add_argument("--sidecar", required=True, help="base URL, e.g. http://127.0.0.1:9400 (required)")
+    report.add_argument("--run-id", required=True, help="the run's id (required; GET /v1/runs lists them)")
+    report.add_argument(
+        "--out", type=Path, required=True, help="output directory, created if missing (required)"
+    )
+    report.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help=f"bearer token file (default: ${TOKEN_ENV_VAR}, else none; reads need no token)",
+    )
     report.set_defaults(handler=_report)
 
 

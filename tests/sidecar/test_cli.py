@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+from importlib.metadata import version
+
+import pytest
 
 from sidecar.cli import COMMANDS, build_parser
 
@@ -34,3 +38,29 @@ class TestCli:
         )
         assert completed.returncode == 2
         assert "invalid choice: 'bogus'" in completed.stderr
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    [sub] = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_option_has_help_that_shows_its_default(command: str) -> None:
+    """Flags are off unless given; every other optional names its default (or says it is required)."""
+    for action in _subcommands()[command]._actions:
+        if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+            continue
+        where = f"{command} {action.option_strings or action.dest}"
+        assert action.help, f"{where} has no help"
+        if action.option_strings and action.nargs != 0:
+            assert "default" in action.help or "required" in action.help, f"{where}: {action.help!r}"
+
+
+def test_version() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli", "--version"], capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 0
+    assert completed.stdout == f"rollout-sidecar {version('rollout-sidecar')}\n"
