@@ -42,11 +42,16 @@ def normalize_index(value: Any) -> int | str:
 
 @dataclass(frozen=True, slots=True)
 class AccountingSnapshot:
-    """``expected = succeeded + failed + drained + missing`` over planned rollouts.
+    """One rollout identity counts once, by its latest state: ``succeeded`` (a success, even after
+    failed attempts), else ``failed`` (``failed_terminal`` is the subset that will not be retried),
+    else ``drained``.
 
-    ``failed`` counts planned rollouts whose latest state is a failure (no success yet);
-    ``failed_terminal`` is the subset that will not be retried. ``unplanned`` counts rollouts
-    outside the plan (or all of them without a plan), which are kept out of the identity.
+    With a plan these count the planned rollouts, so ``expected = succeeded + failed + drained +
+    missing`` (``missing``: planned rollouts nothing was heard of), and ``unplanned`` counts the
+    rollouts outside the plan. Without a plan they count every rollout heard of, and the
+    plan-relative fields (``expected``, ``missing``, ``pending``, ``unplanned``,
+    ``tasks_planned``) are ``None``. ``pending`` (planned rollouts that may still change: missing
+    or retryable) is ``0`` once the run ended.
     """
 
     expected: int | None
@@ -57,7 +62,7 @@ class AccountingSnapshot:
     drained: int
     missing: int | None
     pending: int | None
-    unplanned: int
+    unplanned: int | None
     tasks_planned: int | None
     tasks_complete: int
 
@@ -143,10 +148,12 @@ class Accounting:
                 seen[task] = None
         return list(seen)
 
-    def snapshot(self) -> AccountingSnapshot:
+    def snapshot(self, *, ended: bool = False) -> AccountingSnapshot:
+        """The counts now; ``ended``: the run is over, so nothing is pending any more."""
         succeeded = failed = terminal = drained = unplanned = 0
+        with_plan = self._plan is not None
         for key, status in self._status.items():
-            if not self._planned(key):
+            if with_plan and not self._planned(key):
                 unplanned += 1
                 continue
             if status & _SUCCEEDED:
@@ -157,11 +164,11 @@ class Accounting:
                     terminal += 1
             elif status & _DRAINED:
                 drained += 1
-        expected = sum(self._plan.values()) if self._plan is not None else None
-        missing = pending = None
-        if expected is not None:
+        expected = missing = pending = None
+        if self._plan is not None:
+            expected = sum(self._plan.values())
             missing = expected - succeeded - failed - drained
-            pending = expected - succeeded - terminal - drained
+            pending = 0 if ended else expected - succeeded - terminal - drained
         return AccountingSnapshot(
             expected=expected,
             succeeded=succeeded,
@@ -171,7 +178,7 @@ class Accounting:
             drained=drained,
             missing=missing,
             pending=pending,
-            unplanned=unplanned,
+            unplanned=unplanned if with_plan else None,
             tasks_planned=len(self._plan) if self._plan is not None else None,
             tasks_complete=len(self._complete),
         )

@@ -154,7 +154,7 @@ class _Families:
             if rate is not None:
                 self.rate.add_metric([rid, window], rate)
         if run.plan is not None:
-            snapshot = run.accounting.snapshot()
+            snapshot = run.accounting.snapshot(ended=run.ended)
             self.expected.add_metric([rid], snapshot.expected or 0)
             self.pending.add_metric([rid], snapshot.pending or 0)
         if run.budget_deadline is not None:

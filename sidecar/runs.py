@@ -75,15 +75,20 @@ _DRAINED_KEY = "_ng_dispatch_drained"
 
 
 class _EventClock:
-    """Wall clock that reads the event's arrival time while an event is applied."""
+    """Wall clock that reads the event's arrival time while an event is applied, and stops at
+    the run's end: an ended run's rates are frozen, so its report is the same whenever (and
+    after however many journal replays) it is read."""
 
-    __slots__ = ("pinned",)
+    __slots__ = ("frozen", "pinned")
 
     def __init__(self) -> None:
         self.pinned: float | None = None
+        self.frozen: float | None = None
 
     def __call__(self) -> float:
-        return self.pinned if self.pinned is not None else time.time()
+        if self.pinned is not None:
+            return self.pinned
+        return self.frozen if self.frozen is not None else time.time()
 
 
 @dataclass(slots=True)
@@ -311,6 +316,7 @@ class RunState:
 
     def _ended(self, event: RunEnded, received_at: float) -> None:
         self.ended_at = event.ended_at if event.ended_at is not None else received_at
+        self._clock.frozen = self.ended_at
         for task in self.accounting.succeeded_tasks():
             self._close(task)
 
@@ -400,7 +406,7 @@ class RunState:
             "quality_summary": self.reducer.summary(),
             "latency": self.latency(),
             "perf_summary": self.perf.result(self.perf_rollouts),
-            "accounting": self.accounting.snapshot().as_dict(),
+            "accounting": self.accounting.snapshot(ended=self.ended).as_dict(),
             "events": {"completed": self.completed, "failed": failed, "drained": self.drained},
             "health": {"tasks_closed": len(self._closed)},
         }

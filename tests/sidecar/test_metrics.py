@@ -64,7 +64,8 @@ async def _full_run(client: httpx.AsyncClient, run_id: str = "m") -> Any:
         "task_timeout_s": 900.0,
         "started_at": 1.7e9,
     }
-    await _post(client, run_id, [start, *run.events, {"kind": "run_ended"}])
+    await _post(client, run_id, [start, *run.events])
+    await _post(client, run_id, [{"kind": "run_ended"}])  # later, so the frozen rates have a span
     return run
 
 
@@ -162,8 +163,10 @@ class TestBoundedSeries:
             out.append({"kind": "run_ended"})
             return out
 
-        await _post(client, "small", events(3))
-        await _post(client, "large", events(1500))
+        for name, tasks in (("small", 3), ("large", 1500)):
+            run = events(tasks)
+            await _post(client, name, run[:-1])
+            await _post(client, name, run[-1:])  # later, so the frozen rates have a span
         text = (await client.get("/metrics")).text
         small, large = _run_series(text, "small"), _run_series(text, "large")
         assert small == large, (small, large)
