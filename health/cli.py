@@ -84,6 +84,7 @@ def _refuse_run_dir(run_dir: str, rollouts_file: str | None) -> str | None:
 def run(args: argparse.Namespace) -> int:
     """Handler: check the run directory, print the report; 2 on a bad argument or missing file."""
     from .api import check_rollout_files, emit_run_output, resolve_rollout_path
+    from .explain import explain_unobserved
     from .progress import terminal_progress
 
     ignored: str | None = ",".join(args.ignore_checks) if args.ignore_checks else None
@@ -100,4 +101,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"{_PROG}: interrupted\n")
         return 130
     emit_run_output(result, args.json)
+    reason = explain_unobserved(result.summary)
+    if reason is not None:  # stderr: stdout stays byte-identical to NeMo Gym's
+        sys.stderr.write(f"{_PROG}: {reason}\n")
     return 0

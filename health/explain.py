@@ -1,0 +1,42 @@
+"""Why a run came out all unobserved, in one line for a person (never part of the report files).
+
+NeMo Gym's report line only counts verdicts; ``5 checked, 0 healthy, 0 unhealthy, 5
+unobserved`` reads like a failure of the tool. The usual cause is rows written without an
+``ng_trajectory`` (trajectory capture off, or an older NeMo Gym), and the coverage table in
+the summary says which checks had nothing to look at.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import CHECK_REGISTRY
+from .types import CheckInput
+
+__all__ = ["TRAJECTORY_CHECK_IDS", "explain_unobserved"]
+
+TRAJECTORY_CHECK_IDS: tuple[str, ...] = tuple(
+    spec.id for spec in CHECK_REGISTRY if CheckInput.TRAJECTORY in spec.reads
+)
+"""The rollout checks that read ``ng_trajectory``: all unobserved on a row without one."""
+
+
+def explain_unobserved(summary: dict[str, Any]) -> str | None:
+    """The reason every checked row is unobserved, from ``quality_summary.json``; else ``None``."""
+    run = summary["run"]
+    verdicts = run["verdicts"]
+    unobserved = verdicts["unobserved"]
+    if unobserved == 0 or unobserved != sum(verdicts.values()):
+        return None
+    coverage = run["artifacts"]["coverage"]
+    active = [check for check in TRAJECTORY_CHECK_IDS if coverage[check]["ignored"] == 0]
+    if all(coverage[check]["evaluated"] == 0 for check in active):
+        return (
+            f"{unobserved} unobserved: no ng_trajectory in these rows (or none the checks could use), "
+            "so no trajectory check could run; turn on NeMo Gym's trajectory capture (docs/report.md)"
+        )
+    blind = [check for check in active if coverage[check]["unobserved"] > 0]
+    return (
+        f"{unobserved} unobserved: the rows' ng_trajectory lacks what these checks need: "
+        f"{', '.join(blind)} (coverage in quality_summary.json; docs/report.md)"
+    )
