@@ -1,4 +1,4 @@
-"""The README's client snippet runs as written against a real sidecar."""
+"""The docs agree with the code: the README's client snippet runs, docs/report.md covers every field."""
 
 from __future__ import annotations
 
@@ -10,10 +10,14 @@ from pathlib import Path
 
 import httpx
 
+from health.registry import CHECK_IDS
 from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
+from tests.sidecar.service_support import generate_run, post_events
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+REPORT_DOC = REPO / "docs" / "report.md"
 
 
 def _client_snippet() -> str:
@@ -37,3 +41,18 @@ def test_the_client_snippet_runs_against_a_real_sidecar(tmp_path: Path) -> None:
         report = httpx.get(f"{url}/report", params={"run_id": "run-8"}).json()
     assert (margin["samples"], margin["drain_margin"]) == (5, 900.0)  # forwarded, not only local
     assert report["events"]["completed"] == 1
+
+
+def test_report_doc_names_every_field_and_check(tmp_path: Path) -> None:
+    run = generate_run(num_tasks=3, repeats=2)
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+    with ServiceThread(settings) as url, httpx.Client(base_url=url) as client:
+        post_events(client, "doc", [{"kind": "run_started", "plan": run.plan}, *run.events])
+        report = client.get("/report", params={"run_id": "doc"}).json()
+    text = REPORT_DOC.read_text(encoding="utf-8")
+    documented = {part for path in re.findall(r"`([a-z_0-9.]+)`", text) for part in path.split(".")}
+    fields = [*report, *report["latency"], *report["accounting"], *report["events"], *report["health"]]
+    fields += [*report["quality_summary"]["run"], *report["quality_summary"]["run"]["stats"]]
+    assert sorted(set(fields) - documented) == []
+    rows = re.findall(r"^\| (\d+) \| `([a-z_]+)` \|", text, re.M)
+    assert [check for _, check in rows] == list(CHECK_IDS)  # one table, registry order
