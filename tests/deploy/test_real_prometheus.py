@@ -126,8 +126,10 @@ def live(binaries: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) ->
     serve += ["--journal", str(tmp / "journal.sqlite3")]
     sidecar = subprocess.Popen([sidecar_bin, *serve], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     processes = [sidecar]
+    clients: list[httpx.Client] = []
     try:
         client = httpx.Client(base_url=f"http://127.0.0.1:{sidecar_port}", timeout=30)
+        clients.append(client)
         _wait_for("the sidecar", lambda: True if client.get("/readyz").status_code == 200 else None)
         sent: dict[str, Counter[str]] = {}
         for run_id, seed, failure_rate, drained in ((_RUN, 3, 0.15, 0.1), (_QUANTILE_RUN, 4, 0.0, 0.0)):
@@ -172,6 +174,7 @@ def live(binaries: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) ->
             )
         )
         prom = _Prometheus(f"http://127.0.0.1:{prometheus_port}")
+        clients.append(prom.client)
         # Queries answer 503 until the TSDB is open (slow on a first start after installing).
         _wait_for("Prometheus to be ready", prom.ready, timeout=60.0)
         _wait_for("a successful scrape", lambda: prom.query('up{job="rollout-sidecar"} == 1') or None)
@@ -179,6 +182,8 @@ def live(binaries: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) ->
         time.sleep(2.5)
         yield {"prom": prom, "sent": sent, "sidecar": client}
     finally:
+        for open_client in clients:
+            open_client.close()
         for process in reversed(processes):
             _stop(process)
 
