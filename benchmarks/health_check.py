@@ -33,7 +33,9 @@ import orjson
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 REPORTS = OUT / "health_reports"
-REFCLI = Path("/work/shared/tools/reference/refcli.py")
+# The reference, when a shared checkout is beside the repository (optional: skipped without it).
+SHARED = Path(os.environ.get("ROLLOUT_SIDECAR_SHARED", HERE.parent.parent / "shared"))
+REFCLI = SHARED / "tools" / "reference" / "refcli.py"
 ORACLE = Path("/tmp/oracle")
 REPORT_FILES = ("quality_summary.json", "rollout_verdicts.jsonl")
 SEED = 20261202

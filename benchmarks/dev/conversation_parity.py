@@ -196,7 +196,8 @@ def end_to_end(conversations: list[list[Any]], run_dir: Path) -> list[tuple[Any,
     from health.contract import canonical_trajectory
 
     write_run_dir(conversations, run_dir)
-    refcli = "/work/shared/tools/reference/refcli.py"
+    shared = Path(os.environ.get("ROLLOUT_SIDECAR_SHARED", Path(__file__).resolve().parents[3] / "shared"))
+    refcli = str(shared / "tools" / "reference" / "refcli.py")
     subprocess.run([sys.executable, refcli, "health-check", str(run_dir)], check=True, capture_output=True)
     expected: dict[int, str | None] = {}
     for line in (run_dir / "rollout_verdicts.jsonl").read_text().splitlines():
