@@ -110,8 +110,8 @@ def _nothing_to_send(follower: Follower) -> str | None:
     if paths.rollouts.exists() or paths.failures.exists():
         return None
     return (
-        f"nothing to send: neither {paths.rollouts} nor {paths.failures} exists (--once sends what is "
-        "there now; check RUN_DIR and --rollouts-file, or drop --once to wait for the files)"
+        f"Rollout JSONL not found: {paths.rollouts} (nor {paths.failures.name}; --once sends what is "
+        "there now: check RUN_DIR and --rollouts-file, or drop --once to wait for the files)"
     )
 
 

@@ -77,7 +77,7 @@ class TestRefusals:
         empty.mkdir()
         assert cli_main(["follow", str(empty), "--sidecar", sidecar, "--once"]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("rollout-sidecar follow: nothing to send: neither ")
+        assert err.startswith(f"rollout-sidecar follow: Rollout JSONL not found: {empty / 'rollouts.jsonl'} ")
         assert "drop --once to wait for the files" in err
         assert list(empty.iterdir()) == []
         assert _runs(sidecar) == []
