@@ -1,7 +1,9 @@
-"""Fixtures shared by the whole suite: where the conformance vectors live."""
+"""Fixtures shared by the whole suite: where the conformance vectors live, and a clean root logger."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,3 +15,17 @@ from tests.vectors import SPEC_EXAMPLES
 def spec_examples() -> Path:
     """The conformance vectors (``tests/fixtures/spec_examples``), read in place."""
     return SPEC_EXAMPLES
+
+
+@pytest.fixture(autouse=True)
+def _drop_root_log_handlers_a_test_added() -> Iterator[None]:
+    """``serve`` configures logging onto the stderr of its moment; in-process CLI tests would leave
+    that handler writing to a closed capture stream in later tests. pytest's own handlers stay."""
+    root = logging.getLogger()
+    before = set(root.handlers)
+    level = root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in before and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+    root.setLevel(level)
