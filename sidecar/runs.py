@@ -24,17 +24,21 @@ from sidecar.events import (
     Drained,
     Event,
     Failed,
+    Heartbeat,
     Latency,
     RunEnded,
     RunStarted,
+    Started,
     event_identity,
     row_of,
 )
+from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
 from sidecar.prepare import Prepared, rebase_digest
 
 __all__ = [
     "DURATION_BUCKETS",
     "FAILURE_CLASSES",
+    "INFLIGHT_REPORT_LIMIT",
     "TOKEN_KINDS",
     "DurationHistogram",
     "HealthView",
@@ -42,6 +46,8 @@ __all__ = [
     "latency_ms",
 ]
 
+#: In-flight rollouts ``/report`` lists at the run's end (oldest first); the count covers all.
+INFLIGHT_REPORT_LIMIT = 1000
 DURATION_BUCKETS: tuple[float, ...] = (
     1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600,
 )  # fmt: skip
@@ -132,6 +138,7 @@ class RunState:
         engines: Engines,
         plan: dict[str, int] | None = None,
         health_interval_s: float = 2.0,
+        inflight_rules: InflightRules | None = None,
     ) -> None:
         self.run_id = run_id
         self.config = started
@@ -165,6 +172,9 @@ class RunState:
         self._maybe_duplicates = False
         self._version = 0
         self._health_version = -1
+        self.inflight = InflightRegistry(inflight_rules or InflightRules())
+        #: The ``/inflight`` body at ``run_ended`` (identities and ages at the end), else ``None``.
+        self.inflight_at_end: dict[str, Any] | None = None
 
     # -- applying events ------------------------------------------------------------------
 
@@ -185,11 +195,16 @@ class RunState:
         self._clock.pinned = received_at
         try:
             if isinstance(event, Completed):
+                self.inflight.ended(self._key(event), None)
                 return self._completed(event, prepared)
             if isinstance(event, Failed):
+                self.inflight.ended(self._key(event), event_identity(event)[2])
                 self._failed(event)
             elif isinstance(event, Drained):
+                self.inflight.ended(self._key(event), event_identity(event)[2])
                 self._drained(event)
+            elif isinstance(event, Started):
+                self._started(event, received_at)
             elif isinstance(event, RunEnded):
                 self._ended(event, received_at)
             elif isinstance(event, Latency):
@@ -205,7 +220,7 @@ class RunState:
             return None
         return self._engines.build_ng_perf(row, latency_ms(event))
 
-    def _key(self, event: Completed | Failed | Drained) -> RolloutKey:
+    def _key(self, event: Completed | Failed | Drained | Started) -> RolloutKey:
         task, rollout, _ = event_identity(event)
         return normalize_index(task), normalize_index(rollout)
 
@@ -304,6 +319,19 @@ class RunState:
                 self.tracker.record_failure(event.seconds)
                 self.durations["failed"].observe(event.seconds)
 
+    def heartbeat(self, event: Heartbeat, at: float) -> bool:
+        """A heartbeat (memory only); False when that attempt is not in flight."""
+        if self.ended_at is not None:
+            return False
+        task, rollout, attempt = event_identity(event)
+        return self.inflight.heartbeat((normalize_index(task), normalize_index(rollout)), attempt, at)
+
+    def _started(self, event: Started, received_at: float) -> None:
+        """In flight from now, unless the run ended or the rollout already succeeded (a late start)."""
+        key = self._key(event)
+        if self.ended_at is None and not self.accounting.has_succeeded(key):
+            self.inflight.started(key, event.attempt, received_at)
+
     def _drained(self, event: Drained) -> None:
         self.drained += 1
         self.tracker.record_drained()
@@ -311,6 +339,8 @@ class RunState:
 
     def _ended(self, event: RunEnded, received_at: float) -> None:
         self.ended_at = event.ended_at if event.ended_at is not None else received_at
+        self.inflight_at_end = self.inflight_body(received_at, limit=INFLIGHT_REPORT_LIMIT, at_end=True)
+        self.inflight.clear()
         for task in self.accounting.succeeded_tasks():
             self._close(task)
 
@@ -374,6 +404,31 @@ class RunState:
             body["start_now"] = not (remaining <= 0 or (margin is not None and remaining < margin))
         return body
 
+    def straggler_threshold(self) -> float | None:
+        """Age past which an in-flight rollout of this run straggles (see :mod:`sidecar.inflight`)."""
+        tracker = self.tracker
+        return straggler_threshold(
+            self.inflight.rules,
+            p95=tracker.quantile(0.95) if tracker.count else None,
+            samples=tracker.count,
+            task_timeout_s=self.config.task_timeout_s,
+        )
+
+    def inflight_body(self, now: float, *, limit: int, at_end: bool = False) -> dict[str, Any]:
+        """Count, ages and the ``limit`` oldest in-flight rollouts at ``now``.
+
+        ``at_end`` keeps only what a replay reproduces (identities, ages, the straggling rule),
+        not the heartbeat state or the evaluator's stamps, so a report is the same after a restart.
+        """
+        registry = self.inflight.as_dict(now, self.straggler_threshold(), limit)
+        body = {"run_id": self.run_id, "as_of": now, **registry}
+        if at_end:
+            body.pop("flagged")
+            body.pop("stalled")
+            keep = ("task_index", "rollout_index", "attempt", "started_at", "age_s", "straggling")
+            body["oldest"] = [{key: entry[key] for key in keep} for entry in body["oldest"]]
+        return body
+
     def latency(self) -> dict[str, Any]:
         tracker = self.tracker
         return {
@@ -403,6 +458,7 @@ class RunState:
             "accounting": self.accounting.snapshot().as_dict(),
             "events": {"completed": self.completed, "failed": failed, "drained": self.drained},
             "health": {"tasks_closed": len(self._closed)},
+            "inflight_at_end": self.inflight_at_end,
         }
 
 

@@ -7,6 +7,7 @@ before it binds a port, and tests can drive the same object the app serves.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import structlog
 
@@ -19,6 +20,8 @@ from sidecar.settings import ServiceSettings
 __all__ = ["Service"]
 
 _log = structlog.get_logger("sidecar.service")
+#: Newly flagged rollouts logged per run and evaluation (all are counted and listed in /inflight).
+_LOGGED_FLAGS = 20
 
 
 class Service:
@@ -42,16 +45,58 @@ class Service:
             on_event=self.metrics.on_event,
             health_interval_s=settings.health_metrics_interval_s,
             preparer=self.preparer,
+            inflight_rules=settings.inflight,
         )
         self.metrics.attach(self.ingestor)
         self.started = False
         self.ready = False
         self._retention: asyncio.Task[None] | None = None
+        self._inflight: asyncio.Task[None] | None = None
 
     async def _retain(self, retain_s: float) -> None:
         while True:
             self.ingestor.drop_ended(retain_s)
             await asyncio.sleep(min(60.0, max(retain_s / 4, 1.0)))
+
+    def evaluate_inflight(self, now: float | None = None) -> int:
+        """Stamp and log rollouts that straggle or stall for the first time; returns how many."""
+        moment = time.time() if now is None else now
+        flagged = 0
+        for run in list(self.ingestor.runs.values()):
+            if run.ended:
+                continue
+            threshold = run.straggler_threshold()
+            stragglers, stalls = run.inflight.evaluate(moment, threshold)
+            for entry in stragglers[:_LOGGED_FLAGS]:
+                _log.warning(
+                    "straggler flagged",
+                    run_id=run.run_id,
+                    task=entry.task,
+                    rollout=entry.rollout,
+                    attempt=entry.attempt,
+                    age_s=round(moment - entry.started_at, 3),
+                    threshold_s=threshold,
+                )
+            for entry in stalls[:_LOGGED_FLAGS]:
+                assert entry.last_heartbeat is not None
+                _log.warning(
+                    "stalled rollout flagged",
+                    run_id=run.run_id,
+                    task=entry.task,
+                    rollout=entry.rollout,
+                    attempt=entry.attempt,
+                    heartbeat_age_s=round(moment - entry.last_heartbeat, 3),
+                )
+            flagged += len(stragglers) + len(stalls)
+        return flagged
+
+    async def _evaluate_inflight(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.evaluate_inflight()
+            except Exception:  # a bug here must not stop the evaluations
+                _log.exception("in-flight evaluation failed")
 
     async def start(self) -> None:
         """Open the journal (raises ``JournalError`` subclasses), replay it, start ingesting."""
@@ -67,6 +112,9 @@ class Service:
             self._retention = asyncio.get_running_loop().create_task(
                 self._retain(self.settings.retain_ended_s)
             )
+        self._inflight = asyncio.get_running_loop().create_task(
+            self._evaluate_inflight(self.settings.inflight.eval_interval_s)
+        )
         self.ready = True
         _log.info(
             "service ready",
@@ -83,6 +131,9 @@ class Service:
         if self._retention is not None:
             self._retention.cancel()
             self._retention = None
+        if self._inflight is not None:
+            self._inflight.cancel()
+            self._inflight = None
         await self.ingestor.stop()
         if self.preparer is not None:
             self.preparer.close()

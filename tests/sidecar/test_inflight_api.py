@@ -1,0 +1,137 @@
+"""``started`` / ``heartbeat``, ``GET /v1/runs/{id}/inflight``, metrics, report: the real service."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from dispatcher_client._events import progress_event
+from sidecar.inflight import InflightRules
+from sidecar.server import ServiceThread
+from sidecar.settings import ServiceSettings
+
+from .service_support import generate_run, post_events
+
+RUN = "run-inflight"
+TIMEOUT_S = 1.0
+INTERVAL_S = 0.2
+
+
+def _samples(text: str, run_id: str) -> dict[str, float]:
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.labels.get("run_id") == run_id and ("inflight" in sample.name or "straggler" in sample.name)
+    }
+
+
+def _inflight(client: httpx.Client, **params: Any) -> dict[str, Any]:
+    response = client.get(f"/v1/runs/{RUN}/inflight", params=params)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_stragglers_are_flagged_listed_exported_and_survive_a_restart(tmp_path: Path) -> None:
+    settings = ServiceSettings(
+        port=0,
+        journal_path=tmp_path / "journal.sqlite3",
+        inflight=InflightRules(eval_interval_s=INTERVAL_S, stall_after_s=60.0),
+    )
+    run = generate_run(num_tasks=6, repeats=1, seed=3, failure_rate=0.0, fault_rate=0.0, drained_fraction=0.0)
+    rows = [event["row"] for event in run.events]
+    starts = [progress_event("started", row) for row in rows]
+    with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+        start = {"kind": "run_started", "plan": run.plan, "task_timeout_s": TIMEOUT_S}
+        post_events(client, RUN, [start, *starts[:5], *run.events[:2]])
+        results = post_events(client, RUN, [starts[0], starts[4]])
+        assert [r["status"] for r in results] == ["duplicate", "duplicate"]
+
+        body = _inflight(client)
+        assert body["count"] == 3
+        assert body["straggler_threshold_s"] == TIMEOUT_S
+        assert [e["task_index"] for e in body["oldest"]] == [rows[i]["_ng_task_index"] for i in (2, 3, 4)]
+        assert set(body["oldest"][0]) >= {"task_index", "rollout_index", "attempt", "age_s", "straggling"}
+        assert "row" not in str(body["oldest"])  # identities and times, never payloads
+
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            body = _inflight(client)
+            for entry in body["oldest"]:
+                assert entry["straggling"] == (entry["age_s"] > TIMEOUT_S)
+                if entry["flagged_at"] is not None:  # never flagged before crossing the threshold
+                    assert entry["flagged_at"] - entry["started_at"] > TIMEOUT_S
+            if all(entry["flagged_at"] is not None for entry in body["oldest"]):
+                break
+            time.sleep(INTERVAL_S / 2)
+        assert body["stragglers"] == 3
+        assert body["flagged"]["stragglers"] == 3
+
+        beats = client.post(
+            f"/v1/runs/{RUN}/events",
+            json=[
+                {"kind": "heartbeat", "task_index": rows[2]["_ng_task_index"]},
+                {"kind": "heartbeat", "task_index": 999},
+            ],
+        ).json()["results"]
+        assert [r["status"] for r in beats] == ["accepted", "not_in_flight"]
+        assert _inflight(client, limit=1)["oldest"][0]["last_heartbeat"] is not None
+
+        metrics = _samples(client.get("/metrics").text, RUN)
+        assert metrics["rollout_sidecar_inflight_rollouts"] == 3
+        assert metrics["rollout_sidecar_inflight_stragglers"] == 3
+        assert metrics["rollout_sidecar_inflight_stalled"] == 0
+        assert metrics["rollout_sidecar_straggler_threshold_seconds"] == TIMEOUT_S
+        assert metrics["rollout_sidecar_inflight_oldest_age_seconds"] > TIMEOUT_S
+        before = _inflight(client, limit=10)
+
+    with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+        after = _inflight(client, limit=10)
+        assert after["count"] == 3
+        assert [(e["task_index"], e["started_at"]) for e in after["oldest"]] == [
+            (e["task_index"], e["started_at"]) for e in before["oldest"]
+        ]
+        post_events(client, RUN, [run.events[2], {"kind": "run_ended"}])
+        ended = _inflight(client)
+        assert ended["ended"] is True
+        assert ended["count"] == 2
+        report = client.get("/report", params={"run_id": RUN}).json()
+        assert report["inflight_at_end"]["count"] == 2
+        assert [e["task_index"] for e in report["inflight_at_end"]["oldest"]] == [
+            rows[i]["_ng_task_index"] for i in (3, 4)
+        ]
+        metrics = _samples(client.get("/metrics").text, RUN)
+        assert metrics["rollout_sidecar_inflight_rollouts"] == 0  # an ended run has nothing in flight
+
+    with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+        again = client.get("/report", params={"run_id": RUN}).json()
+        assert again["inflight_at_end"] == report["inflight_at_end"]
+
+
+def test_bad_requests_name_the_field(tmp_path: Path) -> None:
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "journal.sqlite3")
+    with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+        post_events(client, RUN, [{"kind": "run_started"}])
+        cases = [
+            ([{"kind": "started"}], "events.0.task_index"),
+            ([{"kind": "started", "task_index": 1, "attempt": -1}], "events.0.attempt"),
+            ([{"kind": "heartbeat", "task_index": 1, "row": {}}], "events.0.row"),
+            ([{"kind": "started", "task_index": 1.5}], "events.0.task_index.int"),
+        ]
+        for events, field in cases:
+            response = client.post(f"/v1/runs/{RUN}/events", json=events)
+            assert response.status_code == 422, response.text
+            assert response.json()["field"] == field
+        for limit in ("-1", "1001", "x"):
+            response = client.get(f"/v1/runs/{RUN}/inflight", params={"limit": limit})
+            assert (response.status_code, response.json()["field"]) == (400, "limit")
+        response = client.get("/v1/runs/nope/inflight")
+        assert (response.status_code, response.json()["error"]) == (404, "unknown_run")
+        response = client.post("/v1/runs/nope/events", json=[{"kind": "heartbeat", "task_index": 1}])
+        assert (response.status_code, response.json()["error"]) == (404, "unknown_run")
+        assert _inflight(client)["count"] == 0
