@@ -254,6 +254,18 @@ class ServiceMetrics:
             registry=self.registry,
         )
         Info(_P + "build", "Build information.", registry=self.registry).info({"version": _version()})
+        self.otlp_exports = Counter(
+            _P + "otlp_exports", "OTLP metric pushes the collector accepted.", registry=self.registry
+        )
+        self.otlp_dropped = Counter(
+            _P + "otlp_exports_dropped",
+            "OTLP metric pushes dropped: the collector failed or was slow (failed), or the previous "
+            "push was still being sent (busy).",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in ("failed", "busy"):
+            self.otlp_dropped.labels(reason)
         if ingestor is not None:
             self.attach(ingestor)
 
@@ -262,6 +274,13 @@ class ServiceMetrics:
 
     def on_event(self, kind: str, result: str) -> None:
         self.ingest_events.labels(kind, result).inc()
+
+    def on_otlp_result(self, result: str) -> None:
+        """``sent`` | ``failed`` | ``busy`` (called from the push thread; client metrics are thread-safe)."""
+        if result == "sent":
+            self.otlp_exports.inc()
+        else:
+            self.otlp_dropped.labels(result).inc()
 
     def on_error(self, reason: str) -> None:
         self.ingest_errors.labels(reason if reason in ERROR_REASONS else "bad_request").inc()

@@ -99,6 +99,9 @@ class DurationHistogram:
     counts: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))
     total: float = 0.0
     observations: int = 0
+    #: Smallest and largest observation (the OTLP histogram carries them), ``None`` before the first.
+    low: float | None = None
+    high: float | None = None
 
     def observe(self, seconds: float) -> None:
         if seconds != seconds:  # NaN has no bucket
@@ -106,6 +109,8 @@ class DurationHistogram:
         self.counts[bisect_left(DURATION_BUCKETS, seconds)] += 1
         self.total += seconds
         self.observations += 1
+        self.low = seconds if self.low is None else min(self.low, seconds)
+        self.high = seconds if self.high is None else max(self.high, seconds)
 
     def cumulative(self) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = []

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import structlog
 
@@ -52,6 +54,8 @@ class Service:
         self.ready = False
         self._retention: asyncio.Task[None] | None = None
         self._inflight: asyncio.Task[None] | None = None
+        self.otlp: Any = None  # sidecar.otlp.OtlpPusher while pushing
+        self.process_started = time.time()
 
     async def _retain(self, retain_s: float) -> None:
         while True:
@@ -98,6 +102,33 @@ class Service:
             except Exception:  # a bug here must not stop the evaluations
                 _log.exception("in-flight evaluation failed")
 
+    def series_start(self, labels: Mapping[str, str]) -> float:
+        """Start of a metric series: its run's start, else this process's (OTLP cumulative start)."""
+        run = self.ingestor.runs.get(labels.get("run_id", ""))
+        return run.started_at if run is not None else self.process_started
+
+    def histogram_extremes(self, family: str, labels: Mapping[str, str]) -> tuple[float, float] | None:
+        """Min and max of a run's task-duration histogram series (other histograms keep none)."""
+        run = self.ingestor.runs.get(labels.get("run_id", ""))
+        if run is None or family != "rollout_sidecar_task_duration_seconds":
+            return None
+        histogram = run.durations.get(labels.get("outcome", ""))
+        if histogram is None or histogram.low is None or histogram.high is None:
+            return None
+        return histogram.low, histogram.high
+
+    def _start_otlp(self, endpoint: str) -> None:
+        from sidecar.otlp import OtlpPusher, SeriesTimes
+
+        self.otlp = OtlpPusher(
+            self.metrics.registry,
+            endpoint,
+            self.settings.otlp_interval_s,
+            SeriesTimes(self.series_start, self.histogram_extremes),
+            on_result=self.metrics.on_otlp_result,
+        )
+        self.otlp.start()
+
     async def start(self) -> None:
         """Open the journal (raises ``JournalError`` subclasses), replay it, start ingesting."""
         if self.started:
@@ -115,6 +146,8 @@ class Service:
         self._inflight = asyncio.get_running_loop().create_task(
             self._evaluate_inflight(self.settings.inflight.eval_interval_s)
         )
+        if self.settings.otlp_endpoint is not None:
+            self._start_otlp(self.settings.otlp_endpoint)
         self.ready = True
         _log.info(
             "service ready",
@@ -135,6 +168,9 @@ class Service:
             self._inflight.cancel()
             self._inflight = None
         await self.ingestor.stop()
+        if self.otlp is not None:
+            await self.otlp.stop()
+            self.otlp = None
         if self.preparer is not None:
             self.preparer.close()
         close = getattr(self.journal, "close", None)
