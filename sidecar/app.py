@@ -271,8 +271,10 @@ class _Handlers:
         if run.inflight_at_end is not None:
             body = dict(run.inflight_at_end)
             body["oldest"] = body["oldest"][: int(raw)]
+            flags = run.inflight.flags  # this process's evaluations, kept after the end
+            body["flagged"] = {"stragglers": flags.stragglers, "stalled": flags.stalls}
             return _json({**body, "ended": True})
-        return _json({**run.inflight_body(time.time(), limit=int(raw)), "ended": False})
+        return _json({**run.inflight_body(self.service.clock(), limit=int(raw)), "ended": False})
 
     async def runs(self, request: Request) -> Response:
         runs = self.service.ingestor.runs

@@ -93,6 +93,8 @@ class InflightEntry:
     started_at: float
     last_heartbeat: float | None = None
     flagged_at: float | None = None
+    #: The threshold it crossed when flagged (the threshold moves with the run's p95).
+    flagged_threshold: float | None = None
     stalled_at: float | None = None
 
     def stalled(self, now: float, rules: InflightRules) -> bool:
@@ -108,6 +110,7 @@ class InflightEntry:
             "age_s": age,
             "straggling": threshold is not None and age > threshold,
             "flagged_at": self.flagged_at,
+            "flagged_threshold_s": self.flagged_threshold,
             "last_heartbeat": self.last_heartbeat,
             "heartbeat_age_s": None if self.last_heartbeat is None else now - self.last_heartbeat,
             "stalled": self.stalled(now, rules),
@@ -194,6 +197,7 @@ class InflightRegistry:
         for entry in self._entries.values():
             if entry.flagged_at is None and threshold is not None and now - entry.started_at > threshold:
                 entry.flagged_at = now
+                entry.flagged_threshold = threshold
                 stragglers.append(entry)
             stalled = entry.stalled(now, rules)
             if stalled and entry.stalled_at is None:
@@ -258,7 +262,14 @@ class InflightRegistry:
         """What a state snapshot keeps: started attempts and their flags (heartbeats are not kept)."""
         return {
             "entries": [
-                [entry.task, entry.rollout, entry.attempt, entry.started_at, entry.flagged_at]
+                [
+                    entry.task,
+                    entry.rollout,
+                    entry.attempt,
+                    entry.started_at,
+                    entry.flagged_at,
+                    entry.flagged_threshold,
+                ]
                 for entry in self._entries.values()
             ],
             "untracked": self.untracked,
@@ -268,9 +279,9 @@ class InflightRegistry:
     @classmethod
     def from_snapshot(cls, data: dict[str, Any], rules: InflightRules | None = None) -> InflightRegistry:
         registry = cls(rules or InflightRules())
-        for task, rollout, attempt, started_at, flagged_at in data["entries"]:
+        for task, rollout, attempt, started_at, flagged_at, flagged_threshold in data["entries"]:
             registry._entries[(task, rollout)] = InflightEntry(
-                task, rollout, attempt, started_at, flagged_at=flagged_at
+                task, rollout, attempt, started_at, flagged_at=flagged_at, flagged_threshold=flagged_threshold
             )
         registry.untracked = data["untracked"]
         registry.flags = _Flags(*data["flags"])

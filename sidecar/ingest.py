@@ -181,6 +181,10 @@ class Ingestor:
         #: False while the journal's last append failed (the service answers 503 to ingest).
         self.journal_ok = True
 
+    def now(self) -> float:
+        """The ingestor's wall clock (arrival times, in-flight ages)."""
+        return self._clock()
+
     # -- lifecycle ------------------------------------------------------------------------
 
     def replay(self) -> int:
@@ -428,6 +432,7 @@ class Ingestor:
                     plan=plan,
                     health_interval_s=self._health_interval_s,
                     inflight_rules=self._inflight_rules,
+                    clock=self._clock,
                 )
             return True, None
         if state is None:

@@ -189,7 +189,6 @@ class _Families:
             self.flags.add_metric([rid, check], view.task_flags.get(check, 0))
         for kind in TOKEN_KINDS:
             self.tokens.add_metric([rid, kind], run.tokens[kind])
-        self.add_inflight(run, time.time())
 
     def add_inflight(self, run: RunState, now: float) -> None:
         rid = run.run_id
@@ -211,8 +210,10 @@ class _RunCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         runs = list(self._ingestor.runs.values())
         families = _Families()
+        now = self._ingestor.now()
         for run in runs:
             families.add_run(run)
+            families.add_inflight(run, now)
         yield from families.all()
         yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=len(runs))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,13 +84,14 @@ _DRAINED_KEY = "_ng_dispatch_drained"
 class _EventClock:
     """Wall clock that reads the event's arrival time while an event is applied."""
 
-    __slots__ = ("pinned",)
+    __slots__ = ("fallback", "pinned")
 
-    def __init__(self) -> None:
+    def __init__(self, fallback: Callable[[], float] = time.time) -> None:
         self.pinned: float | None = None
+        self.fallback = fallback
 
     def __call__(self) -> float:
-        return self.pinned if self.pinned is not None else time.time()
+        return self.pinned if self.pinned is not None else self.fallback()
 
 
 @dataclass(slots=True)
@@ -144,6 +146,7 @@ class RunState:
         plan: dict[str, int] | None = None,
         health_interval_s: float = 2.0,
         inflight_rules: InflightRules | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.run_id = run_id
         self.config = started
@@ -153,7 +156,7 @@ class RunState:
         self.plan = plan if plan is not None else started.plan
         self.ended_at: float | None = None
         self._engines = engines
-        self._clock = _EventClock()
+        self._clock = _EventClock(clock)
         self._clock.pinned = received_at
         self.tracker = engines.new_tracker(self._clock)
         self._clock.pinned = None
@@ -403,7 +406,7 @@ class RunState:
         }
         deadline = self.budget_deadline
         if deadline is not None:
-            remaining = deadline - (time.time() if now is None else now)
+            remaining = deadline - (self._clock.fallback() if now is None else now)
             body["budget_deadline"] = deadline
             body["seconds_left"] = remaining
             body["start_now"] = not (remaining <= 0 or (margin is not None and remaining < margin))

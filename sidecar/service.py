@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -30,9 +30,16 @@ class Service:
     """Owns the journal for its lifetime; :meth:`start` replays it before anything is served."""
 
     def __init__(
-        self, settings: ServiceSettings, *, journal: JournalLike | None = None, engines: Engines | None = None
+        self,
+        settings: ServiceSettings,
+        *,
+        journal: JournalLike | None = None,
+        engines: Engines | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
+        #: Wall clock of arrivals and in-flight ages (the demo runs the service on simulated time).
+        self.clock = clock
         self.metrics = ServiceMetrics()
         if journal is None:
             from sidecar.journal import Journal
@@ -48,6 +55,7 @@ class Service:
             health_interval_s=settings.health_metrics_interval_s,
             preparer=self.preparer,
             inflight_rules=settings.inflight,
+            clock=clock,
         )
         self.metrics.attach(self.ingestor)
         self.started = False
@@ -64,7 +72,7 @@ class Service:
 
     def evaluate_inflight(self, now: float | None = None) -> int:
         """Stamp and log rollouts that straggle or stall for the first time; returns how many."""
-        moment = time.time() if now is None else now
+        moment = self.clock() if now is None else now
         flagged = 0
         for run in list(self.ingestor.runs.values()):
             if run.ended:
@@ -72,7 +80,7 @@ class Service:
             threshold = run.straggler_threshold()
             stragglers, stalls = run.inflight.evaluate(moment, threshold)
             for entry in stragglers[:_LOGGED_FLAGS]:
-                _log.warning(
+                _log.info(
                     "straggler flagged",
                     run_id=run.run_id,
                     task=entry.task,
@@ -83,7 +91,7 @@ class Service:
                 )
             for entry in stalls[:_LOGGED_FLAGS]:
                 assert entry.last_heartbeat is not None
-                _log.warning(
+                _log.info(
                     "stalled rollout flagged",
                     run_id=run.run_id,
                     task=entry.task,
