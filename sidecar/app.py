@@ -273,7 +273,7 @@ class _Handlers:
             body["oldest"] = body["oldest"][: int(raw)]
             flags = run.inflight.flags  # this process's evaluations, kept after the end
             body["flagged"] = {"stragglers": flags.stragglers, "stalled": flags.stalls}
-            return _json({**body, "ended": True})
+            return _json({"run_id": run.run_id, **body, "ended": True})
         return _json({**run.inflight_body(self.service.clock(), limit=int(raw)), "ended": False})
 
     async def runs(self, request: Request) -> Response:

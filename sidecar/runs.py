@@ -430,7 +430,9 @@ class RunState:
         """
         registry = self.inflight.as_dict(now, self.straggler_threshold(), limit)
         body = {"run_id": self.run_id, "as_of": now, **registry}
-        if at_end:
+        if at_end:  # the report around it carries the run id and the end time
+            body.pop("run_id")
+            body.pop("as_of")
             body.pop("flagged")
             body.pop("stalled")
             keep = ("task_index", "rollout_index", "attempt", "started_at", "age_s", "straggling")
