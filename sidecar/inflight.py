@@ -178,7 +178,7 @@ class InflightRegistry:
         if current is None or current.attempt != attempt:
             return False
         current.last_heartbeat = at if current.last_heartbeat is None else max(current.last_heartbeat, at)
-        current.stalled_at = None if not current.stalled(at, self.rules) else current.stalled_at
+        current.stalled_at = None  # alive again: a later silence is a new stall
         return True
 
     def clear(self) -> None:
