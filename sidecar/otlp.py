@@ -266,6 +266,7 @@ class OtlpPusher:
         *,
         on_result: Callable[[str], None],
         exporter: Any = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
@@ -273,6 +274,7 @@ class OtlpPusher:
         self.endpoint = endpoint
         self.interval_s = interval_s
         self._times = times
+        self._clock = clock  # the clock run start times are read on
         self._on_result = on_result  # "sent" | "failed" | "busy"
         self._exporter = exporter if exporter is not None else OTLPMetricExporter(endpoint=endpoint)
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="otlp-push")
@@ -297,7 +299,7 @@ class OtlpPusher:
         if self._sending is not None and not self._sending.done():
             self._on_result("busy")
             return False
-        data = to_metrics_data(self.registry.collect(), self._times, now=time.time())
+        data = to_metrics_data(self.registry.collect(), self._times, now=self._clock())
         self._sending = self._pool.submit(self._send, data)
         return True
 

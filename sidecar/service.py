@@ -134,6 +134,7 @@ class Service:
             self.settings.otlp_interval_s,
             SeriesTimes(self.series_start, self.histogram_extremes),
             on_result=self.metrics.on_otlp_result,
+            clock=self.clock,
         )
         self.otlp.start()
 
