@@ -10,8 +10,10 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from dispatcher_client._events import progress_event
+from sidecar.app import create_app
 from sidecar.inflight import InflightRules
 from sidecar.server import ServiceThread
+from sidecar.service import Service
 from sidecar.settings import ServiceSettings
 
 from .service_support import generate_run, post_events
@@ -135,3 +137,39 @@ def test_bad_requests_name_the_field(tmp_path: Path) -> None:
         response = client.post("/v1/runs/nope/events", json=[{"kind": "heartbeat", "task_index": 1}])
         assert (response.status_code, response.json()["error"]) == (404, "unknown_run")
         assert _inflight(client)["count"] == 0
+
+
+class _FakeClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_the_service_flags_on_its_clock_within_one_interval(tmp_path: Path) -> None:
+    """The service's evaluation on an injected clock: stamped at the first tick past the threshold."""
+    clock = _FakeClock(1.8e9)
+    interval = 5.0  # the test calls the evaluation itself; the service's own timer sleeps an hour
+    rules = InflightRules(eval_interval_s=3600.0)
+    service = Service(ServiceSettings(journal_path=tmp_path / "j.sqlite3", inflight=rules), clock=clock)
+    await service.start()
+    try:
+        transport = httpx.ASGITransport(app=create_app(service))
+        async with httpx.AsyncClient(transport=transport, base_url="http://sidecar") as client:
+            start = {"kind": "run_started", "task_timeout_s": 60.0}
+            events = [start, *({"kind": "started", "task_index": t} for t in range(3))]
+            assert (await client.post(f"/v1/runs/{RUN}/events", json=events)).status_code == 200
+            began = clock.now
+            ticks = []
+            while not ticks or clock.now - began <= 60.0 + interval:
+                clock.now += interval
+                ticks.append((clock.now, service.evaluate_inflight()))
+            body = (await client.get(f"/v1/runs/{RUN}/inflight")).json()
+    finally:
+        await service.stop()
+    assert [flagged for _, flagged in ticks].count(3) == 1
+    (flag_tick,) = [at for at, flagged in ticks if flagged]
+    assert flag_tick - began > 60.0 >= flag_tick - interval - began  # never before; within one
+    assert {entry["flagged_at"] for entry in body["oldest"]} == {flag_tick}
+    assert body["stragglers"] == 3 and body["oldest"][0]["age_s"] == clock.now - began
