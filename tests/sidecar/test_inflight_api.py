@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dispatcher_client._events import progress_event
 from sidecar.app import create_app
+from sidecar.cli import main as cli_main
 from sidecar.inflight import InflightRules
 from sidecar.server import ServiceThread
 from sidecar.service import Service
@@ -173,3 +175,20 @@ async def test_the_service_flags_on_its_clock_within_one_interval(tmp_path: Path
     assert flag_tick - began > 60.0 >= flag_tick - interval - began  # never before; within one
     assert {entry["flagged_at"] for entry in body["oldest"]} == {flag_tick}
     assert body["stragglers"] == 3 and body["oldest"][0]["age_s"] == clock.now - began
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--straggler-factor", "0"),
+        ("--straggler-min-samples", "0"),
+        ("--stall-after", "nan"),
+        ("--inflight-interval", "-1"),
+    ],
+)
+def test_bad_rule_flags_are_usage_errors(
+    flag: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["serve", "--port", "0", "--journal", str(tmp_path / "j"), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert "rollout-sidecar serve:" in err and value in err
