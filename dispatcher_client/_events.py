@@ -18,6 +18,7 @@ __all__ = [
     "encode_event",
     "failed_event",
     "identity",
+    "progress_event",
     "run_started_event",
 ]
 
@@ -88,6 +89,14 @@ def drained_event(row: Mapping[str, Any] | None, result: Mapping[str, Any] | Non
     if result is not None:
         event["row"] = result
     return event
+
+
+def progress_event(kind: str, row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``started`` / ``heartbeat`` of a dispatched row; ``None`` when the row has no task index."""
+    ids = identity(row)
+    if "task_index" not in ids:
+        return None
+    return {"kind": kind, **ids}
 
 
 def encode_event(event: Mapping[str, Any]) -> bytes:

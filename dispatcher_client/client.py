@@ -23,7 +23,14 @@ import orjson
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
 
 from ._batcher import Batcher
-from ._events import completed_event, drained_event, encode_event, failed_event, run_started_event
+from ._events import (
+    completed_event,
+    drained_event,
+    encode_event,
+    failed_event,
+    progress_event,
+    run_started_event,
+)
 from .config import ClientConfig, ClientStats, resolve_token
 
 __all__ = ["RUN_ID_PATTERN", "SidecarClient", "SidecarError"]
@@ -220,6 +227,27 @@ class SidecarClient:
         """Report a rollout the dispatch budget never started (``record_drained``)."""
         self.submit_event(drained_event(row, result))
         self.local.record_drained()
+
+    async def started(self, row: Mapping[str, Any] | None) -> None:
+        """Report that a rollout attempt was dispatched (in flight until its end event).
+
+        A row without ``_ng_task_index`` cannot be tracked and is not sent (``stats.rejected``).
+        """
+        self.submit_progress("started", row)
+
+    async def heartbeat(self, row: Mapping[str, Any] | None) -> None:
+        """A sign of life of an in-flight attempt (optional; lets the sidecar tell a stall)."""
+        self.submit_progress("heartbeat", row)
+
+    def submit_progress(self, kind: str, row: Mapping[str, Any] | None) -> None:
+        """Queue a ``started`` or ``heartbeat`` event for ``row``; never waits."""
+        event = progress_event(kind, row)
+        if event is None:
+            self._sender()
+            self.stats.submitted += 1
+            self.stats.rejected += 1
+            return
+        self.submit_event(event)
 
     async def run_ended(self) -> None:
         self.submit_event({"kind": "run_ended"})

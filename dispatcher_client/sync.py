@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
 
-from ._events import completed_event, drained_event, failed_event, run_started_event
+from ._events import completed_event, drained_event, failed_event, progress_event, run_started_event
 from .client import SidecarClient, SidecarError
 from .config import ClientConfig, ClientStats
 
@@ -187,6 +187,22 @@ class SyncSidecarClient:
     def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
         self.local.record_drained()
         self.submit_event(drained_event(row, result))
+
+    def started(self, row: Mapping[str, Any] | None) -> None:
+        """As :meth:`SidecarClient.started`."""
+        self._progress("started", row)
+
+    def heartbeat(self, row: Mapping[str, Any] | None) -> None:
+        """As :meth:`SidecarClient.heartbeat`."""
+        self._progress("heartbeat", row)
+
+    def _progress(self, kind: str, row: Mapping[str, Any] | None) -> None:
+        event = progress_event(kind, row)
+        if event is None:
+            self.stats.submitted += 1
+            self.stats.rejected += 1
+            return
+        self.submit_event(event)
 
     def run_ended(self) -> None:
         self.submit_event({"kind": "run_ended"})

@@ -42,6 +42,8 @@ _STRING = re.compile(rb'"[^"]*"')
 _NOT_SKELETON = bytes(b for b in range(256) if b not in b'"[]{}')
 _OPENERS = frozenset(b"[{")
 _JSON = "application/json"
+_INFLIGHT_DEFAULT_LIMIT = 20
+_INFLIGHT_MAX_LIMIT = 1000
 
 
 class _Rejected(Exception):
@@ -253,6 +255,27 @@ class _Handlers:
 
         return StreamingResponse(stream(), media_type="application/x-ndjson")
 
+    async def inflight(self, request: Request) -> Response:
+        """Count, age distribution and the oldest ``limit`` in-flight rollouts (no payloads).
+
+        After ``run_ended`` the answer is what was in flight at the end (``ended: true``).
+        """
+        try:
+            run = self._run(request.path_params["run_id"])
+            raw = request.query_params.get("limit", str(_INFLIGHT_DEFAULT_LIMIT))
+            if not raw.isdigit() or not 0 <= int(raw) <= _INFLIGHT_MAX_LIMIT:
+                detail = f"limit must be an integer in 0..{_INFLIGHT_MAX_LIMIT}, got {raw[:40]!r}"
+                raise _Rejected(400, "validation", detail, "limit")
+        except _Rejected as exc:
+            return self._reject("validation" if exc.status == 400 else exc.error, exc)
+        if run.inflight_at_end is not None:
+            body = dict(run.inflight_at_end)
+            body["oldest"] = body["oldest"][: int(raw)]
+            flags = run.inflight.flags  # this process's evaluations, kept after the end
+            body["flagged"] = {"stragglers": flags.stragglers, "stalled": flags.stalls}
+            return _json({"run_id": run.run_id, **body, "ended": True})
+        return _json({**run.inflight_body(self.service.clock(), limit=int(raw)), "ended": False})
+
     async def runs(self, request: Request) -> Response:
         runs = self.service.ingestor.runs
         return _json(
@@ -321,6 +344,7 @@ def create_app(service: Service) -> Starlette:
     routes = [
         Route("/v1/runs/{run_id}/events", handlers.events, methods=["POST"]),
         Route("/v1/runs", handlers.runs, methods=["GET"]),
+        Route("/v1/runs/{run_id}/inflight", handlers.inflight, methods=["GET"]),
         Route("/drain_margin", handlers.drain_margin, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),
         Route("/report", handlers.report, methods=["GET"]),

@@ -126,6 +126,8 @@ def _demo(args: argparse.Namespace) -> int:
         result.paths,
         sidecar_url=result.sidecar_url,
         scale_text=scale,
+        straggler=result.straggler,
+        stragglers_flagged=result.stragglers_flagged,
     ):
         console.print(line, soft_wrap=True, markup=False)
     console.print(f"\nDemo finished in {result.real_seconds:.1f} s.", soft_wrap=True)

@@ -40,9 +40,11 @@ __all__ = [
     "Event",
     "EventBatch",
     "Failed",
+    "Heartbeat",
     "Latency",
     "RunEnded",
     "RunStarted",
+    "Started",
     "dump_row",
     "encode_event",
     "event_identity",
@@ -51,7 +53,9 @@ __all__ = [
     "to_payload",
 ]
 
-EVENT_KINDS = ("run_started", "completed", "failed", "drained", "run_ended", "latency")
+EVENT_KINDS = (
+    "run_started", "completed", "failed", "drained", "run_ended", "latency", "started", "heartbeat",
+)  # fmt: skip
 MAX_EVENTS_PER_REQUEST = 10_000
 
 Index = StrictInt | StrictStr
@@ -192,7 +196,32 @@ class Latency(_Event):
     seq: NonNegativeInt
 
 
-Event = Annotated[RunStarted | Completed | Failed | Drained | RunEnded | Latency, Field(discriminator="kind")]
+class Started(_Event):
+    """A rollout attempt was dispatched: it is in flight until its completed/failed/drained event.
+
+    Keyed like the other identity events (run, task, rollout, attempt, kind), so a retried
+    ``started`` is a duplicate. Carries no payload: only identity.
+    """
+
+    kind: Literal["started"]
+    task_index: Index
+    rollout_index: Index = 0
+    attempt: NonNegativeInt = 0
+
+
+class Heartbeat(_Event):
+    """A sign of life of an in-flight attempt; kept in memory only, never journaled."""
+
+    kind: Literal["heartbeat"]
+    task_index: Index
+    rollout_index: Index = 0
+    attempt: NonNegativeInt = 0
+
+
+Event = Annotated[
+    RunStarted | Completed | Failed | Drained | RunEnded | Latency | Started | Heartbeat,
+    Field(discriminator="kind"),
+]
 EventBatch: TypeAdapter[list[Event]] = TypeAdapter(
     Annotated[list[Event], Field(min_length=1, max_length=MAX_EVENTS_PER_REQUEST)]
 )
@@ -219,7 +248,7 @@ def event_identity(event: Event) -> tuple[Any, Any, int]:
     """(task, rollout, attempt) of an event, raw values; run-level events give ``(None, None, 0)``."""
     if isinstance(event, RunStarted | RunEnded | Latency):
         return None, None, 0
-    row = row_of(event) or {}
+    row = (row_of(event) if isinstance(event, Completed | Failed | Drained) else None) or {}
     task = event.task_index if event.task_index is not None else row.get(TASK_KEY)
     rollout = event.rollout_index if event.rollout_index is not None else row.get(ROLLOUT_KEY, 0)
     attempt = event.attempt if event.attempt is not None else _attempt_from(row.get(ATTEMPT_KEY))

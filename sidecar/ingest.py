@@ -28,11 +28,13 @@ from sidecar.events import (
     Completed,
     Event,
     EventBatch,
+    Heartbeat,
     Latency,
     RunStarted,
     encode_event,
     event_identity,
 )
+from sidecar.inflight import InflightRules
 from sidecar.journal import JournalEvent, JournalUnavailable
 from sidecar.prepare import Prepared, Preparer
 from sidecar.runs import RunState, latency_ms
@@ -70,7 +72,7 @@ class PlanError(ValueError):
 class EventOutcome:
     """What the service answers for one event of a batch."""
 
-    status: str  # "accepted" | "duplicate" | "unknown_run"
+    status: str  # "accepted" | "duplicate" | "unknown_run" | "not_in_flight" (a heartbeat)
     kind: str
     seq: int | None = None
     ng_perf: dict[str, Any] | None = None
@@ -162,6 +164,7 @@ class Ingestor:
         health_interval_s: float = 2.0,
         preparer: Preparer | None = None,
         clock: Callable[[], float] = time.time,
+        inflight_rules: InflightRules | None = None,
     ) -> None:
         self._journal = journal
         self._engines = engines
@@ -169,6 +172,7 @@ class Ingestor:
         self._health_interval_s = health_interval_s
         self._preparer = preparer
         self._clock = clock
+        self._inflight_rules = inflight_rules
         self.runs: dict[str, RunState] = {}
         self._starting: dict[str, int] = {}
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
@@ -176,6 +180,10 @@ class Ingestor:
         self.replayed = 0
         #: False while the journal's last append failed (the service answers 503 to ingest).
         self.journal_ok = True
+
+    def now(self) -> float:
+        """The ingestor's wall clock (arrival times, in-flight ages)."""
+        return self._clock()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -231,6 +239,8 @@ class Ingestor:
         Raises :class:`UnknownRun` (nothing stored), :class:`PlanError`, or
         ``JournalUnavailable`` (nothing of the batch stored).
         """
+        if any(isinstance(event, Heartbeat) for event in events):
+            return await self._submit_with_heartbeats(run_id, events)
         starts = isinstance(events[0], RunStarted)
         if run_id not in self.runs and run_id not in self._starting and not starts:
             raise UnknownRun(run_id)
@@ -264,6 +274,29 @@ class Ingestor:
                     self._starting[run_id] = left
                 else:
                     del self._starting[run_id]
+
+    async def _submit_with_heartbeats(self, run_id: str, events: list[Event]) -> list[EventOutcome]:
+        """Journal the batch's other events, then apply its heartbeats in memory (never journaled).
+
+        Heartbeats come after the rest of their batch, so a ``started`` and its first heartbeat
+        may share a request.
+        """
+        journaled: list[Event] = [event for event in events if not isinstance(event, Heartbeat)]
+        outcomes = iter(await self.submit(run_id, journaled) if journaled else [])
+        state = self.runs.get(run_id)
+        if state is None:
+            raise UnknownRun(run_id)
+        now = self._clock()
+        answers = []
+        for event in events:
+            if not isinstance(event, Heartbeat):
+                answers.append(next(outcomes))
+                continue
+            beat = state.heartbeat(event, now)
+            if self._on_event is not None:
+                self._on_event(event.kind, "accepted" if beat else "not_in_flight")
+            answers.append(EventOutcome("accepted" if beat else "not_in_flight", event.kind))
+        return answers
 
     async def _prepare(self, run_id: str, events: list[Event]) -> list[Prepared | None]:
         """Digest and ng_perf of the batch's rows, computed in the worker pool (``None``: inline)."""
@@ -398,6 +431,8 @@ class Ingestor:
                     engines=self._engines,
                     plan=plan,
                     health_interval_s=self._health_interval_s,
+                    inflight_rules=self._inflight_rules,
+                    clock=self._clock,
                 )
             return True, None
         if state is None:

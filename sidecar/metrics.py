@@ -9,6 +9,8 @@ prometheus-client metrics in a per-service registry, never the global one.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterator
 from importlib import metadata
 from typing import TYPE_CHECKING
@@ -104,6 +106,17 @@ class _Families:
         self.closed = _gauge("health_tasks_closed", "Tasks whose task-level checks ran.")
         self.flags = _gauge("health_task_flags", "Closed tasks flagged by each task check.", "check")
         self.tokens = _counter("tokens", "Token sums from ng_perf.", "kind")
+        self.inflight = _gauge("inflight_rollouts", "Rollouts started and not yet ended.")
+        self.inflight_oldest = _gauge(
+            "inflight_oldest_age_seconds", "Age of the longest-running in-flight rollout (0: none)."
+        )
+        self.stragglers = _gauge(
+            "inflight_stragglers", "In-flight rollouts older than the straggler threshold."
+        )
+        self.stalled = _gauge("inflight_stalled", "Heartbeating in-flight rollouts whose heartbeats stopped.")
+        self.straggler_threshold = _gauge(
+            "straggler_threshold_seconds", "Age past which an in-flight rollout straggles (+Inf: no rule)."
+        )
 
     def all(self) -> tuple[Metric, ...]:
         return (
@@ -124,6 +137,11 @@ class _Families:
             self.closed,
             self.flags,
             self.tokens,
+            self.inflight,
+            self.inflight_oldest,
+            self.stragglers,
+            self.stalled,
+            self.straggler_threshold,
         )
 
     def add_run(self, run: RunState) -> None:
@@ -172,6 +190,16 @@ class _Families:
         for kind in TOKEN_KINDS:
             self.tokens.add_metric([rid, kind], run.tokens[kind])
 
+    def add_inflight(self, run: RunState, now: float) -> None:
+        rid = run.run_id
+        threshold = run.straggler_threshold()
+        view = run.inflight.view(now, threshold)
+        self.inflight.add_metric([rid], view.count)
+        self.inflight_oldest.add_metric([rid], view.oldest_age_s or 0.0)
+        self.stragglers.add_metric([rid], view.stragglers)
+        self.stalled.add_metric([rid], view.stalled)
+        self.straggler_threshold.add_metric([rid], math.inf if threshold is None else threshold)
+
 
 class _RunCollector(Collector):
     """Yields every run-scoped family from the ingestor's current run states."""
@@ -182,8 +210,10 @@ class _RunCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         runs = list(self._ingestor.runs.values())
         families = _Families()
+        now = self._ingestor.now()
         for run in runs:
             families.add_run(run)
+            families.add_inflight(run, now)
         yield from families.all()
         yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=len(runs))
 
@@ -225,6 +255,18 @@ class ServiceMetrics:
             registry=self.registry,
         )
         Info(_P + "build", "Build information.", registry=self.registry).info({"version": _version()})
+        self.otlp_exports = Counter(
+            _P + "otlp_exports", "OTLP metric pushes the collector accepted.", registry=self.registry
+        )
+        self.otlp_dropped = Counter(
+            _P + "otlp_exports_dropped",
+            "OTLP metric pushes dropped: the collector failed or was slow (failed), or the previous "
+            "push was still being sent (busy).",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in ("failed", "busy"):
+            self.otlp_dropped.labels(reason)
         if ingestor is not None:
             self.attach(ingestor)
 
@@ -234,13 +276,18 @@ class ServiceMetrics:
     def on_event(self, kind: str, result: str) -> None:
         self.ingest_events.labels(kind, result).inc()
 
+    def on_otlp_result(self, result: str) -> None:
+        """``sent`` | ``failed`` | ``busy`` (called from the push thread; client metrics are thread-safe)."""
+        if result == "sent":
+            self.otlp_exports.inc()
+        else:
+            self.otlp_dropped.labels(result).inc()
+
     def on_error(self, reason: str) -> None:
         self.ingest_errors.labels(reason if reason in ERROR_REASONS else "bad_request").inc()
 
     def on_commit(self, seconds: float, events: int) -> None:
         """Journal callback (may run on the journal's writer thread; client metrics are thread-safe)."""
-        import time
-
         self.commit_duration.observe(seconds)
         self.commit_batch.observe(events)
         self.last_commit.set(time.time())

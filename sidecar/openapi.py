@@ -53,7 +53,7 @@ def openapi_document() -> dict[str, Any]:
         "properties": {
             "index": {"type": "integer"},
             "kind": {"type": "string"},
-            "status": {"enum": ["accepted", "duplicate", "unknown_run"]},
+            "status": {"enum": ["accepted", "duplicate", "unknown_run", "not_in_flight"]},
             "seq": {"type": "integer"},
             "ng_perf": {"type": ["object", "null"]},
         },
@@ -88,6 +88,18 @@ def openapi_document() -> dict[str, Any]:
                 }
             },
             "/v1/runs": _get("Runs held.", _json(any_object, "runs")),
+            "/v1/runs/{run_id}/inflight": _get(
+                "In-flight rollouts of a run: count, ages, stragglers, the oldest (no payloads).",
+                _json(any_object, "in-flight view"),
+                {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "integer", "minimum": 0, "maximum": 1000, "default": 20},
+                },
+                errors=(400, 404),
+            ),
             "/drain_margin": _get(
                 "Drain margin of a run.",
                 _json(any_object, "margin, samples, budget"),

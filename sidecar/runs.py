@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,17 +25,21 @@ from sidecar.events import (
     Drained,
     Event,
     Failed,
+    Heartbeat,
     Latency,
     RunEnded,
     RunStarted,
+    Started,
     event_identity,
     row_of,
 )
+from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
 from sidecar.prepare import Prepared, rebase_digest
 
 __all__ = [
     "DURATION_BUCKETS",
     "FAILURE_CLASSES",
+    "INFLIGHT_REPORT_LIMIT",
     "TOKEN_KINDS",
     "DurationHistogram",
     "HealthView",
@@ -42,6 +47,8 @@ __all__ = [
     "latency_ms",
 ]
 
+#: In-flight rollouts ``/report`` lists at the run's end (oldest first); the count covers all.
+INFLIGHT_REPORT_LIMIT = 1000
 DURATION_BUCKETS: tuple[float, ...] = (
     1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600,
 )  # fmt: skip
@@ -79,16 +86,17 @@ class _EventClock:
     the run's end: an ended run's rates are frozen, so its report is the same whenever (and
     after however many journal replays) it is read."""
 
-    __slots__ = ("frozen", "pinned")
+    __slots__ = ("fallback", "frozen", "pinned")
 
-    def __init__(self) -> None:
+    def __init__(self, fallback: Callable[[], float] = time.time) -> None:
         self.pinned: float | None = None
         self.frozen: float | None = None
+        self.fallback = fallback
 
     def __call__(self) -> float:
         if self.pinned is not None:
             return self.pinned
-        return self.frozen if self.frozen is not None else time.time()
+        return self.frozen if self.frozen is not None else self.fallback()
 
 
 @dataclass(slots=True)
@@ -98,6 +106,9 @@ class DurationHistogram:
     counts: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))
     total: float = 0.0
     observations: int = 0
+    #: Smallest and largest observation (the OTLP histogram carries them), ``None`` before the first.
+    low: float | None = None
+    high: float | None = None
 
     def observe(self, seconds: float) -> None:
         if seconds != seconds:  # NaN has no bucket
@@ -105,6 +116,8 @@ class DurationHistogram:
         self.counts[bisect_left(DURATION_BUCKETS, seconds)] += 1
         self.total += seconds
         self.observations += 1
+        self.low = seconds if self.low is None else min(self.low, seconds)
+        self.high = seconds if self.high is None else max(self.high, seconds)
 
     def cumulative(self) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = []
@@ -137,6 +150,8 @@ class RunState:
         engines: Engines,
         plan: dict[str, int] | None = None,
         health_interval_s: float = 2.0,
+        inflight_rules: InflightRules | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.run_id = run_id
         self.config = started
@@ -146,7 +161,7 @@ class RunState:
         self.plan = plan if plan is not None else started.plan
         self.ended_at: float | None = None
         self._engines = engines
-        self._clock = _EventClock()
+        self._clock = _EventClock(clock)
         self._clock.pinned = received_at
         self.tracker = engines.new_tracker(self._clock)
         self._clock.pinned = None
@@ -170,6 +185,9 @@ class RunState:
         self._maybe_duplicates = False
         self._version = 0
         self._health_version = -1
+        self.inflight = InflightRegistry(inflight_rules or InflightRules())
+        #: The ``/inflight`` body at ``run_ended`` (identities and ages at the end), else ``None``.
+        self.inflight_at_end: dict[str, Any] | None = None
 
     # -- applying events ------------------------------------------------------------------
 
@@ -190,11 +208,16 @@ class RunState:
         self._clock.pinned = received_at
         try:
             if isinstance(event, Completed):
+                self.inflight.ended(self._key(event), None)
                 return self._completed(event, prepared)
             if isinstance(event, Failed):
+                self.inflight.ended(self._key(event), event_identity(event)[2])
                 self._failed(event)
             elif isinstance(event, Drained):
+                self.inflight.ended(self._key(event), event_identity(event)[2])
                 self._drained(event)
+            elif isinstance(event, Started):
+                self._started(event, received_at)
             elif isinstance(event, RunEnded):
                 self._ended(event, received_at)
             elif isinstance(event, Latency):
@@ -210,7 +233,7 @@ class RunState:
             return None
         return self._engines.build_ng_perf(row, latency_ms(event))
 
-    def _key(self, event: Completed | Failed | Drained) -> RolloutKey:
+    def _key(self, event: Completed | Failed | Drained | Started) -> RolloutKey:
         task, rollout, _ = event_identity(event)
         return normalize_index(task), normalize_index(rollout)
 
@@ -309,6 +332,19 @@ class RunState:
                 self.tracker.record_failure(event.seconds)
                 self.durations["failed"].observe(event.seconds)
 
+    def heartbeat(self, event: Heartbeat, at: float) -> bool:
+        """A heartbeat (memory only); False when that attempt is not in flight."""
+        if self.ended_at is not None:
+            return False
+        task, rollout, attempt = event_identity(event)
+        return self.inflight.heartbeat((normalize_index(task), normalize_index(rollout)), attempt, at)
+
+    def _started(self, event: Started, received_at: float) -> None:
+        """In flight from now, unless the run ended or the rollout already succeeded (a late start)."""
+        key = self._key(event)
+        if self.ended_at is None and not self.accounting.has_succeeded(key):
+            self.inflight.started(key, event.attempt, received_at)
+
     def _drained(self, event: Drained) -> None:
         self.drained += 1
         self.tracker.record_drained()
@@ -317,6 +353,8 @@ class RunState:
     def _ended(self, event: RunEnded, received_at: float) -> None:
         self.ended_at = event.ended_at if event.ended_at is not None else received_at
         self._clock.frozen = self.ended_at
+        self.inflight_at_end = self.inflight_body(received_at, limit=INFLIGHT_REPORT_LIMIT, at_end=True)
+        self.inflight.clear()
         for task in self.accounting.succeeded_tasks():
             self._close(task)
 
@@ -374,10 +412,37 @@ class RunState:
         }
         deadline = self.budget_deadline
         if deadline is not None:
-            remaining = deadline - (time.time() if now is None else now)
+            remaining = deadline - (self._clock.fallback() if now is None else now)
             body["budget_deadline"] = deadline
             body["seconds_left"] = remaining
             body["start_now"] = not (remaining <= 0 or (margin is not None and remaining < margin))
+        return body
+
+    def straggler_threshold(self) -> float | None:
+        """Age past which an in-flight rollout of this run straggles (see :mod:`sidecar.inflight`)."""
+        tracker = self.tracker
+        return straggler_threshold(
+            self.inflight.rules,
+            p95=tracker.quantile(0.95) if tracker.count else None,
+            samples=tracker.count,
+            task_timeout_s=self.config.task_timeout_s,
+        )
+
+    def inflight_body(self, now: float, *, limit: int, at_end: bool = False) -> dict[str, Any]:
+        """Count, ages and the ``limit`` oldest in-flight rollouts at ``now``.
+
+        ``at_end`` keeps only what a replay reproduces (identities, ages, the straggling rule),
+        not the heartbeat state or the evaluator's stamps, so a report is the same after a restart.
+        """
+        registry = self.inflight.as_dict(now, self.straggler_threshold(), limit)
+        body = {"run_id": self.run_id, "as_of": now, **registry}
+        if at_end:  # the report around it carries the run id and the end time
+            body.pop("run_id")
+            body.pop("as_of")
+            body.pop("flagged")
+            body.pop("stalled")
+            keep = ("task_index", "rollout_index", "attempt", "started_at", "age_s", "straggling")
+            body["oldest"] = [{key: entry[key] for key in keep} for entry in body["oldest"]]
         return body
 
     def latency(self) -> dict[str, Any]:
@@ -409,6 +474,7 @@ class RunState:
             "accounting": self.accounting.snapshot(ended=self.ended).as_dict(),
             "events": {"completed": self.completed, "failed": failed, "drained": self.drained},
             "health": {"tasks_closed": len(self._closed)},
+            "inflight_at_end": self.inflight_at_end,
         }
 
 

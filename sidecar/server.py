@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
+import time
+from collections.abc import Callable
 
 import structlog
 import uvicorn
@@ -94,14 +96,21 @@ class ServiceThread(ServerThread):
 
     label = "sidecar service"
 
-    def __init__(self, settings: ServiceSettings, *, engines: Engines | None = None) -> None:
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        *,
+        engines: Engines | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         super().__init__(settings.host)
         self.settings = settings
         self._engines = engines
+        self._clock = clock
         self.service: Service | None = None
 
     async def _serve(self, sock: socket.socket) -> None:
-        self.service = Service(self.settings, engines=self._engines)
+        self.service = Service(self.settings, engines=self._engines, clock=self._clock)
         await self.service.start()
         self._server = uvicorn.Server(_config(self.service))
         try:

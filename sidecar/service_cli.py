@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import structlog
+
+from sidecar.inflight import InflightRules
 from sidecar.settings import (
     DEFAULT_BODY_CAP,
     DEFAULT_JOURNAL_PATH,
@@ -73,6 +76,42 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="forget runs this long after they ended (default: keep them)",
     )
+    serve.add_argument(
+        "--otlp-endpoint",
+        default=None,
+        metavar="URL",
+        help="also push metrics over OTLP/HTTP to URL/v1/metrics (e.g. http://127.0.0.1:4318; "
+        "needs rollout-sidecar[otel]; on by default with NEMO_GYM_OTEL_ENABLED=1 and "
+        "OTEL_EXPORTER_OTLP_ENDPOINT; interval: OTEL_METRIC_EXPORT_INTERVAL ms, default 15000)",
+    )
+    rules = InflightRules()
+    serve.add_argument(
+        "--straggler-factor",
+        type=float,
+        default=rules.straggler_factor,
+        help="in-flight rollouts older than this many times the run's p95 task duration straggle "
+        f"(default {rules.straggler_factor:g}; the run's task_timeout_s caps the threshold)",
+    )
+    serve.add_argument(
+        "--straggler-min-samples",
+        type=int,
+        default=rules.min_samples,
+        help=f"latency samples before the p95 rule applies (default {rules.min_samples})",
+    )
+    serve.add_argument(
+        "--stall-after",
+        type=float,
+        default=rules.stall_after_s,
+        metavar="SECONDS",
+        help=f"a heartbeating rollout stalls after this long without one (default {rules.stall_after_s:g})",
+    )
+    serve.add_argument(
+        "--inflight-interval",
+        type=float,
+        default=rules.eval_interval_s,
+        metavar="SECONDS",
+        help=f"seconds between straggler/stall evaluations (default {rules.eval_interval_s:g})",
+    )
     serve.add_argument("--log-level", default="info", help="log level (default info)")
     serve.add_argument(  # dispatcher_client's follower, run beside the service (issue 5)
         "--follow",
@@ -111,6 +150,16 @@ def _serve(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level)
     try:
+        try:
+            inflight = InflightRules(
+                straggler_factor=args.straggler_factor,
+                min_samples=args.straggler_min_samples,
+                stall_after_s=args.stall_after,
+                eval_interval_s=args.inflight_interval,
+            )
+            endpoint, interval_s = _otlp(args.otlp_endpoint)
+        except ValueError as exc:  # InflightRules / OtlpConfigError name the value
+            raise SettingsError(str(exc)) from exc
         settings = ServiceSettings(
             host=args.host,
             port=args.port,
@@ -120,6 +169,9 @@ def _serve(args: argparse.Namespace) -> int:
             max_json_depth=args.max_json_depth,
             workers=args.workers,
             retain_ended_s=args.retain_ended,
+            inflight=inflight,
+            otlp_endpoint=endpoint,
+            otlp_interval_s=interval_s,
         )
         follower = _start_follower(args, settings)
         try:
@@ -133,6 +185,23 @@ def _serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _otlp(cli_endpoint: str | None) -> tuple[str | None, float]:
+    """The OTLP metrics URL and interval; ``--otlp-endpoint`` without the ``otel`` extra is an error,
+    the NeMo Gym environment switch without it only a warning (the job must still run)."""
+    from sidecar.otlp import otlp_available, resolve_endpoint, resolve_interval
+
+    endpoint = resolve_endpoint(cli_endpoint)
+    if endpoint is None:
+        return None, resolve_interval()
+    if not otlp_available():
+        message = "OTLP export needs the otel extra: pip install 'rollout-sidecar[otel]'"
+        if cli_endpoint:
+            raise SettingsError(f"--otlp-endpoint: {message}")
+        structlog.get_logger("sidecar.otlp").warning("otlp push off", reason=message, endpoint=endpoint)
+        return None, resolve_interval()
+    return endpoint, resolve_interval()
 
 
 def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from sidecar.inflight import InflightRules
 
 __all__ = [
     "DEFAULT_BODY_CAP",
@@ -99,6 +101,12 @@ class ServiceSettings:
     workers: int = 0
     #: Forget runs this many seconds after they ended (memory and metric series); ``None``: keep.
     retain_ended_s: float | None = None
+    #: Straggler and stall rules of in-flight rollouts (``sidecar.inflight``).
+    inflight: InflightRules = field(default_factory=InflightRules)
+    #: OTLP/HTTP base URL metrics are pushed to (``<url>/v1/metrics``); ``None``: no push.
+    otlp_endpoint: str | None = None
+    #: Seconds between two OTLP pushes.
+    otlp_interval_s: float = 15.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -109,6 +117,10 @@ class ServiceSettings:
             raise SettingsError(f"retain_ended_s must be >= 0, got {self.retain_ended_s!r}")
         if not 0 <= self.workers <= 64:
             raise SettingsError(f"workers must be in 0..64, got {self.workers!r}")
+        if not 0.05 <= self.otlp_interval_s <= 86400:
+            raise SettingsError(
+                f"OTLP export interval must be in 0.05..86400 s, got {self.otlp_interval_s!r}"
+            )
         if not 8 <= self.max_json_depth <= 1024:
             raise SettingsError(f"max JSON depth must be in 8..1024, got {self.max_json_depth!r}")
 

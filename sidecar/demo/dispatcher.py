@@ -203,6 +203,7 @@ class Dispatcher:
                 self.stats.dispatched += 1
                 self.stats.in_flight += 1
                 self.stats.last_dispatch_at = now
+                await self._sidecar.started(row)  # in flight on the sidecar until its end event
                 try:
                     outcome = await self._post(row)
                 finally:

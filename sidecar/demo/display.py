@@ -86,6 +86,14 @@ def _quantiles(view: SidecarView) -> str:
     )
 
 
+def _inflight(view: SidecarView) -> str:
+    """In-flight count, stragglers past the threshold, and the oldest rollout's age."""
+    return (
+        f"{view.inflight} · stragglers {view.stragglers} (older than {minutes(view.straggler_threshold)}) · "
+        f"oldest {minutes(view.oldest_age)}"
+    )
+
+
 def render_panel(frame: Frame) -> RenderableType:
     """The terminal view of one frame."""
     stats, view = frame.stats, frame.view
@@ -125,6 +133,7 @@ def render_panel(frame: Frame) -> RenderableType:
         f"unobserved {view.verdicts['unobserved']} · tasks closed {view.tasks_closed}",
     )
     grid.add_row("Top findings", _counts(view.findings, 3))
+    grid.add_row("In flight (sidecar)", _inflight(view))
     return Panel(
         grid, title=f"rollout-sidecar demo · run {frame.run_id}", subtitle=frame.scale_text, expand=False
     )
@@ -144,7 +153,7 @@ def render_line(frame: Frame) -> str:
         f"p50 {minutes(q.get('0.5'))} p75 {minutes(q.get('0.75'))} p95 {minutes(q.get('0.95'))} | "
         f"margin {minutes(_margin(frame))} vs {clock_text(stats.budget_s - frame.now)} left: {status} | "
         f"health {view.verdicts['healthy']} healthy {view.verdicts['unhealthy']} unhealthy "
-        f"{view.verdicts['unobserved']} unobserved"
+        f"{view.verdicts['unobserved']} unobserved | in flight {_inflight(view)}"
     )
 
 

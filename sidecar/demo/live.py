@@ -7,8 +7,10 @@ Prometheus would: by scraping the exposition and picking one run's series. The p
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -33,6 +35,13 @@ class SidecarView:
     findings: Counter[str] = field(default_factory=Counter)
     tasks_closed: int = 0
     tokens: Counter[str] = field(default_factory=Counter)
+    inflight: int = 0
+    stragglers: int = 0
+    straggler_threshold: float | None = None
+    """``None`` until a straggler rule applies (the gauge is ``+Inf``)."""
+    oldest_age: float | None = None
+    oldest: dict[str, Any] | None = None
+    """The longest-running in-flight rollout from ``GET /v1/runs/{id}/inflight`` (no payload)."""
 
     @property
     def checked(self) -> int:
@@ -69,11 +78,24 @@ def parse_metrics(text: str, run_id: str) -> SidecarView:
                 view.tasks_closed = int(value)
             elif name == "tokens_total":
                 view.tokens[labels["kind"]] = int(value)
+            elif name == "inflight_rollouts":
+                view.inflight = int(value)
+            elif name == "inflight_stragglers":
+                view.stragglers = int(value)
+            elif name == "straggler_threshold_seconds" and math.isfinite(value):
+                view.straggler_threshold = value
+            elif name == "inflight_oldest_age_seconds" and value:
+                view.oldest_age = value
     return view
 
 
 async def scrape(client: httpx.AsyncClient, run_id: str) -> tuple[str, SidecarView]:
-    """``GET /metrics`` (raises ``httpx.HTTPError``); returns the exposition text and the run's view."""
+    """``GET /metrics`` and the oldest in-flight rollout (raises ``httpx.HTTPError``): text and view."""
     response = await client.get("/metrics")
     response.raise_for_status()
-    return response.text, parse_metrics(response.text, run_id)
+    view = parse_metrics(response.text, run_id)
+    inflight = await client.get(f"/v1/runs/{run_id}/inflight", params={"limit": 1})
+    if inflight.status_code == 200:
+        oldest = inflight.json()["oldest"]
+        view.oldest = oldest[0] if oldest else None
+    return response.text, view

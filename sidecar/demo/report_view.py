@@ -85,6 +85,20 @@ def _drain(stats: DispatchStats) -> str:
     )
 
 
+def _stragglers(first: Mapping[str, Any] | None, flagged: int) -> str:
+    """How many in-flight rollouts the sidecar flagged as straggling, and the first of them."""
+    if first is None:
+        return f"{flagged} flagged by the sidecar (none seen by the live view)" if flagged else "none flagged"
+    age = first["flagged_at"] - first["started_at"]
+    return (
+        f"{flagged} in-flight rollout(s) flagged by the sidecar; first: task {first['task_index']} "
+        f"rollout {first['rollout_index']}, flagged at age {age / 60:.1f} min > threshold "
+        f"{first['flagged_threshold_s'] / 60:.1f} min (GET /v1/runs/<run>/inflight)"
+        if first.get("flagged_threshold_s") is not None
+        else f"{flagged} flagged; first: task {first['task_index']} rollout {first['rollout_index']}"
+    )
+
+
 def report_lines(
     report: Mapping[str, Any],
     summary: Mapping[str, Any],
@@ -93,6 +107,8 @@ def report_lines(
     *,
     sidecar_url: str,
     scale_text: str,
+    straggler: Mapping[str, Any] | None = None,
+    stragglers_flagged: int = 0,
 ) -> Iterator[str]:
     """The closing report, line by line (plain text; the CLI adds no markup)."""
     yield f"Report of run {report['run_id']} ({scale_text}; durations are simulated)"
@@ -104,6 +120,7 @@ def report_lines(
     for line in str(report["latency"]["summary"]).splitlines():
         yield f"  {line}"
     yield f"  drain: {_drain(stats)}"
+    yield f"  stragglers: {_stragglers(straggler, stragglers_flagged)}"
     yield ""
     perf = report.get("perf_summary")
     yield "Perf summary (ng_perf over the succeeded rollouts):"

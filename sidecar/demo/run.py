@@ -8,8 +8,10 @@ with the code behind ``rollout-sidecar report``; then both servers stop and thei
 are joined, whatever happened.
 
 The dispatch budget stays in the dispatcher, as in NeMo Gym, and is not declared to the
-sidecar: the service dates budgets and rates by the wall clock, while every duration here is
-simulated, so a declared budget would end ~600x too late on the sidecar's side.
+sidecar. The demo's service runs on a simulated wall clock (real start time plus simulated
+seconds since), so the ages of in-flight rollouts and the straggler threshold (from simulated
+task durations) are in the same unit; the dispatcher reports each dispatch with ``started``
+and the demo shows the first straggler the sidecar flagged.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import contextlib
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,12 +31,13 @@ from rich.console import Console
 
 from dispatcher_client import SidecarClient
 from sidecar.demo.agent_server import AgentServer
-from sidecar.demo.config import DemoConfig, SimClock
+from sidecar.demo.config import DemoConfig, SimClock, TimeScale
 from sidecar.demo.dispatcher import Dispatcher, DispatchStats
 from sidecar.demo.display import Frame, show_live
 from sidecar.demo.live import SidecarView, scrape
 from sidecar.demo.report_view import DemoPaths
 from sidecar.demo.run_files import RunFiles
+from sidecar.inflight import InflightRules
 from sidecar.report import ReportFiles, fetch_report
 from sidecar.server import ServiceThread, loop_factory
 from sidecar.settings import ServiceSettings
@@ -42,6 +46,9 @@ from sidecar.synthetic import materialized_rows
 __all__ = ["DemoError", "DemoResult", "prepare_out_dir", "run_demo"]
 
 _FLUSH_TIMEOUT_S = 30.0
+#: Straggling past 2x the p95 task duration (the service default is 3x; the demo's long tail is
+#: cut by the task timeout, so 3x would rarely show one), evaluated every 0.05 real seconds.
+_STRAGGLER_RULES = InflightRules(straggler_factor=2.0, eval_interval_s=0.05)
 _JOURNAL_FILES = ("journal.sqlite3", "journal.sqlite3-wal", "journal.sqlite3-shm", "journal.sqlite3.lock")
 
 
@@ -64,6 +71,9 @@ class DemoResult:
     rows_written: int
     failures_written: int
     real_seconds: float
+    straggler: dict[str, Any] | None = None
+    """The first in-flight rollout the sidecar flagged as straggling (identity and ages), if any."""
+    stragglers_flagged: int = 0
 
 
 def prepare_out_dir(out_dir: Path | None) -> DemoPaths:
@@ -76,6 +86,25 @@ def prepare_out_dir(out_dir: Path | None) -> DemoPaths:
     return DemoPaths(out_dir.resolve())
 
 
+@dataclass(slots=True)
+class _Stragglers:
+    """What the demo saw of the sidecar's straggler flags."""
+
+    first: dict[str, Any] | None = None
+    flagged: int = 0
+
+    def look(self, view: SidecarView) -> None:
+        oldest = view.oldest
+        if self.first is None and oldest is not None and oldest.get("flagged_at") is not None:
+            self.first = dict(oldest)
+
+
+def simulated_wall_clock(scale: TimeScale) -> Callable[[], float]:
+    """Unix time at creation plus simulated seconds since: the demo service's clock."""
+    origin_wall, origin = time.time(), time.monotonic()
+    return lambda: origin_wall + scale.to_sim(time.monotonic() - origin)
+
+
 async def _dispatch_phase(
     config: DemoConfig,
     run_id: str,
@@ -83,6 +112,7 @@ async def _dispatch_phase(
     agent_url: str,
     files: RunFiles,
     console: Console,
+    stragglers: _Stragglers,
 ) -> tuple[DispatchStats, SidecarView, str]:
     rows = list(materialized_rows(config.synthetic(), config.seed))
     files.write_inputs(rows)
@@ -110,6 +140,7 @@ async def _dispatch_phase(
         stats = dispatcher.stats
 
         def frame(view: SidecarView) -> Frame:
+            stragglers.look(view)
             now = stats.ended_at if stats.ended_at is not None else clock.now()
             return Frame(run_id, config.time_scale.describe(), now, stats, view)
 
@@ -127,6 +158,9 @@ async def _dispatch_phase(
             stop.set()
             await live
         text, view = await scrape(metrics, run_id)
+        inflight = await metrics.get(f"/v1/runs/{run_id}/inflight", params={"limit": 0})
+        if inflight.status_code == 200:
+            stragglers.flagged = int(inflight.json()["flagged"]["stragglers"])
     return stats, view, text
 
 
@@ -136,7 +170,11 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     paths = prepare_out_dir(config.out_dir)
     run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     synthetic = config.synthetic()
-    service = ServiceThread(ServiceSettings(host="127.0.0.1", port=0, journal_path=paths.journal))
+    settings = ServiceSettings(
+        host="127.0.0.1", port=0, journal_path=paths.journal, inflight=_STRAGGLER_RULES
+    )
+    service = ServiceThread(settings, clock=simulated_wall_clock(config.time_scale))
+    stragglers = _Stragglers()
     agent = AgentServer(synthetic, config.seed, config.time_scale, config.task_timeout_s)
     with contextlib.ExitStack() as stack:
         sidecar_url = service.start()
@@ -145,7 +183,7 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
         stack.callback(agent.stop)
         with RunFiles(paths.run_dir) as files, asyncio.Runner(loop_factory=loop_factory()) as runner:
             stats, view, metrics_text = runner.run(
-                _dispatch_phase(config, run_id, sidecar_url, agent_url, files, console)
+                _dispatch_phase(config, run_id, sidecar_url, agent_url, files, console, stragglers)
             )
         report_files = fetch_report(sidecar_url, run_id, paths.report_dir)
         paths.metrics.write_text(metrics_text, encoding="utf-8")
@@ -164,4 +202,6 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
         rows_written=files.rows_written,
         failures_written=files.failures_written,
         real_seconds=time.monotonic() - started,
+        straggler=stragglers.first,
+        stragglers_flagged=stragglers.flagged,
     )

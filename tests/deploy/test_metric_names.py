@@ -15,7 +15,7 @@ _COUNTER_LIKE = ("_total", *_HISTOGRAM_SUFFIXES)
 # Series Prometheus itself writes: scrape health and the alert state.
 _PROMETHEUS_SERIES = {"up", "ALERTS"}
 # Families without a run_id label (the sidecar's own health); everything else is run-scoped.
-_SERVICE_FAMILIES = re.compile(r"^rollout_sidecar_(ingest_|journal_|runs_active|build_info)")
+_SERVICE_FAMILIES = re.compile(r"^rollout_sidecar_(ingest_|journal_|otlp_|runs_active|build_info)")
 
 
 def _family(name: str) -> str:

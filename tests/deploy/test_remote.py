@@ -57,7 +57,7 @@ def test_the_unit_serves_remote_dispatchers_and_open_reads(
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-from-the-unit\n")
     extra = ("--host", options["--host"], "--token-file", str(token_file))
-    with SidecarProcess(tmp_path / "journal.sqlite3", extra=extra) as url:
+    with SidecarProcess(tmp_path / "journal.sqlite3", extra_args=extra) as url:
         # What a dispatcher on another host does: the URL of the sidecar host, the token from the env.
         monkeypatch.setenv("ROLLOUT_SIDECAR_TOKEN", "s3cret-from-the-unit")
         with RemoteLatencyTracker(url, run_id="remote-host", dispatch_budget_s=3600) as tracker:

@@ -32,18 +32,25 @@ def free_port() -> int:
 class SidecarProcess:
     """``rollout-sidecar serve`` in a child process on a fixed port and journal."""
 
-    def __init__(self, journal: Path, port: int | None = None, extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        journal: Path,
+        port: int | None = None,
+        *,
+        extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.journal = journal
         self.port = port or free_port()
-        self.extra = extra
-        """More ``serve`` options (``--host``, ``--token-file`` ...)."""
+        self.extra_args = extra_args
+        self.env = env or {}
         self.url = f"http://127.0.0.1:{self.port}"
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 20.0) -> str:
         cmd = [sys.executable, "-m", "sidecar.cli", "serve", "--port", str(self.port)]
-        cmd += ["--journal", str(self.journal), "--log-level", "warning", *self.extra]
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        cmd += ["--journal", str(self.journal), "--log-level", "warning", *self.extra_args]
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **self.env}
         self._proc = subprocess.Popen(
             cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )

@@ -314,14 +314,14 @@ class TestReads:
             "/report",
             "/report/verdicts",
             "/metrics",
+            "/v1/runs/{run_id}/inflight",
         } <= set(document["paths"])
         body = document["paths"]["/v1/runs/{run_id}/events"]["post"]["requestBody"]["content"][
             "application/json"
         ]
         assert body["schema"]["type"] == "array"
-        assert {"RunStarted", "Completed", "Failed", "Drained", "RunEnded", "Error"} <= set(
-            document["components"]["schemas"]
-        )
+        kinds = {"RunStarted", "Completed", "Failed", "Drained", "RunEnded", "Started", "Heartbeat", "Error"}
+        assert kinds <= set(document["components"]["schemas"])
 
     async def test_openmetrics_negotiation(self, client: httpx.AsyncClient) -> None:
         om = await client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -74,6 +75,18 @@ class TestDemoEndToEnd:
         assert f"report: {out.resolve() / 'report'}" in stdout
         assert "/metrics during the run" in stdout
         assert "Traceback" not in completed.stderr
+
+    def test_the_sidecar_flags_a_straggler(self, demo_run: DemoRun) -> None:
+        """The long tail of the small run always has rollouts past 2x p95 (or the 20 min timeout)."""
+        completed, _ = demo_run
+        (line,) = [line for line in completed.stdout.splitlines() if line.strip().startswith("stragglers: ")]
+        pattern = r"(\d+) in-flight rollout\(s\) flagged .* at age ([\d.]+) min > threshold ([\d.]+) min"
+        found = re.search(pattern, line)
+        assert found is not None, line
+        flagged, age, threshold = int(found[1]), float(found[2]), float(found[3])
+        assert flagged >= 1 and age > threshold
+        progress = [line for line in completed.stdout.splitlines() if line.startswith("[sim ")]
+        assert progress and all(re.search(r"in flight \d+ · stragglers \d+", line) for line in progress)
 
     def test_plain_progress_lines_when_not_a_terminal(self, demo_run: DemoRun) -> None:
         completed, _ = demo_run

@@ -170,10 +170,10 @@ class TestBoundedSeries:
         text = (await client.get("/metrics")).text
         small, large = _run_series(text, "small"), _run_series(text, "large")
         assert small == large, (small, large)
-        # 3 counters + 2x24 histogram + 5 quantile-summary + 10 gauges + 3 verdicts + 14 findings
-        # + 2 flags + 4 token kinds + failures (at most 12 classes x 2 terminal flags).
-        assert large <= 3 + 48 + 5 + 10 + 3 + 14 + 2 + 4 + 24
+        # 3 counters + 2x24 histogram + 5 quantile-summary + 10 gauges + 5 in-flight gauges
+        # + 3 verdicts + 14 findings + 2 flags + 4 token kinds + failures (at most 12 classes x 2).
+        assert large <= 3 + 48 + 5 + 10 + 5 + 3 + 14 + 2 + 4 + 24
         total = len(_samples(text))
-        assert total <= 2 * 113 + 60, total  # two runs plus the service's own ~50 series
+        assert total <= 2 * 118 + 60, total  # two runs plus the service's own ~50 series
         labels = {key for (_, label_set) in _samples(text) for key, _ in label_set}
         assert not labels & {"task", "task_index", "rollout", "rollout_index", "rollout_id"}
