@@ -9,6 +9,7 @@ and never logged; no row content is ever logged.
 from __future__ import annotations
 
 import hmac
+import json
 import math
 import re
 import time
@@ -26,7 +27,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sidecar.events import EVENT_KINDS, EventBatch
+from sidecar.events import EVENT_KINDS, MAX_SECONDS, EventBatch
 from sidecar.ingest import PlanError, UnknownRun
 from sidecar.journal import JournalUnavailable
 from sidecar.metrics import render
@@ -34,7 +35,7 @@ from sidecar.openapi import openapi_document
 from sidecar.runs import RunState
 from sidecar.service import Service
 
-__all__ = ["RUN_ID_PATTERN", "ServerTiming", "create_app", "json_depth", "too_deep"]
+__all__ = ["RUN_ID_PATTERN", "ServerTiming", "create_app", "dumps_json", "json_depth", "too_deep"]
 
 _log = structlog.get_logger("sidecar.app")
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
@@ -90,8 +91,30 @@ def too_deep(data: bytes, limit: int) -> bool:
     return json_depth(data, limit) > limit
 
 
+def _finite_only(value: Any) -> Any:
+    """``value`` with every non-finite float as ``None`` (what orjson writes for them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite_only(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_only(item) for item in value]
+    return value
+
+
+def dumps_json(body: Any) -> bytes:
+    """``body`` as compact JSON; integers past 64 bits (exact token sums) as plain digits.
+
+    orjson refuses such integers, so those bodies go through the standard library instead.
+    """
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        return json.dumps(_finite_only(body), separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type=_JSON, headers=headers)
+    return Response(dumps_json(body), status_code=status, media_type=_JSON, headers=headers)
 
 
 def _error_response(exc: _Rejected) -> Response:
@@ -216,8 +239,9 @@ class _Handlers:
                     raise _Rejected(
                         400, "validation", f"configured must be a number, got {raw!r}", "configured"
                     ) from exc
-                if not (math.isfinite(configured) and configured >= 0):
-                    raise _Rejected(400, "validation", f"configured must be >= 0, got {raw!r}", "configured")
+                if not (math.isfinite(configured) and 0 <= configured <= MAX_SECONDS):
+                    detail = f"configured must be in 0..{MAX_SECONDS:g}, got {raw!r}"
+                    raise _Rejected(400, "validation", detail, "configured")
         except _Rejected as exc:
             return self._reject("validation" if exc.status == 400 else exc.error, exc)
         return _json(run.drain_margin(configured))

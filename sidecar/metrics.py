@@ -9,6 +9,7 @@ prometheus-client metrics in a per-service registry, never the global one.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from importlib import metadata
 from typing import TYPE_CHECKING
@@ -170,7 +171,16 @@ class _Families:
         for check in TASK_CHECK_IDS:
             self.flags.add_metric([rid, check], view.task_flags.get(check, 0))
         for kind in TOKEN_KINDS:
-            self.tokens.add_metric([rid, kind], run.tokens[kind])
+            self.tokens.add_metric([rid, kind], _counter_value(run.tokens[kind]))
+
+
+def _counter_value(total: int) -> float:
+    """An exact ``int`` total as a finite sample value: past the double range it saturates, so the
+    counter never shows ``+Inf`` and never falls."""
+    try:
+        return float(total)
+    except OverflowError:
+        return sys.float_info.max
 
 
 class _RunCollector(Collector):

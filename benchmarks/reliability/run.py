@@ -30,6 +30,7 @@ from benchmarks.reliability.follower import run_follower_trials
 from benchmarks.reliability.fuzz import run_fuzz
 from benchmarks.reliability.load import percentile, run_load
 from benchmarks.reliability.outage import run_outage
+from benchmarks.reliability.poison import OUT_OF_RANGE, run_poison
 from benchmarks.reliability.security import run_security_checks
 from benchmarks.reliability.sidecar_process import Launch
 from sidecar.logging import configure_logging
@@ -157,6 +158,18 @@ def _follower(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
     return "; ".join(lines), violations
 
 
+def _poison(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    r = run_poison(tmp, launch=launch, num_tasks=8 if quick else 400)
+    return (
+        f"{r.rows} rows ({r.poisoned_rows} with token counts up to 1.7e308 and two (uint64)-1 in one row), "
+        f"each batch posted twice: {r.accepted} accepted, {r.duplicates} duplicates; "
+        f"{r.refused_422}/{len(OUT_OF_RANGE)} out-of-range events refused 422 naming the field; "
+        f"{r.reports_checked} reports all finite (largest token total {r.largest_token_total:.3e}), "
+        f"{r.metric_scrapes} scrapes without +Inf/NaN or a falling _sum; violations {len(r.violations)}",
+        r.violations,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "crash": _crash,
     "crash-pool": _crash_pool,
@@ -167,6 +180,7 @@ SCENARIOS: dict[str, Scenario] = {
     "fuzz": _fuzz,
     "security": _security,
     "follower": _follower,
+    "poison": _poison,
 }
 
 
