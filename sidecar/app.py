@@ -27,7 +27,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sidecar.events import EVENT_KINDS, MAX_SECONDS, EventBatch
+from sidecar.events import EVENT_KINDS, MAX_SECONDS, Event, EventBatch, RunStarted
 from sidecar.ingest import PlanError, UnknownRun
 from sidecar.journal import JournalUnavailable
 from sidecar.metrics import render
@@ -170,6 +170,42 @@ class _Handlers:
             chunks.append(chunk)
         return b"".join(chunks)
 
+    def _check_caps(self, run_id: str, events: list[Event]) -> None:
+        """The service's configurable caps on what one batch may add to its state."""
+        settings = self.settings
+        for index, event in enumerate(events):
+            if (
+                isinstance(event, RunStarted)
+                and event.plan is not None
+                and len(event.plan) > settings.max_plan_tasks
+            ):
+                raise _Rejected(
+                    422,
+                    "validation",
+                    f"plan has {len(event.plan)} tasks, over the service's --max-plan-tasks cap of "
+                    f"{settings.max_plan_tasks}",
+                    f"events.{index}.plan",
+                )
+            for name in ("task_index", "rollout_index"):
+                value = getattr(event, name, None)
+                if isinstance(value, str) and len(value) > settings.max_identity_chars:
+                    raise _Rejected(
+                        422,
+                        "validation",
+                        f"{name} is {len(value)} characters, over the service's --max-identity-chars cap "
+                        f"of {settings.max_identity_chars}",
+                        f"events.{index}.{name}",
+                    )
+        runs = self.service.ingestor.runs
+        if run_id not in runs and isinstance(events[0], RunStarted) and len(runs) >= settings.max_runs:
+            raise _Rejected(
+                429,
+                "too_many_runs",
+                f"the service holds {len(runs)} runs, its --max-runs cap; end runs (they are dropped "
+                "after --retain-ended) or raise the cap",
+                "run_id",
+            )
+
     def _run(self, run_id: str | None) -> RunState:
         if not run_id:
             raise _Rejected(400, "validation", "run_id is required", "run_id")
@@ -212,6 +248,7 @@ class _Handlers:
                     f"{first['msg']} ({exc.error_count()} error(s))",
                     _field_of(first),
                 ) from exc
+            self._check_caps(run_id, events)
             try:
                 outcomes = await self.service.ingestor.submit(run_id, events)
             except UnknownRun as exc:

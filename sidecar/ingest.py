@@ -16,7 +16,9 @@ import os
 import stat
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
@@ -97,46 +99,111 @@ class _Pending:
 
 #: Largest materialized-inputs file the service reads to derive a plan.
 MAX_MATERIALIZED_INPUTS_BYTES = 4 << 30
+#: Longest line of a materialized-inputs file (one task's inputs) the service reads.
+MAX_MATERIALIZED_LINE_BYTES = 16 << 20
+#: The only file names accepted by default: what NeMo Gym writes beside the rollouts.
+MATERIALIZED_SUFFIX = "_materialized_inputs.jsonl"
+#: What every refused materialized-inputs path gets, whatever the reason (a missing file, a
+#: symlink, a device, a file outside the inputs root, a line that does not parse): the answer
+#: must not tell a client anything about a path it named.
+MATERIALIZED_REFUSED = (
+    "materialized inputs not accepted: give a readable regular file (not a symlink) named "
+    f"*{MATERIALIZED_SUFFIX}, inside the service's --inputs-root when one is set, holding one JSON "
+    "object with _ng_task_index per line; the service log says why it was refused"
+)
+_READ_CHUNK = 1 << 20
+#: Every client-named file is read on this one thread: one read at a time, and the buffers of
+#: every read reuse one allocator arena, so N concurrent requests cost one line cap, not N.
+_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="materialized-inputs")
 
 
-def plan_from_materialized(path: str, *, max_bytes: int = MAX_MATERIALIZED_INPUTS_BYTES) -> dict[str, int]:
+def _refuse(path: str, reason: str) -> PlanError:
+    _log.warning("materialized inputs refused", path=path[:4096], reason=reason)
+    return PlanError(MATERIALIZED_REFUSED, field="materialized_inputs")
+
+
+def _confined(path: str, root: Path | None) -> str | None:
+    """Why ``path`` may not be read (``None``: it may)."""
+    if not os.path.basename(path).endswith(MATERIALIZED_SUFFIX):
+        return f"name does not end in {MATERIALIZED_SUFFIX}"
+    if root is not None:
+        real = os.path.realpath(path)
+        if os.path.commonpath([real, str(root)]) != str(root):
+            return f"outside the inputs root {str(root)!r}"
+    return None
+
+
+def _lines(handle: Any, max_line: int) -> Any:
+    """The file's lines, each read whole only up to ``max_line`` bytes (a longer one raises
+    ``ValueError`` having held at most that much)."""
+    while True:
+        line = handle.readline(max_line + 2)
+        if not line:
+            return
+        body = line.rstrip(b"\n")
+        if len(body) > max_line:
+            raise ValueError(f"a line over the {max_line}-byte cap")
+        yield body
+
+
+def plan_from_materialized(
+    path: str,
+    *,
+    max_bytes: int = MAX_MATERIALIZED_INPUTS_BYTES,
+    root: Path | None = None,
+    max_line_bytes: int = MAX_MATERIALIZED_LINE_BYTES,
+    max_tasks: int | None = None,
+) -> dict[str, int]:
     """Repeats per ``str(_ng_task_index)`` counted over a materialized-inputs JSONL file.
 
-    The path comes from a client, so only a regular file of bounded size is read: a FIFO,
-    a device such as ``/dev/zero`` or a directory is refused before it is opened.
+    The path comes from a client, so the service reads only a regular file, not a symlink,
+    named ``*_materialized_inputs.jsonl``, inside ``root`` when given, of at most ``max_bytes``,
+    streaming, one line of at most ``max_line_bytes`` at a time (one such read at a time per
+    process), giving at most ``max_tasks`` tasks. Every refusal raises the same
+    :class:`PlanError` (:data:`MATERIALIZED_REFUSED`); the reason goes to the service log only.
     """
+    return _READER.submit(_read_plan, path, max_bytes, root, max_line_bytes, max_tasks).result()
+
+
+def _read_plan(
+    path: str, max_bytes: int, root: Path | None, max_line_bytes: int, max_tasks: int | None
+) -> dict[str, int]:
+    reason = _confined(path, None if root is None else Path(os.path.realpath(root)))
+    if reason is not None:
+        raise _refuse(path, reason)
     plan: dict[str, int] = {}
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise PlanError(
-                f"materialized inputs {path!r} is not a regular file", field="materialized_inputs"
-            )
-        if info.st_size > max_bytes:
-            raise PlanError(
-                f"materialized inputs {path!r} is {info.st_size} bytes, over the {max_bytes}-byte limit",
-                field="materialized_inputs",
-            )
-        with open(path, "rb") as handle:
-            for number, line in enumerate(handle, start=1):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise _refuse(path, f"cannot open: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+        os.close(fd)
+        why = "not a regular file" if not stat.S_ISREG(info.st_mode) else f"over the {max_bytes}-byte limit"
+        raise _refuse(path, why)
+    with os.fdopen(fd, "rb", buffering=_READ_CHUNK) as handle:
+        try:
+            for number, line in enumerate(_lines(handle, max_line_bytes), start=1):
                 if not line.strip():
                     continue
                 try:
                     row = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    raise PlanError(
-                        f"{path}:{number}: not JSON ({exc})", field="materialized_inputs"
-                    ) from exc
+                except orjson.JSONDecodeError:
+                    raise _refuse(path, f"line {number} is not JSON") from None
                 if not isinstance(row, dict) or "_ng_task_index" not in row:
-                    raise PlanError(
-                        f"{path}:{number}: row has no _ng_task_index", field="materialized_inputs"
-                    )
+                    raise _refuse(path, f"line {number} has no _ng_task_index")
                 task = str(row["_ng_task_index"])
+                if task not in plan and max_tasks is not None and len(plan) >= max_tasks:
+                    raise PlanError(
+                        f"materialized inputs give more than {max_tasks} tasks (the service's "
+                        "--max-plan-tasks)",
+                        field="materialized_inputs",
+                    )
                 plan[task] = plan.get(task, 0) + 1
-    except OSError as exc:
-        raise PlanError(
-            f"cannot read materialized inputs {path!r}: {exc.strerror}", field="materialized_inputs"
-        ) from exc
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, PlanError):
+                raise
+            raise _refuse(path, str(exc)) from None
     return plan
 
 
@@ -162,8 +229,10 @@ class Ingestor:
         health_interval_s: float = 2.0,
         preparer: Preparer | None = None,
         clock: Callable[[], float] = time.time,
+        read_plan: Callable[[str], dict[str, int]] = plan_from_materialized,
     ) -> None:
         self._journal = journal
+        self._read_plan = read_plan
         self._engines = engines
         self._on_event = on_event
         self._health_interval_s = health_interval_s
@@ -242,7 +311,7 @@ class Ingestor:
             plan = None
             if isinstance(event, RunStarted) and event.materialized_inputs is not None:
                 try:
-                    plan = await anyio.to_thread.run_sync(plan_from_materialized, event.materialized_inputs)
+                    plan = await anyio.to_thread.run_sync(self._read_plan, event.materialized_inputs)
                 except PlanError as exc:
                     exc.index = index
                     raise

@@ -42,6 +42,8 @@ ERROR_REASONS = (
     "unauthorized",
     "unknown_run",
     "journal_unavailable",
+    "too_many_runs",
+    "busy",
     "bad_request",
 )
 _P = "rollout_sidecar_"

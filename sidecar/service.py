@@ -7,11 +7,12 @@ before it binds a port, and tests can drive the same object the app serves.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import structlog
 
 from sidecar.engines import Engines, default_engines
-from sidecar.ingest import Ingestor, JournalLike
+from sidecar.ingest import Ingestor, JournalLike, plan_from_materialized
 from sidecar.metrics import ServiceMetrics
 from sidecar.prepare import Preparer
 from sidecar.settings import ServiceSettings
@@ -42,6 +43,12 @@ class Service:
             on_event=self.metrics.on_event,
             health_interval_s=settings.health_metrics_interval_s,
             preparer=self.preparer,
+            read_plan=functools.partial(
+                plan_from_materialized,
+                root=settings.inputs_root,
+                max_line_bytes=settings.max_input_line_bytes,
+                max_tasks=settings.max_plan_tasks,
+            ),
         )
         self.metrics.attach(self.ingestor)
         self.started = False

@@ -28,6 +28,7 @@ from benchmarks.reliability.crash import run_crash_trials
 from benchmarks.reliability.diskfull import run_disk_full_trials
 from benchmarks.reliability.follower import run_follower_trials
 from benchmarks.reliability.fuzz import run_fuzz
+from benchmarks.reliability.inputs import run_inputs
 from benchmarks.reliability.load import percentile, run_load
 from benchmarks.reliability.outage import run_outage
 from benchmarks.reliability.poison import OUT_OF_RANGE, run_poison
@@ -170,6 +171,18 @@ def _poison(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
     )
 
 
+def _inputs(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    big, cap = (48 << 20, "4M") if quick else (256 << 20, "16M")
+    r = run_inputs(tmp, launch=launch, big_line_bytes=big, readers=6, line_cap=cap)
+    return (
+        f"{r.refused} hostile materialized_inputs paths refused with {r.distinct_refusal_bodies} distinct "
+        f"422 body; {r.accepted_plans} valid files planned; {r.big_reads} concurrent reads of a "
+        f"{r.big_line_bytes >> 20} MiB single-line file (line cap {cap}) grew peak RSS by "
+        f"{r.rss_growth_bytes / 2**20:.1f} MiB; violations {len(r.violations)}",
+        r.violations,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "crash": _crash,
     "crash-pool": _crash_pool,
@@ -181,6 +194,7 @@ SCENARIOS: dict[str, Scenario] = {
     "security": _security,
     "follower": _follower,
     "poison": _poison,
+    "inputs": _inputs,
 }
 
 
