@@ -43,6 +43,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="do not derive durations from rows' ng_perf (a RemoteLatencyTracker feeds the run)",
     )
     parser.add_argument("--ignored-checks", default="", help="comma-separated check ids to ignore")
+    parser.add_argument(
+        "--give-up-after",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="with --once or --until-idle: exit 1 once the sidecar has been unreachable this long "
+        "(default 60; following without them retries for ever)",
+    )
     parser.set_defaults(handler=_follow)
 
 
@@ -59,10 +67,14 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
         poll_interval_s=args.poll_interval,
         latency_from_rows=not args.no_latency,
         ignored_checks=args.ignored_checks.split(","),
+        give_up_s=args.give_up_after if (args.once or args.until_idle is not None) else None,
     )
     if args.once:
-        async with follower.client:
+        await follower.client.open()
+        try:
             await follower.end_run()
+        finally:
+            await follower.client.aclose(1.0)  # acknowledged or not, what is unsent is re-read next run
     else:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

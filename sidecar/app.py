@@ -35,7 +35,15 @@ from sidecar.openapi import openapi_document
 from sidecar.runs import RunState
 from sidecar.service import Service
 
-__all__ = ["RUN_ID_PATTERN", "ServerTiming", "create_app", "dumps_json", "json_depth", "too_deep"]
+__all__ = [
+    "RUN_ID_PATTERN",
+    "ServerTiming",
+    "create_app",
+    "dumps_json",
+    "json_depth",
+    "line_text",
+    "too_deep",
+]
 
 _log = structlog.get_logger("sidecar.app")
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
@@ -128,10 +136,34 @@ def _field_of(error: Any) -> str:
     return ".".join(["events", *parts])
 
 
+_LINE_PARAMS: dict[str, type] = {"line_number": int, "generation": int, "seconds": float, "latency_ms": float}
+
+
+def line_text(line: bytes) -> str:
+    """A raw line as the ``line`` string of an event: its UTF-8 text, or (not UTF-8) the text with
+    replacement characters behind a leading U+FFFD, so it stays unreadable as the batch check
+    reads it."""
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return "\ufffd" + line.decode("utf-8", "replace")
+
+
+def _validate(parsed: Any) -> list[Event]:
+    try:
+        return EventBatch.validate_python(parsed)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        raise _Rejected(
+            422, "validation", f"{first['msg']} ({exc.error_count()} error(s))", _field_of(first)
+        ) from exc
+
+
 class _Handlers:
     def __init__(self, service: Service) -> None:
         self.service = service
         self.settings = service.settings
+        self._held = 0
 
     def _reject(self, reason: str, exc: _Rejected) -> Response:
         self.service.metrics.on_error(reason)
@@ -158,9 +190,6 @@ class _Handlers:
 
     async def _body(self, request: Request) -> bytes:
         cap = self.settings.body_cap
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > cap:
-            raise _Rejected(413, "too_large", f"body of {declared} bytes exceeds the {cap}-byte cap", "body")
         chunks: list[bytes] = []
         size = 0
         async for chunk in request.stream():
@@ -216,53 +245,110 @@ class _Handlers:
 
     # -- routes ---------------------------------------------------------------------------
 
+    def _check_run_id(self, run_id: str) -> None:
+        if not RUN_ID_PATTERN.fullmatch(run_id):
+            raise _Rejected(
+                400,
+                "validation",
+                f"run id {run_id[:160]!r} must match {RUN_ID_PATTERN.pattern}",
+                "run_id",
+            )
+
+    @asynccontextmanager
+    async def _held_body(self, request: Request) -> AsyncIterator[bytes]:
+        """The request body, counted against ``max_body_bytes_in_flight`` until the block ends.
+
+        What a request declares is reserved before a byte is read (a body without a length
+        reserves the cap), so concurrent large bodies are refused with 503 instead of being
+        buffered side by side.
+        """
+        cap = self.settings.body_cap
+        declared = request.headers.get("content-length")
+        size = int(declared) if declared is not None and declared.isdigit() else cap
+        if size > cap:
+            raise _Rejected(413, "too_large", f"body of {declared} bytes exceeds the {cap}-byte cap", "body")
+        limit = self.settings.max_body_bytes_in_flight
+        if self._held + size > limit:
+            raise _Rejected(
+                503,
+                "busy",
+                f"{self._held} body bytes are being processed; this request's {size} would pass the "
+                f"service's --max-body-bytes-in-flight cap of {limit}; retry",
+                "body",
+                {"Retry-After": "1"},
+            )
+        self._held += size
+        try:
+            yield await self._body(request)
+        finally:
+            self._held -= size
+
+    def _parse_events(self, body: bytes) -> list[Event]:
+        if too_deep(body, self.settings.max_json_depth):
+            raise _Rejected(
+                400, "too_deep", f"JSON nesting exceeds {self.settings.max_json_depth} levels", "body"
+            )
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise _Rejected(400, "invalid_json", f"body is not valid JSON: {exc}", "body") from exc
+        if isinstance(parsed, dict) and set(parsed) == {"events"}:
+            parsed = parsed["events"]
+        return _validate(parsed)
+
+    async def _ingest(self, run_id: str, events: list[Event]) -> Response:
+        self._check_caps(run_id, events)
+        try:
+            outcomes = await self.service.ingestor.submit(run_id, events)
+        except UnknownRun as exc:
+            raise _Rejected(404, "unknown_run", str(exc), "run_id") from exc
+        except PlanError as exc:
+            raise _Rejected(422, "validation", str(exc), f"events.{exc.index}.{exc.field}") from exc
+        except JournalUnavailable as exc:
+            _log.error("journal unavailable", detail=str(exc))
+            raise _Rejected(
+                503, "journal_unavailable", f"events not stored: {exc}", None, {"Retry-After": "1"}
+            ) from exc
+        return _json({"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]})
+
     async def events(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         try:
             self._authorize(request)
-            if not RUN_ID_PATTERN.fullmatch(run_id):
-                raise _Rejected(
-                    400,
-                    "validation",
-                    f"run id {run_id[:160]!r} must match {RUN_ID_PATTERN.pattern}",
-                    "run_id",
-                )
-            body = await self._body(request)
-            if too_deep(body, self.settings.max_json_depth):
-                raise _Rejected(
-                    400, "too_deep", f"JSON nesting exceeds {self.settings.max_json_depth} levels", "body"
-                )
-            try:
-                parsed = orjson.loads(body)
-            except orjson.JSONDecodeError as exc:
-                raise _Rejected(400, "invalid_json", f"body is not valid JSON: {exc}", "body") from exc
-            if isinstance(parsed, dict) and set(parsed) == {"events"}:
-                parsed = parsed["events"]
-            try:
-                events = EventBatch.validate_python(parsed)
-            except ValidationError as exc:
-                first = exc.errors(include_url=False, include_input=False)[0]
-                raise _Rejected(
-                    422,
-                    "validation",
-                    f"{first['msg']} ({exc.error_count()} error(s))",
-                    _field_of(first),
-                ) from exc
-            self._check_caps(run_id, events)
-            try:
-                outcomes = await self.service.ingestor.submit(run_id, events)
-            except UnknownRun as exc:
-                raise _Rejected(404, "unknown_run", str(exc), "run_id") from exc
-            except PlanError as exc:
-                raise _Rejected(422, "validation", str(exc), f"events.{exc.index}.{exc.field}") from exc
-            except JournalUnavailable as exc:
-                _log.error("journal unavailable", detail=str(exc))
-                raise _Rejected(
-                    503, "journal_unavailable", f"events not stored: {exc}", None, {"Retry-After": "1"}
-                ) from exc
+            self._check_run_id(run_id)
+            async with self._held_body(request) as body:
+                return await self._ingest(run_id, self._parse_events(body))
         except _Rejected as exc:
             return self._reject(exc.error, exc)
-        return _json({"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]})
+
+    async def lines(self, request: Request) -> Response:
+        """One raw rollout line as the body (no JSON escaping): a ``completed`` event with ``line``.
+
+        Query: ``line_number`` (required), ``generation``, ``seconds``, ``latency_ms``; a
+        follower sends a line this way when escaping it into an event would pass the body cap.
+        """
+        run_id = request.path_params["run_id"]
+        try:
+            self._authorize(request)
+            self._check_run_id(run_id)
+            event: dict[str, Any] = {"kind": "completed"}
+            for name, kind in _LINE_PARAMS.items():
+                raw = request.query_params.get(name)
+                if raw is None:
+                    continue
+                try:
+                    event[name] = kind(raw)
+                except ValueError as exc:
+                    detail = f"{name} must be {'an integer' if kind is int else 'a number'}, got {raw[:40]!r}"
+                    raise _Rejected(400, "validation", detail, name) from exc
+            if "line_number" not in event:
+                raise _Rejected(400, "validation", "line_number is required", "line_number")
+            async with self._held_body(request) as body:
+                event["line"] = line_text(body.removesuffix(b"\n"))
+                del body
+                return await self._ingest(run_id, _validate([event]))
+        except _Rejected as exc:
+            return self._reject(exc.error, exc)
 
     async def drain_margin(self, request: Request) -> Response:
         try:
@@ -381,6 +467,7 @@ def create_app(service: Service) -> Starlette:
 
     routes = [
         Route("/v1/runs/{run_id}/events", handlers.events, methods=["POST"]),
+        Route("/v1/runs/{run_id}/lines", handlers.lines, methods=["POST"]),
         Route("/v1/runs", handlers.runs, methods=["GET"]),
         Route("/drain_margin", handlers.drain_margin, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),

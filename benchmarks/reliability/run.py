@@ -26,6 +26,7 @@ if __package__ in (None, ""):  # run as a file: benchmarks/reliability/run.py
 from benchmarks.reliability.corrupt import run_corrupt_trials, run_schema_cases
 from benchmarks.reliability.crash import run_crash_trials
 from benchmarks.reliability.diskfull import run_disk_full_trials
+from benchmarks.reliability.follow_refusals import run_follow_refusals
 from benchmarks.reliability.follower import run_follower_trials
 from benchmarks.reliability.fuzz import run_fuzz
 from benchmarks.reliability.inputs import run_inputs
@@ -183,6 +184,21 @@ def _inputs(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
     )
 
 
+def _follow_refusals(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    line, cap = (3 << 20, 4 << 20) if quick else (36 << 20, 64 << 20)
+    r = run_follow_refusals(tmp, launch=launch, line_bytes=line, body_cap=cap)
+    return (
+        f"a {line >> 20} MiB line (~{2 * line >> 20} MiB escaped) under a {cap >> 20} MiB body cap: "
+        f"{r.long_records}/4 records live == batch; a line over the cap: exit {r.over_cap_exit}, "
+        f"message names --body-cap: {'--body-cap' in r.over_cap_message}; wrong token: exit "
+        f"{r.wrong_token_exit}, nothing checkpointed, rerun {r.token_rerun_records}/6 records; unreachable "
+        f"sidecar: first stderr line after {r.unreachable_first_stderr_s or 0:.1f} s, exit "
+        f"{r.unreachable_exit} after {r.unreachable_exit_s or 0:.1f} s (--give-up-after 2); "
+        f"violations {len(r.violations)}",
+        r.violations,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "crash": _crash,
     "crash-pool": _crash_pool,
@@ -195,6 +211,7 @@ SCENARIOS: dict[str, Scenario] = {
     "follower": _follower,
     "poison": _poison,
     "inputs": _inputs,
+    "follow-refusals": _follow_refusals,
 }
 
 
