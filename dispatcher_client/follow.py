@@ -541,28 +541,77 @@ class FollowerThread:
     """A :class:`Follower` on its own thread and loop, beside a server (``serve --follow``).
 
     Until the server listens, its requests fail and are retried with backoff, so it can be
-    started before the server binds. :meth:`stop` leaves the run open (positions checkpointed).
+    started before the server binds. A transient error (an ``OSError`` such as a
+    ``PermissionError`` on a followed file) restarts the follower from its checkpoint after a
+    backoff, as a restarted process would; a :class:`FollowerError` (a refused line) stops it
+    until an operator acts. :meth:`status` says which, for ``/readyz`` and ``/metrics``.
+    :meth:`stop` leaves the run open (positions checkpointed).
     """
 
-    def __init__(self, run_dir: str | os.PathLike[str], sidecar_url: str, **options: Any) -> None:
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        sidecar_url: str,
+        *,
+        retry_max_s: float = 30.0,
+        **options: Any,
+    ) -> None:
+        self._run_dir, self._url, self._options = run_dir, sidecar_url, options
         self.follower = Follower(run_dir, sidecar_url=sidecar_url, **options)
+        self.retry_max_s = retry_max_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name="sidecar-follower", daemon=True)
         self.error: BaseException | None = None
+        self.state = "starting"
+        """``starting`` | ``following`` | ``retrying`` (transient error) | ``stopped`` (needs an operator)."""
+        self.last_error: str | None = None
+        self.retries = 0
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "last_error": self.last_error,
+            "retries": self.retries,
+            "lines_sent": self.follower.lines_sent,
+        }
+
+    async def _follow(self, stop: asyncio.Event) -> None:
+        delay = 0.5
+        while not stop.is_set():
+            self.state = "following"
+            try:
+                await self.follower.run(stop)
+                return
+            except FollowerError as exc:
+                self.state, self.last_error = "stopped", str(exc)
+                _log.error("follower stopped: %s", exc)
+                return
+            except OSError as exc:
+                self.state, self.last_error = "retrying", f"{type(exc).__name__}: {exc}"
+                self.retries += 1
+                _log.warning("follower error, restarting from its checkpoint in %.1f s: %s", delay, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            delay = min(self.retry_max_s, delay * 2)
+            try:
+                self.follower = Follower(self._run_dir, sidecar_url=self._url, **self._options)
+            except (OSError, ValueError) as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
 
     def _main(self) -> None:
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
             self._ready.set()
-            await self.follower.run(self._stop)
+            await self._follow(self._stop)
 
         try:
             asyncio.run(main())
         except BaseException as exc:  # reported by stop()
             self.error = exc
+            self.state, self.last_error = "stopped", f"{type(exc).__name__}: {exc}"
             _log.exception("follower thread failed")
         finally:
             self._ready.set()

@@ -236,6 +236,7 @@ class _Handlers:
             )
 
     def _run(self, run_id: str | None) -> RunState:
+        self._require_ready()
         if not run_id:
             raise _Rejected(400, "validation", "run_id is required", "run_id")
         run = self.service.ingestor.runs.get(run_id)
@@ -244,6 +245,18 @@ class _Handlers:
         return run
 
     # -- routes ---------------------------------------------------------------------------
+
+    def _require_ready(self) -> None:
+        """Run-scoped requests wait for the journal replay (run state is being rebuilt)."""
+        if not self.service.ready:
+            done, total = self.service.replay_progress.values()
+            raise _Rejected(
+                503,
+                "starting",
+                f"replaying the journal ({done} of {total} events); retry",
+                None,
+                {"Retry-After": "1"},
+            )
 
     def _check_run_id(self, run_id: str) -> None:
         if not RUN_ID_PATTERN.fullmatch(run_id):
@@ -316,6 +329,7 @@ class _Handlers:
         try:
             self._authorize(request)
             self._check_run_id(run_id)
+            self._require_ready()
             async with self._held_body(request) as body:
                 return await self._ingest(run_id, self._parse_events(body))
         except _Rejected as exc:
@@ -331,6 +345,7 @@ class _Handlers:
         try:
             self._authorize(request)
             self._check_run_id(run_id)
+            self._require_ready()
             event: dict[str, Any] = {"kind": "completed"}
             for name, kind in _LINE_PARAMS.items():
                 raw = request.query_params.get(name)
@@ -401,6 +416,10 @@ class _Handlers:
         return StreamingResponse(stream(), media_type="application/x-ndjson")
 
     async def runs(self, request: Request) -> Response:
+        try:
+            self._require_ready()
+        except _Rejected as exc:
+            return _error_response(exc)
         runs = self.service.ingestor.runs
         return _json(
             {
@@ -418,15 +437,24 @@ class _Handlers:
         return _json({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        if not self.service.ready:
-            return _json({"status": "starting"}, 503)
-        if not self.service.ingestor.journal_ok:
-            return _json({"status": "journal_unavailable", "detail": "the last journal append failed"}, 503)
+        service = self.service
+        follower = service.follower.status() if service.follower is not None else None
+        extra = {"follower": follower} if follower is not None else {}
+        if not service.ready:
+            status = "replay_failed" if service.replay_error is not None else "replaying"
+            return _json({"status": status, **service.replay_progress, **extra}, 503)
+        if not service.ingestor.journal_ok:
+            return _json(
+                {"status": "journal_unavailable", "detail": "the last journal append failed", **extra}, 503
+            )
+        if follower is not None and follower.get("state") == "stopped":
+            return _json({"status": "follower_stopped", **extra}, 503)
         return _json(
             {
                 "status": "ready",
-                "runs": len(self.service.ingestor.runs),
-                "replayed": self.service.ingestor.replayed,
+                "runs": len(service.ingestor.runs),
+                "replayed": service.ingestor.replayed,
+                **extra,
             }
         )
 

@@ -10,9 +10,9 @@ prometheus-client metrics in a per-service registry, never the global one.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import metadata
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
 from prometheus_client.core import (
@@ -32,7 +32,7 @@ from sidecar.runs import TOKEN_KINDS, RunState
 if TYPE_CHECKING:
     from sidecar.ingest import Ingestor
 
-__all__ = ["ERROR_REASONS", "ServiceMetrics", "render"]
+__all__ = ["ERROR_REASONS", "FOLLOWER_STATES", "ServiceMetrics", "render"]
 
 ERROR_REASONS = (
     "validation",
@@ -44,6 +44,7 @@ ERROR_REASONS = (
     "journal_unavailable",
     "too_many_runs",
     "busy",
+    "starting",
     "bad_request",
 )
 _P = "rollout_sidecar_"
@@ -185,13 +186,39 @@ def _counter_value(total: int) -> float:
         return sys.float_info.max
 
 
-class _RunCollector(Collector):
-    """Yields every run-scoped family from the ingestor's current run states."""
+#: States of ``serve --follow``'s follower, one series each (1 for the current state).
+FOLLOWER_STATES = ("starting", "following", "retrying", "stopped")
 
-    def __init__(self, ingestor: Ingestor) -> None:
+
+class _RunCollector(Collector):
+    """Yields every run-scoped family from the ingestor's current run states (none while the
+    journal replays: the states are being rebuilt on another thread)."""
+
+    def __init__(
+        self,
+        ingestor: Ingestor,
+        ready: Callable[[], bool],
+        follower: Callable[[], dict[str, Any] | None],
+    ) -> None:
         self._ingestor = ingestor
+        self._ready = ready
+        self._follower = follower
 
     def collect(self) -> Iterator[Metric]:
+        status = self._follower()
+        if status is not None:
+            state = GaugeMetricFamily(
+                _P + "follower_state", "serve --follow: 1 for the follower's current state.", labels=["state"]
+            )
+            for name in FOLLOWER_STATES:
+                state.add_metric([name], 1.0 if status.get("state") == name else 0.0)
+            yield state
+            yield CounterMetricFamily(
+                _P + "follower_retries", "Follower restarts after a transient error.", value=status["retries"]
+            )
+        if not self._ready():
+            yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=0)
+            return
         runs = list(self._ingestor.runs.values())
         families = _Families()
         for run in runs:
@@ -240,8 +267,14 @@ class ServiceMetrics:
         if ingestor is not None:
             self.attach(ingestor)
 
-    def attach(self, ingestor: Ingestor) -> None:
-        self.registry.register(_RunCollector(ingestor))
+    def attach(
+        self,
+        ingestor: Ingestor,
+        *,
+        ready: Callable[[], bool] = lambda: True,
+        follower: Callable[[], dict[str, Any] | None] = lambda: None,
+    ) -> None:
+        self.registry.register(_RunCollector(ingestor, ready, follower))
 
     def on_event(self, kind: str, result: str) -> None:
         self.ingest_events.labels(kind, result).inc()

@@ -1,13 +1,18 @@
 """The service's parts wired together: journal, ingestor and metrics, with one start/stop.
 
 Kept apart from the HTTP layer so the server runner can open (and refuse) the journal
-before it binds a port, and tests can drive the same object the app serves.
+right after it binds its port, then serve while the journal replays on a worker thread:
+until the replay is done ``ready`` is False, ``replay_progress`` says how far it got, and the
+app answers run-scoped requests 503 (``/healthz`` and ``/readyz`` answer throughout).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+from collections.abc import Iterator
+from typing import Any
 
 import structlog
 
@@ -29,16 +34,29 @@ class Service:
         self, settings: ServiceSettings, *, journal: JournalLike | None = None, engines: Engines | None = None
     ) -> None:
         self.settings = settings
+        self.started = False
+        self.ready = False
         self.metrics = ServiceMetrics()
         if journal is None:
-            from sidecar.journal import Journal
+            from sidecar.journal import Journal, JournalError
 
-            settings.journal_path.parent.mkdir(parents=True, exist_ok=True)
+            parent = settings.journal_path.parent
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise JournalError(
+                    f"cannot create the journal's directory {str(parent)!r}: {exc.strerror or exc}; "
+                    "give --journal a path in a writable directory",
+                    path=settings.journal_path,
+                ) from None
             journal = Journal(settings.journal_path, on_commit=self.metrics.on_commit)
         self.journal = journal
+        self._counted = _ReplayCounter(journal)
+        #: ``serve --follow``'s follower (anything with ``status() -> dict``), shown in ``/readyz``.
+        self.follower: Any = None
         self.preparer = Preparer(settings.workers) if settings.workers and engines is None else None
         self.ingestor = Ingestor(
-            journal,
+            self._counted,
             engines or default_engines(),
             on_event=self.metrics.on_event,
             health_interval_s=settings.health_metrics_interval_s,
@@ -50,25 +68,59 @@ class Service:
                 max_tasks=settings.max_plan_tasks,
             ),
         )
-        self.metrics.attach(self.ingestor)
+        self.metrics.attach(
+            self.ingestor,
+            ready=lambda: self.ready,
+            follower=lambda: self.follower.status() if self.follower is not None else None,
+        )
         self.started = False
         self.ready = False
         self._retention: asyncio.Task[None] | None = None
+        self._replay: asyncio.Task[None] | None = None
+        self.replay_error: BaseException | None = None
+
+    @property
+    def replay_progress(self) -> dict[str, int]:
+        """Events replayed so far and the journal's last sequence number (what a replay reaches)."""
+        stats = getattr(self.journal, "stats", None)
+        return {"replayed": self._counted.replayed, "journal_events": getattr(stats, "events", 0)}
 
     async def _retain(self, retain_s: float) -> None:
         while True:
             self.ingestor.drop_ended(retain_s)
             await asyncio.sleep(min(60.0, max(retain_s / 4, 1.0)))
 
-    async def start(self) -> None:
-        """Open the journal (raises ``JournalError`` subclasses), replay it, start ingesting."""
+    async def open(self) -> None:
+        """Open the journal (raises ``JournalError`` subclasses); nothing is replayed yet."""
         if self.started:
             return
         open_ = getattr(self.journal, "open", None)
         if open_ is not None:
             await open_()
         self.started = True
-        self.ingestor.replay()
+
+    def begin(self) -> None:
+        """Replay on a worker thread, then start ingesting; returns at once (see ``ready``)."""
+        if self._replay is None:
+            self._replay = asyncio.get_running_loop().create_task(self._replay_then_start(), name="replay")
+
+    async def start(self) -> None:
+        """Open the journal, replay it and start ingesting; returns once ready (or at once when
+        :meth:`begin` already runs the replay in the background)."""
+        if self._replay is not None:
+            return
+        await self.open()
+        self.begin()
+        assert self._replay is not None
+        await self._replay
+
+    async def _replay_then_start(self) -> None:
+        try:
+            await asyncio.to_thread(self.ingestor.replay)
+        except Exception as exc:
+            self.replay_error = exc
+            _log.exception("journal replay failed")
+            raise
         self.ingestor.start()
         if self.settings.retain_ended_s is not None:
             self._retention = asyncio.get_running_loop().create_task(
@@ -87,6 +139,11 @@ class Service:
         if not self.started:
             return
         self.ready = False
+        if self._replay is not None and not self._replay.done():
+            self._replay.cancel()  # the worker thread finishes its replay; its state is dropped
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._replay
+        self._replay = None
         if self._retention is not None:
             self._retention.cancel()
             self._retention = None
@@ -98,3 +155,22 @@ class Service:
             await close()
         self.started = False
         _log.info("service stopped")
+
+
+class _ReplayCounter:
+    """The journal as the ingestor sees it, counting the events its replay yields (progress)."""
+
+    def __init__(self, journal: JournalLike) -> None:
+        self._journal = journal
+        self.replayed = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._journal, name)
+
+    async def append(self, events: Any) -> Any:
+        return await self._journal.append(events)
+
+    def replay(self, *, after_seq: int = 0) -> Iterator[Any]:
+        for record in self._journal.replay(after_seq=after_seq):
+            self.replayed += 1
+            yield record

@@ -202,7 +202,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
         follower = _start_follower(args, settings)
         try:
-            run_service(settings)
+            run_service(settings, follower=follower)
         finally:
             if follower is not None:
                 follower.stop()

@@ -33,6 +33,7 @@ from benchmarks.reliability.inputs import run_inputs
 from benchmarks.reliability.load import percentile, run_load
 from benchmarks.reliability.outage import run_outage
 from benchmarks.reliability.poison import OUT_OF_RANGE, run_poison
+from benchmarks.reliability.restart import run_restart
 from benchmarks.reliability.security import run_security_checks
 from benchmarks.reliability.sidecar_process import Launch
 from sidecar.logging import configure_logging
@@ -199,6 +200,17 @@ def _follow_refusals(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[
     )
 
 
+def _restart(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    r = run_restart(tmp, launch=launch, num_tasks=3000 if quick else 100_000)
+    return (
+        f"journal of {r.events} events: /healthz answered after {r.healthz_s or 0:.2f} s, ready after "
+        f"{r.ready_s or 0:.2f} s; {r.progress_polls} /readyz 503 answers with progress, "
+        f"{r.drain_margin_answers} /drain_margin answers, none refused; busy port and journal under /proc: "
+        f"exit 2 with one stderr line each; violations {len(r.violations)}",
+        r.violations,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "crash": _crash,
     "crash-pool": _crash_pool,
@@ -212,6 +224,7 @@ SCENARIOS: dict[str, Scenario] = {
     "poison": _poison,
     "inputs": _inputs,
     "follow-refusals": _follow_refusals,
+    "restart": _restart,
 }
 
 
