@@ -22,7 +22,7 @@ import structlog
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -192,11 +192,15 @@ class _Handlers:
         cap = self.settings.body_cap
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > cap:
-                raise _Rejected(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
-            chunks.append(chunk)
+        stream = request.stream()
+        try:
+            async for chunk in stream:
+                size += len(chunk)
+                if size > cap:
+                    raise _Rejected(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
+                chunks.append(chunk)
+        except ClientDisconnect:
+            raise _Rejected(400, "bad_request", "the client closed the connection mid-body", "body") from None
         return b"".join(chunks)
 
     def _check_caps(self, run_id: str, events: list[Event]) -> None:

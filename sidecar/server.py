@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 import uvicorn
 
+from sidecar._guarded_http import ConnectionGuard, guarded_protocol
 from sidecar._server_thread import ServerThread, loop_factory
 from sidecar.app import create_app
 from sidecar.engines import Engines
@@ -51,8 +52,14 @@ def run_service(settings: ServiceSettings, *, follower: Any = None) -> None:
 
 
 def _config(service: Service) -> uvicorn.Config:
+    settings = service.settings
+    guard = ConnectionGuard(
+        settings.header_timeout_s, settings.body_timeout_s, settings.max_connections_per_peer
+    )
+    service.connection_guard = guard
     return uvicorn.Config(
         create_app(service),
+        http=guarded_protocol(guard),
         host=service.settings.host,
         port=service.settings.port,
         log_config=None,

@@ -54,6 +54,8 @@ class Service:
         self._counted = _ReplayCounter(journal)
         #: ``serve --follow``'s follower (anything with ``status() -> dict``), shown in ``/readyz``.
         self.follower: Any = None
+        #: The server's slow-client guard (``sidecar._guarded_http.ConnectionGuard``), once serving.
+        self.connection_guard: Any = None
         self.preparer = Preparer(settings.workers) if settings.workers and engines is None else None
         self.ingestor = Ingestor(
             self._counted,

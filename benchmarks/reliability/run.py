@@ -36,6 +36,7 @@ from benchmarks.reliability.poison import OUT_OF_RANGE, run_poison
 from benchmarks.reliability.restart import run_restart
 from benchmarks.reliability.security import run_security_checks
 from benchmarks.reliability.sidecar_process import Launch
+from benchmarks.reliability.slow_clients import run_slow_clients
 from sidecar.logging import configure_logging
 
 __all__ = ["main"]
@@ -211,6 +212,28 @@ def _restart(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
     )
 
 
+def _slow_clients(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    if quick:
+        r = run_slow_clients(tmp, launch=launch, attackers=300, stallers=50, max_per_peer=128)
+    else:  # the service's defaults: 10 s header and body timeouts, 256 connections per peer
+        r = run_slow_clients(
+            tmp,
+            launch=launch,
+            attackers=800,
+            stallers=100,
+            header_timeout_s=10,
+            body_timeout_s=10,
+            max_per_peer=256,
+        )
+    return (
+        f"{r.attackers} half-header + {r.stallers} stalled-body sockets from 127.0.0.1: "
+        f"{r.closed_by_service} closed by the service, the slowest after {r.slowest_close_s:.1f} s; "
+        f"/drain_margin on fresh connections meanwhile {r.polls_ok}/{r.polls} answered 200, "
+        f"p99 {r.p99_ms:.1f} ms; violations {len(r.violations)}",
+        r.violations,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "crash": _crash,
     "crash-pool": _crash_pool,
@@ -225,6 +248,7 @@ SCENARIOS: dict[str, Scenario] = {
     "inputs": _inputs,
     "follow-refusals": _follow_refusals,
     "restart": _restart,
+    "slow-clients": _slow_clients,
 }
 
 
