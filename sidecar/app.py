@@ -389,7 +389,12 @@ class _Handlers:
         return _json(run.drain_margin(configured))
 
     async def metrics(self, request: Request) -> Response:
-        body, content_type = render(self.service.metrics.registry, request.headers.get("accept"))
+        accept = request.headers.get("accept") or ""
+        registry = self.service.metrics.registry
+        openmetrics = "application/openmetrics-text" in accept
+        body, content_type = await self.service.reads.build(
+            ("metrics", openmetrics), lambda: render(registry, accept)
+        )
         return Response(body, media_type=content_type)
 
     async def report(self, request: Request) -> Response:
@@ -397,21 +402,27 @@ class _Handlers:
             run = self._run(request.query_params.get("run_id"))
         except _Rejected as exc:
             return self._reject(exc.error, exc)
-        return _json(run.report())
+        key = ("report", run.run_id, id(run))
+        body = await self.service.reads.build(key, lambda: dumps_json(run.report()))
+        return Response(body, media_type=_JSON)
 
     async def quality_summary(self, request: Request) -> Response:
         try:
             run = self._run(request.query_params.get("run_id"))
         except _Rejected as exc:
             return self._reject(exc.error, exc)
-        return Response(run.reducer.summary_bytes(), media_type=_JSON)
+        summary = await self.service.reads.build(("summary", run.run_id, id(run)), run.reducer.summary_bytes)
+        return Response(summary, media_type=_JSON)
 
     async def verdicts(self, request: Request) -> Response:
         try:
             run = self._run(request.query_params.get("run_id"))
         except _Rejected as exc:
             return self._reject(exc.error, exc)
-        lines = list(run.reducer.iter_verdict_lines())  # snapshot: later events must not tear the stream
+        # a snapshot (later events must not tear the stream), taken off the loop
+        lines = await self.service.reads.build(
+            ("verdicts", run.run_id, id(run)), lambda: list(run.reducer.iter_verdict_lines())
+        )
 
         async def stream() -> AsyncIterator[bytes]:
             for start in range(0, len(lines), 512):

@@ -245,6 +245,9 @@ class Ingestor:
         self.replayed = 0
         #: False while the journal's last append failed (the service answers 503 to ingest).
         self.journal_ok = True
+        #: Held while committed events are applied; a reader on another thread holds it to see
+        #: the run states still (``sidecar._offloop``).
+        self.apply_lock = asyncio.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -381,7 +384,8 @@ class Ingestor:
                 if queued:
                     inflight = self._begin(queued)
                 try:
-                    self._apply_batch(batch, committed)
+                    async with self.apply_lock:  # a report or scrape being built off the loop reads state
+                        self._apply_batch(batch, committed)
                 except Exception as exc:  # committed events are replayed on restart; answer, keep going
                     _log.exception("answering a committed batch failed")
                     _fail(batch, exc)

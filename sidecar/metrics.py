@@ -10,6 +10,7 @@ prometheus-client metrics in a per-service registry, never the global one.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
@@ -199,8 +200,10 @@ class _RunCollector(Collector):
         ingestor: Ingestor,
         ready: Callable[[], bool],
         follower: Callable[[], dict[str, Any] | None],
+        retain_ended_s: float | None,
     ) -> None:
         self._ingestor = ingestor
+        self._retain_ended_s = retain_ended_s
         self._ready = ready
         self._follower = follower
 
@@ -220,6 +223,9 @@ class _RunCollector(Collector):
             yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=0)
             return
         runs = list(self._ingestor.runs.values())
+        if self._retain_ended_s is not None:
+            cutoff = time.time() - self._retain_ended_s
+            runs = [run for run in runs if run.ended_at is None or run.ended_at > cutoff]
         families = _Families()
         for run in runs:
             families.add_run(run)
@@ -273,8 +279,11 @@ class ServiceMetrics:
         *,
         ready: Callable[[], bool] = lambda: True,
         follower: Callable[[], dict[str, Any] | None] = lambda: None,
+        retain_ended_s: float | None = None,
     ) -> None:
-        self.registry.register(_RunCollector(ingestor, ready, follower))
+        """Run-scoped families of ``ingestor``'s runs; a run that ended ``retain_ended_s`` ago
+        leaves them (its report stays), so a scrape costs the live runs, not the history."""
+        self.registry.register(_RunCollector(ingestor, ready, follower, retain_ended_s))
 
     def on_event(self, kind: str, result: str) -> None:
         self.ingest_events.labels(kind, result).inc()
@@ -284,8 +293,6 @@ class ServiceMetrics:
 
     def on_commit(self, seconds: float, events: int) -> None:
         """Journal callback (may run on the journal's writer thread; client metrics are thread-safe)."""
-        import time
-
         self.commit_duration.observe(seconds)
         self.commit_batch.observe(events)
         self.last_commit.set(time.time())

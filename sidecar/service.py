@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from sidecar._offloop import OffLoopReads
 from sidecar.engines import Engines, default_engines
 from sidecar.ingest import Ingestor, JournalLike, plan_from_materialized
 from sidecar.metrics import ServiceMetrics
@@ -60,7 +61,7 @@ class Service:
         self.ingestor = Ingestor(
             self._counted,
             engines or default_engines(),
-            on_event=self.metrics.on_event,
+            on_event=self._on_event,
             health_interval_s=settings.health_metrics_interval_s,
             preparer=self.preparer,
             read_plan=functools.partial(
@@ -70,16 +71,22 @@ class Service:
                 max_tasks=settings.max_plan_tasks,
             ),
         )
+        self.reads = OffLoopReads(self.ingestor.apply_lock)
         self.metrics.attach(
             self.ingestor,
             ready=lambda: self.ready,
             follower=lambda: self.follower.status() if self.follower is not None else None,
+            retain_ended_s=settings.metrics_retain_ended_s,
         )
         self.started = False
         self.ready = False
         self._retention: asyncio.Task[None] | None = None
         self._replay: asyncio.Task[None] | None = None
         self.replay_error: BaseException | None = None
+
+    def _on_event(self, kind: str, result: str) -> None:
+        self.metrics.on_event(kind, result)
+        self.reads.note_event()
 
     @property
     def replay_progress(self) -> dict[str, int]:

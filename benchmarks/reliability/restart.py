@@ -44,7 +44,11 @@ class RestartResult:
 def write_journal(path: Path, run_id: str, num_tasks: int) -> int:
     """A journal holding every event of a generated run (as the service would have stored it)."""
     run = generate_run(run_id, path.parent / "run", num_tasks=num_tasks, payload_bytes_per_call=64)
-    events = EventBatch.validate_python(run.events)
+    events = [
+        event
+        for start in range(0, len(run.events), 5000)
+        for event in EventBatch.validate_python(run.events[start : start + 5000])
+    ]
 
     async def write() -> None:
         journal = Journal(path)
