@@ -134,16 +134,24 @@ def _confined(path: str, root: Path | None) -> str | None:
 
 
 def _lines(handle: Any, max_line: int) -> Any:
-    """The file's lines, each read whole only up to ``max_line`` bytes (a longer one raises
-    ``ValueError`` having held at most that much)."""
-    while True:
-        line = handle.readline(max_line + 2)
-        if not line:
-            return
-        body = line.rstrip(b"\n")
-        if len(body) > max_line:
+    """The file's lines (newline dropped), read in chunks into one reused buffer; a line longer
+    than ``max_line`` raises ``ValueError`` having held at most that much. Each yielded buffer is
+    only valid until the next line is asked for."""
+    line = bytearray()
+    while chunk := handle.read(_READ_CHUNK):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            line += memoryview(chunk)[start:end]
+            if len(line) > max_line:
+                raise ValueError(f"a line over the {max_line}-byte cap")
+            yield line
+            line.clear()
+            start = end + 1
+        line += memoryview(chunk)[start:]
+        if len(line) > max_line:
             raise ValueError(f"a line over the {max_line}-byte cap")
-        yield body
+    if line:
+        yield line
 
 
 def plan_from_materialized(
@@ -181,10 +189,10 @@ def _read_plan(
         os.close(fd)
         why = "not a regular file" if not stat.S_ISREG(info.st_mode) else f"over the {max_bytes}-byte limit"
         raise _refuse(path, why)
-    with os.fdopen(fd, "rb", buffering=_READ_CHUNK) as handle:
+    with os.fdopen(fd, "rb", buffering=0) as handle:
         try:
             for number, line in enumerate(_lines(handle, max_line_bytes), start=1):
-                if not line.strip():
+                if not line or line.isspace():
                     continue
                 try:
                     row = orjson.loads(line)
