@@ -28,7 +28,8 @@ def test_a_permission_error_restarts_the_follower_and_shows_in_readyz(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run_dir = tmp_path / "followed"
-    lines = generate_run(num_tasks=4, repeats=2, failure_rate=0.0, drained_fraction=0.0).write_rollouts(run_dir)
+    run = generate_run(num_tasks=4, repeats=2, failure_rate=0.0, drained_fraction=0.0)
+    lines = run.write_rollouts(run_dir)
     expected = len(lines.read_bytes().splitlines())
     real = follow_module.read_new_lines
     failures = [PermissionError(13, "Permission denied", str(lines))] * 2
