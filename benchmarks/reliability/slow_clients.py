@@ -102,11 +102,13 @@ def run_slow_clients(
         result.attackers, result.stallers = attackers, stallers
         deadline = began + max(header_timeout_s, body_timeout_s) + 1.0
         open_sockets = dict(sockets)
+        # one client, but ``Connection: close``: every poll opens a fresh connection the guard must admit
+        poller = httpx.Client(base_url=url, timeout=5, headers={"Connection": "close"})
         while time.monotonic() < deadline + 1.0:
             started = time.perf_counter()
             result.polls += 1
             try:
-                response = httpx.get(f"{url}/drain_margin", params={"run_id": "slow"}, timeout=5)
+                response = poller.get("/drain_margin", params={"run_id": "slow"})
                 if response.status_code == 200:
                     result.polls_ok += 1
                     result.poll_ms.append((time.perf_counter() - started) * 1000)
@@ -120,6 +122,7 @@ def run_slow_clients(
                     result.slowest_close_s, time.monotonic() - open_sockets.pop(sock)
                 )
             time.sleep(0.02)
+        poller.close()
         if open_sockets:
             result.violations.append(
                 f"{len(open_sockets)} slow sockets open {deadline + 1.0 - began:.1f} s after they started"
