@@ -87,6 +87,32 @@ def openapi_document() -> dict[str, Any]:
                     "security": [{"bearer": []}],
                 }
             },
+            "/v1/runs/{run_id}/lines": {
+                "post": {
+                    "summary": "One raw rollout line as the body (a completed event without JSON escaping).",
+                    "parameters": [
+                        {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                        *(
+                            {"name": name, "in": "query", "required": name == "line_number", "schema": {"type": kind}}
+                            for name, kind in (
+                                ("line_number", "integer"),
+                                ("generation", "integer"),
+                                ("seconds", "number"),
+                                ("latency_ms", "number"),
+                            )
+                        ),
+                    ],
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+                    },
+                    "responses": {
+                        "200": _json(any_object, "the event's result, as for /events"),
+                        **_errors(400, 401, 404, 413, 422, 503),
+                    },
+                    "security": [{"bearer": []}],
+                }
+            },
             "/v1/runs": _get("Runs held.", _json(any_object, "runs")),
             "/drain_margin": _get(
                 "Drain margin of a run.",
