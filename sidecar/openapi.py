@@ -93,12 +93,12 @@ def openapi_document() -> dict[str, Any]:
                     "parameters": [
                         {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}},
                         *(
-                            {"name": name, "in": "query", "required": name == "line_number", "schema": {"type": kind}}
-                            for name, kind in (
-                                ("line_number", "integer"),
-                                ("generation", "integer"),
-                                ("seconds", "number"),
-                                ("latency_ms", "number"),
+                            {"name": name, "in": "query", "required": required, "schema": {"type": kind}}
+                            for name, kind, required in (
+                                ("line_number", "integer", True),
+                                ("generation", "integer", False),
+                                ("seconds", "number", False),
+                                ("latency_ms", "number", False),
                             )
                         ),
                     ],
