@@ -7,7 +7,8 @@ run states still; the loop keeps answering meanwhile. The interpreter's thread s
 is lowered to 0.2 ms so the loop thread regains the GIL quickly from a CPU-bound build. A result
 is reused for ``max_age_s`` while no event was applied, so back-to-back polls of a quiet run
 cost one build per interval, not one per request; on a busy run a build of one kind starts at
-most ``duty`` of the time (a request waits for the next build rather than get a stale result),
+most ``duty`` of the time (a request waits, at most 5 s, for the next build rather than get a
+stale result),
 so back-to-back pollers cannot keep a core and the GIL busy.
 """
 
@@ -24,6 +25,7 @@ __all__ = ["OffLoopReads"]
 T = TypeVar("T")
 _SWITCH_INTERVAL_S = 0.0002
 _MAX_CACHED = 64
+_MAX_WAIT_S = 5.0  # a request never waits longer than this for its turn (a scrape has a timeout)
 
 
 class OffLoopReads:
@@ -55,7 +57,7 @@ class OffLoopReads:
         cached = self._fresh(key)
         if cached is not None:
             return cached  # type: ignore[no-any-return]
-        wait = self._next_build.get(key, 0.0) - time.monotonic()
+        wait = min(_MAX_WAIT_S, self._next_build.get(key, 0.0) - time.monotonic())
         if wait > 0:
             await asyncio.sleep(wait)
         async with self._apply_lock:
