@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -56,6 +57,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 async def _main(args: argparse.Namespace, token: str | None) -> int:
     from dispatcher_client.follow import Follower
+
+    # The follower reports refusals and outages itself, in one line; the client's own warnings
+    # about the same events would only repeat them.
+    logging.getLogger("dispatcher_client").setLevel(logging.ERROR)
+    logging.getLogger("dispatcher_client.follow").setLevel(logging.WARNING)
 
     follower = Follower(
         args.run_dir,

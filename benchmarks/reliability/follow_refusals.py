@@ -163,7 +163,8 @@ def run_follow_refusals(
         code, stderr, _, _ = _follow(token_dir, url, token="wrong-token")
         result.wrong_token_exit = code
         result.wrong_token_message = stderr.strip().splitlines()[-1] if stderr else ""
-        if code == 0 or "401" not in result.wrong_token_message or "token" not in result.wrong_token_message:
+        one_line = len(stderr.strip().splitlines()) == 1
+        if code == 0 or not one_line or "401" not in result.wrong_token_message or "token" not in stderr:
             result.violations.append(f"wrong token: exit {code}, message {stderr[-300:]!r}")
         if _checkpoint_line(token_dir) != 0:
             result.violations.append(f"wrong token: checkpoint moved to line {_checkpoint_line(token_dir)}")
