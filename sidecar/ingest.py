@@ -143,12 +143,14 @@ def _lines(handle: Any, max_line: int) -> Any:
         while (end := chunk.find(b"\n", start)) >= 0:
             line += memoryview(chunk)[start:end]
             if len(line) > max_line:
+                line.clear()  # now: the exception's frames keep this buffer until a GC pass
                 raise ValueError(f"a line over the {max_line}-byte cap")
             yield line
             line.clear()
             start = end + 1
         line += memoryview(chunk)[start:]
         if len(line) > max_line:
+            line.clear()
             raise ValueError(f"a line over the {max_line}-byte cap")
     if line:
         yield line
