@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +19,8 @@ import structlog
 
 from sidecar._offloop import OffLoopReads
 from sidecar.engines import Engines, default_engines
-from sidecar.ingest import Ingestor, JournalLike, plan_from_materialized
+from sidecar.ingest import Ingestor, JournalLike
+from sidecar.materialized_inputs import plan_from_materialized
 from sidecar.metrics import ServiceMetrics
 from sidecar.prepare import Preparer
 from sidecar.settings import ServiceSettings
@@ -130,6 +132,10 @@ class Service:
             self.replay_error = exc
             _log.exception("journal replay failed")
             raise
+        # The replayed state lives as long as the service: out of the cyclic collector's way, so
+        # a full collection (triggered by a report build's allocations) does not walk all of it
+        # while holding the GIL. (Acyclic garbage among it is still freed by reference counting.)
+        gc.freeze()
         self.ingestor.start()
         if self.settings.retain_ended_s is not None:
             self._retention = asyncio.get_running_loop().create_task(
