@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -54,6 +55,7 @@ class TestCaps:
                 held.sendall(b"POST /v1/runs/a/events HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\n[")
                 busy = None
                 for _ in range(100):  # until the held request has reserved its bytes
+                    time.sleep(0.05)
                     busy = client.post("/v1/runs/a/events", content=b" " * 3000 + b'[{"kind":"run_ended"}]')
                     if busy.status_code == 503:
                         break
@@ -66,6 +68,7 @@ class TestCaps:
             for _ in range(100):  # the held request is released once its connection closes
                 if small.status_code == 200:
                     break
+                time.sleep(0.05)
                 small = client.post("/v1/runs/a/events", json=[{"kind": "run_ended"}])
             assert small.status_code == 200
 
