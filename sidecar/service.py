@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import gc
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import structlog
 
 from sidecar._offloop import OffLoopReads
 from sidecar.engines import Engines, default_engines
+from sidecar.events import MAX_LATENCY_MS, MAX_SECONDS, MAX_TIMESTAMP
 from sidecar.ingest import Ingestor, JournalLike
 from sidecar.materialized_inputs import plan_from_materialized
 from sidecar.metrics import ServiceMetrics
@@ -172,12 +175,33 @@ class Service:
         _log.info("service stopped")
 
 
+#: Numbers an event may carry and their ranges (``sidecar.events``); journals written before the
+#: ranges existed may hold values outside them.
+_RANGED = {
+    "seconds": (0.0, MAX_SECONDS),
+    "latency_ms": (0.0, MAX_LATENCY_MS),
+    "dispatch_budget_s": (0.0, MAX_SECONDS),
+    "drain_margin_s": (0.0, MAX_SECONDS),
+    "task_timeout_s": (1e-300, MAX_SECONDS),
+    "started_at": (0.0, MAX_TIMESTAMP),
+    "ended_at": (0.0, MAX_TIMESTAMP),
+}
+_RANGED_KEYS = tuple(f'"{name}":'.encode() for name in _RANGED)
+
+
+def _in_range(value: Any, low: float, high: float) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high
+
+
 class _ReplayCounter:
-    """The journal as the ingestor sees it, counting the events its replay yields (progress)."""
+    """The journal as the ingestor sees it: counts the events its replay yields (progress), and
+    drops from old events a number the API now refuses (an out-of-range duration would refuse
+    the whole replay), with a warning naming the event."""
 
     def __init__(self, journal: JournalLike) -> None:
         self._journal = journal
         self.replayed = 0
+        self.repaired = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._journal, name)
@@ -188,4 +212,28 @@ class _ReplayCounter:
     def replay(self, *, after_seq: int = 0) -> Iterator[Any]:
         for record in self._journal.replay(after_seq=after_seq):
             self.replayed += 1
-            yield record
+            yield self._repaired(record)
+
+    def _repaired(self, record: Any) -> Any:
+        payload = record.payload
+        # The event's own fields precede its row (a JSON object whose keys could match); inside
+        # JSON strings every quote is escaped, so a key pattern matches only a real key.
+        row_at = payload.find(b'"row":')
+        head = payload if row_at < 0 else payload[:row_at]
+        if not any(key in head for key in _RANGED_KEYS):
+            return record
+        body = orjson.loads(payload)
+        bad = [
+            name
+            for name, (low, high) in _RANGED.items()
+            if body.get(name) is not None and not _in_range(body[name], low, high)
+        ]
+        if not bad:
+            return record
+        for name in bad:
+            del body[name]
+        self.repaired += 1
+        _log.warning(
+            "journaled event out of today's ranges: fields dropped on replay", seq=record.seq, fields=bad
+        )
+        return dataclasses.replace(record, payload=orjson.dumps(body))
