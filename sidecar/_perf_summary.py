@@ -15,7 +15,6 @@ nearest double, saturating at +/-``sys.float_info.max``. Totals of ``int`` value
 
 from __future__ import annotations
 
-import heapq
 import math
 import statistics
 import sys
@@ -33,7 +32,6 @@ Number = int | float  # bool is an int, and passes the reference's number test t
 _TOKEN_FIELDS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")
 _PERCENTILES = ((0.5, "total_latency_p50_ms"), (0.9, "total_latency_p90_ms"), (0.99, "total_latency_p99_ms"))
 _INT64 = range(-(2**63), 2**63)
-_SORT_CHUNK = 8192
 
 
 def _is_number(value: object) -> TypeGuard[Number]:
@@ -153,13 +151,13 @@ class PerfSummaryState:
             values = self._tokens[field].tolist()
             if values:
                 summary[f"mean_{field}"] = _mean(values)
-                summary[f"median_{field}"] = _median(values, _sorted(values))
+                summary[f"median_{field}"] = _median(values)
                 summary[f"total_{field}"] = _total(values)
         turns = self._num_turns.tolist()
         if turns:
-            ordered = _sorted(turns)
+            ordered = sorted(turns)
             summary["mean_num_turns"] = _mean(turns)
-            summary["median_num_turns"] = _median(turns, ordered)
+            summary["median_num_turns"] = _median(turns)
             summary["std_num_turns"] = _finite(lambda: statistics.pstdev(turns), lambda: _exact_pstdev(turns))
             summary["min_num_turns"] = min(turns)
             summary["p90_num_turns"] = _percentile(ordered, 0.9)
@@ -167,10 +165,10 @@ class PerfSummaryState:
         ratios = self._tokens_per_turn.tolist()
         if ratios:
             summary["mean_tokens_per_turn"] = _mean(ratios)
-            summary["median_tokens_per_turn"] = _median(ratios, _sorted(ratios))
+            summary["median_tokens_per_turn"] = _median(ratios)
         latency = self._latency.tolist()
         if latency:
-            ordered = _sorted(latency)
+            ordered = sorted(latency)
             for q, key in _PERCENTILES:
                 summary[key] = _percentile(ordered, q)
             summary["total_latency_mean_ms"] = _mean(latency)
@@ -231,27 +229,8 @@ def _mean(values: list[Number]) -> float:
     return float(_finite(lambda: statistics.fmean(values), lambda: _exact_sum(values) / len(values)))
 
 
-def _median(values: list[Number], ordered: list[Number]) -> Number:
-    """``statistics.median(values)``, read off ``ordered`` (``values`` sorted, stably)."""
-    return _finite(lambda: _median_of_sorted(ordered), lambda: _exact_median(values))
-
-
-def _median_of_sorted(ordered: list[Number]) -> Number:
-    n = len(ordered)
-    if n % 2:
-        return ordered[n // 2]
-    return (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-
-
-def _sorted(values: list[Number]) -> list[Number]:
-    """``sorted(values)``, in slices: one C sort of a long column holds the GIL for tens of
-    milliseconds (the service builds reports on a thread beside its event loop), so a long one
-    is sorted in chunks merged in Python. ``heapq.merge`` takes ties from the earlier chunk
-    first, so the result is the stable sort's, element for element."""
-    if len(values) <= _SORT_CHUNK:
-        return sorted(values)
-    chunks = [sorted(values[start : start + _SORT_CHUNK]) for start in range(0, len(values), _SORT_CHUNK)]
-    return list(heapq.merge(*chunks))
+def _median(values: list[Number]) -> Number:
+    return _finite(lambda: statistics.median(values), lambda: _exact_median(values))
 
 
 def _total(values: list[Number]) -> Number:
