@@ -42,6 +42,14 @@ counted once under the generation the report comes from: the report equals the b
 a change, never skipped, so a kill between ``run_started`` and its checkpoint only costs
 another new generation (taken from the clock, larger than any sent).
 
+Nothing is skipped: a line longer than ``raw_line_bytes`` travels as the raw body of
+``POST /v1/runs/{run}/lines`` (no JSON escaping, which can double a line), so every line up to
+the sidecar's body cap gets through. A line or batch the sidecar refuses (401/403, 413 past
+every cap, any other 4xx) stops the follower with :class:`FollowerError`, the checkpoint
+before it: a rerun after the fix sends it. An unreachable sidecar is reported on stderr at once
+and retried with backoff; with ``give_up_s`` (the CLI's ``--once`` / ``--until-idle``) the
+follower stops with :class:`FollowerError` once it has been unreachable that long.
+
 A line that is not valid UTF-8 cannot travel in a JSON string; it is unreadable for the
 health check either way (``JSONDecodeError``), so it is sent as U+FFFD followed by its
 lossy decoding, which is unreadable in the same way.
@@ -60,6 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 
 from health.registry import CHECK_IDS
@@ -72,6 +81,21 @@ __all__ = ["FollowPaths", "Follower", "FollowerError", "FollowerThread", "follow
 
 _log = logging.getLogger("dispatcher_client.follow")
 _CHUNK_EVENTS = 256
+#: The sidecar's ``latency_ms`` range: a row's latency outside it is not sent (the sidecar would
+#: refuse the event, and with it the line).
+_MAX_LATENCY_MS = 1e10
+_RAW = "_raw_line"
+_TOKEN_HINT = "check the bearer token (--token-file or $ROLLOUT_SIDECAR_TOKEN)"
+_CAP_HINT = "raise the sidecar's cap with `rollout-sidecar serve --body-cap SIZE`"
+
+
+def _refusal_hint(error: str | None) -> str:
+    text = error or ""
+    if text.startswith(("HTTP 401", "HTTP 403")):
+        return _TOKEN_HINT
+    if text.startswith("HTTP 413"):
+        return _CAP_HINT
+    return "fix the cause the sidecar names"
 
 
 class FollowerError(RuntimeError):
@@ -139,7 +163,7 @@ def _row_latency_ms(line: bytes) -> int | float | None:
         return None
     perf = row.get("ng_perf") if isinstance(row, dict) else None
     latency = perf.get("total_latency_ms") if isinstance(perf, dict) else None
-    if isinstance(latency, int | float) and not isinstance(latency, bool) and latency > 0:
+    if isinstance(latency, int | float) and not isinstance(latency, bool) and 0 < latency <= _MAX_LATENCY_MS:
         return latency
     return None
 
@@ -161,6 +185,8 @@ class Follower:
         ignored_checks: Iterable[str] = (),
         client_config: ClientConfig | None = None,
         read_bytes: int = 8 << 20,
+        raw_line_bytes: int = 1 << 20,
+        give_up_s: float | None = None,
     ) -> None:
         self.paths = follow_paths(run_dir, rollouts_file)
         self.run_id = run_id or Path(os.path.abspath(run_dir)).name
@@ -179,6 +205,13 @@ class Follower:
         self.client = SidecarClient(
             sidecar_url, run_id=self.run_id, token=token, config=client_config or ClientConfig()
         )
+        self.sidecar_url = sidecar_url.rstrip("/")
+        self._token = token
+        self.raw_line_bytes = raw_line_bytes
+        """Lines longer than this go as raw bodies to ``/lines`` (JSON escaping could double them)."""
+        self.give_up_s = give_up_s
+        """Stop with :class:`FollowerError` after the sidecar was unreachable this long (None: never)."""
+        self.unreachable_since: float | None = None
         self.generation = 0
         self.positions = {"rollouts": FilePosition(), "failures": FilePosition()}
         self.sent: dict[str, SentRange] = {}
@@ -243,7 +276,11 @@ class Follower:
         self.client.submit_event(self._gen(event))
 
     def _completion(self, number: int, line: bytes) -> dict[str, Any]:
-        event: dict[str, Any] = {"kind": "completed", "line": _text(line), "line_number": number}
+        event: dict[str, Any] = {"kind": "completed", "line_number": number}
+        if len(line) > self.raw_line_bytes:
+            event[_RAW] = line
+        else:
+            event["line"] = _text(line)
         latency_ms = _row_latency_ms(line)
         if latency_ms is not None:
             event["latency_ms"] = latency_ms  # the sidecar's ng_perf keeps the row's latency
@@ -278,16 +315,27 @@ class Follower:
     async def _deliver(self, events: list[dict[str, Any]], path: Path, position: FilePosition) -> None:
         """Send ``events`` in acknowledged chunks (one read is at most ``read_bytes`` of lines).
 
-        Should the client drop an event all the same (a line larger than its buffer, and no
-        spool), the checkpoint must not move past it: :class:`FollowerError` stops the follower
-        with the checkpoint where it was, and a restart re-sends from there (what the sidecar
-        already acknowledged comes back as a duplicate).
+        Should the client drop or the sidecar refuse an event all the same, the checkpoint must
+        not move past it: :class:`FollowerError` stops the follower with the checkpoint where it
+        was, and a rerun re-sends from there (what the sidecar already acknowledged comes back
+        as a duplicate). Long lines go one by one as raw bodies, in file order.
         """
-        dropped = self.client.stats.dropped
-        for start in range(0, len(events), _CHUNK_EVENTS):
-            for event in events[start : start + _CHUNK_EVENTS]:
-                self.client.submit_event(event)
-            await self.client.flush()
+        dropped, rejected = self.client.stats.dropped, self.client.stats.rejected
+        queued = 0
+        for event in events:
+            if _RAW in event:
+                if queued:
+                    await self._flush()
+                    queued = 0
+                await self._post_raw(event, path)
+                continue
+            self.client.submit_event(event)
+            queued += 1
+            if queued == _CHUNK_EVENTS:
+                await self._flush()
+                queued = 0
+        if queued:
+            await self._flush()
         lost = self.client.stats.dropped - dropped
         if lost:
             raise FollowerError(
@@ -295,10 +343,85 @@ class Follower:
                 "by the client (buffer full, no spool); the checkpoint stays there and a restart re-sends "
                 "them: raise ClientConfig.max_buffered_bytes or set ClientConfig.spool_dir"
             )
+        refused = self.client.stats.rejected - rejected
+        if refused:
+            error = self.client.stats.last_error
+            raise FollowerError(
+                f"the sidecar refused {refused} event(s) read from {str(path)!r} after line "
+                f"{position.line_number} ({error}); the checkpoint stays there: {_refusal_hint(error)}, "
+                "then rerun"
+            )
+
+    async def _flush(self) -> None:
+        """Wait for every queued event to be acknowledged; report an unreachable sidecar at once,
+        and give up after ``give_up_s`` of it."""
+        loop = asyncio.get_running_loop()
+        while not await self.client.flush(0.5):
+            stats = self.client.stats
+            self._unreachable(loop.time(), stats.last_error, down=not stats.connected)
+        self.unreachable_since = None
+
+    def _unreachable(self, now: float, error: str | None, *, down: bool) -> None:
+        if not down:
+            self.unreachable_since = None
+            return
+        if self.unreachable_since is None:
+            self.unreachable_since = now
+            _log.warning(
+                "sidecar %s not answering (%s); retrying with backoff%s",
+                self.sidecar_url,
+                error,
+                "" if self.give_up_s is None else f", giving up after {self.give_up_s:g} s",
+            )
+        if self.give_up_s is not None and now - self.unreachable_since >= self.give_up_s:
+            raise FollowerError(
+                f"sidecar {self.sidecar_url} unreachable for {now - self.unreachable_since:.0f} s "
+                f"(last error: {error}); the checkpoint stays where the sidecar last acknowledged: "
+                "start the sidecar (or fix --sidecar) and rerun"
+            )
+
+    async def _post_raw(self, event: dict[str, Any], path: Path) -> None:
+        """``event``'s line as the raw body of ``/lines``, retried until acknowledged or refused."""
+        params = {key: str(value) for key, value in event.items() if key not in (_RAW, "kind")}
+        headers = {"Content-Type": "application/x-ndjson"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        url = f"{self.sidecar_url}/v1/runs/{self.run_id}/lines"
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        async with httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=5.0)) as http:
+            while True:
+                error: str
+                try:
+                    response = await http.post(url, params=params, content=event[_RAW], headers=headers)
+                except httpx.HTTPError as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                else:
+                    if response.status_code == 200:
+                        self.unreachable_since = None
+                        return
+                    error = f"HTTP {response.status_code}: {response.text[:300]}"
+                    if response.status_code < 500 and response.status_code not in (408, 425, 429):
+                        raise FollowerError(
+                            f"the sidecar refused line {event['line_number']} of {str(path)!r} "
+                            f"({len(event[_RAW])} bytes; {error}); the checkpoint stays before it: "
+                            f"{_refusal_hint(error)}, then rerun"
+                        )
+                self._unreachable(loop.time(), error, down=True)
+                await asyncio.sleep(min(5.0, 0.1 * 2**attempt))
+                attempt += 1
 
     async def _commit(self) -> None:
-        """Wait for the sidecar to acknowledge everything queued, then checkpoint."""
-        await self.client.flush()
+        """Wait for the sidecar to acknowledge everything queued, then checkpoint (never past a
+        refusal: ``run_started`` or ``run_ended`` refused stops the follower as a line would)."""
+        rejected = self.client.stats.rejected
+        await self._flush()
+        if self.client.stats.rejected > rejected:
+            error = self.client.stats.last_error
+            raise FollowerError(
+                f"the sidecar refused the run's start or end ({error}); nothing was checkpointed: "
+                f"{_refusal_hint(error)}, then rerun"
+            )
         await asyncio.to_thread(self._save_state)
 
     async def step(self, *, final: bool = False) -> int:
@@ -418,28 +541,77 @@ class FollowerThread:
     """A :class:`Follower` on its own thread and loop, beside a server (``serve --follow``).
 
     Until the server listens, its requests fail and are retried with backoff, so it can be
-    started before the server binds. :meth:`stop` leaves the run open (positions checkpointed).
+    started before the server binds. A transient error (an ``OSError`` such as a
+    ``PermissionError`` on a followed file) restarts the follower from its checkpoint after a
+    backoff, as a restarted process would; a :class:`FollowerError` (a refused line) stops it
+    until an operator acts. :meth:`status` says which, for ``/readyz`` and ``/metrics``.
+    :meth:`stop` leaves the run open (positions checkpointed).
     """
 
-    def __init__(self, run_dir: str | os.PathLike[str], sidecar_url: str, **options: Any) -> None:
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        sidecar_url: str,
+        *,
+        retry_max_s: float = 30.0,
+        **options: Any,
+    ) -> None:
+        self._run_dir, self._url, self._options = run_dir, sidecar_url, options
         self.follower = Follower(run_dir, sidecar_url=sidecar_url, **options)
+        self.retry_max_s = retry_max_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name="sidecar-follower", daemon=True)
         self.error: BaseException | None = None
+        self.state = "starting"
+        """``starting`` | ``following`` | ``retrying`` (transient error) | ``stopped`` (needs an operator)."""
+        self.last_error: str | None = None
+        self.retries = 0
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "last_error": self.last_error,
+            "retries": self.retries,
+            "lines_sent": self.follower.lines_sent,
+        }
+
+    async def _follow(self, stop: asyncio.Event) -> None:
+        delay = 0.5
+        while not stop.is_set():
+            self.state = "following"
+            try:
+                await self.follower.run(stop)
+                return
+            except FollowerError as exc:
+                self.state, self.last_error = "stopped", str(exc)
+                _log.error("follower stopped: %s", exc)
+                return
+            except OSError as exc:
+                self.state, self.last_error = "retrying", f"{type(exc).__name__}: {exc}"
+                self.retries += 1
+                _log.warning("follower error, restarting from its checkpoint in %.1f s: %s", delay, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            delay = min(self.retry_max_s, delay * 2)
+            try:
+                self.follower = Follower(self._run_dir, sidecar_url=self._url, **self._options)
+            except (OSError, ValueError) as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
 
     def _main(self) -> None:
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
             self._ready.set()
-            await self.follower.run(self._stop)
+            await self._follow(self._stop)
 
         try:
             asyncio.run(main())
         except BaseException as exc:  # reported by stop()
             self.error = exc
+            self.state, self.last_error = "stopped", f"{type(exc).__name__}: {exc}"
             _log.exception("follower thread failed")
         finally:
             self._ready.set()

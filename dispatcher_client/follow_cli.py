@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -86,6 +87,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(  # the name this option had before; kept working, not advertised
         "--ignored-checks", dest="ignore_checks", action="append", help=argparse.SUPPRESS
     )
+    parser.add_argument(
+        "--give-up-after",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="with --once or --until-idle: exit 1 once the sidecar has been unreachable this long "
+        "(default 60; following without them retries for ever)",
+    )
     parser.set_defaults(handler=_follow)
 
 
@@ -157,6 +166,12 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
     from dispatcher_client.follow import Follower
 
     ignored = [check for value in args.ignore_checks or () for check in value.split(",")]
+
+    # The follower reports refusals and outages itself, in one line; the client's own warnings
+    # about the same events would only repeat them.
+    logging.getLogger("dispatcher_client").setLevel(logging.ERROR)
+    logging.getLogger("dispatcher_client.follow").setLevel(logging.WARNING)
+
     follower = Follower(
         args.run_dir,
         sidecar_url=args.sidecar,
@@ -167,6 +182,7 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
         poll_interval_s=args.poll_interval,
         latency_from_rows=not args.no_latency,
         ignored_checks=ignored,
+        give_up_s=args.give_up_after if (args.once or args.until_idle is not None) else None,
     )
     if args.once:
         refused = _nothing_to_send(follower)
@@ -176,8 +192,11 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
     shown = asyncio.ensure_future(status.run()) if status is not None else None
     try:
         if args.once:
-            async with follower.client:
+            await follower.client.open()
+            try:
                 await follower.end_run()
+            finally:
+                await follower.client.aclose(1.0)  # acknowledged or not, what is unsent is re-read next run
         else:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()

@@ -5,13 +5,22 @@ handful of numbers per rollout, in input order). Partial states from shards or s
 merge by concatenation, in shard order, and give exactly the summary one pass over all rows would.
 Each column is a typed array (8 bytes a value, no number object) while its values are all
 ``int`` or all ``float``, and a list once they mix, so every value reads back as it came in.
+
+Every statistic is finite. Each is computed as the reference computes it; where that raises
+(a float sum or mean past the double range, an ``int`` too large for a float) or comes out
+infinite, the same statistic is computed exactly over rationals instead and rounded to the
+nearest double, saturating at +/-``sys.float_info.max``. Totals of ``int`` values stay exact
+``int`` (past 64 bits they are written as plain JSON digits).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
+import sys
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from fractions import Fraction
 from typing import Any, TypeGuard
 
 from sidecar._summation import builtin_sum
@@ -111,7 +120,7 @@ class PerfSummaryState:
             self._num_turns.append(turns)
             completion = ng_perf.get("completion_tokens")
             if _is_number(completion) and turns > 0:
-                self._tokens_per_turn.append(completion / turns)
+                self._tokens_per_turn.append(_ratio(completion, turns))
         latency = ng_perf.get("total_latency_ms")
         if _is_number(latency):
             self._latency.append(latency)
@@ -141,28 +150,28 @@ class PerfSummaryState:
         for field in _TOKEN_FIELDS:
             values = self._tokens[field].tolist()
             if values:
-                summary[f"mean_{field}"] = statistics.fmean(values)
-                summary[f"median_{field}"] = statistics.median(values)
-                summary[f"total_{field}"] = builtin_sum(values)
+                summary[f"mean_{field}"] = _mean(values)
+                summary[f"median_{field}"] = _median(values)
+                summary[f"total_{field}"] = _total(values)
         turns = self._num_turns.tolist()
         if turns:
             ordered = sorted(turns)
-            summary["mean_num_turns"] = statistics.fmean(turns)
-            summary["median_num_turns"] = statistics.median(turns)
-            summary["std_num_turns"] = statistics.pstdev(turns)
+            summary["mean_num_turns"] = _mean(turns)
+            summary["median_num_turns"] = _median(turns)
+            summary["std_num_turns"] = _finite(lambda: statistics.pstdev(turns), lambda: _exact_pstdev(turns))
             summary["min_num_turns"] = min(turns)
             summary["p90_num_turns"] = _percentile(ordered, 0.9)
             summary["max_num_turns"] = max(turns)
         ratios = self._tokens_per_turn.tolist()
         if ratios:
-            summary["mean_tokens_per_turn"] = statistics.fmean(ratios)
-            summary["median_tokens_per_turn"] = statistics.median(ratios)
+            summary["mean_tokens_per_turn"] = _mean(ratios)
+            summary["median_tokens_per_turn"] = _median(ratios)
         latency = self._latency.tolist()
         if latency:
             ordered = sorted(latency)
             for q, key in _PERCENTILES:
                 summary[key] = _percentile(ordered, q)
-            summary["total_latency_mean_ms"] = statistics.fmean(latency)
+            summary["total_latency_mean_ms"] = _mean(latency)
         return summary
 
 
@@ -174,7 +183,81 @@ def compute_perf_summary(records: Iterable[Mapping[str, Any]], total_rollouts: i
     return state.result(total_rollouts)
 
 
+def _saturate(value: Fraction) -> float:
+    """The double nearest ``value``, or +/-``sys.float_info.max`` past the double range."""
+    try:
+        return float(value)
+    except OverflowError:
+        return sys.float_info.max if value > 0 else -sys.float_info.max
+
+
+def _finite(reference: Callable[[], Number], exact: Callable[[], Fraction]) -> Number:
+    """``reference()`` when it completes with an ``int`` or a finite float, else ``exact()`` saturated."""
+    try:
+        value = reference()
+    except (OverflowError, ValueError):  # statistics/fsum past the double range, inf - inf
+        value = math.inf
+    if type(value) is int or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    if isinstance(value, bool):
+        return value
+    return _saturate(exact())
+
+
+def _exact_sum(values: list[Number]) -> Fraction:
+    return sum((Fraction(value) for value in values), Fraction(0))
+
+
+def _exact_median(values: list[Number]) -> Fraction:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return Fraction(ordered[middle])
+    return (Fraction(ordered[middle - 1]) + Fraction(ordered[middle])) / 2
+
+
+def _exact_pstdev(values: list[Number]) -> Fraction:
+    """Population standard deviation over rationals (the square root taken on a scaled double)."""
+    mean = _exact_sum(values) / len(values)
+    variance = sum(((Fraction(value) - mean) ** 2 for value in values), Fraction(0)) / len(values)
+    shift = max(0, (variance.numerator.bit_length() - variance.denominator.bit_length()) // 2 - 500)
+    root = math.sqrt(float(variance / 4**shift))
+    return Fraction(root) * Fraction(2**shift)
+
+
+def _mean(values: list[Number]) -> float:
+    return float(_finite(lambda: statistics.fmean(values), lambda: _exact_sum(values) / len(values)))
+
+
+def _median(values: list[Number]) -> Number:
+    return _finite(lambda: statistics.median(values), lambda: _exact_median(values))
+
+
+def _total(values: list[Number]) -> Number:
+    return _finite(lambda: builtin_sum(values), lambda: _exact_sum(values))
+
+
+def _ratio(numerator: Number, denominator: Number) -> float:
+    """``numerator / denominator`` as the reference divides, saturated where that overflows."""
+    exact = lambda: Fraction(numerator) / Fraction(denominator)  # noqa: E731
+    return float(_finite(lambda: numerator / denominator, exact))
+
+
 def _percentile(ordered: list[Number], q: float) -> float:
+    return float(_finite(lambda: _reference_percentile(ordered, q), lambda: _exact_percentile(ordered, q)))
+
+
+def _exact_percentile(ordered: list[Number], q: float) -> Fraction:
+    n = len(ordered)
+    position = (n - 1) * q
+    below = int(position)
+    if below >= n - 1:
+        return Fraction(ordered[-1])
+    low, high = Fraction(ordered[below]), Fraction(ordered[below + 1])
+    return low + (high - low) * Fraction(position - below)
+
+
+def _reference_percentile(ordered: list[Number], q: float) -> float:
     """numpy's ``method="linear"`` percentile of ascending ``ordered``, evaluation order included.
 
     Position ``(n - 1) * q``; between neighbours ``a`` and ``b`` at fraction ``t`` the value is

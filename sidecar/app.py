@@ -9,6 +9,7 @@ and never logged; no row content is ever logged.
 from __future__ import annotations
 
 import hmac
+import json
 import math
 import re
 import time
@@ -21,12 +22,12 @@ import structlog
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sidecar.events import EVENT_KINDS, EventBatch
+from sidecar.events import EVENT_KINDS, MAX_SECONDS, Event, EventBatch, RunStarted
 from sidecar.ingest import PlanError, UnknownRun
 from sidecar.journal import JournalUnavailable
 from sidecar.metrics import render
@@ -34,7 +35,15 @@ from sidecar.openapi import openapi_document
 from sidecar.runs import RunState
 from sidecar.service import Service
 
-__all__ = ["RUN_ID_PATTERN", "ServerTiming", "create_app", "json_depth", "too_deep"]
+__all__ = [
+    "RUN_ID_PATTERN",
+    "ServerTiming",
+    "create_app",
+    "dumps_json",
+    "json_depth",
+    "line_text",
+    "too_deep",
+]
 
 _log = structlog.get_logger("sidecar.app")
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
@@ -92,8 +101,30 @@ def too_deep(data: bytes, limit: int) -> bool:
     return json_depth(data, limit) > limit
 
 
+def _finite_only(value: Any) -> Any:
+    """``value`` with every non-finite float as ``None`` (what orjson writes for them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite_only(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_only(item) for item in value]
+    return value
+
+
+def dumps_json(body: Any) -> bytes:
+    """``body`` as compact JSON; integers past 64 bits (exact token sums) as plain digits.
+
+    orjson refuses such integers, so those bodies go through the standard library instead.
+    """
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        return json.dumps(_finite_only(body), separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type=_JSON, headers=headers)
+    return Response(dumps_json(body), status_code=status, media_type=_JSON, headers=headers)
 
 
 def _error_response(exc: _Rejected) -> Response:
@@ -107,10 +138,34 @@ def _field_of(error: Any) -> str:
     return ".".join(["events", *parts])
 
 
+_LINE_PARAMS: dict[str, type] = {"line_number": int, "generation": int, "seconds": float, "latency_ms": float}
+
+
+def line_text(line: bytes) -> str:
+    """A raw line as the ``line`` string of an event: its UTF-8 text, or (not UTF-8) the text with
+    replacement characters behind a leading U+FFFD, so it stays unreadable as the batch check
+    reads it."""
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return "\ufffd" + line.decode("utf-8", "replace")
+
+
+def _validate(parsed: Any) -> list[Event]:
+    try:
+        return EventBatch.validate_python(parsed)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        raise _Rejected(
+            422, "validation", f"{first['msg']} ({exc.error_count()} error(s))", _field_of(first)
+        ) from exc
+
+
 class _Handlers:
     def __init__(self, service: Service) -> None:
         self.service = service
         self.settings = service.settings
+        self._held = 0
 
     def _reject(self, reason: str, exc: _Rejected) -> Response:
         self.service.metrics.on_error(reason)
@@ -137,19 +192,57 @@ class _Handlers:
 
     async def _body(self, request: Request) -> bytes:
         cap = self.settings.body_cap
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > cap:
-            raise _Rejected(413, "too_large", f"body of {declared} bytes exceeds the {cap}-byte cap", "body")
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > cap:
-                raise _Rejected(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
-            chunks.append(chunk)
+        stream = request.stream()
+        try:
+            async for chunk in stream:
+                size += len(chunk)
+                if size > cap:
+                    raise _Rejected(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
+                chunks.append(chunk)
+        except ClientDisconnect:
+            raise _Rejected(400, "bad_request", "the client closed the connection mid-body", "body") from None
         return b"".join(chunks)
 
+    def _check_caps(self, run_id: str, events: list[Event]) -> None:
+        """The service's configurable caps on what one batch may add to its state."""
+        settings = self.settings
+        for index, event in enumerate(events):
+            if (
+                isinstance(event, RunStarted)
+                and event.plan is not None
+                and len(event.plan) > settings.max_plan_tasks
+            ):
+                raise _Rejected(
+                    422,
+                    "validation",
+                    f"plan has {len(event.plan)} tasks, over the service's --max-plan-tasks cap of "
+                    f"{settings.max_plan_tasks}",
+                    f"events.{index}.plan",
+                )
+            for name in ("task_index", "rollout_index"):
+                value = getattr(event, name, None)
+                if isinstance(value, str) and len(value) > settings.max_identity_chars:
+                    raise _Rejected(
+                        422,
+                        "validation",
+                        f"{name} is {len(value)} characters, over the service's --max-identity-chars cap "
+                        f"of {settings.max_identity_chars}",
+                        f"events.{index}.{name}",
+                    )
+        runs = self.service.ingestor.runs
+        if run_id not in runs and isinstance(events[0], RunStarted) and len(runs) >= settings.max_runs:
+            raise _Rejected(
+                429,
+                "too_many_runs",
+                f"the service holds {len(runs)} runs, its --max-runs cap; end runs (they are dropped "
+                "after --retain-ended) or raise the cap",
+                "run_id",
+            )
+
     def _run(self, run_id: str | None) -> RunState:
+        self._require_ready()
         if not run_id:
             raise _Rejected(400, "validation", "run_id is required", "run_id")
         run = self.service.ingestor.runs.get(run_id)
@@ -159,52 +252,124 @@ class _Handlers:
 
     # -- routes ---------------------------------------------------------------------------
 
+    def _require_ready(self) -> None:
+        """Run-scoped requests wait for the journal replay (run state is being rebuilt)."""
+        if not self.service.ready:
+            done, total = self.service.replay_progress.values()
+            raise _Rejected(
+                503,
+                "starting",
+                f"replaying the journal ({done} of {total} events); retry",
+                None,
+                {"Retry-After": "1"},
+            )
+
+    def _check_run_id(self, run_id: str) -> None:
+        if not RUN_ID_PATTERN.fullmatch(run_id):
+            raise _Rejected(
+                400,
+                "validation",
+                f"run id {run_id[:160]!r} must match {RUN_ID_PATTERN.pattern}",
+                "run_id",
+            )
+
+    @asynccontextmanager
+    async def _held_body(self, request: Request) -> AsyncIterator[bytes]:
+        """The request body, counted against ``max_body_bytes_in_flight`` until the block ends.
+
+        What a request declares is reserved before a byte is read (a body without a length
+        reserves the cap), so concurrent large bodies are refused with 503 instead of being
+        buffered side by side.
+        """
+        cap = self.settings.body_cap
+        declared = request.headers.get("content-length")
+        size = int(declared) if declared is not None and declared.isdigit() else cap
+        if size > cap:
+            raise _Rejected(413, "too_large", f"body of {declared} bytes exceeds the {cap}-byte cap", "body")
+        limit = self.settings.max_body_bytes_in_flight
+        if self._held + size > limit:
+            raise _Rejected(
+                503,
+                "busy",
+                f"{self._held} body bytes are being processed; this request's {size} would pass the "
+                f"service's --max-body-bytes-in-flight cap of {limit}; retry",
+                "body",
+                {"Retry-After": "1"},
+            )
+        self._held += size
+        try:
+            yield await self._body(request)
+        finally:
+            self._held -= size
+
+    def _parse_events(self, body: bytes) -> list[Event]:
+        if too_deep(body, self.settings.max_json_depth):
+            raise _Rejected(
+                400, "too_deep", f"JSON nesting exceeds {self.settings.max_json_depth} levels", "body"
+            )
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise _Rejected(400, "invalid_json", f"body is not valid JSON: {exc}", "body") from exc
+        if isinstance(parsed, dict) and set(parsed) == {"events"}:
+            parsed = parsed["events"]
+        return _validate(parsed)
+
+    async def _ingest(self, run_id: str, events: list[Event]) -> Response:
+        self._check_caps(run_id, events)
+        try:
+            outcomes = await self.service.ingestor.submit(run_id, events)
+        except UnknownRun as exc:
+            raise _Rejected(404, "unknown_run", str(exc), "run_id") from exc
+        except PlanError as exc:
+            raise _Rejected(422, "validation", str(exc), f"events.{exc.index}.{exc.field}") from exc
+        except JournalUnavailable as exc:
+            _log.error("journal unavailable", detail=str(exc))
+            raise _Rejected(
+                503, "journal_unavailable", f"events not stored: {exc}", None, {"Retry-After": "1"}
+            ) from exc
+        return _json({"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]})
+
     async def events(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         try:
             self._authorize(request)
-            if not RUN_ID_PATTERN.fullmatch(run_id):
-                raise _Rejected(
-                    400,
-                    "validation",
-                    f"run id {run_id[:160]!r} must match {RUN_ID_PATTERN.pattern}",
-                    "run_id",
-                )
-            body = await self._body(request)
-            if too_deep(body, self.settings.max_json_depth):
-                raise _Rejected(
-                    400, "too_deep", f"JSON nesting exceeds {self.settings.max_json_depth} levels", "body"
-                )
-            try:
-                parsed = orjson.loads(body)
-            except orjson.JSONDecodeError as exc:
-                raise _Rejected(400, "invalid_json", f"body is not valid JSON: {exc}", "body") from exc
-            if isinstance(parsed, dict) and set(parsed) == {"events"}:
-                parsed = parsed["events"]
-            try:
-                events = EventBatch.validate_python(parsed)
-            except ValidationError as exc:
-                first = exc.errors(include_url=False, include_input=False)[0]
-                raise _Rejected(
-                    422,
-                    "validation",
-                    f"{first['msg']} ({exc.error_count()} error(s))",
-                    _field_of(first),
-                ) from exc
-            try:
-                outcomes = await self.service.ingestor.submit(run_id, events)
-            except UnknownRun as exc:
-                raise _Rejected(404, "unknown_run", str(exc), "run_id") from exc
-            except PlanError as exc:
-                raise _Rejected(422, "validation", str(exc), f"events.{exc.index}.{exc.field}") from exc
-            except JournalUnavailable as exc:
-                _log.error("journal unavailable", detail=str(exc))
-                raise _Rejected(
-                    503, "journal_unavailable", f"events not stored: {exc}", None, {"Retry-After": "1"}
-                ) from exc
+            self._check_run_id(run_id)
+            self._require_ready()
+            async with self._held_body(request) as body:
+                return await self._ingest(run_id, self._parse_events(body))
         except _Rejected as exc:
             return self._reject(exc.error, exc)
-        return _json({"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]})
+
+    async def lines(self, request: Request) -> Response:
+        """One raw rollout line as the body (no JSON escaping): a ``completed`` event with ``line``.
+
+        Query: ``line_number`` (required), ``generation``, ``seconds``, ``latency_ms``; a
+        follower sends a line this way when escaping it into an event would pass the body cap.
+        """
+        run_id = request.path_params["run_id"]
+        try:
+            self._authorize(request)
+            self._check_run_id(run_id)
+            self._require_ready()
+            event: dict[str, Any] = {"kind": "completed"}
+            for name, kind in _LINE_PARAMS.items():
+                raw = request.query_params.get(name)
+                if raw is None:
+                    continue
+                try:
+                    event[name] = kind(raw)
+                except ValueError as exc:
+                    detail = f"{name} must be {'an integer' if kind is int else 'a number'}, got {raw[:40]!r}"
+                    raise _Rejected(400, "validation", detail, name) from exc
+            if "line_number" not in event:
+                raise _Rejected(400, "validation", "line_number is required", "line_number")
+            async with self._held_body(request) as body:
+                event["line"] = line_text(body.removesuffix(b"\n"))
+                del body
+                return await self._ingest(run_id, _validate([event]))
+        except _Rejected as exc:
+            return self._reject(exc.error, exc)
 
     async def drain_margin(self, request: Request) -> Response:
         try:
@@ -218,14 +383,20 @@ class _Handlers:
                     raise _Rejected(
                         400, "validation", f"configured must be a number, got {raw!r}", "configured"
                     ) from exc
-                if not (math.isfinite(configured) and configured >= 0):
-                    raise _Rejected(400, "validation", f"configured must be >= 0, got {raw!r}", "configured")
+                if not (math.isfinite(configured) and 0 <= configured <= MAX_SECONDS):
+                    detail = f"configured must be in 0..{MAX_SECONDS:g}, got {raw!r}"
+                    raise _Rejected(400, "validation", detail, "configured")
         except _Rejected as exc:
             return self._reject("validation" if exc.status == 400 else exc.error, exc)
         return _json(run.drain_margin(configured))
 
     async def metrics(self, request: Request) -> Response:
-        body, content_type = render(self.service.metrics.registry, request.headers.get("accept"))
+        accept = request.headers.get("accept") or ""
+        registry = self.service.metrics.registry
+        openmetrics = "application/openmetrics-text" in accept
+        body, content_type = await self.service.reads.build(
+            ("metrics", openmetrics), lambda: render(registry, accept)
+        )
         return Response(body, media_type=content_type)
 
     async def report(self, request: Request) -> Response:
@@ -233,21 +404,27 @@ class _Handlers:
             run = self._run(request.query_params.get("run_id"))
         except _Rejected as exc:
             return self._reject(exc.error, exc)
-        return _json(run.report())
+        key = ("report", run.run_id, id(run))
+        body = await self.service.reads.build(key, lambda: dumps_json(run.report()))
+        return Response(body, media_type=_JSON)
 
     async def quality_summary(self, request: Request) -> Response:
         try:
             run = self._run(request.query_params.get("run_id"))
         except _Rejected as exc:
             return self._reject(exc.error, exc)
-        return Response(run.reducer.summary_bytes(), media_type=_JSON)
+        summary = await self.service.reads.build(("summary", run.run_id, id(run)), run.reducer.summary_bytes)
+        return Response(summary, media_type=_JSON)
 
     async def verdicts(self, request: Request) -> Response:
         try:
             run = self._run(request.query_params.get("run_id"))
         except _Rejected as exc:
             return self._reject(exc.error, exc)
-        lines = list(run.reducer.iter_verdict_lines())  # snapshot: later events must not tear the stream
+        # a snapshot (later events must not tear the stream), taken off the loop
+        lines = await self.service.reads.build(
+            ("verdicts", run.run_id, id(run)), lambda: list(run.reducer.iter_verdict_lines())
+        )
 
         async def stream() -> AsyncIterator[bytes]:
             for start in range(0, len(lines), 512):
@@ -263,7 +440,8 @@ class _Handlers:
         try:
             run = self._run(request.path_params["run_id"])
             raw = request.query_params.get("limit", str(_INFLIGHT_DEFAULT_LIMIT))
-            if not raw.isdigit() or not 0 <= int(raw) <= _INFLIGHT_MAX_LIMIT:
+            # ASCII digits only and few of them: int() refuses '²' and 5,000-digit strings.
+            if not (raw.isascii() and raw.isdigit() and len(raw) <= 6) or int(raw) > _INFLIGHT_MAX_LIMIT:
                 detail = f"limit must be an integer in 0..{_INFLIGHT_MAX_LIMIT}, got {raw[:40]!r}"
                 raise _Rejected(400, "validation", detail, "limit")
         except _Rejected as exc:
@@ -277,6 +455,10 @@ class _Handlers:
         return _json({**run.inflight_body(self.service.clock(), limit=int(raw)), "ended": False})
 
     async def runs(self, request: Request) -> Response:
+        try:
+            self._require_ready()
+        except _Rejected as exc:
+            return _error_response(exc)
         runs = self.service.ingestor.runs
         return _json(
             {
@@ -294,15 +476,24 @@ class _Handlers:
         return _json({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        if not self.service.ready:
-            return _json({"status": "starting"}, 503)
-        if not self.service.ingestor.journal_ok:
-            return _json({"status": "journal_unavailable", "detail": "the last journal append failed"}, 503)
+        service = self.service
+        follower = service.follower.status() if service.follower is not None else None
+        extra = {"follower": follower} if follower is not None else {}
+        if not service.ready:
+            status = "replay_failed" if service.replay_error is not None else "replaying"
+            return _json({"status": status, **service.replay_progress, **extra}, 503)
+        if not service.ingestor.journal_ok:
+            return _json(
+                {"status": "journal_unavailable", "detail": "the last journal append failed", **extra}, 503
+            )
+        if follower is not None and follower.get("state") == "stopped":
+            return _json({"status": "follower_stopped", **extra}, 503)
         return _json(
             {
                 "status": "ready",
-                "runs": len(self.service.ingestor.runs),
-                "replayed": self.service.ingestor.replayed,
+                "runs": len(service.ingestor.runs),
+                "replayed": service.ingestor.replayed,
+                **extra,
             }
         )
 
@@ -343,6 +534,7 @@ def create_app(service: Service) -> Starlette:
 
     routes = [
         Route("/v1/runs/{run_id}/events", handlers.events, methods=["POST"]),
+        Route("/v1/runs/{run_id}/lines", handlers.lines, methods=["POST"]),
         Route("/v1/runs", handlers.runs, methods=["GET"]),
         Route("/v1/runs/{run_id}/inflight", handlers.inflight, methods=["GET"]),
         Route("/drain_margin", handlers.drain_margin, methods=["GET"]),

@@ -4,6 +4,12 @@ A dispatcher (or the follower) posts a JSON array of events to ``/v1/runs/{run_i
 Every model forbids unknown keys, so a typo in a client is a 422 naming the field rather
 than silently lost data. Each event has an idempotency key built from (run, task, rollout,
 attempt, kind): the journal stores the first copy and acknowledges later copies as duplicates.
+
+Every number has a range and a value outside it is a 422 naming the field: durations are finite
+and in ``0..MAX_SECONDS`` (``latency_ms`` in ``0..MAX_LATENCY_MS``), timestamps in
+``0..MAX_TIMESTAMP``, counters in int64, plan repeats in ``1..MAX_REPEATS_PER_TASK``. So every
+sum the service keeps over them (histogram ``_sum``, task-seconds, plan totals) stays finite and
+never falls. Values inside a row (token counts) are the row's own and are not limited here.
 """
 
 from __future__ import annotations
@@ -18,10 +24,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
     StrictInt,
     StrictStr,
     TypeAdapter,
@@ -34,7 +36,13 @@ from health.registry import CHECK_IDS
 
 __all__ = [
     "EVENT_KINDS",
+    "MAX_COUNT",
     "MAX_EVENTS_PER_REQUEST",
+    "MAX_LATENCY_MS",
+    "MAX_NAME_CHARS",
+    "MAX_REPEATS_PER_TASK",
+    "MAX_SECONDS",
+    "MAX_TIMESTAMP",
     "Completed",
     "Drained",
     "Event",
@@ -58,6 +66,28 @@ EVENT_KINDS = (
 )  # fmt: skip
 MAX_EVENTS_PER_REQUEST = 10_000
 
+#: Longest duration any field accepts (about 116 days): longer than any allocation, and small
+#: enough that sums over 10^12 samples stay finite and exact to well under a second.
+MAX_SECONDS = 1e7
+#: ``latency_ms``'s bound, the same span as :data:`MAX_SECONDS`.
+MAX_LATENCY_MS = MAX_SECONDS * 1000.0
+#: Latest Unix time ``started_at`` / ``ended_at`` accept (year 5138); the earliest is 0.
+MAX_TIMESTAMP = 1e11
+#: Largest counter a client may send (``attempt``, ``generation``, ``seq``, ``line_number``): int64.
+MAX_COUNT = 2**63 - 1
+#: Most repeats one plan task may declare; with the service's cap on plan tasks, a plan's total
+#: stays far below 2**63.
+MAX_REPEATS_PER_TASK = 1_000_000
+#: Longest string a client may send as a name (check id, failure class, source, file name).
+MAX_NAME_CHARS = 4096
+
+Seconds = Annotated[float, Field(ge=0.0, le=MAX_SECONDS, allow_inf_nan=False)]
+PositiveSeconds = Annotated[float, Field(gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)]
+Milliseconds = Annotated[float, Field(ge=0.0, le=MAX_LATENCY_MS, allow_inf_nan=False)]
+Timestamp = Annotated[float, Field(ge=0.0, le=MAX_TIMESTAMP, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+Name = Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)]
+
 Index = StrictInt | StrictStr
 
 TASK_KEY = "_ng_task_index"
@@ -71,7 +101,7 @@ class _Event(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    generation: NonNegativeInt | None = None
+    generation: Count | None = None
 
 
 class RunStarted(_Event):
@@ -85,15 +115,15 @@ class RunStarted(_Event):
     """
 
     kind: Literal["run_started"]
-    plan: dict[str, PositiveInt] | None = None
-    materialized_inputs: str | None = None
-    dispatch_budget_s: NonNegativeFloat | None = None
-    drain_margin_s: NonNegativeFloat | None = None
-    task_timeout_s: PositiveFloat | None = None
-    max_attempts: PositiveInt = 3
-    started_at: float | None = None
-    source_path: str = "rollouts.jsonl"
-    ignored_checks: list[str] = Field(default_factory=list)
+    plan: dict[str, Annotated[int, Field(ge=1, le=MAX_REPEATS_PER_TASK)]] | None = None
+    materialized_inputs: Name | None = None
+    dispatch_budget_s: Seconds | None = None
+    drain_margin_s: Seconds | None = None
+    task_timeout_s: PositiveSeconds | None = None
+    max_attempts: Annotated[int, Field(ge=1, le=1_000_000)] = 3
+    started_at: Timestamp | None = None
+    source_path: Name = "rollouts.jsonl"
+    ignored_checks: list[Name] = Field(default_factory=list, max_length=len(CHECK_IDS) * 4)
 
     @field_validator("ignored_checks")
     @classmethod
@@ -122,12 +152,12 @@ class Completed(_Event):
     kind: Literal["completed"]
     task_index: Index | None = None
     rollout_index: Index | None = None
-    attempt: NonNegativeInt | None = None
-    seconds: float | None = None
-    latency_ms: float | None = None
+    attempt: Count | None = None
+    seconds: Seconds | None = None
+    latency_ms: Milliseconds | None = None
     row: dict[str, Any] | None = None
     line: str | None = None
-    line_number: PositiveInt | None = None
+    line_number: Annotated[int, Field(ge=1, le=MAX_COUNT)] | None = None
 
     @model_validator(mode="after")
     def _row_or_line(self) -> Completed:
@@ -157,10 +187,10 @@ class Failed(_Event):
     kind: Literal["failed"]
     task_index: Index | None = None
     rollout_index: Index | None = None
-    attempt: NonNegativeInt | None = None
-    seconds: float | None = None
+    attempt: Count | None = None
+    seconds: Seconds | None = None
     row: dict[str, Any] = Field(default_factory=dict)
-    failure_class: str | None = None
+    failure_class: Name | None = None
     terminal: bool | None = None
 
 
@@ -170,7 +200,7 @@ class Drained(_Event):
     kind: Literal["drained"]
     task_index: Index | None = None
     rollout_index: Index | None = None
-    attempt: NonNegativeInt | None = None
+    attempt: Count | None = None
     row: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -178,7 +208,7 @@ class RunEnded(_Event):
     """The dispatcher finished; open tasks close and their task-level checks run."""
 
     kind: Literal["run_ended"]
-    ended_at: float | None = None
+    ended_at: Timestamp | None = None
 
 
 class Latency(_Event):
@@ -191,9 +221,9 @@ class Latency(_Event):
 
     kind: Literal["latency"]
     op: Literal["record", "record_failure", "record_drained"]
-    seconds: float | None = None
+    seconds: Seconds | None = None
     source: StrictStr = Field(min_length=1, max_length=128)
-    seq: NonNegativeInt
+    seq: Count
 
 
 class Started(_Event):
@@ -206,7 +236,7 @@ class Started(_Event):
     kind: Literal["started"]
     task_index: Index
     rollout_index: Index = 0
-    attempt: NonNegativeInt = 0
+    attempt: Count = 0
 
 
 class Heartbeat(_Event):
@@ -215,7 +245,7 @@ class Heartbeat(_Event):
     kind: Literal["heartbeat"]
     task_index: Index
     rollout_index: Index = 0
-    attempt: NonNegativeInt = 0
+    attempt: Count = 0
 
 
 Event = Annotated[

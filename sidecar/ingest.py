@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +34,7 @@ from sidecar.events import (
 )
 from sidecar.inflight import InflightRules
 from sidecar.journal import JournalEvent, JournalUnavailable
+from sidecar.materialized_inputs import PlanError, plan_from_materialized
 from sidecar.prepare import Prepared, Preparer
 from sidecar.runs import RunState, latency_ms
 
@@ -57,15 +56,6 @@ class UnknownRun(LookupError):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"unknown run {run_id!r}: post a run_started event first")
         self.run_id = run_id
-
-
-class PlanError(ValueError):
-    """The materialized inputs named by ``run_started`` cannot be read into a plan."""
-
-    def __init__(self, message: str, *, field: str, index: int = 0) -> None:
-        super().__init__(message)
-        self.field = field
-        self.index = index
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,51 +87,6 @@ class _Pending:
     future: asyncio.Future[list[EventOutcome]] = field(repr=False)
 
 
-#: Largest materialized-inputs file the service reads to derive a plan.
-MAX_MATERIALIZED_INPUTS_BYTES = 4 << 30
-
-
-def plan_from_materialized(path: str, *, max_bytes: int = MAX_MATERIALIZED_INPUTS_BYTES) -> dict[str, int]:
-    """Repeats per ``str(_ng_task_index)`` counted over a materialized-inputs JSONL file.
-
-    The path comes from a client, so only a regular file of bounded size is read: a FIFO,
-    a device such as ``/dev/zero`` or a directory is refused before it is opened.
-    """
-    plan: dict[str, int] = {}
-    try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise PlanError(
-                f"materialized inputs {path!r} is not a regular file", field="materialized_inputs"
-            )
-        if info.st_size > max_bytes:
-            raise PlanError(
-                f"materialized inputs {path!r} is {info.st_size} bytes, over the {max_bytes}-byte limit",
-                field="materialized_inputs",
-            )
-        with open(path, "rb") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    raise PlanError(
-                        f"{path}:{number}: not JSON ({exc})", field="materialized_inputs"
-                    ) from exc
-                if not isinstance(row, dict) or "_ng_task_index" not in row:
-                    raise PlanError(
-                        f"{path}:{number}: row has no _ng_task_index", field="materialized_inputs"
-                    )
-                task = str(row["_ng_task_index"])
-                plan[task] = plan.get(task, 0) + 1
-    except OSError as exc:
-        raise PlanError(
-            f"cannot read materialized inputs {path!r}: {exc.strerror}", field="materialized_inputs"
-        ) from exc
-    return plan
-
-
 async def _none() -> None:
     return None
 
@@ -165,8 +110,10 @@ class Ingestor:
         preparer: Preparer | None = None,
         clock: Callable[[], float] = time.time,
         inflight_rules: InflightRules | None = None,
+        read_plan: Callable[[str], dict[str, int]] = plan_from_materialized,
     ) -> None:
         self._journal = journal
+        self._read_plan = read_plan
         self._engines = engines
         self._on_event = on_event
         self._health_interval_s = health_interval_s
@@ -180,6 +127,9 @@ class Ingestor:
         self.replayed = 0
         #: False while the journal's last append failed (the service answers 503 to ingest).
         self.journal_ok = True
+        #: Held while committed events are applied; a reader on another thread holds it to see
+        #: the run states still (``sidecar._offloop``).
+        self.apply_lock = asyncio.Lock()
 
     def now(self) -> float:
         """The ingestor's wall clock (arrival times, in-flight ages)."""
@@ -252,7 +202,7 @@ class Ingestor:
             plan = None
             if isinstance(event, RunStarted) and event.materialized_inputs is not None:
                 try:
-                    plan = await anyio.to_thread.run_sync(plan_from_materialized, event.materialized_inputs)
+                    plan = await anyio.to_thread.run_sync(self._read_plan, event.materialized_inputs)
                 except PlanError as exc:
                     exc.index = index
                     raise
@@ -345,7 +295,8 @@ class Ingestor:
                 if queued:
                     inflight = self._begin(queued)
                 try:
-                    self._apply_batch(batch, committed)
+                    async with self.apply_lock:  # a report or scrape being built off the loop reads state
+                        self._apply_batch(batch, committed)
                 except Exception as exc:  # committed events are replayed on restart; answer, keep going
                     _log.exception("answering a committed batch failed")
                     _fail(batch, exc)

@@ -9,11 +9,11 @@ prometheus-client metrics in a per-service registry, never the global one.
 
 from __future__ import annotations
 
-import math
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import metadata
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
 from prometheus_client.core import (
@@ -33,7 +33,7 @@ from sidecar.runs import TOKEN_KINDS, RunState
 if TYPE_CHECKING:
     from sidecar.ingest import Ingestor
 
-__all__ = ["ERROR_REASONS", "ServiceMetrics", "render"]
+__all__ = ["ERROR_REASONS", "FOLLOWER_STATES", "ServiceMetrics", "render"]
 
 ERROR_REASONS = (
     "validation",
@@ -43,6 +43,9 @@ ERROR_REASONS = (
     "unauthorized",
     "unknown_run",
     "journal_unavailable",
+    "too_many_runs",
+    "busy",
+    "starting",
     "bad_request",
 )
 _P = "rollout_sidecar_"
@@ -188,7 +191,7 @@ class _Families:
         for check in TASK_CHECK_IDS:
             self.flags.add_metric([rid, check], view.task_flags.get(check, 0))
         for kind in TOKEN_KINDS:
-            self.tokens.add_metric([rid, kind], run.tokens[kind])
+            self.tokens.add_metric([rid, kind], _counter_value(run.tokens[kind]))
 
     def add_inflight(self, run: RunState, now: float) -> None:
         rid = run.run_id
@@ -198,17 +201,58 @@ class _Families:
         self.inflight_oldest.add_metric([rid], view.oldest_age_s or 0.0)
         self.stragglers.add_metric([rid], view.stragglers)
         self.stalled.add_metric([rid], view.stalled)
-        self.straggler_threshold.add_metric([rid], math.inf if threshold is None else threshold)
+        if threshold is not None:  # no series before a rule applies: every sample stays finite
+            self.straggler_threshold.add_metric([rid], threshold)
+
+
+def _counter_value(total: int) -> float:
+    """An exact ``int`` total as a finite sample value: past the double range it saturates, so the
+    counter never shows ``+Inf`` and never falls."""
+    try:
+        return float(total)
+    except OverflowError:
+        return sys.float_info.max
+
+
+#: States of ``serve --follow``'s follower, one series each (1 for the current state).
+FOLLOWER_STATES = ("starting", "following", "retrying", "stopped")
 
 
 class _RunCollector(Collector):
-    """Yields every run-scoped family from the ingestor's current run states."""
+    """Yields every run-scoped family from the ingestor's current run states (none while the
+    journal replays: the states are being rebuilt on another thread)."""
 
-    def __init__(self, ingestor: Ingestor) -> None:
+    def __init__(
+        self,
+        ingestor: Ingestor,
+        ready: Callable[[], bool],
+        follower: Callable[[], dict[str, Any] | None],
+        retain_ended_s: float | None,
+    ) -> None:
         self._ingestor = ingestor
+        self._retain_ended_s = retain_ended_s
+        self._ready = ready
+        self._follower = follower
 
     def collect(self) -> Iterator[Metric]:
+        status = self._follower()
+        if status is not None:
+            state = GaugeMetricFamily(
+                _P + "follower_state", "serve --follow: 1 for the follower's current state.", labels=["state"]
+            )
+            for name in FOLLOWER_STATES:
+                state.add_metric([name], 1.0 if status.get("state") == name else 0.0)
+            yield state
+            yield CounterMetricFamily(
+                _P + "follower_retries", "Follower restarts after a transient error.", value=status["retries"]
+            )
+        if not self._ready():
+            yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=0)
+            return
         runs = list(self._ingestor.runs.values())
+        if self._retain_ended_s is not None:
+            cutoff = time.time() - self._retain_ended_s
+            runs = [run for run in runs if run.ended_at is None or run.ended_at > cutoff]
         families = _Families()
         now = self._ingestor.now()
         for run in runs:
@@ -270,8 +314,17 @@ class ServiceMetrics:
         if ingestor is not None:
             self.attach(ingestor)
 
-    def attach(self, ingestor: Ingestor) -> None:
-        self.registry.register(_RunCollector(ingestor))
+    def attach(
+        self,
+        ingestor: Ingestor,
+        *,
+        ready: Callable[[], bool] = lambda: True,
+        follower: Callable[[], dict[str, Any] | None] = lambda: None,
+        retain_ended_s: float | None = None,
+    ) -> None:
+        """Run-scoped families of ``ingestor``'s runs; a run that ended ``retain_ended_s`` ago
+        leaves them (its report stays), so a scrape costs the live runs, not the history."""
+        self.registry.register(_RunCollector(ingestor, ready, follower, retain_ended_s))
 
     def on_event(self, kind: str, result: str) -> None:
         self.ingest_events.labels(kind, result).inc()

@@ -87,6 +87,32 @@ def openapi_document() -> dict[str, Any]:
                     "security": [{"bearer": []}],
                 }
             },
+            "/v1/runs/{run_id}/lines": {
+                "post": {
+                    "summary": "One raw rollout line as the body (a completed event without JSON escaping).",
+                    "parameters": [
+                        {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                        *(
+                            {"name": name, "in": "query", "required": required, "schema": {"type": kind}}
+                            for name, kind, required in (
+                                ("line_number", "integer", True),
+                                ("generation", "integer", False),
+                                ("seconds", "number", False),
+                                ("latency_ms", "number", False),
+                            )
+                        ),
+                    ],
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+                    },
+                    "responses": {
+                        "200": _json(any_object, "the event's result, as for /events"),
+                        **_errors(400, 401, 404, 413, 422, 503),
+                    },
+                    "security": [{"bearer": []}],
+                }
+            },
             "/v1/runs": _get("Runs held.", _json(any_object, "runs")),
             "/v1/runs/{run_id}/inflight": _get(
                 "In-flight rollouts of a run: count, ages, stragglers, the oldest (no payloads).",

@@ -1,4 +1,4 @@
-"""Run the service on uvicorn: open the journal first, then bind, then shut down gracefully.
+"""Run the service on uvicorn: bind, open the journal, serve while it replays, shut down gracefully.
 
 :func:`serve` is what ``rollout-sidecar serve`` calls. :class:`ServiceThread` runs the real
 service on an ephemeral loopback port in a background thread, for tests and benchmarks.
@@ -7,24 +7,26 @@ service on an ephemeral loopback port in a background thread, for tests and benc
 from __future__ import annotations
 
 import asyncio
+import errno
 import signal
 import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 import uvicorn
 
+from sidecar._guarded_http import ConnectionGuard, guarded_protocol
 from sidecar._server_thread import ServerThread, loop_factory
 from sidecar.app import create_app
 from sidecar.engines import Engines
 from sidecar.service import Service
-from sidecar.settings import ServiceSettings
+from sidecar.settings import ServiceSettings, SettingsError
 
-__all__ = ["ServiceThread", "loop_factory", "run_service", "serve"]
+__all__ = ["ServiceThread", "bind_socket", "loop_factory", "run_service", "serve"]
 
 _log = structlog.get_logger("sidecar.server")
-
 
 
 class _Terminated(Exception):
@@ -35,7 +37,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated
 
 
-def run_service(settings: ServiceSettings) -> None:
+def run_service(settings: ServiceSettings, *, follower: Any = None) -> None:
     """Blocking entry point of ``rollout-sidecar serve``; returns normally after SIGTERM or SIGINT.
 
     uvicorn handles the signals itself (graceful shutdown, lifespan, journal closed) and then
@@ -44,7 +46,7 @@ def run_service(settings: ServiceSettings) -> None:
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            runner.run(serve(settings))
+            runner.run(serve(settings, follower=follower))
     except (_Terminated, KeyboardInterrupt):
         pass
     finally:
@@ -52,8 +54,14 @@ def run_service(settings: ServiceSettings) -> None:
 
 
 def _config(service: Service) -> uvicorn.Config:
+    settings = service.settings
+    guard = ConnectionGuard(
+        settings.header_timeout_s, settings.body_timeout_s, settings.max_connections_per_peer
+    )
+    service.connection_guard = guard
     return uvicorn.Config(
         create_app(service),
+        http=guarded_protocol(guard),
         host=service.settings.host,
         port=service.settings.port,
         log_config=None,
@@ -65,14 +73,56 @@ def _config(service: Service) -> uvicorn.Config:
     )
 
 
-async def serve(settings: ServiceSettings, *, sock: socket.socket | None = None) -> None:
-    """Serve until SIGINT/SIGTERM. Raises ``SettingsError`` / ``JournalError`` before binding."""
+def bind_socket(settings: ServiceSettings) -> socket.socket:
+    """The listening socket of ``settings``; a port in use raises ``SettingsError`` naming the fix."""
+    try:
+        infos = socket.getaddrinfo(settings.host or None, settings.port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise SettingsError(f"cannot resolve --host {settings.host!r}: {exc.strerror}") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise SettingsError(
+                f"cannot listen on {settings.host}:{settings.port}: the port is already in use (another "
+                "rollout-sidecar?); stop that process or give another --port"
+            ) from None
+        raise SettingsError(
+            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
+        ) from None
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(
+    settings: ServiceSettings, *, sock: socket.socket | None = None, follower: Any = None
+) -> None:
+    """Serve until SIGINT/SIGTERM.
+
+    The port is bound first (a busy port raises ``SettingsError`` before any journal exists),
+    then the journal opened (``JournalError`` for a corrupt or newer one, before anything is
+    served), then requests are served while the journal replays in the background:
+    ``/healthz`` answers at once, ``/readyz`` answers 503 with the replay's progress until ready.
+    """
     settings.check_bind()
-    service = Service(settings)
-    await service.start()  # a corrupt or newer journal fails here, before any port is bound
+    listener = sock if sock is not None else bind_socket(settings)
+    try:
+        service = Service(settings)
+        service.follower = follower
+        await service.open()
+    except BaseException:
+        if sock is None:
+            listener.close()
+        raise
+    service.begin()
     server = _AnnouncingServer(_config(service), settings)
     try:
-        await server.serve(sockets=[sock] if sock is not None else None)
+        await server.serve(sockets=[listener])
     finally:
         await service.stop()
 
@@ -88,6 +138,8 @@ class _AnnouncingServer(uvicorn.Server):
         await super().startup(sockets)
         ports = {s.getsockname()[1] for listener in self.servers for s in listener.sockets}
         port = ports.pop() if len(ports) == 1 else self._settings.port
+        if sockets is not None and not self.should_exit:  # uvicorn announces only sockets it bound
+            self._log_started_message(sockets)
         _log.info("listening", host=self._settings.host, port=port, auth=self._settings.token is not None)
 
 

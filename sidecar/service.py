@@ -1,20 +1,30 @@
 """The service's parts wired together: journal, ingestor and metrics, with one start/stop.
 
 Kept apart from the HTTP layer so the server runner can open (and refuse) the journal
-before it binds a port, and tests can drive the same object the app serves.
+right after it binds its port, then serve while the journal replays on a worker thread:
+until the replay is done ``ready`` is False, ``replay_progress`` says how far it got, and the
+app answers run-scoped requests 503 (``/healthz`` and ``/readyz`` answer throughout).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import functools
+import gc
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import orjson
 import structlog
 
+from sidecar._offloop import OffLoopReads
 from sidecar.engines import Engines, default_engines
+from sidecar.events import MAX_LATENCY_MS, MAX_SECONDS, MAX_TIMESTAMP
 from sidecar.ingest import Ingestor, JournalLike
+from sidecar.materialized_inputs import plan_from_materialized
 from sidecar.metrics import ServiceMetrics
 from sidecar.prepare import Preparer
 from sidecar.settings import ServiceSettings
@@ -40,30 +50,69 @@ class Service:
         self.settings = settings
         #: Wall clock of arrivals and in-flight ages (the demo runs the service on simulated time).
         self.clock = clock
+        self.started = False
+        self.ready = False
         self.metrics = ServiceMetrics()
         if journal is None:
-            from sidecar.journal import Journal
+            from sidecar.journal import Journal, JournalError
 
-            settings.journal_path.parent.mkdir(parents=True, exist_ok=True)
+            parent = settings.journal_path.parent
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise JournalError(
+                    f"cannot create the journal's directory {str(parent)!r}: {exc.strerror or exc}; "
+                    "give --journal a path in a writable directory",
+                    path=settings.journal_path,
+                ) from None
             journal = Journal(settings.journal_path, on_commit=self.metrics.on_commit)
         self.journal = journal
+        self._counted = _ReplayCounter(journal)
+        #: ``serve --follow``'s follower (anything with ``status() -> dict``), shown in ``/readyz``.
+        self.follower: Any = None
+        #: The server's slow-client guard (``sidecar._guarded_http.ConnectionGuard``), once serving.
+        self.connection_guard: Any = None
         self.preparer = Preparer(settings.workers) if settings.workers and engines is None else None
         self.ingestor = Ingestor(
-            journal,
+            self._counted,
             engines or default_engines(),
-            on_event=self.metrics.on_event,
+            on_event=self._on_event,
             health_interval_s=settings.health_metrics_interval_s,
             preparer=self.preparer,
             inflight_rules=settings.inflight,
             clock=clock,
+            read_plan=functools.partial(
+                plan_from_materialized,
+                root=settings.inputs_root,
+                max_line_bytes=settings.max_input_line_bytes,
+                max_tasks=settings.max_plan_tasks,
+            ),
         )
-        self.metrics.attach(self.ingestor)
+        self.reads = OffLoopReads(self.ingestor.apply_lock)
+        self.metrics.attach(
+            self.ingestor,
+            ready=lambda: self.ready,
+            follower=lambda: self.follower.status() if self.follower is not None else None,
+            retain_ended_s=settings.metrics_retain_ended_s,
+        )
         self.started = False
         self.ready = False
         self._retention: asyncio.Task[None] | None = None
         self._inflight: asyncio.Task[None] | None = None
         self.otlp: Any = None  # sidecar.otlp.OtlpPusher while pushing
         self.process_started = time.time()
+        self._replay: asyncio.Task[None] | None = None
+        self.replay_error: BaseException | None = None
+
+    def _on_event(self, kind: str, result: str) -> None:
+        self.metrics.on_event(kind, result)
+        self.reads.note_event()
+
+    @property
+    def replay_progress(self) -> dict[str, int]:
+        """Events replayed so far and the journal's last sequence number (what a replay reaches)."""
+        stats = getattr(self.journal, "stats", None)
+        return {"replayed": self._counted.replayed, "journal_events": getattr(stats, "events", 0)}
 
     async def _retain(self, retain_s: float) -> None:
         while True:
@@ -138,15 +187,41 @@ class Service:
         )
         self.otlp.start()
 
-    async def start(self) -> None:
-        """Open the journal (raises ``JournalError`` subclasses), replay it, start ingesting."""
+    async def open(self) -> None:
+        """Open the journal (raises ``JournalError`` subclasses); nothing is replayed yet."""
         if self.started:
             return
         open_ = getattr(self.journal, "open", None)
         if open_ is not None:
             await open_()
         self.started = True
-        self.ingestor.replay()
+
+    def begin(self) -> None:
+        """Replay on a worker thread, then start ingesting; returns at once (see ``ready``)."""
+        if self._replay is None:
+            self._replay = asyncio.get_running_loop().create_task(self._replay_then_start(), name="replay")
+
+    async def start(self) -> None:
+        """Open the journal, replay it and start ingesting; returns once ready (or at once when
+        :meth:`begin` already runs the replay in the background)."""
+        if self._replay is not None:
+            return
+        await self.open()
+        self.begin()
+        assert self._replay is not None
+        await self._replay
+
+    async def _replay_then_start(self) -> None:
+        try:
+            await asyncio.to_thread(self.ingestor.replay)
+        except Exception as exc:
+            self.replay_error = exc
+            _log.exception("journal replay failed")
+            raise
+        # The replayed state lives as long as the service: out of the cyclic collector's way, so
+        # a full collection (triggered by a report build's allocations) does not walk all of it
+        # while holding the GIL. (Acyclic garbage among it is still freed by reference counting.)
+        gc.freeze()
         self.ingestor.start()
         if self.settings.retain_ended_s is not None:
             self._retention = asyncio.get_running_loop().create_task(
@@ -170,6 +245,11 @@ class Service:
         if not self.started:
             return
         self.ready = False
+        if self._replay is not None and not self._replay.done():
+            self._replay.cancel()  # the worker thread finishes its replay; its state is dropped
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._replay
+        self._replay = None
         if self._retention is not None:
             self._retention.cancel()
             self._retention = None
@@ -187,3 +267,67 @@ class Service:
             await close()
         self.started = False
         _log.info("service stopped")
+
+
+#: Numbers an event may carry and their ranges (``sidecar.events``); journals written before the
+#: ranges existed may hold values outside them.
+_RANGED = {
+    "seconds": (0.0, MAX_SECONDS),
+    "latency_ms": (0.0, MAX_LATENCY_MS),
+    "dispatch_budget_s": (0.0, MAX_SECONDS),
+    "drain_margin_s": (0.0, MAX_SECONDS),
+    "task_timeout_s": (1e-300, MAX_SECONDS),
+    "started_at": (0.0, MAX_TIMESTAMP),
+    "ended_at": (0.0, MAX_TIMESTAMP),
+}
+_RANGED_KEYS = tuple(f'"{name}":'.encode() for name in _RANGED)
+
+
+def _in_range(value: Any, low: float, high: float) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high
+
+
+class _ReplayCounter:
+    """The journal as the ingestor sees it: counts the events its replay yields (progress), and
+    drops from old events a number the API now refuses (an out-of-range duration would refuse
+    the whole replay), with a warning naming the event."""
+
+    def __init__(self, journal: JournalLike) -> None:
+        self._journal = journal
+        self.replayed = 0
+        self.repaired = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._journal, name)
+
+    async def append(self, events: Any) -> Any:
+        return await self._journal.append(events)
+
+    def replay(self, *, after_seq: int = 0) -> Iterator[Any]:
+        for record in self._journal.replay(after_seq=after_seq):
+            self.replayed += 1
+            yield self._repaired(record)
+
+    def _repaired(self, record: Any) -> Any:
+        payload = record.payload
+        # The event's own fields precede its row (a JSON object whose keys could match); inside
+        # JSON strings every quote is escaped, so a key pattern matches only a real key.
+        row_at = payload.find(b'"row":')
+        head = payload if row_at < 0 else payload[:row_at]
+        if not any(key in head for key in _RANGED_KEYS):
+            return record
+        body = orjson.loads(payload)
+        bad = [
+            name
+            for name, (low, high) in _RANGED.items()
+            if body.get(name) is not None and not _in_range(body[name], low, high)
+        ]
+        if not bad:
+            return record
+        for name in bad:
+            del body[name]
+        self.repaired += 1
+        _log.warning(
+            "journaled event out of today's ranges: fields dropped on replay", seq=record.seq, fields=bad
+        )
+        return dataclasses.replace(record, payload=orjson.dumps(body))

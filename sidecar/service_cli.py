@@ -112,6 +112,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help=f"seconds between straggler/stall evaluations (default {rules.eval_interval_s:g})",
     )
+    _add_limits(serve)
     serve.add_argument("--log-level", default="info", help="log level (default info)")
     serve.add_argument(  # dispatcher_client's follower, run beside the service (issue 5)
         "--follow",
@@ -143,6 +144,94 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     report.set_defaults(handler=_report)
 
 
+def _add_limits(serve: argparse.ArgumentParser) -> None:
+    """Caps and timeouts: what one client may cost the service (see docs/reliability.md)."""
+    d = ServiceSettings()
+    limits = serve.add_argument_group("limits")
+    limits.add_argument(
+        "--inputs-root",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="read run_started.materialized_inputs only from files under DIR (default: any path whose "
+        "name ends in _materialized_inputs.jsonl)",
+    )
+    limits.add_argument(
+        "--max-input-line",
+        type=_size,
+        default=d.max_input_line_bytes,
+        metavar="SIZE",
+        help="longest materialized-inputs line read (default 16M)",
+    )
+    limits.add_argument(
+        "--max-plan-tasks",
+        type=int,
+        default=d.max_plan_tasks,
+        help=f"tasks per plan (default {d.max_plan_tasks})",
+    )
+    limits.add_argument(
+        "--max-runs", type=int, default=d.max_runs, help=f"runs held at once (default {d.max_runs})"
+    )
+    limits.add_argument(
+        "--max-identity-chars",
+        type=int,
+        default=d.max_identity_chars,
+        help=f"longest string task_index / rollout_index (default {d.max_identity_chars})",
+    )
+    limits.add_argument(
+        "--max-body-bytes-in-flight",
+        type=_size,
+        default=d.max_body_bytes_in_flight,
+        metavar="SIZE",
+        help="request body bytes held at once over all requests (default 256M)",
+    )
+    limits.add_argument(
+        "--header-timeout",
+        type=float,
+        default=d.header_timeout_s,
+        metavar="SECONDS",
+        help=f"close a connection without complete headers after this long (default {d.header_timeout_s:g})",
+    )
+    limits.add_argument(
+        "--body-timeout",
+        type=float,
+        default=d.body_timeout_s,
+        metavar="SECONDS",
+        help=f"close a connection whose request body stalls this long (default {d.body_timeout_s:g})",
+    )
+    limits.add_argument(
+        "--max-connections-per-peer",
+        type=int,
+        default=d.max_connections_per_peer,
+        help=f"open connections per client address (default {d.max_connections_per_peer})",
+    )
+    limits.add_argument(
+        "--metrics-retain-ended",
+        type=float,
+        default=d.metrics_retain_ended_s,
+        metavar="SECONDS",
+        help=f"ended runs leave /metrics after this long (default {d.metrics_retain_ended_s:g})",
+    )
+
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    root = args.inputs_root
+    if root is not None and not root.is_dir():
+        raise SettingsError(f"--inputs-root {str(root)!r} is not a directory")
+    return {
+        "inputs_root": root,
+        "max_input_line_bytes": args.max_input_line,
+        "max_plan_tasks": args.max_plan_tasks,
+        "max_runs": args.max_runs,
+        "max_identity_chars": args.max_identity_chars,
+        "max_body_bytes_in_flight": max(args.max_body_bytes_in_flight, args.body_cap),
+        "header_timeout_s": args.header_timeout,
+        "body_timeout_s": args.body_timeout,
+        "max_connections_per_peer": args.max_connections_per_peer,
+        "metrics_retain_ended_s": args.metrics_retain_ended,
+    }
+
+
 def _serve(args: argparse.Namespace) -> int:
     from sidecar.journal import JournalError
     from sidecar.logging import configure_logging
@@ -172,10 +261,11 @@ def _serve(args: argparse.Namespace) -> int:
             inflight=inflight,
             otlp_endpoint=endpoint,
             otlp_interval_s=interval_s,
+            **_limits(args),
         )
         follower = _start_follower(args, settings)
         try:
-            run_service(settings)
+            run_service(settings, follower=follower)
         finally:
             if follower is not None:
                 follower.stop()

@@ -107,6 +107,26 @@ class ServiceSettings:
     otlp_endpoint: str | None = None
     #: Seconds between two OTLP pushes.
     otlp_interval_s: float = 15.0
+    #: Only read ``materialized_inputs`` files under this directory (``None``: any such file name).
+    inputs_root: Path | None = None
+    #: Longest line of a materialized-inputs file the service reads.
+    max_input_line_bytes: int = 16 << 20
+    #: Most tasks one plan may declare (given or derived from materialized inputs).
+    max_plan_tasks: int = 1_000_000
+    #: Most runs held at once; a new run past it is refused with 429 until runs end and are dropped.
+    max_runs: int = 1_000
+    #: Longest string ``task_index`` / ``rollout_index`` an event may give.
+    max_identity_chars: int = 1024
+    #: Request body bytes the service holds at once over all requests; past it, 503 + Retry-After.
+    max_body_bytes_in_flight: int = 256 << 20
+    #: Seconds a connection may take to send its complete request headers before it is closed.
+    header_timeout_s: float = 10.0
+    #: Seconds a request body may go without a byte arriving before the connection is closed.
+    body_timeout_s: float = 30.0
+    #: Open connections one peer address may hold; more are closed at once.
+    max_connections_per_peer: int = 256
+    #: Ended runs leave ``/metrics`` this many seconds after they ended (``/report`` keeps them).
+    metrics_retain_ended_s: float = 3600.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -123,6 +143,24 @@ class ServiceSettings:
             )
         if not 8 <= self.max_json_depth <= 1024:
             raise SettingsError(f"max JSON depth must be in 8..1024, got {self.max_json_depth!r}")
+        for name in (
+            "max_input_line_bytes",
+            "max_plan_tasks",
+            "max_runs",
+            "max_identity_chars",
+            "max_connections_per_peer",
+        ):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.max_body_bytes_in_flight < self.body_cap:
+            raise SettingsError(
+                f"max_body_bytes_in_flight ({self.max_body_bytes_in_flight}) must be >= the body cap "
+                f"({self.body_cap}), or a request at the cap could never be taken"
+            )
+        for name in ("header_timeout_s", "body_timeout_s", "metrics_retain_ended_s"):
+            value = getattr(self, name)
+            if not (value > 0 and value < float("inf")):
+                raise SettingsError(f"{name} must be a finite number of seconds > 0, got {value!r}")
 
     def check_bind(self) -> None:
         """Refuse to listen beyond loopback without a token: the ingest API would be open to anyone."""

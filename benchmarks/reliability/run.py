@@ -23,15 +23,21 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: benchmarks/reliability/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benchmarks.reliability.blocking_reads import run_blocking_reads
 from benchmarks.reliability.corrupt import run_corrupt_trials, run_schema_cases
 from benchmarks.reliability.crash import run_crash_trials
 from benchmarks.reliability.diskfull import run_disk_full_trials
+from benchmarks.reliability.follow_refusals import run_follow_refusals
 from benchmarks.reliability.follower import run_follower_trials
 from benchmarks.reliability.fuzz import run_fuzz
+from benchmarks.reliability.inputs import run_inputs
 from benchmarks.reliability.load import percentile, run_load
 from benchmarks.reliability.outage import run_outage
+from benchmarks.reliability.poison import OUT_OF_RANGE, run_poison
+from benchmarks.reliability.restart import run_restart
 from benchmarks.reliability.security import run_security_checks
 from benchmarks.reliability.sidecar_process import Launch
+from benchmarks.reliability.slow_clients import run_slow_clients
 from sidecar.logging import configure_logging
 
 __all__ = ["main"]
@@ -157,6 +163,96 @@ def _follower(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
     return "; ".join(lines), violations
 
 
+def _poison(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    r = run_poison(tmp, launch=launch, num_tasks=8 if quick else 400)
+    return (
+        f"{r.rows} rows ({r.poisoned_rows} with token counts up to 1.7e308 and two (uint64)-1 in one row), "
+        f"each batch posted twice: {r.accepted} accepted, {r.duplicates} duplicates; "
+        f"{r.refused_422}/{len(OUT_OF_RANGE)} out-of-range events refused 422 naming the field; "
+        f"{r.reports_checked} reports all finite (largest token total {r.largest_token_total:.3e}), "
+        f"{r.metric_scrapes} scrapes without +Inf/NaN or a falling _sum; violations {len(r.violations)}",
+        r.violations,
+    )
+
+
+def _inputs(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    big, cap = (48 << 20, "4M") if quick else (256 << 20, "16M")
+    r = run_inputs(tmp, launch=launch, big_line_bytes=big, readers=6, line_cap=cap)
+    return (
+        f"{r.refused} hostile materialized_inputs paths refused with {r.distinct_refusal_bodies} distinct "
+        f"422 body; {r.accepted_plans} valid files planned; {r.big_reads} concurrent reads of a "
+        f"{r.big_line_bytes >> 20} MiB single-line file (line cap {cap}) grew peak RSS by "
+        f"{r.rss_growth_bytes / 2**20:.1f} MiB; violations {len(r.violations)}",
+        r.violations,
+    )
+
+
+def _follow_refusals(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    line, cap = (3 << 20, 4 << 20) if quick else (36 << 20, 64 << 20)
+    r = run_follow_refusals(tmp, launch=launch, line_bytes=line, body_cap=cap)
+    return (
+        f"a {line >> 20} MiB line (~{2 * line >> 20} MiB escaped) under a {cap >> 20} MiB body cap: "
+        f"{r.long_records}/4 records live == batch; a line over the cap: exit {r.over_cap_exit}, "
+        f"message names --body-cap: {'--body-cap' in r.over_cap_message}; wrong token: exit "
+        f"{r.wrong_token_exit}, nothing checkpointed, rerun {r.token_rerun_records}/6 records; unreachable "
+        f"sidecar: first stderr line after {r.unreachable_first_stderr_s or 0:.1f} s, exit "
+        f"{r.unreachable_exit} after {r.unreachable_exit_s or 0:.1f} s (--give-up-after 2); "
+        f"violations {len(r.violations)}",
+        r.violations,
+    )
+
+
+def _restart(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    r = run_restart(tmp, launch=launch, num_tasks=3000 if quick else 100_000)
+    return (
+        f"journal of {r.events} events: /healthz answered after {r.healthz_s or 0:.2f} s, ready after "
+        f"{r.ready_s or 0:.2f} s; {r.progress_polls} /readyz 503 answers with progress, "
+        f"{r.drain_margin_answers} /drain_margin answers, none refused; busy port and journal under /proc: "
+        f"exit 2 with one stderr line each; violations {len(r.violations)}",
+        r.violations,
+    )
+
+
+def _slow_clients(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    if quick:
+        r = run_slow_clients(tmp, launch=launch, attackers=300, stallers=50, max_per_peer=128)
+    else:  # the service's defaults: 10 s header and body timeouts, 256 connections per peer
+        r = run_slow_clients(
+            tmp,
+            launch=launch,
+            attackers=800,
+            stallers=100,
+            header_timeout_s=10,
+            body_timeout_s=10,
+            max_per_peer=256,
+        )
+    return (
+        f"{r.attackers} half-header + {r.stallers} stalled-body sockets from 127.0.0.1: "
+        f"{r.closed_by_service} closed by the service, the slowest after {r.slowest_close_s:.1f} s; "
+        f"/drain_margin on fresh connections meanwhile {r.polls_ok}/{r.polls} answered 200, "
+        f"p99 {r.p99_ms:.1f} ms; violations {len(r.violations)}",
+        r.violations,
+    )
+
+
+def _blocking_reads(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    if quick:
+        r = run_blocking_reads(tmp, launch=launch, num_tasks=1500, seconds=3.0, p99_bound_ms=0)
+    else:
+        r = run_blocking_reads(tmp, launch=launch, num_tasks=100_000, seconds=30.0)
+    base, loaded = r.figures(r.baseline_ms), r.figures(r.loaded_ms)
+    report, scrape = r.figures(r.report_ms), r.figures(r.scrape_ms)
+    return (
+        f"{r.events} events journaled; /drain_margin ms p50/p99/max alone "
+        f"{base[0]:.2f}/{base[1]:.2f}/{base[2]:.1f}, "
+        f"with /report and /metrics polled back to back {loaded[0]:.2f}/{loaded[1]:.2f}/{loaded[2]:.1f} "
+        f"(p99 ratio {loaded[1] / base[1]:.2f}); {r.reports} reports (p50 {report[0]:.0f} ms), "
+        f"{r.scrapes} scrapes (p50 {scrape[0]:.1f} ms), {r.trickled} events trickled in; "
+        f"violations {len(r.violations)}",
+        r.violations,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "crash": _crash,
     "crash-pool": _crash_pool,
@@ -167,6 +263,12 @@ SCENARIOS: dict[str, Scenario] = {
     "fuzz": _fuzz,
     "security": _security,
     "follower": _follower,
+    "poison": _poison,
+    "inputs": _inputs,
+    "follow-refusals": _follow_refusals,
+    "restart": _restart,
+    "slow-clients": _slow_clients,
+    "blocking-reads": _blocking_reads,
 }
 
 

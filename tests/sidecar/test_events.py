@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sidecar.events import EventBatch, encode_event, event_identity, idempotency_key
+from sidecar.events import MAX_SECONDS, EventBatch, encode_event, event_identity, idempotency_key
 
 
 def _one(body: dict[str, Any]) -> Any:
@@ -82,3 +82,29 @@ class TestKeys:
             payload
             == b'{"kind":"completed","seconds":1.0,"row":{"_ng_task_index":1,"b":[1,2]},"received_at":5.0}'
         )
+
+
+class TestNumberRanges:
+    @pytest.mark.parametrize(
+        ("event", "field"),
+        [
+            ({"kind": "run_started", "dispatch_budget_s": 1e300}, "dispatch_budget_s"),
+            ({"kind": "completed", "row": {}, "seconds": -1.0}, "seconds"),
+            ({"kind": "completed", "row": {}, "latency_ms": 1e308}, "latency_ms"),
+            ({"kind": "run_started", "plan": {"1": 10**7}}, "plan"),
+            ({"kind": "latency", "op": "record", "seconds": 1.0, "source": "s", "seq": 2**63}, "seq"),
+        ],
+    )
+    def test_past_the_range_is_refused_naming_the_field(self, event: dict[str, Any], field: str) -> None:
+        with pytest.raises(ValidationError) as caught:
+            EventBatch.validate_python([event])
+        assert field in caught.value.errors()[0]["loc"]
+
+    def test_the_bounds_themselves_are_accepted(self) -> None:
+        events = EventBatch.validate_python(
+            [
+                {"kind": "run_started", "dispatch_budget_s": MAX_SECONDS, "plan": {"1": 1_000_000}},
+                {"kind": "completed", "row": {}, "seconds": 0, "latency_ms": MAX_SECONDS * 1000},
+            ]
+        )
+        assert events[0].dispatch_budget_s == MAX_SECONDS  # type: ignore[union-attr]

@@ -131,7 +131,7 @@ def test_bad_requests_name_the_field(tmp_path: Path) -> None:
             response = client.post(f"/v1/runs/{RUN}/events", json=events)
             assert response.status_code == 422, response.text
             assert response.json()["field"] == field
-        for limit in ("-1", "1001", "x"):
+        for limit in ("-1", "1001", "x", "\u00b2", "9" * 5000):
             response = client.get(f"/v1/runs/{RUN}/inflight", params={"limit": limit})
             assert (response.status_code, response.json()["field"]) == (400, "limit")
         response = client.get("/v1/runs/nope/inflight")

@@ -194,7 +194,7 @@ class TestTaskClosing:
         await harness.stop()
         inputs.unlink()
         assert (await harness.start()).runs["r"].plan == {"0": 2, "7": 1}
-        with pytest.raises(PlanError, match="cannot read"):
+        with pytest.raises(PlanError, match="materialized inputs not accepted"):
             await harness.ingestor.submit(  # type: ignore[union-attr]
                 "s", _events({"kind": "run_started", "materialized_inputs": str(inputs)})
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,34 @@ class TestMerge:
         left.merge(right)
         assert right.result(1) == compute_perf_summary([{"num_turns": 3}], 1)
         assert left.result(2) == compute_perf_summary([{"num_turns": 1}, {"num_turns": 3}], 2)
+
+
+class TestFiniteStatistics:
+    """Where the reference's float arithmetic overflows, the exact statistic saturates instead."""
+
+    def test_int_totals_past_64_bits_stay_exact(self) -> None:
+        records = [{"num_turns": 1, "prompt_tokens": 2**64 - 1}, {"num_turns": 1, "prompt_tokens": 2**64 - 1}]
+        summary = compute_perf_summary(records, 2)
+        assert summary is not None
+        assert summary["total_prompt_tokens"] == 2 * (2**64 - 1)
+        assert summary["mean_prompt_tokens"] == float(2**64 - 1)
+
+    def test_means_past_the_double_range_are_exact_then_saturated(self) -> None:
+        big = int(1.7e308)
+        records = [{"num_turns": 1, "prompt_tokens": big}, {"num_turns": 1, "prompt_tokens": big}]
+        summary = compute_perf_summary(records, 2)
+        assert summary is not None
+        assert summary["mean_prompt_tokens"] == 1.7e308 and summary["median_prompt_tokens"] == 1.7e308
+
+    def test_latency_overflow_and_cancellation_give_the_exact_value(self) -> None:
+        records = [{"num_turns": 1, "total_latency_ms": -1e308}, {"num_turns": 1, "total_latency_ms": 1e308}]
+        summary = compute_perf_summary(records, 2)
+        assert summary is not None
+        assert summary["total_latency_p50_ms"] == 0.0 and summary["total_latency_mean_ms"] == 0.0
+        huge = [{"num_turns": 1, "total_latency_ms": 1e308}] * 2
+        assert compute_perf_summary(huge, 2)["total_latency_mean_ms"] == 1e308  # type: ignore[index]
+
+    def test_a_ratio_past_the_double_range_saturates(self) -> None:
+        summary = compute_perf_summary([{"num_turns": 0.5, "completion_tokens": 1e308}], 1)
+        assert summary is not None
+        assert summary["mean_tokens_per_turn"] == sys.float_info.max

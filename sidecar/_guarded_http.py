@@ -1,0 +1,127 @@
+"""uvicorn's HTTP protocol with deadlines and a per-peer connection cap, against slow clients.
+
+A connection must deliver its complete request headers within ``header_timeout_s`` of opening
+(or of its previous response), and a request body may go ``body_timeout_s`` without a byte;
+past either the connection is closed. A peer address holds at most ``max_per_peer`` open
+connections: one more evicts that peer's oldest connection still waiting for its headers (a
+slow or idle client), and is refused only when all of them are busy with requests. So
+half-sent requests cannot pile up to uvicorn's ``limit_concurrency``, and a client that sends
+whole requests (``/drain_margin`` polls) keeps getting answers while they are attempted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+__all__ = ["ConnectionGuard", "guarded_protocol"]
+
+
+class ConnectionGuard:
+    """Settings and bookkeeping shared by every connection of one server."""
+
+    def __init__(self, header_timeout_s: float, body_timeout_s: float, max_per_peer: int) -> None:
+        self.header_timeout_s = header_timeout_s
+        self.body_timeout_s = body_timeout_s
+        self.max_per_peer = max_per_peer
+        self.by_peer: dict[str, OrderedDict[int, _GuardedProtocol]] = {}
+        self.header_timeouts = 0
+        self.body_timeouts = 0
+        self.evicted = 0
+        self.refused = 0
+
+    def admit(self, protocol: _GuardedProtocol) -> bool:
+        """Register ``protocol``; False when its peer is at the cap with only busy connections."""
+        held = self.by_peer.setdefault(protocol.peer, OrderedDict())
+        if len(held) >= self.max_per_peer:
+            victim = next((other for other in held.values() if other.waiting_for_headers), None)
+            if victim is None:
+                self.refused += 1
+                return False
+            self.evicted += 1
+            victim.close_now()
+        held[id(protocol)] = protocol
+        return True
+
+    def release(self, protocol: _GuardedProtocol) -> None:
+        held = self.by_peer.get(protocol.peer)
+        if held is not None:
+            held.pop(id(protocol), None)
+            if not held:
+                del self.by_peer[protocol.peer]
+
+
+class _GuardedProtocol(HttpToolsProtocol):
+    guard: ConnectionGuard
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self.waiting_for_headers = True
+        self.peer = ""
+        self._admitted = False
+
+    def _arm(self, seconds: float, on_expiry: Any) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline = self.loop.call_later(seconds, on_expiry)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def close_now(self) -> None:
+        self._disarm()
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _header_expired(self) -> None:
+        self.guard.header_timeouts += 1
+        self.close_now()
+
+    def _body_expired(self) -> None:
+        self.guard.body_timeouts += 1
+        self.close_now()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.peer = self.client[0] if self.client else ""
+        if not self.guard.admit(self):
+            transport.close()
+            return
+        self._admitted = True
+        self._arm(self.guard.header_timeout_s, self._header_expired)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        if self._admitted:
+            self.guard.release(self)
+        super().connection_lost(exc)
+
+    def on_headers_complete(self) -> None:
+        self.waiting_for_headers = False
+        self._arm(self.guard.body_timeout_s, self._body_expired)  # until the body is complete
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        self._arm(self.guard.body_timeout_s, self._body_expired)
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self.waiting_for_headers = True
+            self._arm(self.guard.header_timeout_s, self._header_expired)
+
+
+def guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
+    """The protocol class uvicorn instantiates per connection (``Config(http=...)``), bound to ``guard``."""
+    return type("GuardedHttpProtocol", (_GuardedProtocol,), {"guard": guard})

@@ -1,0 +1,76 @@
+"""``/report`` bodies and ``/metrics`` expositions built on a worker thread, not on the event loop.
+
+Building either over a large run takes CPU seconds; on the loop that would stall every other
+request (``/drain_margin`` first of all). Here one build runs at a time on a thread while the
+ingest sequencer waits to apply its next batch (``Ingestor.apply_lock``), so the build sees the
+run states still; the loop keeps answering meanwhile. The interpreter's thread switch interval
+is lowered to 0.2 ms so the loop thread regains the GIL quickly from a CPU-bound build. A result
+is reused for ``max_age_s`` while no event was applied, so back-to-back polls of a quiet run
+cost one build per interval, not one per request; on a busy run a build of one kind starts at
+most ``duty`` of the time (a request waits, at most 5 s, for the next build rather than get a
+stale result),
+so back-to-back pollers cannot keep a core and the GIL busy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+__all__ = ["OffLoopReads"]
+
+T = TypeVar("T")
+_SWITCH_INTERVAL_S = 0.0002
+_MAX_CACHED = 64
+_MAX_WAIT_S = 5.0  # a request never waits longer than this for its turn (a scrape has a timeout)
+
+
+class OffLoopReads:
+    """Runs read builders on a thread, serialized with ingest, with a short-lived cache."""
+
+    def __init__(self, apply_lock: asyncio.Lock, *, max_age_s: float = 1.0, duty: float = 0.25) -> None:
+        self._apply_lock = apply_lock
+        self.max_age_s = max_age_s
+        self.duty = duty
+        self._next_build: dict[Hashable, float] = {}
+        self._applied = 0
+        self._cache: dict[Hashable, tuple[int, float, Any]] = {}
+        self.builds = 0
+        if sys.getswitchinterval() > _SWITCH_INTERVAL_S:
+            sys.setswitchinterval(_SWITCH_INTERVAL_S)
+
+    def note_event(self, kind: str = "", result: str = "") -> None:
+        """An event was applied (or run states changed): cached results are stale."""
+        self._applied += 1
+
+    def _fresh(self, key: Hashable) -> Any | None:
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == self._applied and time.monotonic() - hit[1] < self.max_age_s:
+            return hit[2]
+        return None
+
+    async def build(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()`` run on a thread (or its recent result for ``key``)."""
+        cached = self._fresh(key)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        wait = min(_MAX_WAIT_S, self._next_build.get(key, 0.0) - time.monotonic())
+        if wait > 0:
+            await asyncio.sleep(wait)
+        async with self._apply_lock:
+            cached = self._fresh(key)  # built by the request this one waited behind
+            if cached is not None:
+                return cached  # type: ignore[no-any-return]
+            stamp, began = self._applied, time.monotonic()
+            value = await asyncio.to_thread(make)
+            self.builds += 1
+            took = time.monotonic() - began
+            self._next_build[key] = began + took / self.duty
+        if len(self._cache) >= _MAX_CACHED:
+            self._cache.clear()
+            self._next_build.clear()
+        self._cache[key] = (stamp, began, value)
+        return value
