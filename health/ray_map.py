@@ -1,0 +1,168 @@
+"""The map phase on a Ray cluster: one Ray Core task per byte split, one reducer in the driver.
+
+The driver plans splits from file sizes (:func:`~health.splits.plan_splits`), submits them as
+tasks (retried when a worker or node dies, and on ``OSError`` such as a flaky network
+filesystem), and keeps a bounded window in flight, submitted in split order. Outcomes are
+placed in split order: a split's global line numbers and ordinals are the prefix sums of the
+earlier splits' counts, so the driver holds an outcome only until every earlier one is in
+(at most the in-flight window), then feeds its digests to the same order-independent
+:class:`~health.reduce.HealthReducer` the process pool feeds. The reports are therefore the
+bytes a local run writes.
+
+Ray is an optional dependency, imported only here and only when a Ray run starts. Every node
+must see the input files at the same paths (a shared filesystem) and have this package
+installed; tasks read their own bytes, nothing but split bounds and compact digests crosses
+the network.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .reduce import HealthReducer
+from .splits import FileSplit, SplitOutcome, digest_split, globalize, plan_splits
+
+__all__ = ["INSTALL_HINT", "RayMapStats", "default_split_bytes", "map_on_ray", "ray_missing_message"]
+
+INSTALL_HINT = "--ray needs Ray: pip install 'rollout-sidecar[ray]'"
+_MIN_SPLIT_BYTES = 1 << 20
+_MAX_SPLIT_BYTES = 64 << 20
+_SPLITS_PER_CPU = 4
+_IN_FLIGHT_PER_CPU = 2
+_HORIZON_WINDOWS = 4
+_MAX_RETRIES = 4
+
+ProgressCallback = Callable[[int, int], None]
+
+
+def ray_missing_message() -> str | None:
+    """``None`` when Ray can be imported, else the one-line install hint."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return INSTALL_HINT
+    return None
+
+
+@dataclass(slots=True)
+class RayMapStats:
+    """What a Ray map did: how many tasks, and how many ran on each node."""
+
+    tasks: int = 0
+    split_bytes: int = 0
+    tasks_per_node: dict[str, int] = field(default_factory=dict)
+
+
+def default_split_bytes(total_bytes: int, cpus: int) -> int:
+    """About four splits per cluster CPU, between 1 MiB and 64 MiB."""
+    target = total_bytes // max(1, cpus * _SPLITS_PER_CPU)
+    return max(_MIN_SPLIT_BYTES, min(_MAX_SPLIT_BYTES, target))
+
+
+def _ray() -> Any:
+    """The ``ray`` module, typed loosely: its stubs vary across releases and it may be absent."""
+    return importlib.import_module("ray")
+
+
+def _run_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutcome:
+    ray = _ray()
+    outcome = digest_split(split, ignored_checks)
+    return replace(outcome, node=ray.get_runtime_context().get_node_id())
+
+
+def _connect(address: str) -> bool:
+    """Join or start a cluster; True when this call started the Ray session (and must end it)."""
+    ray = _ray()
+
+    if ray.is_initialized():
+        return False
+    options: dict[str, Any] = {"log_to_driver": False, "logging_level": "WARNING"}
+    if address == "local":
+        options["include_dashboard"] = False
+    else:
+        options["address"] = address
+    try:
+        ray.init(**options)
+    except ConnectionError as exc:
+        raise ConnectionError(f"cannot join the Ray cluster at {address!r}: {exc}") from exc
+    return True
+
+
+def map_on_ray(
+    paths: Sequence[str],
+    *,
+    address: str = "auto",
+    ignored_checks: frozenset[str] = frozenset(),
+    progress: ProgressCallback | None = None,
+    split_bytes: int | None = None,
+    node_ids: Sequence[str] | None = None,
+    stats: RayMapStats | None = None,
+) -> HealthReducer:
+    """Digest every non-blank line of ``paths`` (in order) on Ray into a fresh reducer.
+
+    ``address`` is ``auto`` (the cluster this job runs in), ``local`` (start one in-process)
+    or a cluster address; an already initialized Ray session is used as it is. ``node_ids``
+    spreads tasks round-robin over those nodes (soft affinity: a task whose node is gone runs
+    elsewhere); otherwise Ray spreads them.
+    """
+    ray = _ray()
+    node_affinity = importlib.import_module("ray.util.scheduling_strategies").NodeAffinitySchedulingStrategy
+    started = _connect(address)
+    try:
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        total = sum(os.path.getsize(path) for path in paths)
+        size = split_bytes if split_bytes is not None else default_split_bytes(total, cpus)
+        splits = plan_splits(paths, size)
+        remote = ray.remote(num_cpus=1, max_retries=_MAX_RETRIES, retry_exceptions=[OSError])(_run_split)
+        reducer = HealthReducer(ignored_checks)
+        ignored = reducer.ignored_checks
+        ignored_ref = ray.put(ignored)
+        run_stats = stats if stats is not None else RayMapStats()
+        run_stats.tasks, run_stats.split_bytes = len(splits), size
+
+        def submit(split: FileSplit) -> Any:
+            if node_ids:
+                node = node_ids[split.index % len(node_ids)]
+                strategy: Any = node_affinity(node, soft=True)
+            else:
+                strategy = "SPREAD"
+            return remote.options(scheduling_strategy=strategy).remote(split, ignored_ref)
+
+        window = cpus * _IN_FLIGHT_PER_CPU
+        # Outcomes wait in ``arrived`` until every earlier split is placed; submitting at most
+        # a few windows past the oldest unplaced split bounds that buffer behind a slow task.
+        horizon = window * _HORIZON_WINDOWS
+        pending: dict[Any, FileSplit] = {}
+        arrived: dict[int, SplitOutcome] = {}
+        submitted = placed = done_bytes = 0
+        line_base = ordinal_base = 0
+        while placed < len(splits):
+            while submitted < len(splits) and len(pending) < window and submitted - placed < horizon:
+                pending[submit(splits[submitted])] = splits[submitted]
+                submitted += 1
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                split = pending.pop(ref)
+                outcome: SplitOutcome = ray.get(ref)
+                arrived[split.index] = outcome
+                done_bytes += split.end - split.start
+                run_stats.tasks_per_node[outcome.node] = run_stats.tasks_per_node.get(outcome.node, 0) + 1
+            while placed in arrived:
+                outcome = arrived.pop(placed)
+                split = splits[placed]
+                if split.start == 0:
+                    line_base = 0
+                reducer.extend(globalize(outcome, split, line_base, ordinal_base, ignored))
+                line_base += outcome.lines
+                ordinal_base += outcome.records
+                placed += 1
+            if progress is not None:
+                progress(done_bytes, total)
+        return reducer
+    finally:
+        if started:
+            ray.shutdown()
