@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .reduce import HealthReducer
-from .splits import FileSplit, SplitOutcome, digest_split, globalize, plan_splits
+from .splits import FileSplit, SplitOutcome, SplitPlacer, digest_split, plan_splits
 
 __all__ = ["INSTALL_HINT", "RayMapStats", "default_split_bytes", "map_on_ray", "ray_missing_message"]
 
@@ -50,11 +50,21 @@ def ray_missing_message() -> str | None:
 
 @dataclass(slots=True)
 class RayMapStats:
-    """What a Ray map did: how many tasks, and how many ran on each node."""
+    """What a Ray map did: how many tasks, where each one's result came from."""
 
     tasks: int = 0
     split_bytes: int = 0
-    tasks_per_node: dict[str, int] = field(default_factory=dict)
+    submitted: int = 0
+    """Tasks submitted so far (in split order), updated while the map runs."""
+    ran_on: dict[int, str] = field(default_factory=dict)
+    """Split index -> id of the node whose run of it was used (retries may move a split)."""
+
+    def tasks_per_node(self) -> dict[str, int]:
+        """How many splits each node digested."""
+        counts: dict[str, int] = {}
+        for node in self.ran_on.values():
+            counts[node] = counts.get(node, 0) + 1
+        return counts
 
 
 def default_split_bytes(total_bytes: int, cpus: int) -> int:
@@ -137,29 +147,20 @@ def map_on_ray(
         # a few windows past the oldest unplaced split bounds that buffer behind a slow task.
         horizon = window * _HORIZON_WINDOWS
         pending: dict[Any, FileSplit] = {}
-        arrived: dict[int, SplitOutcome] = {}
-        submitted = placed = done_bytes = 0
-        line_base = ordinal_base = 0
-        while placed < len(splits):
-            while submitted < len(splits) and len(pending) < window and submitted - placed < horizon:
+        placer = SplitPlacer(splits, ignored)
+        submitted = done_bytes = 0
+        while placer.placed < len(splits):
+            while submitted < len(splits) and len(pending) < window and submitted - placer.placed < horizon:
                 pending[submit(splits[submitted])] = splits[submitted]
                 submitted += 1
+                run_stats.submitted = submitted
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 split = pending.pop(ref)
                 outcome: SplitOutcome = ray.get(ref)
-                arrived[split.index] = outcome
                 done_bytes += split.end - split.start
-                run_stats.tasks_per_node[outcome.node] = run_stats.tasks_per_node.get(outcome.node, 0) + 1
-            while placed in arrived:
-                outcome = arrived.pop(placed)
-                split = splits[placed]
-                if split.start == 0:
-                    line_base = 0
-                reducer.extend(globalize(outcome, split, line_base, ordinal_base, ignored))
-                line_base += outcome.lines
-                ordinal_base += outcome.records
-                placed += 1
+                run_stats.ran_on[split.index] = outcome.node
+                reducer.extend(placer.add(outcome))
             if progress is not None:
                 progress(done_bytes, total)
         return reducer

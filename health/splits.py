@@ -31,6 +31,7 @@ __all__ = [
     "PROBE_ORDINAL",
     "FileSplit",
     "SplitOutcome",
+    "SplitPlacer",
     "digest_split",
     "globalize",
     "iter_split_lines",
@@ -50,6 +51,9 @@ class FileSplit:
 
     index: int
     path: str
+    """The input path as given: what locators name."""
+    file: str
+    """The same file as an absolute path: what a task opens, whatever its working directory."""
     source_index: int
     start: int
     end: int
@@ -79,8 +83,10 @@ def plan_splits(paths: Sequence[str], split_bytes: int) -> list[FileSplit]:
     splits: list[FileSplit] = []
     for source_index, path in enumerate(paths):
         size = os.path.getsize(path)
+        file = os.path.abspath(path)
         for start in range(0, size, split_bytes):
-            splits.append(FileSplit(len(splits), path, source_index, start, min(size, start + split_bytes)))
+            end = min(size, start + split_bytes)
+            splits.append(FileSplit(len(splits), path, file, source_index, start, end))
     return splits
 
 
@@ -152,7 +158,7 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for line in iter_split_lines(split.path, split.start, split.end):
+        for line in iter_split_lines(split.file, split.start, split.end):
             lines += 1
             if is_blank(line):
                 continue
@@ -203,3 +209,40 @@ def globalize(
             )
         )
     return placed
+
+
+class SplitPlacer:
+    """Turns outcomes arriving in any order into globally placed digests, in split order.
+
+    Split ``k``'s line numbers continue from the earlier splits of its file and its ordinals
+    from every earlier split, so an outcome waits here until all earlier ones are placed.
+    """
+
+    def __init__(self, splits: Sequence[FileSplit], ignored_checks: frozenset[str]) -> None:
+        self._splits = splits
+        self._ignored = ignored_checks
+        self._waiting: dict[int, SplitOutcome] = {}
+        self.placed = 0
+        """Splits placed so far (all splits before this index)."""
+        self._line_base = 0
+        self._ordinal_base = 0
+
+    @property
+    def waiting(self) -> int:
+        """Outcomes held back behind an earlier split that has not arrived."""
+        return len(self._waiting)
+
+    def add(self, outcome: SplitOutcome) -> list[CompactDigest]:
+        """Take one outcome; return every digest that can now be placed (possibly none)."""
+        self._waiting[outcome.index] = outcome
+        placed: list[CompactDigest] = []
+        while self.placed in self._waiting:
+            ready = self._waiting.pop(self.placed)
+            split = self._splits[self.placed]
+            if split.start == 0:
+                self._line_base = 0
+            placed.extend(globalize(ready, split, self._line_base, self._ordinal_base, self._ignored))
+            self._line_base += ready.lines
+            self._ordinal_base += ready.records
+            self.placed += 1
+        return placed
