@@ -85,7 +85,8 @@ def write_shards(run_dir: Path, seed: int, tasks: int, shards: int) -> list[Path
     for shard, shard_lines in enumerate(lines):
         stem = f"rollouts-rs{shard}-chunk{shard % 3}"
         separator = b"\r\n" if shard % 2 else b"\n"
-        (run_dir / f"{stem}.jsonl").write_bytes(separator.join(shard_lines) + (b"" if shard == 0 else separator))
+        tail = b"" if shard == 0 else separator  # the first shard ends without a newline
+        (run_dir / f"{stem}.jsonl").write_bytes(separator.join(shard_lines) + tail)
         (run_dir / f"{stem}_failures.jsonl").write_bytes(b'{"failure": true}\n')
         (run_dir / f"{stem}_materialized_inputs.jsonl").write_bytes(b"{}\n")
         paths.append(run_dir / f"{stem}.jsonl")
