@@ -56,7 +56,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         default=None,
         metavar="N",
-        help="worker processes (default: CPU count, at most 8; 1 runs serially)",
+        help=(
+            "worker processes of the local pool (default: CPU count, at most 8; 1 runs serially; "
+            "unused with --ray)"
+        ),
     )
     parser.add_argument(
         "--ignore-checks",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -35,6 +36,7 @@ _SPLITS_PER_CPU = 4
 _IN_FLIGHT_PER_CPU = 2
 _HORIZON_WINDOWS = 4
 _MAX_RETRIES = 4
+_REACH_TIMEOUT_S = 10.0
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -84,6 +86,17 @@ def _run_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutcome
     return replace(outcome, node=ray.get_runtime_context().get_node_id())
 
 
+def _check_reachable(address: str) -> None:
+    """Fail fast on a ``HOST:PORT`` nobody listens on: Ray itself retries for minutes."""
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=_REACH_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ConnectionError(f"cannot join the Ray cluster at {address!r}: {exc}") from exc
+
+
 def _connect(address: str) -> bool:
     """Join or start a cluster; True when this call started the Ray session (and must end it)."""
     ray = _ray()
@@ -94,6 +107,7 @@ def _connect(address: str) -> bool:
     if address == "local":
         options["include_dashboard"] = False
     else:
+        _check_reachable(address)
         options["address"] = address
     try:
         ray.init(**options)

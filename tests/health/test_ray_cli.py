@@ -35,6 +35,16 @@ def test_without_ray_one_line_install_hint(
     assert not (tmp_path / "run" / "quality_summary.json").exists()
 
 
+def test_unreachable_address_fails_fast(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'rollout-sidecar[ray]')")
+    write_shards(tmp_path / "run", shards=1)
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    assert main(["health-check", str(tmp_path / "run"), "--glob", "*.jsonl", "--ray", address]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rollout-sidecar health-check: error: cannot join the Ray cluster at '{address}'")
+    assert err.count("\n") == 1
+
+
 def _alive_nodes(address: str) -> int:
     probe = (
         f"import ray; ray.init(address={address!r}, log_to_driver=False, logging_level='ERROR');"
