@@ -1,11 +1,10 @@
 """Byte splits of a run's files for a distributed map, planned from file sizes alone.
 
-The process-pool runner indexes every line in the parent (:func:`~health.jsonl.plan_ranges`);
-past one machine that index would make the driver read every byte. Here the driver only
-stats the files and cuts each into fixed-size byte splits. A split owns exactly the lines
-whose first byte falls inside it: a line starts at offset 0 or right after a ``\\n``, so a
-task skips the partial line its split begins in (the previous split owns it) and reads on
-past its end to finish the last line it owns. Every line is owned by exactly one split.
+Both the local process pool and the Ray map use them: the driver (or pool parent) only stats
+the files and cuts each into fixed-size byte splits, never reading the inputs itself. A split
+owns exactly the lines whose first byte falls inside it: a line starts at offset 0 or right
+after a ``\\n``, so a task skips the partial line its split begins in (the previous split owns
+it) and reads on past its end to finish the last line it owns. Every line is owned by exactly one split.
 
 A split cannot know the line numbers and ordinals of the lines before it, so a task digests
 with split-local positions and reports how many physical and non-blank lines it owns; the
@@ -192,9 +191,11 @@ def globalize(
     ignored_checks: frozenset[str],
 ) -> list[CompactDigest]:
     """The outcome's digests at global positions: ordinals shifted, deferred lines re-digested."""
-    from .digest import digest_line
-
     placed = [digest._replace(ordinal=ordinal_base + digest.ordinal) for digest in outcome.digests]
+    if not outcome.deferred:
+        return placed
+    from .digest import digest_line  # only here: most callers never need the per-record step
+
     for line_number, ordinal, line in outcome.deferred:
         placed.append(
             compact_digest(
