@@ -76,6 +76,8 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+    if process.stderr is not None:
+        process.stderr.close()
 
 
 @pytest.fixture
