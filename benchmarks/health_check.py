@@ -3,19 +3,26 @@
 One command::
 
     .venv/bin/python benchmarks/health_check.py            # 20,000 rollouts, 3 runs each
+    .venv/bin/python benchmarks/health_check.py --shards 4 --ray   # pool vs Ray, 1 -> 2 nodes
 
-generates (once; cached under ``benchmarks/out/health_corpus_<N>/``) a run directory of
-realistic rollouts with ~8 KB of payload per model call, then alternates runs of our CLI
+generates (once; cached under ``benchmarks/out/health_corpus_<kind>_<N>/``) a run directory of
+rollouts with ~8 KB of payload per model call, an all-healthy one and a fault-heavy one (see
+``CORPORA``), then for each alternates runs of our CLI
 and of NeMo Gym 0.7.0's (``refcli.py health-check``, only when the oracle is installed in
 ``/tmp/oracle``) on it. Each run is timed as a whole process; its peak memory is the
 largest sum of resident set sizes over the whole process tree (the CLI and its pool
 workers), sampled from ``/proc``. It prints the median wall time, rows/s, the peak RSS,
 the ratio to the reference, and whether both tools wrote byte-identical reports.
+
+With ``--ray`` it deals the rows over ``--shards`` files and times, in-process, the default
+process pool against ``--ray`` on a local ``ray.cluster_utils.Cluster`` of one, then two,
+one-CPU nodes (each after one warm-up run), and checks the reports are the same bytes.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -108,36 +115,73 @@ def measure(command: list[str], cwd: Path, interval: float = 0.02) -> Measuremen
     return Measurement(seconds, cpu, peak, process.returncode)
 
 
-def _synthetic_rows(rollouts: int) -> object:
+CORPORA = ("healthy", "faulty", "realistic")
+"""``healthy``: no fault at all. ``faulty``: every fault kind at 5% (about 85% of rows carry one,
+every check fires), plus torn lines and odd identities. ``realistic``: each fault at 0.5%."""
+
+
+def _synthetic_rows(kind: str, rollouts: int) -> object:
     from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
 
-    config = SyntheticConfig(num_tasks=rollouts // 4, repeats_per_task=4, faults=FaultRates.mixed(0.005))
+    faults = {"healthy": FaultRates(), "faulty": FaultRates.mixed(0.05), "realistic": FaultRates.mixed(0.005)}
+    config = SyntheticConfig(num_tasks=rollouts // 4, repeats_per_task=4, faults=faults[kind])
     return generate_rows(config, SEED)
 
 
-def ensure_corpus(rollouts: int, regenerate: bool) -> Path:
-    """The cached corpus run directory for ``rollouts``, generated if missing or stale."""
-    corpus = OUT / f"health_corpus_{rollouts}"
+def _lines(kind: str, rollouts: int) -> object:
+    """Encoded rows; the faulty corpus also gets torn lines, blank lines and odd identities."""
+    for number, row in enumerate(_synthetic_rows(kind, rollouts)):  # type: ignore[attr-defined]
+        line = orjson.dumps(row)
+        if kind == "faulty":
+            if number % 97 == 0:
+                line = line[: len(line) // 2]  # torn: record_unreadable
+            elif number % 89 == 0:
+                row.pop("_ng_task_index", None)  # identity from the ordinal
+                line = orjson.dumps(row)
+            elif number % 83 == 0:
+                row["_ng_task_index"] = f"task-{row.get('_ng_task_index')}"  # string identity
+                line = orjson.dumps(row)
+            elif number % 79 == 0:
+                line = b"  \r"  # blank
+        yield line
+
+
+def ensure_corpus(kind: str, rollouts: int, regenerate: bool, shards: int = 1) -> Path:
+    """The cached corpus run directory, generated if missing or stale.
+
+    One ``rollouts.jsonl``, or with ``shards`` > 1 the same rows dealt round-robin over
+    ``rollouts-rs<i>-chunk0.jsonl`` files (checked with ``--glob``).
+    """
+    suffix = "" if shards == 1 else f"_x{shards}"
+    corpus = OUT / f"health_corpus_{kind}_{rollouts}{suffix}"
     meta_path = corpus / "corpus.json"
-    rollouts_path = corpus / "rollouts.jsonl"
-    wanted = {"rollouts": rollouts, "seed": SEED, "generator": "sidecar.synthetic"}
-    cached = not regenerate and rollouts_path.is_file() and meta_path.is_file()
+    names = ["rollouts.jsonl"] if shards == 1 else [f"rollouts-rs{i}-chunk0.jsonl" for i in range(shards)]
+    wanted = {
+        "rollouts": rollouts,
+        "seed": SEED,
+        "generator": "sidecar.synthetic",
+        "kind": kind,
+        "shards": shards,
+    }
+    cached = not regenerate and all((corpus / name).is_file() for name in names) and meta_path.is_file()
     if cached and json.loads(meta_path.read_text()).get("request") == wanted:
         return corpus
     corpus.mkdir(parents=True, exist_ok=True)
-    print(f"generating {rollouts} rollouts into {rollouts_path} ...", flush=True)
+    print(f"generating {rollouts} {kind} rollouts into {corpus} ...", flush=True)
     started = time.perf_counter()
     count = 0
-    tmp = rollouts_path.with_suffix(".tmp")
-    with open(tmp, "wb") as handle:
-        for row in _synthetic_rows(rollouts):  # type: ignore[attr-defined]
-            handle.write(orjson.dumps(row) + b"\n")
+    with contextlib.ExitStack() as stack:
+        handles = [stack.enter_context(open(corpus / (name + ".tmp"), "wb")) for name in names]
+        for line in _lines(kind, rollouts):  # type: ignore[attr-defined]
+            handles[count % shards].write(line + b"\n")
             count += 1
-    tmp.replace(rollouts_path)
-    meta = {"request": wanted, "rows": count, "bytes": rollouts_path.stat().st_size}
+    for name in names:
+        (corpus / (name + ".tmp")).replace(corpus / name)
+    size = sum((corpus / name).stat().st_size for name in names)
+    meta = {"request": wanted, "lines": count, "bytes": size}
     meta_path.write_text(json.dumps(meta, indent=2))
     elapsed = time.perf_counter() - started
-    print(f"  {count} rows, {meta['bytes'] / 1e9:.2f} GB in {elapsed:.0f} s", flush=True)
+    print(f"  {count} lines, {size / 1e9:.2f} GB in {elapsed:.0f} s", flush=True)
     return corpus
 
 
@@ -153,20 +197,8 @@ def _keep_reports(run_dir: Path, label: str) -> None:
         shutil.copyfile(run_dir / name, target / name)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rollouts", type=int, default=20_000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=None, help="passed to both tools (default: theirs)")
-    parser.add_argument("--no-reference", action="store_true", help="time our CLI alone")
-    parser.add_argument("--regenerate", action="store_true")
-    args = parser.parse_args()
-    load = os.getloadavg()[0]
-    print(f"cpus: {os.cpu_count()}, load average (1 min): {load:.2f}", flush=True)
-
-    run_dir = ensure_corpus(args.rollouts, args.regenerate)
+def compare(run_dir: Path, kind: str, args: argparse.Namespace) -> tuple[float | None, bool]:
+    """Alternate our CLI and the reference on ``run_dir``; print medians; ``(ratio, identical)``."""
     ours_cli = Path(sys.executable).with_name("rollout-sidecar")
     tools: dict[str, list[str]] = {"ours": [str(ours_cli), "health-check", run_dir.name]}
     if not args.no_reference and ORACLE.is_dir() and REFCLI.is_file():
@@ -181,21 +213,24 @@ def main() -> int:
             _clear_reports(run_dir)
             measured = measure(command, cwd=run_dir.parent)
             if measured.returncode:
-                print(f"{label} failed with exit code {measured.returncode}")
-                return 1
+                raise SystemExit(f"{label} failed with exit code {measured.returncode}")
             results[label].append(measured)
             if run == 0:
-                _keep_reports(run_dir, label)
+                _keep_reports(run_dir, f"{kind}-{label}")
             print(
-                f"run {run + 1} {label:9s} {measured.seconds:7.2f} s wall  {measured.cpu_seconds:7.2f} s cpu"
-                f"  {measured.peak_rss / 2**20:6.0f} MB",
+                f"{kind:9s} run {run + 1} {label:9s} {measured.seconds:7.2f} s wall"
+                f"  {measured.cpu_seconds:7.2f} s cpu  {measured.peak_rss / 2**20:6.0f} MB",
                 flush=True,
             )
 
-    summary = orjson.loads((REPORTS / "ours" / "quality_summary.json").read_bytes())
+    summary = orjson.loads((REPORTS / f"{kind}-ours" / "quality_summary.json").read_bytes())
     rows = summary["run"]["artifacts"]["records"]
+    unhealthy = summary["run"]["verdicts"]["unhealthy"]
     size = (run_dir / "rollouts.jsonl").stat().st_size
-    print(f"\ncorpus: {rows} rollouts, {size / 1e9:.2f} GB; median of {args.runs} runs")
+    print(
+        f"\n{kind} corpus: {rows} rollouts ({unhealthy} unhealthy), {size / 1e9:.2f} GB; "
+        f"median of {args.runs} runs"
+    )
     rates: dict[str, float] = {}
     cpu: dict[str, float] = {}
     print(f"  {'':9s} {'wall s':>8s} {'rows/s':>8s} {'cpu s':>8s} {'peak RSS (tree)':>16s}")
@@ -205,18 +240,117 @@ def main() -> int:
         rates[label] = rows / seconds
         peak = max(m.peak_rss for m in measurements)
         print(f"  {label:9s} {seconds:8.2f} {rates[label]:8.0f} {cpu[label]:8.2f} {peak / 2**20:13.0f} MB")
-    if "reference" in rates:
-        print(
-            f"  ratio     {rates['ours'] / rates['reference']:.2f}x rows/s (wall), "
-            f"{cpu['reference'] / cpu['ours']:.2f}x less CPU time"
-        )
-        identical = all(
-            (REPORTS / "ours" / name).read_bytes() == (REPORTS / "reference" / name).read_bytes()
-            for name in REPORT_FILES
-        )
-        print(f"  reports byte-identical: {identical}")
-        return 0 if identical else 1
-    return 0
+    if "reference" not in rates:
+        return None, True
+    ratio = rates["ours"] / rates["reference"]
+    print(f"  ratio     {ratio:.2f}x rows/s (wall), {cpu['reference'] / cpu['ours']:.2f}x less CPU time")
+    identical = all(
+        (REPORTS / f"{kind}-ours" / name).read_bytes() == (REPORTS / f"{kind}-reference" / name).read_bytes()
+        for name in REPORT_FILES
+    )
+    print(f"  reports byte-identical: {identical}\n", flush=True)
+    return ratio, identical
+
+
+def ray_scaling(run_dir: Path, shards: int, args: argparse.Namespace) -> bool:
+    """Process pool vs a local Ray cluster of one, then two, one-CPU nodes, on ``shards`` files."""
+    try:
+        import ray
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        raise SystemExit("--ray needs Ray: pip install 'rollout-sidecar[ray]'") from None
+    from health.api import check_rollout_files
+    from health.shards import resolve_shard_paths
+
+    _, paths = resolve_shard_paths(run_dir, ["rollouts-*.jsonl"])
+    workers = args.workers or 2
+    out = OUT / "ray_reports"
+
+    def timed(label: str, **options: object) -> tuple[float, bytes]:
+        times = []
+        for _ in range(args.runs):
+            target = out / label
+            started = time.perf_counter()
+            check_rollout_files(paths, target, workers, (), **options)  # type: ignore[arg-type]
+            times.append(time.perf_counter() - started)
+        reports = b"".join((out / label / name).read_bytes() for name in REPORT_FILES)
+        return statistics.median(times), reports
+
+    results: dict[str, float] = {}
+    pool_seconds, expected = timed("pool")
+    results[f"process pool ({workers} workers)"] = pool_seconds
+    node_args = {"num_cpus": 1, "object_store_memory": 200 << 20}
+    started = time.perf_counter()
+    cluster = Cluster(initialize_head=True, head_node_args={**node_args, "include_dashboard": False})
+    ray.init(address=cluster.address, log_to_driver=False, logging_level="WARNING")
+    print(f"ray cluster (1 node) up in {time.perf_counter() - started:.1f} s", flush=True)
+    identical = True
+    try:
+        for nodes in (1, 2):
+            if nodes == 2:
+                cluster.add_node(**node_args)
+                cluster.wait_for_nodes()
+            timed(f"ray-warmup-{nodes}", ray_address="auto")  # start each node's worker once
+            seconds, reports = timed(f"ray-{nodes}", ray_address="auto")
+            results[f"ray, {nodes} node(s) x 1 CPU"] = seconds
+            identical = identical and reports == expected
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    summary = orjson.loads((out / "pool" / "quality_summary.json").read_bytes())
+    rows = summary["run"]["artifacts"]["records"]
+    size = sum(path.stat().st_size for path in paths)
+    print(
+        f"\n{len(paths)} shards, {rows} rollouts, {size / 1e9:.2f} GB; median of {args.runs} in-process runs"
+    )
+    print(f"  {'':30s} {'wall s':>8s} {'rows/s':>8s} {'vs pool':>8s}")
+    for label, seconds in results.items():
+        print(f"  {label:30s} {seconds:8.2f} {rows / seconds:8.0f} {pool_seconds / seconds:7.2f}x")
+    one, two = results["ray, 1 node(s) x 1 CPU"], results["ray, 2 node(s) x 1 CPU"]
+    print(f"  scaling 1 -> 2 nodes: {one / two:.2f}x rows/s")
+    print(f"  reports byte-identical to the process pool: {identical}")
+    return identical
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rollouts", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=None, help="passed to both tools (default: theirs)")
+    parser.add_argument(
+        "--corpus",
+        choices=CORPORA,
+        action="append",
+        default=None,
+        help="corpus kind (repeatable; default: healthy and faulty)",
+    )
+    parser.add_argument("--shards", type=int, default=1, help="deal the rows over K shard files (with --ray)")
+    parser.add_argument(
+        "--ray", action="store_true", help="process pool vs a local 1- then 2-node Ray cluster"
+    )
+    parser.add_argument("--no-reference", action="store_true", help="time our CLI alone")
+    parser.add_argument("--regenerate", action="store_true")
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    print(f"cpus: {os.cpu_count()}, load average (1 min): {load:.2f}", flush=True)
+    kinds = args.corpus or ["healthy", "faulty"]
+
+    if args.ray:
+        ok = True
+        for kind in kinds:
+            run_dir = ensure_corpus(kind, args.rollouts, args.regenerate, max(2, args.shards))
+            ok = ray_scaling(run_dir, max(2, args.shards), args) and ok
+        return 0 if ok else 1
+
+    outcome: dict[str, tuple[float | None, bool]] = {}
+    for kind in kinds:
+        outcome[kind] = compare(ensure_corpus(kind, args.rollouts, args.regenerate), kind, args)
+    for kind, (ratio, identical) in outcome.items():
+        shown = "n/a (no reference)" if ratio is None else f"{ratio:.2f}x"
+        print(f"{kind:9s} ours vs reference: {shown} rows/s, byte-identical: {identical}")
+    return 0 if all(identical for _, identical in outcome.values()) else 1
 
 
 if __name__ == "__main__":

@@ -72,8 +72,14 @@ def check_rollout_files(
     workers: int | None = None,
     ignored_checks: str | Iterable[str] | None = (),
     progress: ProgressCallback | None = None,
+    *,
+    ray_address: str | None = None,
 ) -> HealthRun:
-    """Run the health check over one or more JSONL files and write both reports."""
+    """Run the health check over one or more JSONL files and write both reports.
+
+    With ``ray_address`` the map runs on a Ray cluster (:func:`health.ray_map.map_on_ray`)
+    instead of the local process pool; the reports are the same bytes.
+    """
     ignored = frozenset(normalize_ignored_checks(ignored_checks))
     paths = _as_paths(rollout_paths)
     if not paths:
@@ -85,9 +91,13 @@ def check_rollout_files(
     worker_count = default_workers() if workers is None else workers
     if worker_count < 1:
         raise ValueError("workers must be at least 1")
-    reducer = map_into_reducer(
-        [str(path) for path in paths], workers=worker_count, ignored_checks=ignored, progress=progress
-    )
+    names = [str(path) for path in paths]
+    if ray_address is not None:
+        from .ray_map import map_on_ray
+
+        reducer = map_on_ray(names, address=ray_address, ignored_checks=ignored, progress=progress)
+    else:
+        reducer = map_into_reducer(names, workers=worker_count, ignored_checks=ignored, progress=progress)
     out_dir = paths[0].parent if output_dir is None else Path(output_dir)
     summary = reducer.summary()
     rows = reducer.iter_verdict_lines()

@@ -23,8 +23,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "health-check",
         help="check a run directory's rollouts and write quality_summary.json + rollout_verdicts.jsonl",
         description=(
-            "Run NeMo Gym's rollout health checks over RUN_DIR/rollouts.jsonl and write "
-            "quality_summary.json and rollout_verdicts.jsonl into RUN_DIR."
+            "Run NeMo Gym's rollout health checks over RUN_DIR/rollouts.jsonl (or every shard "
+            "--glob matches, as one run) and write quality_summary.json and rollout_verdicts.jsonl "
+            "into RUN_DIR."
         ),
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory holding the rollouts JSONL")
@@ -35,11 +36,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="rollouts JSONL to check (relative paths resolve under RUN_DIR; default rollouts.jsonl)",
     )
     parser.add_argument(
+        "--glob",
+        dest="globs",
+        action="append",
+        default=None,
+        metavar="PATTERN",
+        help=(
+            "check every shard file matching PATTERN under RUN_DIR as one run, in sorted path order "
+            "(repeatable; *_failures / *_materialized_inputs files are skipped; excludes --rollouts-file)"
+        ),
+    )
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        default=None,
+        help="map over a Ray cluster: 'auto' joins the job's cluster, 'local' starts one, or HOST:PORT",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=None,
         metavar="N",
-        help="worker processes (default: CPU count, at most 8; 1 runs serially)",
+        help=(
+            "worker processes of the local pool (default: CPU count, at most 8; 1 runs serially; "
+            "unused with --ray)"
+        ),
     )
     parser.add_argument(
         "--ignore-checks",
@@ -86,16 +107,33 @@ def run(args: argparse.Namespace) -> int:
     from .api import check_rollout_files, emit_run_output, resolve_rollout_path
     from .explain import explain_unobserved
     from .progress import terminal_progress
+    from .shards import resolve_shard_paths
 
     ignored: str | None = ",".join(args.ignore_checks) if args.ignore_checks else None
-    refused = _refuse_run_dir(args.run_dir, args.rollouts_file)
-    if refused is not None:
-        return _error(refused)
+    if args.globs and args.rollouts_file is not None:
+        return _error("--glob and --rollouts-file are mutually exclusive")
+    if not args.globs:
+        refused = _refuse_run_dir(args.run_dir, args.rollouts_file)
+        if refused is not None:
+            return _error(refused)
+    if args.ray is not None:
+        from .ray_map import ray_missing_message
+
+        missing = ray_missing_message()
+        if missing is not None:
+            return _error(missing)
     try:
-        run_dir, path = resolve_rollout_path(args.run_dir, args.rollouts_file)
-        with terminal_progress(os.path.getsize(path), sys.stderr) as progress:
-            result = check_rollout_files(path, run_dir, args.workers, ignored, progress)
-    except (FileNotFoundError, ValueError) as exc:
+        if args.globs:
+            run_dir, paths = resolve_shard_paths(args.run_dir, args.globs)
+        else:
+            run_dir, path = resolve_rollout_path(args.run_dir, args.rollouts_file)
+            paths = [path]
+        total = sum(os.path.getsize(path) for path in paths)
+        with terminal_progress(total, sys.stderr) as progress:
+            result = check_rollout_files(
+                paths, run_dir, args.workers, ignored, progress, ray_address=args.ray
+            )
+    except (FileNotFoundError, ValueError, ConnectionError) as exc:
         return _error(str(exc))
     except KeyboardInterrupt:
         sys.stderr.write(f"{_PROG}: interrupted\n")

@@ -1,18 +1,20 @@
 """The batch map phase (spec §16.4): digest every line of the inputs and feed a reducer.
 
-Work is cut into large contiguous byte ranges (:func:`~health.jsonl.plan_ranges`) rather
-than one task per line: a worker re-opens the file, reads the range's non-blank lines (one
-``pread`` each, at the offsets the index found), digests each line and sends back compact
-digests, so the parent only streams the index and the pool's IPC is well under a hundred
-pickled bytes per rollout each way. The parent never imports the per-record step; workers
-import it once, in their initializer. Ranges are planned lazily while the pool works, with
-a bounded number in flight, so memory does not grow with the input.
+Work is cut into byte splits planned from file sizes alone (:func:`~health.splits.plan_splits`),
+so the parent never reads the inputs: a worker reads its split sequentially, owns the lines
+whose first byte falls inside it, digests them with split-local positions and sends back
+compact digests and its line counts (well under a hundred pickled bytes per rollout). The
+parent places outcomes in split order (:class:`~health.splits.SplitPlacer`: prefix sums give
+global line numbers and ordinals; the rare position-dependent lines are re-digested there)
+and feeds the reducer. Workers import the per-record step once, in their initializer; the
+parent imports it only if some line needs re-digesting. A bounded number of splits is in
+flight, submitted in order, so memory does not grow with the input.
 
-Range size replaces NeMo Gym's chunk size (``ceil(n / (workers * 4))`` lines, at most 128):
-about ``total_bytes / (workers * 4)``, at most 16 MiB and 1024 lines, so small inputs still
-spread over every worker and large ones balance to within one small range. Workers hold one
-line at a time, never a whole range, so the byte cap only trades the parent's per-range cost
-(pool round trips, about a millisecond each on a loaded machine) against that balance.
+Split size replaces NeMo Gym's chunk size (``ceil(n / (workers * 4))`` lines, at most 128):
+about ``total_bytes / (workers * 4)``, at most 16 MiB, so small inputs still spread over every
+worker and large ones balance to within one small split. Workers hold one line at a time plus
+one read block, so the byte cap only trades the parent's per-split cost (pool round trips)
+against that balance.
 """
 
 from __future__ import annotations
@@ -20,20 +22,18 @@ from __future__ import annotations
 import gc
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from itertools import chain, islice
 
-from .compact import CompactDigest, compact_digest
-from .jsonl import ByteRange, iter_range_records, plan_ranges
+from .jsonl import iter_line_spans
 from .reduce import HealthReducer
+from .splits import FileSplit, SplitOutcome, SplitPlacer, digest_split, plan_splits
 
 __all__ = [
     "PoolFactory",
     "ProgressCallback",
     "default_workers",
-    "digest_range",
     "map_into_reducer",
     "process_pool",
 ]
@@ -44,45 +44,16 @@ ProgressCallback = Callable[[int, int], None]
 PoolFactory = Callable[[int], Executor]
 """Builds the executor for a worker count; the default is :func:`process_pool`."""
 
-_MAX_RANGE_BYTES = 16 << 20
-_MAX_RANGE_RECORDS = 1024
-_RANGES_PER_WORKER = 4
+_MAX_SPLIT_BYTES = 16 << 20
+_SPLITS_PER_WORKER = 4
 _IN_FLIGHT_PER_WORKER = 2
+_HORIZON_WINDOWS = 4
+_SMALL_INPUT_BYTES = 1 << 20
 
 
 def default_workers() -> int:
     """NeMo Gym's default pool size: the CPU count, at most 8."""
     return min(os.cpu_count() or 1, 8)
-
-
-def digest_range(byte_range: ByteRange, ignored_checks: frozenset[str]) -> list[CompactDigest]:
-    """Digest every non-blank line of ``byte_range`` (runs in a worker or in-process)."""
-    from .digest import digest_line
-
-    path = byte_range.path
-    source_index = byte_range.source_index
-    # Each record's parse tree is freed as soon as it is digested, so the cyclic collector
-    # only re-scans young objects for nothing; pausing it for one range saves ~5-10% CPU and
-    # any cyclic garbage is collected as soon as it is re-enabled.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return [
-            compact_digest(
-                digest_line(
-                    line,
-                    source_path=path,
-                    source_index=source_index,
-                    line_number=line_number,
-                    ordinal=ordinal,
-                    ignored_checks=ignored_checks,
-                )
-            )
-            for line, line_number, ordinal in iter_range_records(byte_range)
-        ]
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _init_worker() -> None:
@@ -97,42 +68,59 @@ def process_pool(workers: int) -> Executor:
     return ProcessPoolExecutor(max_workers=workers, initializer=_init_worker)
 
 
-def _plan(paths: Sequence[str], workers: int, total_bytes: int) -> Iterator[ByteRange]:
-    target = max(1, min(_MAX_RANGE_BYTES, total_bytes // (workers * _RANGES_PER_WORKER)))
-    return plan_ranges(paths, target_bytes=target, max_records=_MAX_RANGE_RECORDS)
+def _plan(paths: Sequence[str], workers: int, total_bytes: int) -> list[FileSplit]:
+    target = max(1, min(_MAX_SPLIT_BYTES, total_bytes // (workers * _SPLITS_PER_WORKER)))
+    return plan_splits(paths, target)
+
+
+def _at_most_one_record(paths: Sequence[str], total_bytes: int) -> bool:
+    """True for a small input with at most one non-blank line: a pool would only cost start-up."""
+    if total_bytes > _SMALL_INPUT_BYTES:
+        return False
+    records = 0
+    for path in paths:
+        for _, _, non_blank in iter_line_spans(path):
+            records += non_blank
+            if records > 1:
+                return False
+    return True
 
 
 def _run_serially(
-    ranges: Iterator[ByteRange], reducer: HealthReducer, progress: ProgressCallback | None, total: int
+    splits: list[FileSplit], reducer: HealthReducer, progress: ProgressCallback | None, total: int
 ) -> None:
+    placer = SplitPlacer(splits, reducer.ignored_checks)
     done = 0
-    for byte_range in ranges:
-        reducer.extend(digest_range(byte_range, reducer.ignored_checks))
-        done += byte_range.length
+    for split in splits:
+        reducer.extend(placer.add(digest_split(split, reducer.ignored_checks)))
+        done += split.end - split.start
         if progress is not None:
             progress(done, total)
 
 
 def _run_pool(
     pool: Executor,
-    ranges: Iterator[ByteRange],
+    splits: list[FileSplit],
     reducer: HealthReducer,
     progress: ProgressCallback | None,
     total: int,
     workers: int,
 ) -> None:
     ignored = reducer.ignored_checks
-    pending: dict[Future[list[CompactDigest]], int] = {}
-    done = 0
-    for byte_range in islice(ranges, workers * _IN_FLIGHT_PER_WORKER):
-        pending[pool.submit(digest_range, byte_range, ignored)] = byte_range.length
-    while pending:
+    placer = SplitPlacer(splits, ignored)
+    pending: dict[Future[SplitOutcome], FileSplit] = {}
+    window = workers * _IN_FLIGHT_PER_WORKER
+    horizon = window * _HORIZON_WINDOWS
+    submitted = done = 0
+    while placer.placed < len(splits):
+        while submitted < len(splits) and len(pending) < window and submitted - placer.placed < horizon:
+            pending[pool.submit(digest_split, splits[submitted], ignored)] = splits[submitted]
+            submitted += 1
         finished, _ = wait(pending, return_when=FIRST_COMPLETED)
         for future in finished:
-            done += pending.pop(future)
-            reducer.extend(future.result())
-            for byte_range in islice(ranges, 1):
-                pending[pool.submit(digest_range, byte_range, ignored)] = byte_range.length
+            split = pending.pop(future)
+            done += split.end - split.start
+            reducer.extend(placer.add(future.result()))
         if progress is not None:
             progress(done, total)
 
@@ -153,10 +141,9 @@ def map_into_reducer(
     """
     total = sum(os.path.getsize(path) for path in paths)
     reducer = HealthReducer(ignored_checks)
-    ranges = _plan(paths, workers, total)
-    head = list(islice(ranges, 2))
-    if workers == 1 or sum(byte_range.records for byte_range in head) <= 1:
-        _run_serially(chain(head, ranges), reducer, progress, total)
+    splits = _plan(paths, workers, total)
+    if workers == 1 or len(splits) <= 1 or _at_most_one_record(paths, total):
+        _run_serially(splits, reducer, progress, total)
         return reducer
     try:
         pool = pool_factory(workers)
@@ -166,13 +153,13 @@ def map_into_reducer(
             RuntimeWarning,
             stacklevel=2,
         )
-        _run_serially(chain(head, ranges), reducer, progress, total)
+        _run_serially(splits, reducer, progress, total)
         return reducer
     # The parent only accumulates acyclic compact digests: re-scanning them is wasted work.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        _run_pool(pool, chain(head, ranges), reducer, progress, total, workers)
+        _run_pool(pool, splits, reducer, progress, total, workers)
     except (BrokenProcessPool, OSError) as exc:
         warnings.warn(
             f"Process pool failed ({exc}); running rollout health checks serially.",

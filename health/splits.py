@@ -1,0 +1,249 @@
+"""Byte splits of a run's files for a distributed map, planned from file sizes alone.
+
+Both the local process pool and the Ray map use them: the driver (or pool parent) only stats
+the files and cuts each into fixed-size byte splits, never reading the inputs itself. A split
+owns exactly the lines whose first byte falls inside it: a line starts at offset 0 or right
+after a ``\\n``, so a task skips the partial line its split begins in (the previous split owns
+it) and reads on past its end to finish the last line it owns. Every line is owned by exactly one split.
+
+A split cannot know the line numbers and ordinals of the lines before it, so a task digests
+with split-local positions and reports how many physical and non-blank lines it owns; the
+driver turns those into global positions (:class:`SplitOutcome` and :func:`globalize`).
+Only two things in a digest depend on position besides its ``ordinal`` field: an unreadable
+line's identity (input index and line number) and the identity of a record without
+``_ng_task_index`` (the global ordinal). A task digests with ordinals offset by
+:data:`PROBE_ORDINAL`, so such digests are recognisable, and sends their lines back raw; the
+driver re-digests those few lines at their global position.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from .compact import CompactDigest, compact_digest
+from .jsonl import is_blank
+
+__all__ = [
+    "PROBE_ORDINAL",
+    "FileSplit",
+    "SplitOutcome",
+    "SplitPlacer",
+    "digest_split",
+    "globalize",
+    "iter_split_lines",
+    "plan_splits",
+]
+
+PROBE_ORDINAL = 1 << 60
+"""Split-local ordinals are offset by this; a record's own ``_ng_task_index`` never equals one."""
+_UNREADABLE_PREFIX = "__unreadable_record__:"
+_BLOCK_BYTES = 1 << 20
+_BOUNDARY_BYTES = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class FileSplit:
+    """Bytes ``[start, end)`` of input file ``source_index``; ``index`` orders splits globally."""
+
+    index: int
+    path: str
+    """The input path as given: what locators name."""
+    file: str
+    """The same file as an absolute path: what a task opens, whatever its working directory."""
+    source_index: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class SplitOutcome:
+    """What a task sends back: counts for the driver's prefix sums, digests, lines to redo."""
+
+    index: int
+    lines: int
+    """Physical lines owned (blank ones included): the next split of the file numbers on from here."""
+    records: int
+    """Non-blank lines owned: the next split's ordinals start this much later."""
+    digests: list[CompactDigest]
+    """Position-independent digests; ``ordinal`` is split-local (0-based)."""
+    deferred: list[tuple[int, int, bytes]]
+    """``(local line number, local ordinal, raw line)`` of lines whose digest depends on position."""
+    node: str = ""
+    """Where the task ran (set by the distributed runner; empty in-process)."""
+
+
+def plan_splits(paths: Sequence[str], split_bytes: int) -> list[FileSplit]:
+    """Cut every file into ``split_bytes`` pieces (the last one shorter) from ``stat`` alone."""
+    if split_bytes < 1:
+        raise ValueError(f"split_bytes must be at least 1, got {split_bytes}")
+    splits: list[FileSplit] = []
+    for source_index, path in enumerate(paths):
+        size = os.path.getsize(path)
+        file = os.path.abspath(path)
+        for start in range(0, size, split_bytes):
+            end = min(size, start + split_bytes)
+            splits.append(FileSplit(len(splits), path, file, source_index, start, end))
+    return splits
+
+
+def _first_owned_line(handle: int, start: int) -> int | None:
+    """Offset of the first line starting at or after ``start``; ``None`` past the end of the file."""
+    if start == 0:
+        return 0
+    position = start - 1
+    while True:
+        block = os.pread(handle, _BOUNDARY_BYTES, position)
+        if not block:
+            return None
+        newline = block.find(b"\n")
+        if newline >= 0:
+            return position + newline + 1
+        position += len(block)
+
+
+def iter_split_lines(path: str, start: int, end: int) -> Iterator[bytes]:
+    """Every physical line (without its ``\\n``) whose first byte lies in ``[start, end)``."""
+    with open(path, "rb", buffering=0) as file:
+        handle = file.fileno()
+        first = _first_owned_line(handle, start)
+        if first is None or first >= end:
+            return
+        unfinished = bytearray()  # the line that runs past the last block read
+        position = first
+        block_bytes = min(_BLOCK_BYTES, max(_BOUNDARY_BYTES, end - first))
+        while True:
+            block = os.pread(handle, block_bytes, position)
+            if not block:
+                if unfinished:
+                    yield bytes(unfinished)
+                return
+            block_offset = position
+            position += len(block)
+            cursor = 0
+            while True:
+                newline = block.find(b"\n", cursor)
+                if newline < 0:
+                    unfinished += memoryview(block)[cursor:]
+                    break
+                if unfinished:
+                    unfinished += memoryview(block)[cursor:newline]
+                    line = bytes(unfinished)
+                    unfinished.clear()
+                else:
+                    line = block[cursor:newline]
+                yield line
+                cursor = newline + 1
+                if block_offset + cursor >= end:
+                    return
+
+
+def _position_dependent(digest: CompactDigest, probe: int) -> bool:
+    task = digest.task_index
+    if isinstance(task, str):
+        return task.startswith(_UNREADABLE_PREFIX)
+    return task == probe and not isinstance(task, bool)
+
+
+def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutcome:
+    """Digest the lines ``split`` owns, with split-local line numbers and ordinals."""
+    from .digest import digest_line
+
+    lines = records = 0
+    digests: list[CompactDigest] = []
+    deferred: list[tuple[int, int, bytes]] = []
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for line in iter_split_lines(split.file, split.start, split.end):
+            lines += 1
+            if is_blank(line):
+                continue
+            probe = PROBE_ORDINAL + records
+            digest = compact_digest(
+                digest_line(
+                    line,
+                    source_path=split.path,
+                    source_index=split.source_index,
+                    line_number=lines,
+                    ordinal=probe,
+                    ignored_checks=ignored_checks,
+                )
+            )
+            if _position_dependent(digest, probe):
+                deferred.append((lines, records, line))
+            else:
+                digests.append(digest._replace(ordinal=records))
+            records += 1
+    finally:
+        if collecting:
+            gc.enable()
+    return SplitOutcome(split.index, lines, records, digests, deferred)
+
+
+def globalize(
+    outcome: SplitOutcome,
+    split: FileSplit,
+    line_base: int,
+    ordinal_base: int,
+    ignored_checks: frozenset[str],
+) -> list[CompactDigest]:
+    """The outcome's digests at global positions: ordinals shifted, deferred lines re-digested."""
+    placed = [digest._replace(ordinal=ordinal_base + digest.ordinal) for digest in outcome.digests]
+    if not outcome.deferred:
+        return placed
+    from .digest import digest_line  # only here: most callers never need the per-record step
+
+    for line_number, ordinal, line in outcome.deferred:
+        placed.append(
+            compact_digest(
+                digest_line(
+                    line,
+                    source_path=split.path,
+                    source_index=split.source_index,
+                    line_number=line_base + line_number,
+                    ordinal=ordinal_base + ordinal,
+                    ignored_checks=ignored_checks,
+                )
+            )
+        )
+    return placed
+
+
+class SplitPlacer:
+    """Turns outcomes arriving in any order into globally placed digests, in split order.
+
+    Split ``k``'s line numbers continue from the earlier splits of its file and its ordinals
+    from every earlier split, so an outcome waits here until all earlier ones are placed.
+    """
+
+    def __init__(self, splits: Sequence[FileSplit], ignored_checks: frozenset[str]) -> None:
+        self._splits = splits
+        self._ignored = ignored_checks
+        self._waiting: dict[int, SplitOutcome] = {}
+        self.placed = 0
+        """Splits placed so far (all splits before this index)."""
+        self._line_base = 0
+        self._ordinal_base = 0
+
+    @property
+    def waiting(self) -> int:
+        """Outcomes held back behind an earlier split that has not arrived."""
+        return len(self._waiting)
+
+    def add(self, outcome: SplitOutcome) -> list[CompactDigest]:
+        """Take one outcome; return every digest that can now be placed (possibly none)."""
+        self._waiting[outcome.index] = outcome
+        placed: list[CompactDigest] = []
+        while self.placed in self._waiting:
+            ready = self._waiting.pop(self.placed)
+            split = self._splits[self.placed]
+            if split.start == 0:
+                self._line_base = 0
+            placed.extend(globalize(ready, split, self._line_base, self._ordinal_base, self._ignored))
+            self._line_base += ready.lines
+            self._ordinal_base += ready.records
+            self.placed += 1
+        return placed
