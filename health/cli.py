@@ -43,14 +43,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PATTERN",
         help=(
             "check every shard file matching PATTERN under RUN_DIR as one run, in sorted path order "
-            "(repeatable; *_failures / *_materialized_inputs files are skipped; excludes --rollouts-file)"
+            "(repeatable; *_failures / *_materialized_inputs files are skipped; excludes --rollouts-file; "
+            "default: RUN_DIR/rollouts.jsonl alone)"
         ),
     )
     parser.add_argument(
         "--ray",
         metavar="ADDRESS",
         default=None,
-        help="map over a Ray cluster: 'auto' joins the job's cluster, 'local' starts one, or HOST:PORT",
+        help="map over a Ray cluster: 'auto' joins the job's cluster, 'local' starts one, or HOST:PORT "
+        "(needs rollout-sidecar[ray]; default: the local process pool)",
     )
     parser.add_argument(
         "--workers",
