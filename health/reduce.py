@@ -40,7 +40,7 @@ from .report import render_rows, render_summary, row_sort_key, task_sort_key, wr
 from .tasks import RepeatInput, TaskOutcome, reduce_task, task_findings
 from .types import Finding, RolloutDigest, TaskIndex
 
-__all__ = ["HealthReducer"]
+__all__ = ["HealthReducer", "release_gradually"]
 
 _Identity = tuple[TaskIndex | None, TaskIndex, TaskIndex]
 _Group = CompactDigest | list[CompactDigest]
@@ -49,6 +49,18 @@ _INDEXED_GROUP = 32
 _ROLLOUT_POS = {check: pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
 _DUPLICATE_CHECK = "rollout_duplicate_identity"
 _TOKEN_KEYS = ("prompt", "completion", "capture_prompt", "capture_completion")
+
+
+def release_gradually(mapping: dict[Any, Any]) -> None:
+    """Empty a large map entry by entry.
+
+    Dropping a map of 100k small entries at once frees them all in one C-level cascade that
+    holds the interpreter lock for tens of ms (the event loop waits meanwhile); one entry per
+    step lets other threads in between.
+    """
+    popitem = mapping.popitem
+    while mapping:
+        popitem()
 
 
 def _new_task_order() -> SortedKeyList:
@@ -254,6 +266,7 @@ class HealthReducer:
         coverage.update(task_coverage)
         tasks: dict[str, dict[str, Any]] = {}
         by_task = {outcome.task_index: outcome for outcome in outcomes}
+        del outcomes
         for outcome in map(by_task.__getitem__, self._ordered_tasks()):
             tasks[str(outcome.task_index)] = {
                 "repeats": outcome.repeats,
@@ -262,6 +275,7 @@ class HealthReducer:
                 "unobserved": outcome.unobserved,
                 "flags": list(outcome.flags),
             }
+        release_gradually(by_task)
         return {
             "run": {
                 "ignored_checks": sorted(self.ignored_checks),
@@ -300,7 +314,11 @@ class HealthReducer:
 
     def summary_bytes(self) -> bytes:
         """Exact ``quality_summary.json`` content (no trailing newline)."""
-        return render_summary(self.summary())
+        summary = self.summary()
+        try:
+            return render_summary(summary)
+        finally:
+            release_gradually(summary["tasks"])
 
     def iter_verdict_lines(self) -> Iterator[bytes]:
         """Exact ``rollout_verdicts.jsonl`` lines, newline included, in report order (spec §13)."""
