@@ -15,11 +15,14 @@ only identities seen twice or more are counted.
 from __future__ import annotations
 
 import gc
+import itertools
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from sortedcontainers import SortedKeyList
 
 from .compact import (
     CAPTURE_OBSERVED,
@@ -37,7 +40,7 @@ from .report import render_rows, render_summary, row_sort_key, task_sort_key, wr
 from .tasks import RepeatInput, TaskOutcome, reduce_task, task_findings
 from .types import Finding, RolloutDigest, TaskIndex
 
-__all__ = ["HealthReducer"]
+__all__ = ["HealthReducer", "release_gradually"]
 
 _Identity = tuple[TaskIndex | None, TaskIndex, TaskIndex]
 _Group = CompactDigest | list[CompactDigest]
@@ -46,6 +49,22 @@ _INDEXED_GROUP = 32
 _ROLLOUT_POS = {check: pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
 _DUPLICATE_CHECK = "rollout_duplicate_identity"
 _TOKEN_KEYS = ("prompt", "completion", "capture_prompt", "capture_completion")
+
+
+def release_gradually(mapping: dict[Any, Any]) -> None:
+    """Empty a large map entry by entry.
+
+    Dropping a map of 100k small entries at once frees them all in one C-level cascade that
+    holds the interpreter lock for tens of ms (the event loop waits meanwhile); one entry per
+    step lets other threads in between.
+    """
+    popitem = mapping.popitem
+    while mapping:
+        popitem()
+
+
+def _new_task_order() -> SortedKeyList:
+    return SortedKeyList(key=task_sort_key)
 
 
 @contextmanager
@@ -101,6 +120,8 @@ class HealthReducer:
         self._replayed = 0
         self._replay_rollouts = 0
         self._tokens = [0, 0, 0, 0]
+        self._task_order = _new_task_order()
+        """Task indexes in ``tasks`` map order, kept up to date by ``_ordered_tasks``."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -244,7 +265,9 @@ class HealthReducer:
                 coverage[check] = {"evaluated": records - unobserved, "unobserved": unobserved, "ignored": 0}
         coverage.update(task_coverage)
         tasks: dict[str, dict[str, Any]] = {}
-        for outcome in sorted(outcomes, key=lambda o: task_sort_key(o.task_index)):
+        by_task = {outcome.task_index: outcome for outcome in outcomes}
+        del outcomes
+        for outcome in map(by_task.__getitem__, self._ordered_tasks()):
             tasks[str(outcome.task_index)] = {
                 "repeats": outcome.repeats,
                 "healthy": outcome.healthy,
@@ -252,6 +275,7 @@ class HealthReducer:
                 "unobserved": outcome.unobserved,
                 "flags": list(outcome.flags),
             }
+        release_gradually(by_task)
         return {
             "run": {
                 "ignored_checks": sorted(self.ignored_checks),
@@ -272,9 +296,29 @@ class HealthReducer:
             "tasks": tasks,
         }
 
+    def _ordered_tasks(self) -> SortedKeyList:
+        """Every task index in ``tasks`` map order, without sorting them all on each summary.
+
+        Tasks are only ever added, so the ones first seen since the last call are inserted one at
+        a time (a whole sort of 100k keys would hold the interpreter lock for tens of ms); equal
+        keys keep first-seen order, as a stable sort keeps them.
+        """
+        order: SortedKeyList | None = getattr(self, "_task_order", None)
+        if order is None:  # a reducer restored from a state that did not carry it
+            order = self._task_order = _new_task_order()
+        if len(order) < len(self._tasks):
+            add = order.add
+            for task in itertools.islice(self._tasks, len(order), None):
+                add(task)
+        return order
+
     def summary_bytes(self) -> bytes:
         """Exact ``quality_summary.json`` content (no trailing newline)."""
-        return render_summary(self.summary())
+        summary = self.summary()
+        try:
+            return render_summary(summary)
+        finally:
+            release_gradually(summary["tasks"])
 
     def iter_verdict_lines(self) -> Iterator[bytes]:
         """Exact ``rollout_verdicts.jsonl`` lines, newline included, in report order (spec §13)."""

@@ -163,6 +163,7 @@ class Writer(threading.Thread):
                 self._control(wc, first)
                 continue
             self._commit_group(wc, self._gather(first))
+            del first  # its payloads must not stay resident while the writer waits for more
 
     def _gather(self, first: _Data) -> list[_Data]:
         """``first`` plus what is queued or arrives in time, up to ``max_batch`` events.

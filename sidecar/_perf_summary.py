@@ -19,9 +19,11 @@ import math
 import statistics
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, TypeGuard
+
+from sortedcontainers import SortedList
 
 from sidecar._summation import builtin_sum
 
@@ -44,12 +46,37 @@ class _Column:
 
     ``array("q")`` while every value is a plain ``int`` in 64 bits, ``array("d")`` while every
     value is a ``float``; a list from the first value that breaks the pattern (``bool``, a mix).
+    Reads need order statistics (medians, percentiles), minimum and maximum: the minimum and
+    maximum are kept as values arrive, and an ordered copy is brought up to date on read with
+    only the values that arrived since, one insertion at a time, so no read sorts (or holds
+    the interpreter lock for) a whole column. Equal values keep their arrival order, as a
+    stable sort keeps them; a column holding a NaN has no total order and is sorted whole.
     """
 
-    __slots__ = ("_values",)
+    __slots__ = ("_integral", "_max", "_min", "_nan", "_ordered", "_values")
 
     def __init__(self) -> None:
         self._values: array[Any] | list[Number] = []
+        self._integral = True  # every value is an ``int`` (``bool`` included)
+        self._nan = False
+        self._min: Number | None = None
+        self._max: Number | None = None
+        self._ordered: SortedList | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the ordered copy is derived: rebuilt on the next read rather than stored
+        return {
+            "_values": self._values,
+            "_integral": self._integral,
+            "_nan": self._nan,
+            "_min": self._min,
+            "_max": self._max,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._ordered = None
 
     def __len__(self) -> int:
         return len(self._values)
@@ -58,8 +85,17 @@ class _Column:
         return iter(self._values)
 
     def append(self, value: Number) -> None:
-        values = self._values
         kind = type(value)
+        if kind is not int and kind is not bool:
+            self._integral = False
+            if value != value:
+                self._nan = True
+        low, high = self._min, self._max
+        if low is None or value < low:
+            self._min = value
+        if high is None or value > high:
+            self._max = value
+        values = self._values
         if isinstance(values, array):
             if (kind is float and values.typecode == "d") or (
                 kind is int and values.typecode == "q" and value in _INT64
@@ -83,6 +119,38 @@ class _Column:
     def tolist(self) -> list[Number]:
         values = self._values
         return values.tolist() if isinstance(values, array) else list(values)
+
+    def values(self) -> Sequence[Number]:
+        """The values in arrival order, not copied (read-only use)."""
+        return self._values
+
+    @property
+    def integral(self) -> bool:
+        return self._integral
+
+    def minimum(self) -> Number:
+        """``min()`` of the values (the first of equal minima); a column holding a NaN is scanned."""
+        if self._nan or self._min is None:
+            return min(self._values)
+        return self._min
+
+    def maximum(self) -> Number:
+        """``max()`` of the values (the first of equal maxima); a column holding a NaN is scanned."""
+        if self._nan or self._max is None:
+            return max(self._values)
+        return self._max
+
+    def ordered(self) -> Sequence[Number]:
+        """The values in ascending order (a stable sort's order), kept up to date incrementally."""
+        if self._nan:
+            return sorted(self.tolist())
+        ordered = self._ordered
+        if ordered is None:
+            ordered = self._ordered = SortedList()
+        add, values = ordered.add, self._values
+        for index in range(len(ordered), len(values)):
+            add(values[index])
+        return ordered  # type: ignore[no-any-return]
 
 
 class PerfSummaryState:
@@ -148,29 +216,29 @@ class PerfSummaryState:
             "token_observability_coverage": self._token_covered / total_rollouts,
         }
         for field in _TOKEN_FIELDS:
-            values = self._tokens[field].tolist()
-            if values:
-                summary[f"mean_{field}"] = _mean(values)
-                summary[f"median_{field}"] = _median(values)
-                summary[f"total_{field}"] = _total(values)
-        turns = self._num_turns.tolist()
-        if turns:
-            ordered = sorted(turns)
+            column = self._tokens[field]
+            if len(column):
+                summary[f"mean_{field}"] = _mean(column)
+                summary[f"median_{field}"] = _median(column)
+                summary[f"total_{field}"] = _total(column)
+        turns = self._num_turns
+        if len(turns):
             summary["mean_num_turns"] = _mean(turns)
             summary["median_num_turns"] = _median(turns)
-            summary["std_num_turns"] = _finite(lambda: statistics.pstdev(turns), lambda: _exact_pstdev(turns))
-            summary["min_num_turns"] = min(turns)
-            summary["p90_num_turns"] = _percentile(ordered, 0.9)
-            summary["max_num_turns"] = max(turns)
-        ratios = self._tokens_per_turn.tolist()
-        if ratios:
+            summary["std_num_turns"] = _finite(
+                lambda: statistics.pstdev(turns.values()), lambda: _exact_pstdev(turns.tolist())
+            )
+            summary["min_num_turns"] = turns.minimum()
+            summary["p90_num_turns"] = _percentile(turns, 0.9)
+            summary["max_num_turns"] = turns.maximum()
+        ratios = self._tokens_per_turn
+        if len(ratios):
             summary["mean_tokens_per_turn"] = _mean(ratios)
             summary["median_tokens_per_turn"] = _median(ratios)
-        latency = self._latency.tolist()
-        if latency:
-            ordered = sorted(latency)
+        latency = self._latency
+        if len(latency):
             for q, key in _PERCENTILES:
-                summary[key] = _percentile(ordered, q)
+                summary[key] = _percentile(latency, q)
             summary["total_latency_mean_ms"] = _mean(latency)
         return summary
 
@@ -225,16 +293,26 @@ def _exact_pstdev(values: list[Number]) -> Fraction:
     return Fraction(root) * Fraction(2**shift)
 
 
-def _mean(values: list[Number]) -> float:
-    return float(_finite(lambda: statistics.fmean(values), lambda: _exact_sum(values) / len(values)))
+def _mean(column: _Column) -> float:
+    values = column.values()
+    return float(_finite(lambda: statistics.fmean(values), lambda: _exact_sum(column.tolist()) / len(values)))
 
 
-def _median(values: list[Number]) -> Number:
-    return _finite(lambda: statistics.median(values), lambda: _exact_median(values))
+def _median(column: _Column) -> Number:
+    """``statistics.median``: the middle value, or the mean of the two middle values."""
+    ordered = column.ordered()
+    n = len(ordered)
+    middle = n // 2
+    reference: Callable[[], Number]
+    if n % 2:
+        reference = lambda: ordered[middle]  # noqa: E731
+    else:
+        reference = lambda: (ordered[middle - 1] + ordered[middle]) / 2  # noqa: E731
+    return _finite(reference, lambda: _exact_median(column.tolist()))
 
 
-def _total(values: list[Number]) -> Number:
-    return _finite(lambda: builtin_sum(values), lambda: _exact_sum(values))
+def _total(column: _Column) -> Number:
+    return _finite(lambda: builtin_sum(column.values()), lambda: _exact_sum(column.tolist()))
 
 
 def _ratio(numerator: Number, denominator: Number) -> float:
@@ -243,11 +321,15 @@ def _ratio(numerator: Number, denominator: Number) -> float:
     return float(_finite(lambda: numerator / denominator, exact))
 
 
-def _percentile(ordered: list[Number], q: float) -> float:
-    return float(_finite(lambda: _reference_percentile(ordered, q), lambda: _exact_percentile(ordered, q)))
+def _percentile(column: _Column, q: float) -> float:
+    ordered = column.ordered()
+    integral = column.integral
+    return float(
+        _finite(lambda: _reference_percentile(ordered, q, integral), lambda: _exact_percentile(ordered, q))
+    )
 
 
-def _exact_percentile(ordered: list[Number], q: float) -> Fraction:
+def _exact_percentile(ordered: Sequence[Number], q: float) -> Fraction:
     n = len(ordered)
     position = (n - 1) * q
     below = int(position)
@@ -257,22 +339,22 @@ def _exact_percentile(ordered: list[Number], q: float) -> Fraction:
     return low + (high - low) * Fraction(position - below)
 
 
-def _reference_percentile(ordered: list[Number], q: float) -> float:
+def _reference_percentile(ordered: Sequence[Number], q: float, integral: bool) -> float:
     """numpy's ``method="linear"`` percentile of ascending ``ordered``, evaluation order included.
 
     Position ``(n - 1) * q``; between neighbours ``a`` and ``b`` at fraction ``t`` the value is
     ``a + (b - a) * t``, or ``b - (b - a) * (1 - t)`` once ``t >= 0.5``. numpy works on one
-    dtype: all-integer input subtracts as integers, anything else as floats.
+    dtype: all-integer input (``integral``) subtracts as integers, anything else as floats.
     """
-    values: list[Number] = ordered
-    if not all(type(value) is int or type(value) is bool for value in values):
-        values = [float(value) for value in values]
-    n = len(values)
+    n = len(ordered)
     position = (n - 1) * q
     below = int(position)
     if below >= n - 1:
-        return float(values[-1])
-    low, high = values[below], values[below + 1]
+        return float(ordered[-1])
+    low: Number = ordered[below]
+    high: Number = ordered[below + 1]
+    if not integral:
+        low, high = float(low), float(high)
     fraction = position - below
     diff = high - low
     if fraction >= 0.5:

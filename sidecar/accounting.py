@@ -27,6 +27,9 @@ _TERMINAL = 4
 _DRAINED = 8
 _RESOLVED = 16
 _ATTEMPT_SHIFT = 5
+# A rollout's class as a snapshot counts it: its latest state, or outside the plan.
+_C_NONE, _C_SUCCEEDED, _C_FAILED, _C_TERMINAL, _C_DRAINED, _UNPLANNED = range(6)
+_CLASSES = 6
 
 
 def normalize_index(value: Any) -> int | str:
@@ -74,7 +77,9 @@ class Accounting:
     """Status of every rollout heard of, and completeness of planned tasks."""
 
     __slots__ = (
+        "_classes",
         "_complete",
+        "_expected",
         "_failed_attempts",
         "_max_attempts",
         "_plan",
@@ -91,6 +96,9 @@ class Accounting:
         self._complete: set[str] = set()
         self._with_success: set[str] = set()
         self._failed_attempts = 0
+        #: rollouts per class (``_class_of``), kept as statuses change so a snapshot is O(1)
+        self._classes = [0] * _CLASSES
+        self._expected = sum(plan.values()) if plan is not None else None
 
     @property
     def plan(self) -> dict[str, int] | None:
@@ -115,6 +123,10 @@ class Accounting:
             new |= _RESOLVED
         self._status[key] = new
         planned = self._planned(key)
+        classes = self._classes
+        if old:
+            classes[self._class_of(old, planned)] -= 1
+        classes[self._class_of(new, planned)] += 1
         if planned and new & _SUCCEEDED:
             self._with_success.add(str(key[0]))
         if new & _RESOLVED and not old & _RESOLVED and planned:
@@ -126,6 +138,17 @@ class Accounting:
                 self._complete.add(task)
                 return key[0] if task in self._with_success else None
         return None
+
+    def _class_of(self, status: int, planned: bool) -> int:
+        if self._plan is not None and not planned:
+            return _UNPLANNED
+        if status & _SUCCEEDED:
+            return _C_SUCCEEDED
+        if status & _FAILED:
+            return _C_TERMINAL if status & _TERMINAL else _C_FAILED
+        if status & _DRAINED:
+            return _C_DRAINED
+        return _C_NONE
 
     def succeeded(self, key: RolloutKey) -> int | str | None:
         return self._update(key, _SUCCEEDED)
@@ -150,23 +173,15 @@ class Accounting:
 
     def snapshot(self, *, ended: bool = False) -> AccountingSnapshot:
         """The counts now; ``ended``: the run is over, so nothing is pending any more."""
-        succeeded = failed = terminal = drained = unplanned = 0
+        classes = self._classes
+        succeeded, drained, unplanned = classes[_C_SUCCEEDED], classes[_C_DRAINED], classes[_UNPLANNED]
+        terminal = classes[_C_TERMINAL]
+        failed = classes[_C_FAILED] + terminal
         with_plan = self._plan is not None
-        for key, status in self._status.items():
-            if with_plan and not self._planned(key):
-                unplanned += 1
-                continue
-            if status & _SUCCEEDED:
-                succeeded += 1
-            elif status & _FAILED:
-                failed += 1
-                if status & _TERMINAL:
-                    terminal += 1
-            elif status & _DRAINED:
-                drained += 1
         expected = missing = pending = None
         if self._plan is not None:
-            expected = sum(self._plan.values())
+            expected = self._expected
+            assert expected is not None
             missing = expected - succeeded - failed - drained
             pending = 0 if ended else expected - succeeded - terminal - drained
         return AccountingSnapshot(

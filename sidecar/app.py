@@ -9,6 +9,7 @@ and never logged; no row content is ever logged.
 from __future__ import annotations
 
 import hmac
+import itertools
 import json
 import math
 import re
@@ -27,6 +28,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from health.reduce import release_gradually
 from sidecar.events import EVENT_KINDS, MAX_SECONDS, Event, EventBatch, RunStarted
 from sidecar.ingest import PlanError, UnknownRun
 from sidecar.journal import JournalUnavailable
@@ -40,6 +42,7 @@ __all__ = [
     "ServerTiming",
     "create_app",
     "dumps_json",
+    "dumps_report",
     "json_depth",
     "line_text",
     "too_deep",
@@ -74,13 +77,15 @@ class _Rejected(Exception):
         self.headers = headers
 
 
-def json_depth(data: bytes, limit: int | None = None) -> int:
+def json_depth(data: bytes | bytearray, limit: int | None = None) -> int:
     """Nesting depth of a JSON text, brackets inside strings ignored; stops once past ``limit``.
 
     Runs mostly in C: escaped backslashes and quotes are dropped, everything but quotes and
     brackets deleted, strings removed; only the remaining brackets are walked in Python.
     """
-    skeleton = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_SKELETON)
+    if b"\\" in data:  # (each replace copies the whole text, so only when there is an escape)
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    skeleton = data.translate(None, _NOT_SKELETON)
     depth = deepest = 0
     for byte in _STRING.sub(b"", skeleton):
         if byte in _OPENERS:
@@ -94,7 +99,7 @@ def json_depth(data: bytes, limit: int | None = None) -> int:
     return deepest
 
 
-def too_deep(data: bytes, limit: int) -> bool:
+def too_deep(data: bytes | bytearray, limit: int) -> bool:
     """True if ``data`` nests deeper than ``limit``; free when it has too few brackets to do so."""
     if data.count(b"[") + data.count(b"{") <= limit:
         return False
@@ -123,6 +128,38 @@ def dumps_json(body: Any) -> bytes:
         return json.dumps(_finite_only(body), separators=(",", ":"), ensure_ascii=False).encode()
 
 
+_TASKS_PER_CHUNK = 2048
+
+
+def dumps_report(report: dict[str, Any]) -> bytes:
+    """``dumps_json(report)`` byte for byte, for a freshly built report, whose per-task map it
+    then empties.
+
+    One ``orjson.dumps`` over 100k tasks holds the interpreter lock for ~15 ms, and freeing
+    them at once as long, so the map is written in chunks spliced in as a fragment, then freed
+    entry by entry: the event loop gets the lock back between steps.
+    """
+    summary = report.get("quality_summary")
+    tasks = summary.get("tasks") if isinstance(summary, dict) else None
+    if not isinstance(tasks, dict) or len(tasks) <= _TASKS_PER_CHUNK:
+        return dumps_json(report)
+    assert isinstance(summary, dict)
+    try:
+        items = iter(tasks.items())
+        parts = [
+            orjson.dumps(dict(itertools.islice(items, _TASKS_PER_CHUNK)))[1:-1]
+            for _ in range(0, len(tasks), _TASKS_PER_CHUNK)
+        ]
+        spliced = orjson.Fragment(b"{" + b",".join(parts) + b"}")
+        del parts
+        try:
+            return orjson.dumps({**report, "quality_summary": {**summary, "tasks": spliced}})
+        except orjson.JSONEncodeError:  # an integer past 64 bits elsewhere in the report
+            return dumps_json(report)
+    finally:
+        release_gradually(tasks)
+
+
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(dumps_json(body), status_code=status, media_type=_JSON, headers=headers)
 
@@ -141,14 +178,14 @@ def _field_of(error: Any) -> str:
 _LINE_PARAMS: dict[str, type] = {"line_number": int, "generation": int, "seconds": float, "latency_ms": float}
 
 
-def line_text(line: bytes) -> str:
+def line_text(line: bytes | bytearray | memoryview) -> str:
     """A raw line as the ``line`` string of an event: its UTF-8 text, or (not UTF-8) the text with
     replacement characters behind a leading U+FFFD, so it stays unreadable as the batch check
     reads it."""
     try:
-        return line.decode("utf-8")
+        return str(line, "utf-8")
     except UnicodeDecodeError:
-        return "\ufffd" + line.decode("utf-8", "replace")
+        return "\ufffd" + str(line, "utf-8", "replace")
 
 
 def _validate(parsed: Any) -> list[Event]:
@@ -190,8 +227,12 @@ class _Handlers:
                 {"WWW-Authenticate": "Bearer"},
             )
 
-    async def _body(self, request: Request) -> bytes:
+    async def _body(self, request: Request, declared: int | None) -> bytes | bytearray:
+        """The whole body, at most the cap. With a declared length it is read straight into one
+        buffer of that size (no list of chunks joined into a second copy at the end)."""
         cap = self.settings.body_cap
+        if declared is not None:
+            return await self._body_into(request, declared)
         chunks: list[bytes] = []
         size = 0
         stream = request.stream()
@@ -204,6 +245,32 @@ class _Handlers:
         except ClientDisconnect:
             raise _Rejected(400, "bad_request", "the client closed the connection mid-body", "body") from None
         return b"".join(chunks)
+
+    async def _body_into(self, request: Request, declared: int) -> bytearray:
+        buffer = bytearray(declared)
+        view = memoryview(buffer)
+        size = 0
+        try:
+            async for chunk in request.stream():
+                end = size + len(chunk)
+                if end > declared:  # the HTTP layer enforces Content-Length; never write past it
+                    raise _Rejected(
+                        400, "bad_request", f"body longer than its Content-Length {declared}", "body"
+                    )
+                view[size:end] = chunk
+                size = end
+        except ClientDisconnect:
+            raise _Rejected(400, "bad_request", "the client closed the connection mid-body", "body") from None
+        finally:
+            view.release()
+        if size < declared:
+            raise _Rejected(
+                400,
+                "bad_request",
+                f"body of {size} bytes is shorter than its Content-Length {declared}",
+                "body",
+            )
+        return buffer
 
     def _check_caps(self, run_id: str, events: list[Event]) -> None:
         """The service's configurable caps on what one batch may add to its state."""
@@ -274,7 +341,7 @@ class _Handlers:
             )
 
     @asynccontextmanager
-    async def _held_body(self, request: Request) -> AsyncIterator[bytes]:
+    async def _held_body(self, request: Request) -> AsyncIterator[bytes | bytearray]:
         """The request body, counted against ``max_body_bytes_in_flight`` until the block ends.
 
         What a request declares is reserved before a byte is read (a body without a length
@@ -298,11 +365,13 @@ class _Handlers:
             )
         self._held += size
         try:
-            yield await self._body(request)
+            yield await self._body(
+                request, int(declared) if declared is not None and declared.isdigit() else None
+            )
         finally:
             self._held -= size
 
-    def _parse_events(self, body: bytes) -> list[Event]:
+    def _parse_events(self, body: bytes | bytearray) -> list[Event]:
         if too_deep(body, self.settings.max_json_depth):
             raise _Rejected(
                 400, "too_deep", f"JSON nesting exceeds {self.settings.max_json_depth} levels", "body"
@@ -337,7 +406,9 @@ class _Handlers:
             self._check_run_id(run_id)
             self._require_ready()
             async with self._held_body(request) as body:
-                return await self._ingest(run_id, self._parse_events(body))
+                events = self._parse_events(body)
+                del body  # parsed: the raw body need not stay resident while the batch is stored
+                return await self._ingest(run_id, events)
         except _Rejected as exc:
             return self._reject(exc.error, exc)
 
@@ -365,7 +436,8 @@ class _Handlers:
             if "line_number" not in event:
                 raise _Rejected(400, "validation", "line_number is required", "line_number")
             async with self._held_body(request) as body:
-                event["line"] = line_text(body.removesuffix(b"\n"))
+                with memoryview(body) as view:  # no copy of the body without its newline
+                    event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
                 del body
                 return await self._ingest(run_id, _validate([event]))
         except _Rejected as exc:
@@ -405,7 +477,7 @@ class _Handlers:
         except _Rejected as exc:
             return self._reject(exc.error, exc)
         key = ("report", run.run_id, id(run))
-        body = await self.service.reads.build(key, lambda: dumps_json(run.report()))
+        body = await self.service.reads.build(key, lambda: dumps_report(run.report()))
         return Response(body, media_type=_JSON)
 
     async def quality_summary(self, request: Request) -> Response:

@@ -301,8 +301,13 @@ class Ingestor:
                     _log.exception("answering a committed batch failed")
                     _fail(batch, exc)
             finally:
-                for _ in batch:
+                for _ in range(len(batch)):
                     self._queue.task_done()
+                # nothing of this batch (events, journal payloads) stays referenced while
+                # the sequencer waits for the next one: bodies near the cap would stay resident
+                del batch, commit
+                committed = []
+                queued = []
 
     def _take(self, batch: list[_Pending]) -> list[_Pending]:
         """``batch`` plus whatever else is queued, up to one append's worth of events."""

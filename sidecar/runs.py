@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from health.compact import VERDICTS
+from health.reduce import release_gradually
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
 from sidecar.accounting import Accounting, RolloutKey, normalize_index
@@ -390,7 +391,9 @@ class RunState:
             stale = cached is None or self._health_version != self._version
             if stale and (fresh or cached is None or now - cached[0] >= self._health_interval):
                 started = time.perf_counter()
-                run = self.reducer.summary()["run"]
+                summary = self.reducer.summary()
+                run = summary["run"]
+                release_gradually(summary.pop("tasks", {}))
                 self._health_interval = max(self._health_interval_s, 20 * (time.perf_counter() - started))
                 self._health_cache = cached = (now, dict(run["verdicts"]), dict(run["issues"]))
                 self._health_version = self._version
@@ -483,4 +486,3 @@ def latency_ms(event: Completed) -> float | None:
     if event.latency_ms is not None:
         return event.latency_ms
     return None if event.seconds is None else event.seconds * 1000.0
-

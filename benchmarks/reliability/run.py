@@ -23,6 +23,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: benchmarks/reliability/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benchmarks.reliability.big_bodies import run_big_bodies
 from benchmarks.reliability.blocking_reads import run_blocking_reads
 from benchmarks.reliability.corrupt import run_corrupt_trials, run_schema_cases
 from benchmarks.reliability.crash import run_crash_trials
@@ -253,6 +254,20 @@ def _blocking_reads(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[s
     )
 
 
+def _big_bodies(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    if quick:
+        r = run_big_bodies(tmp, launch=launch, body_cap=8 << 20, concurrent=3, rounds=1)
+    else:
+        r = run_big_bodies(tmp, launch=launch, body_cap=64 << 20, concurrent=4, rounds=2)
+    mib = 1 << 20
+    return (
+        f"{r.rounds} rounds of {r.concurrent} concurrent {r.body_bytes / mib:.1f} MiB bodies: "
+        f"peak resident growth {r.peak_growth_bytes / mib:.0f} MiB ({r.peak_ratio:.1f}x one round's bodies), "
+        f"resident growth after {r.after_growth_bytes / mib:.0f} MiB; violations {len(r.violations)}",
+        r.violations,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "crash": _crash,
     "crash-pool": _crash_pool,
@@ -269,6 +284,7 @@ SCENARIOS: dict[str, Scenario] = {
     "restart": _restart,
     "slow-clients": _slow_clients,
     "blocking-reads": _blocking_reads,
+    "big-bodies": _big_bodies,
 }
 
 

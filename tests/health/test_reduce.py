@@ -204,6 +204,32 @@ class TestTasks:
         assert summary["tasks"]["10"]["unobserved"] == 1
         assert summary["run"]["artifacts"]["coverage"]["task_consistently_unhealthy"]["unobserved"] == 3
 
+    def test_summaries_between_adds_keep_the_tasks_map_order(self) -> None:
+        """The task order kept across summaries equals one stable sort of every task seen."""
+        import pickle
+
+        from health.report import task_sort_key
+
+        rng = random.Random(12)
+        tasks: list[int | str] = [
+            rng.choice([rng.randint(0, 120), str(rng.randint(0, 120))]) for _ in range(300)
+        ]
+        reducer = HealthReducer()
+        for ordinal, task in enumerate(tasks):
+            reducer.add(make_digest(task, ordinal % 3, ordinal=ordinal))
+            if ordinal % 37 == 0:
+                reducer.summary()
+            if ordinal == 150:
+                reducer = pickle.loads(pickle.dumps(reducer))
+        first_seen = list(dict.fromkeys(tasks))
+        expected = [str(task) for task in sorted(first_seen, key=task_sort_key)]
+        summary = reducer.summary()
+        assert list(summary["tasks"]) == list(dict.fromkeys(expected))
+        once = HealthReducer()
+        for ordinal, task in enumerate(tasks):
+            once.add(make_digest(task, ordinal % 3, ordinal=ordinal))
+        assert reducer.summary_bytes() == once.summary_bytes()
+
     def test_disagreeing_copies_collapse_to_unobserved(self) -> None:
         reducer = HealthReducer()
         reducer.add(make_digest(0, 0, stage=0, ordinal=0))

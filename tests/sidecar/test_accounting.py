@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 
 import httpx
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sidecar.accounting import Accounting, AccountingSnapshot
 from sidecar.server import ServiceThread
@@ -72,3 +74,54 @@ def test_an_ended_runs_report_is_frozen_and_replays_identically(tmp_path: Path) 
     accounting = report["accounting"]
     assert accounting["pending"] == 0
     assert accounting["expected"] == sum(accounting[k] for k in ("succeeded", "failed", "drained", "missing"))
+
+
+_OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["succeeded", "failed", "terminal", "drained"]),
+        st.sampled_from([0, 1, 2, "7"]),
+        st.integers(0, 3),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_OPERATIONS, st.booleans(), st.integers(1, 3))
+def test_counts_follow_every_rollouts_latest_state(
+    operations: list[tuple[str, int | str, int]], with_plan: bool, max_attempts: int
+) -> None:
+    """The counters kept as statuses change equal a recount of every rollout's latest state."""
+    plan = {"0": 2, "1": 3, "7": 1} if with_plan else None
+    accounting = Accounting(dict(plan) if plan else None, max_attempts)
+    seen: dict[tuple[int | str, int], set[str]] = {}
+    for operation, task, rollout in operations:
+        key = (task, rollout)
+        if operation == "succeeded":
+            accounting.succeeded(key)
+        elif operation == "drained":
+            accounting.drained(key)
+        else:
+            accounting.failed(key, terminal=operation == "terminal")
+        seen.setdefault(key, set()).add(operation)
+        snapshot = accounting.snapshot()
+        counts = {"succeeded": 0, "failed": 0, "terminal": 0, "drained": 0, "unplanned": 0}
+        for (t, r), ops in seen.items():
+            if plan is not None and not (str(t) in plan and r < plan[str(t)]):
+                counts["unplanned"] += 1
+            elif "succeeded" in ops:
+                counts["succeeded"] += 1
+            elif ops & {"failed", "terminal"}:
+                counts["failed"] += 1
+                counts["terminal"] += "terminal" in ops
+            else:
+                counts["drained"] += 1
+        assert (snapshot.succeeded, snapshot.failed, snapshot.failed_terminal, snapshot.drained) == (
+            counts["succeeded"],
+            counts["failed"],
+            counts["terminal"],
+            counts["drained"],
+        )
+        assert snapshot.unplanned == (counts["unplanned"] if plan is not None else None)
+        if plan is not None:
+            _identity_holds(snapshot)

@@ -15,7 +15,7 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.app import create_app, json_depth, too_deep
+from sidecar.app import create_app, dumps_json, dumps_report, json_depth, too_deep
 from sidecar.journal import Journal, JournalEvent, JournalUnavailable
 from sidecar.logging import configure_logging
 from sidecar.service import Service
@@ -115,6 +115,42 @@ class TestJsonDepth:
         assert not too_deep(b"[" * 10 + b"]" * 10, 10)
         assert too_deep(b"[" * 11 + b"]" * 11, 10)
         assert not too_deep(b'["' + b"[" * 40 + b'"]', 10)  # many brackets, all inside a string
+
+
+class TestDumpsReport:
+    """A report's per-task map is written in chunks: the bytes equal one ``dumps_json``."""
+
+    @staticmethod
+    def _report(tasks: int, total: int = 7) -> dict[str, Any]:
+        entries = {
+            str(index): {
+                "repeats": 2,
+                "healthy": index % 3,
+                "unhealthy": 1,
+                "unobserved": 0,
+                "flags": ["f"] * (index % 2),
+            }
+            for index in range(tasks)
+        }
+        return {
+            "run_id": "r",
+            "quality_summary": {"run": {"verdicts": {"healthy": 1}}, "tasks": entries},
+            "perf_summary": {"total_prompt_tokens": total},
+            "after": [1.5, None, "é"],
+        }
+
+    @pytest.mark.parametrize("tasks", [0, 5, 2048, 2049, 5000])
+    def test_same_bytes_as_one_dump(self, tasks: int) -> None:
+        expected = dumps_json(self._report(tasks))
+        report = self._report(tasks)
+        assert dumps_report(report) == expected
+        if tasks > 2048:
+            assert report["quality_summary"]["tasks"] == {}  # freed entry by entry
+
+    def test_an_integer_past_64_bits_elsewhere_still_renders(self) -> None:
+        expected = dumps_json(self._report(3000, total=2**70))
+        assert str(2**70).encode() in expected
+        assert dumps_report(self._report(3000, total=2**70)) == expected
 
 
 class TestSettings:

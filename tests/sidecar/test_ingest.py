@@ -211,3 +211,32 @@ class TestRetention:
         assert sorted(ingestor.runs) == ["live"]
         with pytest.raises(UnknownRun):
             await ingestor.submit("old", _events(_done(0, 1)))
+
+
+def test_an_answered_batch_is_not_kept_while_the_service_waits(tmp_path: Path) -> None:
+    """Once a batch is answered nothing in the service references its events or payloads (a
+    body near the cap would otherwise stay resident until the next batch arrives)."""
+    import gc
+
+    import httpx
+
+    from sidecar.events import Completed
+    from sidecar.journal import JournalEvent
+    from sidecar.server import ServiceThread
+    from sidecar.settings import ServiceSettings
+
+    marker = "never-kept-" + "x" * (1 << 20)
+    row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0, "note": marker}
+    settings = ServiceSettings(journal_path=tmp_path / "journal.sqlite3")
+    with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+        assert client.post("/v1/runs/r/events", json=[{"kind": "run_started"}]).status_code == 200
+        event = {"kind": "completed", "line": orjson.dumps(row).decode(), "line_number": 1}
+        assert client.post("/v1/runs/r/events", json=[event]).status_code == 200
+        gc.collect()
+        kept = [
+            type(obj).__name__
+            for obj in gc.get_objects()
+            if (type(obj) is Completed and obj.line is not None and marker in obj.line)
+            or (type(obj) is JournalEvent and marker.encode() in obj.payload)
+        ]
+        assert kept == []  # neither the event (ingest's sequencer) nor its record (journal writer)

@@ -176,3 +176,74 @@ class TestFiniteStatistics:
         summary = compute_perf_summary([{"num_turns": 0.5, "completion_tokens": 1e308}], 1)
         assert summary is not None
         assert summary["mean_tokens_per_turn"] == sys.float_info.max
+
+
+_ORDER_VALUES = st.one_of(
+    st.integers(-5, 5), st.sampled_from([0.0, 1.0, 2.0, -1.0, 2.5, True, False]), st.floats(-10, 10, width=16)
+)
+
+
+def _sorted_reference(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Order statistics computed by sorting each column whole (what every read used to do)."""
+    turns = [row["num_turns"] for row in rows]
+    latency = [row["total_latency_ms"] for row in rows]
+
+    def percentile(values: list[Any], q: float) -> float:
+        ordered = sorted(values)
+        if not all(type(value) in (int, bool) for value in ordered):
+            ordered = [float(value) for value in ordered]
+        position = (len(ordered) - 1) * q
+        below = int(position)
+        if below >= len(ordered) - 1:
+            return float(ordered[-1])
+        low, high, fraction = ordered[below], ordered[below + 1], position - below
+        diff = high - low
+        return float(high - diff * (1 - fraction)) if fraction >= 0.5 else float(low + diff * fraction)
+
+    return {
+        "median_num_turns": statistics.median(turns),
+        "min_num_turns": min(turns),
+        "max_num_turns": max(turns),
+        "p90_num_turns": percentile(turns, 0.9),
+        "median_prompt_tokens": statistics.median(row["prompt_tokens"] for row in rows),
+        "total_latency_p50_ms": percentile(latency, 0.5),
+        "total_latency_p99_ms": percentile(latency, 0.99),
+    }
+
+
+class TestIncrementalOrder:
+    """Reads keep an ordered copy up to date as rows arrive; every read equals a whole sort."""
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        st.lists(st.tuples(_ORDER_VALUES, _ORDER_VALUES, _ORDER_VALUES), min_size=1, max_size=60),
+        st.sets(st.integers(0, 59)),
+    )
+    def test_reads_between_rows_equal_a_whole_sort(
+        self, triples: list[tuple[Any, Any, Any]], read_after: set[int]
+    ) -> None:
+        state = PerfSummaryState()
+        rows: list[dict[str, Any]] = []
+        for position, (turns, latency, prompt) in enumerate(triples):
+            row = {"num_turns": turns, "total_latency_ms": latency, "prompt_tokens": prompt}
+            state.add(row)
+            rows.append(row)
+            if position in read_after or position == len(triples) - 1:
+                got = state.result(len(rows))
+                assert got is not None
+                for key, value in _sorted_reference(rows).items():
+                    # same value and same type (1 and 1.0 and True render differently)
+                    assert (key, repr(got[key])) == (key, repr(value))
+
+    def test_a_pickled_state_reads_the_same(self) -> None:
+        import pickle
+
+        state = PerfSummaryState()
+        for value in (3, 1.0, 1, 2.5, True, 7):
+            state.add({"num_turns": value, "total_latency_ms": value, "prompt_tokens": value})
+        before = state.result(6)
+        copy = pickle.loads(pickle.dumps(state))
+        assert orjson.dumps(copy.result(6)) == orjson.dumps(before)
+        copy.add({"num_turns": 0, "total_latency_ms": 0.5, "prompt_tokens": 9})
+        state.add({"num_turns": 0, "total_latency_ms": 0.5, "prompt_tokens": 9})
+        assert orjson.dumps(copy.result(7)) == orjson.dumps(state.result(7))
