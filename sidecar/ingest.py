@@ -23,19 +23,26 @@ import anyio
 import orjson
 import structlog
 
+from sidecar._journal_facts import (
+    CompletedFact,
+    Fact,
+    LatencyFact,
+    RunStartedFact,
+    decode_fact,
+    encode_fact,
+    is_legacy_payload,
+)
 from sidecar.engines import Engines
 from sidecar.events import (
     Completed,
     Event,
     EventBatch,
-    Latency,
     RunStarted,
-    encode_event,
-    event_identity,
+    idempotency_key,
 )
 from sidecar.journal import JournalEvent, JournalUnavailable
 from sidecar.prepare import Prepared, Preparer
-from sidecar.runs import RunState, latency_ms
+from sidecar.runs import RunState, derive_fact, latency_ms
 
 __all__ = ["EventOutcome", "Ingestor", "JournalLike", "PlanError", "UnknownRun", "plan_from_materialized"]
 
@@ -89,9 +96,7 @@ class _Pending:
     run_id: str
     events: list[Event]
     records: list[JournalEvent]
-    plans: list[dict[str, int] | None]
-    prepared: list[Prepared | None]
-    received_at: float
+    facts: list[Fact]
     future: asyncio.Future[list[EventOutcome]] = field(repr=False)
 
 
@@ -162,6 +167,7 @@ class Ingestor:
         health_interval_s: float = 2.0,
         preparer: Preparer | None = None,
         clock: Callable[[], float] = time.time,
+        keep_rows: bool = False,
     ) -> None:
         self._journal = journal
         self._engines = engines
@@ -169,6 +175,7 @@ class Ingestor:
         self._health_interval_s = health_interval_s
         self._preparer = preparer
         self._clock = clock
+        self._keep_rows = keep_rows
         self.runs: dict[str, RunState] = {}
         self._starting: dict[str, int] = {}
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
@@ -183,15 +190,53 @@ class Ingestor:
         """Rebuild every run from the journal (call once, before :meth:`start`)."""
         count = 0
         for record in self._journal.replay():
-            body = orjson.loads(record.payload)
-            received_at = body.pop("received_at")
-            plan = body.pop(_DERIVED_PLAN, None)
-            event = EventBatch.validate_python([body])[0]
-            self._apply(record.run_id, event, received_at, plan)
+            self.apply_record(record)
             count += 1
         self.replayed = count
         _log.info("journal replayed", events=count, runs=len(self.runs))
         return count
+
+    def apply_record(self, record: JournalEvent) -> None:
+        """Apply one journaled record: a fact, or an event journaled before facts existed (its fact
+        is derived from the stored row now, against the run state it would have met live)."""
+        if is_legacy_payload(record.payload):
+            fact = self._legacy_fact(record)
+        else:
+            fact = decode_fact(record.payload, seq=record.seq)
+        self._apply(record.run_id, fact)
+
+    def _legacy_fact(self, record: JournalEvent) -> Fact:
+        body = orjson.loads(record.payload)
+        received_at = body.pop("received_at")
+        plan = body.pop(_DERIVED_PLAN, None)
+        event = EventBatch.validate_python([body])[0]
+        return self._derive(record.run_id, event, received_at, plan, None)
+
+    def _settings(self, run_id: str, event: Event) -> tuple[str, frozenset[str]] | None:
+        """The digest settings ``event`` will meet when applied, if already known."""
+        state = self.runs.get(run_id)
+        if state is None or (event.generation or 0) != state.generation:
+            return None
+        return state.config.source_path, state.ignored_checks
+
+    def _derive(
+        self,
+        run_id: str,
+        event: Event,
+        received_at: float,
+        plan: dict[str, int] | None,
+        prepared: Prepared | None,
+        settings: tuple[str, frozenset[str]] | None = None,
+    ) -> Fact:
+        return derive_fact(
+            event,
+            received_at=received_at,
+            engines=self._engines,
+            settings=settings if settings is not None else self._settings(run_id, event),
+            plan=plan,
+            prepared=prepared,
+            keep_rows=self._keep_rows,
+        )
 
     def drop_ended(self, retain_s: float, *, now: float | None = None) -> list[str]:
         """Forget runs that ended at least ``retain_s`` seconds ago; their events stay journaled.
@@ -235,10 +280,8 @@ class Ingestor:
         if run_id not in self.runs and run_id not in self._starting and not starts:
             raise UnknownRun(run_id)
         received_at = self._clock()
-        records = []
         plans: list[dict[str, int] | None] = []
         for index, event in enumerate(events):
-            extra = None
             plan = None
             if isinstance(event, RunStarted) and event.materialized_inputs is not None:
                 try:
@@ -246,16 +289,27 @@ class Ingestor:
                 except PlanError as exc:
                     exc.index = index
                     raise
-                extra = {_DERIVED_PLAN: plan}
             plans.append(plan)
-            key, payload = encode_event(run_id, event, received_at=received_at, extra=extra)
-            records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=payload))
         prepared = await self._prepare(run_id, events)
+        records = []
+        facts: list[Fact] = []
+        state = self.runs.get(run_id)
+        generation = None if state is None else state.generation
+        settings = self._settings_of(state)
+        for event, plan, ready in zip(events, plans, prepared, strict=True):
+            if isinstance(event, RunStarted) and (generation is None or (event.generation or 0) > generation):
+                generation = event.generation or 0  # what applying this start will make the run
+                settings = (event.source_path, frozenset(event.ignored_checks))
+            known = settings if (event.generation or 0) == generation else None
+            fact = self._derive(run_id, event, received_at, plan, ready, known)
+            facts.append(fact)
+            key = idempotency_key(run_id, event)
+            records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=encode_fact(fact)))
         future: asyncio.Future[list[EventOutcome]] = asyncio.get_running_loop().create_future()
         if starts:
             self._starting[run_id] = self._starting.get(run_id, 0) + 1
         try:
-            self._queue.put_nowait(_Pending(run_id, events, records, plans, prepared, received_at, future))
+            self._queue.put_nowait(_Pending(run_id, events, records, facts, future))
             return await future
         finally:
             if starts:
@@ -332,89 +386,59 @@ class Ingestor:
         records = [record for pending in batch for record in pending.records]
         return batch, asyncio.get_running_loop().create_task(self._journal.append(records))
 
+    @staticmethod
+    def _settings_of(state: RunState | None) -> tuple[str, frozenset[str]] | None:
+        return None if state is None else (state.config.source_path, state.ignored_checks)
+
     def _apply_batch(self, batch: list[_Pending], committed: list[JournalEvent | None]) -> None:
         position = 0
         for pending in batch:
             outcomes = []
-            for event, plan, prepared in zip(pending.events, pending.plans, pending.prepared, strict=True):
+            for event, fact in zip(pending.events, pending.facts, strict=True):
                 stored = committed[position]
                 position += 1
-                outcomes.append(
-                    self._outcome(pending.run_id, event, stored, pending.received_at, plan, prepared)
-                )
+                outcomes.append(self._outcome(pending.run_id, event, fact, stored))
             if not pending.future.done():
                 pending.future.set_result(outcomes)
 
-    def _outcome(
-        self,
-        run_id: str,
-        event: Event,
-        stored: JournalEvent | None,
-        received_at: float,
-        plan: dict[str, int] | None,
-        prepared: Prepared | None = None,
-    ) -> EventOutcome:
+    def _outcome(self, run_id: str, event: Event, fact: Fact, stored: JournalEvent | None) -> EventOutcome:
         if stored is None:
             if self._on_event is not None:
                 self._on_event(event.kind, "duplicate")
-            ng_perf = None
-            if isinstance(event, Completed):
-                ng_perf = prepared.ng_perf if prepared is not None else self._ng_perf(event)
+            ng_perf = fact.ng_perf if isinstance(fact, CompletedFact) else None
             return EventOutcome("duplicate", event.kind, None, ng_perf)
-        applied, ng_perf = self._apply(run_id, event, received_at, plan, prepared)
+        applied, ng_perf = self._apply(run_id, fact)
         if self._on_event is not None:
             self._on_event(event.kind, "accepted")
         return EventOutcome("accepted" if applied else "unknown_run", event.kind, stored.seq, ng_perf)
 
-    def _ng_perf(self, event: Completed) -> dict[str, Any] | None:
-        row = event.row
-        if row is None:
-            assert event.line is not None
-            try:
-                parsed = orjson.loads(event.line)
-            except orjson.JSONDecodeError:
-                return None
-            row = parsed if isinstance(parsed, dict) else None
-        if row is None:
-            return None
-        return self._engines.build_ng_perf(row, latency_ms(event))
-
-    def _apply(
-        self,
-        run_id: str,
-        event: Event,
-        received_at: float,
-        plan: dict[str, int] | None,
-        prepared: Prepared | None = None,
-    ) -> tuple[bool, dict[str, Any] | None]:
+    def _apply(self, run_id: str, fact: Fact) -> tuple[bool, dict[str, Any] | None]:
         state = self.runs.get(run_id)
-        if isinstance(event, RunStarted):
+        if isinstance(fact, RunStartedFact):
             # A follower restarts a recreated/truncated file as a new generation: fresh state.
-            if state is None or (event.generation or 0) > state.generation:
+            if state is None or fact.generation > state.generation:
                 self.runs[run_id] = RunState(
                     run_id,
-                    event,
-                    received_at=received_at,
+                    RunStarted.model_validate_json(fact.config),
+                    received_at=fact.received_at,
                     engines=self._engines,
-                    plan=plan,
+                    plan=fact.plan,
                     health_interval_s=self._health_interval_s,
                 )
             return True, None
         if state is None:
-            _log.warning("event for a run that never started", run_id=run_id, kind=event.kind)
+            _log.warning("event for a run that never started", run_id=run_id, kind=type(fact).__name__)
             return False, None
-        if (event.generation or 0) < state.generation and not isinstance(event, Latency):
+        if fact.generation < state.generation and not isinstance(fact, LatencyFact):
             return True, None  # late event of a superseded generation (follower restart)
         try:
-            return True, state.apply(event, received_at, prepared)
+            return True, state.apply_fact(fact)
         except Exception:
-            task, rollout, attempt = event_identity(event)
             _log.exception(
                 "applying a committed event failed",
                 run_id=run_id,
-                kind=event.kind,
-                task=repr(task)[:64],
-                rollout=repr(rollout)[:64],
-                attempt=attempt,
+                kind=type(fact).__name__,
+                task=repr(getattr(fact, "task", None))[:64],
+                rollout=repr(getattr(fact, "rollout", None))[:64],
             )
             return True, None
