@@ -32,6 +32,7 @@ from sidecar._journal_facts import (
     encode_fact,
     is_legacy_payload,
 )
+from sidecar._journal_snapshot import SnapshotStore, dumps_state, loads_state
 from sidecar.engines import Engines
 from sidecar.events import (
     Completed,
@@ -40,7 +41,7 @@ from sidecar.events import (
     RunStarted,
     idempotency_key,
 )
-from sidecar.journal import JournalEvent, JournalUnavailable
+from sidecar.journal import JournalCompacted, JournalError, JournalEvent, JournalUnavailable
 from sidecar.prepare import Prepared, Preparer
 from sidecar.runs import RunState, derive_fact, latency_ms
 
@@ -168,6 +169,9 @@ class Ingestor:
         preparer: Preparer | None = None,
         clock: Callable[[], float] = time.time,
         keep_rows: bool = False,
+        snapshots: SnapshotStore | None = None,
+        snapshot_every_events: int = 100_000,
+        snapshot_every_s: float = 300.0,
     ) -> None:
         self._journal = journal
         self._engines = engines
@@ -176,6 +180,17 @@ class Ingestor:
         self._preparer = preparer
         self._clock = clock
         self._keep_rows = keep_rows
+        self._snapshots = snapshots
+        self._snapshot_every_events = snapshot_every_events
+        self._snapshot_every_s = snapshot_every_s
+        self._snapshot_task: asyncio.Task[int | None] | None = None
+        self._last_snapshot_at = time.monotonic()
+        self._since_snapshot = 0
+        #: Seq of the newest journal record applied to the state, and of the newest snapshot.
+        self.applied_seq = 0
+        self.snapshot_seq = 0
+        #: Records migrated from the pre-facts format during replay.
+        self.migrated = 0
         self.runs: dict[str, RunState] = {}
         self._starting: dict[str, int] = {}
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
@@ -186,21 +201,97 @@ class Ingestor:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def replay(self) -> int:
-        """Rebuild every run from the journal (call once, before :meth:`start`)."""
+    def replay(self, progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild every run: the newest valid snapshot, then the journal records after it.
+
+        Call once, before :meth:`start`; pure CPU and file reads, so it may run in a worker
+        thread. ``progress(records_applied)`` is called every 10,000 records. Returns the number
+        of records replayed (after the snapshot). Raises ``JournalCompacted`` when a record it
+        needs was compacted into a snapshot that can no longer be read.
+        """
+        loaded = self._snapshots.load_newest() if self._snapshots is not None else None
+        if loaded is not None:
+            body = loads_state(loaded.body)
+            self.runs = {run_id: state.attach(self._engines) for run_id, state in body["runs"].items()}
+            self.applied_seq = self.snapshot_seq = loaded.seq
+            _log.info("snapshot loaded", path=str(loaded.path), seq=loaded.seq, runs=len(self.runs))
         count = 0
-        for record in self._journal.replay():
+        for record in self._journal.replay(after_seq=self.applied_seq):
+            if not record.payload:
+                raise JournalCompacted(
+                    f"journal record {record.seq} was compacted into a snapshot that cannot be read "
+                    f"(newest usable snapshot: seq {self.snapshot_seq or 'none'}); refusing to start with "
+                    "a wrong state: restore the snapshot directory from a backup, or start on a new "
+                    "journal path and re-feed the run from the dispatcher's rollouts.jsonl with the follower"
+                )
             self.apply_record(record)
+            self.applied_seq = record.seq
             count += 1
+            if progress is not None and count % 10_000 == 0:
+                progress(count)
         self.replayed = count
-        _log.info("journal replayed", events=count, runs=len(self.runs))
+        self._since_snapshot = count
+        _log.info("journal replayed", events=count, runs=len(self.runs), migrated=self.migrated)
         return count
+
+    @property
+    def snapshot_due(self) -> bool:
+        """Enough records (or time, with records) since the last snapshot to take another."""
+        if self._snapshots is None or self._since_snapshot == 0:
+            return False
+        every, interval = self._snapshot_every_events, self._snapshot_every_s
+        return bool(every and self._since_snapshot >= every) or bool(
+            interval and time.monotonic() - self._last_snapshot_at >= interval
+        )
+
+    async def snapshot(self) -> int | None:
+        """Write a snapshot of every run as of :attr:`applied_seq`, then compact the journal up to
+        the oldest snapshot kept. Returns the snapshot's seq (None: nothing new, or no store).
+
+        Serializing runs on the event loop (the state must not change meanwhile); writing and
+        fsyncing the file and compacting run off it. A failure is logged and leaves the previous
+        snapshots and the journal as they were.
+        """
+        store = self._snapshots
+        if store is None or self.applied_seq == self.snapshot_seq:
+            return None
+        seq = self.applied_seq
+        started = time.perf_counter()
+        body = dumps_state({"seq": seq, "runs": self.runs})
+        self._since_snapshot = 0
+        self._last_snapshot_at = time.monotonic()
+        try:
+            path = await asyncio.to_thread(store.write, seq, body)
+        except OSError as exc:
+            _log.warning("snapshot failed", seq=seq, error=str(exc))
+            return None
+        self.snapshot_seq = seq
+        _log.info(
+            "snapshot written",
+            path=str(path),
+            seq=seq,
+            bytes=len(body),
+            seconds=time.perf_counter() - started,
+        )
+        oldest = store.oldest_kept()
+        compact = getattr(self._journal, "compact", None)
+        if compact is not None and oldest is not None and len(store.seqs()) >= store.keep:
+            try:
+                await compact(oldest)
+            except JournalError as exc:
+                _log.warning("journal compaction failed", through_seq=oldest, error=str(exc))
+        return seq
+
+    def _schedule_snapshot(self) -> None:
+        if self.snapshot_due and (self._snapshot_task is None or self._snapshot_task.done()):
+            self._snapshot_task = asyncio.get_running_loop().create_task(self.snapshot(), name="snapshot")
 
     def apply_record(self, record: JournalEvent) -> None:
         """Apply one journaled record: a fact, or an event journaled before facts existed (its fact
         is derived from the stored row now, against the run state it would have met live)."""
         if is_legacy_payload(record.payload):
             fact = self._legacy_fact(record)
+            self.migrated += 1
         else:
             fact = decode_fact(record.payload, seq=record.seq)
         self._apply(record.run_id, fact)
@@ -263,6 +354,9 @@ class Ingestor:
         if self._task is None:
             return
         await self._queue.join()
+        if self._snapshot_task is not None:
+            with contextlib.suppress(Exception):
+                await self._snapshot_task
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
@@ -370,6 +464,7 @@ class Ingestor:
                 except Exception as exc:  # committed events are replayed on restart; answer, keep going
                     _log.exception("answering a committed batch failed")
                     _fail(batch, exc)
+                self._schedule_snapshot()
             finally:
                 for _ in batch:
                     self._queue.task_done()
@@ -397,6 +492,9 @@ class Ingestor:
             for event, fact in zip(pending.events, pending.facts, strict=True):
                 stored = committed[position]
                 position += 1
+                if stored is not None:
+                    self.applied_seq = stored.seq
+                    self._since_snapshot += 1
                 outcomes.append(self._outcome(pending.run_id, event, fact, stored))
             if not pending.future.done():
                 pending.future.set_result(outcomes)

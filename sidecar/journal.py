@@ -17,6 +17,7 @@ import asyncio
 import os
 import sqlite3
 from collections.abc import Callable, Generator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from sidecar._journal_schema import (
     open_reader,
 )
 from sidecar._journal_types import (
+    JournalCompacted,
     JournalCorrupt,
     JournalError,
     JournalEvent,
@@ -41,6 +43,7 @@ __all__ = [
     "DEFAULT_JOURNAL_PATH",
     "SCHEMA_VERSION",
     "Journal",
+    "JournalCompacted",
     "JournalCorrupt",
     "JournalError",
     "JournalEvent",
@@ -190,6 +193,25 @@ class Journal:
 
         await self._submit(lambda f, loop: Control(f, loop, apply=apply))
 
+    async def compact(self, through_seq: int, *, chunk: int = 4096) -> int:
+        """Drop the stored payload of every record with ``seq <= through_seq`` (a snapshot covers
+        them); their keys stay, so a late retry of one is still acknowledged as a duplicate.
+
+        Works in transactions of ``chunk`` records so appends interleave; returns how many were
+        compacted. A compacted record replays with an empty payload. Freed pages are reused by
+        later appends, so the file stops growing rather than shrinking.
+        """
+        if not isinstance(through_seq, int) or through_seq < 0:
+            raise ValueError(f"through_seq must be a non-negative int, got {through_seq!r}")
+        compacted = 0
+        while True:
+            done: list[int] = []
+            step = partial(_compact_chunk, through_seq=through_seq, chunk=chunk, done=done)
+            await self._submit(lambda f, loop: Control(f, loop, apply=step))  # noqa: B023
+            compacted += done[0] if done else 0
+            if not done or done[0] < chunk:
+                return compacted
+
     async def _submit(self, make: Callable[[asyncio.Future[Any], asyncio.AbstractEventLoop], Any]) -> Any:
         writer = self._writer
         if writer is None or not writer.ready.done() or writer.ready.exception() is not None:
@@ -257,6 +279,15 @@ def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
                 return
     finally:
         conn.close()
+
+
+def _compact_chunk(wc: WriterConnection, *, through_seq: int, chunk: int, done: list[int]) -> None:
+    cursor = wc.conn.execute(
+        "UPDATE events SET payload = x'' WHERE seq IN (SELECT seq FROM events"
+        " WHERE seq <= ? AND length(payload) > 0 ORDER BY seq LIMIT ?)",
+        (through_seq, chunk),
+    )
+    done.append(cursor.rowcount)
 
 
 def _read_error(path: Path, exc: sqlite3.Error) -> JournalError:

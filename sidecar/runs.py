@@ -188,6 +188,22 @@ class RunState:
         self._version = 0
         self._health_version = -1
 
+    # -- snapshots ------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The run's state for a snapshot: everything but the engines (functions, re-attached by
+        :meth:`attach`) and the health cache (a monotonic-clock memo)."""
+        state = dict(self.__dict__)
+        del state["_engines"]
+        state["_health_cache"] = None
+        state["_health_version"] = -1
+        return state
+
+    def attach(self, engines: Engines) -> RunState:
+        """Re-attach the engines after loading a snapshot."""
+        self._engines = engines
+        return self
+
     # -- applying events ------------------------------------------------------------------
 
     @property

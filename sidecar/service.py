@@ -10,6 +10,8 @@ import asyncio
 
 import structlog
 
+from sidecar._journal_facts import STATE_SCHEMA
+from sidecar._journal_snapshot import SnapshotStore
 from sidecar.engines import Engines, default_engines
 from sidecar.ingest import Ingestor, JournalLike
 from sidecar.metrics import ServiceMetrics
@@ -29,11 +31,13 @@ class Service:
     ) -> None:
         self.settings = settings
         self.metrics = ServiceMetrics()
+        snapshots = None
         if journal is None:
             from sidecar.journal import Journal
 
             settings.journal_path.parent.mkdir(parents=True, exist_ok=True)
             journal = Journal(settings.journal_path, on_commit=self.metrics.on_commit)
+            snapshots = SnapshotStore.beside(settings.journal_path, keep=settings.snapshot_keep)
         self.journal = journal
         self.preparer = Preparer(settings.workers) if settings.workers and engines is None else None
         self.ingestor = Ingestor(
@@ -42,6 +46,10 @@ class Service:
             on_event=self.metrics.on_event,
             health_interval_s=settings.health_metrics_interval_s,
             preparer=self.preparer,
+            keep_rows=settings.keep_rows,
+            snapshots=snapshots,
+            snapshot_every_events=settings.snapshot_every_events,
+            snapshot_every_s=settings.snapshot_every_s,
         )
         self.metrics.attach(self.ingestor)
         self.started = False
@@ -61,8 +69,11 @@ class Service:
         if open_ is not None:
             await open_()
         self.started = True
+        await self._check_state_schema()
         self.ingestor.replay()
         self.ingestor.start()
+        if self.ingestor.migrated:  # derive the pre-facts records' facts only once
+            await self.ingestor.snapshot()
         if self.settings.retain_ended_s is not None:
             self._retention = asyncio.get_running_loop().create_task(
                 self._retain(self.settings.retain_ended_s)
@@ -75,6 +86,33 @@ class Service:
             replayed=self.ingestor.replayed,
         )
 
+    async def _check_state_schema(self) -> None:
+        """Refuse a journal whose facts another build wrote; stamp a new (or pre-facts) one.
+
+        A journal without the stamp was written before facts existed: replay migrates its
+        records (derives their facts from the stored rows) and a snapshot right after means
+        that happens once.
+        """
+        get_meta = getattr(self.journal, "get_meta", None)
+        set_meta = getattr(self.journal, "set_meta", None)
+        if get_meta is None or set_meta is None:
+            return
+        from sidecar.journal import JournalSchemaError
+
+        stamp = get_meta("state_schema")
+        if stamp is None:
+            await set_meta("state_schema", STATE_SCHEMA.encode())
+        elif stamp.decode(errors="replace") != STATE_SCHEMA:
+            found = stamp.decode(errors="replace")
+            raise JournalSchemaError(
+                f"journal {self.settings.journal_path} holds facts in state schema {found!r}; this build "
+                f"reads {STATE_SCHEMA!r}: run the rollout-sidecar version that wrote it, or start on a new "
+                "journal path and re-feed the run from the dispatcher's rollouts.jsonl with the follower",
+                path=self.settings.journal_path,
+                found=0,
+                supported=0,
+            )
+
     async def stop(self) -> None:
         """Drain queued events, then close the journal."""
         if not self.started:
@@ -84,6 +122,7 @@ class Service:
             self._retention.cancel()
             self._retention = None
         await self.ingestor.stop()
+        await self.ingestor.snapshot()  # a restart then replays nothing
         if self.preparer is not None:
             self.preparer.close()
         close = getattr(self.journal, "close", None)
