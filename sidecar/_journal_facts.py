@@ -108,7 +108,7 @@ class CompletedFact(NamedTuple):
             stage,
             rollout_id,
             verdict,
-            findings,
+            _NO_FINDINGS if findings == _NO_FINDINGS else findings,
             tuple(checks),
             unobserved if isinstance(unobserved, int) else tuple(unobserved),
             rest[0],
@@ -163,6 +163,7 @@ _TAGS: dict[type, int] = {
     LatencyFact: 6,
 }
 _TYPES: dict[int, type] = {tag: kind for kind, tag in _TAGS.items()}
+_NO_FINDINGS = b"[]"  # one shared object for the common case, as compact_digest makes it
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder()
 

@@ -237,6 +237,9 @@ def open_writer(path: Path) -> WriterConnection:
             _quick_check(conn, path)
         if version == 0 and not existed:
             conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
+            # Compaction frees the pages of payloads a snapshot covers; incremental vacuum gives
+            # them back to the filesystem (only settable before the first table exists).
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise JournalUnavailable(f"journal {path}: cannot enable WAL mode (got {mode!r})", path=path)

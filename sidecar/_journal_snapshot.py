@@ -11,14 +11,16 @@ and replays only the records after that seq. Files live in ``<journal>.snapshots
 A file is written to a temporary name, fsynced, renamed into place and the directory fsynced,
 so a crash leaves either the whole file or none. Reading checks the magic, the header, the
 formats, the length and the checksum; a file failing any check (torn, corrupt, written by a
-newer build) is skipped with a log line naming the file and the reason, and the next older one
-is tried. The body is a pickle restricted to this project's classes (see :func:`loads_state`);
-the snapshot directory is as trusted as the journal beside it.
+newer build) is skipped with a log line naming the file and the reason, moved aside to
+``<name>.bad``, and the next older one is tried. The body is a pickle restricted to this
+project's classes (see :func:`loads_state`); the snapshot directory is as trusted as the
+journal beside it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import io
 import os
@@ -73,7 +75,15 @@ def dumps_state(state: object) -> bytes:
 
 
 def loads_state(body: bytes) -> Any:
-    return _StateUnpickler(io.BytesIO(body)).load()
+    """The state in ``body``; the cyclic collector is paused meanwhile (the state's millions of
+    small tuples hold no cycles, but each collection would re-scan all of them: twice the time)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _StateUnpickler(io.BytesIO(body)).load()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,13 +168,20 @@ class SnapshotStore:
         return seqs[0] if seqs else None
 
     def load_newest(self) -> Snapshot | None:
-        """The newest snapshot that passes every check, or None; logs each one skipped."""
+        """The newest snapshot that passes every check, or None.
+
+        Each one skipped is logged and moved aside to ``<name>.bad``, so it no longer counts
+        among the ``keep`` snapshots: the journal is then never compacted past the oldest
+        snapshot that can actually be loaded.
+        """
         for seq in reversed(self.seqs()):
             path = self.path_of(seq)
             try:
                 return Snapshot(seq, path, self._read(path, seq))
             except _Invalid as exc:
                 _log.warning("snapshot skipped", path=str(path), reason=str(exc))
+                with contextlib.suppress(OSError):
+                    os.replace(path, path.with_name(path.name + ".bad"))
         return None
 
     def _read(self, path: Path, seq: int) -> bytes:

@@ -57,6 +57,7 @@ DEFAULT_JOURNAL_PATH = Path("sidecar-state/journal.sqlite3")
 # most _REPLAY_CHUNK rows, so a slow consumer never pins an old WAL snapshot for the whole replay.
 _REPLAY_CHUNK = 1024
 _FETCH_ROWS = 32
+_COMPACTED_THROUGH = "compacted_through"  # meta: every record up to this seq is compacted
 _SELECT_EVENTS = "SELECT seq, run_id, kind, key, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
 
 
@@ -198,19 +199,22 @@ class Journal:
         them); their keys stay, so a late retry of one is still acknowledged as a duplicate.
 
         Works in transactions of ``chunk`` records so appends interleave; returns how many were
-        compacted. A compacted record replays with an empty payload. Freed pages are reused by
-        later appends, so the file stops growing rather than shrinking.
+        compacted. A compacted record replays with an empty payload. Freed pages go back to the
+        filesystem (journals this build created; older ones reuse them for later appends).
         """
         if not isinstance(through_seq, int) or through_seq < 0:
             raise ValueError(f"through_seq must be a non-negative int, got {through_seq!r}")
         compacted = 0
-        while True:
+        start = int.from_bytes(self.get_meta(_COMPACTED_THROUGH) or b"", "big")
+        while start < through_seq:
+            end = min(through_seq, start + chunk)
             done: list[int] = []
-            step = partial(_compact_chunk, through_seq=through_seq, chunk=chunk, done=done)
+            step = partial(_compact_range, after_seq=start, through_seq=end, done=done)
             await self._submit(lambda f, loop: Control(f, loop, apply=step))  # noqa: B023
             compacted += done[0] if done else 0
-            if not done or done[0] < chunk:
-                return compacted
+            start = end
+        await self._submit(lambda f, loop: Control(f, loop, apply=_release_free_pages))
+        return compacted
 
     async def _submit(self, make: Callable[[asyncio.Future[Any], asyncio.AbstractEventLoop], Any]) -> Any:
         writer = self._writer
@@ -281,13 +285,32 @@ def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
         conn.close()
 
 
-def _compact_chunk(wc: WriterConnection, *, through_seq: int, chunk: int, done: list[int]) -> None:
-    cursor = wc.conn.execute(
-        "UPDATE events SET payload = x'' WHERE seq IN (SELECT seq FROM events"
-        " WHERE seq <= ? AND length(payload) > 0 ORDER BY seq LIMIT ?)",
-        (through_seq, chunk),
-    )
+def _compact_range(wc: WriterConnection, *, after_seq: int, through_seq: int, done: list[int]) -> None:
+    """Empty the payloads of ``after_seq < seq <= through_seq`` and record the progress, atomically."""
+    conn = wc.conn
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        cursor = conn.execute(
+            "UPDATE events SET payload = x'' WHERE seq > ? AND seq <= ? AND payload != x''",
+            (after_seq, through_seq),
+        )
+        conn.execute(
+            "INSERT INTO meta (name, value) VALUES (?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            (_COMPACTED_THROUGH, through_seq.to_bytes(8, "big")),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
     done.append(cursor.rowcount)
+
+
+def _release_free_pages(wc: WriterConnection) -> None:
+    """Return freed pages to the filesystem (journals created with ``auto_vacuum = INCREMENTAL``;
+    a no-op for older ones, whose freed pages are reused by later appends instead)."""
+    wc.conn.execute("PRAGMA incremental_vacuum").fetchall()
 
 
 def _read_error(path: Path, exc: sqlite3.Error) -> JournalError:
