@@ -217,9 +217,10 @@ class Ingestor:
             _log.info("snapshot loaded", path=str(loaded.path), seq=loaded.seq, runs=len(self.runs))
         count = 0
         for record in self._journal.replay(after_seq=self.applied_seq):
-            if not record.payload:
+            if record.seq != self.applied_seq + 1:
                 raise JournalCompacted(
-                    f"journal record {record.seq} was compacted into a snapshot that cannot be read "
+                    f"journal records {self.applied_seq + 1}..{record.seq - 1} were compacted into a "
+                    "snapshot that cannot be read "
                     f"(newest usable snapshot: seq {self.snapshot_seq or 'none'}); refusing to start with "
                     "a wrong state: restore the snapshot directory from a backup, or start on a new "
                     "journal path and re-feed the run from the dispatcher's rollouts.jsonl with the follower"

@@ -195,26 +195,44 @@ class Journal:
         await self._submit(lambda f, loop: Control(f, loop, apply=apply))
 
     async def compact(self, through_seq: int, *, chunk: int = 4096) -> int:
-        """Drop the stored payload of every record with ``seq <= through_seq`` (a snapshot covers
-        them); their keys stay, so a late retry of one is still acknowledged as a duplicate.
+        """Delete the records with ``seq <= through_seq`` (a snapshot covers them), keeping their
+        keys in ``compacted_keys`` so a late retry of one is still acknowledged as a duplicate.
 
-        Works in transactions of ``chunk`` records so appends interleave; returns how many were
-        compacted. A compacted record replays with an empty payload. Freed pages go back to the
-        filesystem (journals this build created; older ones reuse them for later appends).
+        The newest record always stays, so seqs keep increasing. Works in transactions of
+        ``chunk`` records so appends interleave; returns how many were compacted. Freed pages
+        go back to the filesystem (journals this build created; older ones reuse them).
         """
         if not isinstance(through_seq, int) or through_seq < 0:
             raise ValueError(f"through_seq must be a non-negative int, got {through_seq!r}")
         compacted = 0
         start = int.from_bytes(self.get_meta(_COMPACTED_THROUGH) or b"", "big")
-        while start < through_seq:
-            end = min(through_seq, start + chunk)
+        limit = min(through_seq, self.stats.events - 1)
+        while start < limit:
+            end = min(limit, start + chunk)
             done: list[int] = []
             step = partial(_compact_range, after_seq=start, through_seq=end, done=done)
             await self._submit(lambda f, loop: Control(f, loop, apply=step))  # noqa: B023
             compacted += done[0] if done else 0
             start = end
-        await self._submit(lambda f, loop: Control(f, loop, apply=_release_free_pages))
+        if compacted:
+            await self._submit(lambda f, loop: Control(f, loop, apply=_release_free_pages))
         return compacted
+
+    def stored_keys(self) -> Generator[tuple[int, str], None, None]:
+        """``(seq, key)`` of every record ever stored, compacted ones included, in seq order."""
+        opened = open_reader(self._path)
+        if opened is None:
+            return
+        conn, version = opened
+        try:
+            if version >= 3:
+                yield from conn.execute("SELECT seq, key FROM compacted_keys ORDER BY seq")
+            if version >= 1:
+                yield from conn.execute("SELECT seq, key FROM events ORDER BY seq")
+        except sqlite3.Error as exc:
+            raise _read_error(self._path, exc) from exc
+        finally:
+            conn.close()
 
     async def _submit(self, make: Callable[[asyncio.Future[Any], asyncio.AbstractEventLoop], Any]) -> Any:
         writer = self._writer
@@ -286,14 +304,16 @@ def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
 
 
 def _compact_range(wc: WriterConnection, *, after_seq: int, through_seq: int, done: list[int]) -> None:
-    """Empty the payloads of ``after_seq < seq <= through_seq`` and record the progress, atomically."""
+    """Move ``after_seq < seq <= through_seq`` to ``compacted_keys`` and record the progress, atomically."""
     conn = wc.conn
     conn.execute("BEGIN IMMEDIATE")
     try:
-        cursor = conn.execute(
-            "UPDATE events SET payload = x'' WHERE seq > ? AND seq <= ? AND payload != x''",
+        conn.execute(
+            "INSERT OR IGNORE INTO compacted_keys (key, seq)"
+            " SELECT key, seq FROM events WHERE seq > ? AND seq <= ?",
             (after_seq, through_seq),
         )
+        cursor = conn.execute("DELETE FROM events WHERE seq > ? AND seq <= ?", (after_seq, through_seq))
         conn.execute(
             "INSERT INTO meta (name, value) VALUES (?, ?)"
             " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
