@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import contextlib
 import gc
-import itertools
 import os
 import shutil
 import socket
@@ -207,8 +206,9 @@ def equality_phase(args: argparse.Namespace, rows: list[dict[str, Any]], tmp: Pa
     (run_dir / "rollouts.jsonl").write_bytes(b"".join(lines))
     started = {"kind": "run_started", "source_path": str(run_dir / "rollouts.jsonl")}
     with serve(journal) as (url, _), httpx.Client(base_url=url, timeout=60) as client:
-        for chunk in itertools.batched([started, *events, {"kind": "run_ended"}], 64):
-            assert client.post("/v1/runs/eq/events", json=list(chunk)).status_code == 200
+        everything = [started, *events, {"kind": "run_ended"}]
+        for start in range(0, len(everything), 64):
+            assert client.post("/v1/runs/eq/events", json=everything[start : start + 64]).status_code == 200
     with serve(journal) as (url, _), httpx.Client(base_url=url, timeout=60) as client:
         summary = client.get("/report/quality_summary.json", params={"run_id": "eq"}).content
         verdicts = client.get("/report/verdicts", params={"run_id": "eq"}).content

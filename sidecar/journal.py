@@ -330,7 +330,7 @@ def _compact_range(wc: WriterConnection, *, after_seq: int, through_seq: int, do
 def _release_free_pages(wc: WriterConnection) -> None:
     """Return freed pages to the filesystem (journals created with ``auto_vacuum = INCREMENTAL``;
     a no-op for older ones, whose freed pages are reused by later appends instead)."""
-    wc.conn.execute("PRAGMA incremental_vacuum").fetchall()
+    wc.conn.executescript("PRAGMA incremental_vacuum;")  # runs it to the end (execute frees one page)
 
 
 def _read_error(path: Path, exc: sqlite3.Error) -> JournalError:
