@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import stat
 import time
@@ -232,6 +233,9 @@ class Ingestor:
                 progress(count)
         self.replayed = count
         self._since_snapshot = count
+        # What was just rebuilt lives as long as the runs do and holds no garbage cycles: keep it
+        # out of the cyclic collector's full passes (each would re-scan millions of objects).
+        gc.freeze()
         _log.info("journal replayed", events=count, runs=len(self.runs), migrated=self.migrated)
         return count
 
