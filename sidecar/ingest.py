@@ -210,12 +210,21 @@ class Ingestor:
         of records replayed (after the snapshot). Raises ``JournalCompacted`` when a record it
         needs was compacted into a snapshot that can no longer be read.
         """
+        began = time.perf_counter()
         loaded = self._snapshots.load_newest() if self._snapshots is not None else None
         if loaded is not None:
+            read_s = time.perf_counter() - began
             body = loads_state(loaded.body)
             self.runs = {run_id: state.attach(self._engines) for run_id, state in body["runs"].items()}
             self.applied_seq = self.snapshot_seq = loaded.seq
-            _log.info("snapshot loaded", path=str(loaded.path), seq=loaded.seq, runs=len(self.runs))
+            _log.info(
+                "snapshot loaded",
+                path=str(loaded.path),
+                seq=loaded.seq,
+                runs=len(self.runs),
+                read_s=round(read_s, 3),
+                load_s=round(time.perf_counter() - began - read_s, 3),
+            )
         count = 0
         for record in self._journal.replay(after_seq=self.applied_seq):
             if record.seq != self.applied_seq + 1:
