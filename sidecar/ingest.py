@@ -272,6 +272,7 @@ class Ingestor:
         seq = self.applied_seq
         started = time.perf_counter()
         body = dumps_state({"seq": seq, "runs": self.runs})
+        serialize_s = time.perf_counter() - started  # the event loop waited this long
         self._since_snapshot = 0
         self._last_snapshot_at = time.monotonic()
         try:
@@ -285,7 +286,8 @@ class Ingestor:
             path=str(path),
             seq=seq,
             bytes=len(body),
-            seconds=time.perf_counter() - started,
+            serialize_s=round(serialize_s, 3),
+            seconds=round(time.perf_counter() - started, 3),
         )
         oldest = store.oldest_kept()
         compact = getattr(self._journal, "compact", None)

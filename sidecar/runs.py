@@ -194,7 +194,7 @@ class RunState:
         """The run's state for a snapshot: everything but the engines (functions, re-attached by
         :meth:`attach`) and the health cache (a monotonic-clock memo)."""
         state = dict(self.__dict__)
-        del state["_engines"]
+        state.pop("_engines", None)
         state["_health_cache"] = None
         state["_health_version"] = -1
         return state
