@@ -34,12 +34,14 @@ import orjson
 import structlog
 
 from sidecar._journal_facts import STATE_SCHEMA
+from sidecar._lifeline import die_with_parent
 
 __all__ = [
     "SNAPSHOT_FORMAT",
     "Snapshot",
     "SnapshotStore",
     "dumps_state",
+    "fork_writer",
     "loads_state",
 ]
 
@@ -84,6 +86,32 @@ def loads_state(body: bytes) -> Any:
     finally:
         if collecting:
             gc.enable()
+
+
+def fork_writer(store: SnapshotStore, seq: int, state: object) -> int | None:
+    """Write ``state``'s snapshot from a forked child; returns its pid (``None``: no ``fork``).
+
+    Serializing a million-rollout state takes seconds; in a child the event loop only waits for
+    the fork (the page tables), and the child's copy-on-write view stays consistent while the
+    parent goes on changing its own. The child touches nothing shared with the parent's other
+    threads (no logging, no imports), dies with the parent, and reports through its exit code
+    (0: written). Memory: serializing touches every object's reference count, so the child ends
+    up copying the state's pages: the state's memory is needed twice while a snapshot is written.
+    """
+    if not hasattr(os, "fork"):
+        return None
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        gc.disable()
+        die_with_parent(parent)
+        store.write(seq, dumps_state(state))
+        code = 0
+    finally:
+        os._exit(code)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from sidecar._journal_facts import (
     encode_fact,
     is_legacy_payload,
 )
-from sidecar._journal_snapshot import SnapshotStore, dumps_state, loads_state
+from sidecar._journal_snapshot import SnapshotStore, dumps_state, fork_writer, loads_state
 from sidecar.engines import Engines
 from sidecar.events import (
     Completed,
@@ -262,30 +262,35 @@ class Ingestor:
         """Write a snapshot of every run as of :attr:`applied_seq`, then compact the journal up to
         the oldest snapshot kept. Returns the snapshot's seq (None: nothing new, or no store).
 
-        Serializing runs on the event loop (the state must not change meanwhile); writing and
-        fsyncing the file and compacting run off it. A failure is logged and leaves the previous
-        snapshots and the journal as they were.
+        A forked child serializes and writes it (see ``fork_writer``: the event loop waits only
+        for the fork); compacting runs off the loop too. A failure is logged and leaves the
+        previous snapshots and the journal as they were.
         """
         store = self._snapshots
         if store is None or self.applied_seq == self.snapshot_seq:
             return None
         seq = self.applied_seq
         started = time.perf_counter()
-        body = dumps_state({"seq": seq, "runs": self.runs})
+        state = {"seq": seq, "runs": self.runs}
+        pid = fork_writer(store, seq, state)
         serialize_s = time.perf_counter() - started  # the event loop waited this long
         self._since_snapshot = 0
         self._last_snapshot_at = time.monotonic()
         try:
-            path = await asyncio.to_thread(store.write, seq, body)
+            if pid is None:
+                await asyncio.to_thread(store.write, seq, dumps_state(state))
+            else:
+                _, status = await asyncio.to_thread(os.waitpid, pid, 0)
+                if os.waitstatus_to_exitcode(status) != 0:
+                    raise OSError(f"snapshot writer process {pid} failed (status {status})")
         except OSError as exc:
             _log.warning("snapshot failed", seq=seq, error=str(exc))
             return None
         self.snapshot_seq = seq
         _log.info(
             "snapshot written",
-            path=str(path),
+            path=str(store.path_of(seq)),
             seq=seq,
-            bytes=len(body),
             serialize_s=round(serialize_s, 3),
             seconds=round(time.perf_counter() - started, 3),
         )
