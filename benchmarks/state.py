@@ -367,7 +367,8 @@ def main() -> int:
         args.baseline_ref = _merge_base()
     rows = _rows()
     phases = set(args.phases.split(","))
-    print(f"cpus {os.cpu_count()}; {len(rows)} distinct generated rows")
+    load = os.getloadavg()[0]
+    print(f"cpus {os.cpu_count()}; load average {load:.1f}; {len(rows)} distinct generated rows")
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         if "ingest" in phases:
@@ -376,6 +377,7 @@ def main() -> int:
             equality_phase(args, rows, tmp)
         if "state" in phases:
             state_phase(args, rows, tmp)
+    print(f"load average at the end {os.getloadavg()[0]:.1f} (other work on the machine slows every figure)")
     return 0
 
 

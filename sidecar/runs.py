@@ -254,13 +254,6 @@ class RunState:
         finally:
             self._clock.pinned = None
 
-    def ng_perf_for(self, event: Completed) -> dict[str, Any] | None:
-        """``build_ng_perf`` for a completion's row (pure; used for duplicates too)."""
-        row = row_of(event)
-        if row is None:
-            return None
-        return self._engines.build_ng_perf(row, latency_ms(event))
-
     def _completed(self, fact: CompletedFact) -> dict[str, Any] | None:
         """A reply: always a tracker completion (as in NeMo Gym 0.7.0). Only a row the collector
         would write to the main file is health-checked and summarized; a row with a failure
