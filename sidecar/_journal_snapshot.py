@@ -50,6 +50,7 @@ _log = structlog.get_logger("sidecar.snapshot")
 SNAPSHOT_FORMAT = 1
 _MAGIC = b"ROLLOUT-SIDECAR-SNAPSHOT\n"
 _MAX_HEADER = 4096
+_MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536
 _NAME = re.compile(r"snapshot-(\d{20})\.bin")
 _ALLOWED_PREFIXES = ("sidecar.", "health.", "sortedcontainers.")
 _ALLOWED_GLOBALS = frozenset(
@@ -94,8 +95,9 @@ def fork_writer(store: SnapshotStore, seq: int, state: object) -> int | None:
     Serializing a million-rollout state takes seconds; in a child the event loop only waits for
     the fork (the page tables), and the child's copy-on-write view stays consistent while the
     parent goes on changing its own. The child touches nothing shared with the parent's other
-    threads (no logging, no imports), dies with the parent, and reports through its exit code
-    (0: written). Memory: serializing touches every object's reference count, so the child ends
+    threads (no logging, no imports), closes every inherited descriptor (the listening socket and
+    the journal lock must not outlive the parent), dies with the parent, and reports through its
+    exit code (0: written). Memory: serializing touches every object's reference count, so the child ends
     up copying the state's pages: the state's memory is needed twice while a snapshot is written.
     """
     if not hasattr(os, "fork"):
@@ -108,6 +110,9 @@ def fork_writer(store: SnapshotStore, seq: int, state: object) -> int | None:
     try:
         gc.disable()
         die_with_parent(parent)
+        # Inherited descriptors would keep the parent's listening socket and journal lock alive
+        # should the parent die first: a restarted service could not bind or open the journal.
+        os.closerange(3, _MAX_FD)
         store.write(seq, dumps_state(state))
         code = 0
     finally:
@@ -129,6 +134,8 @@ class SnapshotStore:
             raise ValueError(f"keep must be >= 1, got {keep!r}")
         self.directory = directory
         self.keep = keep
+        #: Files the last :meth:`load_newest` skipped (moved aside to ``.bad``).
+        self.skipped: list[Path] = []
 
     @classmethod
     def beside(cls, journal_path: Path, *, keep: int = 2) -> SnapshotStore:
@@ -202,12 +209,14 @@ class SnapshotStore:
         among the ``keep`` snapshots: the journal is then never compacted past the oldest
         snapshot that can actually be loaded.
         """
+        self.skipped = []
         for seq in reversed(self.seqs()):
             path = self.path_of(seq)
             try:
                 return Snapshot(seq, path, self._read(path, seq))
             except _Invalid as exc:
                 _log.warning("snapshot skipped", path=str(path), reason=str(exc))
+                self.skipped.append(path)
                 with contextlib.suppress(OSError):
                     os.replace(path, path.with_name(path.name + ".bad"))
         return None

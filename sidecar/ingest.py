@@ -185,6 +185,7 @@ class Ingestor:
         self._snapshot_every_events = snapshot_every_events
         self._snapshot_every_s = snapshot_every_s
         self._snapshot_task: asyncio.Task[int | None] | None = None
+        self._snapshot_lock = asyncio.Lock()
         self._last_snapshot_at = time.monotonic()
         self._since_snapshot = 0
         #: Seq of the newest journal record applied to the state, and of the newest snapshot.
@@ -266,6 +267,10 @@ class Ingestor:
         for the fork); compacting runs off the loop too. A failure is logged and leaves the
         previous snapshots and the journal as they were.
         """
+        async with self._snapshot_lock:  # one writer at a time: two would share a file name
+            return await self._snapshot()
+
+    async def _snapshot(self) -> int | None:
         store = self._snapshots
         if store is None or self.applied_seq == self.snapshot_seq:
             return None
@@ -368,7 +373,14 @@ class Ingestor:
         return dropped
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._sequencer(), name="ingest-sequencer")
+        """Start the sequencer. After a replay that migrated pre-facts records or skipped a damaged
+        snapshot, a snapshot is taken at once: the migration then happens once, and the damaged
+        snapshot is replaced, so the journal is never compacted past the only loadable one."""
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._sequencer(), name="ingest-sequencer")
+        store = self._snapshots
+        if store is not None and (self.migrated or store.skipped):
+            self._snapshot_task = loop.create_task(self.snapshot(), name="snapshot")
 
     async def stop(self) -> None:
         """Finish what is queued, then stop the sequencer."""

@@ -72,8 +72,6 @@ class Service:
         await self._check_state_schema()
         self.ingestor.replay()
         self.ingestor.start()
-        if self.ingestor.migrated:  # derive the pre-facts records' facts only once
-            await self.ingestor.snapshot()
         if self.settings.retain_ended_s is not None:
             self._retention = asyncio.get_running_loop().create_task(
                 self._retain(self.settings.retain_ended_s)
