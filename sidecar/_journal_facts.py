@@ -18,6 +18,7 @@ Facts are MessagePack arrays; a journal written before facts existed holds JSON 
 
 from __future__ import annotations
 
+import json
 from typing import Any, NamedTuple
 
 import msgspec
@@ -215,6 +216,4 @@ def parse_deferred(fact: CompletedFact) -> tuple[dict[str, Any] | None, str | No
     try:
         return orjson.loads(fact.deferred), None
     except orjson.JSONDecodeError:  # deeper than orjson reads: written by the standard library
-        import json
-
         return json.loads(fact.deferred), None
