@@ -209,6 +209,57 @@ class TestFacts:
         finally:
             await service.stop()
 
+    async def test_position_dependent_rows_are_digested_when_applied(self, tmp_path: Path) -> None:
+        """A row without ``_ng_task_index`` and an unreadable line without a line number depend on
+        their position: their facts carry the row, and live, replayed and batch reports agree."""
+        from health import health_check_run_dir
+        from sidecar._journal_facts import CompletedFact, decode_fact
+
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        rows = [
+            {"_ng_task_index": 0, "_ng_rollout_index": 0},
+            {"_ng_rollout_index": 0, "reward": 1.0},  # the batch check takes its position as task
+            "{not json",
+            {"_ng_task_index": 0, "_ng_rollout_index": 1},
+        ]
+        lines = [row if isinstance(row, str) else orjson.dumps(row).decode() for row in rows]
+        (run_dir / "rollouts.jsonl").write_text("".join(line + "\n" for line in lines))
+        events: list[dict[str, Any]] = [
+            {"kind": "run_started", "source_path": str(run_dir / "rollouts.jsonl")},
+            *(
+                {"kind": "completed", "seconds": 1.0, "line": row}
+                if isinstance(row, str)
+                else {"kind": "completed", "seconds": 1.0, "row": row}
+                for row in rows
+            ),
+            {"kind": "run_ended"},
+        ]
+        service = _Service(tmp_path / "svc")
+        ingestor = await service.start(snapshots=False)
+        await service.post(events)
+        live = state_fingerprint(ingestor.runs[RUN])
+        await service.stop()
+        deferred = [
+            decode_fact(record.payload).deferred is not None
+            for record in Journal(service.path).replay()
+            if record.kind == "completed"
+        ]
+        assert deferred == [False, True, True, False]
+        assert all(
+            isinstance(decode_fact(r.payload), CompletedFact)
+            for r in Journal(service.path).replay()
+            if r.kind == "completed"
+        )
+        restarted = await service.start(snapshots=False)
+        try:
+            assert state_fingerprint(restarted.runs[RUN]) == live
+            batch = health_check_run_dir(run_dir, workers=1)
+            assert live["summary"] == batch.summary_path.read_bytes()
+            assert live["verdicts"] == batch.verdicts_path.read_bytes()
+        finally:
+            await service.stop()
+
     async def test_the_journal_holds_facts_unless_rows_are_kept(self, tmp_path: Path) -> None:
         payload = "x" * 8192
         row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {"output_text": payload}}
