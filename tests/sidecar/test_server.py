@@ -75,8 +75,9 @@ class TestServeProcess:
             assert process.wait(30) == 0
             logs = process.stderr.read().decode()  # type: ignore[union-attr]
         assert '"event": "service stopped"' in logs or "service stopped" in logs
+        assert any((tmp_path / "state" / "journal.sqlite3.snapshots").glob("snapshot-*.bin"))
         with _serve(journal) as (url, _):
-            assert httpx.get(f"{url}/readyz").json()["replayed"] == 3
+            assert httpx.get(f"{url}/readyz").json()["replayed"] == 0  # all 3 are in the shutdown snapshot
             assert httpx.get(f"{url}/report/quality_summary.json", params={"run_id": "p"}).content == before
             out = tmp_path / "out"
             assert cli_main(["report", "--sidecar", url, "--run-id", "p", "--out", str(out)]) == 0
