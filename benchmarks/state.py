@@ -5,7 +5,7 @@ this machine and in one run:
 
 * durable ingest of ~8 KB-payload rows over loopback HTTP (32 clients, 16 rows a request, as
   ``dispatcher_client`` batches), for this build and for a *baseline* build (``--baseline-ref``,
-  default the merge-base with ``main``: the service before facts were journaled) started from a
+  default the commit before facts were journaled: the service that journaled rows) started from a
   ``git archive`` of that commit; rows/s as the median of ``--repeats`` interleaved rounds, the
   ratio to the baseline, and the journal bytes per rollout each build wrote;
 * byte-identity: a run posted in order, the service stopped and restarted, then
@@ -343,11 +343,18 @@ def state_phase(args: argparse.Namespace, rows: list[dict[str, Any]], tmp: Path)
     )
 
 
-def _merge_base() -> str:
+def _before_facts() -> str:
+    """The commit before facts were journaled on this history's first-parent line: the parent of
+    the commit (on a branch) or merge (on ``main``) that brought ``sidecar/_journal_facts.py`` in."""
     with contextlib.suppress(subprocess.CalledProcessError):
-        return subprocess.run(
-            ["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], check=True, capture_output=True, text=True
-        ).stdout.strip()
+        added = subprocess.run(
+            ["git", "-C", str(ROOT), "log", "--first-parent", "--diff-filter=A", "--format=%H", "--",
+             "sidecar/_journal_facts.py"],
+            check=True, capture_output=True, text=True,
+        ).stdout.split()  # fmt: skip
+        if added:
+            parent = ["git", "-C", str(ROOT), "rev-parse", f"{added[-1]}^1"]
+            return subprocess.run(parent, check=True, capture_output=True, text=True).stdout.strip()
     return ""
 
 
@@ -358,13 +365,15 @@ def main() -> int:
     parser.add_argument("--equality-rows", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
-        "--baseline-ref", default=None, help="baseline commit (default: merge-base with main)"
+        "--baseline-ref",
+        default=None,
+        help="baseline commit (default: the commit before facts were journaled on this history)",
     )
     parser.add_argument("--phases", default="ingest,equality,state", help="comma-separated subset to run")
     args = parser.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.baseline_ref is None:
-        args.baseline_ref = _merge_base()
+        args.baseline_ref = _before_facts()
     rows = _rows()
     phases = set(args.phases.split(","))
     load = os.getloadavg()[0]
