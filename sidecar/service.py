@@ -211,7 +211,14 @@ class Service:
         if open_ is not None:
             await open_()
         self.started = True
-        await self._check_state_schema()
+        try:
+            await self._check_state_schema()
+        except BaseException:
+            close = getattr(self.journal, "close", None)  # nothing replayed, nothing to snapshot
+            if close is not None:
+                await close()
+            self.started = False
+            raise
 
     def begin(self) -> None:
         """Replay on a worker thread, then start ingesting; returns at once (see ``ready``)."""

@@ -94,6 +94,30 @@ class TestServeProcess:
         assert "rollout-sidecar serve:" in capsys.readouterr().err
         assert bogus.read_bytes().startswith(b"this is not")
 
+    def test_a_journal_of_another_state_schema_is_refused_in_one_line(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        import asyncio
+
+        from sidecar.journal import Journal
+
+        path = tmp_path / "journal.sqlite3"
+
+        async def stamp() -> None:
+            journal = Journal(path)
+            await journal.open()
+            await journal.set_meta("state_schema", b"facts-99/health-1")
+            await journal.close()
+
+        asyncio.run(stamp())
+        port = _free_port()
+        assert cli_main(["serve", "--port", str(port), "--journal", str(path), "--workers", "0"]) == 2
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(lines) == 1 and "facts-99/health-1" in lines[0] and "new journal path" in lines[0]
+        with socket.socket() as again:  # the port and the journal were released
+            again.bind(("127.0.0.1", port))
+        assert cli_main(["serve", "--port", str(port), "--journal", str(path), "--workers", "0"]) == 2
+
     def test_report_from_an_unreachable_sidecar(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
