@@ -476,3 +476,55 @@ class TestSnapshotsBesideOffLoopReads:
             fingerprints.append(state_fingerprint(restarted.runs[RUN]))
             await service.stop()
         assert fingerprints[0] == fingerprints[1]
+
+
+class TestBindFirstReplayFromASnapshot:
+    async def test_the_worker_thread_loads_the_snapshot_then_the_tail_and_readyz_progress_says_so(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        from sidecar.events import encode_event
+        from sidecar.journal import JournalEvent
+        from sidecar.service import Service
+        from sidecar.settings import ServiceSettings
+
+        settings = ServiceSettings(journal_path=tmp_path / "journal.sqlite3")
+        batches = _batches(generated)
+        half = len(batches) // 2
+        service = Service(settings)
+        await service.start()
+        for batch in batches[:half]:
+            await service.ingestor.submit(RUN, EventBatch.validate_python(batch))
+        await service.stop()  # snapshots everything so far
+        covered = service.ingestor.applied_seq
+        journal = Journal(settings.journal_path)  # a tail of records written by an older build
+        await journal.open()
+        tail = [event for batch in batches[half:] for event in EventBatch.validate_python(batch)]
+        records = []
+        for event in tail:
+            key, payload = encode_event(RUN, event, received_at=2e9)
+            records.append(JournalEvent(run_id=RUN, kind=event.kind, key=key, payload=payload))
+        await journal.append(records)
+        await journal.close()
+
+        service = Service(settings)
+        await service.open()
+        service.begin()  # as serve does after binding: the replay runs on a worker thread
+        seen = [service.replay_progress]
+        while not service.ready:
+            assert service.replay_error is None
+            await asyncio.sleep(0.001)
+            seen.append(service.replay_progress)
+        try:
+            done = [progress["snapshot_seq"] + progress["replayed"] for progress in seen]
+            assert done == sorted(done)  # never goes back
+            assert seen[-1] == {
+                "replayed": len(tail),
+                "journal_events": covered + len(tail),
+                "snapshot_seq": covered,
+            }
+            assert service.ingestor.replayed == len(tail) and service.ingestor.migrated == len(tail)
+            restored = state_fingerprint(service.ingestor.runs[RUN])
+        finally:
+            await service.stop()
+        expected = await _uninterrupted(tmp_path / "whole", batches)
+        assert restored["summary"] == expected["summary"] and restored["verdicts"] == expected["verdicts"]
