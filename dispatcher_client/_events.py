@@ -7,6 +7,9 @@ as ``null`` so an older sidecar's closed models still accept them.
 from __future__ import annotations
 
 import json
+import os
+import socket
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +23,7 @@ __all__ = [
     "identity",
     "progress_event",
     "run_started_event",
+    "source_id",
 ]
 
 #: Rows may carry numpy scalars or integer keys: encode them rather than fail the dispatcher.
@@ -28,6 +32,12 @@ _DUMP_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 TASK_KEY = "_ng_task_index"
 ROLLOUT_KEY = "_ng_rollout_index"
 ATTEMPT_KEY = "_ng_attempt_index"
+
+
+def source_id() -> str:
+    """A name unique to one client instance (host, pid, random suffix): with a sequence number
+    per event it is the identity the sidecar deduplicates on, kept across retries and the spool."""
+    return f"{socket.gethostname()[:64]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
 def identity(row: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -66,26 +76,46 @@ def run_started_event(
     return event
 
 
+def _numbered(event: dict[str, Any], number: tuple[str, int] | None) -> dict[str, Any]:
+    if number is not None:
+        event["source"], event["seq"] = number
+    return event
+
+
 def completed_event(
-    row: Mapping[str, Any] | None, result: Mapping[str, Any], seconds: float, latency_ms: float | None
+    row: Mapping[str, Any] | None,
+    result: Mapping[str, Any],
+    seconds: float,
+    latency_ms: float | None,
+    number: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
+    """``number`` is the client-assigned identity ``(source, seq)``; ``None`` sends none (the
+    sidecar then keys the event by its content)."""
     event: dict[str, Any] = {"kind": "completed", **identity(row), "seconds": seconds, "row": result}
+    _numbered(event, number)
     if latency_ms is not None:
         event["latency_ms"] = latency_ms
     return event
 
 
 def failed_event(
-    row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], seconds: float | None
+    row: Mapping[str, Any] | None,
+    failure_row: Mapping[str, Any],
+    seconds: float | None,
+    number: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
     event: dict[str, Any] = {"kind": "failed", **identity(row), "row": failure_row}
+    _numbered(event, number)
     if seconds is not None:
         event["seconds"] = seconds
     return event
 
 
-def drained_event(row: Mapping[str, Any] | None, result: Mapping[str, Any] | None) -> dict[str, Any]:
+def drained_event(
+    row: Mapping[str, Any] | None, result: Mapping[str, Any] | None, number: tuple[str, int] | None = None
+) -> dict[str, Any]:
     event: dict[str, Any] = {"kind": "drained", **identity(row)}
+    _numbered(event, number)
     if result is not None:
         event["row"] = result
     return event

@@ -3,14 +3,17 @@
 Every event call queues an encoded event and returns at once (``completed`` may wait up to
 ``ack_timeout_s`` for the sidecar's ``ng_perf``, and not at all while the sidecar is down,
 answering with ``build_ng_perf`` computed locally instead). Delivery, batching, retries and
-the spool live in the background sender (:mod:`dispatcher_client._batcher`). The sidecar
-computes each event's idempotency key from its content (run, task, rollout, attempt, kind,
-and the row's hash for completions), so a retried batch is acknowledged as duplicates.
+the spool live in the background sender (:mod:`dispatcher_client._batcher`). Every
+completion, failure and drain carries this client's identity for it (``source``, unique per
+client instance, and a ``seq`` counting its events); the encoded event, number included, is
+what is retried and spooled, so a redelivery is acknowledged as a duplicate while two calls
+with identical rows are two records, as the batch health check counts them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
 from collections.abc import Mapping
@@ -30,6 +33,7 @@ from ._events import (
     failed_event,
     progress_event,
     run_started_event,
+    source_id,
 )
 from .config import ClientConfig, ClientStats, resolve_token
 
@@ -76,6 +80,13 @@ class SidecarClient:
         self.local = DispatchLatencyTracker()
         self._run_margin: float | None = None
         self._reads_down_until = 0.0
+        #: This client instance's name in event identities; ``next_number`` numbers its events.
+        self.source = source_id()
+        self._seq = itertools.count()
+
+    def next_number(self) -> tuple[str, int]:
+        """A fresh ``(source, seq)`` event identity (thread-safe: one atomic counter step)."""
+        return self.source, next(self._seq)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -184,8 +195,8 @@ class SidecarClient:
         Waits for the sidecar's answer up to ``ack_timeout_s``, and not at all while it is down
         or after an answer came too late, until acknowledgements flow again.
         """
-        event = completed_event(row, result, seconds, latency_ms)
         self._sender()
+        event = completed_event(row, result, seconds, latency_ms, self.next_number())
         self.local.record(seconds)
         if self._slow_since is not None and self.stats.sent != self._slow_since:
             self._slow_since = None  # acknowledgements flow again
@@ -219,13 +230,13 @@ class SidecarClient:
         self, row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], *, seconds: float | None = None
     ) -> None:
         """Report a failed attempt (``seconds`` feeds ``record_failure``; ``None``: not measured)."""
-        self.submit_event(failed_event(row, failure_row, seconds))
+        self.submit_event(failed_event(row, failure_row, seconds, self.next_number()))
         if seconds is not None:
             self.local.record_failure(seconds)
 
     async def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
         """Report a rollout the dispatch budget never started (``record_drained``)."""
-        self.submit_event(drained_event(row, result))
+        self.submit_event(drained_event(row, result, self.next_number()))
         self.local.record_drained()
 
     async def started(self, row: Mapping[str, Any] | None) -> None:

@@ -17,22 +17,16 @@ health (those come from completion events or the follower).
 from __future__ import annotations
 
 import itertools
-import os
-import socket
-import uuid
 from types import TracebackType
 from typing import Any
 
 from sidecar.rollout_perf import DispatchLatencyTracker
 
+from ._events import source_id
 from .config import ClientConfig, ClientStats
 from .sync import SyncSidecarClient
 
 __all__ = ["RemoteLatencyTracker"]
-
-
-def _source_id() -> str:
-    return f"{socket.gethostname()[:64]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
 class RemoteLatencyTracker:
@@ -63,7 +57,7 @@ class RemoteLatencyTracker:
             self._owns_client = False
         self.client = client
         self.local = local if local is not None else DispatchLatencyTracker()
-        self.source = _source_id()
+        self.source = source_id()
         self._seq = itertools.count()
         if start_run:
             client.start_run(**run_fields)

@@ -167,7 +167,7 @@ class SyncSidecarClient:
         client = self._client
         self.local.record(seconds)
         if not wait or not client.stats.connected:
-            self.submit_event(completed_event(row, result, seconds, latency_ms))
+            self.submit_event(completed_event(row, result, seconds, latency_ms, client.next_number()))
             client.stats.local_ng_perf += 1
             return build_ng_perf(result, latency_ms if latency_ms is not None else seconds * 1000.0)
 
@@ -182,11 +182,11 @@ class SyncSidecarClient:
     ) -> None:
         if seconds is not None:
             self.local.record_failure(seconds)
-        self.submit_event(failed_event(row, failure_row, seconds))
+        self.submit_event(failed_event(row, failure_row, seconds, self._client.next_number()))
 
     def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
         self.local.record_drained()
-        self.submit_event(drained_event(row, result))
+        self.submit_event(drained_event(row, result, self._client.next_number()))
 
     def started(self, row: Mapping[str, Any] | None) -> None:
         """As :meth:`SidecarClient.started`."""

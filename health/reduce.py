@@ -18,7 +18,7 @@ import gc
 import itertools
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,10 @@ def _same(a: object, b: object) -> bool:
     return a is b or a == b
 
 
+_as_digest = partial(tuple.__new__, CompactDigest)
+"""A plain tuple of digest fields as a ``CompactDigest`` (C-level: no Python frame per call)."""
+
+
 @lru_cache(maxsize=4096)
 def _mask_positions(mask: int) -> tuple[int, ...]:
     return tuple(pos for pos in range(len(ROLLOUT_CHECK_IDS)) if mask >> pos & 1)
@@ -125,6 +129,33 @@ class HealthReducer:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Digests as plain tuples and task groups as positions into them: a snapshot of a
+        million rollouts then loads without a Python-level constructor call per digest."""
+        state = dict(self.__dict__)
+        # The map-order index is derived (rebuilt by the first summary after a load), and a
+        # snapshot's unpickler admits only the project's own classes.
+        state.pop("_task_order", None)
+        entries = self._entries
+        position = {id(digest): index for index, digest in enumerate(entries)}
+        state["_entries"] = [tuple(digest) for digest in entries]
+        state["_tasks"] = {
+            task: [position[id(member)] for member in group]
+            if isinstance(group, list)
+            else position[id(group)]
+            for task, group in self._tasks.items()
+        }
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        entries: list[CompactDigest] = list(map(_as_digest, state["_entries"]))
+        state["_entries"] = entries
+        state["_tasks"] = {
+            task: [entries[index] for index in group] if isinstance(group, list) else entries[group]
+            for task, group in state["_tasks"].items()
+        }
+        self.__dict__.update(state)
 
     def add(self, digest: RolloutDigest) -> None:
         """Take one rollout's digest (preliminary verdict, before the duplicate pass)."""

@@ -1,10 +1,11 @@
 """Opening a journal file: identity checks, schema versions and migrations, SQLite error mapping.
 
 A journal is an SQLite database whose ``PRAGMA application_id`` is :data:`APPLICATION_ID` and whose
-``PRAGMA user_version`` is its schema version. Version 1 is the event log alone; version 2 adds the
-``meta`` key-value table. A fresh file is created at :data:`SCHEMA_VERSION`; an older journal is
-migrated in one transaction; a newer one, a foreign SQLite database or a file that is not SQLite
-at all is refused before anything is written to it.
+``PRAGMA user_version`` is its schema version. Version 1 is the event log alone; version 2 adds
+the ``meta`` key-value table; version 3 the ``compacted_keys`` of records a snapshot made
+redundant. A fresh file is created at :data:`SCHEMA_VERSION`; an older journal is migrated in
+one transaction; a newer one, a foreign SQLite database or a file that is not SQLite at all is
+refused before anything is written to it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " payload BLOB NOT NULL)",
     ),
     ("CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",),
+    ("CREATE TABLE compacted_keys (key TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -237,6 +239,9 @@ def open_writer(path: Path) -> WriterConnection:
             _quick_check(conn, path)
         if version == 0 and not existed:
             conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
+            # Compaction frees the pages of payloads a snapshot covers; incremental vacuum gives
+            # them back to the filesystem (only settable before the first table exists).
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise JournalUnavailable(f"journal {path}: cannot enable WAL mode (got {mode!r})", path=path)

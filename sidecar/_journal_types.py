@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "JournalCompacted",
     "JournalCorrupt",
     "JournalError",
     "JournalEvent",
@@ -76,3 +77,10 @@ class JournalSchemaError(JournalError):
         super().__init__(message, path=path)
         self.found = found
         self.supported = supported
+
+
+class JournalCompacted(JournalError):
+    """A record needed to rebuild the state was compacted into a snapshot that cannot be read.
+
+    The service refuses to start rather than serve a wrong state; the message says what to do.
+    """

@@ -33,8 +33,11 @@ __all__ = ["Append", "Control", "SetMeta", "Writer"]
 
 _log = structlog.get_logger("sidecar.journal")
 
+# A key is stored once, in ``events`` or (once a snapshot made its record redundant) in
+# ``compacted_keys``; the WHERE clause also disambiguates the upsert's ON for the parser.
 _INSERT_EVENT = (
-    "INSERT INTO events (run_id, kind, key, payload) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING"
+    "INSERT INTO events (run_id, kind, key, payload) SELECT ?, ?, ?, ?"
+    " WHERE NOT EXISTS (SELECT 1 FROM compacted_keys WHERE key = ?) ON CONFLICT (key) DO NOTHING"
 )
 _UPSERT_META = (
     "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
@@ -227,7 +230,8 @@ class Writer(threading.Thread):
                     continue
                 stored: list[JournalEvent | None] = []
                 for event in request.events:
-                    cursor.execute(_INSERT_EVENT, (event.run_id, event.kind, event.key, event.payload))
+                    key = event.key
+                    cursor.execute(_INSERT_EVENT, (event.run_id, event.kind, key, event.payload, key))
                     if cursor.rowcount == 1 and cursor.lastrowid is not None:
                         last_seq = cursor.lastrowid
                         stored.append(replace(event, seq=last_seq))

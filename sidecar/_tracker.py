@@ -20,7 +20,7 @@ from bisect import insort
 from collections import deque
 from collections.abc import Callable, Sequence
 from heapq import heappop, heappush
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sortedcontainers import SortedList
 
@@ -95,6 +95,15 @@ class DispatchLatencyTracker:
         self._completion_times: deque[float] = deque()
         self._stamp = self._completion_times.append
         self._expired_completions = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but ``_stamp`` (a bound method of ``_completion_times``, rebuilt on load)."""
+        return {name: getattr(self, name) for name in self.__slots__ if name != "_stamp"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._stamp = self._completion_times.append
 
     # -- seed API ---------------------------------------------------------------------------
 

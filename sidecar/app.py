@@ -322,11 +322,12 @@ class _Handlers:
     def _require_ready(self) -> None:
         """Run-scoped requests wait for the journal replay (run state is being rebuilt)."""
         if not self.service.ready:
-            done, total = self.service.replay_progress.values()
+            progress = self.service.replay_progress
+            done = progress["snapshot_seq"] + progress["replayed"]
             raise _Rejected(
                 503,
                 "starting",
-                f"replaying the journal ({done} of {total} events); retry",
+                f"replaying the journal ({done} of {progress['journal_events']} events); retry",
                 None,
                 {"Retry-After": "1"},
             )

@@ -2,14 +2,20 @@
 
 A dispatcher (or the follower) posts a JSON array of events to ``/v1/runs/{run_id}/events``.
 Every model forbids unknown keys, so a typo in a client is a 422 naming the field rather
-than silently lost data. Each event has an idempotency key built from (run, task, rollout,
-attempt, kind): the journal stores the first copy and acknowledges later copies as duplicates.
+than silently lost data. Each event has an idempotency key: the journal stores the first copy
+and acknowledges later copies as duplicates. A completion, failure or drain that carries a
+client-assigned identity (``source`` + ``seq``, as ``dispatcher_client`` numbers its events) is
+keyed by it alone: a retried delivery repeats the number and is a duplicate, two calls with
+byte-identical rows are two records. Without one (and always for ``started`` and ``heartbeat``,
+whose attempt number already says which start it is), the key is built from (run, task,
+rollout, attempt, kind) plus, for completions, the row's content hash.
 
 Every number has a range and a value outside it is a 422 naming the field: durations are finite
 and in ``0..MAX_SECONDS`` (``latency_ms`` in ``0..MAX_LATENCY_MS``), timestamps in
-``0..MAX_TIMESTAMP``, counters in int64, plan repeats in ``1..MAX_REPEATS_PER_TASK``. So every
-sum the service keeps over them (histogram ``_sum``, task-seconds, plan totals) stays finite and
-never falls. Values inside a row (token counts) are the row's own and are not limited here.
+``0..MAX_TIMESTAMP``, counters (``seq`` among them) in int64, plan repeats in
+``1..MAX_REPEATS_PER_TASK``. So every sum the service keeps over them (histogram ``_sum``,
+task-seconds, plan totals) stays finite and never falls. Values inside a row (token counts) are
+the row's own and are not limited here.
 """
 
 from __future__ import annotations
@@ -38,10 +44,12 @@ __all__ = [
     "EVENT_KINDS",
     "MAX_COUNT",
     "MAX_EVENTS_PER_REQUEST",
+    "MAX_EVENT_SEQ",
     "MAX_LATENCY_MS",
     "MAX_NAME_CHARS",
     "MAX_REPEATS_PER_TASK",
     "MAX_SECONDS",
+    "MAX_SOURCE_CHARS",
     "MAX_TIMESTAMP",
     "Completed",
     "Drained",
@@ -95,6 +103,12 @@ ROLLOUT_KEY = "_ng_rollout_index"
 ATTEMPT_KEY = "_ng_attempt_index"
 
 
+#: Longest ``source`` (the sending client's name) of a client-assigned event identity.
+MAX_SOURCE_CHARS = 128
+#: Largest client sequence number (it must fit the journal's signed 64-bit integers).
+MAX_EVENT_SEQ = MAX_COUNT
+
+
 class _Event(BaseModel):
     """``generation`` (follower): a followed file was recreated or truncated, so a
     ``run_started`` of a higher generation resets the run and older generations are ignored."""
@@ -102,6 +116,20 @@ class _Event(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     generation: Count | None = None
+
+
+class _Identified(_Event):
+    """``source`` names the sending client instance and ``seq`` numbers its events; together they
+    are the event's identity (a retry repeats them). Give both or neither."""
+
+    source: Annotated[StrictStr, Field(min_length=1, max_length=MAX_SOURCE_CHARS)] | None = None
+    seq: Count | None = None
+
+    @model_validator(mode="after")
+    def _source_with_seq(self) -> _Identified:
+        if (self.source is None) != (self.seq is None):
+            raise ValueError("give both source and seq (the client-assigned event identity), or neither")
+        return self
 
 
 class RunStarted(_Event):
@@ -140,7 +168,7 @@ class RunStarted(_Event):
         return self
 
 
-class Completed(_Event):
+class Completed(_Identified):
     """A rollout finished with a reply: the full result row (or, from a follower, its raw line).
 
     Identity defaults to the row's ``_ng_task_index`` / ``_ng_rollout_index`` /
@@ -176,7 +204,7 @@ class Completed(_Event):
         return parse_line(self.line.encode("utf-8", "surrogatepass"))
 
 
-class Failed(_Event):
+class Failed(_Identified):
     """A dispatched attempt failed; ``row`` is the failure row the dispatcher wrote to the sidecar file.
 
     ``seconds`` is the attempt's duration (``None`` when unknown: the tracker is then not fed).
@@ -194,7 +222,7 @@ class Failed(_Event):
     terminal: bool | None = None
 
 
-class Drained(_Event):
+class Drained(_Identified):
     """The dispatch budget never started this rollout (``record_drained``)."""
 
     kind: Literal["drained"]
@@ -313,6 +341,8 @@ def _key(run_id: str, event: Event, content: bytes | None) -> str:
         return f"{run_id}|latency:{event.source}||{event.seq}|{event.kind}{suffix}"
     if isinstance(event, RunStarted | RunEnded):
         return f"{run_id}|||0|{event.kind}{suffix}"
+    if isinstance(event, _Identified) and event.source is not None:
+        return f"{run_id}|@{event.source}|{event.seq}|{event.kind}{suffix}"
     task, rollout, attempt = event_identity(event)
     head = f"{run_id}|{orjson.dumps(task).decode()}|{orjson.dumps(rollout).decode()}|{attempt}|{event.kind}"
     if isinstance(event, Completed) and event.line_number is not None:
@@ -323,7 +353,8 @@ def _key(run_id: str, event: Event, content: bytes | None) -> str:
 
 
 def idempotency_key(run_id: str, event: Event) -> str:
-    """``run|task|rollout|attempt|kind``, plus the row's content hash for completions.
+    """``run|@source|seq|kind`` for an event with a client-assigned identity; otherwise
+    ``run|task|rollout|attempt|kind``, plus the row's content hash for completions.
 
     A completion's key also carries a hash of its row (or line): a retried event repeats the
     same bytes and is a duplicate, while a *different* row claiming the same identity is a

@@ -258,8 +258,21 @@ class InflightRegistry:
 
     # -- persistence ----------------------------------------------------------------------
 
-    def to_snapshot(self) -> dict[str, Any]:
-        """What a state snapshot keeps: started attempts and their flags (heartbeats are not kept)."""
+    def to_snapshot(self, *, stamps: bool = True) -> dict[str, Any]:
+        """What a state snapshot keeps: started attempts and their flags (heartbeats are not kept).
+
+        ``stamps=False`` leaves out the evaluator's flag stamps and counts, which belong to the
+        process that made them: a registry rebuilt from the journal has none either.
+        """
+        if not stamps:
+            return {
+                "entries": [
+                    [entry.task, entry.rollout, entry.attempt, entry.started_at, None, None]
+                    for entry in self._entries.values()
+                ],
+                "untracked": self.untracked,
+                "flags": [0, 0],
+            }
         return {
             "entries": [
                 [

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,22 +23,30 @@ import anyio
 import orjson
 import structlog
 
+from sidecar._journal_facts import (
+    CompletedFact,
+    Fact,
+    LatencyFact,
+    RunStartedFact,
+    decode_fact,
+    encode_fact,
+    is_legacy_payload,
+)
+from sidecar._journal_snapshot import SnapshotStore, dumps_state, fork_writer, loads_state
 from sidecar.engines import Engines
 from sidecar.events import (
     Completed,
     Event,
     EventBatch,
     Heartbeat,
-    Latency,
     RunStarted,
-    encode_event,
-    event_identity,
+    idempotency_key,
 )
 from sidecar.inflight import InflightRules
-from sidecar.journal import JournalEvent, JournalUnavailable
+from sidecar.journal import JournalCompacted, JournalError, JournalEvent, JournalUnavailable
 from sidecar.materialized_inputs import PlanError, plan_from_materialized
 from sidecar.prepare import Prepared, Preparer
-from sidecar.runs import RunState, latency_ms
+from sidecar.runs import RunState, derive_fact, latency_ms
 
 __all__ = ["EventOutcome", "Ingestor", "JournalLike", "PlanError", "UnknownRun", "plan_from_materialized"]
 
@@ -81,9 +91,7 @@ class _Pending:
     run_id: str
     events: list[Event]
     records: list[JournalEvent]
-    plans: list[dict[str, int] | None]
-    prepared: list[Prepared | None]
-    received_at: float
+    facts: list[Fact]
     future: asyncio.Future[list[EventOutcome]] = field(repr=False)
 
 
@@ -111,6 +119,10 @@ class Ingestor:
         clock: Callable[[], float] = time.time,
         inflight_rules: InflightRules | None = None,
         read_plan: Callable[[str], dict[str, int]] = plan_from_materialized,
+        keep_rows: bool = False,
+        snapshots: SnapshotStore | None = None,
+        snapshot_every_events: int = 100_000,
+        snapshot_every_s: float = 300.0,
     ) -> None:
         self._journal = journal
         self._read_plan = read_plan
@@ -120,6 +132,21 @@ class Ingestor:
         self._preparer = preparer
         self._clock = clock
         self._inflight_rules = inflight_rules
+        self._keep_rows = keep_rows
+        self._snapshots = snapshots
+        self._snapshot_every_events = snapshot_every_events
+        self._snapshot_every_s = snapshot_every_s
+        self._snapshot_task: asyncio.Task[int | None] | None = None
+        self._snapshot_lock = asyncio.Lock()
+        self._last_snapshot_at = time.monotonic()
+        self._since_snapshot = 0
+        #: Seq of the newest journal record applied to the state, and of the newest snapshot.
+        self.applied_seq = 0
+        self.snapshot_seq = 0
+        #: Seq of the snapshot the replay started from (0: none); the replay applies the records after it.
+        self.restored_seq = 0
+        #: Records migrated from the pre-facts format during replay.
+        self.migrated = 0
         self.runs: dict[str, RunState] = {}
         self._starting: dict[str, int] = {}
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
@@ -137,19 +164,164 @@ class Ingestor:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def replay(self) -> int:
-        """Rebuild every run from the journal (call once, before :meth:`start`)."""
+    def replay(self, progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild every run: the newest valid snapshot, then the journal records after it.
+
+        Call once, before :meth:`start`; pure CPU and file reads, so it may run in a worker
+        thread. ``progress(records_applied)`` is called every 10,000 records. Returns the number
+        of records replayed (after the snapshot). Raises ``JournalCompacted`` when a record it
+        needs was compacted into a snapshot that can no longer be read.
+        """
+        began = time.perf_counter()
+        loaded = self._snapshots.load_newest() if self._snapshots is not None else None
+        if loaded is not None:
+            read_s = time.perf_counter() - began
+            body = loads_state(loaded.body)
+            self.runs = {
+                run_id: state.attach(self._engines, inflight_rules=self._inflight_rules, clock=self._clock)
+                for run_id, state in body["runs"].items()
+            }
+            self.applied_seq = self.snapshot_seq = self.restored_seq = loaded.seq
+            _log.info(
+                "snapshot loaded",
+                path=str(loaded.path),
+                seq=loaded.seq,
+                runs=len(self.runs),
+                read_s=round(read_s, 3),
+                load_s=round(time.perf_counter() - began - read_s, 3),
+            )
         count = 0
-        for record in self._journal.replay():
-            body = orjson.loads(record.payload)
-            received_at = body.pop("received_at")
-            plan = body.pop(_DERIVED_PLAN, None)
-            event = EventBatch.validate_python([body])[0]
-            self._apply(record.run_id, event, received_at, plan)
+        for record in self._journal.replay(after_seq=self.applied_seq):
+            if record.seq != self.applied_seq + 1:
+                raise JournalCompacted(
+                    f"journal records {self.applied_seq + 1}..{record.seq - 1} were compacted into a "
+                    "snapshot that cannot be read "
+                    f"(newest usable snapshot: seq {self.snapshot_seq or 'none'}); refusing to start with "
+                    "a wrong state: restore the snapshot directory from a backup, or start on a new "
+                    "journal path and re-feed the run from the dispatcher's rollouts.jsonl with the follower"
+                )
+            self.apply_record(record)
+            self.applied_seq = record.seq
             count += 1
+            if progress is not None and count % 10_000 == 0:
+                progress(count)
         self.replayed = count
-        _log.info("journal replayed", events=count, runs=len(self.runs))
+        self._since_snapshot = count
+        # What was just rebuilt lives as long as the runs do and holds no garbage cycles: keep it
+        # out of the cyclic collector's full passes (each would re-scan millions of objects).
+        gc.freeze()
+        _log.info("journal replayed", events=count, runs=len(self.runs), migrated=self.migrated)
         return count
+
+    @property
+    def snapshot_due(self) -> bool:
+        """Enough records (or time, with records) since the last snapshot to take another."""
+        if self._snapshots is None or self._since_snapshot == 0:
+            return False
+        every, interval = self._snapshot_every_events, self._snapshot_every_s
+        return bool(every and self._since_snapshot >= every) or bool(
+            interval and time.monotonic() - self._last_snapshot_at >= interval
+        )
+
+    async def snapshot(self) -> int | None:
+        """Write a snapshot of every run as of :attr:`applied_seq`, then compact the journal up to
+        the oldest snapshot kept. Returns the snapshot's seq (None: nothing new, or no store).
+
+        A forked child serializes and writes it (see ``fork_writer``: the event loop waits only
+        for the fork); compacting runs off the loop too. A failure is logged and leaves the
+        previous snapshots and the journal as they were.
+        """
+        async with self._snapshot_lock:  # one writer at a time: two would share a file name
+            return await self._snapshot()
+
+    async def _snapshot(self) -> int | None:
+        store = self._snapshots
+        if store is None or self.applied_seq == self.snapshot_seq:
+            return None
+        # Under the apply lock no batch is half applied and no off-loop read is building on a
+        # thread: the forked child (or the serialization below) sees one consistent state.
+        async with self.apply_lock:
+            seq = self.applied_seq
+            started = time.perf_counter()
+            state = {"seq": seq, "runs": self.runs}
+            pid = fork_writer(store, seq, state)
+            body = dumps_state(state) if pid is None else b""
+            serialize_s = time.perf_counter() - started  # the event loop waited this long
+        self._since_snapshot = 0
+        self._last_snapshot_at = time.monotonic()
+        try:
+            if pid is None:
+                await asyncio.to_thread(store.write, seq, body)
+            else:
+                _, status = await asyncio.to_thread(os.waitpid, pid, 0)
+                if os.waitstatus_to_exitcode(status) != 0:
+                    raise OSError(f"snapshot writer process {pid} failed (status {status})")
+        except OSError as exc:
+            _log.warning("snapshot failed", seq=seq, error=str(exc))
+            return None
+        self.snapshot_seq = seq
+        _log.info(
+            "snapshot written",
+            path=str(store.path_of(seq)),
+            seq=seq,
+            serialize_s=round(serialize_s, 3),
+            seconds=round(time.perf_counter() - started, 3),
+        )
+        oldest = store.oldest_kept()
+        compact = getattr(self._journal, "compact", None)
+        if compact is not None and oldest is not None and len(store.seqs()) >= store.keep:
+            try:
+                await compact(oldest)
+            except JournalError as exc:
+                _log.warning("journal compaction failed", through_seq=oldest, error=str(exc))
+        return seq
+
+    def _schedule_snapshot(self) -> None:
+        if self.snapshot_due and (self._snapshot_task is None or self._snapshot_task.done()):
+            self._snapshot_task = asyncio.get_running_loop().create_task(self.snapshot(), name="snapshot")
+
+    def apply_record(self, record: JournalEvent) -> None:
+        """Apply one journaled record: a fact, or an event journaled before facts existed (its fact
+        is derived from the stored row now, against the run state it would have met live)."""
+        if is_legacy_payload(record.payload):
+            fact = self._legacy_fact(record)
+            self.migrated += 1
+        else:
+            fact = decode_fact(record.payload, seq=record.seq)
+        self._apply(record.run_id, fact)
+
+    def _legacy_fact(self, record: JournalEvent) -> Fact:
+        body = orjson.loads(record.payload)
+        received_at = body.pop("received_at")
+        plan = body.pop(_DERIVED_PLAN, None)
+        event = EventBatch.validate_python([body])[0]
+        return self._derive(record.run_id, event, received_at, plan, None)
+
+    def _settings(self, run_id: str, event: Event) -> tuple[str, frozenset[str]] | None:
+        """The digest settings ``event`` will meet when applied, if already known."""
+        state = self.runs.get(run_id)
+        if state is None or (event.generation or 0) != state.generation:
+            return None
+        return state.config.source_path, state.ignored_checks
+
+    def _derive(
+        self,
+        run_id: str,
+        event: Event,
+        received_at: float,
+        plan: dict[str, int] | None,
+        prepared: Prepared | None,
+        settings: tuple[str, frozenset[str]] | None = None,
+    ) -> Fact:
+        return derive_fact(
+            event,
+            received_at=received_at,
+            engines=self._engines,
+            settings=settings if settings is not None else self._settings(run_id, event),
+            plan=plan,
+            prepared=prepared,
+            keep_rows=self._keep_rows,
+        )
 
     def drop_ended(self, retain_s: float, *, now: float | None = None) -> list[str]:
         """Forget runs that ended at least ``retain_s`` seconds ago; their events stay journaled.
@@ -169,13 +341,23 @@ class Ingestor:
         return dropped
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._sequencer(), name="ingest-sequencer")
+        """Start the sequencer. After a replay that migrated pre-facts records or skipped a damaged
+        snapshot, a snapshot is taken at once: the migration then happens once, and the damaged
+        snapshot is replaced, so the journal is never compacted past the only loadable one."""
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._sequencer(), name="ingest-sequencer")
+        store = self._snapshots
+        if store is not None and (self.migrated or store.skipped):
+            self._snapshot_task = loop.create_task(self.snapshot(), name="snapshot")
 
     async def stop(self) -> None:
         """Finish what is queued, then stop the sequencer."""
         if self._task is None:
             return
         await self._queue.join()
+        if self._snapshot_task is not None:
+            with contextlib.suppress(Exception):
+                await self._snapshot_task
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
@@ -195,10 +377,8 @@ class Ingestor:
         if run_id not in self.runs and run_id not in self._starting and not starts:
             raise UnknownRun(run_id)
         received_at = self._clock()
-        records = []
         plans: list[dict[str, int] | None] = []
         for index, event in enumerate(events):
-            extra = None
             plan = None
             if isinstance(event, RunStarted) and event.materialized_inputs is not None:
                 try:
@@ -206,16 +386,27 @@ class Ingestor:
                 except PlanError as exc:
                     exc.index = index
                     raise
-                extra = {_DERIVED_PLAN: plan}
             plans.append(plan)
-            key, payload = encode_event(run_id, event, received_at=received_at, extra=extra)
-            records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=payload))
         prepared = await self._prepare(run_id, events)
+        records = []
+        facts: list[Fact] = []
+        state = self.runs.get(run_id)
+        generation = None if state is None else state.generation
+        settings = self._settings_of(state)
+        for event, plan, ready in zip(events, plans, prepared, strict=True):
+            if isinstance(event, RunStarted) and (generation is None or (event.generation or 0) > generation):
+                generation = event.generation or 0  # what applying this start will make the run
+                settings = (event.source_path, frozenset(event.ignored_checks))
+            known = settings if (event.generation or 0) == generation else None
+            fact = self._derive(run_id, event, received_at, plan, ready, known)
+            facts.append(fact)
+            key = idempotency_key(run_id, event)
+            records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=encode_fact(fact)))
         future: asyncio.Future[list[EventOutcome]] = asyncio.get_running_loop().create_future()
         if starts:
             self._starting[run_id] = self._starting.get(run_id, 0) + 1
         try:
-            self._queue.put_nowait(_Pending(run_id, events, records, plans, prepared, received_at, future))
+            self._queue.put_nowait(_Pending(run_id, events, records, facts, future))
             return await future
         finally:
             if starts:
@@ -300,6 +491,7 @@ class Ingestor:
                 except Exception as exc:  # committed events are replayed on restart; answer, keep going
                     _log.exception("answering a committed batch failed")
                     _fail(batch, exc)
+                self._schedule_snapshot()
             finally:
                 for _ in range(len(batch)):
                     self._queue.task_done()
@@ -321,91 +513,64 @@ class Ingestor:
         records = [record for pending in batch for record in pending.records]
         return batch, asyncio.get_running_loop().create_task(self._journal.append(records))
 
+    @staticmethod
+    def _settings_of(state: RunState | None) -> tuple[str, frozenset[str]] | None:
+        return None if state is None else (state.config.source_path, state.ignored_checks)
+
     def _apply_batch(self, batch: list[_Pending], committed: list[JournalEvent | None]) -> None:
         position = 0
         for pending in batch:
             outcomes = []
-            for event, plan, prepared in zip(pending.events, pending.plans, pending.prepared, strict=True):
+            for event, fact in zip(pending.events, pending.facts, strict=True):
                 stored = committed[position]
                 position += 1
-                outcomes.append(
-                    self._outcome(pending.run_id, event, stored, pending.received_at, plan, prepared)
-                )
+                if stored is not None:
+                    self.applied_seq = stored.seq
+                    self._since_snapshot += 1
+                outcomes.append(self._outcome(pending.run_id, event, fact, stored))
             if not pending.future.done():
                 pending.future.set_result(outcomes)
 
-    def _outcome(
-        self,
-        run_id: str,
-        event: Event,
-        stored: JournalEvent | None,
-        received_at: float,
-        plan: dict[str, int] | None,
-        prepared: Prepared | None = None,
-    ) -> EventOutcome:
+    def _outcome(self, run_id: str, event: Event, fact: Fact, stored: JournalEvent | None) -> EventOutcome:
         if stored is None:
             if self._on_event is not None:
                 self._on_event(event.kind, "duplicate")
-            ng_perf = None
-            if isinstance(event, Completed):
-                ng_perf = prepared.ng_perf if prepared is not None else self._ng_perf(event)
+            ng_perf = fact.ng_perf if isinstance(fact, CompletedFact) else None
             return EventOutcome("duplicate", event.kind, None, ng_perf)
-        applied, ng_perf = self._apply(run_id, event, received_at, plan, prepared)
+        applied, ng_perf = self._apply(run_id, fact)
         if self._on_event is not None:
             self._on_event(event.kind, "accepted")
         return EventOutcome("accepted" if applied else "unknown_run", event.kind, stored.seq, ng_perf)
 
-    def _ng_perf(self, event: Completed) -> dict[str, Any] | None:
-        row = event.row
-        if row is None:
-            assert event.line is not None
-            try:
-                parsed = orjson.loads(event.line)
-            except orjson.JSONDecodeError:
-                return None
-            row = parsed if isinstance(parsed, dict) else None
-        if row is None:
-            return None
-        return self._engines.build_ng_perf(row, latency_ms(event))
-
-    def _apply(
-        self,
-        run_id: str,
-        event: Event,
-        received_at: float,
-        plan: dict[str, int] | None,
-        prepared: Prepared | None = None,
-    ) -> tuple[bool, dict[str, Any] | None]:
+    def _apply(self, run_id: str, fact: Fact) -> tuple[bool, dict[str, Any] | None]:
         state = self.runs.get(run_id)
-        if isinstance(event, RunStarted):
+        if isinstance(fact, RunStartedFact):
             # A follower restarts a recreated/truncated file as a new generation: fresh state.
-            if state is None or (event.generation or 0) > state.generation:
+            if state is None or fact.generation > state.generation:
                 self.runs[run_id] = RunState(
                     run_id,
-                    event,
-                    received_at=received_at,
+                    RunStarted.model_validate_json(fact.config),
+                    received_at=fact.received_at,
                     engines=self._engines,
-                    plan=plan,
+                    plan=fact.plan,
                     health_interval_s=self._health_interval_s,
                     inflight_rules=self._inflight_rules,
                     clock=self._clock,
                 )
             return True, None
         if state is None:
-            _log.warning("event for a run that never started", run_id=run_id, kind=event.kind)
+            _log.warning("event for a run that never started", run_id=run_id, kind=type(fact).__name__)
             return False, None
-        if (event.generation or 0) < state.generation and not isinstance(event, Latency):
+        if fact.generation < state.generation and not isinstance(fact, LatencyFact):
             return True, None  # late event of a superseded generation (follower restart)
         try:
-            return True, state.apply(event, received_at, prepared)
+            return True, state.apply_fact(fact)
         except Exception:
-            task, rollout, attempt = event_identity(event)
             _log.exception(
                 "applying a committed event failed",
                 run_id=run_id,
-                kind=event.kind,
-                task=repr(task)[:64],
-                rollout=repr(rollout)[:64],
-                attempt=attempt,
+                kind=type(fact).__name__,
+                task=repr(getattr(fact, "task", None))[:64],
+                rollout=repr(getattr(fact, "rollout", None))[:64],
             )
             return True, None

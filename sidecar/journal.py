@@ -17,6 +17,7 @@ import asyncio
 import os
 import sqlite3
 from collections.abc import Callable, Generator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from sidecar._journal_schema import (
     open_reader,
 )
 from sidecar._journal_types import (
+    JournalCompacted,
     JournalCorrupt,
     JournalError,
     JournalEvent,
@@ -41,6 +43,7 @@ __all__ = [
     "DEFAULT_JOURNAL_PATH",
     "SCHEMA_VERSION",
     "Journal",
+    "JournalCompacted",
     "JournalCorrupt",
     "JournalError",
     "JournalEvent",
@@ -54,6 +57,7 @@ DEFAULT_JOURNAL_PATH = Path("sidecar-state/journal.sqlite3")
 # most _REPLAY_CHUNK rows, so a slow consumer never pins an old WAL snapshot for the whole replay.
 _REPLAY_CHUNK = 1024
 _FETCH_ROWS = 32
+_COMPACTED_THROUGH = "compacted_through"  # meta: every record up to this seq is compacted
 _SELECT_EVENTS = "SELECT seq, run_id, kind, key, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
 
 
@@ -190,6 +194,46 @@ class Journal:
 
         await self._submit(lambda f, loop: Control(f, loop, apply=apply))
 
+    async def compact(self, through_seq: int, *, chunk: int = 4096) -> int:
+        """Delete the records with ``seq <= through_seq`` (a snapshot covers them), keeping their
+        keys in ``compacted_keys`` so a late retry of one is still acknowledged as a duplicate.
+
+        The newest record always stays, so seqs keep increasing. Works in transactions of
+        ``chunk`` records so appends interleave; returns how many were compacted. Freed pages
+        go back to the filesystem (journals this build created; older ones reuse them).
+        """
+        if not isinstance(through_seq, int) or through_seq < 0:
+            raise ValueError(f"through_seq must be a non-negative int, got {through_seq!r}")
+        compacted = 0
+        start = int.from_bytes(self.get_meta(_COMPACTED_THROUGH) or b"", "big")
+        limit = min(through_seq, self.stats.events - 1)
+        while start < limit:
+            end = min(limit, start + chunk)
+            done: list[int] = []
+            step = partial(_compact_range, after_seq=start, through_seq=end, done=done)
+            await self._submit(lambda f, loop: Control(f, loop, apply=step))  # noqa: B023
+            compacted += done[0] if done else 0
+            start = end
+        if compacted:
+            await self._submit(lambda f, loop: Control(f, loop, apply=_release_free_pages))
+        return compacted
+
+    def stored_keys(self) -> Generator[tuple[int, str], None, None]:
+        """``(seq, key)`` of every record ever stored, compacted ones included, in seq order."""
+        opened = open_reader(self._path)
+        if opened is None:
+            return
+        conn, version = opened
+        try:
+            if version >= 3:
+                yield from conn.execute("SELECT seq, key FROM compacted_keys ORDER BY seq")
+            if version >= 1:
+                yield from conn.execute("SELECT seq, key FROM events ORDER BY seq")
+        except sqlite3.Error as exc:
+            raise _read_error(self._path, exc) from exc
+        finally:
+            conn.close()
+
     async def _submit(self, make: Callable[[asyncio.Future[Any], asyncio.AbstractEventLoop], Any]) -> Any:
         writer = self._writer
         if writer is None or not writer.ready.done() or writer.ready.exception() is not None:
@@ -257,6 +301,36 @@ def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
                 return
     finally:
         conn.close()
+
+
+def _compact_range(wc: WriterConnection, *, after_seq: int, through_seq: int, done: list[int]) -> None:
+    """Move ``after_seq < seq <= through_seq`` to ``compacted_keys`` and record the progress, atomically."""
+    conn = wc.conn
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "INSERT OR IGNORE INTO compacted_keys (key, seq)"
+            " SELECT key, seq FROM events WHERE seq > ? AND seq <= ?",
+            (after_seq, through_seq),
+        )
+        cursor = conn.execute("DELETE FROM events WHERE seq > ? AND seq <= ?", (after_seq, through_seq))
+        conn.execute(
+            "INSERT INTO meta (name, value) VALUES (?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            (_COMPACTED_THROUGH, through_seq.to_bytes(8, "big")),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    done.append(cursor.rowcount)
+
+
+def _release_free_pages(wc: WriterConnection) -> None:
+    """Return freed pages to the filesystem (journals created with ``auto_vacuum = INCREMENTAL``;
+    a no-op for older ones, whose freed pages are reused by later appends instead)."""
+    wc.conn.executescript("PRAGMA incremental_vacuum;")  # runs it to the end (execute frees one page)
 
 
 def _read_error(path: Path, exc: sqlite3.Error) -> JournalError:

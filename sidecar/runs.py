@@ -15,10 +15,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from health.compact import VERDICTS
+import orjson
+
+from health.compact import VERDICTS, CompactDigest
 from health.reduce import release_gradually
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
+from sidecar._journal_facts import (
+    DIGESTED,
+    FAILURE_ROW,
+    NOT_PERSISTED,
+    NOT_PERSISTED_DRAINED,
+    CompletedFact,
+    DrainedFact,
+    Fact,
+    FailedFact,
+    LatencyFact,
+    RunEndedFact,
+    RunStartedFact,
+    StartedFact,
+    digest_fields,
+    encode_fact,
+    parse_deferred,
+)
 from sidecar.accounting import Accounting, RolloutKey, normalize_index
 from sidecar.engines import Engines
 from sidecar.events import (
@@ -31,11 +50,12 @@ from sidecar.events import (
     RunEnded,
     RunStarted,
     Started,
+    dump_row,
     event_identity,
     row_of,
 )
 from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
-from sidecar.prepare import Prepared, rebase_digest
+from sidecar.prepare import Prepared
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -45,6 +65,7 @@ __all__ = [
     "DurationHistogram",
     "HealthView",
     "RunState",
+    "derive_fact",
     "latency_ms",
 ]
 
@@ -80,6 +101,8 @@ _FAILURE_CLASS_KEY = "_ng_failure_class"
 _TERMINAL_KEY = "_ng_failure_terminal"
 _NO_PERSIST_KEY = "_ng_no_persist"
 _DRAINED_KEY = "_ng_dispatch_drained"
+_TASK_KEY = "_ng_task_index"
+_LINE_LOCATOR = b'"line":'
 
 
 class _EventClock:
@@ -98,6 +121,16 @@ class _EventClock:
         if self.pinned is not None:
             return self.pinned
         return self.frozen if self.frozen is not None else self.fallback()
+
+    def __getstate__(self) -> tuple[float | None]:
+        """Only ``frozen`` goes into a snapshot: ``fallback`` is re-attached by ``RunState.attach``.
+        (A tuple, never ``None``: pickle skips ``__setstate__`` for a ``None`` state.)"""
+        return (self.frozen,)
+
+    def __setstate__(self, state: tuple[float | None]) -> None:
+        self.pinned = None
+        self.frozen = state[0]
+        self.fallback = time.time
 
 
 @dataclass(slots=True)
@@ -190,6 +223,43 @@ class RunState:
         #: The ``/inflight`` body at ``run_ended`` (identities and ages at the end), else ``None``.
         self.inflight_at_end: dict[str, Any] | None = None
 
+    # -- snapshots ------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The run's state for a snapshot: everything but the engines and the clock's fallback
+        (functions, re-attached by :meth:`attach`) and the health cache (a monotonic-clock memo).
+
+        The in-flight registry is kept as its started attempts (``to_snapshot`` without this
+        process's flag stamps, as a replay rebuilds it; heartbeats are memory only), its rules
+        come from the loading service's settings.
+        """
+        state = dict(self.__dict__)
+        state.pop("_engines", None)
+        state["_health_cache"] = None
+        state["_health_version"] = -1
+        state["inflight"] = self.inflight.to_snapshot(stamps=False)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        registry = InflightRegistry.from_snapshot(state.pop("inflight"))
+        self.__dict__.update(state)
+        self.inflight = registry
+
+    def attach(
+        self,
+        engines: Engines,
+        *,
+        inflight_rules: InflightRules | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> RunState:
+        """Re-attach what a snapshot does not hold after loading one: the engines, the in-flight
+        rules and the wall clock (the clock stays frozen at ``ended_at`` for an ended run)."""
+        self._engines = engines
+        self.inflight.rules = inflight_rules or InflightRules()
+        self._clock.fallback = clock
+        self._clock.frozen = self.ended_at
+        return self
+
     # -- applying events ------------------------------------------------------------------
 
     @property
@@ -204,134 +274,131 @@ class RunState:
     def apply(
         self, event: Event, received_at: float, prepared: Prepared | None = None
     ) -> dict[str, Any] | None:
-        """Apply one committed event; a completion returns its ``ng_perf`` (or ``None``)."""
+        """Derive ``event``'s fact and apply it; a completion returns its ``ng_perf`` (or ``None``).
+        A heartbeat has no fact: it is applied in memory (see :meth:`heartbeat`)."""
+        if isinstance(event, Heartbeat):
+            self.heartbeat(event, received_at)
+            return None
+        return self.apply_fact(self.fact_for(event, received_at, prepared))
+
+    def fact_for(
+        self, event: Event, received_at: float, prepared: Prepared | None = None, *, keep_rows: bool = False
+    ) -> Fact:
+        """What ``event`` contributes to this run (see :func:`derive_fact`)."""
+        return derive_fact(
+            event,
+            received_at=received_at,
+            engines=self._engines,
+            settings=(self.config.source_path, self.ignored_checks),
+            prepared=prepared,
+            keep_rows=keep_rows,
+        )
+
+    def apply_fact(self, fact: Fact) -> dict[str, Any] | None:
+        """Apply one committed fact; a completion returns its ``ng_perf`` (or ``None``)."""
         self._version += 1
-        self._clock.pinned = received_at
+        self._clock.pinned = fact.received_at
         try:
-            if isinstance(event, Completed):
-                self.inflight.ended(self._key(event), None)
-                return self._completed(event, prepared)
-            if isinstance(event, Failed):
-                self.inflight.ended(self._key(event), event_identity(event)[2])
-                self._failed(event)
-            elif isinstance(event, Drained):
-                self.inflight.ended(self._key(event), event_identity(event)[2])
-                self._drained(event)
-            elif isinstance(event, Started):
-                self._started(event, received_at)
-            elif isinstance(event, RunEnded):
-                self._ended(event, received_at)
-            elif isinstance(event, Latency):
-                self._latency(event)
+            if isinstance(fact, CompletedFact):
+                self.inflight.ended((fact.task, fact.rollout), None)
+                return self._completed(fact)
+            if isinstance(fact, FailedFact):
+                self.inflight.ended((fact.task, fact.rollout), fact.attempt)
+                self._failed(fact)
+            elif isinstance(fact, DrainedFact):
+                self.inflight.ended((fact.task, fact.rollout), fact.attempt)
+                self._drained()
+                self._settle(self.accounting.drained((fact.task, fact.rollout)))
+            elif isinstance(fact, StartedFact):
+                self._started(fact)
+            elif isinstance(fact, RunEndedFact):
+                self._ended(fact.ended_at, fact.received_at)
+            elif isinstance(fact, LatencyFact):
+                self._latency(fact)
             return None
         finally:
             self._clock.pinned = None
 
-    def ng_perf_for(self, event: Completed) -> dict[str, Any] | None:
-        """``build_ng_perf`` for a completion's row (pure; used for duplicates too)."""
-        row = row_of(event)
-        if row is None:
-            return None
-        return self._engines.build_ng_perf(row, latency_ms(event))
-
-    def _key(self, event: Completed | Failed | Drained | Started) -> RolloutKey:
-        task, rollout, _ = event_identity(event)
-        return normalize_index(task), normalize_index(rollout)
-
-    def _completed(self, event: Completed, prepared: Prepared | None) -> dict[str, Any] | None:
+    def _completed(self, fact: CompletedFact) -> dict[str, Any] | None:
         """A reply: always a tracker completion (as in NeMo Gym 0.7.0). Only a row the collector
         would write to the main file is health-checked and summarized; a row with a failure
         class (sidecar file) counts as a failed attempt too, a no-persist row as neither."""
         self.completed += 1
-        if event.seconds is not None:
-            self.tracker.record(event.seconds)
-            self.durations["completed"].observe(event.seconds)
-        row = row_of(event)
-        if prepared is not None and (prepared.source_path, prepared.ignored_checks) != (
-            self.config.source_path,
-            self.ignored_checks,
-        ):
-            prepared = None  # made for another generation of this run
-        ng_perf = prepared.ng_perf if prepared is not None else self.ng_perf_for(event)
-        if row is not None and row.get(_NO_PERSIST_KEY):
-            if row.get(_DRAINED_KEY):
-                self._settle(self.accounting.drained(self._key(event)))
+        if fact.seconds is not None:
+            self.tracker.record(fact.seconds)
+            self.durations["completed"].observe(fact.seconds)
+        ng_perf = fact.ng_perf
+        disposition = fact.disposition
+        if disposition == NOT_PERSISTED:
             return ng_perf
-        if row is not None and row.get(_FAILURE_CLASS_KEY) is not None:
-            terminal = bool(row.get(_TERMINAL_KEY))
-            self._count_failure(row.get(_FAILURE_CLASS_KEY), terminal)
-            self._settle(self.accounting.failed(self._key(event), terminal=terminal))
+        if disposition == NOT_PERSISTED_DRAINED:
+            self._settle(self.accounting.drained((fact.task, fact.rollout)))
             return ng_perf
-        digest = self._digest(event, prepared)
+        if disposition == FAILURE_ROW:
+            self._count_failure(fact.failure_class, fact.terminal)
+            self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
+            return ng_perf
+        digest = self._digest(fact)
         task = self._engines.digest_task_index(digest)
         self.reducer.add_compact(digest)
         self._verdicts[digest.verdict] += 1
         for position in digest.finding_checks:
             if position >= 0:
                 self._issues[position] += 1
-        if ng_perf is None and row is not None and isinstance(row.get("ng_perf"), dict):
-            ng_perf = row["ng_perf"]  # attach_ng_perf keeps an agent-supplied object it cannot rebuild
+        perf = ng_perf if ng_perf is not None else fact.agent_perf
         self.perf_rollouts += 1
-        if ng_perf is not None:
-            self.perf.add(ng_perf)
+        if perf is not None:
+            self.perf.add(perf)
             for kind, name in TOKEN_KINDS.items():
-                value = ng_perf.get(name)
+                value = perf.get(name)
                 if isinstance(value, int) and not isinstance(value, bool):
                     self.tokens[kind] += value
-        key = (task, normalize_index(event_identity(event)[1]))
+        key = (task, fact.rollout)
         if self.accounting.has_succeeded(key) or digest.stage_index is not None:
             self._maybe_duplicates = True  # the reducer's duplicate pass may change verdicts
         completed_task = self.accounting.succeeded(key)
         if completed_task is None and task in self._closed:
             completed_task = task  # a late repeat re-opens a closed task: recompute it
         self._settle(completed_task)
-        return ng_perf
+        return perf
 
-    def _digest(self, event: Completed, prepared: Prepared | None) -> Any:
+    def _digest(self, fact: CompletedFact) -> Any:
         ordinal = self._next_ordinal
         self._next_ordinal += 1
-        if prepared is not None:
-            rebased = rebase_digest(prepared.digest, ordinal)
-            if rebased is not None:
-                return rebased
-        common = {
-            "source_path": self.config.source_path,
-            "source_index": 0,
-            "line_number": event.line_number if event.line_number is not None else ordinal + 1,
-            "ordinal": ordinal,
-            "ignored_checks": self.ignored_checks,
-        }
-        record, parse_error = event.parsed
-        return self._engines.digest_record(record, parse_error=parse_error, **common)
+        if fact.digest is not None:
+            return fact.compact(ordinal)
+        record, parse_error = parse_deferred(fact)
+        return self._engines.digest_record(
+            record,
+            parse_error=parse_error,
+            source_path=self.config.source_path,
+            source_index=0,
+            line_number=fact.line_number if fact.line_number is not None else ordinal + 1,
+            ordinal=ordinal,
+            ignored_checks=self.ignored_checks,
+        )
 
-    def _count_failure(self, failure_class: Any, terminal: bool) -> None:
-        known = isinstance(failure_class, str) and failure_class in FAILURE_CLASSES
-        label = failure_class if known else "other"
+    def _count_failure(self, label: str, terminal: bool) -> None:
         self.failed[(label, terminal)] = self.failed.get((label, terminal), 0) + 1
 
-    def _failed(self, event: Failed) -> None:
-        if event.seconds is not None:
-            self.tracker.record_failure(event.seconds)
-            self.durations["failed"].observe(event.seconds)
-        failure_class = (
-            event.failure_class if event.failure_class is not None else event.row.get(_FAILURE_CLASS_KEY)
-        )
-        terminal = event.terminal if event.terminal is not None else bool(event.row.get(_TERMINAL_KEY))
-        self._count_failure(failure_class, terminal)
-        self._settle(self.accounting.failed(self._key(event), terminal=terminal))
+    def _failed(self, fact: FailedFact) -> None:
+        if fact.seconds is not None:
+            self.tracker.record_failure(fact.seconds)
+            self.durations["failed"].observe(fact.seconds)
+        self._count_failure(fact.failure_class, fact.terminal)
+        self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
 
-    def _latency(self, event: Latency) -> None:
+    def _latency(self, fact: LatencyFact) -> None:
         """Identity-less tracker call (RemoteLatencyTracker): tracker, histogram, drained count only."""
-        if event.op == "record_drained":
-            self.drained += 1
-            self.tracker.record_drained()
-        elif event.seconds is not None:
-            if event.op == "record":
-                self.tracker.record(event.seconds)
-                self.durations["completed"].observe(event.seconds)
+        if fact.op == "record_drained":
+            self._drained()
+        elif fact.seconds is not None:
+            if fact.op == "record":
+                self.tracker.record(fact.seconds)
+                self.durations["completed"].observe(fact.seconds)
             else:
-                self.tracker.record_failure(event.seconds)
-                self.durations["failed"].observe(event.seconds)
+                self.tracker.record_failure(fact.seconds)
+                self.durations["failed"].observe(fact.seconds)
 
     def heartbeat(self, event: Heartbeat, at: float) -> bool:
         """A heartbeat (memory only); False when that attempt is not in flight."""
@@ -340,20 +407,19 @@ class RunState:
         task, rollout, attempt = event_identity(event)
         return self.inflight.heartbeat((normalize_index(task), normalize_index(rollout)), attempt, at)
 
-    def _started(self, event: Started, received_at: float) -> None:
-        """In flight from now, unless the run ended or the rollout already succeeded (a late start)."""
-        key = self._key(event)
+    def _started(self, fact: StartedFact) -> None:
+        """In flight from its arrival unless the run ended or the rollout already succeeded (a late start)."""
+        key = (fact.task, fact.rollout)
         if self.ended_at is None and not self.accounting.has_succeeded(key):
-            self.inflight.started(key, event.attempt, received_at)
+            self.inflight.started(key, fact.attempt, fact.received_at)
 
-    def _drained(self, event: Drained) -> None:
+    def _drained(self) -> None:
         self.drained += 1
         self.tracker.record_drained()
-        self._settle(self.accounting.drained(self._key(event)))
 
-    def _ended(self, event: RunEnded, received_at: float) -> None:
-        self.ended_at = event.ended_at if event.ended_at is not None else received_at
-        self._clock.frozen = self.ended_at
+    def _ended(self, ended_at: float, received_at: float) -> None:
+        self.ended_at = ended_at
+        self._clock.frozen = ended_at
         self.inflight_at_end = self.inflight_body(received_at, limit=INFLIGHT_REPORT_LIMIT, at_end=True)
         self.inflight.clear()
         for task in self.accounting.succeeded_tasks():
@@ -486,3 +552,144 @@ def latency_ms(event: Completed) -> float | None:
     if event.latency_ms is not None:
         return event.latency_ms
     return None if event.seconds is None else event.seconds * 1000.0
+
+
+def _failure_label(failure_class: Any) -> str:
+    """The exported label of a failure class: known classes as-is, anything else ``other``."""
+    return failure_class if isinstance(failure_class, str) and failure_class in FAILURE_CLASSES else "other"
+
+
+def _identity_key(event: Completed | Failed | Drained | Started) -> RolloutKey:
+    task, rollout, _ = event_identity(event)
+    return normalize_index(task), normalize_index(rollout)
+
+
+def _kept(event: Event, keep_rows: bool) -> bytes | None:
+    if not keep_rows or not isinstance(event, Completed | Failed | Drained):
+        return None
+    if isinstance(event, Completed) and event.line is not None:
+        return event.line.encode("utf-8", "surrogatepass")
+    return None if event.row is None else dump_row(event.row)
+
+
+def derive_fact(
+    event: Event,
+    *,
+    received_at: float,
+    engines: Engines,
+    settings: tuple[str, frozenset[str]] | None,
+    plan: dict[str, int] | None = None,
+    prepared: Prepared | None = None,
+    keep_rows: bool = False,
+) -> Fact:
+    """What ``event`` contributes to its run, computed once from its row (pure).
+
+    ``settings`` is the run's ``(source_path, ignored_checks)``, which a digest depends on;
+    ``None`` when the run is not started yet: a completion's digest is then left to
+    :meth:`RunState.apply_fact`, as is any digest that depends on the row's position.
+    ``prepared`` is the pool's digest and ``ng_perf`` for this row, used if made with ``settings``.
+    """
+    generation = event.generation or 0
+    if isinstance(event, RunStarted):
+        config = orjson.dumps(event.model_dump(exclude_none=True))
+        return RunStartedFact(received_at, generation, config, plan)
+    if isinstance(event, RunEnded):
+        ended_at = event.ended_at if event.ended_at is not None else received_at
+        return RunEndedFact(received_at, generation, ended_at)
+    if isinstance(event, Latency):
+        return LatencyFact(received_at, generation, event.op, event.seconds)
+    if isinstance(event, Heartbeat):
+        raise TypeError("a heartbeat has no fact: it is applied in memory and never journaled")
+    task, rollout = _identity_key(event)
+    if isinstance(event, Started):
+        return StartedFact(received_at, generation, task, rollout, event.attempt)
+    kept = _kept(event, keep_rows)
+    attempt = event_identity(event)[2]
+    if isinstance(event, Drained):
+        return DrainedFact(received_at, generation, task, rollout, attempt, kept)
+    if isinstance(event, Failed):
+        row = event.row
+        failure_class = (
+            event.failure_class if event.failure_class is not None else row.get(_FAILURE_CLASS_KEY)
+        )
+        terminal = event.terminal if event.terminal is not None else bool(row.get(_TERMINAL_KEY))
+        return FailedFact(
+            received_at,
+            generation,
+            event.seconds,
+            task,
+            rollout,
+            _failure_label(failure_class),
+            terminal,
+            attempt,
+            kept,
+        )
+    return _completed_fact(event, received_at, generation, (task, rollout), engines, settings, prepared, kept)
+
+
+def _completed_fact(
+    event: Completed,
+    received_at: float,
+    generation: int,
+    key: RolloutKey,
+    engines: Engines,
+    settings: tuple[str, frozenset[str]] | None,
+    prepared: Prepared | None,
+    kept: bytes | None,
+) -> CompletedFact:
+    row = row_of(event)
+    if prepared is not None and (prepared.source_path, prepared.ignored_checks) != settings:
+        prepared = None  # made for another generation of this run
+    if prepared is not None:
+        ng_perf = prepared.ng_perf
+    else:
+        ng_perf = None if row is None else engines.build_ng_perf(row, latency_ms(event))
+    base = (received_at, generation, event.seconds, key[0], key[1])
+    if row is not None and row.get(_NO_PERSIST_KEY):
+        disposition = NOT_PERSISTED_DRAINED if row.get(_DRAINED_KEY) else NOT_PERSISTED
+        return CompletedFact(*base, disposition, "", False, ng_perf, None, None, None, False, None, kept)
+    if row is not None and row.get(_FAILURE_CLASS_KEY) is not None:
+        label = _failure_label(row.get(_FAILURE_CLASS_KEY))
+        terminal = bool(row.get(_TERMINAL_KEY))
+        return CompletedFact(
+            *base, FAILURE_ROW, label, terminal, ng_perf, None, None, None, False, None, kept
+        )
+    agent_perf = None
+    if ng_perf is None and row is not None and isinstance(row.get("ng_perf"), dict):
+        agent_perf = row["ng_perf"]  # attach_ng_perf keeps an agent-supplied object it cannot rebuild
+    digest = None
+    if settings is not None and not (isinstance(row, dict) and _TASK_KEY not in row):
+        if prepared is not None:
+            digest = prepared.digest
+        else:
+            record, parse_error = event.parsed
+            digest = engines.digest_record(
+                record,
+                parse_error=parse_error,
+                source_path=settings[0],
+                source_index=0,
+                line_number=event.line_number if event.line_number is not None else 0,
+                ordinal=0,
+                ignored_checks=settings[1],
+            )
+        if not isinstance(digest, CompactDigest) or (
+            event.line_number is None and _LINE_LOCATOR in digest.findings
+        ):
+            digest = None  # its identity or locator depends on the row's position
+    fact = CompletedFact(
+        *base, DIGESTED, "", False, ng_perf, agent_perf,
+        None if digest is None else digest_fields(digest),
+        None, False, event.line_number, kept,
+    )  # fmt: skip
+    if digest is not None:
+        try:
+            encode_fact(fact)
+            return fact
+        except (OverflowError, TypeError, ValueError):
+            pass  # a value MessagePack cannot hold: journal the row and digest it when applied
+    if event.line is not None:
+        deferred, is_line = event.line.encode("utf-8", "surrogatepass"), True
+    else:
+        assert event.row is not None
+        deferred, is_line = dump_row(event.row), False
+    return fact._replace(digest=None, deferred=deferred, deferred_is_line=is_line)

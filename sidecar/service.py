@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import gc
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -20,6 +19,8 @@ from typing import Any
 import orjson
 import structlog
 
+from sidecar._journal_facts import STATE_SCHEMA, is_legacy_payload
+from sidecar._journal_snapshot import SnapshotStore
 from sidecar._offloop import OffLoopReads
 from sidecar.engines import Engines, default_engines
 from sidecar.events import MAX_LATENCY_MS, MAX_SECONDS, MAX_TIMESTAMP
@@ -53,6 +54,7 @@ class Service:
         self.started = False
         self.ready = False
         self.metrics = ServiceMetrics()
+        snapshots = None
         if journal is None:
             from sidecar.journal import Journal, JournalError
 
@@ -66,6 +68,7 @@ class Service:
                     path=settings.journal_path,
                 ) from None
             journal = Journal(settings.journal_path, on_commit=self.metrics.on_commit)
+            snapshots = SnapshotStore.beside(settings.journal_path, keep=settings.snapshot_keep)
         self.journal = journal
         self._counted = _ReplayCounter(journal)
         #: ``serve --follow``'s follower (anything with ``status() -> dict``), shown in ``/readyz``.
@@ -87,6 +90,10 @@ class Service:
                 max_line_bytes=settings.max_input_line_bytes,
                 max_tasks=settings.max_plan_tasks,
             ),
+            keep_rows=settings.keep_rows,
+            snapshots=snapshots,
+            snapshot_every_events=settings.snapshot_every_events,
+            snapshot_every_s=settings.snapshot_every_s,
         )
         self.reads = OffLoopReads(self.ingestor.apply_lock)
         self.metrics.attach(
@@ -102,6 +109,8 @@ class Service:
         self.otlp: Any = None  # sidecar.otlp.OtlpPusher while pushing
         self.process_started = time.time()
         self._replay: asyncio.Task[None] | None = None
+        #: The replay finished: the state is whole and may be snapshotted (never a partial replay's).
+        self._replayed = False
         self.replay_error: BaseException | None = None
 
     def _on_event(self, kind: str, result: str) -> None:
@@ -110,9 +119,16 @@ class Service:
 
     @property
     def replay_progress(self) -> dict[str, int]:
-        """Events replayed so far and the journal's last sequence number (what a replay reaches)."""
+        """How far the replay got: ``snapshot_seq``, the seq the loaded snapshot covers (0: none
+        loaded, or not yet), ``replayed``, the journal records applied after it so far, and
+        ``journal_events``, the journal's last seq (the replay is done at ``snapshot_seq +
+        replayed``; records compacted into the snapshot are not replayed again)."""
         stats = getattr(self.journal, "stats", None)
-        return {"replayed": self._counted.replayed, "journal_events": getattr(stats, "events", 0)}
+        return {
+            "replayed": self._counted.replayed,
+            "journal_events": getattr(stats, "events", 0),
+            "snapshot_seq": self.ingestor.restored_seq,
+        }
 
     async def _retain(self, retain_s: float) -> None:
         while True:
@@ -195,6 +211,14 @@ class Service:
         if open_ is not None:
             await open_()
         self.started = True
+        try:
+            await self._check_state_schema()
+        except BaseException:
+            close = getattr(self.journal, "close", None)  # nothing replayed, nothing to snapshot
+            if close is not None:
+                await close()
+            self.started = False
+            raise
 
     def begin(self) -> None:
         """Replay on a worker thread, then start ingesting; returns at once (see ``ready``)."""
@@ -213,15 +237,14 @@ class Service:
 
     async def _replay_then_start(self) -> None:
         try:
+            # The newest valid snapshot, then the journal after it; the replay freezes the
+            # rebuilt state out of the cyclic collector's way (see ``Ingestor.replay``).
             await asyncio.to_thread(self.ingestor.replay)
         except Exception as exc:
             self.replay_error = exc
             _log.exception("journal replay failed")
             raise
-        # The replayed state lives as long as the service: out of the cyclic collector's way, so
-        # a full collection (triggered by a report build's allocations) does not walk all of it
-        # while holding the GIL. (Acyclic garbage among it is still freed by reference counting.)
-        gc.freeze()
+        self._replayed = True
         self.ingestor.start()
         if self.settings.retain_ended_s is not None:
             self._retention = asyncio.get_running_loop().create_task(
@@ -240,6 +263,33 @@ class Service:
             replayed=self.ingestor.replayed,
         )
 
+    async def _check_state_schema(self) -> None:
+        """Refuse a journal whose facts another build wrote; stamp a new (or pre-facts) one.
+
+        A journal without the stamp was written before facts existed: replay migrates its
+        records (derives their facts from the stored rows) and a snapshot right after means
+        that happens once.
+        """
+        get_meta = getattr(self.journal, "get_meta", None)
+        set_meta = getattr(self.journal, "set_meta", None)
+        if get_meta is None or set_meta is None:
+            return
+        from sidecar.journal import JournalSchemaError
+
+        stamp = get_meta("state_schema")
+        if stamp is None:
+            await set_meta("state_schema", STATE_SCHEMA.encode())
+        elif stamp.decode(errors="replace") != STATE_SCHEMA:
+            found = stamp.decode(errors="replace")
+            raise JournalSchemaError(
+                f"journal {self.settings.journal_path} holds facts in state schema {found!r}; this build "
+                f"reads {STATE_SCHEMA!r}: run the rollout-sidecar version that wrote it, or start on a new "
+                "journal path and re-feed the run from the dispatcher's rollouts.jsonl with the follower",
+                path=self.settings.journal_path,
+                found=0,
+                supported=0,
+            )
+
     async def stop(self) -> None:
         """Drain queued events, then close the journal."""
         if not self.started:
@@ -257,6 +307,9 @@ class Service:
             self._inflight.cancel()
             self._inflight = None
         await self.ingestor.stop()
+        if self._replayed:
+            await self.ingestor.snapshot()  # a restart then replays nothing
+            self._replayed = False
         if self.otlp is not None:
             await self.otlp.stop()
             self.otlp = None
@@ -288,9 +341,11 @@ def _in_range(value: Any, low: float, high: float) -> bool:
 
 
 class _ReplayCounter:
-    """The journal as the ingestor sees it: counts the events its replay yields (progress), and
-    drops from old events a number the API now refuses (an out-of-range duration would refuse
-    the whole replay), with a warning naming the event."""
+    """The journal as the ingestor sees it: counts the records its replay yields (progress: the
+    tail after the snapshot the replay started from), and drops from old row-format records
+    (journaled before facts existed, migrated to facts as they are replayed) a number the API
+    now refuses (an out-of-range duration would refuse the whole replay), with a warning naming
+    the record. Facts need no repair: they are derived from events validated with the ranges."""
 
     def __init__(self, journal: JournalLike) -> None:
         self._journal = journal
@@ -310,6 +365,8 @@ class _ReplayCounter:
 
     def _repaired(self, record: Any) -> Any:
         payload = record.payload
+        if not is_legacy_payload(payload):
+            return record
         # The event's own fields precede its row (a JSON object whose keys could match); inside
         # JSON strings every quote is escaped, so a key pattern matches only a real key.
         row_at = payload.find(b'"row":')

@@ -112,6 +112,33 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help=f"seconds between straggler/stall evaluations (default {rules.eval_interval_s:g})",
     )
+    serve.add_argument(
+        "--keep-rows",
+        action="store_true",
+        help="also journal every raw row, for audits (default: only what each row contributes; "
+        "the dispatcher's rollouts.jsonl holds the rows)",
+    )
+    serve.add_argument(
+        "--snapshot-every-events",
+        type=int,
+        default=100_000,
+        metavar="N",
+        help="snapshot the state after N journaled events (default 100000; 0: not by count)",
+    )
+    serve.add_argument(
+        "--snapshot-every-seconds",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="... or S seconds after the last snapshot (default 300; 0: not by time)",
+    )
+    serve.add_argument(
+        "--snapshot-keep",
+        type=int,
+        default=2,
+        metavar="K",
+        help="snapshots kept; journal records older than the oldest are compacted (default 2)",
+    )
     _add_limits(serve)
     serve.add_argument("--log-level", default="info", help="log level (default info)")
     serve.add_argument(  # dispatcher_client's follower, run beside the service (issue 5)
@@ -262,6 +289,10 @@ def _serve(args: argparse.Namespace) -> int:
             otlp_endpoint=endpoint,
             otlp_interval_s=interval_s,
             **_limits(args),
+            keep_rows=args.keep_rows,
+            snapshot_every_events=args.snapshot_every_events,
+            snapshot_every_s=args.snapshot_every_seconds,
+            snapshot_keep=args.snapshot_keep,
         )
         follower = _start_follower(args, settings)
         try:

@@ -127,6 +127,14 @@ class ServiceSettings:
     max_connections_per_peer: int = 256
     #: Ended runs leave ``/metrics`` this many seconds after they ended (``/report`` keeps them).
     metrics_retain_ended_s: float = 3600.0
+    #: Also journal each event's raw row (audits); the state never reads it back.
+    keep_rows: bool = False
+    #: Snapshot the runs' state after this many journaled events (0: never by count).
+    snapshot_every_events: int = 100_000
+    #: ... or this many seconds after the previous snapshot if events arrived since (0: never by time).
+    snapshot_every_s: float = 300.0
+    #: Snapshots kept; the journal's records older than the oldest kept one are compacted.
+    snapshot_keep: int = 2
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -141,6 +149,14 @@ class ServiceSettings:
             raise SettingsError(
                 f"OTLP export interval must be in 0.05..86400 s, got {self.otlp_interval_s!r}"
             )
+        if not 0 <= self.snapshot_every_events <= 10**12:
+            raise SettingsError(
+                f"snapshot_every_events must be in 0..1e12, got {self.snapshot_every_events!r}"
+            )
+        if not 0 <= self.snapshot_every_s <= 10**9:
+            raise SettingsError(f"snapshot_every_s must be in 0..1e9, got {self.snapshot_every_s!r}")
+        if not 1 <= self.snapshot_keep <= 100:
+            raise SettingsError(f"snapshot_keep must be in 1..100, got {self.snapshot_keep!r}")
         if not 8 <= self.max_json_depth <= 1024:
             raise SettingsError(f"max JSON depth must be in 8..1024, got {self.max_json_depth!r}")
         for name in (

@@ -185,6 +185,7 @@ def run_schema_cases(workdir: Path, *, launch: Launch = "exec") -> CorruptResult
     older.parent.mkdir(parents=True)
     older.write_bytes(template.read_bytes())
     with sqlite3.connect(older) as conn:
+        conn.execute("DROP TABLE compacted_keys")
         conn.execute("DROP TABLE meta")
         conn.execute("PRAGMA user_version = 1")
     conn.close()

@@ -109,8 +109,8 @@ def report_files(client: httpx.Client, run_id: str) -> tuple[bytes, bytes]:
 
 def journal_keys(path: Path) -> list[str]:
     """Every idempotency key committed to the journal at ``path``, in commit order (read-only)."""
-    replay = Journal(path).replay()
+    keys = Journal(path).stored_keys()  # compacted records included
     try:
-        return [record.key for record in replay]
+        return [key for _, key in keys]
     finally:
-        replay.close()
+        keys.close()

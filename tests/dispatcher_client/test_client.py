@@ -242,6 +242,53 @@ class TestOutage:
         assert report["events"]["drained"] == 6
 
 
+class TestExactDuplicates:
+    async def test_two_calls_with_one_row_are_two_records_and_retries_are_not(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """The dispatcher writes a row twice: the batch check flags both lines
+        (``rollout_duplicate_identity``, ``duplicate_count`` 2); so must the live report, even
+        though every answer of the first sends is lost and the batches are retried."""
+        twice = next(e for e in generated.events if e["kind"] == "completed" and "row" in e)
+        line = next(x for x in generated.main_lines if orjson.loads(x) == twice["row"])
+        run_dir = tmp_path / "run"
+        generated.write_rollouts(run_dir)
+        with (run_dir / "rollouts.jsonl").open("ab") as handle:
+            handle.write(line)
+        lost = {"n": 0}
+
+        class LossyAcks(httpx.AsyncHTTPTransport):
+            """Delivers every request but loses the answers of the first three event posts."""
+
+            async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+                response = await super().handle_async_request(request)
+                if request.url.path.endswith("/events") and lost["n"] < 3:
+                    lost["n"] += 1
+                    await response.aread()
+                    raise httpx.ReadTimeout("answer lost", request=request)
+                return response
+
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+        config = ClientConfig(backoff_initial_s=0.01, linger_s=0.01, ack_timeout_s=0.0)
+        with ServiceThread(settings) as url:
+            async with SidecarClient(url, run_id="dup", config=config, transport=LossyAcks()) as client:
+                await _start(client, generated, run_dir)
+                await _play(client, generated, generated.events)
+                await client.completed(None, twice["row"], seconds=twice["seconds"])
+                await client.run_ended()
+                assert await client.flush(20)
+                assert client.stats.retried >= 3 and client.stats.duplicates >= 1
+            files = sidecar_files(url, "dup")
+        assert files == batch_files(run_dir)
+        identity = (twice["row"]["_ng_task_index"], twice["row"]["_ng_rollout_index"])
+        verdicts = [orjson.loads(row) for row in files[1].splitlines()]
+        both = [v for v in verdicts if (v["_ng_task_index"], v["_ng_rollout_index"]) == identity]
+        assert len(both) == 2
+        for verdict in both:
+            duplicate = [f for f in verdict["findings"] if f["check"] == "rollout_duplicate_identity"]
+            assert [f["detail"] for f in duplicate] == [{"duplicate_count": 2}]
+
+
 async def test_a_slow_sidecar_costs_one_ack_timeout_not_one_per_completion(tmp_path: Path) -> None:
     settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
     with ServiceThread(settings) as url:

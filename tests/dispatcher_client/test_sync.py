@@ -38,6 +38,22 @@ class TestSyncClient:
             assert client.stats.dropped == 0 and client.stats.rejected == 0
         assert report["accounting"]["expected"] == sum(run.plan.values())
 
+    def test_two_identical_calls_are_two_records_waiting_or_not(self, tmp_path: Path) -> None:
+        row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+        with ServiceThread(settings) as url, SyncSidecarClient(url, run_id="twice") as client:
+            client.start_run(plan={"0": 1})
+            client.completed(None, row, seconds=5.0)  # waits for the sidecar's ng_perf
+            client.completed(None, row, seconds=5.0, wait=False)  # handed over, not awaited
+            client.failed(None, {"_ng_failure_class": "cancelled"}, seconds=1.0)
+            client.failed(None, {"_ng_failure_class": "cancelled"}, seconds=1.0)
+            assert client.flush(10)
+            report = client.report()
+            assert client.stats.duplicates == 0
+        assert report["events"]["completed"] == 2
+        assert report["quality_summary"]["run"]["issues"]["rollout_duplicate_identity"] == 2
+        assert report["events"]["failed"] == [{"failure_class": "cancelled", "terminal": False, "count": 2}]
+
 
 def test_drain_margin_fails_open_to_the_facades_local_tracker() -> None:
     url = f"http://127.0.0.1:{free_port()}"

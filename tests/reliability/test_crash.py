@@ -37,6 +37,21 @@ class TestCrash:
         no_violations(result.violations)  # orphaned pool workers count as violations too
         assert result.trials == 5
 
+    def test_kills_while_snapshots_are_written_lose_nothing(self, tmp_path: Path, launch: Launch) -> None:
+        result = run_crash_trials(
+            8,
+            tmp_path,
+            kills_per_run=4,
+            num_tasks=100,
+            max_gap_s=0.3,
+            launch=launch,
+            serve_args=("--snapshot-every-events", "7", "--snapshot-keep", "2"),
+        )
+        no_violations(result.violations)
+        assert result.trials == 8
+        snapshots = list(tmp_path.glob("run-*/state/journal.sqlite3.snapshots/snapshot-*.bin"))
+        assert snapshots, "the service should have written snapshots"
+
     def test_sigkill_leaves_no_worker_behind(self, tmp_path: Path) -> None:
         proc = SidecarProcess(tmp_path / "j.sqlite3", tmp_path / "log", extra_args=["--workers", "1"])
         url = proc.start()

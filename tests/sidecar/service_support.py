@@ -12,7 +12,7 @@ import httpx
 from sidecar.rollout_perf import DispatchLatencyTracker
 from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
 
-__all__ = ["GeneratedRun", "generate_run", "post_events"]
+__all__ = ["GeneratedRun", "generate_run", "post_events", "state_fingerprint"]
 
 
 @dataclass
@@ -87,3 +87,23 @@ def post_events(
         assert response.status_code == 200, response.text
         results.extend(response.json()["results"])
     return results
+
+
+def state_fingerprint(run: Any) -> dict[str, Any]:
+    """Everything observable about a ``RunState``, to compare two ways of rebuilding it."""
+    report = run.report()
+    report["latency"].pop("completions_per_hour")  # reads the wall clock now
+    return {
+        "summary": run.reducer.summary_bytes(),
+        "verdicts": b"".join(run.reducer.iter_verdict_lines()),
+        "report": report,
+        "margin": run.drain_margin(None, now=0.0),
+        "tokens": dict(run.tokens),
+        "failed": dict(run.failed),
+        "durations": {
+            kind: (h.counts, h.total, h.observations, h.low, h.high) for kind, h in run.durations.items()
+        },
+        "health": run.health_view(fresh=True),
+        "inflight": run.inflight_body(2_000_000.0, limit=1000),
+        "frozen_clock": run._clock.frozen,
+    }

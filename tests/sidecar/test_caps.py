@@ -89,3 +89,34 @@ class TestRawLines:
             assert bad.status_code == 400 and bad.json()["field"] == "seconds"
             negative = client.post("/v1/runs/r/lines", params={"line_number": 2, "seconds": -1}, content=line)
             assert negative.status_code == 422 and negative.json()["field"] == "events.0.seconds"
+
+    def test_a_raw_line_is_journaled_as_the_fact_an_event_line_makes(self, tmp_path: Path) -> None:
+        import sqlite3
+
+        from sidecar._journal_facts import decode_fact, is_legacy_payload
+
+        settings = _settings(tmp_path)
+        line = b'{"_ng_task_index": 1, "_ng_rollout_index": 0, "ng_trajectory": 5, "text": "caf\\u00e9"}'
+        event = {"kind": "completed", "line": line.decode(), "line_number": 1, "seconds": 2.5}
+        with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+            for run in ("r", "s"):
+                assert (
+                    client.post(f"/v1/runs/{run}/events", json=[{"kind": "run_started"}]).status_code == 200
+                )
+            raw = client.post("/v1/runs/r/lines", params={"line_number": 1, "seconds": 2.5}, content=line)
+            assert raw.status_code == 200
+            assert client.post("/v1/runs/s/events", json=[event]).status_code == 200
+            for run in ("r", "s"):
+                assert client.post(f"/v1/runs/{run}/events", json=[{"kind": "run_ended"}]).status_code == 200
+            live = {run: client.get("/report", params={"run_id": run}).json() for run in ("r", "s")}
+        with sqlite3.connect(settings.journal_path) as conn:
+            rows = conn.execute(
+                "SELECT run_id, payload FROM events WHERE kind = 'completed' ORDER BY seq"
+            ).fetchall()
+        conn.close()
+        assert [run for run, _ in rows] == ["r", "s"] and not any(is_legacy_payload(p) for _, p in rows)
+        facts = [decode_fact(payload)._replace(received_at=0.0) for _, payload in rows]
+        assert facts[0] == facts[1] and facts[0].line_number == 1 and facts[0].seconds == 2.5
+        assert live["r"]["quality_summary"] == live["s"]["quality_summary"]
+        with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+            assert client.get("/report", params={"run_id": "r"}).json() == live["r"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +97,17 @@ class TestIngestedRun:
             accounting["succeeded"] + accounting["failed"] + accounting["drained"] + accounting["missing"]
         )
 
-        with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
-            assert client.get("/readyz").json()["replayed"] == len(generated.events) + 2
-            assert _report_files(url, tmp_path / "restarted") == live
-            assert _stable_report(client.get("/report", params={"run_id": RUN}).json()) == report_live
-            assert client.get("/drain_margin", params={"run_id": RUN}).json() == margin
+        # Restart from the snapshot written at shutdown (nothing to replay), then from the journal
+        # alone (every record replayed): both rebuild the same state.
+        snapshots = settings.journal_path.with_name(settings.journal_path.name + ".snapshots")
+        for expected_replayed in (0, len(generated.events) + 2):
+            if expected_replayed:
+                shutil.rmtree(snapshots)
+            with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+                assert client.get("/readyz").json()["replayed"] == expected_replayed
+                assert _report_files(url, tmp_path / f"restarted-{expected_replayed}") == live
+                assert _stable_report(client.get("/report", params={"run_id": RUN}).json()) == report_live
+                assert client.get("/drain_margin", params={"run_id": RUN}).json() == margin
 
     def test_bad_bodies_are_rejected_and_service_keeps_serving(self, tmp_path: Path) -> None:
         settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3", body_cap=64 * 1024)

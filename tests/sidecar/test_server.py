@@ -75,8 +75,9 @@ class TestServeProcess:
             assert process.wait(30) == 0
             logs = process.stderr.read().decode()  # type: ignore[union-attr]
         assert '"event": "service stopped"' in logs or "service stopped" in logs
+        assert any((tmp_path / "state" / "journal.sqlite3.snapshots").glob("snapshot-*.bin"))
         with _serve(journal) as (url, _):
-            assert httpx.get(f"{url}/readyz").json()["replayed"] == 3
+            assert httpx.get(f"{url}/readyz").json()["replayed"] == 0  # all 3 are in the shutdown snapshot
             assert httpx.get(f"{url}/report/quality_summary.json", params={"run_id": "p"}).content == before
             out = tmp_path / "out"
             assert cli_main(["report", "--sidecar", url, "--run-id", "p", "--out", str(out)]) == 0
@@ -92,6 +93,30 @@ class TestServeProcess:
         )
         assert "rollout-sidecar serve:" in capsys.readouterr().err
         assert bogus.read_bytes().startswith(b"this is not")
+
+    def test_a_journal_of_another_state_schema_is_refused_in_one_line(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        import asyncio
+
+        from sidecar.journal import Journal
+
+        path = tmp_path / "journal.sqlite3"
+
+        async def stamp() -> None:
+            journal = Journal(path)
+            await journal.open()
+            await journal.set_meta("state_schema", b"facts-99/health-1")
+            await journal.close()
+
+        asyncio.run(stamp())
+        port = _free_port()
+        assert cli_main(["serve", "--port", str(port), "--journal", str(path), "--workers", "0"]) == 2
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(lines) == 1 and "facts-99/health-1" in lines[0] and "new journal path" in lines[0]
+        with socket.socket() as again:  # the port and the journal were released
+            again.bind(("127.0.0.1", port))
+        assert cli_main(["serve", "--port", str(port), "--journal", str(path), "--workers", "0"]) == 2
 
     def test_report_from_an_unreachable_sidecar(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]

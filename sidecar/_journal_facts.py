@@ -1,0 +1,278 @@
+"""The journal's record format: what each event contributes to its run, derived once at ingest.
+
+A row is 10 KB to 1 MB, but what it contributes to every output is a few hundred bytes: its
+identity, its compact health digest, its ``ng_perf``, its latency sample and its disposition
+(main file, failure sidecar file, not persisted). The ingest path derives these *facts* from
+the validated event before the commit and journals them instead of the event; the run state
+is only ever changed by applying facts, so a replay applies exactly what the live service
+applied, without parsing or validating a row. A ``started`` event's fact is its identity and
+arrival time (what the in-flight registry keeps); heartbeats are never journaled.
+
+One exception keeps the digests exact: a row whose digest depends on its position in the run
+(no ``_ng_task_index``, an unreadable line or an invalid identity without a line number, or a
+completion whose run had not started when it arrived) cannot be digested before it is
+applied, so its fact carries the row and the digest is computed when it is applied.
+
+Facts are MessagePack arrays; a journal written before facts existed holds JSON objects, which
+:func:`decode_fact` tells apart by the first byte (:func:`is_legacy_payload`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+import msgspec
+import orjson
+
+from health.compact import CompactDigest
+from health.parse import parse_line
+
+__all__ = [
+    "FACTS_FORMAT",
+    "HEALTH_PIPELINE_VERSION",
+    "STATE_SCHEMA",
+    "CompletedFact",
+    "DrainedFact",
+    "Fact",
+    "FactError",
+    "FailedFact",
+    "LatencyFact",
+    "RunEndedFact",
+    "RunStartedFact",
+    "StartedFact",
+    "decode_fact",
+    "encode_fact",
+    "is_legacy_payload",
+    "parse_deferred",
+]
+
+#: Version of the facts' layout below; bump on any change of a fact's fields or their meaning.
+FACTS_FORMAT = 2
+#: Version of what the health pipeline puts into a compact digest (checks, findings, verdicts).
+#: A journaled digest is the pipeline's output: bump this when that output changes, so an
+#: older journal's digests are not mixed with new ones.
+HEALTH_PIPELINE_VERSION = 1
+#: What a journal's facts and a snapshot's state were made with; both refuse another value.
+STATE_SCHEMA = f"facts-{FACTS_FORMAT}/health-{HEALTH_PIPELINE_VERSION}"
+
+# Completion dispositions: where the collector writes the row, hence what it feeds.
+DIGESTED = 0  # main rollouts file: health digest, perf summary, accounting success
+NOT_PERSISTED = 1  # ``_ng_no_persist``: tracker only
+NOT_PERSISTED_DRAINED = 2  # ``_ng_no_persist`` + ``_ng_dispatch_drained``: a drained rollout
+FAILURE_ROW = 3  # ``_ng_failure_class``: the failure sidecar file, a failed attempt
+
+
+class FactError(ValueError):
+    """A journal record that is not a fact this build can read; names the seq and the cause."""
+
+
+class RunStartedFact(NamedTuple):
+    received_at: float
+    generation: int
+    config: bytes
+    """The validated ``run_started`` event as JSON (small; validated again when applied)."""
+    plan: dict[str, int] | None
+    """The plan derived from ``materialized_inputs`` at ingest (the file is never read again)."""
+
+
+class CompletedFact(NamedTuple):
+    received_at: float
+    generation: int
+    seconds: float | None
+    task: Any
+    """Normalized task index of the event's identity (a digested row's task comes from its digest)."""
+    rollout: Any
+    disposition: int
+    failure_class: str
+    """For ``FAILURE_ROW``: the exported failure-class label (``other`` for unknown classes)."""
+    terminal: bool
+    ng_perf: dict[str, Any] | None
+    """``build_ng_perf`` of the row: the ack's ``ng_perf``."""
+    agent_perf: dict[str, Any] | None
+    """The row's own ``ng_perf`` object when none could be built (the perf summary takes it)."""
+    digest: tuple[Any, ...] | None
+    """The compact digest without its ordinal (stamped when applied); ``None``: see ``deferred``."""
+    deferred: bytes | None
+    """The row (or raw line) whose digest is position-dependent: digested when applied."""
+    deferred_is_line: bool
+    line_number: int | None
+    row: bytes | None = None
+    """The raw row, only with ``serve --keep-rows`` (never read back by the state)."""
+
+    def compact(self, ordinal: int) -> CompactDigest:
+        """The journaled digest at input position ``ordinal``."""
+        assert self.digest is not None
+        (task, rollout, stage, rollout_id, verdict, findings, checks, unobserved, *rest) = self.digest
+        return CompactDigest(
+            ordinal,
+            task,
+            rollout,
+            stage,
+            rollout_id,
+            verdict,
+            _NO_FINDINGS if findings == _NO_FINDINGS else findings,
+            tuple(checks),
+            unobserved if isinstance(unobserved, int) else tuple(unobserved),
+            rest[0],
+            rest[1],
+            rest[2],
+            rest[3],
+            tuple((status, count) for status, count in rest[4]),
+            *rest[5:],
+        )
+
+
+class FailedFact(NamedTuple):
+    received_at: float
+    generation: int
+    seconds: float | None
+    task: Any
+    rollout: Any
+    failure_class: str
+    terminal: bool
+    attempt: int
+    """The failed attempt: it leaves the in-flight registry if it is the one registered there."""
+    row: bytes | None = None
+
+
+class DrainedFact(NamedTuple):
+    received_at: float
+    generation: int
+    task: Any
+    rollout: Any
+    attempt: int
+    row: bytes | None = None
+
+
+class StartedFact(NamedTuple):
+    """An attempt was dispatched: its identity and (``received_at``) the start of its age."""
+
+    received_at: float
+    generation: int
+    task: Any
+    rollout: Any
+    attempt: int
+
+
+class RunEndedFact(NamedTuple):
+    received_at: float
+    generation: int
+    ended_at: float
+
+
+class LatencyFact(NamedTuple):
+    received_at: float
+    generation: int
+    op: str
+    seconds: float | None
+
+
+Fact = RunStartedFact | CompletedFact | FailedFact | DrainedFact | RunEndedFact | LatencyFact | StartedFact
+
+_TAGS: dict[type, int] = {
+    RunStartedFact: 1,
+    CompletedFact: 2,
+    FailedFact: 3,
+    DrainedFact: 4,
+    RunEndedFact: 5,
+    LatencyFact: 6,
+    StartedFact: 7,
+}
+_TYPES: dict[int, type] = {tag: kind for kind, tag in _TAGS.items()}
+_NO_FINDINGS = b"[]"  # one shared object for the common case, as compact_digest makes it
+_ENCODER = msgspec.msgpack.Encoder()
+# MessagePack integers stop at 64 bits and its strings are UTF-8; a row's own values (token
+# counts past 2**64, lone surrogates) may be neither: such values travel as extension types.
+_EXT_WIDE_INT = 1
+_EXT_SURROGATES = 2
+_INT_RANGE = (-(2**63), 2**64 - 1)
+
+
+def _from_ext(code: int, data: memoryview) -> Any:
+    if code == _EXT_WIDE_INT:
+        return int(bytes(data))
+    if code == _EXT_SURROGATES:
+        return bytes(data).decode("utf-8", "surrogatepass")
+    raise msgspec.DecodeError(f"unknown extension type {code}")
+
+
+_DECODER = msgspec.msgpack.Decoder(ext_hook=_from_ext)
+
+
+def _portable(value: Any) -> Any:
+    """``value`` with every integer past 64 bits and every string that is not valid UTF-8 as an
+    extension value (dict keys stay as they are: a row's keys are plain strings)."""
+    if isinstance(value, bool) or value is None or isinstance(value, float | bytes):
+        return value
+    if isinstance(value, int):
+        if _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+            return value
+        return msgspec.msgpack.Ext(_EXT_WIDE_INT, str(value).encode())
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return msgspec.msgpack.Ext(_EXT_SURROGATES, value.encode("utf-8", "surrogatepass"))
+        return value
+    if isinstance(value, dict):
+        return {key: _portable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_portable(item) for item in value]
+    return value
+
+
+def digest_fields(digest: CompactDigest) -> tuple[Any, ...]:
+    """A compact digest without its ordinal, as a completion fact holds it."""
+    return tuple(digest[1:])
+
+
+def encode_fact(fact: Fact) -> bytes:
+    """``[FACTS_FORMAT, tag, *fields]`` as MessagePack. Integers past 64 bits and strings with
+    lone surrogates (a row's token counts or texts) are written as extension values, which
+    :func:`decode_fact` reads back exactly; raises ``TypeError``/``ValueError`` for anything
+    else MessagePack cannot hold."""
+    items = (FACTS_FORMAT, _TAGS[type(fact)], *fact)
+    try:
+        return _ENCODER.encode(items)
+    except (OverflowError, UnicodeEncodeError):
+        return _ENCODER.encode(_portable(items))
+
+
+def is_legacy_payload(payload: bytes) -> bool:
+    """True for a record written before facts existed (a JSON object: the whole event)."""
+    return payload[:1] == b"{"
+
+
+def decode_fact(payload: bytes, *, seq: int = 0) -> Fact:
+    """The fact a record holds; raises :class:`FactError` naming ``seq`` if it is not one."""
+    try:
+        items = _DECODER.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise FactError(f"journal record {seq}: not a fact ({exc})") from exc
+    if not isinstance(items, list) or len(items) < 2:
+        raise FactError(f"journal record {seq}: not a fact (got {type(items).__name__})")
+    version, tag = items[0], items[1]
+    if version != FACTS_FORMAT:
+        raise FactError(
+            f"journal record {seq}: facts format {version!r}, this build reads format {FACTS_FORMAT}"
+        )
+    kind = _TYPES.get(tag)
+    if kind is None:
+        raise FactError(f"journal record {seq}: unknown fact tag {tag!r}")
+    try:
+        fact: Fact = kind(*items[2:])
+    except TypeError as exc:
+        raise FactError(f"journal record {seq}: malformed {kind.__name__} ({exc})") from exc
+    return fact
+
+
+def parse_deferred(fact: CompletedFact) -> tuple[dict[str, Any] | None, str | None]:
+    """``(record, parse_error)`` of a deferred completion, exactly as the event parsed it."""
+    assert fact.deferred is not None
+    if fact.deferred_is_line:
+        return parse_line(fact.deferred)
+    try:
+        return orjson.loads(fact.deferred), None
+    except orjson.JSONDecodeError:  # deeper than orjson reads: written by the standard library
+        return json.loads(fact.deferred), None

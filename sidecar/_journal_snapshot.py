@@ -1,0 +1,265 @@
+"""Snapshot files of the runs' state: atomic, versioned, checksummed, newest valid one wins.
+
+A snapshot holds the complete state of every run as of one journal seq, so a restart loads it
+and replays only the records after that seq. Files live in ``<journal>.snapshots/`` as
+``snapshot-<seq>.bin``::
+
+    ROLLOUT-SIDECAR-SNAPSHOT\\n
+    {"format": 2, "state_schema": "...", "seq": N, "body_bytes": L, "sha256": "..."}\\n
+    <L bytes of body>
+
+A file is written to a temporary name, fsynced, renamed into place and the directory fsynced,
+so a crash leaves either the whole file or none. Reading checks the magic, the header, the
+formats, the length and the checksum; a file failing any check (torn, corrupt, written by a
+newer build) is skipped with a log line naming the file and the reason, moved aside to
+``<name>.bad``, and the next older one is tried. The body is a pickle restricted to this
+project's classes (see :func:`loads_state`); the snapshot directory is as trusted as the
+journal beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import io
+import os
+import pickle
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import structlog
+
+from sidecar._journal_facts import STATE_SCHEMA
+from sidecar._lifeline import die_with_parent
+
+__all__ = [
+    "SNAPSHOT_FORMAT",
+    "Snapshot",
+    "SnapshotStore",
+    "dumps_state",
+    "fork_writer",
+    "loads_state",
+]
+
+_log = structlog.get_logger("sidecar.snapshot")
+
+#: Version of the file layout and of what the body holds (2: runs with their in-flight registry,
+#: ``inflight_at_end`` and frozen clock); a file of another version is skipped, never misread.
+SNAPSHOT_FORMAT = 2
+_MAGIC = b"ROLLOUT-SIDECAR-SNAPSHOT\n"
+_MAX_HEADER = 4096
+_MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536
+_NAME = re.compile(r"snapshot-(\d{20})\.bin")
+_ALLOWED_PREFIXES = ("sidecar.", "health.", "sortedcontainers.")
+_ALLOWED_GLOBALS = frozenset(
+    {
+        ("array", "_array_reconstructor"),
+        ("array", "array"),
+        ("builtins", "frozenset"),
+        ("builtins", "set"),
+        ("collections", "deque"),
+    }
+)
+
+
+class _StateUnpickler(pickle.Unpickler):
+    """Loads only this project's state classes and a few containers, never arbitrary callables."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _ALLOWED_GLOBALS or module.startswith(_ALLOWED_PREFIXES):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"snapshot refers to {module}.{name}, which a state never holds")
+
+
+def dumps_state(state: object) -> bytes:
+    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def loads_state(body: bytes) -> Any:
+    """The state in ``body``; the cyclic collector is paused meanwhile (the state's millions of
+    small tuples hold no cycles, but each collection would re-scan all of them: twice the time)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _StateUnpickler(io.BytesIO(body)).load()
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def fork_writer(store: SnapshotStore, seq: int, state: object) -> int | None:
+    """Write ``state``'s snapshot from a forked child; returns its pid (``None``: no ``fork``).
+
+    Serializing a million-rollout state takes seconds; in a child the event loop only waits for
+    the fork (the page tables), and the child's copy-on-write view stays consistent while the
+    parent goes on changing its own. The child touches nothing shared with the parent's other
+    threads (no logging, no imports), closes every inherited descriptor (the listening socket and
+    the journal lock must not outlive the parent), dies with the parent, and reports through its
+    exit code (0: written). Memory: serializing touches every object's reference count, so the child ends
+    up copying the state's pages: the state's memory is needed twice while a snapshot is written.
+    """
+    if not hasattr(os, "fork"):
+        return None
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        gc.disable()
+        die_with_parent(parent)
+        # Inherited descriptors would keep the parent's listening socket and journal lock alive
+        # should the parent die first: a restarted service could not bind or open the journal.
+        os.closerange(3, _MAX_FD)
+        store.write(seq, dumps_state(state))
+        code = 0
+    finally:
+        os._exit(code)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    seq: int
+    path: Path
+    body: bytes
+
+
+class SnapshotStore:
+    """The snapshot files of one journal; ``keep`` is how many are kept after each write."""
+
+    def __init__(self, directory: Path, *, keep: int = 2) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep!r}")
+        self.directory = directory
+        self.keep = keep
+        #: Files the last :meth:`load_newest` skipped (moved aside to ``.bad``).
+        self.skipped: list[Path] = []
+
+    @classmethod
+    def beside(cls, journal_path: Path, *, keep: int = 2) -> SnapshotStore:
+        return cls(journal_path.with_name(journal_path.name + ".snapshots"), keep=keep)
+
+    def seqs(self) -> list[int]:
+        """Seqs of the snapshot files present (valid or not), oldest first."""
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        found = [int(match.group(1)) for name in names if (match := _NAME.fullmatch(name))]
+        return sorted(found)
+
+    def path_of(self, seq: int) -> Path:
+        return self.directory / f"snapshot-{seq:020d}.bin"
+
+    def write(self, seq: int, body: bytes) -> Path:
+        """Durably write the snapshot of ``seq``, then delete all but the newest ``keep`` files.
+
+        Blocking (fsyncs): call it from a worker thread. Raises ``OSError`` (the previous
+        snapshots are untouched then).
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        header = orjson.dumps(
+            {
+                "format": SNAPSHOT_FORMAT,
+                "state_schema": STATE_SCHEMA,
+                "seq": seq,
+                "body_bytes": len(body),
+                "sha256": hashlib.sha256(body).hexdigest(),
+            }
+        )
+        final = self.path_of(seq)
+        temporary = final.with_name(f".{final.name}.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            with os.fdopen(fd, "wb", closefd=True) as handle:
+                handle.write(_MAGIC + header + b"\n")
+                handle.write(body)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, final)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise
+        self._sync_directory()
+        self.prune()
+        return final
+
+    def prune(self) -> None:
+        """Delete all but the newest ``keep`` snapshots, and leftover temporary files."""
+        for seq in self.seqs()[: -self.keep]:
+            with contextlib.suppress(OSError):
+                self.path_of(seq).unlink()
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self.directory):
+                if name.startswith(".snapshot-") and name.endswith(".tmp"):
+                    with contextlib.suppress(OSError):
+                        (self.directory / name).unlink()
+
+    def oldest_kept(self) -> int | None:
+        seqs = self.seqs()
+        return seqs[0] if seqs else None
+
+    def load_newest(self) -> Snapshot | None:
+        """The newest snapshot that passes every check, or None.
+
+        Each one skipped is logged and moved aside to ``<name>.bad``, so it no longer counts
+        among the ``keep`` snapshots: the journal is then never compacted past the oldest
+        snapshot that can actually be loaded.
+        """
+        self.skipped = []
+        for seq in reversed(self.seqs()):
+            path = self.path_of(seq)
+            try:
+                return Snapshot(seq, path, self._read(path, seq))
+            except _Invalid as exc:
+                _log.warning("snapshot skipped", path=str(path), reason=str(exc))
+                self.skipped.append(path)
+                with contextlib.suppress(OSError):
+                    os.replace(path, path.with_name(path.name + ".bad"))
+        return None
+
+    def _read(self, path: Path, seq: int) -> bytes:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise _Invalid(f"cannot read it: {exc}") from exc
+        if not data.startswith(_MAGIC):
+            raise _Invalid("not a snapshot file (bad magic)")
+        end = data.find(b"\n", len(_MAGIC), len(_MAGIC) + _MAX_HEADER)
+        if end < 0:
+            raise _Invalid("torn or corrupt header")
+        try:
+            header = orjson.loads(data[len(_MAGIC) : end])
+        except orjson.JSONDecodeError as exc:
+            raise _Invalid(f"corrupt header ({exc})") from exc
+        if not isinstance(header, dict):
+            raise _Invalid("corrupt header (not an object)")
+        if header.get("format") != SNAPSHOT_FORMAT:
+            raise _Invalid(f"snapshot format {header.get('format')!r}, this build reads {SNAPSHOT_FORMAT}")
+        if header.get("state_schema") != STATE_SCHEMA:
+            raise _Invalid(f"state schema {header.get('state_schema')!r}, this build uses {STATE_SCHEMA!r}")
+        if header.get("seq") != seq:
+            raise _Invalid(f"header seq {header.get('seq')!r} does not match the file name")
+        body = data[end + 1 :]
+        if len(body) != header.get("body_bytes"):
+            raise _Invalid(f"torn: body has {len(body)} bytes, header says {header.get('body_bytes')!r}")
+        if hashlib.sha256(body).hexdigest() != header.get("sha256"):
+            raise _Invalid("checksum mismatch (corrupt body)")
+        return body
+
+    def _sync_directory(self) -> None:
+        with contextlib.suppress(OSError):
+            fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+class _Invalid(Exception):
+    """Why a snapshot file cannot be used."""

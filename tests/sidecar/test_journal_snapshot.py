@@ -1,0 +1,530 @@
+"""Snapshots and facts: restart from the newest valid snapshot + tail, corrupt ones skipped,
+compaction, old journals migrated, rows never re-read, any interleaving == one replay."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import structlog
+import structlog.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sidecar._journal_facts import STATE_SCHEMA
+from sidecar._journal_snapshot import SNAPSHOT_FORMAT, SnapshotStore
+from sidecar.engines import Engines, default_engines
+from sidecar.events import EventBatch
+from sidecar.ingest import Ingestor
+from sidecar.journal import Journal, JournalCompacted
+
+from .service_support import GeneratedRun, generate_run, state_fingerprint
+
+RUN = "snap"
+
+
+@pytest.fixture(scope="module")
+def generated() -> GeneratedRun:
+    return generate_run(num_tasks=10, repeats=3, seed=11, fault_rate=0.05, failure_rate=0.1)
+
+
+def _batches(run: GeneratedRun) -> list[list[dict[str, Any]]]:
+    events = [{"kind": "run_started", "plan": run.plan}, *run.events, {"kind": "run_ended"}]
+    return [events[i : i + 5] for i in range(0, len(events), 5)]
+
+
+class _Service:
+    """A journal, its snapshot store and an ingestor over them, restartable; one shared clock."""
+
+    def __init__(self, directory: Path, *, engines: Engines | None = None, keep: int = 2) -> None:
+        self.path = directory / "journal.sqlite3"
+        self.store = SnapshotStore.beside(self.path, keep=keep)
+        self.engines = engines or default_engines()
+        self.ticks = itertools.count(1_000_000)
+        self.journal: Journal | None = None
+        self.ingestor: Ingestor | None = None
+
+    async def start(self, *, snapshots: bool = True, engines: Engines | None = None) -> Ingestor:
+        self.journal = Journal(self.path)
+        await self.journal.open()
+        self.ingestor = Ingestor(
+            self.journal,
+            engines or self.engines,
+            health_interval_s=0.0,
+            clock=lambda: float(next(self.ticks)),
+            snapshots=self.store if snapshots else None,
+            snapshot_every_events=0,
+            snapshot_every_s=0,
+        )
+        self.ingestor.replay()
+        self.ingestor.start()
+        return self.ingestor
+
+    async def stop(self) -> None:
+        if self.ingestor is not None:
+            await self.ingestor.stop()
+        if self.journal is not None:
+            await self.journal.close()
+        self.ingestor = self.journal = None
+
+    async def post(self, batch: list[dict[str, Any]]) -> list[str]:
+        assert self.ingestor is not None
+        outcomes = await self.ingestor.submit(RUN, EventBatch.validate_python(batch))
+        return [outcome.status for outcome in outcomes]
+
+
+async def _uninterrupted(tmp: Path, batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    service = _Service(tmp)
+    ingestor = await service.start(snapshots=False)
+    for batch in batches:
+        await service.post(batch)
+    fingerprint = state_fingerprint(ingestor.runs[RUN])
+    await service.stop()
+    return fingerprint
+
+
+def _restarted_fingerprint(service: _Service) -> Callable[[], Any]:
+    async def go() -> dict[str, Any]:
+        ingestor = await service.start()
+        try:
+            return state_fingerprint(ingestor.runs[RUN])
+        finally:
+            await service.stop()
+
+    return go
+
+
+class TestSnapshots:
+    async def test_restart_loads_the_snapshot_and_replays_only_the_tail(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b")
+        ingestor = await service.start()
+        half = len(batches) // 2
+        for batch in batches[:half]:
+            await service.post(batch)
+        seq = await ingestor.snapshot()
+        for batch in batches[half:]:
+            await service.post(batch)
+        total = ingestor.applied_seq
+        await service.stop()
+        assert seq is not None and service.store.seqs() == [seq]
+        restarted = await service.start()
+        assert restarted.snapshot_seq == seq and restarted.replayed == total - seq
+        assert state_fingerprint(restarted.runs[RUN]) == expected
+        await service.stop()
+
+    @pytest.mark.parametrize("damage", ["torn", "flipped", "newer_schema", "newer_format", "garbage"])
+    async def test_a_damaged_newest_snapshot_is_skipped_with_a_log_line(
+        self, tmp_path: Path, generated: GeneratedRun, damage: str
+    ) -> None:
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b", keep=3)
+        ingestor = await service.start()
+        third = len(batches) // 3
+        for batch in batches[:third]:
+            await service.post(batch)
+        older = await ingestor.snapshot()
+        for batch in batches[third:]:
+            await service.post(batch)
+        newest = await ingestor.snapshot()
+        await service.stop()
+        assert older is not None and newest is not None
+        path = service.store.path_of(newest)
+        data = path.read_bytes()
+        if damage == "torn":
+            path.write_bytes(data[: len(data) // 2])
+        elif damage == "flipped":
+            path.write_bytes(data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:])
+        elif damage == "newer_schema":
+            path.write_bytes(data.replace(STATE_SCHEMA.encode(), b"facts-99/health-1", 1))
+        elif damage == "newer_format":
+            path.write_bytes(data.replace(f'"format":{SNAPSHOT_FORMAT}'.encode(), b'"format":9', 1))
+        else:
+            path.write_bytes(b"\x00" * 64)
+        with structlog.testing.capture_logs() as logs:
+            restarted = await service.start()
+        try:
+            assert restarted.snapshot_seq == older  # the previous one, then the journal's tail
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+        finally:
+            await service.stop()
+        skipped = [entry for entry in logs if entry["event"] == "snapshot skipped"]
+        assert len(skipped) == 1 and skipped[0]["path"] == str(path) and skipped[0]["reason"]
+
+    async def test_compaction_keeps_keys_and_refuses_a_wrong_state(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        batches = _batches(generated)
+        service = _Service(tmp_path, keep=1)
+        ingestor = await service.start()
+        for batch in batches[:-1]:
+            await service.post(batch)
+        seq = await ingestor.snapshot()
+        assert seq is not None
+        # A late retry of a compacted record is still a duplicate: its key was kept.
+        assert set(await service.post(batches[1])) == {"duplicate"}
+        await service.post(batches[-1])
+        await service.stop()
+        with sqlite3.connect(service.path) as conn:
+            first = conn.execute("SELECT min(seq) FROM events").fetchone()[0]
+            compacted = conn.execute("SELECT count(*) FROM compacted_keys").fetchone()[0]
+        # The snapshot's records left (but the newest at the time: seqs keep increasing), keys kept.
+        assert compacted == first - 1 == seq - 1
+        assert [s for s, _ in Journal(service.path).stored_keys()] == list(range(1, ingestor.applied_seq + 1))
+        # Without a usable snapshot the compacted records cannot be rebuilt: refuse, do not guess.
+        service.store.path_of(seq).write_bytes(b"torn")
+        with pytest.raises(JournalCompacted, match="compacted into a snapshot"):
+            await service.start()
+        await service.stop()
+
+
+class TestFacts:
+    async def test_replay_never_digests_a_row(self, tmp_path: Path, generated: GeneratedRun) -> None:
+        batches = _batches(generated)
+        service = _Service(tmp_path)
+        ingestor = await service.start(snapshots=False)
+        for batch in batches:
+            await service.post(batch)
+        expected = state_fingerprint(ingestor.runs[RUN])
+        await service.stop()
+
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("replay parsed or validated a row")
+
+        blind = dataclasses.replace(default_engines(), digest_record=refuse, build_ng_perf=refuse)
+        restarted = await service.start(snapshots=False, engines=blind)
+        try:
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+        finally:
+            await service.stop()
+
+    async def test_position_dependent_rows_are_digested_when_applied(self, tmp_path: Path) -> None:
+        """A row without ``_ng_task_index`` and an unreadable line without a line number depend on
+        their position: their facts carry the row, and live, replayed and batch reports agree."""
+        from health import health_check_run_dir
+        from sidecar._journal_facts import CompletedFact, decode_fact
+
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        rows = [
+            {"_ng_task_index": 0, "_ng_rollout_index": 0},
+            {"_ng_rollout_index": 0, "reward": 1.0},  # the batch check takes its position as task
+            "{not json",
+            {"_ng_task_index": 0, "_ng_rollout_index": 1},
+        ]
+        lines = [row if isinstance(row, str) else orjson.dumps(row).decode() for row in rows]
+        (run_dir / "rollouts.jsonl").write_text("".join(line + "\n" for line in lines))
+        events: list[dict[str, Any]] = [
+            {"kind": "run_started", "source_path": str(run_dir / "rollouts.jsonl")},
+            *(
+                {"kind": "completed", "seconds": 1.0, "line": row}
+                if isinstance(row, str)
+                else {"kind": "completed", "seconds": 1.0, "row": row}
+                for row in rows
+            ),
+            {"kind": "run_ended"},
+        ]
+        service = _Service(tmp_path / "svc")
+        ingestor = await service.start(snapshots=False)
+        await service.post(events)
+        live = state_fingerprint(ingestor.runs[RUN])
+        await service.stop()
+        deferred = [
+            decode_fact(record.payload).deferred is not None
+            for record in Journal(service.path).replay()
+            if record.kind == "completed"
+        ]
+        assert deferred == [False, True, True, False]
+        assert all(
+            isinstance(decode_fact(r.payload), CompletedFact)
+            for r in Journal(service.path).replay()
+            if r.kind == "completed"
+        )
+        restarted = await service.start(snapshots=False)
+        try:
+            assert state_fingerprint(restarted.runs[RUN]) == live
+            batch = health_check_run_dir(run_dir, workers=1)
+            assert live["summary"] == batch.summary_path.read_bytes()
+            assert live["verdicts"] == batch.verdicts_path.read_bytes()
+        finally:
+            await service.stop()
+
+    async def test_the_journal_holds_facts_unless_rows_are_kept(self, tmp_path: Path) -> None:
+        payload = "x" * 8192
+        row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {"output_text": payload}}
+        sizes = {}
+        for keep in (False, True):
+            service = _Service(tmp_path / str(keep))
+            service.journal = Journal(service.path)
+            await service.journal.open()
+            service.ingestor = Ingestor(service.journal, default_engines(), keep_rows=keep)
+            service.ingestor.start()
+            await service.post([{"kind": "run_started"}, {"kind": "completed", "seconds": 1.0, "row": row}])
+            await service.stop()
+            with sqlite3.connect(service.path) as conn:
+                sizes[keep] = conn.execute("SELECT length(payload) FROM events WHERE seq = 2").fetchone()[0]
+        assert sizes[False] < 512 < 8192 < sizes[True]
+
+    async def test_a_journal_written_before_facts_is_migrated_once(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """Records stored as whole events (the previous format) replay to the same state, and the
+        snapshot taken right after the migration means a second restart replays nothing."""
+        from sidecar.service import Service
+        from sidecar.settings import ServiceSettings
+
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        path = tmp_path / "old" / "journal.sqlite3"
+        journal = Journal(path)
+        await journal.open()
+        ticks = itertools.count(1_000_000)
+        records = []
+        for batch in batches:
+            received_at = float(next(ticks))
+            for index, event in enumerate(EventBatch.validate_python(batch)):
+                body = orjson.loads(event.model_dump_json(exclude_none=True))
+                body["received_at"] = received_at
+                key = f"legacy-{len(records)}-{index}"
+                records.append(_legacy(key, event.kind, orjson.dumps(body)))
+        await journal.append(records)
+        await journal.close()
+
+        settings_ = ServiceSettings(port=0, journal_path=path)
+        for expected_replayed in (len(records), 0):
+            service = Service(settings_)
+            await service.start()
+            try:
+                assert service.ingestor.replayed == expected_replayed
+                assert state_fingerprint(service.ingestor.runs[RUN]) == expected
+            finally:
+                await service.stop()
+
+
+def _legacy(key: str, kind: str, payload: bytes) -> Any:
+    from sidecar.journal import JournalEvent
+
+    return JournalEvent(run_id=RUN, kind=kind, key=key, payload=payload)
+
+
+# One step of the property test: post the next batch, snapshot, or restart (optionally tearing
+# the newest snapshot first).
+_STEP = st.sampled_from(["post", "post", "post", "snapshot", "restart", "tear_and_restart"])
+
+
+class TestAnyInterleaving:
+    @settings(
+        max_examples=15,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(steps=st.lists(_STEP, min_size=1, max_size=40))
+    def test_equals_one_uninterrupted_replay(
+        self, tmp_path_factory: pytest.TempPathFactory, generated: GeneratedRun, steps: list[str]
+    ) -> None:
+        batches = _batches(generated)
+        root = tmp_path_factory.mktemp("interleaving")
+
+        async def scenario() -> None:
+            expected = await _uninterrupted(root / "reference", batches)
+            service = _Service(root / "interleaved", keep=2)
+            ingestor = await service.start()
+            pending = list(batches)
+            plan = [*steps, *(["post"] * len(pending))]
+            for step in plan:
+                if step == "post":
+                    if not pending:
+                        continue
+                    await service.post(pending.pop(0))
+                elif step == "snapshot":
+                    await ingestor.snapshot()
+                else:
+                    await service.stop()
+                    seqs = service.store.seqs()
+                    if step == "tear_and_restart" and seqs:
+                        newest = service.store.path_of(seqs[-1])
+                        newest.write_bytes(newest.read_bytes()[:-7])
+                    ingestor = await service.start()
+            assert state_fingerprint(ingestor.runs[RUN]) == expected
+            await service.stop()
+            again = await _restarted_fingerprint(service)()
+            assert again == expected
+
+        asyncio.run(scenario())
+
+
+def _row(task: int, rollout: int, attempt: int = 0, **extra: Any) -> dict[str, Any]:
+    return {"_ng_task_index": task, "_ng_rollout_index": rollout, "_ng_attempt_index": attempt, **extra}
+
+
+def _started(task: int, rollout: int, attempt: int = 0) -> dict[str, Any]:
+    return {"kind": "started", "task_index": task, "rollout_index": rollout, "attempt": attempt}
+
+
+class TestInflightInSnapshots:
+    """``started`` events are journaled as facts; a snapshot holds the in-flight registry, the
+    duration extremes and (once ended) the frozen clock and ``inflight_at_end``."""
+
+    BEFORE: list[list[dict[str, Any]]] = [
+        [{"kind": "run_started", "plan": {"0": 2, "1": 2, "2": 2}, "task_timeout_s": 3.0}],
+        [_started(0, 0), _started(0, 1), _started(1, 0), _started(1, 1), _started(2, 0)],
+        [_started(2, 1), _started(2, 1, attempt=1)],  # a later attempt replaces the first
+        [{"kind": "completed", "seconds": 1.5, "row": _row(0, 0)}],
+        [{"kind": "failed", "seconds": 0.25, "attempt": 0, "row": _row(1, 0, _ng_failure_class="cancelled")}],
+        [{"kind": "heartbeat", "task_index": 2, "rollout_index": 0}],  # memory only
+    ]
+    AFTER: list[list[dict[str, Any]]] = [
+        [{"kind": "completed", "seconds": 9.0, "row": _row(0, 1)}],
+        [_started(1, 0, attempt=1)],
+        [{"kind": "failed", "seconds": 2.0, "attempt": 0, "row": _row(2, 1, _ng_failure_class="cancelled")}],
+    ]
+
+    async def _fingerprints(self, tmp: Path, batches_after: list[list[dict[str, Any]]]) -> list[Any]:
+        service = _Service(tmp)
+        ingestor = await service.start()
+        for batch in self.BEFORE:
+            await service.post(batch)
+        run = ingestor.runs[RUN]
+        assert len(run.inflight) == 4 and run.durations["failed"].low == 0.25
+        run.inflight.evaluate(2_000_000.0, 1.0)  # this process's stamps: never in a snapshot
+        seq = await ingestor.snapshot()
+        for batch in batches_after:
+            await service.post(batch)
+        await service.stop()
+        assert seq is not None
+        fingerprints = []
+        for snapshots in (True, False):  # from the snapshot + tail, and from the journal alone
+            restarted = await service.start(snapshots=snapshots)
+            assert restarted.restored_seq == (seq if snapshots else 0)
+            run = restarted.runs[RUN]
+            fingerprints.append((state_fingerprint(run), run.report()))
+            await service.stop()
+        return fingerprints
+
+    async def test_a_restart_from_the_snapshot_equals_one_from_the_journal(self, tmp_path: Path) -> None:
+        from_snapshot, from_journal = await self._fingerprints(tmp_path, self.AFTER)
+        assert from_snapshot[0] == from_journal[0]
+        inflight = from_snapshot[0]["inflight"]
+        assert inflight["count"] == 4 and inflight["flagged"] == {"stragglers": 0, "stalled": 0}
+        oldest = [
+            (entry["task_index"], entry["rollout_index"], entry["attempt"]) for entry in inflight["oldest"]
+        ]
+        assert oldest == [(1, 1, 0), (2, 0, 0), (2, 1, 1), (1, 0, 1)]  # (2, 1)'s attempt 0 failed, not 1
+        assert from_snapshot[0]["durations"]["completed"][3:] == (1.5, 9.0)
+
+    async def test_an_ended_run_restored_from_a_snapshot_reports_the_same(self, tmp_path: Path) -> None:
+        ended = [*self.AFTER, [{"kind": "run_ended"}]]
+        from_snapshot, from_journal = await self._fingerprints(tmp_path, ended)
+        assert from_snapshot[0] == from_journal[0]
+        # Rates frozen at ended_at: the whole report, completions_per_hour included, is equal.
+        assert from_snapshot[1] == from_journal[1]
+        assert from_snapshot[0]["frozen_clock"] is not None
+        assert from_snapshot[1]["inflight_at_end"]["count"] == 4
+
+
+class TestSnapshotsBesideOffLoopReads:
+    async def test_a_snapshot_waits_for_a_read_building_off_the_loop_and_neither_deadlocks(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        import threading
+        import time
+
+        from sidecar._offloop import OffLoopReads
+
+        batches = _batches(generated)
+        half = len(batches) // 2
+        service = _Service(tmp_path)
+        ingestor = await service.start()
+        for batch in batches[:half]:
+            await service.post(batch)
+        reads = OffLoopReads(ingestor.apply_lock, max_age_s=0.0, duty=1.0)
+        building = threading.Event()
+
+        def slow_build() -> int:
+            building.set()
+            time.sleep(0.3)  # a long /report build: the state must not change under it
+            return ingestor.applied_seq
+
+        read = asyncio.create_task(reads.build("report", slow_build))
+        await asyncio.to_thread(building.wait, 10)
+        snapshot = asyncio.create_task(ingestor.snapshot())
+        posting = asyncio.create_task(service.post(batches[half]))
+        await asyncio.sleep(0.1)
+        assert not snapshot.done() and not posting.done()  # both wait for the build's end
+        seen = await asyncio.wait_for(read, 10)
+        seq = await asyncio.wait_for(snapshot, 10)
+        await asyncio.wait_for(posting, 10)
+        assert seq == seen  # the snapshot holds the state the build saw, not half a batch more
+        for batch in batches[half + 1 :]:
+            await asyncio.wait_for(asyncio.gather(service.post(batch), reads.build("r", slow_build)), 10)
+        await service.stop()
+        fingerprints = []
+        for snapshots in (True, False):
+            restarted = await service.start(snapshots=snapshots)
+            assert restarted.restored_seq == (seq if snapshots else 0)
+            fingerprints.append(state_fingerprint(restarted.runs[RUN]))
+            await service.stop()
+        assert fingerprints[0] == fingerprints[1]
+
+
+class TestBindFirstReplayFromASnapshot:
+    async def test_the_worker_thread_loads_the_snapshot_then_the_tail_and_readyz_progress_says_so(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        from sidecar.events import encode_event
+        from sidecar.journal import JournalEvent
+        from sidecar.service import Service
+        from sidecar.settings import ServiceSettings
+
+        settings = ServiceSettings(journal_path=tmp_path / "journal.sqlite3")
+        batches = _batches(generated)
+        half = len(batches) // 2
+        service = Service(settings)
+        await service.start()
+        for batch in batches[:half]:
+            await service.ingestor.submit(RUN, EventBatch.validate_python(batch))
+        await service.stop()  # snapshots everything so far
+        covered = service.ingestor.applied_seq
+        journal = Journal(settings.journal_path)  # a tail of records written by an older build
+        await journal.open()
+        tail = [event for batch in batches[half:] for event in EventBatch.validate_python(batch)]
+        records = []
+        for event in tail:
+            key, payload = encode_event(RUN, event, received_at=2e9)
+            records.append(JournalEvent(run_id=RUN, kind=event.kind, key=key, payload=payload))
+        await journal.append(records)
+        await journal.close()
+
+        service = Service(settings)
+        await service.open()
+        service.begin()  # as serve does after binding: the replay runs on a worker thread
+        seen = [service.replay_progress]
+        while not service.ready:
+            assert service.replay_error is None
+            await asyncio.sleep(0.001)
+            seen.append(service.replay_progress)
+        try:
+            done = [progress["snapshot_seq"] + progress["replayed"] for progress in seen]
+            assert done == sorted(done)  # never goes back
+            assert seen[-1] == {
+                "replayed": len(tail),
+                "journal_events": covered + len(tail),
+                "snapshot_seq": covered,
+            }
+            assert service.ingestor.replayed == len(tail) and service.ingestor.migrated == len(tail)
+            restored = state_fingerprint(service.ingestor.runs[RUN])
+        finally:
+            await service.stop()
+        expected = await _uninterrupted(tmp_path / "whole", batches)
+        assert restored["summary"] == expected["summary"] and restored["verdicts"] == expected["verdicts"]
