@@ -211,17 +211,20 @@ class SnapshotStore:
         among the ``keep`` snapshots: the journal is then never compacted past the oldest
         snapshot that can actually be loaded.
         """
-        self.skipped = []
         for seq in reversed(self.seqs()):
             path = self.path_of(seq)
             try:
                 return Snapshot(seq, path, self._read(path, seq))
             except _Invalid as exc:
-                _log.warning("snapshot skipped", path=str(path), reason=str(exc))
-                self.skipped.append(path)
-                with contextlib.suppress(OSError):
-                    os.replace(path, path.with_name(path.name + ".bad"))
+                self.discard(path, str(exc))
         return None
+
+    def discard(self, path: Path, reason: str) -> None:
+        """Set a snapshot aside (``<name>.bad``) with a log line: it is never loaded again."""
+        _log.warning("snapshot skipped", path=str(path), reason=reason)
+        self.skipped.append(path)
+        with contextlib.suppress(OSError):
+            os.replace(path, path.with_name(path.name + ".bad"))
 
     def _read(self, path: Path, seq: int) -> bytes:
         try:

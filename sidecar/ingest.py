@@ -164,23 +164,28 @@ class Ingestor:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def replay(self, progress: Callable[[int], None] | None = None) -> int:
-        """Rebuild every run: the newest valid snapshot, then the journal records after it.
-
-        Call once, before :meth:`start`; pure CPU and file reads, so it may run in a worker
-        thread. ``progress(records_applied)`` is called every 10,000 records. Returns the number
-        of records replayed (after the snapshot). Raises ``JournalCompacted`` when a record it
-        needs was compacted into a snapshot that can no longer be read.
-        """
-        began = time.perf_counter()
-        loaded = self._snapshots.load_newest() if self._snapshots is not None else None
-        if loaded is not None:
+    def _restore_newest_snapshot(self) -> None:
+        """Load the newest snapshot whose state also restores; one whose checksum holds but whose
+        state does not load (another build's layout under the same format number) is set aside
+        like a torn one, and the next older one is tried."""
+        store = self._snapshots
+        while store is not None:
+            began = time.perf_counter()
+            loaded = store.load_newest()
+            if loaded is None:
+                return
             read_s = time.perf_counter() - began
-            body = loads_state(loaded.body)
-            self.runs = {
-                run_id: state.attach(self._engines, inflight_rules=self._inflight_rules, clock=self._clock)
-                for run_id, state in body["runs"].items()
-            }
+            try:
+                body = loads_state(loaded.body)
+                rules, clock = self._inflight_rules, self._clock
+                runs = {
+                    run_id: state.attach(self._engines, inflight_rules=rules, clock=clock)
+                    for run_id, state in body["runs"].items()
+                }
+            except Exception as exc:
+                store.discard(loaded.path, f"state does not load: {type(exc).__name__}: {exc}"[:500])
+                continue
+            self.runs = runs
             self.applied_seq = self.snapshot_seq = self.restored_seq = loaded.seq
             _log.info(
                 "snapshot loaded",
@@ -190,6 +195,17 @@ class Ingestor:
                 read_s=round(read_s, 3),
                 load_s=round(time.perf_counter() - began - read_s, 3),
             )
+            return
+
+    def replay(self, progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild every run: the newest valid snapshot, then the journal records after it.
+
+        Call once, before :meth:`start`; pure CPU and file reads, so it may run in a worker
+        thread. ``progress(records_applied)`` is called every 10,000 records. Returns the number
+        of records replayed (after the snapshot). Raises ``JournalCompacted`` when a record it
+        needs was compacted into a snapshot that can no longer be read.
+        """
+        self._restore_newest_snapshot()
         count = 0
         for record in self._journal.replay(after_seq=self.applied_seq):
             if record.seq != self.applied_seq + 1:

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sidecar._journal_facts import STATE_SCHEMA
-from sidecar._journal_snapshot import SNAPSHOT_FORMAT, SnapshotStore
+from sidecar._journal_snapshot import SNAPSHOT_FORMAT, SnapshotStore, dumps_state
 from sidecar.engines import Engines, default_engines
 from sidecar.events import EventBatch
 from sidecar.ingest import Ingestor
@@ -123,7 +123,9 @@ class TestSnapshots:
         assert state_fingerprint(restarted.runs[RUN]) == expected
         await service.stop()
 
-    @pytest.mark.parametrize("damage", ["torn", "flipped", "newer_schema", "newer_format", "garbage"])
+    @pytest.mark.parametrize(
+        "damage", ["torn", "flipped", "newer_schema", "newer_format", "garbage", "unloadable"]
+    )
     async def test_a_damaged_newest_snapshot_is_skipped_with_a_log_line(
         self, tmp_path: Path, generated: GeneratedRun, damage: str
     ) -> None:
@@ -150,6 +152,8 @@ class TestSnapshots:
             path.write_bytes(data.replace(STATE_SCHEMA.encode(), b"facts-99/health-1", 1))
         elif damage == "newer_format":
             path.write_bytes(data.replace(f'"format":{SNAPSHOT_FORMAT}'.encode(), b'"format":9', 1))
+        elif damage == "unloadable":  # header and checksum hold; the state is another layout
+            service.store.write(newest, dumps_state({"runs": {RUN: "not a run state"}}))
         else:
             path.write_bytes(b"\x00" * 64)
         with structlog.testing.capture_logs() as logs:
