@@ -12,15 +12,7 @@ import pytest
 from health import check_rollout_files, run_health_checks
 from health.runner import map_into_reducer
 
-GOOD_CALL = {
-    "model_call_id": "c1",
-    "response": {"output_text": "ok"},
-    "response_metadata": {
-        "model_ref": {"type": "responses_api_models", "name": "policy"},
-        "status_code": 200,
-    },
-    "token_stats": {"prompt_tokens": 10, "completion_tokens": 5},
-}
+from .shard_corpus import GOOD_CALL
 
 
 def _record(task: object, rollout: object, answer: str = "a", status: int = 200) -> bytes:
