@@ -28,9 +28,16 @@ from .fast_path import EverydayRecord, read_everyday_record
 from .identity import Identity, InvalidIdentity, identity_of, resolve_identity, unreadable_identity
 from .parse import parse_line
 from .registry import ROLLOUT_CHECK_IDS, check_spec
+from .strict_schema import StrictRecord
 from .types import CheckInput, Finding, RolloutDigest, Verdict
 
-__all__ = ["TrajectoryCheck", "digest_line", "digest_record", "digest_record_with_trajectory"]
+__all__ = [
+    "TrajectoryCheck",
+    "digest_everyday",
+    "digest_line",
+    "digest_record",
+    "digest_record_with_trajectory",
+]
 
 _CHECK_EXECUTION_ERROR = "check_execution_error"
 _RECORD_UNREADABLE = "record_unreadable"
@@ -92,6 +99,25 @@ def digest_line(
             return digest
     record, error = parse_line(data)
     return _digest_parsed(record, error, location, ignored_checks, len(data), None)[0]
+
+
+def digest_everyday(
+    data: bytes,
+    *,
+    source_path: str,
+    source_index: int,
+    line_number: int,
+    ordinal: int,
+    ignored_checks: frozenset[str] = frozenset(),
+) -> tuple[RolloutDigest, StrictRecord] | None:
+    """:func:`digest_line`'s fast path alone, for a stripped line or a row's bytes: the digest
+    of a record it vouches for and the strict record it read (whose ``ng_trajectory`` the
+    contract accepts with the same values), or ``None`` where only the full path can decide."""
+    everyday = read_everyday_record(data)
+    if everyday is None:
+        return None
+    digest = _digest_everyday(everyday, (source_path, source_index, line_number, ordinal), ignored_checks)
+    return None if digest is None else (digest, everyday.record)
 
 
 def digest_record(

@@ -29,11 +29,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from health.reduce import release_gradually
-from sidecar.events import EVENT_KINDS, MAX_SECONDS, Event, EventBatch, RunStarted
+from sidecar.events import EVENT_KINDS, MAX_SECONDS, Completed, Event, EventBatch, RunStarted
 from sidecar.ingest import PlanError, UnknownRun
 from sidecar.journal import JournalUnavailable
 from sidecar.metrics import render
 from sidecar.openapi import openapi_document
+from sidecar.raw_rows import RawRow, decode_request, row_spans
 from sidecar.runs import RunState
 from sidecar.service import Service
 
@@ -196,6 +197,23 @@ def _validate(parsed: Any) -> list[Event]:
         raise _Rejected(
             422, "validation", f"{first['msg']} ({exc.error_count()} error(s))", _field_of(first)
         ) from exc
+
+
+def _with_raw_rows(events: list[Event], body: bytes | bytearray) -> list[Event]:
+    """``events`` with each completion's row as the bytes it was sent as, so its content hash is
+    the one the raw path computes for the same row (a retry is a duplicate whichever path the
+    body took)."""
+    if not any(isinstance(event, Completed) and isinstance(event.row, dict) for event in events):
+        return events
+    spans = row_spans(body)
+    if spans is None or len(spans) != len(events):
+        return events
+    return [
+        event.model_copy(update={"row": RawRow(span, vetted=False, parsed=event.row)})
+        if isinstance(event, Completed) and isinstance(event.row, dict)
+        else event
+        for event, span in zip(events, spans, strict=True)
+    ]
 
 
 class _Handlers:
@@ -373,6 +391,14 @@ class _Handlers:
             self._held -= size
 
     def _parse_events(self, body: bytes | bytearray) -> list[Event]:
+        """The request's events, read once: a vetted body with its rows kept as bytes
+        (``sidecar.raw_rows``), any other body parsed and refused exactly as the models say."""
+        decoded = decode_request(body, self.settings.max_json_depth)
+        if decoded is not None:
+            return _validate(decoded)
+        return _with_raw_rows(self._parse_in_full(body), body)
+
+    def _parse_in_full(self, body: bytes | bytearray) -> list[Event]:
         if too_deep(body, self.settings.max_json_depth):
             raise _Rejected(
                 400, "too_deep", f"JSON nesting exceeds {self.settings.max_json_depth} levels", "body"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from health.types import Finding, TaskIndex
 
@@ -65,6 +65,9 @@ class Engines:
     digest_record: Callable[..., Any]
     digest_task_index: Callable[[Any], TaskIndex]
     build_ng_perf: Callable[[dict[str, Any], float | None], dict[str, Any] | None]
+    #: ``(data, latency_ms, **location)`` -> ``(compact digest, ng_perf)`` of a row or line given
+    #: as its bytes, for the rows the batch fast path vouches for; ``None``: use the two above.
+    digest_everyday: Callable[..., tuple[Any, dict[str, Any] | None] | None] | None = None
 
 
 class _LastTrajectory:
@@ -98,7 +101,7 @@ def default_engines() -> Engines:
     """The real perf core and health pipeline."""
     from health.compact import compact_digest
     from health.contract import check_trajectory
-    from health.digest import digest_record_with_trajectory
+    from health.digest import digest_everyday, digest_record_with_trajectory
     from health.reduce import HealthReducer
     from sidecar.rollout_perf import DispatchLatencyTracker, PerfSummaryState, ng_perf_for_trajectory
 
@@ -124,6 +127,21 @@ def default_engines() -> Engines:
         trajectory = outcome[0]
         return None if trajectory is None else ng_perf_for_trajectory(trajectory, rollout_latency_ms)
 
+    def _everyday(
+        data: bytes, rollout_latency_ms: float | None, **location: Any
+    ) -> tuple[Any, dict[str, Any] | None] | None:
+        """Digest and ``ng_perf`` from the row's bytes, the payloads never built (``health.fast_path``)."""
+        vouched = digest_everyday(data, **location)
+        if vouched is None:
+            return None
+        digest, record = vouched
+        trajectory = record.ng_trajectory
+        # the strict mirror holds the fields ng_perf reads, with the values the contract gives them
+        ng_perf = (
+            None if trajectory is None else ng_perf_for_trajectory(cast(Any, trajectory), rollout_latency_ms)
+        )
+        return compact_digest(digest), ng_perf
+
     def _tracker(clock: Clock) -> TrackerLike:
         return DispatchLatencyTracker(clock=clock)
 
@@ -138,4 +156,5 @@ def default_engines() -> Engines:
         digest_record=_record,
         digest_task_index=_task_index,
         build_ng_perf=_ng_perf,
+        digest_everyday=_everyday,
     )

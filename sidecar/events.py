@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import cached_property
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import orjson
 from pydantic import (
@@ -33,12 +33,15 @@ from pydantic import (
     StrictInt,
     StrictStr,
     TypeAdapter,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     field_validator,
     model_validator,
 )
 
 from health.parse import parse_line
 from health.registry import CHECK_IDS
+from sidecar.raw_rows import RawRow, vetted_json
 
 __all__ = [
     "EVENT_KINDS",
@@ -168,6 +171,18 @@ class RunStarted(_Event):
         return self
 
 
+def _raw_or_validated(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A :class:`RawRow` (only the service's own request decoder makes one: JSON cannot) is the
+    row as sent and already vetted as an object; anything else is validated as a row."""
+    return value if isinstance(value, RawRow) else handler(value)
+
+
+if TYPE_CHECKING:
+    CompletedRow = dict[str, Any] | RawRow | None
+else:  # the schema a client sees stays "an object or null"
+    CompletedRow = Annotated[dict[str, Any] | None, WrapValidator(_raw_or_validated)]
+
+
 class Completed(_Identified):
     """A rollout finished with a reply: the full result row (or, from a follower, its raw line).
 
@@ -183,7 +198,7 @@ class Completed(_Identified):
     attempt: Count | None = None
     seconds: Seconds | None = None
     latency_ms: Milliseconds | None = None
-    row: dict[str, Any] | None = None
+    row: CompletedRow = None
     line: str | None = None
     line_number: Annotated[int, Field(ge=1, le=MAX_COUNT)] | None = None
 
@@ -200,8 +215,19 @@ class Completed(_Identified):
         """``(row, parse_error)``: the row as given, or the line parsed once, as the batch check
         parses a line (identity, ``ng_perf`` and the health digest all read this one parse)."""
         if self.line is None:
-            return self.row, None
+            return (self.row.parsed() if isinstance(self.row, RawRow) else self.row), None
         return parse_line(self.line.encode("utf-8", "surrogatepass"))
+
+    @cached_property
+    def raw(self) -> RawRow | None:
+        """The row or line as its bytes, when they are a JSON object (``None``: a dict row given in
+        process, or a line that is not an object: those are read from :attr:`parsed`)."""
+        if isinstance(self.row, RawRow):
+            return self.row
+        if self.line is None:
+            return None
+        data = self.line.encode("utf-8", "surrogatepass").strip(b" \t\n\r\x0b\x0c")
+        return RawRow(data, vetted=True) if data[:1] == b"{" and vetted_json(data) else None
 
 
 class Failed(_Identified):
@@ -285,10 +311,12 @@ EventBatch: TypeAdapter[list[Event]] = TypeAdapter(
 )
 
 
-def row_of(event: Completed | Failed | Drained) -> dict[str, Any] | None:
-    """The event's row; for a follower's raw line, the parsed line (``None`` if unreadable)."""
+def row_of(event: Completed | Failed | Drained) -> dict[str, Any] | RawRow | None:
+    """The event's row; for a follower's raw line, the parsed line (``None`` if unreadable).
+    A row kept as bytes (:class:`RawRow`) answers ``get`` / ``in`` like the parsed row."""
     if isinstance(event, Completed):
-        return event.parsed[0]
+        raw = event.raw
+        return raw if raw is not None else event.parsed[0]
     return event.row
 
 
@@ -313,13 +341,15 @@ def event_identity(event: Event) -> tuple[Any, Any, int]:
     return task, rollout, attempt
 
 
-def dump_row(row: dict[str, Any]) -> bytes:
-    """A row as compact JSON bytes, however deep it nests.
+def dump_row(row: dict[str, Any] | RawRow) -> bytes:
+    """A row as compact JSON bytes, however deep it nests (a row kept as bytes: those bytes).
 
     orjson refuses to write past 255 levels while it reads up to 1024, so a row whose free-form
     values nest deeper than that (the batch check reports it ``record_unreadable``) is written
     with the standard library instead; either form parses back to the same row.
     """
+    if isinstance(row, RawRow):
+        return row.data
     try:
         return orjson.dumps(row)
     except orjson.JSONEncodeError:
@@ -330,6 +360,8 @@ def _row_bytes(event: Event) -> bytes | None:
     """The bytes a completion's content hash covers (its line, or its row serialized once)."""
     if isinstance(event, Completed) and event.line is not None:
         return event.line.encode("utf-8", "surrogatepass")
+    if isinstance(event, Completed) and isinstance(event.row, RawRow):
+        return event.row.data  # the bytes as sent: never rebuilt to be hashed
     if isinstance(event, Completed | Failed | Drained) and event.row is not None:
         return dump_row(event.row)
     return None
@@ -348,6 +380,8 @@ def _key(run_id: str, event: Event, content: bytes | None) -> str:
     if isinstance(event, Completed) and event.line_number is not None:
         head = f"{head}|L{event.line_number}"  # two identical physical lines are two records
     if isinstance(event, Completed) or task is None:
+        if content is None:
+            content = _row_bytes(event)
         return f"{head}|{hashlib.blake2b(content or b'', digest_size=12).hexdigest()}{suffix}"
     return f"{head}{suffix}"
 
@@ -362,7 +396,7 @@ def idempotency_key(run_id: str, event: Event) -> str:
     ``rollout_duplicate_identity``), so the service must keep it too. Failures and drains
     without identity are keyed by content as well, so they never collapse into one.
     """
-    return _key(run_id, event, _row_bytes(event))
+    return _key(run_id, event, None)
 
 
 def _payload(event: Event, received_at: float, extra: dict[str, Any] | None, row: bytes | None) -> bytes:
@@ -370,7 +404,7 @@ def _payload(event: Event, received_at: float, extra: dict[str, Any] | None, row
     for name in type(event).model_fields:
         value = getattr(event, name)
         if value is not None:
-            body[name] = value
+            body[name] = orjson.Fragment(value.data) if isinstance(value, RawRow) else value
     if row is not None and "row" in body:
         body["row"] = orjson.Fragment(row)  # serialized once, for the hash and the journal
     body["received_at"] = received_at

@@ -37,6 +37,7 @@ from health.contract import check_trajectory
 from health.digest import TrajectoryCheck, digest_record_with_trajectory
 from sidecar._lifeline import init_worker
 from sidecar.events import dump_row
+from sidecar.raw_rows import RawRow
 from sidecar.rollout_perf import NG_TRAJECTORY_KEY, ng_perf_for_trajectory
 
 __all__ = ["Prepared", "Preparer", "prepare_row", "rebase_digest"]
@@ -108,12 +109,17 @@ class Preparer:
         )
 
     async def prepare(
-        self, row: dict[str, Any], source_path: str, ignored_checks: frozenset[str], latency_ms: float | None
+        self,
+        row: dict[str, Any] | RawRow,
+        source_path: str,
+        ignored_checks: frozenset[str],
+        latency_ms: float | None,
     ) -> Prepared | None:
         """The prepared row, or ``None`` (compute inline): position-dependent row, or no pool."""
         if self._pool is None or "_ng_task_index" not in row:
             return None
-        work = partial(prepare_row, dump_row(row), source_path, ignored_checks, latency_ms)
+        data = row.data if isinstance(row, RawRow) else dump_row(row)
+        work = partial(prepare_row, data, source_path, ignored_checks, latency_ms)
         try:
             result = await asyncio.get_running_loop().run_in_executor(self._pool, work)
             self.prepared += 1

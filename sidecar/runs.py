@@ -56,6 +56,7 @@ from sidecar.events import (
 )
 from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
 from sidecar.prepare import Prepared
+from sidecar.raw_rows import RawRow
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -569,6 +570,8 @@ def _kept(event: Event, keep_rows: bool) -> bytes | None:
         return None
     if isinstance(event, Completed) and event.line is not None:
         return event.line.encode("utf-8", "surrogatepass")
+    if isinstance(event, Completed) and isinstance(event.row, RawRow):
+        return event.row.data
     return None if event.row is None else dump_row(event.row)
 
 
@@ -637,14 +640,21 @@ def _completed_fact(
     prepared: Prepared | None,
     kept: bytes | None,
 ) -> CompletedFact:
-    row = row_of(event)
     if prepared is not None and (prepared.source_path, prepared.ignored_checks) != settings:
         prepared = None  # made for another generation of this run
+    base = (received_at, generation, event.seconds, key[0], key[1])
+    vouched = None if prepared is not None else _everyday(event, engines, settings)
+    if vouched is not None:
+        digest, ng_perf = vouched
+        agent_perf = None
+        if ng_perf is None:
+            agent_perf = _agent_perf(row_of(event))
+        return _digested(event, base, ng_perf, agent_perf, digest, kept)
+    row = event.parsed[0]
     if prepared is not None:
         ng_perf = prepared.ng_perf
     else:
         ng_perf = None if row is None else engines.build_ng_perf(row, latency_ms(event))
-    base = (received_at, generation, event.seconds, key[0], key[1])
     if row is not None and row.get(_NO_PERSIST_KEY):
         disposition = NOT_PERSISTED_DRAINED if row.get(_DRAINED_KEY) else NOT_PERSISTED
         return CompletedFact(*base, disposition, "", False, ng_perf, None, None, None, False, None, kept)
@@ -654,9 +664,7 @@ def _completed_fact(
         return CompletedFact(
             *base, FAILURE_ROW, label, terminal, ng_perf, None, None, None, False, None, kept
         )
-    agent_perf = None
-    if ng_perf is None and row is not None and isinstance(row.get("ng_perf"), dict):
-        agent_perf = row["ng_perf"]  # attach_ng_perf keeps an agent-supplied object it cannot rebuild
+    agent_perf = _agent_perf(row) if ng_perf is None else None
     digest = None
     if settings is not None and not (isinstance(row, dict) and _TASK_KEY not in row):
         if prepared is not None:
@@ -672,10 +680,56 @@ def _completed_fact(
                 ordinal=0,
                 ignored_checks=settings[1],
             )
-        if not isinstance(digest, CompactDigest) or (
-            event.line_number is None and _LINE_LOCATOR in digest.findings
-        ):
-            digest = None  # its identity or locator depends on the row's position
+    return _digested(event, base, ng_perf, agent_perf, digest, kept)
+
+
+def _agent_perf(row: dict[str, Any] | RawRow | None) -> dict[str, Any] | None:
+    """The row's own ``ng_perf`` object, which ``attach_ng_perf`` keeps when it cannot build one."""
+    value = None if row is None else row.get("ng_perf")
+    return value if isinstance(value, dict) else None
+
+
+def _everyday(
+    event: Completed, engines: Engines, settings: tuple[str, frozenset[str]] | None
+) -> tuple[Any, dict[str, Any] | None] | None:
+    """Digest and ``ng_perf`` of an everyday row straight from its bytes (the batch fast path);
+    ``None`` for any row the full path must read (not digested here, or not vouched for)."""
+    raw = event.raw
+    digest_everyday = engines.digest_everyday
+    if (
+        raw is None
+        or digest_everyday is None
+        or settings is None
+        or _TASK_KEY not in raw  # its digest depends on its position: left to apply time
+        or raw.get(_NO_PERSIST_KEY)
+        or raw.get(_FAILURE_CLASS_KEY) is not None
+    ):
+        return None
+    return digest_everyday(
+        raw.data,
+        latency_ms(event),
+        source_path=settings[0],
+        source_index=0,
+        line_number=event.line_number if event.line_number is not None else 0,
+        ordinal=0,
+        ignored_checks=settings[1],
+    )
+
+
+def _digested(
+    event: Completed,
+    base: tuple[float, int, float | None, Any, Any],
+    ng_perf: dict[str, Any] | None,
+    agent_perf: dict[str, Any] | None,
+    digest: Any,
+    kept: bytes | None,
+) -> CompletedFact:
+    """The fact of a row for the main file: with its digest, or with the row (``deferred``) when
+    the digest depends on the row's position or cannot be journaled."""
+    if not isinstance(digest, CompactDigest) or (
+        event.line_number is None and _LINE_LOCATOR in digest.findings
+    ):
+        digest = None  # its identity or locator depends on the row's position
     fact = CompletedFact(
         *base, DIGESTED, "", False, ng_perf, agent_perf,
         None if digest is None else digest_fields(digest),
@@ -689,6 +743,8 @@ def _completed_fact(
             pass  # a value MessagePack cannot hold: journal the row and digest it when applied
     if event.line is not None:
         deferred, is_line = event.line.encode("utf-8", "surrogatepass"), True
+    elif isinstance(event.row, RawRow):
+        deferred, is_line = event.row.data, False  # the bytes as sent, parsed again when applied
     else:
         assert event.row is not None
         deferred, is_line = dump_row(event.row), False

@@ -1,0 +1,220 @@
+"""Rows kept as the bytes the client sent: the request is read once and a row is never rebuilt.
+
+A completion's row is 10 KB to 1 MB of JSON, but the service reads only a handful of its
+top-level keys (identity, disposition, an agent's own ``ng_perf``) plus what the health digest
+and ``ng_perf`` read from ``ng_trajectory``. Building the whole row as Python objects costs
+several times more than everything else the service does with it, so an ingest request is
+decoded with every ``row`` left as a raw span (:func:`decode_request`), and the row travels
+as a :class:`RawRow`: its exact bytes, with the few keys the service reads decoded on demand.
+The content hash covers those bytes, the journal keeps them when a row must be journaled, and
+the digest and ``ng_perf`` come from the batch check's fast path over them
+(``health.digest.digest_everyday``). Anything else reads :meth:`RawRow.parsed`, the row as
+orjson parses it, built at most once.
+
+The raw path is taken only where it provably agrees with the full one: a body that simdjson
+validates (then orjson accepts it with the same values; see ``health.fast_path``) and whose
+events have no key the models forbid. Every other body takes the full path (orjson, then the
+models), which decides and words every refusal exactly as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+import orjson
+import simdjson
+from msgspec import UNSET, Raw, Struct, field
+
+__all__ = ["ROW_SERVICE_KEYS", "RawRow", "decode_request", "row_spans", "vetted_json"]
+
+_SIMDJSON_MAX_DEPTH: Final = 1024
+_MAX_VETTED_BYTES: Final = 256 << 20
+_NULL = Raw(b"null")
+
+
+class _ServiceKeys(Struct):
+    """The top-level keys of a row the service reads; every other key is skipped."""
+
+    task_index: Any = field(default=UNSET, name="_ng_task_index")
+    rollout_index: Any = field(default=UNSET, name="_ng_rollout_index")
+    attempt: Any = field(default=UNSET, name="_ng_attempt_index")
+    no_persist: Any = field(default=UNSET, name="_ng_no_persist")
+    drained: Any = field(default=UNSET, name="_ng_dispatch_drained")
+    failure_class: Any = field(default=UNSET, name="_ng_failure_class")
+    terminal: Any = field(default=UNSET, name="_ng_failure_terminal")
+    ng_perf: Any = field(default=UNSET, name="ng_perf")
+
+
+#: Row key -> ``_ServiceKeys`` attribute: the keys :meth:`RawRow.get` answers without a full parse.
+ROW_SERVICE_KEYS: Final = {
+    "_ng_task_index": "task_index",
+    "_ng_rollout_index": "rollout_index",
+    "_ng_attempt_index": "attempt",
+    "_ng_no_persist": "no_persist",
+    "_ng_dispatch_drained": "drained",
+    "_ng_failure_class": "failure_class",
+    "_ng_failure_terminal": "terminal",
+    "ng_perf": "ng_perf",
+}
+_KEYS_DECODER = msgspec.json.Decoder(_ServiceKeys)
+
+
+class RawRow:
+    """A row (a JSON object) as the bytes its client sent.
+
+    ``vetted``: simdjson validated the bytes, so msgspec reads the service keys with orjson's
+    values; an unvetted row answers every key from the full parse.
+    """
+
+    __slots__ = ("_keys", "_parsed", "data", "vetted")
+
+    def __init__(self, data: bytes, *, vetted: bool, parsed: dict[str, Any] | None = None) -> None:
+        self.data = data
+        self.vetted = vetted
+        self._parsed = parsed
+        self._keys: _ServiceKeys | None = None
+
+    def __repr__(self) -> str:
+        return f"RawRow({len(self.data)} bytes)"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RawRow):
+            return self.parsed() == other.parsed()
+        return isinstance(other, dict) and self.parsed() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def parsed(self) -> dict[str, Any]:
+        """The row as orjson parses it (built once, on first use)."""
+        if self._parsed is None:
+            value = orjson.loads(self.data)
+            if not isinstance(value, dict):  # only objects are ever wrapped
+                raise TypeError(f"a raw row must be a JSON object, got {type(value).__name__}")
+            self._parsed = value
+        return self._parsed
+
+    def _service_keys(self) -> _ServiceKeys:
+        keys = self._keys
+        if keys is None:
+            keys = self._keys = _KEYS_DECODER.decode(self.data)
+        return keys
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``row.get(key, default)``, without a full parse for the keys the service reads."""
+        name = ROW_SERVICE_KEYS.get(key)
+        if name is None or not self.vetted:
+            return self.parsed().get(key, default)
+        value = getattr(self._service_keys(), name)
+        return default if value is UNSET else value
+
+    def __contains__(self, key: object) -> bool:
+        name = ROW_SERVICE_KEYS.get(key) if isinstance(key, str) else None
+        if name is None or not self.vetted:
+            return key in self.parsed()
+        return getattr(self._service_keys(), name) is not UNSET
+
+
+_PARSERS: list[simdjson.Parser] = []
+
+
+def vetted_json(data: bytes | bytearray | memoryview, max_depth: int = _SIMDJSON_MAX_DEPTH) -> bool:
+    """True only if ``data`` is one JSON text nested at most ``max_depth`` (<= 1024) levels that
+    orjson parses to the values msgspec decodes. (simdjson validates it once, wrapped in
+    ``1024 - max_depth`` arrays so its own depth limit checks the service's.)"""
+    if not 1 <= max_depth <= _SIMDJSON_MAX_DEPTH or len(data) > _MAX_VETTED_BYTES:
+        return False
+    wrap = _SIMDJSON_MAX_DEPTH - max_depth
+    parser = _PARSERS.pop() if _PARSERS else simdjson.Parser()
+    try:
+        parser.parse(b"".join((b"[" * wrap, data, b"]" * wrap)))  # the lazy proxy is dropped at once
+    except Exception:  # any refusal (ValueError, RuntimeError, UnicodeDecodeError ...)
+        return False
+    finally:
+        _PARSERS.append(parser)
+    return True
+
+
+class _Envelope(Struct, forbid_unknown_fields=True):
+    """Any event's keys, values left to the models; ``row`` kept as its raw span."""
+
+    kind: Any = UNSET
+    generation: Any = UNSET
+    source: Any = UNSET
+    seq: Any = UNSET
+    task_index: Any = UNSET
+    rollout_index: Any = UNSET
+    attempt: Any = UNSET
+    seconds: Any = UNSET
+    latency_ms: Any = UNSET
+    row: Raw = field(default_factory=lambda: Raw(b""))
+    line: Any = UNSET
+    line_number: Any = UNSET
+    failure_class: Any = UNSET
+    terminal: Any = UNSET
+    ended_at: Any = UNSET
+    op: Any = UNSET
+    plan: Any = UNSET
+    materialized_inputs: Any = UNSET
+    dispatch_budget_s: Any = UNSET
+    drain_margin_s: Any = UNSET
+    task_timeout_s: Any = UNSET
+    max_attempts: Any = UNSET
+    started_at: Any = UNSET
+    source_path: Any = UNSET
+    ignored_checks: Any = UNSET
+
+
+class _Wrapped(Struct, forbid_unknown_fields=True):
+    events: list[_Envelope]
+
+
+_REQUEST_DECODER = msgspec.json.Decoder(list[_Envelope] | _Wrapped)
+_FIELDS: Final = tuple(name for name in _Envelope.__struct_fields__ if name != "row")
+
+
+def _event_body(envelope: _Envelope) -> dict[str, Any]:
+    body = {name: value for name in _FIELDS if (value := getattr(envelope, name)) is not UNSET}
+    span = bytes(envelope.row)
+    if span:
+        if span[:1] == b"{" and envelope.kind == "completed":
+            body["row"] = RawRow(span, vetted=True)
+        else:  # a small failure/drain row, or a value the models refuse with their own words
+            body["row"] = orjson.loads(span)
+    return body
+
+
+def decode_request(body: bytes | bytearray, max_depth: int) -> list[dict[str, Any]] | None:
+    """The events of an ingest body (a JSON array, or ``{"events": [...]}``), each a dict for
+    the event models with a completion's object ``row`` as a :class:`RawRow`; ``None`` when the
+    body must take the full path (not vetted JSON within ``max_depth``, or a key the models
+    forbid: they word the refusal)."""
+    if not vetted_json(body, max_depth):
+        return None
+    try:
+        decoded = _REQUEST_DECODER.decode(body)
+    except msgspec.DecodeError:
+        return None
+    envelopes = decoded.events if isinstance(decoded, _Wrapped) else decoded
+    return [_event_body(envelope) for envelope in envelopes]
+
+
+class _RowSpan(Struct):
+    row: Raw = _NULL
+
+
+_SPANS_DECODER = msgspec.json.Decoder(list[_RowSpan] | dict[str, list[_RowSpan]])
+
+
+def row_spans(body: bytes | bytearray) -> list[bytes] | None:
+    """Each event's ``row`` span as sent (``b"null"`` where absent), for a body the full path
+    accepted; ``None`` if it cannot be read that way."""
+    try:
+        decoded = _SPANS_DECODER.decode(body)
+    except msgspec.DecodeError:
+        return None
+    if isinstance(decoded, dict):
+        if set(decoded) != {"events"}:
+            return None
+        decoded = decoded["events"]
+    return [bytes(span.row) for span in decoded]
