@@ -109,11 +109,13 @@ def digest_everyday(
     line_number: int,
     ordinal: int,
     ignored_checks: frozenset[str] = frozenset(),
+    shallow_json: bool = False,
 ) -> tuple[RolloutDigest, StrictRecord] | None:
     """:func:`digest_line`'s fast path alone, for a stripped line or a row's bytes: the digest
     of a record it vouches for and the strict record it read (whose ``ng_trajectory`` the
-    contract accepts with the same values), or ``None`` where only the full path can decide."""
-    everyday = read_everyday_record(data)
+    contract accepts with the same values), or ``None`` where only the full path can decide.
+    ``shallow_json``: see :func:`health.fast_path.read_everyday_record`."""
+    everyday = read_everyday_record(data, shallow_json=shallow_json)
     if everyday is None:
         return None
     digest = _digest_everyday(everyday, (source_path, source_index, line_number, ordinal), ignored_checks)

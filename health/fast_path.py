@@ -125,9 +125,16 @@ def _conversation_vouched(items: list[Any]) -> bool:
     return True
 
 
-def read_everyday_record(data: bytes) -> EverydayRecord | None:
-    """The checks' inputs for a stripped JSONL line, or ``None`` to take the full path."""
-    if not _is_shallow_json_for_orjson(data):
+def read_everyday_record(data: bytes, *, shallow_json: bool = False) -> EverydayRecord | None:
+    """The checks' inputs for a stripped JSONL line, or ``None`` to take the full path.
+
+    ``shallow_json``: the caller has already shown what step 1 shows (simdjson accepted ``data``,
+    a JSON object at most 257 levels deep, e.g. as part of a larger document it validated), so
+    that pass is skipped.
+    """
+    if not (shallow_json and data[:1] == b"{" and len(data) <= _MAX_LINE_BYTES) and not (
+        _is_shallow_json_for_orjson(data)
+    ):
         return None
     record = decode_strict(data)
     if record is None:

@@ -41,7 +41,7 @@ from pydantic import (
 
 from health.parse import parse_line
 from health.registry import CHECK_IDS
-from sidecar.raw_rows import RawRow, vetted_json
+from sidecar.raw_rows import RawRow, raw_line
 
 __all__ = [
     "EVENT_KINDS",
@@ -219,6 +219,12 @@ class Completed(_Identified):
         return parse_line(self.line.encode("utf-8", "surrogatepass"))
 
     @cached_property
+    def identity(self) -> tuple[Any, Any, int]:
+        """``event_identity(self)``, worked out once (the key, the fact and the in-flight
+        registry all ask)."""
+        return _identity(self)
+
+    @cached_property
     def raw(self) -> RawRow | None:
         """The row or line as its bytes, when they are a JSON object (``None``: a dict row given in
         process, or a line that is not an object: those are read from :attr:`parsed`)."""
@@ -226,8 +232,7 @@ class Completed(_Identified):
             return self.row
         if self.line is None:
             return None
-        data = self.line.encode("utf-8", "surrogatepass").strip(b" \t\n\r\x0b\x0c")
-        return RawRow(data, vetted=True) if data[:1] == b"{" and vetted_json(data) else None
+        return raw_line(self.line.encode("utf-8", "surrogatepass").strip(b" \t\n\r\x0b\x0c"))
 
 
 class Failed(_Identified):
@@ -332,6 +337,12 @@ def _attempt_from(raw: Any) -> int:
 
 def event_identity(event: Event) -> tuple[Any, Any, int]:
     """(task, rollout, attempt) of an event, raw values; run-level events give ``(None, None, 0)``."""
+    if isinstance(event, Completed):
+        return event.identity
+    return _identity(event)
+
+
+def _identity(event: Event) -> tuple[Any, Any, int]:
     if isinstance(event, RunStarted | RunEnded | Latency):
         return None, None, 0
     row = (row_of(event) if isinstance(event, Completed | Failed | Drained) else None) or {}

@@ -26,9 +26,21 @@ import orjson
 import simdjson
 from msgspec import UNSET, Raw, Struct, field
 
-__all__ = ["ROW_SERVICE_KEYS", "RawRow", "decode_request", "row_spans", "vetted_json"]
+__all__ = [
+    "ROW_SERVICE_KEYS",
+    "SHALLOW_ROW_DEPTH",
+    "RawRow",
+    "decode_request",
+    "raw_line",
+    "row_spans",
+    "vetted_json",
+]
 
 _SIMDJSON_MAX_DEPTH: Final = 1024
+#: Deepest record the batch fast path reads without checking its depth itself.
+SHALLOW_ROW_DEPTH: Final = 257
+#: A request body this shallow holds only shallow rows (each sits two levels down: list, event).
+_SHALLOW_BODY_DEPTH: Final = SHALLOW_ROW_DEPTH + 2
 _MAX_VETTED_BYTES: Final = 256 << 20
 _NULL = Raw(b"null")
 
@@ -64,14 +76,18 @@ class RawRow:
     """A row (a JSON object) as the bytes its client sent.
 
     ``vetted``: simdjson validated the bytes, so msgspec reads the service keys with orjson's
-    values; an unvetted row answers every key from the full parse.
+    values; an unvetted row answers every key from the full parse. ``shallow``: vetted, and at
+    most :data:`SHALLOW_ROW_DEPTH` levels deep (the batch fast path need not check again).
     """
 
-    __slots__ = ("_keys", "_parsed", "data", "vetted")
+    __slots__ = ("_keys", "_parsed", "data", "shallow", "vetted")
 
-    def __init__(self, data: bytes, *, vetted: bool, parsed: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, data: bytes, *, vetted: bool, shallow: bool = False, parsed: dict[str, Any] | None = None
+    ) -> None:
         self.data = data
         self.vetted = vetted
+        self.shallow = vetted and shallow
         self._parsed = parsed
         self._keys: _ServiceKeys | None = None
 
@@ -100,19 +116,31 @@ class RawRow:
             keys = self._keys = _KEYS_DECODER.decode(self.data)
         return keys
 
+    def _fast_keys(self) -> _ServiceKeys | None:
+        """The service keys by msgspec (a vetted row), else ``None``: read the full parse."""
+        if not self.vetted:
+            return None
+        try:
+            return self._service_keys()
+        except msgspec.DecodeError:  # cannot happen to vetted JSON; the full parse then decides
+            self.vetted = self.shallow = False
+            return None
+
     def get(self, key: str, default: Any = None) -> Any:
         """``row.get(key, default)``, without a full parse for the keys the service reads."""
         name = ROW_SERVICE_KEYS.get(key)
-        if name is None or not self.vetted:
+        keys = None if name is None else self._fast_keys()
+        if name is None or keys is None:
             return self.parsed().get(key, default)
-        value = getattr(self._service_keys(), name)
+        value = getattr(keys, name)
         return default if value is UNSET else value
 
     def __contains__(self, key: object) -> bool:
         name = ROW_SERVICE_KEYS.get(key) if isinstance(key, str) else None
-        if name is None or not self.vetted:
+        keys = None if name is None else self._fast_keys()
+        if name is None or keys is None:
             return key in self.parsed()
-        return getattr(self._service_keys(), name) is not UNSET
+        return getattr(keys, name) is not UNSET
 
 
 _PARSERS: list[simdjson.Parser] = []
@@ -121,9 +149,15 @@ _PARSERS: list[simdjson.Parser] = []
 def vetted_json(data: bytes | bytearray | memoryview, max_depth: int = _SIMDJSON_MAX_DEPTH) -> bool:
     """True only if ``data`` is one JSON text nested at most ``max_depth`` (<= 1024) levels that
     orjson parses to the values msgspec decodes. (simdjson validates it once, wrapped in
-    ``1024 - max_depth`` arrays so its own depth limit checks the service's.)"""
-    if not 1 <= max_depth <= _SIMDJSON_MAX_DEPTH or len(data) > _MAX_VETTED_BYTES:
-        return False
+    ``1024 - max_depth`` arrays so its own depth limit checks the service's. simdjson counts a
+    scalar as a level: a text exactly ``max_depth`` deep with a scalar at its deepest level is
+    not vetted, and the caller's exact check decides.)"""
+    if (
+        data[:1] not in (b"[", b"{")
+        or not 1 <= max_depth <= _SIMDJSON_MAX_DEPTH
+        or len(data) > _MAX_VETTED_BYTES
+    ):
+        return False  # (simdjson skips a leading byte-order mark, which orjson refuses)
     wrap = _SIMDJSON_MAX_DEPTH - max_depth
     parser = _PARSERS.pop() if _PARSERS else simdjson.Parser()
     try:
@@ -173,12 +207,21 @@ _REQUEST_DECODER = msgspec.json.Decoder(list[_Envelope] | _Wrapped)
 _FIELDS: Final = tuple(name for name in _Envelope.__struct_fields__ if name != "row")
 
 
-def _event_body(envelope: _Envelope) -> dict[str, Any]:
+def raw_line(data: bytes) -> RawRow | None:
+    """A stripped line as a :class:`RawRow` when it is vetted JSON and an object, else ``None``."""
+    if data[:1] != b"{":
+        return None
+    if vetted_json(data, SHALLOW_ROW_DEPTH):
+        return RawRow(data, vetted=True, shallow=True)
+    return RawRow(data, vetted=True) if vetted_json(data) else None
+
+
+def _event_body(envelope: _Envelope, shallow: bool) -> dict[str, Any]:
     body = {name: value for name in _FIELDS if (value := getattr(envelope, name)) is not UNSET}
     span = bytes(envelope.row)
     if span:
         if span[:1] == b"{" and envelope.kind == "completed":
-            body["row"] = RawRow(span, vetted=True)
+            body["row"] = RawRow(span, vetted=True, shallow=shallow)
         else:  # a small failure/drain row, or a value the models refuse with their own words
             body["row"] = orjson.loads(span)
     return body
@@ -189,14 +232,15 @@ def decode_request(body: bytes | bytearray, max_depth: int) -> list[dict[str, An
     the event models with a completion's object ``row`` as a :class:`RawRow`; ``None`` when the
     body must take the full path (not vetted JSON within ``max_depth``, or a key the models
     forbid: they word the refusal)."""
-    if not vetted_json(body, max_depth):
+    shallow = max_depth >= _SHALLOW_BODY_DEPTH and vetted_json(body, _SHALLOW_BODY_DEPTH)
+    if not shallow and not vetted_json(body, max_depth):
         return None
     try:
         decoded = _REQUEST_DECODER.decode(body)
     except msgspec.DecodeError:
         return None
     envelopes = decoded.events if isinstance(decoded, _Wrapped) else decoded
-    return [_event_body(envelope) for envelope in envelopes]
+    return [_event_body(envelope, shallow) for envelope in envelopes]
 
 
 class _RowSpan(Struct):

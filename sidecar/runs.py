@@ -713,6 +713,7 @@ def _everyday(
         line_number=event.line_number if event.line_number is not None else 0,
         ordinal=0,
         ignored_checks=settings[1],
+        shallow_json=raw.shallow,
     )
 
 

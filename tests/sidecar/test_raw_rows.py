@@ -1,0 +1,227 @@
+"""Rows kept as their bytes: the raw path agrees with the full path wherever it is taken."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sidecar.app import create_app, json_depth
+from sidecar.engines import default_engines
+from sidecar.events import Completed, EventBatch, idempotency_key
+from sidecar.raw_rows import SHALLOW_ROW_DEPTH, RawRow, decode_request, raw_line, row_spans, vetted_json
+from sidecar.runs import derive_fact
+from sidecar.service import Service
+from sidecar.settings import ServiceSettings
+
+from .service_support import generate_run
+
+_scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False)
+_json_values = st.recursive(
+    _scalars | st.text(alphabet='[]{}"\\ab\n\u00e9'),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(alphabet='[]{"\\x'), inner, max_size=3)
+    ),
+    max_leaves=20,
+)
+
+
+class TestVettedJson:
+    @settings(max_examples=200, deadline=None)
+    @given(_json_values, st.integers(1, 12))
+    def test_vetted_only_within_the_depth(self, value: Any, limit: int) -> None:
+        """Never past the limit; short of it always (at it, the exact check decides). Only an
+        array or object is vetted (a body is one)."""
+        data = orjson.dumps([value])
+        vetted = vetted_json(data, limit)
+        assert not vetted or json_depth(data) <= limit
+        assert vetted or json_depth(data) >= limit
+
+    @pytest.mark.parametrize(
+        "data",
+        [
+            b"[1,",  # not JSON
+            b"\xef\xbb\xbf[]",  # a BOM
+            b"[NaN]",
+            b"[123456789012345678901234567890]",  # an integer orjson reads as a float
+            b'["\xff"]',  # not UTF-8
+            b'["\\ud800"]',  # a lone surrogate
+            b"[1e400]",
+        ],
+    )
+    def test_anything_orjson_might_read_otherwise_is_not_vetted(self, data: bytes) -> None:
+        assert not vetted_json(data)
+        assert decode_request(data, 1024) is None
+
+
+def _full(body: bytes) -> list[Any]:
+    parsed = orjson.loads(body)
+    return EventBatch.validate_python(parsed["events"] if isinstance(parsed, dict) else parsed)
+
+
+def _plain(event: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = {name: getattr(event, name) for name in type(event).model_fields}
+    if isinstance(dumped.get("row"), RawRow):
+        dumped["row"] = dumped["row"].parsed()
+    return dumped
+
+
+class TestDecodeRequest:
+    def test_every_kind_validates_to_the_same_events(self) -> None:
+        run = generate_run(num_tasks=6, repeats=3, fault_rate=0.05, failure_rate=0.2, drained_fraction=0.1)
+        events = [{"kind": "run_started", "plan": run.plan, "source_path": "x.jsonl"}, *run.events]
+        events += [
+            {"kind": "started", "task_index": 1, "attempt": 2},
+            {"kind": "latency", "op": "record", "seconds": 1.5, "source": "t", "seq": 3},
+            {"kind": "completed", "line": '{"_ng_task_index": 1}', "line_number": 4},
+            {"kind": "completed", "row": None, "line": "{}"},
+            {"kind": "run_ended", "ended_at": 5.0},
+        ]
+        for body in (orjson.dumps(events), orjson.dumps({"events": events})):
+            decoded = decode_request(body, 1024)
+            assert decoded is not None
+            raw = EventBatch.validate_python(decoded)
+            assert [_plain(event) for event in raw] == [_plain(event) for event in _full(body)]
+            rows = [event.row for event in raw if isinstance(event, Completed) and event.row is not None]
+            assert rows and all(isinstance(row, RawRow) and row.shallow for row in rows)
+
+    @pytest.mark.parametrize(
+        "body",
+        [
+            b'[{"kind": "completed", "row": {}, "colour": 1}]',  # a key the models forbid: they word it
+            b'{"events": [], "more": 1}',
+            b'{"events": 5}',
+            b'[{"kind": "completed", "row": {"a": 123456789012345678901234567890}}]',
+        ],
+    )
+    def test_bodies_the_raw_path_cannot_vouch_for_take_the_full_path(self, body: bytes) -> None:
+        assert decode_request(body, 1024) is None
+
+    def test_a_deep_body_within_the_cap_keeps_its_rows_but_not_as_shallow(self) -> None:
+        levels = SHALLOW_ROW_DEPTH + 3
+        deep = b'{"_ng_task_index":0,"x":' * levels + b"1" + b"}" * levels
+        body = b'[{"kind":"completed","row":' + deep + b"}]"
+        decoded = decode_request(body, 1024)
+        assert decoded is not None
+        row = decoded[0]["row"]
+        assert isinstance(row, RawRow) and row.vetted and not row.shallow
+        assert row.get("_ng_task_index") == 0
+        assert decode_request(body, 200) is None
+
+    def test_a_non_object_row_is_left_to_the_models(self) -> None:
+        decoded = decode_request(
+            b'[{"kind": "completed", "row": [1]}, {"kind": "failed", "row": {"a": 1}}]', 64
+        )
+        assert decoded == [{"kind": "completed", "row": [1]}, {"kind": "failed", "row": {"a": 1}}]
+
+
+class TestRawRow:
+    @pytest.mark.parametrize(
+        "data",
+        [
+            b'{"_ng_task_index": 3, "_ng_rollout_index": "r", "_ng_attempt_index": null, "ng_perf": {}}',
+            b'{"_ng_task_index": 1, "_ng_task_index": 2, "_ng_no_persist": true, "_ng_dispatch_drained": 0}',
+            b'{"_ng_failure_class": "timeout_exceeded", "_ng_failure_terminal": 1.5, "other": [1, 2]}',
+            b"{}",
+        ],
+    )
+    def test_answers_like_the_parsed_row(self, data: bytes) -> None:
+        parsed = orjson.loads(data)
+        for vetted in (True, False):
+            row = RawRow(data, vetted=vetted)
+            for key in ("_ng_task_index", "_ng_rollout_index", "_ng_attempt_index", "_ng_no_persist",
+                        "_ng_dispatch_drained", "_ng_failure_class", "_ng_failure_terminal", "ng_perf",
+                        "other", "missing"):  # fmt: skip
+                assert row.get(key) == parsed.get(key)
+                assert row.get(key, 0) == parsed.get(key, 0)
+                assert (key in row) == (key in parsed)
+            assert row.parsed() == parsed and row == parsed
+
+    def test_a_line_is_kept_only_when_it_is_a_vetted_object(self) -> None:
+        assert raw_line(b'{"a": 1}') is not None
+        assert raw_line(b"[1]") is None
+        assert raw_line(b'{"a": NaN}') is None
+        assert raw_line(b"\xef\xbb\xbf{}") is None
+
+    def test_row_spans_are_the_bytes_as_sent(self) -> None:
+        body = b'{"events": [{"kind": "run_started"}, {"kind": "completed", "row": { "b" : 1 }}]}'
+        assert row_spans(body) == [b"null", b'{ "b" : 1 }']
+        assert row_spans(b'{"other": []}') is None
+
+
+class TestFacts:
+    def test_the_raw_path_derives_the_facts_and_keys_of_the_full_path(self) -> None:
+        """Every completion of a faulty run (invalid trajectories, failure rows, no-persist rows,
+        rows without a task index, duplicated identities, an agent's own ng_perf), as an orjson
+        client sends it: same idempotency key as before rows were kept as bytes, same fact."""
+        run = generate_run(num_tasks=10, repeats=3, fault_rate=0.06, failure_rate=0.2, drained_fraction=0.1)
+        events = [event for event in run.events if event["kind"] in ("completed", "failed", "drained")]
+        events.append({"kind": "completed", "seconds": 1.0, "row": {"ng_perf": {"num_turns": 2}}})
+        events.append({"kind": "completed", "row": {"_ng_task_index": 99, "ng_trajectory": {"bad": 1}}})
+        body = orjson.dumps(events)
+        decoded = decode_request(body, 1024)
+        assert decoded is not None
+        raw_events, full_events = EventBatch.validate_python(decoded), _full(body)
+        engines, now = default_engines(), time.time()
+        for settings_ in (
+            ("rollouts.jsonl", frozenset[str]()),
+            ("r.jsonl", frozenset({"tool_call_failed"})),
+            None,
+        ):
+            for raw, full in zip(raw_events, full_events, strict=True):
+                assert idempotency_key("run", raw) == idempotency_key("run", full)
+                facts = [
+                    derive_fact(event, received_at=now, engines=engines, settings=settings_, keep_rows=True)
+                    for event in (raw, full)
+                ]
+                assert facts[0] == facts[1]
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    service = Service(ServiceSettings(journal_path=tmp_path / "j.sqlite3"))
+    await service.start()
+    transport = httpx.ASGITransport(app=create_app(service), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://sidecar") as http:
+        yield http
+    await service.stop()
+
+
+class TestService:
+    async def test_a_retry_is_a_duplicate_whichever_path_its_body_took(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        path = "/v1/runs/r/events"
+        assert (await client.post(path, json=[{"kind": "run_started"}])).status_code == 200
+        event = {"kind": "completed", "seconds": 1.0, "row": {"_ng_task_index": 1, "reward": 1.0}}
+        exotic = b'{"kind":"completed","row":{"_ng_task_index":2,"n":123456789012345678901234567890}}'
+        sent = json.dumps(event).encode()  # not orjson's bytes: spaces after separators
+        first = await client.post(path, content=b"[" + sent + b"]")
+        # a body simdjson refuses (an integer past 64 bits in another row) takes the full path
+        second = await client.post(path, content=b"[" + sent + b"," + exotic + b"]")
+        assert first.status_code == second.status_code == 200, second.text
+        assert first.json()["results"][0]["status"] == "accepted"
+        assert [r["status"] for r in second.json()["results"]] == ["duplicate", "accepted"]
+
+    async def test_refusals_are_worded_by_the_models(self, client: httpx.AsyncClient) -> None:
+        path = "/v1/runs/r/events"
+        assert (await client.post(path, json=[{"kind": "run_started"}])).status_code == 200
+        cases = [
+            ([{"kind": "completed", "row": {}, "colour": 1}], "events.0.colour"),
+            ([{"kind": "completed", "row": [1]}], "events.0.row"),
+            ([{"kind": "completed", "row": {}, "line": "{}"}], "events.0"),
+            ([{"kind": "completed", "row": {}, "seconds": -1}], "events.0.seconds"),
+            ([{"kind": "completed", "row": {}}, {"kind": "nope"}], "events.1.kind"),
+        ]
+        for body, field in cases:
+            response = await client.post(path, content=orjson.dumps(body))
+            assert response.status_code == 422, response.text
+            assert response.json()["field"] == field
