@@ -387,9 +387,9 @@ def main() -> int:
     parser.add_argument("--phases", default="throughput,latency,memory", help="comma-separated subset to run")
     parser.add_argument(
         "--workers",
-        default="1,0",
-        help="worker-process settings compared side by side (the last one is "
-        "used for the latency and memory phases)",
+        default="0",
+        help="serve --workers values compared side by side (the last one is used for the latency and "
+        "memory phases); the option is a deprecated no-op since rows are digested from their bytes",
     )
     args = parser.parse_args()
 

@@ -35,7 +35,6 @@ from sidecar._journal_facts import (
 from sidecar._journal_snapshot import SnapshotStore, dumps_state, fork_writer, loads_state
 from sidecar.engines import Engines
 from sidecar.events import (
-    Completed,
     Event,
     EventBatch,
     Heartbeat,
@@ -45,8 +44,7 @@ from sidecar.events import (
 from sidecar.inflight import InflightRules
 from sidecar.journal import JournalCompacted, JournalError, JournalEvent, JournalUnavailable
 from sidecar.materialized_inputs import PlanError, plan_from_materialized
-from sidecar.prepare import Prepared, Preparer
-from sidecar.runs import RunState, derive_fact, latency_ms
+from sidecar.runs import RunState, derive_fact
 
 __all__ = ["EventOutcome", "Ingestor", "JournalLike", "PlanError", "UnknownRun", "plan_from_materialized"]
 
@@ -95,10 +93,6 @@ class _Pending:
     future: asyncio.Future[list[EventOutcome]] = field(repr=False)
 
 
-async def _none() -> None:
-    return None
-
-
 def _fail(batch: list[_Pending], exc: BaseException) -> None:
     for pending in batch:
         if not pending.future.done():
@@ -115,7 +109,6 @@ class Ingestor:
         *,
         on_event: Callable[[str, str], None] | None = None,
         health_interval_s: float = 2.0,
-        preparer: Preparer | None = None,
         clock: Callable[[], float] = time.time,
         inflight_rules: InflightRules | None = None,
         read_plan: Callable[[str], dict[str, int]] = plan_from_materialized,
@@ -129,7 +122,6 @@ class Ingestor:
         self._engines = engines
         self._on_event = on_event
         self._health_interval_s = health_interval_s
-        self._preparer = preparer
         self._clock = clock
         self._inflight_rules = inflight_rules
         self._keep_rows = keep_rows
@@ -311,7 +303,7 @@ class Ingestor:
         received_at = body.pop("received_at")
         plan = body.pop(_DERIVED_PLAN, None)
         event = EventBatch.validate_python([body])[0]
-        return self._derive(record.run_id, event, received_at, plan, None)
+        return self._derive(record.run_id, event, received_at, plan)
 
     def _settings(self, run_id: str, event: Event) -> tuple[str, frozenset[str]] | None:
         """The digest settings ``event`` will meet when applied, if already known."""
@@ -326,7 +318,6 @@ class Ingestor:
         event: Event,
         received_at: float,
         plan: dict[str, int] | None,
-        prepared: Prepared | None,
         settings: tuple[str, frozenset[str]] | None = None,
     ) -> Fact:
         return derive_fact(
@@ -335,7 +326,6 @@ class Ingestor:
             engines=self._engines,
             settings=settings if settings is not None else self._settings(run_id, event),
             plan=plan,
-            prepared=prepared,
             keep_rows=self._keep_rows,
         )
 
@@ -403,18 +393,17 @@ class Ingestor:
                     exc.index = index
                     raise
             plans.append(plan)
-        prepared = await self._prepare(run_id, events)
         records = []
         facts: list[Fact] = []
         state = self.runs.get(run_id)
         generation = None if state is None else state.generation
         settings = self._settings_of(state)
-        for event, plan, ready in zip(events, plans, prepared, strict=True):
+        for event, plan in zip(events, plans, strict=True):
             if isinstance(event, RunStarted) and (generation is None or (event.generation or 0) > generation):
                 generation = event.generation or 0  # what applying this start will make the run
                 settings = (event.source_path, frozenset(event.ignored_checks))
             known = settings if (event.generation or 0) == generation else None
-            fact = self._derive(run_id, event, received_at, plan, ready, known)
+            fact = self._derive(run_id, event, received_at, plan, known)
             facts.append(fact)
             key = idempotency_key(run_id, event)
             records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=encode_fact(fact)))
@@ -454,24 +443,6 @@ class Ingestor:
                 self._on_event(event.kind, "accepted" if beat else "not_in_flight")
             answers.append(EventOutcome("accepted" if beat else "not_in_flight", event.kind))
         return answers
-
-    async def _prepare(self, run_id: str, events: list[Event]) -> list[Prepared | None]:
-        """Digest and ng_perf of the batch's rows, computed in the worker pool (``None``: inline)."""
-        state = self.runs.get(run_id)
-        preparer = self._preparer
-        if preparer is None or state is None:
-            return [None] * len(events)
-        work = []
-        for event in events:
-            if isinstance(event, Completed) and event.row is not None:
-                work.append(
-                    preparer.prepare(
-                        event.row, state.config.source_path, state.ignored_checks, latency_ms(event)
-                    )
-                )
-            else:
-                work.append(_none())
-        return list(await asyncio.gather(*work))
 
     async def _sequencer(self) -> None:
         """Commit queued batches in order; the next commit runs while this batch is applied.

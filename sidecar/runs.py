@@ -55,7 +55,6 @@ from sidecar.events import (
     row_of,
 )
 from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
-from sidecar.prepare import Prepared
 from sidecar.raw_rows import RawRow
 
 __all__ = [
@@ -272,26 +271,21 @@ class RunState:
     def ended(self) -> bool:
         return self.ended_at is not None
 
-    def apply(
-        self, event: Event, received_at: float, prepared: Prepared | None = None
-    ) -> dict[str, Any] | None:
+    def apply(self, event: Event, received_at: float) -> dict[str, Any] | None:
         """Derive ``event``'s fact and apply it; a completion returns its ``ng_perf`` (or ``None``).
         A heartbeat has no fact: it is applied in memory (see :meth:`heartbeat`)."""
         if isinstance(event, Heartbeat):
             self.heartbeat(event, received_at)
             return None
-        return self.apply_fact(self.fact_for(event, received_at, prepared))
+        return self.apply_fact(self.fact_for(event, received_at))
 
-    def fact_for(
-        self, event: Event, received_at: float, prepared: Prepared | None = None, *, keep_rows: bool = False
-    ) -> Fact:
+    def fact_for(self, event: Event, received_at: float, *, keep_rows: bool = False) -> Fact:
         """What ``event`` contributes to this run (see :func:`derive_fact`)."""
         return derive_fact(
             event,
             received_at=received_at,
             engines=self._engines,
             settings=(self.config.source_path, self.ignored_checks),
-            prepared=prepared,
             keep_rows=keep_rows,
         )
 
@@ -582,7 +576,6 @@ def derive_fact(
     engines: Engines,
     settings: tuple[str, frozenset[str]] | None,
     plan: dict[str, int] | None = None,
-    prepared: Prepared | None = None,
     keep_rows: bool = False,
 ) -> Fact:
     """What ``event`` contributes to its run, computed once from its row (pure).
@@ -590,7 +583,6 @@ def derive_fact(
     ``settings`` is the run's ``(source_path, ignored_checks)``, which a digest depends on;
     ``None`` when the run is not started yet: a completion's digest is then left to
     :meth:`RunState.apply_fact`, as is any digest that depends on the row's position.
-    ``prepared`` is the pool's digest and ``ng_perf`` for this row, used if made with ``settings``.
     """
     generation = event.generation or 0
     if isinstance(event, RunStarted):
@@ -627,7 +619,7 @@ def derive_fact(
             attempt,
             kept,
         )
-    return _completed_fact(event, received_at, generation, (task, rollout), engines, settings, prepared, kept)
+    return _completed_fact(event, received_at, generation, (task, rollout), engines, settings, kept)
 
 
 def _completed_fact(
@@ -637,13 +629,10 @@ def _completed_fact(
     key: RolloutKey,
     engines: Engines,
     settings: tuple[str, frozenset[str]] | None,
-    prepared: Prepared | None,
     kept: bytes | None,
 ) -> CompletedFact:
-    if prepared is not None and (prepared.source_path, prepared.ignored_checks) != settings:
-        prepared = None  # made for another generation of this run
     base = (received_at, generation, event.seconds, key[0], key[1])
-    vouched = None if prepared is not None else _everyday(event, engines, settings)
+    vouched = _everyday(event, engines, settings)
     if vouched is not None:
         digest, ng_perf = vouched
         agent_perf = None
@@ -651,10 +640,7 @@ def _completed_fact(
             agent_perf = _agent_perf(row_of(event))
         return _digested(event, base, ng_perf, agent_perf, digest, kept)
     row = event.parsed[0]
-    if prepared is not None:
-        ng_perf = prepared.ng_perf
-    else:
-        ng_perf = None if row is None else engines.build_ng_perf(row, latency_ms(event))
+    ng_perf = None if row is None else engines.build_ng_perf(row, latency_ms(event))
     if row is not None and row.get(_NO_PERSIST_KEY):
         disposition = NOT_PERSISTED_DRAINED if row.get(_DRAINED_KEY) else NOT_PERSISTED
         return CompletedFact(*base, disposition, "", False, ng_perf, None, None, None, False, None, kept)
@@ -667,19 +653,16 @@ def _completed_fact(
     agent_perf = _agent_perf(row) if ng_perf is None else None
     digest = None
     if settings is not None and not (isinstance(row, dict) and _TASK_KEY not in row):
-        if prepared is not None:
-            digest = prepared.digest
-        else:
-            record, parse_error = event.parsed
-            digest = engines.digest_record(
-                record,
-                parse_error=parse_error,
-                source_path=settings[0],
-                source_index=0,
-                line_number=event.line_number if event.line_number is not None else 0,
-                ordinal=0,
-                ignored_checks=settings[1],
-            )
+        record, parse_error = event.parsed
+        digest = engines.digest_record(
+            record,
+            parse_error=parse_error,
+            source_path=settings[0],
+            source_index=0,
+            line_number=event.line_number if event.line_number is not None else 0,
+            ordinal=0,
+            ignored_checks=settings[1],
+        )
     return _digested(event, base, ng_perf, agent_perf, digest, kept)
 
 

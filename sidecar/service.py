@@ -27,7 +27,6 @@ from sidecar.events import MAX_LATENCY_MS, MAX_SECONDS, MAX_TIMESTAMP
 from sidecar.ingest import Ingestor, JournalLike
 from sidecar.materialized_inputs import plan_from_materialized
 from sidecar.metrics import ServiceMetrics
-from sidecar.prepare import Preparer
 from sidecar.settings import ServiceSettings
 
 __all__ = ["Service"]
@@ -75,13 +74,17 @@ class Service:
         self.follower: Any = None
         #: The server's slow-client guard (``sidecar._guarded_http.ConnectionGuard``), once serving.
         self.connection_guard: Any = None
-        self.preparer = Preparer(settings.workers) if settings.workers and engines is None else None
+        if settings.workers:
+            _log.warning(
+                "--workers is deprecated and ignored: rows are digested inline from their bytes, "
+                "which a worker pool cannot beat (benchmarks/README.md, live_profile.py)",
+                workers=settings.workers,
+            )
         self.ingestor = Ingestor(
             self._counted,
             engines or default_engines(),
             on_event=self._on_event,
             health_interval_s=settings.health_metrics_interval_s,
-            preparer=self.preparer,
             inflight_rules=settings.inflight,
             clock=clock,
             read_plan=functools.partial(
@@ -313,8 +316,6 @@ class Service:
         if self.otlp is not None:
             await self.otlp.stop()
             self.otlp = None
-        if self.preparer is not None:
-            self.preparer.close()
         close = getattr(self.journal, "close", None)
         if close is not None:
             await close()

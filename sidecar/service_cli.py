@@ -67,7 +67,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--workers",
         type=int,
         default=0,
-        help="processes digesting rows ahead of the commit (default 0: inline; see benchmarks/ingest.py)",
+        help="deprecated, accepted and ignored (default 0): rows are digested inline from their bytes, "
+        "which a worker pool only slowed down (benchmarks/README.md)",
     )
     serve.add_argument(
         "--retain-ended",

@@ -97,7 +97,8 @@ class ServiceSettings:
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     #: Minimum seconds between two full health summaries computed for ``/metrics``.
     health_metrics_interval_s: float = 2.0
-    #: Worker processes that digest rows and build ``ng_perf`` ahead of the commit (0: inline).
+    #: Deprecated and ignored (``serve --workers``): rows are digested inline from their bytes.
+    #: Still range-checked, so a configuration that was refused stays refused.
     workers: int = 0
     #: Forget runs this many seconds after they ended (memory and metric series); ``None``: keep.
     retain_ended_s: float | None = None

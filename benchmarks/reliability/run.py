@@ -61,27 +61,6 @@ def _crash(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
     )
 
 
-def _crash_pool(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
-    """The crash trials with ``serve --workers 1`` (rows digested in a worker process)."""
-    trials = 5 if quick else 50
-    r = run_crash_trials(
-        trials,
-        tmp,
-        kills_per_run=5,
-        num_tasks=100,
-        max_gap_s=0.3,
-        launch=launch,
-        serve_args=("--workers", "1"),
-    )
-    other = [v for v in r.violations if "orphaned" not in v]
-    return (
-        f"{r.trials} SIGKILLs mid-stream over {r.runs} runs with --workers 1, {r.events_acked} events acked; "
-        f"event violations {len(other)}; processes orphaned by the kills {r.orphans} "
-        f"(left running 3 s after the kill, then killed by the suite)",
-        r.violations,
-    )
-
-
 def _corrupt(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
     r = run_corrupt_trials(2 if quick else 50, tmp / "trials", launch=launch)
     (tmp / "schema").mkdir()
@@ -270,7 +249,6 @@ def _big_bodies(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]
 
 SCENARIOS: dict[str, Scenario] = {
     "crash": _crash,
-    "crash-pool": _crash_pool,
     "corrupt": _corrupt,
     "diskfull": _disk,
     "outage": _outage,

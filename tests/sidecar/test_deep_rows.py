@@ -46,7 +46,7 @@ def _row(task: int, answer: Any) -> dict[str, Any]:
 
 
 class TestDeepRows:
-    @pytest.mark.parametrize("workers", [0, 1], ids=["inline", "worker-pool"])
+    @pytest.mark.parametrize("workers", [0, 1], ids=["inline", "deprecated-workers-ignored"])
     def test_live_report_equals_batch_for_deep_free_form_values(self, tmp_path: Path, workers: int) -> None:
         rows = [_row(0, "fine"), _row(1, _nested(300)), _row(2, _nested(600))]
         run_dir = tmp_path / "run"
