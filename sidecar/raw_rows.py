@@ -70,6 +70,7 @@ ROW_SERVICE_KEYS: Final = {
     "ng_perf": "ng_perf",
 }
 _KEYS_DECODER = msgspec.json.Decoder(_ServiceKeys)
+_KEY_FIELDS: Final = tuple(ROW_SERVICE_KEYS.items())
 
 
 class RawRow:
@@ -89,7 +90,7 @@ class RawRow:
         self.vetted = vetted
         self.shallow = vetted and shallow
         self._parsed = parsed
-        self._keys: _ServiceKeys | None = None
+        self._keys: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"RawRow({len(self.data)} bytes)"
@@ -110,37 +111,30 @@ class RawRow:
             self._parsed = value
         return self._parsed
 
-    def _service_keys(self) -> _ServiceKeys:
+    def _fast_keys(self) -> dict[str, Any] | None:
+        """The service keys present in the row, by msgspec (a vetted row), else ``None``: read
+        the full parse."""
         keys = self._keys
-        if keys is None:
-            keys = self._keys = _KEYS_DECODER.decode(self.data)
-        return keys
-
-    def _fast_keys(self) -> _ServiceKeys | None:
-        """The service keys by msgspec (a vetted row), else ``None``: read the full parse."""
-        if not self.vetted:
-            return None
+        if keys is not None or not self.vetted:
+            return keys
         try:
-            return self._service_keys()
+            decoded = _KEYS_DECODER.decode(self.data)
         except msgspec.DecodeError:  # cannot happen to vetted JSON; the full parse then decides
             self.vetted = self.shallow = False
             return None
+        keys = self._keys = {
+            key: value for key, name in _KEY_FIELDS if (value := getattr(decoded, name)) is not UNSET
+        }
+        return keys
 
     def get(self, key: str, default: Any = None) -> Any:
         """``row.get(key, default)``, without a full parse for the keys the service reads."""
-        name = ROW_SERVICE_KEYS.get(key)
-        keys = None if name is None else self._fast_keys()
-        if name is None or keys is None:
-            return self.parsed().get(key, default)
-        value = getattr(keys, name)
-        return default if value is UNSET else value
+        keys = self._fast_keys() if key in ROW_SERVICE_KEYS else None
+        return self.parsed().get(key, default) if keys is None else keys.get(key, default)
 
     def __contains__(self, key: object) -> bool:
-        name = ROW_SERVICE_KEYS.get(key) if isinstance(key, str) else None
-        keys = None if name is None else self._fast_keys()
-        if name is None or keys is None:
-            return key in self.parsed()
-        return getattr(keys, name) is not UNSET
+        keys = self._fast_keys() if key in ROW_SERVICE_KEYS else None
+        return key in self.parsed() if keys is None else key in keys
 
 
 _PARSERS: list[simdjson.Parser] = []
@@ -204,7 +198,6 @@ class _Wrapped(Struct, forbid_unknown_fields=True):
 
 
 _REQUEST_DECODER = msgspec.json.Decoder(list[_Envelope] | _Wrapped)
-_FIELDS: Final = tuple(name for name in _Envelope.__struct_fields__ if name != "row")
 
 
 def raw_line(data: bytes) -> RawRow | None:
@@ -217,8 +210,8 @@ def raw_line(data: bytes) -> RawRow | None:
 
 
 def _event_body(envelope: _Envelope, shallow: bool) -> dict[str, Any]:
-    body = {name: value for name in _FIELDS if (value := getattr(envelope, name)) is not UNSET}
-    span = bytes(envelope.row)
+    body = {name: value for name, value in msgspec.structs.asdict(envelope).items() if value is not UNSET}
+    span = bytes(body.pop("row"))
     if span:
         if span[:1] == b"{" and envelope.kind == "completed":
             body["row"] = RawRow(span, vetted=True, shallow=shallow)
