@@ -44,7 +44,6 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import Bench, _cpu_seconds  # noqa: E402
 from benchmarks.state import serve, unpack_baseline  # noqa: E402
-from health.digest import digest_everyday  # noqa: E402
 from sidecar._journal_facts import encode_fact  # noqa: E402
 from sidecar.app import too_deep  # noqa: E402
 from sidecar.engines import default_engines  # noqa: E402
@@ -163,13 +162,6 @@ class _Path:
                     line_number=0,
                     ordinal=0,
                     ignored_checks=SETTINGS[1],
-                )
-                for event in flat
-                if event.row is not None
-            ]
-            stages["  of which: the digest (fast path)"] = lambda: [
-                digest_everyday(
-                    dump_row(event.row), source_path=SOURCE_PATH, source_index=0, line_number=0, ordinal=0
                 )
                 for event in flat
                 if event.row is not None
