@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.app import create_app, json_depth
+from sidecar.app import _Handlers, _Rejected, create_app, json_depth
 from sidecar.engines import default_engines
 from sidecar.events import Completed, EventBatch, idempotency_key
 from sidecar.raw_rows import SHALLOW_ROW_DEPTH, RawRow, decode_request, raw_line, row_spans, vetted_json
@@ -225,3 +226,41 @@ class TestService:
             response = await client.post(path, content=orjson.dumps(body))
             assert response.status_code == 422, response.text
             assert response.json()["field"] == field
+
+
+def _answer(parse: Any, body: bytes) -> Any:
+    """What a parse step answers: the events (plain) or the refusal's status, error, field, detail."""
+    try:
+        return [_plain(event) for event in parse(body)]
+    except _Rejected as exc:
+        return (exc.status, exc.error, exc.field, exc.detail)
+
+
+class TestHostileBodies:
+    """Mutated bodies: the raw path answers exactly what the full path answers, refusal or events."""
+
+    _VALID = orjson.dumps(
+        [
+            {"kind": "completed", "seconds": 1.5, "row": {"_ng_task_index": 1, "a": [1, {"b": "c\\n"}]}},
+            {"kind": "completed", "row": {"_ng_task_index": 4, "d": [[[[[1]]]]]}},  # 8 levels deep
+            {"kind": "failed", "task_index": 2, "row": {"_ng_failure_class": "cancelled"}},
+            {"kind": "completed", "line": '{"_ng_task_index": 3}', "line_number": 7},
+        ]
+    )
+    _NOISE = st.sampled_from([*b'{}[]",:0123456789.-eE \\ntrufalsn\xff\xef\xbb\xbf', 0])
+
+    @pytest.mark.parametrize("max_depth", [8, 9, 1024])
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 2), _NOISE), min_size=1, max_size=4))
+    def test_mutations_answer_alike(self, max_depth: int, edits: list[tuple[int, int, int]]) -> None:
+        body = bytearray(self._VALID)
+        for position, action, byte in edits:
+            at = position % (len(body) + 1)
+            if action == 0:
+                body[at:at] = bytes([byte])
+            elif action == 1 and at < len(body):
+                del body[at]
+            elif at < len(body):
+                body[at] = byte
+        handlers = _Handlers(SimpleNamespace(settings=ServiceSettings(max_json_depth=max_depth)))  # type: ignore[arg-type]
+        assert _answer(handlers._parse_events, bytes(body)) == _answer(handlers._parse_in_full, bytes(body))
