@@ -244,6 +244,7 @@ class Accounting:
             if status & _SUCCEEDED:
                 seen[int(name)] = None
         return list(seen)
+
     def snapshot(self, *, ended: bool = False) -> AccountingSnapshot:
         """The counts now; ``ended``: the run is over, so nothing is pending any more."""
         classes = self._classes

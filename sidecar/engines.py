@@ -133,7 +133,7 @@ def default_engines() -> Engines:
 
     return Engines(
         new_tracker=_tracker,
-        new_reducer=lambda ignored: HealthReducer(ignored),
+        new_reducer=lambda ignored: HealthReducer(ignored, packed=True),
         new_perf_summary=PerfSummaryState,
         digest_record=_record,
         digest_task_index=_task_index,
