@@ -41,7 +41,7 @@ DEFAULT_RATE_WINDOW_S = 900.0
 
 # Up to this many samples ``bisect.insort`` into a flat list is the cheapest store (the memmove
 # is tiny) and every quantile is a direct index; beyond it the O(n) insertion dominates and the
-# heaps + SortedList store takes over. Measured in benchmarks/tracker.py.
+# chunked array store takes over. Measured in benchmarks/tracker.py.
 _FLAT_LIST_LIMIT = 8192
 
 _CHUNK_LOAD = 4096

@@ -25,7 +25,7 @@ from sidecar.rollout_perf import (
     should_drain,
 )
 
-# More samples than the tracker keeps in its flat list, so the SortedList + heaps store is
+# More samples than the tracker keeps in its flat list, so the chunked large store is
 # exercised too (the switch point is an implementation detail; this comfortably exceeds it).
 LARGE_PREFIX_SIZE = 40_000
 QUANTILES = (0.0, 0.01, 0.1, 0.25, 1 / 3, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
