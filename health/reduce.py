@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from sortedcontainers import SortedKeyList
@@ -39,15 +39,30 @@ from .compact import (
 )
 from .ignored import normalize_ignored_checks
 from .registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
-from .report import render_rows, render_summary, row_sort_key, task_sort_key, write_reports
+from .report import index_sort_part, render_rows, render_summary, row_sort_key, task_sort_key, write_reports
 from .tasks import RepeatInput, TaskOutcome, reduce_task, task_findings
 from .types import Finding, RolloutDigest, TaskIndex
 
-__all__ = ["HealthReducer", "release_gradually"]
+__all__ = ["GroupStore", "HealthReducer", "release_gradually"]
 
 _Identity = tuple[TaskIndex | None, TaskIndex, TaskIndex]
-_Group = CompactDigest | bytes | list[CompactDigest | bytes]
-"""A task group: its only digest, a packed blob of its digests, or a list of digests / blobs."""
+_Group = CompactDigest | bytes | list[CompactDigest | bytes] | int
+"""A task group: its only digest, a packed blob of its digests, a list of digests / blobs, or
+(an ``int``) the reference of its blob in the reducer's :class:`GroupStore`."""
+
+
+class GroupStore(Protocol):
+    """Where a reducer puts the packed digests of closed task groups (see ``HealthReducer.spill``)."""
+
+    def put(self, blob: bytes) -> int:
+        """Keep ``blob``; returns the reference ``get`` takes."""
+        ...
+
+    def get(self, reference: int) -> bytes:
+        """The blob ``put`` returned ``reference`` for."""
+        ...
+
+
 _INDEXED_GROUP = 32
 """A task group this large gets an identity index instead of a linear scan per new member."""
 _ROLLOUT_POS = {check: pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
@@ -155,7 +170,7 @@ def _pack(members: list[CompactDigest]) -> bytes | None:
 
 
 def _members(group: _Group) -> list[CompactDigest]:
-    """A task group's digests, in arrival order (packed blobs decoded)."""
+    """An in-memory task group's digests, in arrival order (packed blobs decoded)."""
     if type(group) is bytes:
         return _DECODER.decode(group)
     if type(group) is list:
@@ -229,6 +244,7 @@ class HealthReducer:
         self._tokens = _TokenTotals()
         self._task_order = _new_task_order()
         """Task indexes in ``tasks`` map order, kept up to date by ``_ordered_tasks``."""
+        self._store: GroupStore | None = None
 
     def __len__(self) -> int:
         return self._count
@@ -239,10 +255,48 @@ class HealthReducer:
         groups are ``bytes``, so a snapshot of a packed reducer loads without an object per digest."""
         state = dict(self.__dict__)
         state.pop("_task_order", None)
+        state.pop("_store", None)  # a file; re-attached by ``spill_to`` after a load
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        self._store = None
         self.__dict__.update(state)
+
+    # -- closed groups on disk ----------------------------------------------------------------
+
+    def spill_to(self, store: GroupStore) -> None:
+        """Let :meth:`spill` move closed task groups to ``store`` (and read spilled ones back)."""
+        self._store = store
+
+    def spill(self, task_index: TaskIndex) -> bool:
+        """Move ``task_index``'s group to the store, keeping only its reference; a later digest of
+        the task reads it back. False (kept in memory) without a store, for an unknown or already
+        spilled task, or when MessagePack cannot hold a digest of it exactly."""
+        store = self._store
+        group = self._tasks.get(task_index)
+        if store is None or group is None or type(group) is int:
+            return False
+        blob = group if type(group) is bytes else _pack(_members(group))
+        if blob is None:
+            return False
+        self._tasks[task_index] = store.put(blob)
+        return True
+
+    def _group_members(self, group: _Group) -> list[CompactDigest]:
+        """Any task group's digests, in arrival order (a spilled one read from the store)."""
+        if type(group) is int:
+            if self._store is None:
+                raise RuntimeError("a spilled task group needs the reducer's store (spill_to)")
+            return _DECODER.decode(self._store.get(group))
+        return _members(group)
+
+    def _reopen(self, task: TaskIndex, reference: int) -> _Group:
+        """Bring a spilled group back into memory (a digest arrived for a closed task)."""
+        assert self._store is not None
+        blob = self._store.get(reference)
+        group: _Group = blob if self._packed else list(_DECODER.decode(blob))
+        self._tasks[task] = group
+        return group
 
     def add(self, digest: RolloutDigest) -> None:
         """Take one rollout's digest (preliminary verdict, before the duplicate pass)."""
@@ -277,6 +331,8 @@ class HealthReducer:
         if group is None:
             self._tasks[task] = (self._packed and _pack([digest])) or digest
             return
+        if type(group) is int:
+            group = self._reopen(task, group)
         stage, rollout = digest.stage_index, digest.rollout_index
         index = self._group_index.get(task)
         members = None
@@ -317,7 +373,7 @@ class HealthReducer:
         # Runs for every task of every summary, so the duplicate lookup is inlined.
         duplicates = self._duplicates if self._check_duplicates else None
         members = []
-        for digest in _members(group):
+        for digest in self._group_members(group):
             verdict = digest.verdict
             if duplicates and duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index)):
                 verdict = UNHEALTHY
@@ -410,7 +466,7 @@ class HealthReducer:
         duplicate_findings = 0
         if self._check_duplicates:
             for stage, task, rollout in self._duplicates:
-                for digest in _members(self._tasks[task]):
+                for digest in self._group_members(self._tasks[task]):
                     if _same(digest.rollout_index, rollout) and _same(digest.stage_index, stage):
                         verdicts[digest.verdict] -= 1
                         verdicts[UNHEALTHY] += 1
@@ -444,8 +500,17 @@ class HealthReducer:
     def iter_verdict_lines(self) -> Iterator[bytes]:
         """Exact ``rollout_verdicts.jsonl`` lines, newline included, in report order (spec §13)."""
         with _gc_paused():
-            ordered = sorted(self._all_digests(), key=row_sort_key)
-        yield from render_rows(ordered, self._duplicate_count)
+            tasks = sorted(self._tasks, key=index_sort_part)
+        yield from render_rows(self._in_row_order(tasks), self._duplicate_count)
+
+    def _in_row_order(self, tasks: list[TaskIndex]) -> Iterator[CompactDigest]:
+        """Every digest in row order, one task group at a time: row order is task-major and
+        distinct task indices have distinct sort parts, so only one group is decoded at once."""
+        groups = self._tasks
+        for task in tasks:
+            members = self._group_members(groups[task])
+            members.sort(key=row_sort_key)
+            yield from members
 
     def compact_digests(self) -> list[CompactDigest]:
         """The packed digests in input (ordinal) order, before the duplicate pass."""
@@ -454,7 +519,7 @@ class HealthReducer:
     def _all_digests(self) -> list[CompactDigest]:
         digests: list[CompactDigest] = []
         for group in self._tasks.values():
-            digests += _members(group)
+            digests += self._group_members(group)
         return digests
 
     def digests(self) -> list[RolloutDigest]:

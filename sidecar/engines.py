@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from health.types import Finding, TaskIndex
+
+if TYPE_CHECKING:
+    from health.reduce import GroupStore
 
 __all__ = ["Clock", "Engines", "PerfSummaryLike", "ReducerLike", "TrackerLike", "default_engines"]
 
@@ -43,6 +46,8 @@ class ReducerLike(Protocol):
     def summary(self) -> dict[str, Any]: ...
     def summary_bytes(self) -> bytes: ...
     def iter_verdict_lines(self) -> Iterator[bytes]: ...
+    def spill_to(self, store: GroupStore) -> None: ...
+    def spill(self, task_index: TaskIndex) -> bool: ...
     def __len__(self) -> int: ...
 
 

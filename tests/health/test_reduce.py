@@ -362,3 +362,53 @@ class TestCompact:
         row = orjson.loads(next(reducer.iter_verdict_lines()))
         assert row["unobserved"] == ["model_call_failed", "agent_turn_hollow"]
         assert reducer.digests()[0].unobserved == ["model_call_failed", "agent_turn_hollow"]
+
+
+class _ListStore:
+    """A ``GroupStore`` in a list (the service's is a file: tests/sidecar/test_closed_groups.py)."""
+
+    def __init__(self) -> None:
+        self.blobs: list[bytes] = []
+
+    def put(self, blob: bytes) -> int:
+        self.blobs.append(blob)
+        return len(self.blobs) - 1
+
+    def get(self, reference: int) -> bytes:
+        return self.blobs[reference]
+
+
+class TestSpill:
+    @pytest.mark.parametrize("packed", [False, True])
+    def test_spilled_groups_report_and_reopen_exactly_like_resident_ones(self, packed: bool) -> None:
+        """Groups spilled as their tasks close, late repeats (duplicates too) re-opening them, and
+        a pickle round trip in between: rows, summary and task findings equal a plain reducer's."""
+        rng = random.Random(5)
+        plain, spilled, store = HealthReducer(), HealthReducer(packed=packed), _ListStore()
+        spilled.spill_to(store)
+        tasks: list[int | str] = [*range(40), "7", "x"]
+        for ordinal in range(400):
+            task = rng.choice(tasks)
+            digest = make_digest(task, rng.randint(0, 5), stage=rng.choice([None, None, 1]), ordinal=ordinal)
+            plain.add(digest)
+            spilled.add(digest)
+            if ordinal % 3 == 0:
+                closing = rng.choice(tasks)
+                assert spilled.close_task(closing) == plain.close_task(closing)
+                spilled.spill(closing)
+            if ordinal == 200:
+                spilled = pickle.loads(pickle.dumps(spilled))
+                spilled.spill_to(store)
+        assert sum(type(group) is int for group in spilled._tasks.values()) > 5
+        assert list(spilled.iter_verdict_lines()) == list(plain.iter_verdict_lines())
+        assert spilled.summary_bytes() == plain.summary_bytes()
+        assert spilled.digests() == plain.digests()
+
+    def test_without_a_store_nothing_is_spilled(self) -> None:
+        reducer = HealthReducer(packed=True)
+        reducer.add(make_digest(1, 0, ordinal=0))
+        assert reducer.spill(1) is False and reducer.spill(2) is False
+        store = _ListStore()
+        reducer.spill_to(store)
+        assert reducer.spill(1) is True and reducer.spill(1) is False  # already spilled
+        assert len(store.blobs) == 1
