@@ -16,6 +16,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -91,12 +92,16 @@ class Accounting:
     task's state (resolved rollouts << 2 | complete | has a success), then the status of each
     planned rollout when the task index is an ``int`` and the task has at most ``_FLAT_MAX``
     repeats. Every other rollout (string indices, unplanned, larger tasks) keeps a dict entry.
+    A block's offset is found by task number in ``_dense_blocks`` (8 bytes a task) for tasks
+    ``0 <= n < _dense_limit``, else by plan key in ``_blocks``.
     """
 
     __slots__ = (
         "_blocks",
         "_classes",
         "_complete",
+        "_dense_blocks",
+        "_dense_limit",
         "_expected",
         "_failed_attempts",
         "_max_attempts",
@@ -110,7 +115,10 @@ class Accounting:
         self._max_attempts = max_attempts
         self._status: dict[RolloutKey, int] = {}
         self._blocks: dict[str, int] = {}
-        """Planned task (its plan key) -> offset of its block in ``_slots``."""
+        """Planned task (its plan key) -> offset of its block in ``_slots``, for other tasks."""
+        self._dense_blocks = array("q")
+        """Task number -> 1 + offset of its block (0: none yet)."""
+        self._dense_limit = 4 * len(plan) + 1024 if plan is not None else 0
         self._slots = array("q")
         self._complete = 0
         self._failed_attempts = 0
@@ -143,12 +151,24 @@ class Accounting:
         # ``type(task) is int`` makes ``name`` an int key, so a flat rollout's block has slots;
         # a ``str`` task spelled like one ("3") shares the block's state but keeps a dict entry.
         flat = type(task) is int and type(rollout) is int and repeats <= _FLAT_MAX
-        block = self._blocks.get(name, -1)
+        number = task if type(task) is int else int(name) if _is_int_key(name) else -1
+        dense = 0 <= number < self._dense_limit
+        if dense:
+            blocks = self._dense_blocks
+            block = blocks[number] - 1 if number < len(blocks) else -1
+        else:
+            block = self._blocks.get(name, -1)
         if block < 0:
             if not create:
                 return -1, _NOT_HEARD if flat else -1
+            block = len(self._slots)
+            if dense:
+                if number >= len(blocks):
+                    blocks.frombytes(bytes(8 * (number + 1 - len(blocks))))
+                blocks[number] = block + 1
+            else:
+                self._blocks[name] = block
             sized = repeats <= _FLAT_MAX and _is_int_key(name)
-            block = self._blocks[name] = len(self._slots)
             self._slots.frombytes(bytes(8 * (1 + (repeats if sized else 0))))
         return block, block + 1 + rollout if flat else -1
 
@@ -226,7 +246,8 @@ class Accounting:
         """``(plan key, status)`` of every rollout heard of that has a slot, block by block."""
         plan = self._plan or {}
         slots = self._slots
-        for name, block in self._blocks.items():
+        dense = ((str(number), offset - 1) for number, offset in enumerate(self._dense_blocks) if offset)
+        for name, block in chain(dense, self._blocks.items()):
             repeats = plan[name]
             if repeats <= _FLAT_MAX and _is_int_key(name):
                 for status in slots[block + 1 : block + 1 + repeats]:

@@ -169,10 +169,10 @@ def test_random_events_follow_the_plain_rules(seed: int) -> None:
     """Flat slots, dict entries and tasks above the flat limit all follow the same rules, also
     when a ``str`` task spelled like an ``int`` one ("1") is heard of first, and across pickling."""
     rng = random.Random(seed)
-    plan = {"0": 3, "1": 2, "2": 5000, "a": 2, "-1": 1}
+    plan = {"0": 3, "1": 2, "2": 5000, "a": 2, "-1": 1, "1000000": 2}  # 10**6: past the dense range
     accounting, reference = Accounting(plan, max_attempts=2), _Reference(plan, max_attempts=2)
     assert accounting.drained(("1", 1)) is reference.update(("1", 1), "drained") is None
-    tasks: list[int | str] = [0, 1, 2, "1", "a", -1, 9]
+    tasks: list[int | str] = [0, 1, 2, "1", "a", -1, 9, 1_000_000, "1000000"]
     rollouts: list[int | str] = [0, 1, 2, 4999, 5000, "x"]
     for step in range(400):
         key = (rng.choice(tasks), rng.choice(rollouts))
