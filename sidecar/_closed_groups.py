@@ -25,6 +25,8 @@ __all__ = ["ClosedGroupFile", "ClosedGroupsMark", "ClosedGroupsTorn"]
 _HEADER = struct.Struct("<I")
 _CRC_CHUNK = 1 << 20
 _MAX_RECORD = (1 << 32) - 1
+_READ_AHEAD = 2048
+"""Bytes read past a record's header at once: most groups fit, larger ones take a second read."""
 
 
 class ClosedGroupsTorn(Exception):
@@ -99,13 +101,17 @@ class ClosedGroupFile:
         return offset
 
     def get(self, offset: int) -> bytes:
-        """The group appended at ``offset``."""
+        """The group appended at ``offset`` (one read for a group of up to ``_READ_AHEAD`` bytes)."""
         fd = self._open()
-        head = os.pread(fd, _HEADER.size, offset)
-        if len(head) != _HEADER.size or offset >= self._length:
+        if not 0 <= offset < self._length:
             raise ClosedGroupsTorn(f"{self.path}: no record at offset {offset} (file length {self._length})")
-        (size,) = _HEADER.unpack(head)
-        blob = os.pread(fd, size, offset + _HEADER.size)
+        data = os.pread(fd, _HEADER.size + _READ_AHEAD, offset)
+        if len(data) < _HEADER.size:
+            raise ClosedGroupsTorn(f"{self.path}: no record at offset {offset} (file length {self._length})")
+        (size,) = _HEADER.unpack_from(data)
+        blob = data[_HEADER.size : _HEADER.size + size]
+        if len(blob) < size:
+            blob += os.pread(fd, size - len(blob), offset + _HEADER.size + len(blob))
         if len(blob) != size:
             raise ClosedGroupsTorn(f"{self.path}: record at offset {offset} is torn")
         return blob
