@@ -559,6 +559,8 @@ class TestClosedGroupsOnDisk:
         spilled = sum(type(group) is int for group in ingestor.runs[RUN].reducer._tasks.values())  # type: ignore[attr-defined]
         assert spilled == len(ingestor.runs[RUN].reducer._tasks)  # type: ignore[attr-defined]  # all closed at run end
         await service.stop()
+        with sqlite3.connect(service.path) as conn:  # compacted through the older snapshot
+            assert conn.execute("SELECT count(*) FROM compacted_keys").fetchone()[0] > 0
         return first, self._groups_path(service).stat().st_size
 
     async def test_spilled_groups_stream_in_order_across_restarts(
