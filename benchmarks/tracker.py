@@ -8,9 +8,8 @@ Runs alternate baseline / ours; each cell is the median of ``--runs`` runs (GC p
 timing). Times are the process's CPU time, so other load on a shared machine is not counted.
 Targets: >= 20x faster at n = 10^6 and not slower at n = 10^3.
 
-The tracker defers part of its bookkeeping (the ``SortedList`` behind arbitrary quantiles) until
-a quantile other than the p75 is asked for, so a second figure charges each run the end-of-run
-``summary()`` as well (both sides call it once), spread over its completions.
+A second figure charges each run the end-of-run ``summary()`` as well (both sides call it once),
+spread over its completions.
 
     .venv/bin/python benchmarks/tracker.py            # ~4 min (the baseline at 10^6 is slow)
     .venv/bin/python benchmarks/tracker.py --quick    # one run per cell at 10^6, ~1.5 min

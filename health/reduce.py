@@ -5,8 +5,8 @@ a run, in whatever order its workers finish; the live service keeps one per run 
 digests as rollouts complete. Either way the summary and rows can be produced at any
 moment and equal what a batch run over the same digests writes.
 
-Resident state is one :class:`~health.compact.CompactDigest` per rollout, the task groups
-(a task's only digest, or the list of them) and running totals. Identities are not indexed
+Resident state is the task groups (a task's only digest, the list of them, or, packed, one
+MessagePack blob of them: the live service's choice) and running totals. Identities are not indexed
 per rollout: two digests can only share an identity within one task group, so a new digest
 is compared with its group's members (a large group gets an identity index of its own), and
 only identities seen twice or more are counted.
@@ -18,10 +18,12 @@ import gc
 import itertools
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from functools import lru_cache, partial
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import msgspec
 from sortedcontainers import SortedKeyList
 
 from .compact import (
@@ -29,6 +31,7 @@ from .compact import (
     DUPLICATE_CHECK_POS,
     ENDED_ON_ERROR,
     POLICY_CALLS_OBSERVED,
+    UNHEALTHY,
     VERDICTS,
     CompactDigest,
     compact_digest,
@@ -36,19 +39,79 @@ from .compact import (
 )
 from .ignored import normalize_ignored_checks
 from .registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
-from .report import render_rows, render_summary, row_sort_key, task_sort_key, write_reports
+from .report import index_sort_part, render_rows, render_summary, row_sort_key, task_sort_key, write_reports
 from .tasks import RepeatInput, TaskOutcome, reduce_task, task_findings
 from .types import Finding, RolloutDigest, TaskIndex
 
-__all__ = ["HealthReducer", "release_gradually"]
+__all__ = ["GroupStore", "HealthReducer", "release_gradually"]
 
 _Identity = tuple[TaskIndex | None, TaskIndex, TaskIndex]
-_Group = CompactDigest | list[CompactDigest]
+_Group = CompactDigest | bytes | list[CompactDigest | bytes] | int
+"""A task group: its only digest, a packed blob of its digests, a list of digests / blobs, or
+(an ``int``) the reference of its blob in the reducer's :class:`GroupStore`."""
+
+
+class GroupStore(Protocol):
+    """Where a reducer puts the packed digests of closed task groups (see ``HealthReducer.spill``)."""
+
+    def put(self, blob: bytes) -> int:
+        """Keep ``blob``; returns the reference ``get`` takes."""
+        ...
+
+    def get(self, reference: int) -> bytes:
+        """The blob ``put`` returned ``reference`` for."""
+        ...
+
+
 _INDEXED_GROUP = 32
 """A task group this large gets an identity index instead of a linear scan per new member."""
 _ROLLOUT_POS = {check: pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
 _DUPLICATE_CHECK = "rollout_duplicate_identity"
-_TOKEN_KEYS = ("prompt", "completion", "capture_prompt", "capture_completion")
+
+
+@dataclass(slots=True)
+class _TokenTotals:
+    """Token counts summed over every digest, in ``stats.tokens`` order."""
+
+    prompt: int = 0
+    completion: int = 0
+    capture_prompt: int = 0
+    capture_completion: int = 0
+
+    def add(self, digest: CompactDigest) -> None:
+        self.prompt += digest.transcript_prompt_tokens
+        self.completion += digest.transcript_completion_tokens
+        self.capture_prompt += digest.capture_prompt_tokens
+        self.capture_completion += digest.capture_completion_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "prompt": self.prompt,
+            "completion": self.completion,
+            "capture_prompt": self.capture_prompt,
+            "capture_completion": self.capture_completion,
+        }
+
+
+@dataclass(slots=True)
+class _ErrorTotals:
+    """Model-call error and replayed-call statistics summed over every digest."""
+
+    total: int = 0
+    rollouts_affected: int = 0
+    ended_on_error: int = 0
+    replayed: int = 0
+    replay_rollouts: int = 0
+
+    def add(self, digest: CompactDigest) -> None:
+        if digest.model_call_errors:
+            self.total += digest.model_call_errors
+            self.rollouts_affected += 1
+        if digest.flags & ENDED_ON_ERROR:
+            self.ended_on_error += 1
+        if digest.duplicated_calls:
+            self.replayed += digest.duplicated_calls
+            self.replay_rollouts += 1
 
 
 def release_gradually(mapping: dict[Any, Any]) -> None:
@@ -88,8 +151,58 @@ def _same(a: object, b: object) -> bool:
     return a is b or a == b
 
 
-_as_digest = partial(tuple.__new__, CompactDigest)
-"""A plain tuple of digest fields as a ``CompactDigest`` (C-level: no Python frame per call)."""
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(list[CompactDigest])
+_CHUNK = 32
+"""Most digests one packed blob holds; a larger task group is a list of such blobs."""
+
+
+def _pack(members: list[CompactDigest]) -> bytes | None:
+    """``members`` as one MessagePack blob, or ``None`` if a value would not come back the same
+    (an integer beyond 64 bits, a string with lone surrogates, a ``bool`` index)."""
+    try:
+        blob = _ENCODER.encode(members)
+        if _DECODER.decode(blob) == members:
+            return blob
+    except (msgspec.MsgspecError, ValueError, OverflowError, TypeError):
+        pass
+    return None
+
+
+def _members(group: _Group) -> list[CompactDigest]:
+    """An in-memory task group's digests, in arrival order (packed blobs decoded)."""
+    if type(group) is bytes:
+        return _DECODER.decode(group)
+    if type(group) is list:
+        members: list[CompactDigest] = []
+        for part in group:
+            if type(part) is bytes:
+                members += _DECODER.decode(part)
+            else:
+                members.append(part)  # type: ignore[arg-type]
+        return members
+    return [group]  # type: ignore[list-item]
+
+
+def _packed_append(group: _Group, digest: CompactDigest, members: list[CompactDigest] | None) -> _Group:
+    """``group`` (packed; ``members``: its decoded digests, if known) with ``digest`` appended:
+    into its last blob while that holds fewer than ``_CHUNK`` digests, else as a new part."""
+    if type(group) is bytes:
+        if members is None:
+            members = _DECODER.decode(group)
+        if len(members) < _CHUNK and (blob := _pack([*members, digest])) is not None:
+            return blob
+        return [group, _pack([digest]) or digest]
+    if type(group) is list:
+        last = group[-1]
+        if type(last) is bytes:
+            tail = _DECODER.decode(last)
+            if len(tail) < _CHUNK and (blob := _pack([*tail, digest])) is not None:
+                group[-1] = blob
+                return group
+        group.append(_pack([digest]) or digest)
+        return group
+    return [group, _pack([digest]) or digest]  # type: ignore[list-item]
 
 
 @lru_cache(maxsize=4096)
@@ -105,10 +218,17 @@ class HealthReducer:
     re-opens it: task outcomes are always recomputed from the current digests.
     """
 
-    def __init__(self, ignored_checks: str | Iterable[str] | None = ()) -> None:
+    def __init__(self, ignored_checks: str | Iterable[str] | None = (), *, packed: bool = False) -> None:
+        """``packed`` holds each task group's digests as one MessagePack blob (tens of bytes a
+        digest instead of hundreds, one object per task instead of several per digest), decoded
+        whenever they are read: for a long-lived reducer, where resident memory matters more
+        than the decoding. A digest MessagePack cannot hold exactly stays a tuple."""
         self.ignored_checks: frozenset[str] = frozenset(normalize_ignored_checks(ignored_checks))
         self._check_duplicates = _DUPLICATE_CHECK not in self.ignored_checks
-        self._entries: list[CompactDigest] = []
+        self._packed = packed
+        self._count = 0
+        self._verdict_counts = [0] * len(VERDICTS)
+        """Digests per preliminary verdict (before the duplicate pass), indexed by verdict code."""
         self._duplicates: dict[_Identity, int] = {}
         """Count of every identity claimed by two or more digests (the others are not indexed)."""
         self._tasks: dict[TaskIndex, _Group] = {}
@@ -116,46 +236,67 @@ class HealthReducer:
         """``(stage, rollout) -> count`` of each task group of ``_INDEXED_GROUP`` members or more."""
         self._captures = 0
         self._unobserved = [0] * len(ROLLOUT_CHECK_IDS)
+        """Digests leaving each rollout check unobserved, by ``ROLLOUT_CHECK_IDS`` position."""
         self._issues = [0] * len(CHECK_IDS)
-        self._errors_total = 0
+        """Findings per check, by ``CHECK_IDS`` position."""
+        self._errors = _ErrorTotals()
         self._errors_by_status: dict[str, int] = {}
-        self._rollouts_affected = 0
-        self._ended_on_error = 0
-        self._replayed = 0
-        self._replay_rollouts = 0
-        self._tokens = [0, 0, 0, 0]
+        self._tokens = _TokenTotals()
         self._task_order = _new_task_order()
         """Task indexes in ``tasks`` map order, kept up to date by ``_ordered_tasks``."""
+        self._store: GroupStore | None = None
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self._count
 
     def __getstate__(self) -> dict[str, Any]:
-        """Digests as plain tuples and task groups as positions into them: a snapshot of a
-        million rollouts then loads without a Python-level constructor call per digest."""
+        """Everything but the map-order index: it is derived (rebuilt by the first summary after
+        a load), and a snapshot's unpickler admits only the project's own classes. Packed task
+        groups are ``bytes``, so a snapshot of a packed reducer loads without an object per digest."""
         state = dict(self.__dict__)
-        # The map-order index is derived (rebuilt by the first summary after a load), and a
-        # snapshot's unpickler admits only the project's own classes.
         state.pop("_task_order", None)
-        entries = self._entries
-        position = {id(digest): index for index, digest in enumerate(entries)}
-        state["_entries"] = [tuple(digest) for digest in entries]
-        state["_tasks"] = {
-            task: [position[id(member)] for member in group]
-            if isinstance(group, list)
-            else position[id(group)]
-            for task, group in self._tasks.items()
-        }
+        state.pop("_store", None)  # a file; re-attached by ``spill_to`` after a load
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        entries: list[CompactDigest] = list(map(_as_digest, state["_entries"]))
-        state["_entries"] = entries
-        state["_tasks"] = {
-            task: [entries[index] for index in group] if isinstance(group, list) else entries[group]
-            for task, group in state["_tasks"].items()
-        }
+        self._store = None
         self.__dict__.update(state)
+
+    # -- closed groups on disk ----------------------------------------------------------------
+
+    def spill_to(self, store: GroupStore) -> None:
+        """Let :meth:`spill` move closed task groups to ``store`` (and read spilled ones back)."""
+        self._store = store
+
+    def spill(self, task_index: TaskIndex) -> bool:
+        """Move ``task_index``'s group to the store, keeping only its reference; a later digest of
+        the task reads it back. False (kept in memory) without a store, for an unknown or already
+        spilled task, or when MessagePack cannot hold a digest of it exactly."""
+        store = self._store
+        group = self._tasks.get(task_index)
+        if store is None or group is None or type(group) is int:
+            return False
+        blob = group if type(group) is bytes else _pack(_members(group))
+        if blob is None:
+            return False
+        self._tasks[task_index] = store.put(blob)
+        return True
+
+    def _group_members(self, group: _Group) -> list[CompactDigest]:
+        """Any task group's digests, in arrival order (a spilled one read from the store)."""
+        if type(group) is int:
+            if self._store is None:
+                raise RuntimeError("a spilled task group needs the reducer's store (spill_to)")
+            return _DECODER.decode(self._store.get(group))
+        return _members(group)
+
+    def _reopen(self, task: TaskIndex, reference: int) -> _Group:
+        """Bring a spilled group back into memory (a digest arrived for a closed task)."""
+        assert self._store is not None
+        blob = self._store.get(reference)
+        group: _Group = blob if self._packed else list(_DECODER.decode(blob))
+        self._tasks[task] = group
+        return group
 
     def add(self, digest: RolloutDigest) -> None:
         """Take one rollout's digest (preliminary verdict, before the duplicate pass)."""
@@ -163,8 +304,9 @@ class HealthReducer:
 
     def add_compact(self, digest: CompactDigest) -> None:
         """Same as :meth:`add`, for a digest already packed by :func:`~health.compact.compact_digest`."""
-        self._entries.append(digest)
+        self._count += 1
         self._join_task(digest)
+        self._verdict_counts[digest.verdict] += 1
         if digest.flags & CAPTURE_OBSERVED:
             self._captures += 1
         if isinstance(digest.unobserved, int):
@@ -177,51 +319,45 @@ class HealthReducer:
         for pos in digest.finding_checks:
             if pos >= 0:
                 self._issues[pos] += 1
-        if digest.model_call_errors:
-            self._errors_total += digest.model_call_errors
-            self._rollouts_affected += 1
+        self._errors.add(digest)
         for status, count in digest.errors_by_status:
             self._errors_by_status[status] = self._errors_by_status.get(status, 0) + count
-        if digest.flags & ENDED_ON_ERROR:
-            self._ended_on_error += 1
-        if digest.duplicated_calls:
-            self._replayed += digest.duplicated_calls
-            self._replay_rollouts += 1
-        tokens = self._tokens
-        tokens[0] += digest.transcript_prompt_tokens
-        tokens[1] += digest.transcript_completion_tokens
-        tokens[2] += digest.capture_prompt_tokens
-        tokens[3] += digest.capture_completion_tokens
+        self._tokens.add(digest)
 
     def _join_task(self, digest: CompactDigest) -> None:
         """Add ``digest`` to its task group and count its identity if another digest claims it."""
         task = digest.task_index
         group = self._tasks.get(task)
         if group is None:
-            self._tasks[task] = digest
+            self._tasks[task] = (self._packed and _pack([digest])) or digest
             return
-        if isinstance(group, list):
-            members = group
-            members.append(digest)
-        else:
-            members = self._tasks[task] = [group, digest]
+        if type(group) is int:
+            group = self._reopen(task, group)
         stage, rollout = digest.stage_index, digest.rollout_index
         index = self._group_index.get(task)
+        members = None
         if index is not None:
             before = index.get((stage, rollout), 0)
             index[(stage, rollout)] = before + 1
         else:
             before = 0
-            for member in members[:-1]:
+            members = _members(group)
+            for member in members:
                 if _same(member.rollout_index, rollout) and _same(member.stage_index, stage):
                     before += 1
-            if len(members) >= _INDEXED_GROUP:
+            if len(members) + 1 >= _INDEXED_GROUP:
                 index = self._group_index[task] = {}
-                for member in members:
+                for member in (*members, digest):
                     key = (member.stage_index, member.rollout_index)
                     index[key] = index.get(key, 0) + 1
         if before:
             self._duplicates[(stage, task, rollout)] = before + 1
+        if self._packed:
+            self._tasks[task] = _packed_append(group, digest, members)
+        elif type(group) is list:
+            group.append(digest)
+        else:
+            self._tasks[task] = [group, digest]  # type: ignore[list-item]
 
     def extend(self, digests: Iterable[CompactDigest]) -> None:
         """Add many packed digests."""
@@ -237,10 +373,10 @@ class HealthReducer:
         # Runs for every task of every summary, so the duplicate lookup is inlined.
         duplicates = self._duplicates if self._check_duplicates else None
         members = []
-        for digest in group if isinstance(group, list) else (group,):
+        for digest in self._group_members(group):
             verdict = digest.verdict
             if duplicates and duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index)):
-                verdict = 1
+                verdict = UNHEALTHY
             members.append(
                 RepeatInput(
                     digest.rollout_index,
@@ -268,16 +404,9 @@ class HealthReducer:
             return self._summary()
 
     def _summary(self) -> dict[str, Any]:
-        records = len(self._entries)
-        verdicts = [0, 0, 0]
-        duplicate_findings = 0
-        duplicates = self._duplicates if self._check_duplicates else None
-        for digest in self._entries:
-            if duplicates and duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index)):
-                verdicts[1] += 1
-                duplicate_findings += 1
-            else:
-                verdicts[digest.verdict] += 1
+        records = self._count
+        errors = self._errors
+        verdicts, duplicate_findings = self._verdicts_after_duplicates()
         outcomes = self.task_outcomes()
         issues = list(self._issues)
         issues[DUPLICATE_CHECK_POS] += duplicate_findings
@@ -315,17 +444,34 @@ class HealthReducer:
                 "issues": dict(zip(CHECK_IDS, issues, strict=True)),
                 "stats": {
                     "model_call_errors": {
-                        "total": self._errors_total,
+                        "total": errors.total,
                         "by_status": dict(sorted(self._errors_by_status.items())),
-                        "rollouts_affected": self._rollouts_affected,
-                        "ended_on_error": self._ended_on_error,
+                        "rollouts_affected": errors.rollouts_affected,
+                        "ended_on_error": errors.ended_on_error,
                     },
-                    "duplicated_calls": {"replayed": self._replayed, "rollouts": self._replay_rollouts},
-                    "tokens": dict(zip(_TOKEN_KEYS, self._tokens, strict=True)),
+                    "duplicated_calls": {"replayed": errors.replayed, "rollouts": errors.replay_rollouts},
+                    "tokens": self._tokens.as_dict(),
                 },
             },
             "tasks": tasks,
         }
+
+    def _verdicts_after_duplicates(self) -> tuple[list[int], int]:
+        """Digests per verdict code after the duplicate pass, and its finding count.
+
+        A digest is a duplicate iff its identity is counted, and all such digests share its
+        task group, so only those groups are read.
+        """
+        verdicts = list(self._verdict_counts)
+        duplicate_findings = 0
+        if self._check_duplicates:
+            for stage, task, rollout in self._duplicates:
+                for digest in self._group_members(self._tasks[task]):
+                    if _same(digest.rollout_index, rollout) and _same(digest.stage_index, stage):
+                        verdicts[digest.verdict] -= 1
+                        verdicts[UNHEALTHY] += 1
+                        duplicate_findings += 1
+        return verdicts, duplicate_findings
 
     def _ordered_tasks(self) -> SortedKeyList:
         """Every task index in ``tasks`` map order, without sorting them all on each summary.
@@ -354,12 +500,27 @@ class HealthReducer:
     def iter_verdict_lines(self) -> Iterator[bytes]:
         """Exact ``rollout_verdicts.jsonl`` lines, newline included, in report order (spec §13)."""
         with _gc_paused():
-            ordered = sorted(self._entries, key=row_sort_key)
-        yield from render_rows(ordered, self._duplicate_count)
+            tasks = sorted(self._tasks, key=index_sort_part)
+        yield from render_rows(self._in_row_order(tasks), self._duplicate_count)
+
+    def _in_row_order(self, tasks: list[TaskIndex]) -> Iterator[CompactDigest]:
+        """Every digest in row order, one task group at a time: row order is task-major and
+        distinct task indices have distinct sort parts, so only one group is decoded at once."""
+        groups = self._tasks
+        for task in tasks:
+            members = self._group_members(groups[task])
+            members.sort(key=row_sort_key)
+            yield from members
 
     def compact_digests(self) -> list[CompactDigest]:
         """The packed digests in input (ordinal) order, before the duplicate pass."""
-        return sorted(self._entries, key=lambda digest: digest.ordinal)
+        return sorted(self._all_digests(), key=lambda digest: digest.ordinal)
+
+    def _all_digests(self) -> list[CompactDigest]:
+        digests: list[CompactDigest] = []
+        for group in self._tasks.values():
+            digests += self._group_members(group)
+        return digests
 
     def digests(self) -> list[RolloutDigest]:
         """Post-duplicate digests in input (ordinal) order, as ``HealthCheckResult.rollouts`` holds them."""

@@ -47,9 +47,9 @@ __all__ = [
 
 _log = structlog.get_logger("sidecar.snapshot")
 
-#: Version of the file layout and of what the body holds (2: runs with their in-flight registry,
-#: ``inflight_at_end`` and frozen clock); a file of another version is skipped, never misread.
-SNAPSHOT_FORMAT = 2
+#: Version of the file layout and of the pickled state's layout (it changes whenever a state
+#: class's attributes do); a file of another version is skipped, never misread.
+SNAPSHOT_FORMAT = 3
 _MAGIC = b"ROLLOUT-SIDECAR-SNAPSHOT\n"
 _MAX_HEADER = 4096
 _MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536
@@ -227,13 +227,16 @@ class SnapshotStore:
             os.replace(path, path.with_name(path.name + ".bad"))
 
     def _read(self, path: Path, seq: int) -> bytes:
-        try:
-            data = path.read_bytes()
+        try:  # the body is read on its own: slicing it out of the whole file would copy it
+            with path.open("rb") as file:
+                data = file.read(len(_MAGIC) + _MAX_HEADER)
+                end = data.find(b"\n", len(_MAGIC), len(_MAGIC) + _MAX_HEADER)
+                file.seek(end + 1)
+                body = file.read() if end >= 0 else b""
         except OSError as exc:
             raise _Invalid(f"cannot read it: {exc}") from exc
         if not data.startswith(_MAGIC):
             raise _Invalid("not a snapshot file (bad magic)")
-        end = data.find(b"\n", len(_MAGIC), len(_MAGIC) + _MAX_HEADER)
         if end < 0:
             raise _Invalid("torn or corrupt header")
         try:
@@ -248,7 +251,6 @@ class SnapshotStore:
             raise _Invalid(f"state schema {header.get('state_schema')!r}, this build uses {STATE_SCHEMA!r}")
         if header.get("seq") != seq:
             raise _Invalid(f"header seq {header.get('seq')!r} does not match the file name")
-        body = data[end + 1 :]
         if len(body) != header.get("body_bytes"):
             raise _Invalid(f"torn: body has {len(body)} bytes, header says {header.get('body_bytes')!r}")
         if hashlib.sha256(body).hexdigest() != header.get("sha256"):

@@ -8,21 +8,19 @@ margin (the least budget a new rollout needs before it is worth starting).
 The seed API (``record``, ``record_failure``, ``record_drained``, ``drained``, ``quantile``,
 ``drain_margin``, ``summary``) returns the reference's numbers to the last bit. The dispatcher
 asks for the drain margin before every dispatch, so the samples live in a plain sorted list while
-they are few (cheapest at that size). Beyond that, two heaps pin the p75 (the drain margin is
-O(1), a new sample O(log n)) and a ``SortedList``, fed in batches, answers any other quantile in
-O(log n) amortized, also at a million samples.
+they are few (cheapest at that size). Beyond that they live in sorted chunks of ``array('d')``
+(8 bytes a float sample): a new sample costs a bisection and a short memmove, any order
+statistic two bisections, also at ten million samples.
 """
 
 from __future__ import annotations
 
 import time
-from bisect import insort
-from collections import deque
-from collections.abc import Callable, Sequence
-from heapq import heappop, heappush
-from typing import Any, NamedTuple
-
-from sortedcontainers import SortedList
+from array import array
+from bisect import bisect_right, insort
+from collections.abc import Callable, Iterator, MutableSequence, Sequence
+from itertools import accumulate, chain
+from typing import Any, NamedTuple, overload
 
 from sidecar._summation import builtin_sum, format_positive_sum
 
@@ -42,8 +40,13 @@ DEFAULT_RATE_WINDOW_S = 900.0
 
 # Up to this many samples ``bisect.insort`` into a flat list is the cheapest store (the memmove
 # is tiny) and every quantile is a direct index; beyond it the O(n) insertion dominates and the
-# heaps + SortedList store takes over. Measured in benchmarks/tracker.py.
+# chunked array store takes over. Measured in benchmarks/tracker.py.
 _FLAT_LIST_LIMIT = 8192
+
+_STAMPS_KEPT_EXPIRED = 4096
+"""Expired completion stamps left in place before they are cut off in one go."""
+_CHUNK_LOAD = 4096
+"""Samples a chunk of the large store holds after a split (it splits past twice that)."""
 
 _EMPTY_SUMMARY = "No completed rollouts to report latency for."
 
@@ -74,6 +77,7 @@ class DispatchLatencyTracker:
         "_rate_window_s",
         "_stamp",
         "_started_at",
+        "_window_start",
     )
 
     def __init__(
@@ -92,7 +96,10 @@ class DispatchLatencyTracker:
         self._clock = clock
         self._rate_window_s = float(rate_window_s)
         self._started_at = clock()
-        self._completion_times: deque[float] = deque()
+        # Completion stamps, oldest first; those before ``_window_start`` have left the rate
+        # window (cut off in bulk now and then): 8 bytes a stamp, not a float object each.
+        self._completion_times = array("d")
+        self._window_start = 0
         self._stamp = self._completion_times.append
         self._expired_completions = 0
 
@@ -119,7 +126,7 @@ class DispatchLatencyTracker:
                 now = self._clock()
                 times = self._completion_times
                 times.append(now)
-                if times[0] <= now - self._rate_window_s:
+                if times[self._window_start] <= now - self._rate_window_s:
                     self._expire(now)
 
     def record_failure(self, seconds: float) -> None:
@@ -222,7 +229,7 @@ class DispatchLatencyTracker:
     @property
     def completions(self) -> int:
         """Number of durations ``record`` kept (kept failures are not completions)."""
-        return self._expired_completions + len(self._completion_times)
+        return self._expired_completions + len(self._completion_times) - self._window_start
 
     @property
     def total_seconds(self) -> float:
@@ -269,7 +276,8 @@ class DispatchLatencyTracker:
         if elapsed <= 0:
             return None
         self._expire(now)
-        return len(self._completion_times) * 3600.0 / min(self._rate_window_s, elapsed)
+        in_window = len(self._completion_times) - self._window_start
+        return in_window * 3600.0 / min(self._rate_window_s, elapsed)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -292,69 +300,139 @@ class DispatchLatencyTracker:
         """Forget completion timestamps that fell out of the rate window (kept as a count)."""
         times = self._completion_times
         cutoff = now - self._rate_window_s
-        expired = 0
-        while times and times[0] <= cutoff:
-            times.popleft()
-            expired += 1
-        self._expired_completions += expired
+        start = first = self._window_start
+        end = len(times)
+        while start < end and times[start] <= cutoff:
+            start += 1
+        self._expired_completions += start - first
+        if start > _STAMPS_KEPT_EXPIRED and 2 * start > end:
+            del times[:start]  # one memmove for many stamps
+            start = 0
+        self._window_start = start
 
 
-class _LargeSamples:
-    """Samples beyond the flat list: two heaps that pin the p75, and a lazily fed ``SortedList``.
+class _LargeSamples(Sequence[float]):
+    """Samples beyond the flat list, in ascending order, as a list of sorted chunks.
 
-    The heaps keep the two order statistics around the p75 position at their tops, so the drain
-    margin asked before every dispatch costs O(1) and a sample costs O(log n) heap work:
-    ``_low`` is a max-heap (values negated, exact for ints and floats) of the smallest
-    ``int((n - 1) * 0.75) + 1`` samples, ``_high`` a min-heap of the rest. Other order
-    statistics come from the ``SortedList``; new samples wait in ``_pending`` until one is
-    asked for and then go in as one batch (O(log n) amortized per sample, and a dispatcher that
-    only records and asks for the margin never pays it until the end-of-run summary).
+    A chunk is an ``array('d')`` (8 bytes a sample) while every sample is a ``float``; the first
+    sample of another type (an ``int`` stays an ``int``, as recorded) turns every chunk into a
+    list for good, so values and quantiles stay exact. ``_maxes`` holds each chunk's last value
+    (where a new sample goes: ``bisect_right``, so equal values keep insertion order) and
+    ``_ends`` the running chunk sizes, rebuilt after a change only when a position is asked for:
+    finding the k-th sample is two bisections. The drain margin, asked before every dispatch,
+    reads a cursor instead: ``_cursor`` is the chunk holding the p75's lower order statistic and
+    ``_before`` the samples in the chunks before it, moved by at most a chunk per new sample.
     """
 
-    __slots__ = ("_high", "_low", "_pending", "_size", "_sorted", "_total")
+    __slots__ = ("_before", "_chunks", "_cursor", "_ends", "_maxes", "_size", "_total")
 
     def __init__(self, ascending: list[float]) -> None:
-        self._sorted = SortedList(ascending)
-        self._pending: list[float] = []
+        self._chunks: list[MutableSequence[float]] = []
+        for start in range(0, len(ascending), _CHUNK_LOAD):
+            self._chunks.append(list(ascending[start : start + _CHUNK_LOAD]))
+        self._maxes = [chunk[-1] for chunk in self._chunks]
+        if all(type(value) is float for value in ascending):
+            self._chunks = [array("d", chunk) for chunk in self._chunks]
         self._size = len(ascending)
-        split = _low_size(self._size)
-        self._low = [-value for value in reversed(ascending[:split])]  # descending negated: a heap
-        self._high = ascending[split:]  # ascending: already a min-heap
+        self._ends: list[int] | None = None
+        self._cursor = 0
+        self._before = 0
+        self._seek()
         self._total = float(builtin_sum(ascending))
 
     def __len__(self) -> int:
         return self._size
 
     def add(self, seconds: float) -> None:
-        self._pending.append(seconds)
+        chunks, maxes = self._chunks, self._maxes
+        if type(seconds) is not float and chunks and type(chunks[0]) is array:
+            self._chunks = chunks = [list(chunk) for chunk in chunks]
         self._total += seconds
-        size = self._size = self._size + 1
-        low, high = self._low, self._high
-        if seconds < -low[0]:
-            heappush(low, -seconds)
-        else:
-            heappush(high, seconds)
-        target = int((size - 1) * ADAPTIVE_MARGIN_QUANTILE) + 1
-        if len(low) > target:
-            heappush(high, -heappop(low))
-        elif len(low) < target:
-            heappush(low, -heappop(high))
+        self._size += 1
+        self._ends = None
+        at = bisect_right(maxes, seconds)
+        if at == len(chunks):
+            at -= 1
+            maxes[at] = seconds
+        chunk = chunks[at]
+        insort(chunk, seconds)
+        if at < self._cursor:
+            self._before += 1
+        if len(chunk) > 2 * _CHUNK_LOAD:
+            chunks.insert(at + 1, chunk[_CHUNK_LOAD:])
+            del chunk[_CHUNK_LOAD:]
+            maxes[at] = chunk[-1]
+            maxes.insert(at + 1, chunks[at + 1][-1])
+            if at < self._cursor:
+                self._cursor += 1
+        self._seek()
+
+    def _seek(self) -> None:
+        """Move the cursor to the chunk holding sample ``int((n - 1) * 0.75)``."""
+        target = (3 * (self._size - 1)) >> 2  # (n - 1) * 0.75 is exact in binary
+        chunks = self._chunks
+        while target - self._before >= len(chunks[self._cursor]):
+            self._before += len(chunks[self._cursor])
+            self._cursor += 1
+        while target < self._before:
+            self._cursor -= 1
+            self._before -= len(chunks[self._cursor])
+
+    @overload
+    def __getitem__(self, index: int) -> float: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[float]: ...
+
+    def __getitem__(self, index: int | slice) -> float | list[float]:
+        """The ``index``-th smallest sample (negative counts from the end)."""
+        if isinstance(index, slice):
+            return self._slice(index)
+        if index < 0:
+            index += self._size
+        if not 0 <= index < self._size:
+            raise IndexError(index)
+        ends = self._chunk_ends()
+        at = bisect_right(ends, index)
+        return self._chunks[at][index - (ends[at - 1] if at else 0)]
+
+    def _chunk_ends(self) -> list[int]:
+        ends = self._ends
+        if ends is None:
+            ends = self._ends = list(accumulate(map(len, self._chunks)))
+        return ends
+
+    def _slice(self, window: slice) -> list[float]:
+        """``window`` of the ascending samples, reading only the chunks it spans."""
+        start, stop, step = window.indices(self._size)
+        if step != 1:
+            return list(self)[window]
+        out: list[float] = []
+        if start >= stop:
+            return out
+        ends = self._chunk_ends()
+        at = bisect_right(ends, start)
+        offset = ends[at - 1] if at else 0
+        while offset < stop:
+            chunk = self._chunks[at]
+            out += chunk[max(start - offset, 0) : stop - offset]
+            offset += len(chunk)
+            at += 1
+        return out
+
+    def __iter__(self) -> Iterator[float]:
+        return chain.from_iterable(self._chunks)
 
     def p75(self) -> float:
-        fraction = ((3 * (self._size - 1)) & 3) * 0.25  # exactly the fraction of (n - 1) * 0.75
-        return -self._low[0] * (1 - fraction) + self._high[0] * fraction
+        quarters = 3 * (self._size - 1)  # (n - 1) * 0.75 is exact in binary: integer arithmetic
+        fraction = (quarters & 3) * 0.25
+        chunk = self._chunks[self._cursor]
+        local = (quarters >> 2) - self._before
+        upper = chunk[local + 1] if local + 1 < len(chunk) else self._chunks[self._cursor + 1][0]
+        return chunk[local] * (1 - fraction) + upper * fraction
 
     def ordered(self) -> Sequence[float]:
         """Every sample in ascending order, equal values in insertion order (as ``insort`` keeps them)."""
-        if self._pending:
-            self._sorted.update(self._pending)
-            self._pending.clear()
-        return self._sorted  # type: ignore[no-any-return]
+        return self
 
     def total(self) -> float:
         return self._total
-
-
-def _low_size(n: int) -> int:
-    """How many samples sit at or below the p75's lower order statistic ``x[int((n-1)*0.75)]``."""
-    return int((n - 1) * ADAPTIVE_MARGIN_QUANTILE) + 1

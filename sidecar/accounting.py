@@ -1,7 +1,8 @@
 """Per-rollout accounting of a run: what succeeded, failed, drained, and which tasks are complete.
 
 Pure bookkeeping, no I/O. One small integer per (task, rollout) holds its status bits and
-failed-attempt count, so a 100k-rollout run costs a few megabytes. The identity is the
+failed-attempt count: a planned task with an ``int`` index keeps them in a block of a flat
+``array('q')`` (8 bytes a rollout), other rollouts a dict entry. The identity is the
 *normalized* index (``bool``/integral ``float`` -> ``int``, as the health digest coerces it),
 and a plan is keyed by ``str(task_index)`` as ``quality_summary.json`` keys its tasks.
 
@@ -12,7 +13,10 @@ when all of its planned repeats are resolved.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -30,6 +34,14 @@ _ATTEMPT_SHIFT = 5
 # A rollout's class as a snapshot counts it: its latest state, or outside the plan.
 _C_NONE, _C_SUCCEEDED, _C_FAILED, _C_TERMINAL, _C_DRAINED, _UNPLANNED = range(6)
 _CLASSES = 6
+# A planned task's state, the first slot of its block: resolved rollouts << 2 | flags.
+_TASK_COMPLETE = 1
+_TASK_WITH_SUCCESS = 2
+_TASK_RESOLVED_SHIFT = 2
+_FLAT_MAX = 4096
+"""Tasks of at most this many planned repeats get a slot per rollout; larger ones use the dict."""
+_NOT_HEARD = -2
+"""``_locate``'s slot for a flat rollout whose task has no block yet (nothing heard of it)."""
 
 
 def normalize_index(value: Any) -> int | str:
@@ -74,27 +86,41 @@ class AccountingSnapshot:
 
 
 class Accounting:
-    """Status of every rollout heard of, and completeness of planned tasks."""
+    """Status of every rollout heard of, and completeness of planned tasks.
+
+    A planned task, once heard of, gets a block of ``1 + repeats`` integers in ``_slots``: the
+    task's state (resolved rollouts << 2 | complete | has a success), then the status of each
+    planned rollout when the task index is an ``int`` and the task has at most ``_FLAT_MAX``
+    repeats. Every other rollout (string indices, unplanned, larger tasks) keeps a dict entry.
+    A block's offset is found by task number in ``_dense_blocks`` (8 bytes a task) for tasks
+    ``0 <= n < _dense_limit``, else by plan key in ``_blocks``.
+    """
 
     __slots__ = (
+        "_blocks",
         "_classes",
         "_complete",
+        "_dense_blocks",
+        "_dense_limit",
         "_expected",
         "_failed_attempts",
         "_max_attempts",
         "_plan",
-        "_resolved",
+        "_slots",
         "_status",
-        "_with_success",
     )
 
     def __init__(self, plan: dict[str, int] | None, max_attempts: int) -> None:
         self._plan = plan
         self._max_attempts = max_attempts
         self._status: dict[RolloutKey, int] = {}
-        self._resolved: dict[str, int] = {}
-        self._complete: set[str] = set()
-        self._with_success: set[str] = set()
+        self._blocks: dict[str, int] = {}
+        """Planned task (its plan key) -> offset of its block in ``_slots``, for other tasks."""
+        self._dense_blocks = array("q")
+        """Task number -> 1 + offset of its block (0: none yet)."""
+        self._dense_limit = 4 * len(plan) + 1024 if plan is not None else 0
+        self._slots = array("q")
+        self._complete = 0
         self._failed_attempts = 0
         #: rollouts per class (``_class_of``), kept as statuses change so a snapshot is O(1)
         self._classes = [0] * _CLASSES
@@ -111,33 +137,82 @@ class Accounting:
         rollout = key[1]
         return repeats is not None and isinstance(rollout, int) and 0 <= rollout < repeats
 
+    def _locate(self, key: RolloutKey, *, create: bool) -> tuple[int, int]:
+        """``(block, slot)``: the planned task's block offset (-1: unplanned, or no block and not
+        ``create``) and the rollout's slot in ``_slots`` (-1: its status is in the dict;
+        ``_NOT_HEARD``: it would have a slot but its task has no block yet)."""
+        if self._plan is None:
+            return -1, -1
+        task, rollout = key
+        name = str(task)
+        repeats = self._plan.get(name)
+        if repeats is None or not isinstance(rollout, int) or not 0 <= rollout < repeats:
+            return -1, -1
+        # ``type(task) is int`` makes ``name`` an int key, so a flat rollout's block has slots;
+        # a ``str`` task spelled like one ("3") shares the block's state but keeps a dict entry.
+        flat = type(task) is int and type(rollout) is int and repeats <= _FLAT_MAX
+        number = task if type(task) is int else int(name) if _is_int_key(name) else -1
+        dense = 0 <= number < self._dense_limit
+        if dense:
+            blocks = self._dense_blocks
+            block = blocks[number] - 1 if number < len(blocks) else -1
+        else:
+            block = self._blocks.get(name, -1)
+        if block < 0:
+            if not create:
+                return -1, _NOT_HEARD if flat else -1
+            block = len(self._slots)
+            if dense:
+                if number >= len(blocks):
+                    blocks.frombytes(bytes(8 * (number + 1 - len(blocks))))
+                blocks[number] = block + 1
+            else:
+                self._blocks[name] = block
+            sized = repeats <= _FLAT_MAX and _is_int_key(name)
+            self._slots.frombytes(bytes(8 * (1 + (repeats if sized else 0))))
+        return block, block + 1 + rollout if flat else -1
+
     def _update(self, key: RolloutKey, bits: int, attempts: int = 0) -> int | str | None:
         """Set bits; return the task index if this completed a planned task that has a success
         (only those have rows, hence digests, to close)."""
-        old = self._status.get(key, 0)
+        block, slot = self._locate(key, create=True)
+        slots = self._slots
+        old = slots[slot] if slot >= 0 else self._status.get(key, 0)
         new = (old | bits) + (attempts << _ATTEMPT_SHIFT)
         attempts_now = new >> _ATTEMPT_SHIFT
         if not old & _RESOLVED and (
             new & (_SUCCEEDED | _TERMINAL) or (new & _FAILED and attempts_now >= self._max_attempts)
         ):
             new |= _RESOLVED
-        self._status[key] = new
-        planned = self._planned(key)
+        if slot >= 0:
+            slots[slot] = new
+        else:
+            self._status[key] = new
+        planned = block >= 0
         classes = self._classes
         if old:
             classes[self._class_of(old, planned)] -= 1
         classes[self._class_of(new, planned)] += 1
-        if planned and new & _SUCCEEDED:
-            self._with_success.add(str(key[0]))
-        if new & _RESOLVED and not old & _RESOLVED and planned:
-            task = str(key[0])
-            done = self._resolved.get(task, 0) + 1
-            self._resolved[task] = done
+        if not planned:
+            return None
+        return self._update_task(key[0], block, old, new)
+
+    def _update_task(self, task: int | str, block: int, old: int, new: int) -> int | str | None:
+        """Fold a planned rollout's status change into its task's state slot."""
+        slots = self._slots
+        state = slots[block]
+        if new & _SUCCEEDED:
+            state |= _TASK_WITH_SUCCESS
+        completed = False
+        if new & _RESOLVED and not old & _RESOLVED:
+            state += 1 << _TASK_RESOLVED_SHIFT
             assert self._plan is not None
-            if done >= self._plan[task] and task not in self._complete:
-                self._complete.add(task)
-                return key[0] if task in self._with_success else None
-        return None
+            if state >> _TASK_RESOLVED_SHIFT >= self._plan[str(task)] and not state & _TASK_COMPLETE:
+                state |= _TASK_COMPLETE
+                self._complete += 1
+                completed = True
+        slots[block] = state
+        return task if completed and state & _TASK_WITH_SUCCESS else None
 
     def _class_of(self, status: int, planned: bool) -> int:
         if self._plan is not None and not planned:
@@ -161,14 +236,34 @@ class Accounting:
         return self._update(key, _DRAINED)
 
     def has_succeeded(self, key: RolloutKey) -> bool:
-        return bool(self._status.get(key, 0) & _SUCCEEDED)
+        _, slot = self._locate(key, create=False)
+        if slot == _NOT_HEARD:
+            return False
+        status = self._slots[slot] if slot >= 0 else self._status.get(key, 0)
+        return bool(status & _SUCCEEDED)
+
+    def _flat_statuses(self) -> Iterator[tuple[str, int]]:
+        """``(plan key, status)`` of every rollout heard of that has a slot, block by block."""
+        plan = self._plan or {}
+        slots = self._slots
+        dense = ((str(number), offset - 1) for number, offset in enumerate(self._dense_blocks) if offset)
+        for name, block in chain(dense, self._blocks.items()):
+            repeats = plan[name]
+            if repeats <= _FLAT_MAX and _is_int_key(name):
+                for status in slots[block + 1 : block + 1 + repeats]:
+                    if status:
+                        yield name, status
 
     def succeeded_tasks(self) -> list[int | str]:
-        """Every task with at least one success, in first-seen order (O(rollouts); for run end)."""
+        """Every task with at least one success (O(rollouts); for run end): those with dict
+        entries in first-seen order, then those with slots in the order their blocks were made."""
         seen: dict[int | str, None] = {}
         for (task, _), status in self._status.items():
             if status & _SUCCEEDED:
                 seen[task] = None
+        for name, status in self._flat_statuses():
+            if status & _SUCCEEDED:
+                seen[int(name)] = None
         return list(seen)
 
     def snapshot(self, *, ended: bool = False) -> AccountingSnapshot:
@@ -195,5 +290,10 @@ class Accounting:
             pending=pending,
             unplanned=unplanned if with_plan else None,
             tasks_planned=len(self._plan) if self._plan is not None else None,
-            tasks_complete=len(self._complete),
+            tasks_complete=self._complete,
         )
+
+
+def _is_int_key(name: str) -> bool:
+    """True if a plan key is ``str`` of an ``int`` task index (only those tasks get slots)."""
+    return name == str(int(name)) if name.lstrip("-").isdigit() else False

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from health.types import Finding, TaskIndex
+
+if TYPE_CHECKING:
+    from health.reduce import GroupStore
 
 __all__ = ["Clock", "Engines", "PerfSummaryLike", "ReducerLike", "TrackerLike", "default_engines"]
 
@@ -43,6 +46,8 @@ class ReducerLike(Protocol):
     def summary(self) -> dict[str, Any]: ...
     def summary_bytes(self) -> bytes: ...
     def iter_verdict_lines(self) -> Iterator[bytes]: ...
+    def spill_to(self, store: GroupStore) -> None: ...
+    def spill(self, task_index: TaskIndex) -> bool: ...
     def __len__(self) -> int: ...
 
 
@@ -151,7 +156,7 @@ def default_engines() -> Engines:
 
     return Engines(
         new_tracker=_tracker,
-        new_reducer=lambda ignored: HealthReducer(ignored),
+        new_reducer=lambda ignored: HealthReducer(ignored, packed=True),
         new_perf_summary=PerfSummaryState,
         digest_record=_record,
         digest_task_index=_task_index,

@@ -23,6 +23,7 @@ import anyio
 import orjson
 import structlog
 
+from sidecar._closed_groups import ClosedGroupFile, ClosedGroupsMark
 from sidecar._journal_facts import (
     CompletedFact,
     Fact,
@@ -126,6 +127,11 @@ class Ingestor:
         self._inflight_rules = inflight_rules
         self._keep_rows = keep_rows
         self._snapshots = snapshots
+        #: Closed task groups of every run, beside the snapshots that refer to them (none
+        #: without snapshots: every group then stays in memory).
+        self._closed_groups = (
+            ClosedGroupFile.in_directory(snapshots.directory) if snapshots is not None else None
+        )
         self._snapshot_every_events = snapshot_every_events
         self._snapshot_every_s = snapshot_every_s
         self._snapshot_task: asyncio.Task[int | None] | None = None
@@ -169,9 +175,15 @@ class Ingestor:
             read_s = time.perf_counter() - began
             try:
                 body = loads_state(loaded.body)
+                groups = self._closed_groups
+                if groups is not None:
+                    mark = body.get("closed_groups")
+                    groups.restore(ClosedGroupsMark(*mark) if mark is not None else None)
                 rules, clock = self._inflight_rules, self._clock
                 runs = {
-                    run_id: state.attach(self._engines, inflight_rules=rules, clock=clock)
+                    run_id: state.attach(
+                        self._engines, inflight_rules=rules, clock=clock, closed_groups=groups
+                    )
                     for run_id, state in body["runs"].items()
                 }
             except Exception as exc:
@@ -198,6 +210,8 @@ class Ingestor:
         needs was compacted into a snapshot that can no longer be read.
         """
         self._restore_newest_snapshot()
+        if self._closed_groups is not None and not self.restored_seq:
+            self._closed_groups.restore(None)  # no state refers to any record: start it empty
         count = 0
         for record in self._journal.replay(after_seq=self.applied_seq):
             if record.seq != self.applied_seq + 1:
@@ -251,7 +265,12 @@ class Ingestor:
         async with self.apply_lock:
             seq = self.applied_seq
             started = time.perf_counter()
-            state = {"seq": seq, "runs": self.runs}
+            state: dict[str, Any] = {"seq": seq, "runs": self.runs}
+            groups = self._closed_groups
+            if groups is not None:
+                # The groups the state refers to are durable before the snapshot that refers to them.
+                state["closed_groups"] = tuple(groups.mark())
+                await asyncio.to_thread(groups.sync)
             pid = fork_writer(store, seq, state)
             body = dumps_state(state) if pid is None else b""
             serialize_s = time.perf_counter() - started  # the event loop waited this long
@@ -368,6 +387,8 @@ class Ingestor:
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         self._task = None
+        if self._closed_groups is not None:
+            self._closed_groups.close()  # reopened by a later read, if any
 
     # -- requests -------------------------------------------------------------------------
 
@@ -543,6 +564,7 @@ class Ingestor:
                     health_interval_s=self._health_interval_s,
                     inflight_rules=self._inflight_rules,
                     clock=self._clock,
+                    closed_groups=self._closed_groups,
                 )
             return True, None
         if state is None:

@@ -225,6 +225,9 @@ class Journal:
             return
         conn, version = opened
         try:
+            # One read transaction: a compaction moving records between the two tables while
+            # they are read would otherwise hide those records from both queries.
+            conn.execute("BEGIN")
             if version >= 3:
                 yield from conn.execute("SELECT seq, key FROM compacted_keys ORDER BY seq")
             if version >= 1:

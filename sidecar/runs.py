@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from health.compact import VERDICTS, CompactDigest
-from health.reduce import release_gradually
+from health.reduce import GroupStore, release_gradually
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
 from sidecar._journal_facts import (
@@ -186,6 +186,7 @@ class RunState:
         health_interval_s: float = 2.0,
         inflight_rules: InflightRules | None = None,
         clock: Callable[[], float] = time.time,
+        closed_groups: GroupStore | None = None,
     ) -> None:
         self.run_id = run_id
         self.config = started
@@ -200,6 +201,7 @@ class RunState:
         self.tracker = engines.new_tracker(self._clock)
         self._clock.pinned = None
         self.reducer = engines.new_reducer(started.ignored_checks)
+        self._spilling = self._spill_to(closed_groups)
         self.perf = engines.new_perf_summary()
         self.accounting = Accounting(self.plan, started.max_attempts)
         self.ignored_checks = frozenset(started.ignored_checks)
@@ -251,14 +253,24 @@ class RunState:
         *,
         inflight_rules: InflightRules | None = None,
         clock: Callable[[], float] = time.time,
+        closed_groups: GroupStore | None = None,
     ) -> RunState:
         """Re-attach what a snapshot does not hold after loading one: the engines, the in-flight
-        rules and the wall clock (the clock stays frozen at ``ended_at`` for an ended run)."""
+        rules, the wall clock (the clock stays frozen at ``ended_at`` for an ended run) and the
+        store of closed task groups."""
         self._engines = engines
+        self._spilling = self._spill_to(closed_groups)
         self.inflight.rules = inflight_rules or InflightRules()
         self._clock.fallback = clock
         self._clock.frozen = self.ended_at
         return self
+
+    def _spill_to(self, store: GroupStore | None) -> bool:
+        """Give the reducer the store closed task groups move to (none: they stay in memory)."""
+        if store is None:
+            return False
+        self.reducer.spill_to(store)
+        return True
 
     # -- applying events ------------------------------------------------------------------
 
@@ -427,6 +439,8 @@ class RunState:
     def _close(self, task: TaskIndex) -> None:
         findings = self.reducer.close_task(task)
         self._closed[task] = tuple(finding.check for finding in findings)
+        if self._spilling:
+            self.reducer.spill(task)
 
     # -- reading --------------------------------------------------------------------------
 

@@ -162,8 +162,10 @@ def test_pooled_run_equals_serial_run(body: list[bytes], separator: bytes, ignor
 
 
 @_settings(80)
-@given(body=lines, separator=separators, seed=st.integers(0, 2**32 - 1))
-def test_digests_in_any_order_equal_the_batch(body: list[bytes], separator: bytes, seed: int) -> None:
+@given(body=lines, separator=separators, seed=st.integers(0, 2**32 - 1), packed=st.booleans())
+def test_digests_in_any_order_equal_the_batch(
+    body: list[bytes], separator: bytes, seed: int, packed: bool
+) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         path = _write(Path(scratch), body, separator)
         batch = run_health_checks(path, workers=1)
@@ -181,7 +183,7 @@ def test_digests_in_any_order_equal_the_batch(body: list[bytes], separator: byte
         for digest in digests:  # the compact form loses nothing (subjects are implied by scope)
             assert expand_digest(compact_digest(digest)) == digest
         random.Random(seed).shuffle(digests)
-        reducer = HealthReducer()
+        reducer = HealthReducer(packed=packed)
         for digest in digests:
             reducer.add(digest)
             reducer.summary()

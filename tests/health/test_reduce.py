@@ -8,6 +8,7 @@ and every summary field that depends only on verdicts, whatever the arrival orde
 from __future__ import annotations
 
 import json
+import pickle
 import random
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,8 @@ def example_dirs(root: Path) -> list[Path]:
 
 
 class TestFromVectors:
-    def test_rows_and_verdict_summary_match_in_any_order(self, spec_examples: Path) -> None:
+    @pytest.mark.parametrize("packed", [False, True])
+    def test_rows_and_verdict_summary_match_in_any_order(self, spec_examples: Path, packed: bool) -> None:
         rng = random.Random(7)
         for example in example_dirs(spec_examples):
             args = json.loads((example / "args.json").read_text())
@@ -88,7 +90,7 @@ class TestFromVectors:
             expected = orjson.loads((example / "expected" / "quality_summary.json").read_bytes())
             digests = digests_from_rows(example / "expected" / "rollout_verdicts.jsonl")
             rng.shuffle(digests)
-            reducer = HealthReducer(args["ignored_checks"])
+            reducer = HealthReducer(args["ignored_checks"], packed=packed)
             for digest in digests:
                 reducer.add(digest)
             assert b"".join(reducer.iter_verdict_lines()) == expected_rows, example.name
@@ -134,9 +136,11 @@ class TestDuplicates:
         assert digests[0].findings[-1].subject == {"_ng_task_index": 1, "_ng_rollout_index": 0}
 
     @pytest.mark.parametrize("group_size", [1, 3, 31, 32, 33, 80])
-    def test_duplicate_counts_equal_a_count_over_every_identity(self, group_size: int) -> None:
+    @pytest.mark.parametrize("packed", [False, True])
+    def test_duplicate_counts_equal_a_count_over_every_identity(self, group_size: int, packed: bool) -> None:
         """Small groups are scanned, large ones indexed: both count exactly what a full identity
-        count gives, whatever the arrival order, stages and index types."""
+        count gives, whatever the arrival order, stages and index types, packed or not, and
+        after a pickle round trip (a snapshot)."""
         rng = random.Random(group_size)
         tasks: list[int | str] = [0, 1, "1", 2]
         rollouts: list[int | str] = [0, 1, "0", *range(group_size)]
@@ -149,8 +153,11 @@ class TestDuplicates:
         for digest in digests:
             key = (digest.stage_index, digest.task_index, digest.rollout_index)
             counts[key] = counts.get(key, 0) + 1
-        reducer = HealthReducer()
-        for digest in digests:
+        reducer = HealthReducer(packed=packed)
+        for digest in digests[: len(digests) // 2]:
+            reducer.add(digest)
+        reducer = pickle.loads(pickle.dumps(reducer))
+        for digest in digests[len(digests) // 2 :]:
             reducer.add(digest)
         for digest in reducer.digests():
             count = counts[(digest.stage_index, digest.task_index, digest.rollout_index)]
@@ -171,6 +178,35 @@ class TestDuplicates:
         reducer.add(make_digest(1, 0, ordinal=0))
         reducer.add(make_digest("1", 0, ordinal=1))
         assert reducer.summary()["run"]["verdicts"]["healthy"] == 2
+
+
+class TestPacked:
+    def test_digests_packing_cannot_hold_stay_tuples_and_report_the_same(self) -> None:
+        """A task group mixing packable digests with ones MessagePack cannot hold exactly (an
+        ordinal beyond 64 bits), with string indices, stages and unobserved checks out of registry
+        order, across blob boundaries, reports exactly what an unpacked reducer does, pickled or not."""
+        digests = []
+        for ordinal in range(75):
+            digest = make_digest(1, ordinal % 40, ordinal=ordinal)
+            if ordinal % 10 == 3:
+                digest = digest.model_copy(update={"ordinal": 2**70 + ordinal})
+            elif ordinal % 10 == 6:
+                digest = make_digest(1, str(ordinal % 40), stage=ordinal % 3 or None, ordinal=ordinal)
+            elif ordinal % 10 == 8:
+                digest = make_digest(1, ordinal, unobserved=["agent_turn_hollow", "model_call_failed"])
+                digest = digest.model_copy(update={"ordinal": ordinal})
+            digests.append(digest)
+        digests.append(make_digest(2, 0, ordinal=2**70))  # a task whose only digest cannot be packed
+        plain, packed = HealthReducer(), HealthReducer(packed=True)
+        for digest in digests:
+            plain.add(digest)
+            packed.add(digest)
+        for reducer in (packed, pickle.loads(pickle.dumps(packed))):
+            assert len(reducer) == len(plain) == 76
+            assert list(reducer.iter_verdict_lines()) == list(plain.iter_verdict_lines())
+            assert reducer.summary_bytes() == plain.summary_bytes()
+            assert reducer.digests() == plain.digests()
+            assert reducer.close_task(1) == plain.close_task(1)
 
 
 class TestTasks:
@@ -326,3 +362,53 @@ class TestCompact:
         row = orjson.loads(next(reducer.iter_verdict_lines()))
         assert row["unobserved"] == ["model_call_failed", "agent_turn_hollow"]
         assert reducer.digests()[0].unobserved == ["model_call_failed", "agent_turn_hollow"]
+
+
+class _ListStore:
+    """A ``GroupStore`` in a list (the service's is a file: tests/sidecar/test_closed_groups.py)."""
+
+    def __init__(self) -> None:
+        self.blobs: list[bytes] = []
+
+    def put(self, blob: bytes) -> int:
+        self.blobs.append(blob)
+        return len(self.blobs) - 1
+
+    def get(self, reference: int) -> bytes:
+        return self.blobs[reference]
+
+
+class TestSpill:
+    @pytest.mark.parametrize("packed", [False, True])
+    def test_spilled_groups_report_and_reopen_exactly_like_resident_ones(self, packed: bool) -> None:
+        """Groups spilled as their tasks close, late repeats (duplicates too) re-opening them, and
+        a pickle round trip in between: rows, summary and task findings equal a plain reducer's."""
+        rng = random.Random(5)
+        plain, spilled, store = HealthReducer(), HealthReducer(packed=packed), _ListStore()
+        spilled.spill_to(store)
+        tasks: list[int | str] = [*range(40), "7", "x"]
+        for ordinal in range(400):
+            task = rng.choice(tasks)
+            digest = make_digest(task, rng.randint(0, 5), stage=rng.choice([None, None, 1]), ordinal=ordinal)
+            plain.add(digest)
+            spilled.add(digest)
+            if ordinal % 3 == 0:
+                closing = rng.choice(tasks)
+                assert spilled.close_task(closing) == plain.close_task(closing)
+                spilled.spill(closing)
+            if ordinal == 200:
+                spilled = pickle.loads(pickle.dumps(spilled))
+                spilled.spill_to(store)
+        assert sum(type(group) is int for group in spilled._tasks.values()) > 5
+        assert list(spilled.iter_verdict_lines()) == list(plain.iter_verdict_lines())
+        assert spilled.summary_bytes() == plain.summary_bytes()
+        assert spilled.digests() == plain.digests()
+
+    def test_without_a_store_nothing_is_spilled(self) -> None:
+        reducer = HealthReducer(packed=True)
+        reducer.add(make_digest(1, 0, ordinal=0))
+        assert reducer.spill(1) is False and reducer.spill(2) is False
+        store = _ListStore()
+        reducer.spill_to(store)
+        assert reducer.spill(1) is True and reducer.spill(1) is False  # already spilled
+        assert len(store.blobs) == 1

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pickle
+import random
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -125,3 +128,70 @@ def test_counts_follow_every_rollouts_latest_state(
         assert snapshot.unplanned == (counts["unplanned"] if plan is not None else None)
         if plan is not None:
             _identity_holds(snapshot)
+
+
+class _Reference:
+    """The accounting rules written plainly: one dict entry per rollout, counts per task."""
+
+    def __init__(self, plan: dict[str, int], max_attempts: int) -> None:
+        self.plan, self.max_attempts = plan, max_attempts
+        self.status: dict[tuple[int | str, int | str], tuple[set[str], int, bool]] = {}
+        self.resolved: dict[str, int] = {}
+        self.complete: set[str] = set()
+
+    def planned(self, key: tuple[int | str, int | str]) -> bool:
+        repeats = self.plan.get(str(key[0]))
+        return repeats is not None and isinstance(key[1], int) and 0 <= key[1] < repeats
+
+    def update(self, key: tuple[int | str, int | str], kind: str, terminal: bool = False) -> int | str | None:
+        kinds, attempts, was_resolved = self.status.get(key, (set(), 0, False))
+        kinds = kinds | {kind} | ({"terminal"} if terminal else set())
+        attempts += kind == "failed"
+        resolved = was_resolved or bool({"succeeded", "terminal"} & kinds)
+        resolved = resolved or ("failed" in kinds and attempts >= self.max_attempts)
+        self.status[key] = (kinds, attempts, resolved)
+        task = str(key[0])
+        if not self.planned(key) or not resolved or was_resolved:
+            return None
+        self.resolved[task] = self.resolved.get(task, 0) + 1
+        if self.resolved[task] < self.plan[task] or task in self.complete:
+            return None
+        self.complete.add(task)
+        with_success = any(
+            "succeeded" in kinds and str(k[0]) == task and self.planned(k)
+            for k, (kinds, _, _) in self.status.items()
+        )
+        return key[0] if with_success else None
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_events_follow_the_plain_rules(seed: int) -> None:
+    """Flat slots, dict entries and tasks above the flat limit all follow the same rules, also
+    when a ``str`` task spelled like an ``int`` one ("1") is heard of first, and across pickling."""
+    rng = random.Random(seed)
+    plan = {"0": 3, "1": 2, "2": 5000, "a": 2, "-1": 1, "1000000": 2}  # 10**6: past the dense range
+    accounting, reference = Accounting(plan, max_attempts=2), _Reference(plan, max_attempts=2)
+    assert accounting.drained(("1", 1)) is reference.update(("1", 1), "drained") is None
+    tasks: list[int | str] = [0, 1, 2, "1", "a", -1, 9, 1_000_000, "1000000"]
+    rollouts: list[int | str] = [0, 1, 2, 4999, 5000, "x"]
+    for step in range(400):
+        key = (rng.choice(tasks), rng.choice(rollouts))
+        kind = rng.choice(["succeeded", "failed", "failed", "drained"])
+        if kind == "failed":
+            terminal = rng.random() < 0.2
+            got, want = accounting.failed(key, terminal=terminal), reference.update(key, kind, terminal)
+        elif kind == "succeeded":
+            got, want = accounting.succeeded(key), reference.update(key, kind)
+        else:
+            got, want = accounting.drained(key), reference.update(key, kind)
+        assert got == want, (step, key, kind)
+        assert accounting.has_succeeded(key) == ("succeeded" in reference.status[key][0])
+        if step % 100 == 99:
+            accounting = pickle.loads(pickle.dumps(accounting))
+    snapshot = accounting.snapshot()
+    planned = {key: value for key, value in reference.status.items() if reference.planned(key)}
+    assert snapshot.unplanned == len(reference.status) - len(planned)
+    assert snapshot.succeeded == sum("succeeded" in kinds for kinds, _, _ in planned.values())
+    assert snapshot.tasks_complete == len(reference.complete)
+    succeeded_tasks = {key[0] for key, (kinds, _, _) in reference.status.items() if "succeeded" in kinds}
+    assert set(accounting.succeeded_tasks()) == succeeded_tasks

@@ -532,3 +532,73 @@ class TestBindFirstReplayFromASnapshot:
             await service.stop()
         expected = await _uninterrupted(tmp_path / "whole", batches)
         assert restored["summary"] == expected["summary"] and restored["verdicts"] == expected["verdicts"]
+
+
+class TestClosedGroupsOnDisk:
+    """Closed tasks' digests live in ``closed-groups.bin`` beside the snapshots; the verdict
+    stream, summary and every other output equal an uninterrupted in-memory run's."""
+
+    @staticmethod
+    def _groups_path(service: _Service) -> Path:
+        return service.store.directory / "closed-groups.bin"
+
+    async def _two_snapshots(self, service: _Service, batches: list[list[dict[str, Any]]]) -> tuple[int, int]:
+        """Post until a task's group was spilled, snapshot, post the rest, snapshot; returns the
+        groups file's length at each snapshot."""
+        ingestor = await service.start()
+        pending = list(batches)
+        while pending and not (
+            self._groups_path(service).exists() and self._groups_path(service).stat().st_size
+        ):
+            await service.post(pending.pop(0))
+        await ingestor.snapshot()
+        first = self._groups_path(service).stat().st_size
+        for batch in pending:
+            await service.post(batch)
+        await ingestor.snapshot()
+        spilled = sum(type(group) is int for group in ingestor.runs[RUN].reducer._tasks.values())  # type: ignore[attr-defined]
+        assert spilled == len(ingestor.runs[RUN].reducer._tasks)  # type: ignore[attr-defined]  # all closed at run end
+        await service.stop()
+        with sqlite3.connect(service.path) as conn:  # compacted through the older snapshot
+            assert conn.execute("SELECT count(*) FROM compacted_keys").fetchone()[0] > 0
+        return first, self._groups_path(service).stat().st_size
+
+    async def test_spilled_groups_stream_in_order_across_restarts(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b")
+        first, second = await self._two_snapshots(service, batches)
+        assert 0 < first < second
+        for _ in range(2):  # the second restart reads the file the first one kept
+            assert await _restarted_fingerprint(service)() == expected
+        assert self._groups_path(service).stat().st_size == second
+
+    @pytest.mark.parametrize("damage", ["torn", "flipped"])
+    async def test_a_damaged_groups_file_skips_the_snapshot_that_needs_it(
+        self, tmp_path: Path, generated: GeneratedRun, damage: str
+    ) -> None:
+        """Damage past the older snapshot's mark: the newest snapshot is set aside, the older one
+        and the journal's tail rebuild the same state, and the file is cut back to the older mark."""
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b")
+        first, second = await self._two_snapshots(service, batches)
+        path = self._groups_path(service)
+        data = path.read_bytes()
+        if damage == "torn":
+            path.write_bytes(data[:-3])
+        else:
+            at = (first + second) // 2
+            path.write_bytes(data[:at] + bytes([data[at] ^ 0x40]) + data[at + 1 :])
+        older = service.store.seqs()[0]
+        with structlog.testing.capture_logs() as logs:
+            restarted = await service.start()
+        try:
+            assert restarted.snapshot_seq == older
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+        finally:
+            await service.stop()
+        skipped = [entry for entry in logs if entry["event"] == "snapshot skipped"]
+        assert len(skipped) == 1 and "ClosedGroupsTorn" in skipped[0]["reason"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import random
+from array import array
 from bisect import insort
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from sidecar.rollout_perf import (
     should_drain,
 )
 
-# More samples than the tracker keeps in its flat list, so the SortedList + heaps store is
+# More samples than the tracker keeps in its flat list, so the chunked large store is
 # exercised too (the switch point is an implementation detail; this comfortably exceeds it).
 LARGE_PREFIX_SIZE = 40_000
 QUANTILES = (0.0, 0.01, 0.1, 0.25, 1 / 3, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
@@ -202,6 +204,39 @@ class TestAgainstNaiveModel:
                 tracker.record(seconds)
                 naive.record(seconds)
             assert _same(tracker.drain_margin(None), naive.drain_margin(None)), step
+        _assert_matches_naive(tracker, naive)
+
+
+class TestCompactLargeStore:
+    """Float samples past the flat list live in ``array('d')`` chunks; answers stay exact."""
+
+    def test_float_samples_are_held_in_arrays_and_match_the_naive_model(self) -> None:
+        rng = random.Random(11)
+        tracker, naive = DispatchLatencyTracker(), NaiveTracker()
+        for step in range(LARGE_PREFIX_SIZE):
+            seconds = rng.lognormvariate(6, 1) if step % 5 else float(rng.randint(1, 50))  # ties
+            if step % 9 == 0:
+                tracker.record_failure(seconds)
+                naive.record_failure(seconds)
+            else:
+                tracker.record(seconds)
+                naive.record(seconds)
+            assert _same(tracker.drain_margin(None), naive.drain_margin(None)), step
+            if step == LARGE_PREFIX_SIZE // 2:
+                tracker = pickle.loads(pickle.dumps(tracker))  # a snapshot keeps the chunks
+        large = tracker._large
+        assert large is not None and len(large._chunks) > 3
+        assert all(type(chunk) is array for chunk in large._chunks)
+        _assert_matches_naive(tracker, naive)
+        assert tracker.samples()[-1] == naive.samples[-1]
+
+    def test_an_int_sample_after_float_ones_stays_an_int(self) -> None:
+        tracker, naive = DispatchLatencyTracker(), NaiveTracker()
+        floats = [float(value) + 0.5 for value in range(20_000)]
+        random.Random(3).shuffle(floats)
+        _apply([("record", value) for value in floats] + [("record", 7), ("record", 7.0)], tracker, naive)
+        large = tracker._large
+        assert large is not None and all(type(chunk) is list for chunk in large._chunks)
         _assert_matches_naive(tracker, naive)
 
 
