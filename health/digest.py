@@ -16,6 +16,7 @@ unreadable line, and the statistics are all zero.
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Any, NamedTuple
 
 import orjson
@@ -30,11 +31,22 @@ from .parse import parse_line
 from .registry import ROLLOUT_CHECK_IDS, check_spec
 from .types import CheckInput, Finding, RolloutDigest, Verdict
 
-__all__ = ["TrajectoryCheck", "digest_line", "digest_record", "digest_record_with_trajectory"]
+__all__ = ["BindingView", "TrajectoryCheck", "digest_line", "digest_record", "digest_record_with_trajectory"]
 
 _CHECK_EXECUTION_ERROR = "check_execution_error"
 _RECORD_UNREADABLE = "record_unreadable"
 _DUMP_DEPTH_LIMIT = 254
+
+
+class BindingView(IntEnum):
+    """Which resolved references a check reads; the value indexes the walk's views tuple."""
+
+    NONE = 0
+    """Reads no binding: only the other evidence gates apply."""
+    TURN = 1
+    """The turns' references (``bound_calls``)."""
+    OWNED = 2
+    """Every owned reference, turns first then invocation-only (``owned_model_calls``)."""
 
 
 class _Step(NamedTuple):
@@ -44,14 +56,18 @@ class _Step(NamedTuple):
     reads_trajectory: bool
     reads_turns: bool
     reads_observed_calls: bool
-    view: int
-    """Binding view read: 0 none, 1 turn bindings (``bound_calls``), 2 owned bindings."""
+    view: BindingView
     rule: CheckRule
 
 
 def _step(check_id: str) -> _Step:
     reads = check_spec(check_id).reads
-    view = 1 if CheckInput.BOUND_CALLS in reads else 2 if CheckInput.OWNED_MODEL_CALLS in reads else 0
+    if CheckInput.BOUND_CALLS in reads:
+        view = BindingView.TURN
+    elif CheckInput.OWNED_MODEL_CALLS in reads:
+        view = BindingView.OWNED
+    else:
+        view = BindingView.NONE
     return _Step(
         check_id,
         CheckInput.TRAJECTORY in reads,
@@ -188,7 +204,8 @@ def _walk(
     turns_observed = evidence.turns_observed
     calls_observed = evidence.model_calls_observed
     observed_calls = calls_observed and bool(evidence.calls)
-    views = (evidence.turn_binding, evidence.turn_binding, evidence.owned_binding)  # by step.view
+    # Indexed by BindingView: NONE's slot is never read (a NONE step is falsy below).
+    views = (evidence.turn_binding, evidence.turn_binding, evidence.owned_binding)
     for check_id, reads_trajectory, reads_turns, reads_observed_calls, view, rule in _STEPS:
         if ignored_checks and check_id in ignored_checks:
             continue
