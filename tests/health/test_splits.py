@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from health import splits
 from health.jsonl import iter_line_spans
 from health.reduce import HealthReducer
 from health.runner import map_into_reducer
@@ -45,7 +46,9 @@ def test_every_line_owned_once(tmp_path: Path, content: bytes, split_bytes: int)
     assert _owned(path, split_bytes) == _lines_of(path)
 
 
-def test_random_files_any_split_size(tmp_path: Path) -> None:
+@pytest.mark.parametrize("preadv", [True, False], ids=["preadv", "pread"])
+def test_random_files_any_split_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preadv: bool) -> None:
+    monkeypatch.setattr(splits, "_HAS_PREADV", preadv and splits._HAS_PREADV)
     rng = random.Random(5)
     for trial in range(30):
         path = tmp_path / f"f{trial}.jsonl"
@@ -55,7 +58,11 @@ def test_random_files_any_split_size(tmp_path: Path) -> None:
             assert _owned(path, split_bytes) == _lines_of(path), (trial, split_bytes)
 
 
-def test_a_line_longer_than_a_read_block(tmp_path: Path) -> None:
+@pytest.mark.parametrize("preadv", [True, False], ids=["preadv", "pread"])
+def test_a_line_longer_than_a_read_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preadv: bool
+) -> None:
+    monkeypatch.setattr(splits, "_HAS_PREADV", preadv and splits._HAS_PREADV)
     path = tmp_path / "f.jsonl"
     long_line = b"z" * (3 << 20)
     path.write_bytes(b"a\n" + long_line + b"\nb\n")
