@@ -361,6 +361,48 @@ def ray_scaling(run_dir: Path, shards: int, args: argparse.Namespace) -> bool:
     return identical
 
 
+def parent_share(run_dir: Path, kind: str) -> None:
+    """The parent's CPU per row, by stage: what crosses the pool (pickled outcomes) and what the
+    parent does with it. The splits are digested serially first (the workers' share, not timed)."""
+    import gc
+    import pickle
+
+    from health.reduce import HealthReducer
+    from health.report import render_summary, write_reports
+    from health.runner import _plan
+    from health.splits import SplitPlacer, digest_split
+
+    paths = [str(run_dir / "rollouts.jsonl")]
+    splits = _plan(paths, 2, os.path.getsize(paths[0]))
+    outcomes = [digest_split(split, frozenset()) for split in splits]
+    rows = sum(outcome.records for outcome in outcomes)
+    collecting = gc.isenabled()
+    gc.disable()  # as the pool parent runs
+    try:
+        marks = [time.process_time()]
+        blobs = [pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL) for outcome in outcomes]
+        marks.append(time.process_time())
+        received = [pickle.loads(blob) for blob in blobs]
+        marks.append(time.process_time())
+        reducer, placer = HealthReducer(frozenset()), SplitPlacer(splits, frozenset())
+        for outcome in received:
+            reducer.extend(placer.add(outcome))
+        marks.append(time.process_time())
+        summary = reducer.summary()
+        marks.append(time.process_time())
+        write_reports(OUT / "parent_share", render_summary(summary), reducer.iter_verdict_lines())
+        marks.append(time.process_time())
+    finally:
+        if collecting:
+            gc.enable()
+    deferred = sum(len(outcome.deferred) for outcome in outcomes)
+    print(f"\n{kind}: parent share, µs of CPU per row ({rows} rows, {deferred} lines re-digested)")
+    print(f"  pickled bytes per row: {sum(map(len, blobs)) / rows:.0f}")
+    stages = ("pickle (worker side)", "unpickle", "place + reduce", "summary", "write reports")
+    for name, start, end in zip(stages, marks, marks[1:], strict=False):
+        print(f"  {name:22s} {(end - start) / rows * 1e6:6.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -386,6 +428,11 @@ def main() -> int:
         help="also time our CLI as of this commit (git archive), alternating, for a before/after",
     )
     parser.add_argument("--regenerate", action="store_true")
+    parser.add_argument(
+        "--parent-share",
+        action="store_true",
+        help="instead of timing whole runs, split the pool parent's CPU per row by stage",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     print(f"cpus: {os.cpu_count()}, load average (1 min): {load:.2f}", flush=True)
@@ -397,6 +444,11 @@ def main() -> int:
             run_dir = ensure_corpus(kind, args.rollouts, args.regenerate, max(2, args.shards))
             ok = ray_scaling(run_dir, max(2, args.shards), args) and ok
         return 0 if ok else 1
+
+    if args.parent_share:
+        for kind in kinds:
+            parent_share(ensure_corpus(kind, args.rollouts, args.regenerate), kind)
+        return 0
 
     outcome: dict[str, tuple[float | None, bool]] = {}
     for kind in kinds:
