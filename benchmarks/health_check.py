@@ -395,8 +395,8 @@ def parent_share(run_dir: Path, kind: str) -> None:
     finally:
         if collecting:
             gc.enable()
-    deferred = sum(len(outcome.deferred) for outcome in outcomes)
-    print(f"\n{kind}: parent share, µs of CPU per row ({rows} rows, {deferred} lines re-digested)")
+    finished = sum(len(outcome.unreadable) + len(outcome.by_ordinal) for outcome in outcomes)
+    print(f"\n{kind}: parent share, µs of CPU per row ({rows} rows, {finished} placed by position)")
     print(f"  pickled bytes per row: {sum(map(len, blobs)) / rows:.0f}")
     stages = ("pickle (worker side)", "unpickle", "place + reduce", "summary", "write reports")
     for name, start, end in zip(stages, marks, marks[1:], strict=False):
