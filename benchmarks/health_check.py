@@ -30,9 +30,11 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from dataclasses import dataclass
+from io import BytesIO
 from pathlib import Path
 
 import orjson
@@ -88,11 +90,13 @@ def _tree_rss(root: int) -> int:
     return total
 
 
-def measure(command: list[str], cwd: Path, interval: float = 0.02) -> Measurement:
+def measure(
+    command: list[str], cwd: Path, interval: float = 0.02, env: dict[str, str] | None = None
+) -> Measurement:
     """Run ``command``; return wall time, CPU time and the peak RSS summed over its process tree."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = 0
     stop = threading.Event()
 
@@ -197,10 +201,49 @@ def _keep_reports(run_dir: Path, label: str) -> None:
         shutil.copyfile(run_dir / name, target / name)
 
 
+_PACKAGES = ("sidecar", "health", "dispatcher_client")
+
+
+def unpack_baseline(ref: str) -> Path:
+    """Our packages at commit ``ref``, unpacked once under ``benchmarks/out`` (``git archive``)."""
+    root = HERE.parent
+    sha = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    into = OUT / f"baseline-{sha[:12]}"
+    if not (into / "health").is_dir():
+        archive = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(root),
+                "archive",
+                "--format=tar",
+                sha,
+                "sidecar",
+                "health",
+                "dispatcher_client",
+            ],
+            check=True,
+            capture_output=True,
+        ).stdout
+        with tarfile.open(fileobj=BytesIO(archive)) as tar:
+            tar.extractall(into, filter="data")
+    return into
+
+
 def compare(run_dir: Path, kind: str, args: argparse.Namespace) -> tuple[float | None, bool]:
-    """Alternate our CLI and the reference on ``run_dir``; print medians; ``(ratio, identical)``."""
+    """Alternate our CLI, the baseline build and the reference on ``run_dir``; print medians;
+    ``(ratio to the reference, identical)``."""
     ours_cli = Path(sys.executable).with_name("rollout-sidecar")
     tools: dict[str, list[str]] = {"ours": [str(ours_cli), "health-check", run_dir.name]}
+    envs: dict[str, dict[str, str] | None] = {"ours": None, "reference": None}
+    if args.baseline_ref:
+        tools["baseline"] = [sys.executable, "-m", "sidecar.cli", "health-check", run_dir.name]
+        envs["baseline"] = {**os.environ, "PYTHONPATH": str(unpack_baseline(args.baseline_ref))}
     if not args.no_reference and ORACLE.is_dir() and REFCLI.is_file():
         tools["reference"] = ["python3", str(REFCLI), "health-check", run_dir.name]
     if args.workers is not None:
@@ -211,7 +254,7 @@ def compare(run_dir: Path, kind: str, args: argparse.Namespace) -> tuple[float |
     for run in range(args.runs):
         for label, command in tools.items():
             _clear_reports(run_dir)
-            measured = measure(command, cwd=run_dir.parent)
+            measured = measure(command, cwd=run_dir.parent, env=envs[label])
             if measured.returncode:
                 raise SystemExit(f"{label} failed with exit code {measured.returncode}")
             results[label].append(measured)
@@ -240,13 +283,19 @@ def compare(run_dir: Path, kind: str, args: argparse.Namespace) -> tuple[float |
         rates[label] = rows / seconds
         peak = max(m.peak_rss for m in measurements)
         print(f"  {label:9s} {seconds:8.2f} {rates[label]:8.0f} {cpu[label]:8.2f} {peak / 2**20:13.0f} MB")
+    if "baseline" in rates:
+        print(
+            f"  vs baseline {args.baseline_ref}: {rates['ours'] / rates['baseline']:.2f}x rows/s (wall), "
+            f"{cpu['baseline'] / cpu['ours']:.2f}x less CPU time"
+        )
     if "reference" not in rates:
         return None, True
     ratio = rates["ours"] / rates["reference"]
     print(f"  ratio     {ratio:.2f}x rows/s (wall), {cpu['reference'] / cpu['ours']:.2f}x less CPU time")
     identical = all(
-        (REPORTS / f"{kind}-ours" / name).read_bytes() == (REPORTS / f"{kind}-reference" / name).read_bytes()
+        (REPORTS / f"{kind}-ours" / name).read_bytes() == (REPORTS / f"{kind}-{other}" / name).read_bytes()
         for name in REPORT_FILES
+        for other in results
     )
     print(f"  reports byte-identical: {identical}\n", flush=True)
     return ratio, identical
@@ -312,6 +361,48 @@ def ray_scaling(run_dir: Path, shards: int, args: argparse.Namespace) -> bool:
     return identical
 
 
+def parent_share(run_dir: Path, kind: str) -> None:
+    """The parent's CPU per row, by stage: what crosses the pool (pickled outcomes) and what the
+    parent does with it. The splits are digested serially first (the workers' share, not timed)."""
+    import gc
+    import pickle
+
+    from health.reduce import HealthReducer
+    from health.report import render_summary, write_reports
+    from health.runner import _plan
+    from health.splits import SplitPlacer, digest_split
+
+    paths = [str(run_dir / "rollouts.jsonl")]
+    splits = _plan(paths, 2, os.path.getsize(paths[0]))
+    outcomes = [digest_split(split, frozenset()) for split in splits]
+    rows = sum(outcome.records for outcome in outcomes)
+    collecting = gc.isenabled()
+    gc.disable()  # as the pool parent runs
+    try:
+        marks = [time.process_time()]
+        blobs = [pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL) for outcome in outcomes]
+        marks.append(time.process_time())
+        received = [pickle.loads(blob) for blob in blobs]
+        marks.append(time.process_time())
+        reducer, placer = HealthReducer(frozenset()), SplitPlacer(splits, frozenset())
+        for outcome in received:
+            reducer.extend(placer.add(outcome))
+        marks.append(time.process_time())
+        summary = reducer.summary()
+        marks.append(time.process_time())
+        write_reports(OUT / "parent_share", render_summary(summary), reducer.iter_verdict_lines())
+        marks.append(time.process_time())
+    finally:
+        if collecting:
+            gc.enable()
+    finished = sum(len(outcome.unreadable) + len(outcome.by_ordinal) for outcome in outcomes)
+    print(f"\n{kind}: parent share, µs of CPU per row ({rows} rows, {finished} placed by position)")
+    print(f"  pickled bytes per row: {sum(map(len, blobs)) / rows:.0f}")
+    stages = ("pickle (worker side)", "unpickle", "place + reduce", "summary", "write reports")
+    for name, start, end in zip(stages, marks, marks[1:], strict=False):
+        print(f"  {name:22s} {(end - start) / rows * 1e6:6.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -331,7 +422,17 @@ def main() -> int:
         "--ray", action="store_true", help="process pool vs a local 1- then 2-node Ray cluster"
     )
     parser.add_argument("--no-reference", action="store_true", help="time our CLI alone")
+    parser.add_argument(
+        "--baseline-ref",
+        default=None,
+        help="also time our CLI as of this commit (git archive), alternating, for a before/after",
+    )
     parser.add_argument("--regenerate", action="store_true")
+    parser.add_argument(
+        "--parent-share",
+        action="store_true",
+        help="instead of timing whole runs, split the pool parent's CPU per row by stage",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     print(f"cpus: {os.cpu_count()}, load average (1 min): {load:.2f}", flush=True)
@@ -343,6 +444,11 @@ def main() -> int:
             run_dir = ensure_corpus(kind, args.rollouts, args.regenerate, max(2, args.shards))
             ok = ray_scaling(run_dir, max(2, args.shards), args) and ok
         return 0 if ok else 1
+
+    if args.parent_share:
+        for kind in kinds:
+            parent_share(ensure_corpus(kind, args.rollouts, args.regenerate), kind)
+        return 0
 
     outcome: dict[str, tuple[float | None, bool]] = {}
     for kind in kinds:

@@ -19,6 +19,12 @@ machine is shared), over every row:
   records, the full path for the rest.
 
 It prints the medians and the ratios of ``digest_line`` to the others, in the same run.
+
+``--stages`` then splits ``digest_line`` into its stages, each timed alone over the rows that
+reach it (µs per row of the whole corpus, so the stages add up to about ``digest_line``): the
+simdjson validation, the strict msgspec decode, the contract's cross-field rules and the
+conversation check, then evidence + checks + digest, the compact form the workers send, and the
+full path of the rows the fast path defers. Where Python per item goes is the last four.
 """
 
 from __future__ import annotations
@@ -30,9 +36,12 @@ from collections.abc import Callable
 
 import orjson
 
+from health import fast_path
+from health.compact import compact_digest
 from health.contract import canonical_trajectory
-from health.digest import _digest_parsed, digest_line
+from health.digest import _digest_everyday, _digest_parsed, digest_line
 from health.parse import parse_line
+from health.strict_schema import StrictRecord, contract_rules_hold, decode_strict
 from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
 
 SEED = 20261202
@@ -66,13 +75,69 @@ def _digest(position: int, line: bytes) -> object:
     )
 
 
+def _vouch(record: StrictRecord) -> bool:
+    trajectory = record.ng_trajectory
+    if trajectory is None:
+        return True
+    return contract_rules_hold(trajectory) and all(
+        fast_path._conversation_vouched(invocation.conversation)
+        for invocation in trajectory.invocations
+        if invocation.conversation
+    )
+
+
+def stages(rows: list[bytes], repeats: int) -> None:
+    """Time each stage of ``digest_line`` alone, over the rows that reach it; µs per corpus row."""
+    location = ("rollouts.jsonl", 0, 1, 0)
+    valid = [line for line in rows if fast_path._is_shallow_json_for_orjson(line)]
+    decoded = [record for record in map(decode_strict, valid) if record is not None]
+    everyday = [found for found in map(fast_path.read_everyday_record, rows) if found is not None]
+    digests = [_digest_everyday(found, location, frozenset()) for found in everyday]
+    deferred = [line for line in rows if fast_path.read_everyday_record(line) is None]
+    work: dict[str, tuple[list[object], Callable[[object], object]]] = {
+        "simdjson validation": (list(rows), fast_path._is_shallow_json_for_orjson),  # type: ignore[dict-item]
+        "strict msgspec decode": (list(valid), decode_strict),  # type: ignore[dict-item]
+        "rules + conversation": (list(decoded), _vouch),  # type: ignore[dict-item]
+        "evidence+checks+digest": (
+            list(everyday),
+            lambda found: _digest_everyday(found, location, frozenset()),  # type: ignore[arg-type]
+        ),
+        "compact digest": (list(digests), compact_digest),  # type: ignore[dict-item]
+        "full path (deferred rows)": (
+            list(deferred),
+            lambda line: _full_path(0, line),  # type: ignore[arg-type]
+        ),
+    }
+    timings: dict[str, list[float]] = {name: [] for name in work}
+    timings["digest_line"] = []
+    for _ in range(repeats):
+        for name, (items, step) in work.items():
+            started = time.process_time()
+            for item in items:
+                step(item)
+            timings[name].append((time.process_time() - started) / len(rows) * 1e6)
+        timings["digest_line"].append(_cpu_us_per_row(rows, _digest))
+    print(f"stages of digest_line, µs per corpus row ({len(deferred)} of {len(rows)} rows deferred):")
+    total = 0.0
+    for name, values in timings.items():
+        value = statistics.median(values)
+        if name != "digest_line":
+            total += value
+        print(f"  {name:26s} {value:8.1f}")
+    print(f"  {'sum of the stages':26s} {total:8.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rollouts", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--stages", action="store_true", help="also time each stage of digest_line")
+    parser.add_argument(
+        "--fault-rate", type=float, default=0.02, help="each synthetic fault kind's rate (default 0.02)"
+    )
     args = parser.parse_args()
     config = SyntheticConfig(
-        num_tasks=max(1, args.rollouts // 4), repeats_per_task=4, faults=FaultRates.mixed(0.02)
+        num_tasks=max(1, args.rollouts // 4), repeats_per_task=4, faults=FaultRates.mixed(args.fault_rate)
     )
     rows = [orjson.dumps(row) for row in generate_rows(config, SEED)]
     size = sum(map(len, rows)) / len(rows)
@@ -94,6 +159,8 @@ def main() -> None:
     print(f"digest_line / parse floor: {digest / medians['parse floor']:.2f}x")
     print(f"digest_line / validate+dump baseline: {digest / medians['validate+dump baseline']:.2f}x")
     print(f"digest_line / full path: {digest / medians['full path']:.2f}x")
+    if args.stages:
+        stages(rows, args.repeats)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ unreadable line, and the statistics are all zero.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from enum import IntEnum
+from typing import Any, NamedTuple, TypeAlias
 
 import orjson
 from msgspec import UNSET
@@ -25,16 +26,30 @@ from .checks import ROLLOUT_RULES, CheckRule, chains_ended_on_failure
 from .contract import TrajectoryRecord, check_trajectory
 from .evidence import Evidence, build_evidence, call_identity
 from .fast_path import EverydayRecord, read_everyday_record
-from .identity import Identity, InvalidIdentity, identity_of, resolve_identity, unreadable_identity
+from .identity import (
+    ROLLOUT_ID_KEY,
+    ROLLOUT_INDEX_KEY,
+    TASK_INDEX_KEY,
+    Identity,
+    InvalidIdentity,
+    identity_of,
+    resolve_identity,
+)
 from .parse import parse_line
 from .registry import ROLLOUT_CHECK_IDS, check_spec
 from .strict_schema import StrictRecord
 from .types import CheckInput, Finding, RolloutDigest, Verdict
+from .unreadable import unreadable_digest
 
 __all__ = [
+    "BindingView",
+    "OrdinalIdentity",
+    "PositionDependence",
     "TrajectoryCheck",
+    "UnreadableLine",
     "digest_everyday",
     "digest_line",
+    "digest_line_placed",
     "digest_record",
     "digest_record_with_trajectory",
 ]
@@ -44,6 +59,17 @@ _RECORD_UNREADABLE = "record_unreadable"
 _DUMP_DEPTH_LIMIT = 254
 
 
+class BindingView(IntEnum):
+    """Which resolved references a check reads; the value indexes the walk's views tuple."""
+
+    NONE = 0
+    """Reads no binding: only the other evidence gates apply."""
+    TURN = 1
+    """The turns' references (``bound_calls``)."""
+    OWNED = 2
+    """Every owned reference, turns first then invocation-only (``owned_model_calls``)."""
+
+
 class _Step(NamedTuple):
     """One rollout check with the evidence gates its ``reads`` imply (spec §6.4 steps 1-4)."""
 
@@ -51,14 +77,18 @@ class _Step(NamedTuple):
     reads_trajectory: bool
     reads_turns: bool
     reads_observed_calls: bool
-    view: int
-    """Binding view read: 0 none, 1 turn bindings (``bound_calls``), 2 owned bindings."""
+    view: BindingView
     rule: CheckRule
 
 
 def _step(check_id: str) -> _Step:
     reads = check_spec(check_id).reads
-    view = 1 if CheckInput.BOUND_CALLS in reads else 2 if CheckInput.OWNED_MODEL_CALLS in reads else 0
+    if CheckInput.BOUND_CALLS in reads:
+        view = BindingView.TURN
+    elif CheckInput.OWNED_MODEL_CALLS in reads:
+        view = BindingView.OWNED
+    else:
+        view = BindingView.NONE
     return _Step(
         check_id,
         CheckInput.TRAJECTORY in reads,
@@ -74,6 +104,24 @@ _STEPS: tuple[_Step, ...] = tuple(_step(check_id) for check_id in ROLLOUT_CHECK_
 TrajectoryCheck = tuple[TrajectoryRecord, None] | tuple[None, str]
 """``check_trajectory``'s outcome for a record's ``ng_trajectory``: the validated record or the
 error name. Validity only: a valid record may still fail the canonical dump (too deep)."""
+
+
+class OrdinalIdentity(NamedTuple):
+    """A readable record without ``_ng_task_index``: its task index is its ordinal."""
+
+    rollout_suffix: str | None
+    """``str`` of the raw rollout index when the rollout id is derived as ``"<ordinal>-<suffix>"``
+    (the record names no rollout id of its own); ``None`` when the record's own id stands."""
+
+
+class UnreadableLine(NamedTuple):
+    """A line without a readable identity: its digest is :func:`~health.unreadable.unreadable_digest`."""
+
+    detail: dict[str, Any]
+
+
+PositionDependence: TypeAlias = OrdinalIdentity | UnreadableLine | None
+"""How a line's digest depends on its position besides the ``ordinal`` field (``None``: it does not)."""
 
 
 def digest_line(
@@ -92,13 +140,65 @@ def digest_line(
     validated in full, and the outcome is the same either way.
     """
     location = (source_path, source_index, line_number, ordinal)
+    return _digest_line(data, location, ignored_checks)[0]
+
+
+def digest_line_placed(
+    data: bytes,
+    *,
+    source_path: str,
+    source_index: int,
+    line_number: int,
+    ordinal: int,
+    ignored_checks: frozenset[str] = frozenset(),
+) -> tuple[RolloutDigest, PositionDependence]:
+    """:func:`digest_line`, also saying how the digest depends on the line's position.
+
+    A map task that knows only split-local positions uses it to hand the driver what it needs
+    to place the line globally without digesting it again: for an unreadable line the
+    ``record_unreadable`` detail, for a record without ``_ng_task_index`` whether its rollout
+    id derives from the ordinal.
+    """
+    location = (source_path, source_index, line_number, ordinal)
+    return _digest_line(data, location, ignored_checks)
+
+
+def _digest_line(
+    data: bytes, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> tuple[RolloutDigest, PositionDependence]:
     everyday = read_everyday_record(data.strip())
     if everyday is not None:
         digest = _digest_everyday(everyday, location, ignored_checks)
         if digest is not None:
-            return digest
+            return digest, _everyday_dependence(everyday.record)
     record, error = parse_line(data)
-    return _digest_parsed(record, error, location, ignored_checks, len(data), None)[0]
+    identity = _readable_identity(record, error, location[3])
+    if not isinstance(identity, Identity):
+        source_path, source_index, line_number, ordinal = location
+        digest = unreadable_digest(identity, source_path, source_index, line_number, ordinal, ignored_checks)
+        return digest, UnreadableLine(identity)
+    digest = _digest_parsed(record, error, location, ignored_checks, len(data), None)[0]
+    assert record is not None
+    return digest, _parsed_dependence(record)
+
+
+def _everyday_dependence(record: StrictRecord) -> OrdinalIdentity | None:
+    if record.task_index is not UNSET:
+        return None
+    trajectory = record.ng_trajectory
+    own_id = record.rollout_id or (None if trajectory is None else trajectory.rollout_id)
+    raw_rollout = 0 if record.rollout_index is UNSET else record.rollout_index
+    return OrdinalIdentity(None if own_id else f"{raw_rollout}")
+
+
+def _parsed_dependence(record: dict[str, Any]) -> OrdinalIdentity | None:
+    if TASK_INDEX_KEY in record:
+        return None
+    trajectory = record.get("ng_trajectory")
+    own_id = record.get(ROLLOUT_ID_KEY) or (
+        trajectory.get("rollout_id") if isinstance(trajectory, dict) else None
+    )
+    return OrdinalIdentity(None if own_id else f"{record.get(ROLLOUT_INDEX_KEY, 0)}")
 
 
 def digest_everyday(
@@ -170,23 +270,13 @@ def _digest_parsed(
 ) -> tuple[RolloutDigest, TrajectoryCheck | None]:
     """``line_size`` is the raw line's length in bytes, when known; ``checked`` a prior validation."""
     source_path, source_index, line_number, ordinal = location
-    if not isinstance(record, dict) or parse_error is not None:
-        detail = {"reason": "rollout record is unreadable", "error": parse_error or "ValueError"}
-        unreadable = _unreadable_digest(
-            detail, source_path, source_index, line_number, ordinal, ignored_checks
+    identity = _readable_identity(record, parse_error, ordinal)
+    if not isinstance(identity, Identity):
+        unreadable = unreadable_digest(
+            identity, source_path, source_index, line_number, ordinal, ignored_checks
         )
         return unreadable, None
-    identity = resolve_identity(record, ordinal)
-    if isinstance(identity, InvalidIdentity):
-        detail = {
-            "reason": "rollout record identity is invalid",
-            "error": "ValidationError",
-            "field": identity.field,
-        }
-        unreadable = _unreadable_digest(
-            detail, source_path, source_index, line_number, ordinal, ignored_checks
-        )
-        return unreadable, None
+    assert record is not None
     raw = record.get("ng_trajectory")
     if raw is None:
         checked = None
@@ -195,6 +285,22 @@ def _digest_parsed(
     trajectory, trajectory_error = _depth_guarded(raw, checked, line_size)
     evidence = build_evidence(trajectory, record)
     return _walk(identity, evidence, trajectory_error, ordinal, ignored_checks), checked
+
+
+def _readable_identity(
+    record: dict[str, Any] | None, parse_error: str | None, ordinal: int
+) -> Identity | dict[str, Any]:
+    """The record's identity, or the ``record_unreadable`` detail saying why it has none."""
+    if not isinstance(record, dict) or parse_error is not None:
+        return {"reason": "rollout record is unreadable", "error": parse_error or "ValueError"}
+    identity = resolve_identity(record, ordinal)
+    if isinstance(identity, InvalidIdentity):
+        return {
+            "reason": "rollout record identity is invalid",
+            "error": "ValidationError",
+            "field": identity.field,
+        }
+    return identity
 
 
 def _walk(
@@ -216,7 +322,8 @@ def _walk(
     turns_observed = evidence.turns_observed
     calls_observed = evidence.model_calls_observed
     observed_calls = calls_observed and bool(evidence.calls)
-    views = (evidence.turn_binding, evidence.turn_binding, evidence.owned_binding)  # by step.view
+    # Indexed by BindingView: NONE's slot is never read (a NONE step is falsy below).
+    views = (evidence.turn_binding, evidence.turn_binding, evidence.owned_binding)
     for check_id, reads_trajectory, reads_turns, reads_observed_calls, view, rule in _STEPS:
         if ignored_checks and check_id in ignored_checks:
             continue
@@ -346,53 +453,6 @@ def _verdict(findings: list[Finding], unobserved: list[str]) -> Verdict:
     if findings:
         return "unhealthy"
     return "unobserved" if unobserved else "healthy"
-
-
-def _unreadable_digest(
-    detail: dict[str, Any],
-    source_path: str,
-    source_index: int,
-    line_number: int,
-    ordinal: int,
-    ignored_checks: frozenset[str],
-) -> RolloutDigest:
-    identity = unreadable_identity(source_index, line_number)
-    subject: dict[str, int | str] = {
-        "_ng_task_index": identity.task_index,
-        "_ng_rollout_index": identity.rollout_index,
-    }
-    findings: list[Finding] = []
-    unobserved: list[str] = []
-    for check_id in ROLLOUT_CHECK_IDS:
-        if check_id in ignored_checks:
-            continue
-        if check_id == _RECORD_UNREADABLE:
-            locator: dict[str, Any] = {"source_file": source_path, "line": line_number}
-            findings.append(_finding(check_id, subject, locator, detail))
-        else:
-            unobserved.append(check_id)
-    return RolloutDigest(
-        task_index=identity.task_index,
-        rollout_index=identity.rollout_index,
-        stage_index=None,
-        rollout_id=identity.rollout_id,
-        verdict=_verdict(findings, unobserved),
-        findings=findings,
-        unobserved=unobserved,
-        capture_observed=False,
-        policy_calls_observed=False,
-        model_calls=0,
-        successful_model_calls=0,
-        model_call_errors=0,
-        errors_by_status={},
-        ended_on_error=False,
-        duplicated_calls=0,
-        transcript_prompt_tokens=0,
-        transcript_completion_tokens=0,
-        capture_prompt_tokens=0,
-        capture_completion_tokens=0,
-        ordinal=ordinal,
-    )
 
 
 def _digest(

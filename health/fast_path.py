@@ -40,7 +40,7 @@ from msgspec import Raw
 from pydantic import TypeAdapter
 
 from .checks import LENGTH_FINISH_REASONS
-from .contract._conversation._fast import canonical_list, everyday_list_valid
+from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
 from .contract.conversation import Conversation
 from .strict_schema import StrictRecord, contract_rules_hold, decode_strict
 
@@ -115,7 +115,7 @@ def _conversation_vouched(items: list[Any]) -> bool:
     for the list around the invocation and the invocation itself; the invocation's other
     fields are shallow).
     """
-    if canonical_list(items) is not None or everyday_list_valid(items):
+    if canonical_list_accepts(items) or everyday_list_valid(items):
         return True
     try:
         _CONVERSATION.validate_python(items)

@@ -5,10 +5,10 @@ so the parent never reads the inputs: a worker reads its split sequentially, own
 whose first byte falls inside it, digests them with split-local positions and sends back
 compact digests and its line counts (well under a hundred pickled bytes per rollout). The
 parent places outcomes in split order (:class:`~health.splits.SplitPlacer`: prefix sums give
-global line numbers and ordinals; the rare position-dependent lines are re-digested there)
+global line numbers and ordinals, which it writes into the rare position-dependent digests)
 and feeds the reducer. Workers import the per-record step once, in their initializer; the
-parent imports it only if some line needs re-digesting. A bounded number of splits is in
-flight, submitted in order, so memory does not grow with the input.
+parent never needs it unless it runs serially. A bounded number of splits is in flight,
+submitted in order, so memory does not grow with the input.
 
 Split size replaces NeMo Gym's chunk size (``ceil(n / (workers * 4))`` lines, at most 128):
 about ``total_bytes / (workers * 4)``, at most 16 MiB, so small inputs still spread over every

@@ -10,10 +10,12 @@ A split cannot know the line numbers and ordinals of the lines before it, so a t
 with split-local positions and reports how many physical and non-blank lines it owns; the
 driver turns those into global positions (:class:`SplitOutcome` and :func:`globalize`).
 Only two things in a digest depend on position besides its ``ordinal`` field: an unreadable
-line's identity (input index and line number) and the identity of a record without
-``_ng_task_index`` (the global ordinal). A task digests with ordinals offset by
-:data:`PROBE_ORDINAL`, so such digests are recognisable, and sends their lines back raw; the
-driver re-digests those few lines at their global position.
+line's identity and locator (input index and line number) and the identity of a record without
+``_ng_task_index`` (the global ordinal, and the rollout id when it derives from it). The task
+learns which lines those are from the per-record step (:func:`~health.digest.digest_line_placed`)
+and sends what the driver needs to finish them: an unreadable line's reason (the driver builds
+its digest, :func:`~health.unreadable.unreadable_digest`), a record's digest and how its rollout
+id derives (the driver writes the global ordinal in). No line travels back or is digested twice.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import gc
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .compact import CompactDigest, compact_digest
 from .jsonl import is_blank
+from .unreadable import unreadable_digest
 
 __all__ = [
-    "PROBE_ORDINAL",
     "FileSplit",
     "SplitOutcome",
     "SplitPlacer",
@@ -37,11 +40,9 @@ __all__ = [
     "plan_splits",
 ]
 
-PROBE_ORDINAL = 1 << 60
-"""Split-local ordinals are offset by this; a record's own ``_ng_task_index`` never equals one."""
-_UNREADABLE_PREFIX = "__unreadable_record__:"
 _BLOCK_BYTES = 1 << 20
 _BOUNDARY_BYTES = 1 << 16
+_HAS_PREADV = hasattr(os, "preadv")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ class FileSplit:
 
 @dataclass(frozen=True, slots=True)
 class SplitOutcome:
-    """What a task sends back: counts for the driver's prefix sums, digests, lines to redo."""
+    """What a task sends back: counts for the driver's prefix sums, digests, lines to finish."""
 
     index: int
     lines: int
@@ -69,8 +70,12 @@ class SplitOutcome:
     """Non-blank lines owned: the next split's ordinals start this much later."""
     digests: list[CompactDigest]
     """Position-independent digests; ``ordinal`` is split-local (0-based)."""
-    deferred: list[tuple[int, int, bytes]]
-    """``(local line number, local ordinal, raw line)`` of lines whose digest depends on position."""
+    unreadable: list[tuple[int, int, dict[str, Any]]]
+    """``(local line number, local ordinal, record_unreadable detail)`` of lines without a readable
+    identity."""
+    by_ordinal: list[tuple[CompactDigest, str | None]]
+    """Digests of records without ``_ng_task_index`` (local ``ordinal``; ``task_index`` and
+    ``rollout_id`` to be rewritten) with :attr:`~health.digest.OrdinalIdentity.rollout_suffix`."""
     node: str = ""
     """Where the task ran (set by the distributed runner; empty in-process)."""
 
@@ -104,8 +109,21 @@ def _first_owned_line(handle: int, start: int) -> int | None:
         position += len(block)
 
 
+def _read_into(handle: int, view: memoryview, position: int) -> int:
+    """Fill ``view`` from ``position`` of the file; the number of bytes read (0 at its end)."""
+    if _HAS_PREADV:
+        return os.preadv(handle, [view], position)
+    block = os.pread(handle, len(view), position)
+    view[: len(block)] = block
+    return len(block)
+
+
 def iter_split_lines(path: str, start: int, end: int) -> Iterator[bytes]:
-    """Every physical line (without its ``\\n``) whose first byte lies in ``[start, end)``."""
+    """Every physical line (without its ``\\n``) whose first byte lies in ``[start, end)``.
+
+    Blocks are read into one reused buffer and each line is copied out of it once, so a
+    split costs no allocation per block.
+    """
     with open(path, "rb", buffering=0) as file:
         handle = file.fileno()
         first = _first_owned_line(handle, start)
@@ -113,47 +131,43 @@ def iter_split_lines(path: str, start: int, end: int) -> Iterator[bytes]:
             return
         unfinished = bytearray()  # the line that runs past the last block read
         position = first
-        block_bytes = min(_BLOCK_BYTES, max(_BOUNDARY_BYTES, end - first))
+        buffer = bytearray(min(_BLOCK_BYTES, max(_BOUNDARY_BYTES, end - first)))
+        view = memoryview(buffer)
+        find = buffer.find
         while True:
-            block = os.pread(handle, block_bytes, position)
-            if not block:
+            size = _read_into(handle, view, position)
+            if not size:
                 if unfinished:
                     yield bytes(unfinished)
                 return
             block_offset = position
-            position += len(block)
+            position += size
             cursor = 0
             while True:
-                newline = block.find(b"\n", cursor)
+                newline = find(b"\n", cursor, size)
                 if newline < 0:
-                    unfinished += memoryview(block)[cursor:]
+                    unfinished += view[cursor:size]
                     break
                 if unfinished:
-                    unfinished += memoryview(block)[cursor:newline]
+                    unfinished += view[cursor:newline]
                     line = bytes(unfinished)
                     unfinished.clear()
                 else:
-                    line = block[cursor:newline]
+                    line = bytes(view[cursor:newline])
                 yield line
                 cursor = newline + 1
                 if block_offset + cursor >= end:
                     return
 
 
-def _position_dependent(digest: CompactDigest, probe: int) -> bool:
-    task = digest.task_index
-    if isinstance(task, str):
-        return task.startswith(_UNREADABLE_PREFIX)
-    return task == probe and not isinstance(task, bool)
-
-
 def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutcome:
     """Digest the lines ``split`` owns, with split-local line numbers and ordinals."""
-    from .digest import digest_line
+    from .digest import UnreadableLine, digest_line_placed
 
     lines = records = 0
     digests: list[CompactDigest] = []
-    deferred: list[tuple[int, int, bytes]] = []
+    unreadable: list[tuple[int, int, dict[str, Any]]] = []
+    by_ordinal: list[tuple[CompactDigest, str | None]] = []
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -161,26 +175,25 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
             lines += 1
             if is_blank(line):
                 continue
-            probe = PROBE_ORDINAL + records
-            digest = compact_digest(
-                digest_line(
-                    line,
-                    source_path=split.path,
-                    source_index=split.source_index,
-                    line_number=lines,
-                    ordinal=probe,
-                    ignored_checks=ignored_checks,
-                )
+            digest, dependence = digest_line_placed(
+                line,
+                source_path=split.path,
+                source_index=split.source_index,
+                line_number=lines,
+                ordinal=records,
+                ignored_checks=ignored_checks,
             )
-            if _position_dependent(digest, probe):
-                deferred.append((lines, records, line))
+            if dependence is None:
+                digests.append(compact_digest(digest))
+            elif isinstance(dependence, UnreadableLine):
+                unreadable.append((lines, records, dependence.detail))
             else:
-                digests.append(digest._replace(ordinal=records))
+                by_ordinal.append((compact_digest(digest), dependence.rollout_suffix))
             records += 1
     finally:
         if collecting:
             gc.enable()
-    return SplitOutcome(split.index, lines, records, digests, deferred)
+    return SplitOutcome(split.index, lines, records, digests, unreadable, by_ordinal)
 
 
 def globalize(
@@ -190,25 +203,22 @@ def globalize(
     ordinal_base: int,
     ignored_checks: frozenset[str],
 ) -> list[CompactDigest]:
-    """The outcome's digests at global positions: ordinals shifted, deferred lines re-digested."""
+    """The outcome's digests at global positions: ordinals shifted, position-dependent ones finished."""
     placed = [digest._replace(ordinal=ordinal_base + digest.ordinal) for digest in outcome.digests]
-    if not outcome.deferred:
-        return placed
-    from .digest import digest_line  # only here: most callers never need the per-record step
-
-    for line_number, ordinal, line in outcome.deferred:
-        placed.append(
-            compact_digest(
-                digest_line(
-                    line,
-                    source_path=split.path,
-                    source_index=split.source_index,
-                    line_number=line_base + line_number,
-                    ordinal=ordinal_base + ordinal,
-                    ignored_checks=ignored_checks,
-                )
-            )
+    for digest, rollout_suffix in outcome.by_ordinal:
+        ordinal = ordinal_base + digest.ordinal
+        rollout_id = digest.rollout_id if rollout_suffix is None else f"{ordinal}-{rollout_suffix}"
+        placed.append(digest._replace(ordinal=ordinal, task_index=ordinal, rollout_id=rollout_id))
+    for line_number, ordinal, detail in outcome.unreadable:
+        unreadable = unreadable_digest(
+            detail,
+            split.path,
+            split.source_index,
+            line_base + line_number,
+            ordinal_base + ordinal,
+            ignored_checks,
         )
+        placed.append(compact_digest(unreadable))
     return placed
 
 

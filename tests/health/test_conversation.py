@@ -8,6 +8,7 @@ the full differential corpus against the reference (it needs the oracle; these t
 
 from __future__ import annotations
 
+import json
 import warnings
 from typing import Any
 
@@ -680,3 +681,117 @@ def test_invalid_token_metadata_routes_to_no_model() -> None:
     assert tag is not None and "missing" in tag
     with pytest.raises(ValidationError, match="generation_log_probs, generation_token_ids"):
         validate(item)
+
+
+_EVERYDAY_TEMPLATES: list[dict[str, Any]] = [
+    {"role": "user", "content": "hi"},
+    {"type": "message", "role": "developer", "content": "hi", "phase": "commentary"},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+    {"type": "message", "role": "assistant", "content": [{"type": "input_text", "text": "hi"}]},
+    {
+        "type": "message",
+        "role": "assistant",
+        "id": "m",
+        "status": "completed",
+        "content": [
+            {"type": "output_text", "text": "a", "annotations": [], "logprobs": None},
+            {"type": "refusal", "refusal": "no"},
+        ],
+    },
+    {
+        "role": "assistant",
+        "id": "m",
+        "content": [{"type": "output_text", "text": "a", "annotations": []}],
+    },
+    {
+        "type": "function_call",
+        "call_id": "c",
+        "name": "f",
+        "arguments": "{}",
+        "id": "i",
+        "status": "in_progress",
+    },
+    {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "namespace": "n"},
+    {"type": "function_call_output", "call_id": "c", "output": "o", "id": "i", "status": "completed"},
+    {
+        "type": "reasoning",
+        "id": "r",
+        "summary": [{"type": "summary_text", "text": "s"}],
+        "content": [{"type": "reasoning_text", "text": "t"}],
+        "encrypted_content": "e",
+    },
+]
+_MUTATION_KEYS = st.sampled_from(
+    [
+        "type",
+        "role",
+        "content",
+        "phase",
+        "id",
+        "status",
+        "arguments",
+        "call_id",
+        "name",
+        "namespace",
+        "output",
+        "summary",
+        "encrypted_content",
+        "prompt_token_ids",
+        "extra",
+    ]
+)
+_MUTATION_VALUES = st.sampled_from(
+    [
+        None,
+        "",
+        "x",
+        "user",
+        "assistant",
+        "message",
+        "completed",
+        "incomplete",
+        "final_answer",
+        0,
+        True,
+        [],
+        {},
+    ]
+)
+
+
+@st.composite
+def _everyday_item(draw: st.DrawFn) -> dict[str, Any]:
+    """A plainly valid everyday item, then a few keys dropped, set or nested parts changed."""
+    item: dict[str, Any] = json.loads(json.dumps(draw(st.sampled_from(_EVERYDAY_TEMPLATES))))
+    for _ in range(draw(st.integers(0, 3))):
+        key = draw(st.sampled_from(sorted(item) or ["type"]) | _MUTATION_KEYS)
+        if draw(st.booleans()):
+            item.pop(key, None)
+        else:
+            item[key] = draw(_MUTATION_VALUES)
+    for parts_key in ("content", "summary", "content"):
+        parts = item.get(parts_key)
+        if isinstance(parts, list) and parts and draw(st.booleans()):
+            part = parts[draw(st.integers(0, len(parts) - 1))]
+            if isinstance(part, dict):
+                part[draw(st.sampled_from(["type", "text", "annotations", "logprobs", "refusal"]))] = draw(
+                    _MUTATION_VALUES
+                )
+    return item
+
+
+class TestAcceptanceOnly:
+    """``canonical_list_accepts`` is exactly ``canonical_list(...) is not None``."""
+
+    @pytest.mark.parametrize("item", [item for item, _ in ACCEPTED] + REJECTED + RAISES_TYPE_ERROR)
+    def test_observed_items(self, item: Any) -> None:
+        from health.contract._conversation._fast import canonical_list, canonical_list_accepts
+
+        assert canonical_list_accepts([item]) == (canonical_list([item]) is not None)
+
+    @settings(max_examples=1500, deadline=None)
+    @given(st.lists(_everyday_item(), min_size=1, max_size=3) | st.lists(_json, max_size=2))
+    def test_generated_items(self, items: list[Any]) -> None:
+        from health.contract._conversation._fast import canonical_list, canonical_list_accepts
+
+        assert canonical_list_accepts(items) == (canonical_list(items) is not None)

@@ -5,14 +5,18 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import orjson
 import pytest
 
+from health import splits
+from health.compact import compact_digest
+from health.digest import digest_line
 from health.jsonl import iter_line_spans
 from health.reduce import HealthReducer
 from health.runner import map_into_reducer
-from health.splits import PROBE_ORDINAL, SplitPlacer, digest_split, iter_split_lines, plan_splits
+from health.splits import SplitPlacer, digest_split, iter_split_lines, plan_splits
 
-from .shard_corpus import write_shards
+from .shard_corpus import record, write_shards
 
 
 def _owned(path: Path, split_bytes: int) -> list[bytes]:
@@ -45,7 +49,9 @@ def test_every_line_owned_once(tmp_path: Path, content: bytes, split_bytes: int)
     assert _owned(path, split_bytes) == _lines_of(path)
 
 
-def test_random_files_any_split_size(tmp_path: Path) -> None:
+@pytest.mark.parametrize("preadv", [True, False], ids=["preadv", "pread"])
+def test_random_files_any_split_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preadv: bool) -> None:
+    monkeypatch.setattr(splits, "_HAS_PREADV", preadv and splits._HAS_PREADV)
     rng = random.Random(5)
     for trial in range(30):
         path = tmp_path / f"f{trial}.jsonl"
@@ -55,7 +61,11 @@ def test_random_files_any_split_size(tmp_path: Path) -> None:
             assert _owned(path, split_bytes) == _lines_of(path), (trial, split_bytes)
 
 
-def test_a_line_longer_than_a_read_block(tmp_path: Path) -> None:
+@pytest.mark.parametrize("preadv", [True, False], ids=["preadv", "pread"])
+def test_a_line_longer_than_a_read_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preadv: bool
+) -> None:
+    monkeypatch.setattr(splits, "_HAS_PREADV", preadv and splits._HAS_PREADV)
     path = tmp_path / "f.jsonl"
     long_line = b"z" * (3 << 20)
     path.write_bytes(b"a\n" + long_line + b"\nb\n")
@@ -96,20 +106,79 @@ def test_placed_splits_equal_the_local_runner(tmp_path: Path, split_bytes: int) 
     assert list(placed.iter_verdict_lines()) == list(local.iter_verdict_lines())
 
 
-def test_only_position_dependent_lines_are_deferred(tmp_path: Path) -> None:
+def test_only_position_dependent_lines_are_left_to_the_driver(tmp_path: Path) -> None:
     path = tmp_path / "f.jsonl"
     path.write_bytes(
         b'{"_ng_task_index": 1}\n{"_ng_rollout_index": 3}\n\n{torn\n'
         + b'{"_ng_task_index": "__unreadable_record__:input-0:line-1"}\n'
-        + b'{"_ng_task_index": %d}\n' % (PROBE_ORDINAL + 4)
+        + b'{"_ng_task_index": null}\n{"_ng_rollout_id": "own"}\n'
     )
     outcome = digest_split(plan_splits([str(path)], 1 << 20)[0], frozenset())
-    assert (outcome.lines, outcome.records) == (6, 5)
-    # A literal synthetic identity or the probe value is re-digested too: harmless, never wrong.
-    assert [(line_number, ordinal) for line_number, ordinal, _ in outcome.deferred] == [
-        (2, 1),
-        (4, 2),
-        (5, 3),
-        (6, 4),
+    assert (outcome.lines, outcome.records) == (7, 6)
+    # A readable record's own identity, even one that looks synthetic, is not position-dependent.
+    assert [digest.ordinal for digest in outcome.digests] == [0, 3]
+    assert [(line, ordinal, detail["reason"]) for line, ordinal, detail in outcome.unreadable] == [
+        (4, 2, "rollout record is unreadable"),
+        (6, 4, "rollout record identity is invalid"),
     ]
-    assert [digest.ordinal for digest in outcome.digests] == [0]
+    assert [(digest.ordinal, suffix) for digest, suffix in outcome.by_ordinal] == [(1, "3"), (5, None)]
+
+
+def _odd_identity_lines(rng: random.Random, pad: int) -> list[bytes]:
+    """Lines whose digests depend on their position, mixed with ones that must not."""
+    trajectory = {"task_id": "t", "rollout_id": "", "turns": [], "model_calls": []}
+    rows: list[object] = [
+        {"_ng_rollout_index": 2},
+        {"_ng_rollout_index": "x", "_ng_rollout_id": ""},
+        {"_ng_rollout_index": 2.0, "_ng_rollout_id": 0},
+        {"_ng_rollout_index": True},
+        {"_ng_rollout_id": "own", "_ng_rollout_index": 4},
+        {"ng_trajectory": trajectory},
+        {"ng_trajectory": dict(trajectory, rollout_id="traj-id")},
+        {"ng_trajectory": dict(trajectory, unknown_key=1)},
+        {"ng_trajectory": "not an object", "_ng_rollout_index": 7},
+        {"_ng_rollout_index": None},
+        {"_ng_rollout_index": 1.5},
+        {"_ng_task_index": None},
+        {"_ng_task_index": "__unreadable_record__:input-0:line-1", "_ng_rollout_index": 0},
+        {"_ng_task_index": 1 << 60},
+        [1, 2],
+    ]
+    lines = [orjson.dumps(row) for row in rows]
+    lines += [b"{torn", b"", b"  \r", b"\xff\xfe", record(None, 1, pad=pad), record(7, 1, pad=pad)]
+    rng.shuffle(lines)
+    return lines
+
+
+@pytest.mark.parametrize("split_bytes", [1, 97, 1 << 20])
+@pytest.mark.parametrize("ignored", [frozenset(), frozenset({"record_unreadable"})])
+def test_placed_digests_equal_digesting_each_line_at_its_global_position(
+    tmp_path: Path, split_bytes: int, ignored: frozenset[str]
+) -> None:
+    rng = random.Random(split_bytes)
+    paths = []
+    for index in range(3):
+        path = tmp_path / f"rollouts-{index}.jsonl"
+        path.write_bytes(b"\n".join(_odd_identity_lines(rng, pad=200)) + b"\n")
+        paths.append(str(path))
+    expected = []
+    ordinal = 0
+    for source_index, path_name in enumerate(paths):
+        for line_number, line in enumerate(Path(path_name).read_bytes().split(b"\n")[:-1], start=1):
+            if line.strip():
+                digest = digest_line(
+                    line,
+                    source_path=path_name,
+                    source_index=source_index,
+                    line_number=line_number,
+                    ordinal=ordinal,
+                    ignored_checks=ignored,
+                )
+                expected.append(compact_digest(digest))
+                ordinal += 1
+    splits = plan_splits(paths, split_bytes)
+    reducer = HealthReducer(ignored)
+    placer = SplitPlacer(splits, ignored)
+    for split in reversed(splits):
+        reducer.extend(placer.add(digest_split(split, ignored)))
+    assert reducer.compact_digests() == expected

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["canonical_list", "everyday_list_valid", "fast_canonical"]
+__all__ = ["canonical_list", "canonical_list_accepts", "everyday_list_valid", "fast_canonical"]
 
 _TOKEN_KEYS = frozenset(
     {"prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts"}
@@ -328,3 +328,144 @@ def everyday_list_valid(items: list[Any]) -> bool:
     cannot fail.
     """
     return all(_item_valid(item) for item in items)
+
+
+# -- acceptance only: the everyday shapes, without building their dumps --------------------------
+
+
+def _input_text_parts_ok(content: list[Any]) -> bool:
+    for part in content:
+        if (
+            part.__class__ is not dict
+            or len(part) != 2
+            or part.get("type") != "input_text"
+            or part.get("text").__class__ is not str
+        ):
+            return False
+    return True
+
+
+def _output_parts_ok(content: list[Any]) -> bool:
+    for part in content:
+        if part.__class__ is not dict:
+            return False
+        kind = part.get("type")
+        if kind == "output_text":
+            if (
+                part.get("text").__class__ is not str
+                or part.get("annotations") != []
+                or part.get("logprobs") is not None
+                or not _OUTPUT_TEXT_KEYS.issuperset(part)
+            ):
+                return False
+        elif not (kind == "refusal" and len(part) == 2 and part.get("refusal").__class__ is str):
+            return False
+    return True
+
+
+def _message_ok(item: dict[str, Any]) -> bool:
+    role = item.get("role")
+    phase = item.get("phase")
+    if role.__class__ is not str or role not in _ROLES:
+        return False
+    if phase is not None and (phase.__class__ is not str or phase not in _PHASES):
+        return False
+    content = item.get("content")
+    if content.__class__ is str:
+        return True
+    if content.__class__ is not list or not content:
+        return False
+    if role == "assistant":
+        first = content[0]
+        if first.__class__ is dict and first.get("type") in ("output_text", "refusal"):
+            status = item.get("status", "completed")
+            return (
+                item.get("id").__class__ is str
+                and status.__class__ is str
+                and status in _STATUSES
+                and _output_parts_ok(content)
+            )
+    elif "status" in item:
+        return False
+    return _input_text_parts_ok(content)
+
+
+def _optional_status_ok(item: dict[str, Any]) -> bool:
+    status = item.get("status")
+    return status is None or (status.__class__ is str and status in _STATUSES)
+
+
+def _function_call_ok(item: dict[str, Any]) -> bool:
+    item_id = item.get("id")
+    namespace = item.get("namespace")
+    return (
+        item.get("arguments").__class__ is str
+        and item.get("call_id").__class__ is str
+        and item.get("name").__class__ is str
+        and (item_id is None or item_id.__class__ is str)
+        and _optional_status_ok(item)
+        and (namespace is None or namespace.__class__ is str)
+    )
+
+
+def _function_call_output_ok(item: dict[str, Any]) -> bool:
+    item_id = item.get("id")
+    return (
+        item.get("call_id").__class__ is str
+        and item.get("output").__class__ is str
+        and (item_id is None or item_id.__class__ is str)
+        and _optional_status_ok(item)
+    )
+
+
+def _text_parts_ok(parts: Any, kind: str) -> bool:
+    if parts.__class__ is not list:
+        return False
+    for part in parts:
+        if (
+            part.__class__ is not dict
+            or len(part) != 2
+            or part.get("type") != kind
+            or part.get("text").__class__ is not str
+        ):
+            return False
+    return True
+
+
+def _reasoning_ok(item: dict[str, Any]) -> bool:
+    encrypted = item.get("encrypted_content")
+    content = item.get("content")
+    return (
+        item.get("id").__class__ is str
+        and (encrypted is None or encrypted.__class__ is str)
+        and _text_parts_ok(item.get("summary"), "summary_text")
+        and (content is None or _text_parts_ok(content, "reasoning_text"))
+    )
+
+
+_ACCEPTORS: dict[Any, Callable[[dict[str, Any]], bool]] = {
+    "message": _message_ok,
+    _ABSENT: _message_ok,
+    "function_call": _function_call_ok,
+    "function_call_output": _function_call_output_ok,
+    "reasoning": _reasoning_ok,
+}
+
+
+def canonical_list_accepts(items: list[Any]) -> bool:
+    """``canonical_list(items) is not None``, without building the canonical dicts.
+
+    The same conditions item by item, for callers that need acceptance only (the batch fast
+    path validates a conversation but never reads its dump).
+    """
+    acceptors = _ACCEPTORS
+    for item in items:
+        if item.__class__ is not dict or not _TOKEN_KEYS.isdisjoint(item):
+            return False
+        kind = item.get("type", _ABSENT)
+        if kind.__class__ is not str and kind is not _ABSENT:
+            return False
+        acceptor = acceptors.get(kind)
+        if acceptor is None or not acceptor(item):
+            return False
+    return True

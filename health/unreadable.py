@@ -1,0 +1,69 @@
+"""The digest of a line that yields no readable rollout: unparseable, or an identity NeMo Gym rejects.
+
+Its identity is synthetic (input index and line number), its only possible finding is
+``record_unreadable`` with the line's locator, every other rollout check is unobserved and its
+statistics are zero. It depends on nothing but the reason and the line's position, so whoever
+knows the global position (the pool parent, the Ray driver) can build it from the reason alone,
+without importing the per-record step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .identity import unreadable_identity
+from .registry import ROLLOUT_CHECK_IDS
+from .types import Finding, RolloutDigest
+
+__all__ = ["RECORD_UNREADABLE", "unreadable_digest"]
+
+RECORD_UNREADABLE = "record_unreadable"
+
+
+def unreadable_digest(
+    detail: dict[str, Any],
+    source_path: str,
+    source_index: int,
+    line_number: int,
+    ordinal: int,
+    ignored_checks: frozenset[str],
+) -> RolloutDigest:
+    """The digest of unreadable line ``line_number`` of input ``source_index``; ``detail`` says why."""
+    identity = unreadable_identity(source_index, line_number)
+    findings: list[Finding] = []
+    unobserved: list[str] = []
+    for check_id in ROLLOUT_CHECK_IDS:
+        if check_id in ignored_checks:
+            continue
+        if check_id == RECORD_UNREADABLE:
+            subject: dict[str, int | str] = {
+                "_ng_task_index": identity.task_index,
+                "_ng_rollout_index": identity.rollout_index,
+            }
+            locator: dict[str, Any] = {"source_file": source_path, "line": line_number}
+            findings.append(Finding(check=check_id, subject=subject, locator=locator, detail=detail))
+        else:
+            unobserved.append(check_id)
+    verdict = "unhealthy" if findings else "unobserved" if unobserved else "healthy"
+    return RolloutDigest(
+        task_index=identity.task_index,
+        rollout_index=identity.rollout_index,
+        stage_index=None,
+        rollout_id=identity.rollout_id,
+        verdict=verdict,
+        findings=findings,
+        unobserved=unobserved,
+        capture_observed=False,
+        policy_calls_observed=False,
+        model_calls=0,
+        successful_model_calls=0,
+        model_call_errors=0,
+        errors_by_status={},
+        ended_on_error=False,
+        duplicated_calls=0,
+        transcript_prompt_tokens=0,
+        transcript_completion_tokens=0,
+        capture_prompt_tokens=0,
+        capture_completion_tokens=0,
+        ordinal=ordinal,
+    )
