@@ -19,7 +19,9 @@ check's fast path).
 build (``--baseline-ref``, default ``main``, unpacked with ``git archive``), interleaved,
 ``--repeats`` rounds each, durable acks over loopback: (a) ~12.5 KiB rows, 8 clients, 16 rows a
 request: the service process's CPU per row; (b) ``benchmarks/ingest.py``'s 8.8 KiB rows, 32
-clients, 16 rows a request: rows/s. Medians, with this build's ratio to the baseline.
+clients, 16 rows a request: rows/s; (c) rows without a trajectory (``{"reward": 1.0}``), 8
+clients: the per-row floor outside the row's bytes. Medians, with this build's ratio to the
+baseline.
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ def generated_rows(payload_bytes: int) -> list[dict[str, Any]]:
         num_tasks=400, repeats_per_task=1, model_calls_per_rollout=2, payload_bytes_per_call=payload_bytes
     )
     return list(generate_rows(config, 1))
+
+
+#: ``{"reward": 1.0}`` (plus its identity): the per-row floor of everything but the row's own bytes.
+BARE_ROWS: list[dict[str, Any]] = [{"reward": 1.0}]
 
 
 def make_bodies(count: int, batch: int, payload_bytes: int) -> list[bytes]:
@@ -271,6 +277,7 @@ def servers(args: argparse.Namespace, tmp: Path) -> None:
     scenarios = {
         "12.5 KiB rows, 8 clients x 16 rows": (generated_rows(2100), 8),
         "8.8 KiB rows, 32 clients x 16 rows": (generated_rows(1200), 32),
+        "rows without a trajectory, 8 clients x 16 rows": (BARE_ROWS, 8),
     }
     results: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for repeat in range(args.repeats):  # interleaved: both builds see the same machine

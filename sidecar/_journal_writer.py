@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future as ThreadFuture
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +234,7 @@ class Writer(threading.Thread):
                     cursor.execute(_INSERT_EVENT, (event.run_id, event.kind, key, event.payload, key))
                     if cursor.rowcount == 1 and cursor.lastrowid is not None:
                         last_seq = cursor.lastrowid
-                        stored.append(replace(event, seq=last_seq))
+                        stored.append(JournalEvent(event.run_id, event.kind, key, event.payload, last_seq))
                         new += 1
                         written += len(event.payload)
                     else:

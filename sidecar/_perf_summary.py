@@ -21,7 +21,7 @@ import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
-from typing import Any, TypeGuard
+from typing import Any
 
 from sortedcontainers import SortedList
 
@@ -36,9 +36,9 @@ _PERCENTILES = ((0.5, "total_latency_p50_ms"), (0.9, "total_latency_p90_ms"), (0
 _INT64 = range(-(2**63), 2**63)
 
 
-def _is_number(value: object) -> TypeGuard[Number]:
-    """The reference's number test: ``int`` or ``float`` (so ``bool`` passes too)."""
-    return isinstance(value, int | float)
+#: The reference's number test, ``isinstance(value, _NUMBER)``: ``int`` or ``float`` (so ``bool``
+#: passes too).
+_NUMBER = (int, float)
 
 
 class _Column:
@@ -90,13 +90,14 @@ class _Column:
             self._integral = False
             if value != value:
                 self._nan = True
-        low, high = self._min, self._max
+        low = self._min
         if low is None or value < low:
             self._min = value
+        high = self._max
         if high is None or value > high:
             self._max = value
         values = self._values
-        if isinstance(values, array):
+        if type(values) is array:
             if (kind is float and values.typecode == "d") or (
                 kind is int and values.typecode == "q" and value in _INT64
             ):
@@ -176,21 +177,23 @@ class PerfSummaryState:
         if not isinstance(ng_perf, Mapping):
             raise TypeError(f"ng_perf must be a JSON object, got {type(ng_perf).__name__}: {ng_perf!r}")
         self._records += 1
-        coverage = ng_perf.get("token_observability_coverage")
-        if _is_number(coverage) and coverage > 0:
+        get = ng_perf.get
+        coverage = get("token_observability_coverage")
+        if isinstance(coverage, _NUMBER) and coverage > 0:
             self._token_covered += 1
+        tokens = self._tokens
         for field in _TOKEN_FIELDS:
-            value = ng_perf.get(field)
-            if _is_number(value):
-                self._tokens[field].append(value)
-        turns = ng_perf.get("num_turns")
-        if _is_number(turns):
+            value = get(field)
+            if isinstance(value, _NUMBER):
+                tokens[field].append(value)
+        turns = get("num_turns")
+        if isinstance(turns, _NUMBER):
             self._num_turns.append(turns)
-            completion = ng_perf.get("completion_tokens")
-            if _is_number(completion) and turns > 0:
+            completion = get("completion_tokens")
+            if isinstance(completion, _NUMBER) and turns > 0:
                 self._tokens_per_turn.append(_ratio(completion, turns))
-        latency = ng_perf.get("total_latency_ms")
-        if _is_number(latency):
+        latency = get("total_latency_ms")
+        if isinstance(latency, _NUMBER):
             self._latency.append(latency)
 
     def merge(self, other: PerfSummaryState) -> None:
@@ -317,6 +320,12 @@ def _total(column: _Column) -> Number:
 
 def _ratio(numerator: Number, denominator: Number) -> float:
     """``numerator / denominator`` as the reference divides, saturated where that overflows."""
+    try:
+        quotient = numerator / denominator
+    except OverflowError:  # an int quotient past the double range
+        quotient = math.inf
+    if math.isfinite(quotient):
+        return quotient  # a true division of numbers is a float
     exact = lambda: Fraction(numerator) / Fraction(denominator)  # noqa: E731
     return float(_finite(lambda: numerator / denominator, exact))
 

@@ -209,8 +209,15 @@ def raw_line(data: bytes) -> RawRow | None:
     return RawRow(data, vetted=True) if vetted_json(data) else None
 
 
+_ENVELOPE_FIELDS: Final = _Envelope.__struct_fields__
+
+
 def _event_body(envelope: _Envelope, shallow: bool) -> dict[str, Any]:
-    body = {name: value for name, value in msgspec.structs.asdict(envelope).items() if value is not UNSET}
+    body = {
+        name: value
+        for name, value in zip(_ENVELOPE_FIELDS, msgspec.structs.astuple(envelope), strict=True)
+        if value is not UNSET
+    }
     span = bytes(body.pop("row"))
     if span:
         if span[:1] == b"{" and envelope.kind == "completed":
