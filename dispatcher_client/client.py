@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import re
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
@@ -24,6 +23,7 @@ import httpx
 import orjson
 
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
+from sidecar.wire import RUN_ID_PATTERN, EventNumber, source_id
 
 from ._batcher import Batcher
 from ._events import (
@@ -33,15 +33,12 @@ from ._events import (
     failed_event,
     progress_event,
     run_started_event,
-    source_id,
 )
 from .config import ClientConfig, ClientStats, resolve_token
 
 __all__ = ["RUN_ID_PATTERN", "SidecarClient", "SidecarError"]
 
 _log = logging.getLogger("dispatcher_client")
-#: What the sidecar accepts as a run id (checked here: a refused id would lose every event).
-RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
 
 class SidecarError(RuntimeError):
@@ -84,9 +81,9 @@ class SidecarClient:
         self.source = source_id()
         self._seq = itertools.count()
 
-    def next_number(self) -> tuple[str, int]:
+    def next_number(self) -> EventNumber:
         """A fresh ``(source, seq)`` event identity (thread-safe: one atomic counter step)."""
-        return self.source, next(self._seq)
+        return EventNumber(self.source, next(self._seq))
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -72,6 +72,7 @@ import httpx
 import orjson
 
 from health.registry import CHECK_IDS
+from sidecar.wire import MaterializedInputsError, materialized_lines, plan_from_lines
 
 from ._tail import FilePosition, SentRange, TailRead, is_blank_line, read_new_lines
 from .client import SidecarClient
@@ -129,23 +130,23 @@ def follow_paths(
 
 
 def _plan(path: Path) -> dict[str, int] | None:
-    """Repeats per ``str(_ng_task_index)`` over the materialized inputs; ``None`` if absent."""
+    """Repeats per ``str(_ng_task_index)`` over the materialized inputs; ``None`` if absent.
+
+    Read as the sidecar reads a ``materialized_inputs`` path (:func:`sidecar.wire.plan_from_lines`):
+    a line that is not a JSON object with ``_ng_task_index`` stops the follower, as the sidecar
+    would refuse the plan.
+    """
     try:
-        data = path.read_bytes()
+        handle = open(path, "rb", buffering=0)  # noqa: SIM115 (closed below)
     except OSError:
         return None
-    plan: dict[str, int] = {}
-    for line in data.splitlines():
-        if is_blank_line(line):
-            continue
+    with handle:
         try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and "_ng_task_index" in row:
-            task = str(row["_ng_task_index"])
-            plan[task] = plan.get(task, 0) + 1
-    return plan or None
+            return plan_from_lines(materialized_lines(handle))
+        except MaterializedInputsError as exc:
+            raise FollowerError(f"{path}: {exc}; fix the materialized inputs, then rerun") from None
+        except OSError as exc:
+            raise FollowerError(f"{path}: cannot read the materialized inputs: {exc}") from None
 
 
 def _text(line: bytes) -> str:

@@ -21,8 +21,8 @@ from types import TracebackType
 from typing import Any
 
 from sidecar.rollout_perf import DispatchLatencyTracker
+from sidecar.wire import source_id
 
-from ._events import source_id
 from .config import ClientConfig, ClientStats
 from .sync import SyncSidecarClient
 

@@ -36,9 +36,9 @@ from sidecar.metrics import render
 from sidecar.openapi import openapi_document
 from sidecar.runs import RunState
 from sidecar.service import Service
+from sidecar.wire import RUN_ID_PATTERN
 
 __all__ = [
-    "RUN_ID_PATTERN",
     "ServerTiming",
     "create_app",
     "dumps_json",
@@ -49,7 +49,6 @@ __all__ = [
 ]
 
 _log = structlog.get_logger("sidecar.app")
-RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 _STRING = re.compile(rb'"[^"]*"')
 _NOT_SKELETON = bytes(b for b in range(256) if b not in b'"[]{}')
 _OPENERS = frozenset(b"[{")

@@ -21,7 +21,6 @@ the row's own and are not limited here.
 from __future__ import annotations
 
 import hashlib
-import json
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
@@ -39,6 +38,14 @@ from pydantic import (
 
 from health.parse import parse_line
 from health.registry import CHECK_IDS
+from sidecar.wire import (
+    ATTEMPT_KEY,
+    MAX_EVENT_SEQ,
+    MAX_SOURCE_CHARS,
+    ROLLOUT_KEY,
+    TASK_KEY,
+    dump_row,
+)
 
 __all__ = [
     "EVENT_KINDS",
@@ -98,16 +105,6 @@ Name = Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)]
 
 Index = StrictInt | StrictStr
 
-TASK_KEY = "_ng_task_index"
-ROLLOUT_KEY = "_ng_rollout_index"
-ATTEMPT_KEY = "_ng_attempt_index"
-
-
-#: Longest ``source`` (the sending client's name) of a client-assigned event identity.
-MAX_SOURCE_CHARS = 128
-#: Largest client sequence number (it must fit the journal's signed 64-bit integers).
-MAX_EVENT_SEQ = MAX_COUNT
-
 
 class _Event(BaseModel):
     """``generation`` (follower): a followed file was recreated or truncated, so a
@@ -123,7 +120,7 @@ class _Identified(_Event):
     are the event's identity (a retry repeats them). Give both or neither."""
 
     source: Annotated[StrictStr, Field(min_length=1, max_length=MAX_SOURCE_CHARS)] | None = None
-    seq: Count | None = None
+    seq: Annotated[int, Field(ge=0, le=MAX_EVENT_SEQ)] | None = None
 
     @model_validator(mode="after")
     def _source_with_seq(self) -> _Identified:
@@ -250,8 +247,8 @@ class Latency(_Event):
     kind: Literal["latency"]
     op: Literal["record", "record_failure", "record_drained"]
     seconds: Seconds | None = None
-    source: StrictStr = Field(min_length=1, max_length=128)
-    seq: Count
+    source: StrictStr = Field(min_length=1, max_length=MAX_SOURCE_CHARS)
+    seq: Annotated[int, Field(ge=0, le=MAX_EVENT_SEQ)]
 
 
 class Started(_Event):
@@ -311,19 +308,6 @@ def event_identity(event: Event) -> tuple[Any, Any, int]:
     rollout = event.rollout_index if event.rollout_index is not None else row.get(ROLLOUT_KEY, 0)
     attempt = event.attempt if event.attempt is not None else _attempt_from(row.get(ATTEMPT_KEY))
     return task, rollout, attempt
-
-
-def dump_row(row: dict[str, Any]) -> bytes:
-    """A row as compact JSON bytes, however deep it nests.
-
-    orjson refuses to write past 255 levels while it reads up to 1024, so a row whose free-form
-    values nest deeper than that (the batch check reports it ``record_unreadable``) is written
-    with the standard library instead; either form parses back to the same row.
-    """
-    try:
-        return orjson.dumps(row)
-    except orjson.JSONEncodeError:
-        return json.dumps(row, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
 def _row_bytes(event: Event) -> bytes | None:

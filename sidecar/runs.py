@@ -56,6 +56,7 @@ from sidecar.events import (
 )
 from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
 from sidecar.prepare import Prepared
+from sidecar.wire import TASK_KEY
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -101,7 +102,6 @@ _FAILURE_CLASS_KEY = "_ng_failure_class"
 _TERMINAL_KEY = "_ng_failure_terminal"
 _NO_PERSIST_KEY = "_ng_no_persist"
 _DRAINED_KEY = "_ng_dispatch_drained"
-_TASK_KEY = "_ng_task_index"
 _LINE_LOCATOR = b'"line":'
 
 
@@ -658,7 +658,7 @@ def _completed_fact(
     if ng_perf is None and row is not None and isinstance(row.get("ng_perf"), dict):
         agent_perf = row["ng_perf"]  # attach_ng_perf keeps an agent-supplied object it cannot rebuild
     digest = None
-    if settings is not None and not (isinstance(row, dict) and _TASK_KEY not in row):
+    if settings is not None and not (isinstance(row, dict) and TASK_KEY not in row):
         if prepared is not None:
             digest = prepared.digest
         else:
