@@ -45,7 +45,6 @@ class SidecarError(RuntimeError):
     """A read (drain margin, report) the sidecar could not answer."""
 
 
-
 class SidecarClient:
     """Async, fail-open client of one run: ``async with SidecarClient(url, run_id=...) as c``.
 

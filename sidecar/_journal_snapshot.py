@@ -47,9 +47,10 @@ __all__ = [
 
 _log = structlog.get_logger("sidecar.snapshot")
 
-#: Version of the file layout and of what the body holds (2: runs with their in-flight registry,
-#: ``inflight_at_end`` and frozen clock); a file of another version is skipped, never misread.
-SNAPSHOT_FORMAT = 2
+#: Version of the file layout and of what the body holds (runs with their in-flight registry,
+#: ``inflight_at_end`` and frozen clock; 3: verdict counts keyed by name, the perf core and the
+#: journal under their sub-packages); a file of another version is skipped, never misread.
+SNAPSHOT_FORMAT = 3
 _MAGIC = b"ROLLOUT-SIDECAR-SNAPSHOT\n"
 _MAX_HEADER = 4096
 _MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536

@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 import orjson
@@ -48,7 +48,15 @@ from sidecar.materialized_inputs import PlanError, plan_from_materialized
 from sidecar.prepare import Prepared, Preparer
 from sidecar.runs import RunState, derive_fact, latency_ms
 
-__all__ = ["EventOutcome", "Ingestor", "JournalLike", "PlanError", "UnknownRun", "plan_from_materialized"]
+__all__ = [
+    "EventOutcome",
+    "Ingestor",
+    "JournalLike",
+    "OutcomeStatus",
+    "PlanError",
+    "UnknownRun",
+    "plan_from_materialized",
+]
 
 _log = structlog.get_logger("sidecar.ingest")
 _MAX_EVENTS_PER_APPEND = 4096
@@ -68,11 +76,16 @@ class UnknownRun(LookupError):
         self.run_id = run_id
 
 
+#: ``accepted``; ``duplicate`` (its idempotency key was stored before); ``unknown_run`` (no
+#: ``run_started`` yet); ``not_in_flight`` (a heartbeat of an attempt not in flight).
+OutcomeStatus = Literal["accepted", "duplicate", "unknown_run", "not_in_flight"]
+
+
 @dataclass(frozen=True, slots=True)
 class EventOutcome:
     """What the service answers for one event of a batch."""
 
-    status: str  # "accepted" | "duplicate" | "unknown_run" | "not_in_flight" (a heartbeat)
+    status: OutcomeStatus
     kind: str
     seq: int | None = None
     ng_perf: dict[str, Any] | None = None

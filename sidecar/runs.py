@@ -211,10 +211,13 @@ class RunState:
         self.perf_rollouts = 0
         self._next_ordinal = 0
         self._closed: dict[TaskIndex, tuple[str, ...]] = {}
-        self._health_interval_s = health_interval_s
+        #: The configured floor of the summary's refresh interval, and the interval in force
+        #: (the floor, stretched to 20x the last summary's cost).
+        self._health_min_interval_s = health_interval_s
         self._health_cache: tuple[float, dict[str, int], dict[str, int]] | None = None
-        self._health_interval = health_interval_s
-        self._verdicts = [0, 0, 0]
+        self._health_interval_s = health_interval_s
+        #: Rollouts per preliminary verdict, keyed by the verdict's name.
+        self._verdicts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
         self._issues = [0] * len(CHECK_IDS)
         self._maybe_duplicates = False
         self._version = 0
@@ -341,7 +344,7 @@ class RunState:
         digest = self._digest(fact)
         task = self._engines.digest_task_index(digest)
         self.reducer.add_compact(digest)
-        self._verdicts[digest.verdict] += 1
+        self._verdicts[VERDICTS[digest.verdict]] += 1
         for position in digest.finding_checks:
             if position >= 0:
                 self._issues[position] += 1
@@ -449,18 +452,19 @@ class RunState:
             for check in checks:
                 flags[check] = flags.get(check, 0) + 1
         if not self._maybe_duplicates:
-            verdicts: dict[str, int] = dict(zip(VERDICTS, self._verdicts, strict=True))
+            verdicts = dict(self._verdicts)
             issues = dict(zip(CHECK_IDS, self._issues, strict=True))
         else:
             now = time.monotonic()
             cached = self._health_cache
             stale = cached is None or self._health_version != self._version
-            if stale and (fresh or cached is None or now - cached[0] >= self._health_interval):
+            if stale and (fresh or cached is None or now - cached[0] >= self._health_interval_s):
                 started = time.perf_counter()
                 summary = self.reducer.summary()
                 run = summary["run"]
                 release_gradually(summary.pop("tasks", {}))
-                self._health_interval = max(self._health_interval_s, 20 * (time.perf_counter() - started))
+                cost_s = time.perf_counter() - started
+                self._health_interval_s = max(self._health_min_interval_s, 20 * cost_s)
                 self._health_cache = cached = (now, dict(run["verdicts"]), dict(run["issues"]))
                 self._health_version = self._version
             assert cached is not None
