@@ -23,16 +23,6 @@ import anyio
 import orjson
 import structlog
 
-from sidecar._journal_facts import (
-    CompletedFact,
-    Fact,
-    LatencyFact,
-    RunStartedFact,
-    decode_fact,
-    encode_fact,
-    is_legacy_payload,
-)
-from sidecar._journal_snapshot import SnapshotStore, dumps_state, fork_writer, loads_state
 from sidecar.engines import Engines
 from sidecar.events import (
     Completed,
@@ -44,6 +34,16 @@ from sidecar.events import (
 )
 from sidecar.inflight import InflightRules
 from sidecar.journal import JournalCompacted, JournalError, JournalEvent, JournalUnavailable
+from sidecar.journal._facts import (
+    CompletedFact,
+    Fact,
+    LatencyFact,
+    RunStartedFact,
+    decode_fact,
+    encode_fact,
+    is_legacy_payload,
+)
+from sidecar.journal._snapshot import SnapshotStore, dumps_state, fork_writer, loads_state
 from sidecar.materialized_inputs import PlanError, plan_from_materialized
 from sidecar.prepare import Prepared, Preparer
 from sidecar.runs import RunState, derive_fact, latency_ms

@@ -21,23 +21,6 @@ from health.compact import VERDICTS, CompactDigest
 from health.reduce import release_gradually
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
-from sidecar._journal_facts import (
-    DIGESTED,
-    FAILURE_ROW,
-    NOT_PERSISTED,
-    NOT_PERSISTED_DRAINED,
-    CompletedFact,
-    DrainedFact,
-    Fact,
-    FailedFact,
-    LatencyFact,
-    RunEndedFact,
-    RunStartedFact,
-    StartedFact,
-    digest_fields,
-    encode_fact,
-    parse_deferred,
-)
 from sidecar.accounting import Accounting, RolloutKey, normalize_index
 from sidecar.engines import Engines
 from sidecar.events import (
@@ -55,6 +38,23 @@ from sidecar.events import (
     row_of,
 )
 from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
+from sidecar.journal._facts import (
+    DIGESTED,
+    FAILURE_ROW,
+    NOT_PERSISTED,
+    NOT_PERSISTED_DRAINED,
+    CompletedFact,
+    DrainedFact,
+    Fact,
+    FailedFact,
+    LatencyFact,
+    RunEndedFact,
+    RunStartedFact,
+    StartedFact,
+    digest_fields,
+    encode_fact,
+    parse_deferred,
+)
 from sidecar.prepare import Prepared
 from sidecar.wire import TASK_KEY
 

@@ -15,13 +15,7 @@ SERVER = ("starlette", "uvicorn", "prometheus_client", "structlog", "sqlite3", "
 BATCH = ("health.api", "health.runner", "health.reduce", "health.report", "health.digest", "health.jsonl")
 
 #: The pure perf core the client computes its local fallbacks with.
-PERF_CORE = (
-    "sidecar._tracker",
-    "sidecar._ng_perf",
-    "sidecar._perf_summary",
-    "sidecar._drain",
-    "sidecar._summation",
-)
+PERF_CORE = ("sidecar.perf",)
 
 
 def _loaded_after(statement: str) -> set[str]:

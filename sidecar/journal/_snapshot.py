@@ -33,8 +33,8 @@ from typing import Any
 import orjson
 import structlog
 
-from sidecar._journal_facts import STATE_SCHEMA
 from sidecar._lifeline import die_with_parent
+from sidecar.journal._facts import STATE_SCHEMA
 
 __all__ = [
     "SNAPSHOT_FORMAT",

@@ -21,14 +21,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sidecar._journal_schema import (
+from sidecar.journal._schema import (
     SCHEMA_VERSION,
     WriterConnection,
     file_bytes,
     map_sqlite_error,
     open_reader,
 )
-from sidecar._journal_types import (
+from sidecar.journal._types import (
     JournalCompacted,
     JournalCorrupt,
     JournalError,
@@ -37,7 +37,7 @@ from sidecar._journal_types import (
     JournalStats,
     JournalUnavailable,
 )
-from sidecar._journal_writer import Append, Control, SetMeta, Writer
+from sidecar.journal._writer import Append, Control, SetMeta, Writer
 
 __all__ = [
     "DEFAULT_JOURNAL_PATH",

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from sortedcontainers import SortedList
 
-from sidecar._summation import builtin_sum, format_positive_sum
+from sidecar.perf._summation import builtin_sum, format_positive_sum
 
 __all__ = [
     "ADAPTIVE_MARGIN_MIN_SAMPLES",
