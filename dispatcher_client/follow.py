@@ -425,6 +425,39 @@ class Follower:
             )
         await asyncio.to_thread(self._save_state)
 
+    def _events_of(self, name: str, read: TailRead, final: bool) -> tuple[list[dict[str, Any]], bytes]:
+        """The events of one read of file ``name``, and the unterminated last line sent with them
+        (only when ``final``: the run is over, as the batch check would read the file now)."""
+        events = []
+        for number, line in read.lines:
+            if is_blank_line(line):
+                continue
+            event = self._completion(number, line) if name == "rollouts" else self._failure(line)
+            if event is not None:
+                events.append(event)
+        partial = b""
+        if final and read.at_end and not read.lines and not is_blank_line(read.partial):
+            number = read.position.line_number + 1
+            event = (
+                self._completion(number, read.partial) if name == "rollouts" else self._failure(read.partial)
+            )
+            if event is not None:
+                events.append(event)
+                partial = read.partial
+        return events, partial
+
+    async def _advance(self, name: str, before: FilePosition, after: FilePosition) -> None:
+        """Checkpoint file ``name`` at ``after`` once its events were acknowledged; the sent range
+        is dropped once the checkpoint passed it."""
+        changed = after != before
+        self.positions[name] = after
+        pending = self.sent.get(name)
+        if pending is not None and pending.end <= after.offset:
+            del self.sent[name]
+            changed = True
+        if changed:
+            await asyncio.to_thread(self._save_state)
+
     async def step(self, *, final: bool = False) -> int:
         """One poll of both files; returns the number of events delivered (and checkpointed).
 
@@ -448,36 +481,12 @@ class Follower:
                 if read.restarted:
                     await self._restart()
                     return sent + await self.step(final=final)
-                events = []
-                for number, line in read.lines:
-                    if is_blank_line(line):
-                        continue
-                    event = self._completion(number, line) if name == "rollouts" else self._failure(line)
-                    if event is not None:
-                        events.append(event)
-                partial = b""
-                if final and read.at_end and not read.lines and not is_blank_line(read.partial):
-                    number = read.position.line_number + 1
-                    event = (
-                        self._completion(number, read.partial)
-                        if name == "rollouts"
-                        else self._failure(read.partial)
-                    )
-                    if event is not None:
-                        events.append(event)
-                        partial = read.partial
+                events, partial = self._events_of(name, read, final)
                 if events:  # recorded before the sidecar sees any of them
                     self.sent[name] = SentRange.of(position.offset, (line for _, line in read.lines), partial)
                     await asyncio.to_thread(self._save_state)
                 await self._deliver(events, path, position)
-                changed = read.position != position
-                self.positions[name] = read.position
-                pending = self.sent.get(name)
-                if pending is not None and pending.end <= read.position.offset:
-                    del self.sent[name]
-                    changed = True
-                if changed:
-                    await asyncio.to_thread(self._save_state)
+                await self._advance(name, position, read.position)
                 sent += len(events)
                 self.lines_sent += len(events) if name == "rollouts" else 0
                 if not read.lines:

@@ -239,6 +239,27 @@ def _index_by_pair(calls: list[Call]) -> dict[tuple[str, str, str], list[Call]]:
     return by_pair
 
 
+def _matching(
+    found: list[Call] | None, pair: tuple[str, str] | None, response_id: str | None
+) -> list[Call] | None:
+    """The calls of one ``model_call_id`` that also match the reference's ``model_ref`` and
+    ``response_id`` where it gives them; a single call that does not match is no match."""
+    if found is None:
+        return None
+    if len(found) == 1:
+        only = found[0]
+        if (pair is not None and only.model_ref != pair) or (
+            response_id is not None and only.response_id != response_id
+        ):
+            return None
+        return found
+    if pair is not None:
+        found = [call for call in found if call.model_ref == pair]
+    if response_id is not None:
+        found = [call for call in found if call.response_id == response_id]
+    return found
+
+
 def _bind(trajectory: TrajectoryView, calls: list[Call]) -> tuple[Binding, Binding]:
     """The turn view and the owned view of the references, resolved against ``calls`` (spec §4.5).
 
@@ -275,20 +296,7 @@ def _bind(trajectory: TrajectoryView, calls: list[Call]) -> tuple[Binding, Bindi
                 found: list[Call] | None
                 if call_id:
                     key = f"call:{call_id}"
-                    found = by_id.get(call_id)
-                    if found is None:
-                        pass
-                    elif len(found) == 1:
-                        only = found[0]
-                        if (pair is not None and only.model_ref != pair) or (
-                            response_id is not None and only.response_id != response_id
-                        ):
-                            found = None
-                    else:
-                        if pair is not None:
-                            found = [call for call in found if call.model_ref == pair]
-                        if response_id is not None:
-                            found = [call for call in found if call.response_id == response_id]
+                    found = _matching(by_id.get(call_id), pair, response_id)
                 else:
                     key = f"response:{signature[1]}:{signature[2]}:{response_id}"
                     if pair is not None and response_id:
@@ -302,10 +310,8 @@ def _bind(trajectory: TrajectoryView, calls: list[Call]) -> tuple[Binding, Bindi
                     missing.append(key)
                 elif len(found) > 1:
                     duplicated.append((key, len(found)))
-                else:
-                    only = found[0]
-                    if only.call_index not in matched:
-                        matched[only.call_index] = only
+                elif found[0].call_index not in matched:
+                    matched[found[0].call_index] = found[0]
         if owners is trajectory.turns:
             turn_binding = Binding(
                 list(references),
