@@ -74,7 +74,7 @@ class _Families:
         self.completed = _counter("rollouts_completed", "Completion events accepted (duplicates ignored).")
         self.failed = _counter(
             "rollouts_failed",
-            "Failed attempts by failure class (spec 6.4 or other) and terminal flag.",
+            "Failed attempts by failure class (NeMo Gym's, or other) and terminal flag.",
             "failure_class",
             "terminal",
         )

@@ -75,7 +75,7 @@ INFLIGHT_REPORT_LIMIT = 1000
 DURATION_BUCKETS: tuple[float, ...] = (
     1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600,
 )  # fmt: skip
-#: Spec §6.4 failure classes; anything else is exported as ``other`` to keep label values bounded.
+#: NeMo Gym's failure classes; anything else is exported as ``other`` to keep label values bounded.
 FAILURE_CLASSES = frozenset(
     {
         "agent_request_failed",

@@ -237,7 +237,7 @@ class TestHistogramAgreesWithTheExactQuantile:
         assert abs(estimated - exact) <= width, (estimated, exact, width)
 
     def test_drain_margin_is_the_exact_p75(self, live: dict[str, Any]) -> None:
-        """No configured margin: with 5+ samples the margin is the tracker's p75 (spec 2.6)."""
+        """No configured margin: with 5+ samples the margin is the tracker's p75."""
         prom = _prom(live)
         margin = prom.scalar(f'rollout_sidecar_drain_margin_seconds{{run_id="{_QUANTILE_RUN}"}}')
         p75 = prom.scalar(
