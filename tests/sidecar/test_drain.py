@@ -1,4 +1,4 @@
-"""The drain decision and the drained result row: drain when the margin exceeds the time left, and the row Gym writes for it."""
+"""The drain decision (drain when the margin exceeds the time left) and the drained result row."""
 
 from __future__ import annotations
 
