@@ -205,7 +205,7 @@ class Writer(threading.Thread):
                 self._deliver([request], self._transact(wc, [request]))
         else:
             self._deliver(group, outcome)
-        if self._checkpoint_due:  # between transactions, after the acks: see _journal_checkpoint
+        if self._checkpoint_due:  # between transactions, after the acks: see journal._checkpoint
             self._checkpoint_due = False
             try:
                 self._checkpointer.complete(wc.conn)
