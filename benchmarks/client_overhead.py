@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.reliability.sidecar_process import free_port  # noqa: E402
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SidecarClient  # noqa: E402
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf  # noqa: E402
 
@@ -80,13 +80,6 @@ async def main():
 
 asyncio.run(main())
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
@@ -229,7 +222,7 @@ def main() -> int:
     args = parser.parse_args()
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    agent_port, sidecar_port = _free_port(), _free_port()
+    agent_port, sidecar_port = free_port(), free_port()
     with tempfile.TemporaryDirectory() as tmp:
         agent = subprocess.Popen(
             [sys.executable, "-c", _AGENT, str(agent_port), str(args.latency)],

@@ -46,11 +46,11 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import Bench, _cpu_seconds  # noqa: E402
 from benchmarks.state import serve, unpack_baseline  # noqa: E402
-from sidecar._journal_facts import encode_fact  # noqa: E402
 from sidecar.app import too_deep  # noqa: E402
 from sidecar.engines import default_engines  # noqa: E402
 from sidecar.events import Completed, EventBatch, RunStarted, dump_row, idempotency_key  # noqa: E402
 from sidecar.journal import Journal, JournalEvent  # noqa: E402
+from sidecar.journal._facts import encode_fact  # noqa: E402
 from sidecar.raw_rows import decode_request, vetted_json  # noqa: E402
 from sidecar.runs import RunState, derive_fact, latency_ms  # noqa: E402
 from sidecar.synthetic import SyntheticConfig, generate_rows  # noqa: E402

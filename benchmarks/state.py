@@ -52,12 +52,12 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import Bench  # noqa: E402
 from health import health_check_run_dir  # noqa: E402
-from sidecar._journal_facts import CompletedFact, RunStartedFact, encode_fact  # noqa: E402
-from sidecar._journal_snapshot import SnapshotStore  # noqa: E402
 from sidecar.engines import default_engines  # noqa: E402
 from sidecar.events import EventBatch, RunStarted  # noqa: E402
 from sidecar.ingest import Ingestor  # noqa: E402
 from sidecar.journal import Journal, JournalEvent  # noqa: E402
+from sidecar.journal._facts import CompletedFact, RunStartedFact, encode_fact  # noqa: E402
+from sidecar.journal._snapshot import SnapshotStore  # noqa: E402
 from sidecar.runs import derive_fact  # noqa: E402
 from sidecar.synthetic import SyntheticConfig, generate_rows  # noqa: E402
 
@@ -353,11 +353,11 @@ def state_phase(args: argparse.Namespace, rows: list[dict[str, Any]], tmp: Path)
 
 def _before_facts() -> str:
     """The commit before facts were journaled on this history's first-parent line: the parent of
-    the commit (on a branch) or merge (on ``main``) that brought ``sidecar/_journal_facts.py`` in."""
+    the commit (on a branch) or merge (on ``main``) that brought ``sidecar/journal/_facts.py`` in."""
     with contextlib.suppress(subprocess.CalledProcessError):
         added = subprocess.run(
             ["git", "-C", str(ROOT), "log", "--first-parent", "--diff-filter=A", "--format=%H", "--",
-             "sidecar/_journal_facts.py"],
+             "sidecar/journal/_facts.py"],
             check=True, capture_output=True, text=True,
         ).stdout.split()  # fmt: skip
         if added:

@@ -9,12 +9,14 @@ Never imports the server (starlette, uvicorn, prometheus, structlog, sqlite).
 
 from __future__ import annotations
 
-from .client import SidecarClient, SidecarError
+from ._core import ClientClosed, SidecarError
+from .client import SidecarClient
 from .config import ClientConfig, ClientStats
 from .remote_tracker import RemoteLatencyTracker
 from .sync import SyncSidecarClient
 
 __all__ = [
+    "ClientClosed",
     "ClientConfig",
     "ClientStats",
     "RemoteLatencyTracker",

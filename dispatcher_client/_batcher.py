@@ -19,6 +19,7 @@ import logging
 import random
 from collections import deque
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import httpx
@@ -27,7 +28,7 @@ import orjson
 from ._spool import Spool
 from .config import ClientConfig, ClientStats
 
-__all__ = ["Batcher"]
+__all__ = ["Batcher", "Delivery"]
 
 _log = logging.getLogger("dispatcher_client")
 _SPILL_CHUNK_BYTES = 1 << 20
@@ -35,6 +36,16 @@ _SPILL_CHUNK_BYTES = 1 << 20
 #: waits for someone else to start it before its events are rejected as for an unknown run.
 _UNKNOWN_RUN_WAITS = 8
 _RETRYABLE = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class Delivery(Enum):
+    """What one POST of a batch came to."""
+
+    OK = "ok"  # acknowledged, every event settled
+    RETRY = "retry"  # unreachable, overloaded or garbled: send the same batch again later
+    INVALID = "invalid"  # refused for its content (or size): bisect down to the refused event
+    REFUSED = "refused"  # refused for every event alike (401/403): drop the batch
+    UNKNOWN_RUN = "unknown_run"  # the run is not (yet) started there
 
 
 @dataclass(slots=True)
@@ -278,21 +289,21 @@ class Batcher:
         attempt = restarts = 0
         while True:
             outcome = await self._post(batch)
-            if outcome == "ok":
+            if outcome is Delivery.OK:
                 return
-            if outcome == "unknown_run" and self.run_started is not None and restarts < 3:
+            if outcome is Delivery.UNKNOWN_RUN and self.run_started is not None and restarts < 3:
                 await self._deliver([_Item(self.run_started)])
                 restarts += 1
                 self.stats.retried += len(batch)
                 continue
-            if outcome == "unknown_run" and self.run_started is None and attempt < _UNKNOWN_RUN_WAITS:
-                outcome = "retry"  # another client (the follower, the dispatcher) may start it soon
-            if outcome in ("refused", "unknown_run"):  # the same for every event: no bisecting
+            if outcome is Delivery.UNKNOWN_RUN and self.run_started is None and attempt < _UNKNOWN_RUN_WAITS:
+                outcome = Delivery.RETRY  # another client (the follower, the dispatcher) may start it soon
+            if outcome in (Delivery.REFUSED, Delivery.UNKNOWN_RUN):  # the same for every event: no bisecting
                 self.stats.rejected += len(batch)
                 _settle(batch)
                 _log.warning("dispatcher_client: %d event(s) refused: %s", len(batch), self.stats.last_error)
                 return
-            if outcome == "invalid":
+            if outcome is Delivery.INVALID:
                 if len(batch) > 1:
                     half = len(batch) // 2
                     await self._deliver(batch[:half])
@@ -306,8 +317,8 @@ class Batcher:
             attempt += 1
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
 
-    async def _post(self, batch: list[_Item]) -> str:
-        """One request: ``ok`` | ``retry`` | ``invalid`` | ``refused`` | ``unknown_run``."""
+    async def _post(self, batch: list[_Item]) -> Delivery:
+        """One request, and what it means for the batch."""
         body = b"[" + b",".join(item.data for item in batch) + b"]"
         stats = self.stats
         stats.requests += 1
@@ -317,7 +328,7 @@ class Batcher:
             stats.failed_requests += 1
             stats.connected = False
             stats.last_error = f"{type(exc).__name__}: {exc}"[:300]
-            return "retry"
+            return Delivery.RETRY
         status = response.status_code
         if status == 200:
             try:
@@ -325,24 +336,24 @@ class Batcher:
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 stats.failed_requests += 1
                 stats.last_error = f"HTTP 200 with an unexpected body: {response.text[:300]}"
-                return "retry"
+                return Delivery.RETRY
             stats.connected = True
             stats.sent += len(batch)
             stats.duplicates += sum(1 for result in results if result.get("status") == "duplicate")
             _settle(batch, results)
-            return "ok"
+            return Delivery.OK
         stats.failed_requests += 1
         stats.last_error = f"HTTP {status}: {response.text[:300]}"
         if status in _RETRYABLE or status >= 500:
             stats.connected = False
-            return "retry"
+            return Delivery.RETRY
         stats.connected = True
         if status == 404 and b"unknown_run" in response.content:
-            return "unknown_run"
+            return Delivery.UNKNOWN_RUN
         if status in (401, 403):
-            return "refused"
+            return Delivery.REFUSED
         if status == 413 and len(batch) > 1:
-            return "invalid"  # bisected like an invalid batch: halves fit
+            return Delivery.INVALID  # bisected like an invalid batch: halves fit
         if len(batch) == 1:
             _log.warning("dispatcher_client: sidecar refused an event: %s", stats.last_error)
-        return "invalid"
+        return Delivery.INVALID

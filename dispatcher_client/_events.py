@@ -6,14 +6,12 @@ as ``null`` so an older sidecar's closed models still accept them.
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
+
+from sidecar.wire import EventNumber, dump_row, row_identity, source_id
 
 __all__ = [
     "completed_event",
@@ -29,30 +27,10 @@ __all__ = [
 #: Rows may carry numpy scalars or integer keys: encode them rather than fail the dispatcher.
 _DUMP_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
-TASK_KEY = "_ng_task_index"
-ROLLOUT_KEY = "_ng_rollout_index"
-ATTEMPT_KEY = "_ng_attempt_index"
-
-
-def source_id() -> str:
-    """A name unique to one client instance (host, pid, random suffix): with a sequence number
-    per event it is the identity the sidecar deduplicates on, kept across retries and the spool."""
-    return f"{socket.gethostname()[:64]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-
 
 def identity(row: Mapping[str, Any] | None) -> dict[str, Any]:
     """The event identity fields present in a dispatched row (absent keys are left out)."""
-    if not row:
-        return {}
-    out: dict[str, Any] = {}
-    for key, field in ((TASK_KEY, "task_index"), (ROLLOUT_KEY, "rollout_index")):
-        value = row.get(key)
-        if isinstance(value, int | str) and not isinstance(value, bool):
-            out[field] = value
-    attempt = row.get(ATTEMPT_KEY)
-    if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt >= 0:
-        out["attempt"] = attempt
-    return out
+    return row_identity(row)
 
 
 def run_started_event(
@@ -76,7 +54,7 @@ def run_started_event(
     return event
 
 
-def _numbered(event: dict[str, Any], number: tuple[str, int] | None) -> dict[str, Any]:
+def _numbered(event: dict[str, Any], number: EventNumber | None) -> dict[str, Any]:
     if number is not None:
         event["source"], event["seq"] = number
     return event
@@ -87,7 +65,7 @@ def completed_event(
     result: Mapping[str, Any],
     seconds: float,
     latency_ms: float | None,
-    number: tuple[str, int] | None = None,
+    number: EventNumber | None = None,
 ) -> dict[str, Any]:
     """``number`` is the client-assigned identity ``(source, seq)``; ``None`` sends none (the
     sidecar then keys the event by its content)."""
@@ -102,7 +80,7 @@ def failed_event(
     row: Mapping[str, Any] | None,
     failure_row: Mapping[str, Any],
     seconds: float | None,
-    number: tuple[str, int] | None = None,
+    number: EventNumber | None = None,
 ) -> dict[str, Any]:
     event: dict[str, Any] = {"kind": "failed", **identity(row), "row": failure_row}
     _numbered(event, number)
@@ -112,7 +90,7 @@ def failed_event(
 
 
 def drained_event(
-    row: Mapping[str, Any] | None, result: Mapping[str, Any] | None, number: tuple[str, int] | None = None
+    row: Mapping[str, Any] | None, result: Mapping[str, Any] | None, number: EventNumber | None = None
 ) -> dict[str, Any]:
     event: dict[str, Any] = {"kind": "drained", **identity(row)}
     _numbered(event, number)
@@ -130,15 +108,6 @@ def progress_event(kind: str, row: Mapping[str, Any] | None) -> dict[str, Any] |
 
 
 def encode_event(event: Mapping[str, Any]) -> bytes:
-    """JSON bytes of an event; raises ``orjson.JSONEncodeError`` if it is not JSON at all.
-
-    orjson writes at most 255 levels; a row nested deeper (which the batch health check still
-    reads and reports) is written by the standard library instead, so it reaches the sidecar.
-    """
-    try:
-        return orjson.dumps(event, option=_DUMP_OPTIONS)
-    except orjson.JSONEncodeError as exc:
-        try:
-            return json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
-        except (TypeError, ValueError, RecursionError):
-            raise exc from None
+    """JSON bytes of an event, however deep its row nests; raises ``orjson.JSONEncodeError``
+    if it is not JSON at all."""
+    return dump_row(event, _DUMP_OPTIONS)

@@ -13,9 +13,7 @@ with identical rows are two records, as the batch health check counts them.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import re
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
@@ -23,37 +21,30 @@ from typing import Any
 import httpx
 import orjson
 
-from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
+from sidecar.wire import RUN_ID_PATTERN
 
 from ._batcher import Batcher
+from ._core import ClientClosed, ClientCore, SidecarError
 from ._events import (
     completed_event,
     drained_event,
     encode_event,
     failed_event,
     progress_event,
-    run_started_event,
-    source_id,
 )
-from .config import ClientConfig, ClientStats, resolve_token
+from .config import ClientConfig
 
-__all__ = ["RUN_ID_PATTERN", "SidecarClient", "SidecarError"]
+__all__ = ["RUN_ID_PATTERN", "ClientClosed", "SidecarClient", "SidecarError"]
 
 _log = logging.getLogger("dispatcher_client")
-#: What the sidecar accepts as a run id (checked here: a refused id would lose every event).
-RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
 
-class SidecarError(RuntimeError):
-    """A read (drain margin, report) the sidecar could not answer."""
-
-
-
-class SidecarClient:
+class SidecarClient(ClientCore):
     """Async, fail-open client of one run: ``async with SidecarClient(url, run_id=...) as c``.
 
     ``token`` is the bearer token the sidecar's ingest requires when it has one; ``None``
-    (default) reads ``$ROLLOUT_SIDECAR_TOKEN``, ``""`` sends none.
+    (default) reads ``$ROLLOUT_SIDECAR_TOKEN``, ``""`` sends none. ``transport`` replaces
+    httpx's network transport (tests, proxies).
     """
 
     def __init__(
@@ -65,28 +56,10 @@ class SidecarClient:
         config: ClientConfig | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if not RUN_ID_PATTERN.fullmatch(run_id):
-            raise ValueError(f"run id {run_id!r} must match {RUN_ID_PATTERN.pattern}")
-        self.base_url = base_url.rstrip("/")
-        self.run_id = run_id
-        self.config = config or ClientConfig()
-        self.stats = ClientStats()
-        self._token = resolve_token(token)
-        self._transport = transport
+        super().__init__(base_url, run_id=run_id, token=token, config=config, transport=transport)
         self._http: httpx.AsyncClient | None = None
         self._batcher: Batcher | None = None
         self._slow_since: int | None = None  # stats.sent when an answer last came too late
-        #: This client's own events in a local tracker: the drain margin when the sidecar is not there.
-        self.local = DispatchLatencyTracker()
-        self._run_margin: float | None = None
-        self._reads_down_until = 0.0
-        #: This client instance's name in event identities; ``next_number`` numbers its events.
-        self.source = source_id()
-        self._seq = itertools.count()
-
-    def next_number(self) -> tuple[str, int]:
-        """A fresh ``(source, seq)`` event identity (thread-safe: one atomic counter step)."""
-        return self.source, next(self._seq)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -102,8 +75,7 @@ class SidecarClient:
             transport=self._transport,
             limits=httpx.Limits(max_connections=8, max_keepalive_connections=8),
         )
-        headers = {"authorization": f"Bearer {self._token}"} if self._token else {}
-        self._batcher = Batcher(self._http, self.run_id, config, self.stats, headers=headers)
+        self._batcher = Batcher(self._http, self.run_id, config, self.stats, headers=self._auth_headers())
         self._batcher.start()
         return self
 
@@ -130,7 +102,7 @@ class SidecarClient:
 
     def _sender(self) -> Batcher:
         if self._batcher is None:
-            raise RuntimeError("SidecarClient is not open: use 'async with' or await open()")
+            raise self._closed_error()
         return self._batcher
 
     # -- events ---------------------------------------------------------------------------
@@ -169,16 +141,8 @@ class SidecarClient:
         **fields: Any,
     ) -> None:
         """Declare the run (plan: task index -> repeats); re-sent automatically to a fresh sidecar."""
-        if drain_margin_s is not None:
-            self._run_margin = drain_margin_s
         self.submit_event(
-            run_started_event(
-                plan=plan,
-                dispatch_budget_s=dispatch_budget_s,
-                drain_margin_s=drain_margin_s,
-                materialized_inputs=materialized_inputs,
-                fields=fields,
-            )
+            self._run_started(plan, dispatch_budget_s, drain_margin_s, materialized_inputs, fields)
         )
 
     async def completed(
@@ -219,12 +183,6 @@ class SidecarClient:
             ng_perf: dict[str, Any] | None = answer.get("ng_perf")
             return ng_perf
         return self._local_ng_perf(result, seconds, latency_ms)
-
-    def _local_ng_perf(
-        self, result: Mapping[str, Any], seconds: float, latency_ms: float | None
-    ) -> dict[str, Any] | None:
-        self.stats.local_ng_perf += 1
-        return build_ng_perf(result, latency_ms if latency_ms is not None else seconds * 1000.0)
 
     async def failed(
         self, row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], *, seconds: float | None = None
@@ -267,15 +225,18 @@ class SidecarClient:
 
     async def _get(self, path: str, params: dict[str, Any], timeout_s: float | None) -> httpx.Response:
         if self._http is None:
-            raise RuntimeError("SidecarClient is not open: use 'async with' or await open()")
-        headers = {"authorization": f"Bearer {self._token}"} if self._token else {}
+            raise self._closed_error()
         try:
-            response = await self._http.get(path, params=params, headers=headers, timeout=timeout_s)
+            response = await self._http.get(
+                path, params=params, headers=self._auth_headers(), timeout=timeout_s
+            )
         except httpx.HTTPError as exc:
             raise SidecarError(f"GET {self.base_url}{path} failed: {type(exc).__name__}: {exc}") from exc
         if response.status_code != 200:
             raise SidecarError(
-                f"GET {self.base_url}{path}: HTTP {response.status_code}: {response.text[:300]}"
+                f"GET {self.base_url}{path}: HTTP {response.status_code}: {response.text[:300]}",
+                status=response.status_code,
+                response=response,
             )
         return response
 
@@ -290,18 +251,19 @@ class SidecarClient:
         ``SidecarError`` instead.
         """
         now = asyncio.get_running_loop().time()
-        if strict or (self.stats.connected and now >= self._reads_down_until):
+        if self._ask_sidecar(now, strict):
             try:
                 body = await self.drain_margin_info(configured, timeout_s=timeout_s)
+            except ClientClosed:
+                raise
             except SidecarError:
                 if strict:
                     raise
-                self._reads_down_until = now + 1.0
+                self._sidecar_unanswered(now)
             else:
                 margin = body.get("drain_margin")
                 return None if margin is None else float(margin)
-        self.stats.local_drain_margin += 1
-        return self.local.drain_margin(configured if configured is not None else self._run_margin)
+        return self._local_drain_margin(configured)
 
     async def drain_margin_info(
         self, configured: float | None = None, *, timeout_s: float = 0.5

@@ -1,58 +1,11 @@
 """The follower: turns an unmodified NeMo Gym run directory into sidecar events.
 
-It tails ``<stem>.jsonl`` (every non-blank physical line becomes a ``completed`` event
-carrying the raw ``line`` and its ``line_number``, so the sidecar digests exactly the bytes
-the batch ``health-check`` reads, unreadable lines included, with locators naming the same
-``source_path``) and ``<stem>_failures.jsonl`` (each readable row a ``failed`` event), and
-reads ``<stem>_materialized_inputs.jsonl`` when present for the plan (repeats per task).
-
-Durations: a followed file does not say how long a rollout took. A completion carries the
-row's ``ng_perf.total_latency_ms`` as ``latency_ms`` (so the sidecar's ``ng_perf`` keeps it)
-and, with ``latency_from_rows`` (default), ``seconds = latency_ms / 1000`` for the tracker (the
-dispatcher's wall-clock latency); without it, or without ``ng_perf``, no tracker sample. Turn
-it off when a ``RemoteLatencyTracker`` feeds the same run, or samples would count twice.
-
-Restarts: when a file is replaced or truncated (see :mod:`dispatcher_client._tail`), the
-follower starts a new *generation*: it sends ``run_started`` with a larger ``generation``,
-which makes the sidecar drop the run's state, and re-reads every file from the start. A
-follower without a state file starts at a generation taken from the clock (milliseconds), so
-it supersedes whatever an earlier follower of the same run id left in the sidecar.
-
-Crashes: the state file (written atomically: temporary file, fsync, rename) holds the
-generation, each file's checkpoint (the read position the sidecar acknowledged everything
-before) and each file's *sent range* (:class:`~dispatcher_client._tail.SentRange`): before
-a read's events are submitted, the bytes they came from (from the checkpoint on) and their
-hash are recorded; once the sidecar acknowledged them, the checkpoint moves past them and
-the range is dropped (but for an unterminated last line sent by :meth:`Follower.end_run`,
-which stays recorded: the checkpoint never passes a line without its newline). So after a
-kill at any point, what the sidecar holds of the current generation lies before the
-checkpoint or inside the recorded range, as those bytes read when they were sent.
-
-The next read starts at the checkpoint and checks the recorded range against the very bytes
-it reads. If they are unchanged (and every line in them whole), re-sending them repeats each
-line's number and content under the same generation: every event's idempotency key (which
-holds the generation, the line number and the content hash) is one the sidecar has, so
-nothing counts twice, and the read goes on past the range, so nothing is skipped. If they
-changed (cut, rewritten, an unterminated line since extended), the sidecar may hold lines the
-file no longer has: the follower starts a new generation, exactly as for an unlinked file,
-and the report is rebuilt from the final file alone. The bytes before the checkpoint are
-guarded as before (size, inode, last 64 bytes). Either way each line of the final file is
-counted once under the generation the report comes from: the report equals the batch
-``health-check`` over the final file. A new generation is started whenever the checks see
-a change, never skipped, so a kill between ``run_started`` and its checkpoint only costs
-another new generation (taken from the clock, larger than any sent).
-
-Nothing is skipped: a line longer than ``raw_line_bytes`` travels as the raw body of
-``POST /v1/runs/{run}/lines`` (no JSON escaping, which can double a line), so every line up to
-the sidecar's body cap gets through. A line or batch the sidecar refuses (401/403, 413 past
-every cap, any other 4xx) stops the follower with :class:`FollowerError`, the checkpoint
-before it: a rerun after the fix sends it. An unreachable sidecar is reported on stderr at once
-and retried with backoff; with ``give_up_s`` (the CLI's ``--once`` / ``--until-idle``) the
-follower stops with :class:`FollowerError` once it has been unreachable that long.
-
-A line that is not valid UTF-8 cannot travel in a JSON string; it is unreadable for the
-health check either way (``JSONDecodeError``), so it is sent as U+FFFD followed by its
-lossy decoding, which is unreadable in the same way.
+It tails ``<stem>.jsonl`` (each non-blank physical line a ``completed`` event carrying the raw
+``line`` and its ``line_number``, so the sidecar digests exactly the bytes the batch
+``health-check`` reads) and ``<stem>_failures.jsonl`` (each readable row a ``failed`` event),
+and reads ``<stem>_materialized_inputs.jsonl`` for the plan as the sidecar would. How it stays
+exact across restarts, truncations, crashes and outages (generations, checkpoints, sent
+ranges) is described in ``docs/client.md`` ("How the follower stays exact").
 """
 
 from __future__ import annotations
@@ -72,6 +25,7 @@ import httpx
 import orjson
 
 from health.registry import CHECK_IDS
+from sidecar.wire import MaterializedInputsError, materialized_lines, plan_from_lines
 
 from ._tail import FilePosition, SentRange, TailRead, is_blank_line, read_new_lines
 from .client import SidecarClient
@@ -104,7 +58,8 @@ class FollowerError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class FollowPaths:
-    """The files of one run directory, named as NeMo Gym names them (perf spec §6.1)."""
+    """The files of one run directory, named as NeMo Gym names them (``<stem>.jsonl``,
+    ``<stem>_failures.jsonl``, ``<stem>_materialized_inputs.jsonl``)."""
 
     rollouts: Path
     failures: Path
@@ -129,23 +84,23 @@ def follow_paths(
 
 
 def _plan(path: Path) -> dict[str, int] | None:
-    """Repeats per ``str(_ng_task_index)`` over the materialized inputs; ``None`` if absent."""
+    """Repeats per ``str(_ng_task_index)`` over the materialized inputs; ``None`` if absent.
+
+    Read as the sidecar reads a ``materialized_inputs`` path (:func:`sidecar.wire.plan_from_lines`):
+    a line that is not a JSON object with ``_ng_task_index`` stops the follower, as the sidecar
+    would refuse the plan.
+    """
     try:
-        data = path.read_bytes()
+        handle = open(path, "rb", buffering=0)  # noqa: SIM115 (closed below)
     except OSError:
         return None
-    plan: dict[str, int] = {}
-    for line in data.splitlines():
-        if is_blank_line(line):
-            continue
+    with handle:
         try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and "_ng_task_index" in row:
-            task = str(row["_ng_task_index"])
-            plan[task] = plan.get(task, 0) + 1
-    return plan or None
+            return plan_from_lines(materialized_lines(handle))
+        except MaterializedInputsError as exc:
+            raise FollowerError(f"{path}: {exc}; fix the materialized inputs, then rerun") from None
+        except OSError as exc:
+            raise FollowerError(f"{path}: cannot read the materialized inputs: {exc}") from None
 
 
 def _text(line: bytes) -> str:
@@ -424,6 +379,39 @@ class Follower:
             )
         await asyncio.to_thread(self._save_state)
 
+    def _events_of(self, name: str, read: TailRead, final: bool) -> tuple[list[dict[str, Any]], bytes]:
+        """The events of one read of file ``name``, and the unterminated last line sent with them
+        (only when ``final``: the run is over, as the batch check would read the file now)."""
+        events = []
+        for number, line in read.lines:
+            if is_blank_line(line):
+                continue
+            event = self._completion(number, line) if name == "rollouts" else self._failure(line)
+            if event is not None:
+                events.append(event)
+        partial = b""
+        if final and read.at_end and not read.lines and not is_blank_line(read.partial):
+            number = read.position.line_number + 1
+            event = (
+                self._completion(number, read.partial) if name == "rollouts" else self._failure(read.partial)
+            )
+            if event is not None:
+                events.append(event)
+                partial = read.partial
+        return events, partial
+
+    async def _advance(self, name: str, before: FilePosition, after: FilePosition) -> None:
+        """Checkpoint file ``name`` at ``after`` once its events were acknowledged; the sent range
+        is dropped once the checkpoint passed it."""
+        changed = after != before
+        self.positions[name] = after
+        pending = self.sent.get(name)
+        if pending is not None and pending.end <= after.offset:
+            del self.sent[name]
+            changed = True
+        if changed:
+            await asyncio.to_thread(self._save_state)
+
     async def step(self, *, final: bool = False) -> int:
         """One poll of both files; returns the number of events delivered (and checkpointed).
 
@@ -447,36 +435,12 @@ class Follower:
                 if read.restarted:
                     await self._restart()
                     return sent + await self.step(final=final)
-                events = []
-                for number, line in read.lines:
-                    if is_blank_line(line):
-                        continue
-                    event = self._completion(number, line) if name == "rollouts" else self._failure(line)
-                    if event is not None:
-                        events.append(event)
-                partial = b""
-                if final and read.at_end and not read.lines and not is_blank_line(read.partial):
-                    number = read.position.line_number + 1
-                    event = (
-                        self._completion(number, read.partial)
-                        if name == "rollouts"
-                        else self._failure(read.partial)
-                    )
-                    if event is not None:
-                        events.append(event)
-                        partial = read.partial
+                events, partial = self._events_of(name, read, final)
                 if events:  # recorded before the sidecar sees any of them
                     self.sent[name] = SentRange.of(position.offset, (line for _, line in read.lines), partial)
                     await asyncio.to_thread(self._save_state)
                 await self._deliver(events, path, position)
-                changed = read.position != position
-                self.positions[name] = read.position
-                pending = self.sent.get(name)
-                if pending is not None and pending.end <= read.position.offset:
-                    del self.sent[name]
-                    changed = True
-                if changed:
-                    await asyncio.to_thread(self._save_state)
+                await self._advance(name, position, read.position)
                 sent += len(events)
                 self.lines_sent += len(events) if name == "rollouts" else 0
                 if not read.lines:

@@ -20,9 +20,12 @@ import itertools
 from types import TracebackType
 from typing import Any
 
-from sidecar.rollout_perf import DispatchLatencyTracker
+import httpx
 
-from ._events import source_id
+from sidecar.rollout_perf import DispatchLatencyTracker
+from sidecar.wire import source_id
+
+from ._core import renamed_timeout
 from .config import ClientConfig, ClientStats
 from .sync import SyncSidecarClient
 
@@ -32,7 +35,7 @@ __all__ = ["RemoteLatencyTracker"]
 class RemoteLatencyTracker:
     """``latency_tracker=RemoteLatencyTracker("http://127.0.0.1:9400", run_id="run-7")``.
 
-    ``token`` as :class:`SidecarClient`'s: ``None`` reads ``$ROLLOUT_SIDECAR_TOKEN``.
+    ``token`` and ``transport`` as :class:`SidecarClient`'s: ``None`` reads ``$ROLLOUT_SIDECAR_TOKEN``.
     ``drain_margin(configured)`` takes its argument as NeMo Gym's tracker does (``None``: adaptive).
     """
 
@@ -44,6 +47,7 @@ class RemoteLatencyTracker:
         token: str | None = None,
         client: SyncSidecarClient | None = None,
         config: ClientConfig | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
         local: DispatchLatencyTracker | None = None,
         start_run: bool = True,
         **run_fields: Any,
@@ -51,7 +55,9 @@ class RemoteLatencyTracker:
         if client is None:
             if base_url is None or run_id is None:
                 raise ValueError("RemoteLatencyTracker needs base_url and run_id, or a client")
-            client = SyncSidecarClient(base_url, run_id=run_id, token=token, config=config)
+            client = SyncSidecarClient(
+                base_url, run_id=run_id, token=token, config=config, transport=transport
+            )
             self._owns_client = True
         else:
             self._owns_client = False
@@ -110,13 +116,15 @@ class RemoteLatencyTracker:
     def stats(self) -> ClientStats:
         return self.client.stats
 
-    def flush(self, timeout: float | None = None) -> bool:
-        return self.client.flush(timeout)
+    def flush(self, timeout_s: float | None = None, *, timeout: float | None = None) -> bool:
+        """As :meth:`SyncSidecarClient.flush` (``timeout`` is the deprecated name of ``timeout_s``)."""
+        return self.client.flush(renamed_timeout(timeout_s, timeout, None))
 
-    def close(self, timeout: float | None = None) -> None:
+    def close(self, timeout_s: float | None = None, *, timeout: float | None = None) -> None:
         """Deliver what is buffered and stop the background thread (if this tracker owns it)."""
+        wait_s = renamed_timeout(timeout_s, timeout, None)
         if self._owns_client:
-            self.client.close(timeout)
+            self.client.close(wait_s)
 
     def __enter__(self) -> RemoteLatencyTracker:
         return self

@@ -21,21 +21,23 @@ from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
+import httpx
 
-from ._events import completed_event, drained_event, failed_event, progress_event, run_started_event
-from .client import SidecarClient, SidecarError
-from .config import ClientConfig, ClientStats
+from ._core import ClientClosed, ClientCore, SidecarError, renamed_timeout
+from ._events import completed_event, drained_event, failed_event, progress_event
+from .client import SidecarClient
+from .config import ClientConfig
 
 __all__ = ["SyncSidecarClient"]
 
 T = TypeVar("T")
 
 
-class SyncSidecarClient:
+class SyncSidecarClient(ClientCore):
     """Thread-safe, blocking-free facade: ``with SyncSidecarClient(url, run_id=...) as c: ...``.
 
-    ``token`` as :class:`SidecarClient`'s: ``None`` reads ``$ROLLOUT_SIDECAR_TOKEN``.
+    ``token`` and ``transport`` as :class:`SidecarClient`'s: ``None`` reads
+    ``$ROLLOUT_SIDECAR_TOKEN``; the transport serves the background thread's async client.
     """
 
     def __init__(
@@ -45,10 +47,13 @@ class SyncSidecarClient:
         run_id: str,
         token: str | None = None,
         config: ClientConfig | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._client = SidecarClient(base_url, run_id=run_id, token=token, config=config)
-        self.run_id = run_id
-        self.config = self._client.config
+        self._client = SidecarClient(base_url, run_id=run_id, token=token, config=config, transport=transport)
+        super().__init__(
+            base_url, run_id=run_id, token=token, config=self._client.config, transport=transport,
+            stats=self._client.stats,
+        )  # fmt: skip
         # API event dicts, or (op, seconds, source, seq) tuples of latency events (cheaper to make).
         self._pending: deque[Mapping[str, Any] | tuple[str, float | None, str, int]] = deque()
         self._scheduled = False
@@ -57,12 +62,8 @@ class SyncSidecarClient:
         self._thread.start()
         self._closed = False
         self._wake_at = self.config.max_batch_events
-        #: Fed on the caller's thread: the drain margin when the sidecar is not there.
-        self.local = DispatchLatencyTracker()
-        self._run_margin: float | None = None
-        self._reads_down_until = 0.0
         self._poller: asyncio.Task[None] | None = None
-        self._call(self._open(), timeout=10.0)
+        self._call(self._open(), timeout_s=10.0)
         atexit.register(self.close)
 
     async def _open(self) -> None:
@@ -76,12 +77,11 @@ class SyncSidecarClient:
             if self._pending:
                 self._pump()
 
-    @property
-    def stats(self) -> ClientStats:
-        return self._client.stats
-
-    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+    def _call(self, coro: Coroutine[Any, Any, T], timeout_s: float | None) -> T:
+        if self._loop.is_closed():
+            coro.close()
+            raise self._closed_error()
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
 
     # -- hand-over ------------------------------------------------------------------------
 
@@ -142,16 +142,8 @@ class SyncSidecarClient:
         **fields: Any,
     ) -> None:
         """As :meth:`SidecarClient.start_run`."""
-        if drain_margin_s is not None:
-            self._run_margin = drain_margin_s
         self.submit_event(
-            run_started_event(
-                plan=plan,
-                dispatch_budget_s=dispatch_budget_s,
-                drain_margin_s=drain_margin_s,
-                materialized_inputs=materialized_inputs,
-                fields=fields,
-            )
+            self._run_started(plan, dispatch_budget_s, drain_margin_s, materialized_inputs, fields)
         )
 
     def completed(
@@ -167,9 +159,8 @@ class SyncSidecarClient:
         client = self._client
         self.local.record(seconds)
         if not wait or not client.stats.connected:
-            self.submit_event(completed_event(row, result, seconds, latency_ms, client.next_number()))
-            client.stats.local_ng_perf += 1
-            return build_ng_perf(result, latency_ms if latency_ms is not None else seconds * 1000.0)
+            self.submit_event(completed_event(row, result, seconds, latency_ms, self.next_number()))
+            return self._local_ng_perf(result, seconds, latency_ms)
 
         async def ask() -> dict[str, Any] | None:
             self._pump()  # earlier hand-overs first: order is preserved
@@ -182,11 +173,11 @@ class SyncSidecarClient:
     ) -> None:
         if seconds is not None:
             self.local.record_failure(seconds)
-        self.submit_event(failed_event(row, failure_row, seconds, self._client.next_number()))
+        self.submit_event(failed_event(row, failure_row, seconds, self.next_number()))
 
     def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
         self.local.record_drained()
-        self.submit_event(drained_event(row, result, self._client.next_number()))
+        self.submit_event(drained_event(row, result, self.next_number()))
 
     def started(self, row: Mapping[str, Any] | None) -> None:
         """As :meth:`SidecarClient.started`."""
@@ -210,38 +201,52 @@ class SyncSidecarClient:
     # -- reads and lifecycle --------------------------------------------------------------
 
     def drain_margin(
-        self, configured: float | None = None, *, timeout: float = 0.5, strict: bool = False
+        self,
+        configured: float | None = None,
+        *,
+        timeout_s: float | None = None,
+        strict: bool = False,
+        timeout: float | None = None,
     ) -> float | None:
-        """As :meth:`SidecarClient.drain_margin`: falls back to this facade's local tracker."""
+        """As :meth:`SidecarClient.drain_margin` (``timeout_s`` default 0.5; ``timeout`` is its
+        deprecated name): falls back to this facade's local tracker."""
+        wait_s = renamed_timeout(timeout_s, timeout, 0.5)
+        assert wait_s is not None
         now = time.monotonic()
-        if strict or (self.stats.connected and now >= self._reads_down_until):
+        if self._ask_sidecar(now, strict):
             try:
                 return self._call(
-                    self._client.drain_margin(configured, timeout_s=timeout, strict=True), timeout + 1.0
+                    self._client.drain_margin(configured, timeout_s=wait_s, strict=True), wait_s + 1.0
                 )
+            except ClientClosed:
+                raise
             except (SidecarError, concurrent.futures.TimeoutError):
                 if strict:
                     raise
-                self._reads_down_until = now + 1.0
-        self.stats.local_drain_margin += 1
-        return self.local.drain_margin(configured if configured is not None else self._run_margin)
+                self._sidecar_unanswered(now)
+        return self._local_drain_margin(configured)
 
-    def report(self, *, timeout: float = 30.0) -> dict[str, Any]:
-        return self._call(self._client.report(timeout_s=timeout), timeout + 1.0)
+    def report(self, *, timeout_s: float | None = None, timeout: float | None = None) -> dict[str, Any]:
+        """As :meth:`SidecarClient.report` (``timeout_s`` default 30; ``timeout``: deprecated name)."""
+        wait_s = renamed_timeout(timeout_s, timeout, 30.0)
+        assert wait_s is not None
+        return self._call(self._client.report(timeout_s=wait_s), wait_s + 1.0)
 
-    def flush(self, timeout: float | None = None) -> bool:
+    def flush(self, timeout_s: float | None = None, *, timeout: float | None = None) -> bool:
         """Block until everything handed over so far is acknowledged; False on timeout."""
+        wait_s = renamed_timeout(timeout_s, timeout, None)
 
         async def flush() -> bool:
             self._pump()
-            return await self._client.flush(timeout)
+            return await self._client.flush(wait_s)
 
         return self._call(flush(), None)
 
-    def close(self, timeout: float | None = None) -> None:
+    def close(self, timeout_s: float | None = None, *, timeout: float | None = None) -> None:
         """Deliver what is buffered (up to ``close_timeout_s``), then stop the thread."""
         if self._closed:
             return
+        wait_s = renamed_timeout(timeout_s, timeout, None)
         self._closed = True
         atexit.unregister(self.close)
 
@@ -249,7 +254,7 @@ class SyncSidecarClient:
             if self._poller is not None:
                 self._poller.cancel()
             self._pump()
-            await self._client.aclose(timeout)
+            await self._client.aclose(wait_s)
 
         try:
             self._call(close(), None)

@@ -1,23 +1,59 @@
 """NeMo-Gym-exact rollout health checks: a pure per-record step, a reducer, and a batch runner.
 
-Importing the package is light: the per-record step (``health.digest``, which builds the
-pydantic ``ng_trajectory`` models) is imported on first use, by the runner's workers.
+Importing the package is light: every public name is imported on first access, so a
+submodule (``health.contract``, which the client's perf core needs) loads without the runner,
+the reducer or the report writers.
 """
 
 from __future__ import annotations
 
-from .api import (
-    HealthRun,
-    check_rollout_files,
-    format_health_report,
-    health_check_run_dir,
-    run_health_checks,
-)
-from .compact import CompactDigest
-from .ignored import normalize_ignored_checks
-from .reduce import HealthReducer
-from .registry import CHECK_IDS, CHECK_REGISTRY
-from .types import CheckInput, CheckScope, CheckSpec, CheckSubject, Finding, HealthCheckResult, RolloutDigest
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .api import (
+        HealthRun,
+        check_rollout_files,
+        format_health_report,
+        health_check_run_dir,
+        run_health_checks,
+    )
+    from .compact import CompactDigest
+    from .ignored import normalize_ignored_checks
+    from .reduce import HealthReducer
+    from .registry import CHECK_IDS, CHECK_REGISTRY
+    from .types import (
+        CheckInput,
+        CheckScope,
+        CheckSpec,
+        CheckSubject,
+        Finding,
+        HealthCheckResult,
+        RolloutDigest,
+    )
+
+#: Where each public name lives; a name is imported on first access (PEP 562), so importing a
+#: submodule (the client's perf core imports ``health.contract``) does not load the runner,
+#: the reducer or the report writers.
+_SOURCES = {
+    "HealthRun": "api",
+    "check_rollout_files": "api",
+    "format_health_report": "api",
+    "health_check_run_dir": "api",
+    "run_health_checks": "api",
+    "CompactDigest": "compact",
+    "normalize_ignored_checks": "ignored",
+    "HealthReducer": "reduce",
+    "CHECK_IDS": "registry",
+    "CHECK_REGISTRY": "registry",
+    "CheckInput": "types",
+    "CheckScope": "types",
+    "CheckSpec": "types",
+    "CheckSubject": "types",
+    "Finding": "types",
+    "HealthCheckResult": "types",
+    "RolloutDigest": "types",
+}
 
 __all__ = [
     "CHECK_IDS",
@@ -38,3 +74,16 @@ __all__ = [
     "normalize_ignored_checks",
     "run_health_checks",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module 'health' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{source}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

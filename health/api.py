@@ -1,4 +1,4 @@
-"""The batch entry points of NeMo Gym's rollout health check (spec §14-§16).
+"""The batch entry points of NeMo Gym's rollout health check (CLI behaviour in docs/report.md).
 
 ``run_health_checks`` and ``health_check_run_dir`` keep NeMo Gym's signatures, path
 resolution, error messages and printed output, with one deliberate difference: a record
@@ -116,7 +116,7 @@ def run_health_checks(
 
 
 def resolve_rollout_path(run_dir: PathArg, rollout_file: PathArg | None = None) -> tuple[Path, Path]:
-    """``(run_dir, rollouts file)``; relative files resolve under the run directory (spec §16.3)."""
+    """``(run_dir, rollouts file)``; relative files resolve under the run directory."""
     directory = Path(run_dir)
     if not directory.is_dir():
         raise FileNotFoundError(f"Run directory not found: {directory}")
@@ -128,7 +128,8 @@ def resolve_rollout_path(run_dir: PathArg, rollout_file: PathArg | None = None) 
 
 
 def summary_report(summary: dict[str, Any], summary_path: PathArg) -> str:
-    """The two report lines for ``summary`` (spec §15.2), without a trailing newline."""
+    """The two report lines for ``summary`` (the verdict counts, then the summary path), without a
+    trailing newline."""
     run = summary["run"]
     verdicts = run["verdicts"]
     healthy, unhealthy, unobserved = verdicts["healthy"], verdicts["unhealthy"], verdicts["unobserved"]
@@ -147,7 +148,7 @@ def format_health_report(result: HealthCheckResult) -> str:
 
 
 def emit_run_output(run: HealthRun, json_output: bool, stream: Any = None) -> None:
-    """Print what ``health_check_run_dir`` prints (spec §15.3)."""
+    """Print what ``health_check_run_dir`` prints: the two report lines, or the summary as JSON."""
     out = sys.stdout if stream is None else stream
     if json_output:
         data = orjson.dumps(run.summary, option=orjson.OPT_APPEND_NEWLINE)

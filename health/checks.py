@@ -1,4 +1,4 @@
-"""The rollout-level check rules (spec §7) and their check-specific evidence gates (§6.4).
+"""The rollout-level check rules and their check-specific evidence gates.
 
 A rule turns :class:`~health.evidence.Evidence` into raw findings, ``(locator, detail)``
 pairs, in the order the check emits them. Generic gating by the inputs a check reads lives
@@ -89,7 +89,7 @@ def _chain_order_key(call: Call) -> tuple[float, int]:
 
 
 def chains_ended_on_failure(calls: Iterable[Call]) -> list[tuple[list[Call], Call]]:
-    """Per-model chains whose last call failed (spec §7.3), with that last call."""
+    """Per-model chains whose last call failed, with that last call."""
     chains: dict[tuple[str, str] | None, list[Call]] = {}
     for call in calls:
         chains.setdefault(call.model_ref, []).append(call)

@@ -2,7 +2,7 @@
 
 Workers send these back over the process pool and the reducer keeps one per rollout, so
 they must be small: findings are pre-rendered to their report JSON (subjects are implied
-by the check scope, spec §7), the ``unobserved`` list becomes a bitmask over the rollout
+by the check scope), the ``unobserved`` list becomes a bitmask over the rollout
 checks in registry order, and the boolean fields are packed into one integer. A typical
 digest costs a few hundred bytes instead of several kilobytes of pydantic objects.
 """
@@ -76,7 +76,7 @@ def dumps_compact(value: Any) -> bytes:
 
 
 def rollout_subject(task_index: TaskIndex, rollout_index: TaskIndex) -> dict[str, TaskIndex]:
-    """The subject every rollout-scope finding carries (spec §7)."""
+    """The subject every rollout-scope finding carries: the rollout's task, repeat, stage and id."""
     return {"_ng_task_index": task_index, "_ng_rollout_index": rollout_index}
 
 
@@ -200,7 +200,8 @@ def _built(values: dict[str, Any]) -> RolloutDigest:
 
 
 def expand_digest(digest: CompactDigest, duplicate_count: int = 0) -> RolloutDigest:
-    """Rebuild the full ``RolloutDigest``, with the duplicate-identity finding if any (spec §9)."""
+    """Rebuild the full ``RolloutDigest``, with the duplicate-identity finding if any (two records
+    claiming one rollout identity)."""
     task_index = digest.task_index
     rollout_index = digest.rollout_index
     duplicated = duplicate_count >= 2

@@ -1,6 +1,6 @@
 """The pure per-record step: one JSONL line (or parsed record) in, one rollout digest out.
 
-Implements spec §2.2-§8 and §10: parse, identify, validate the trajectory, derive evidence,
+Parse, identify, validate the trajectory, derive evidence,
 walk the rollout checks in registry order with their gates, derive the preliminary verdict
 (before the duplicate-identity post-pass) and the digest statistics. Never raises.
 
@@ -71,7 +71,8 @@ class BindingView(IntEnum):
 
 
 class _Step(NamedTuple):
-    """One rollout check with the evidence gates its ``reads`` imply (spec §6.4 steps 1-4)."""
+    """One rollout check with the evidence gates its ``reads`` imply: no finding where that
+    evidence was not observed."""
 
     check_id: str
     reads_trajectory: bool
@@ -310,14 +311,14 @@ def _walk(
     ordinal: int,
     ignored_checks: frozenset[str],
 ) -> RolloutDigest:
-    """Walk the rollout checks in registry order with their gates (spec §6.4) and digest."""
+    """Walk the rollout checks in registry order with their gates and digest."""
     subject: dict[str, int | str] = {
         "_ng_task_index": identity.task_index,
         "_ng_rollout_index": identity.rollout_index,
     }
     findings: list[Finding] = []
     unobserved: list[str] = []
-    # Spec §6.4 steps 1-6, hoisted out of the loop: what evidence each kind of input needs.
+    # Hoisted out of the loop: what evidence each kind of input needs.
     trajectory_observed = evidence.trajectory_observed
     turns_observed = evidence.turns_observed
     calls_observed = evidence.model_calls_observed
@@ -462,7 +463,7 @@ def _digest(
     ev: Evidence,
     ordinal: int,
 ) -> RolloutDigest:
-    """Attach the spec §10 statistics to the walk's outcome."""
+    """Attach the digest statistics (calls, failures by status, tokens) to the walk's outcome."""
     calls = ev.calls
     failed = 0
     errors_by_status: dict[str, int] = {}

@@ -47,7 +47,7 @@ ModelRef = tuple[str, str]
 
 
 class Call:
-    """One ``model_calls[i]`` entry as the checks see it (spec §4.2).
+    """One ``model_calls[i]`` entry as the checks see it.
 
     Built straight from the validated model in one constructor call (this runs once per
     captured call, on the per-record hot path). ``response`` is the call's payload as the
@@ -84,7 +84,7 @@ class Call:
     tokens_out: int | None
     response: Any
     failed: bool
-    """Spec §4.3: HTTP status >= 400, a truthy error category, or a failed response status."""
+    """A failed call: HTTP status >= 400, a truthy error category, or a failed response status."""
     successful: bool
     """Not failed, and no status or a 2xx/3xx one (a status below 200 is neither)."""
 
@@ -128,7 +128,7 @@ class Gap:
 
 @dataclass(slots=True)
 class Binding:
-    """References resolved against the captured calls (spec §4.5)."""
+    """References resolved against the captured calls (see :func:`_bind`)."""
 
     references: list[str] = field(default_factory=list)
     matched_calls: list[Call] = field(default_factory=list)
@@ -146,7 +146,7 @@ class Binding:
 
 @dataclass(slots=True)
 class Evidence:
-    """What the rollout checks may read; the flags gate them (spec §4.1, §6.4)."""
+    """What the rollout checks may read; the ``*_observed`` flags gate them."""
 
     trajectory_observed: bool
     turns_observed: bool
@@ -172,7 +172,7 @@ class Evidence:
 
 
 def is_failed(status_code: int | None, error_category: str | None, response_status: str | None) -> bool:
-    """Spec §4.3: HTTP status >= 400, a truthy error category, or a failed response status."""
+    """A failed call: HTTP status >= 400, a truthy error category, or a failed response status."""
     return (
         (status_code is not None and status_code >= 400)
         or bool(error_category)
@@ -188,7 +188,8 @@ def is_successful(status_code: int | None, error_category: str | None, response_
 
 
 def call_identity(call: Call) -> str | None:
-    """Replay identity (spec §4.6); plain concatenation, so colons can make ids collide."""
+    """Replay identity: ``call:<model_call_id>``, else ``response:<type>:<name>:<response_id>``;
+    plain concatenation, so colons can make ids collide."""
     if call.model_call_id:
         return f"call:{call.model_call_id}"
     if call.model_ref is not None and call.response_id:
@@ -206,7 +207,8 @@ def _int_or_none(value: object) -> int | None:
 
 
 def transcript_usage(record: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    """Top-level usage read from the raw record (spec §4.8); ``None`` marks a missing side."""
+    """``response.usage`` input / output tokens (or prompt / completion) read from the raw record;
+    ``None`` marks a missing side."""
     response = record.get("response")
     if not isinstance(response, dict):
         return None, None
@@ -239,8 +241,29 @@ def _index_by_pair(calls: list[Call]) -> dict[tuple[str, str, str], list[Call]]:
     return by_pair
 
 
+def _matching(
+    found: list[Call] | None, pair: tuple[str, str] | None, response_id: str | None
+) -> list[Call] | None:
+    """The calls of one ``model_call_id`` that also match the reference's ``model_ref`` and
+    ``response_id`` where it gives them; a single call that does not match is no match."""
+    if found is None:
+        return None
+    if len(found) == 1:
+        only = found[0]
+        if (pair is not None and only.model_ref != pair) or (
+            response_id is not None and only.response_id != response_id
+        ):
+            return None
+        return found
+    if pair is not None:
+        found = [call for call in found if call.model_ref == pair]
+    if response_id is not None:
+        found = [call for call in found if call.response_id == response_id]
+    return found
+
+
 def _bind(trajectory: TrajectoryView, calls: list[Call]) -> tuple[Binding, Binding]:
-    """The turn view and the owned view of the references, resolved against ``calls`` (spec §4.5).
+    """The turn view and the owned view of the references, resolved against ``calls``.
 
     References are deduplicated across both views by their signature (model_call_id, type,
     name, response_id) with ``None`` as ``""``, so ``response_id: null`` and ``""`` collapse
@@ -275,20 +298,7 @@ def _bind(trajectory: TrajectoryView, calls: list[Call]) -> tuple[Binding, Bindi
                 found: list[Call] | None
                 if call_id:
                     key = f"call:{call_id}"
-                    found = by_id.get(call_id)
-                    if found is None:
-                        pass
-                    elif len(found) == 1:
-                        only = found[0]
-                        if (pair is not None and only.model_ref != pair) or (
-                            response_id is not None and only.response_id != response_id
-                        ):
-                            found = None
-                    else:
-                        if pair is not None:
-                            found = [call for call in found if call.model_ref == pair]
-                        if response_id is not None:
-                            found = [call for call in found if call.response_id == response_id]
+                    found = _matching(by_id.get(call_id), pair, response_id)
                 else:
                     key = f"response:{signature[1]}:{signature[2]}:{response_id}"
                     if pair is not None and response_id:
@@ -302,10 +312,8 @@ def _bind(trajectory: TrajectoryView, calls: list[Call]) -> tuple[Binding, Bindi
                     missing.append(key)
                 elif len(found) > 1:
                     duplicated.append((key, len(found)))
-                else:
-                    only = found[0]
-                    if only.call_index not in matched:
-                        matched[only.call_index] = only
+                elif found[0].call_index not in matched:
+                    matched[found[0].call_index] = found[0]
         if owners is trajectory.turns:
             turn_binding = Binding(
                 list(references),

@@ -1,4 +1,4 @@
-"""The identity of one rollout record: task, repeat, stage and rollout id (spec §2.4).
+"""The identity of one rollout record: task, repeat, stage and rollout id.
 
 Reported indices are pydantic-coerced to ``int | str`` (``true`` -> 1, ``2.0`` -> 2, ``"5"``
 stays a string), while the derived ``rollout_id`` formats the *raw* values with ``str()``

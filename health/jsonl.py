@@ -1,4 +1,4 @@
-"""JSONL indexing (spec §2.1): physical lines, blank lines, line numbers and ordinals.
+"""JSONL indexing: physical lines, blank lines, line numbers and ordinals.
 
 Files are streamed in fixed-size blocks, never loaded whole, so indexing a multi-gigabyte
 run costs a few megabytes. The batch runner does not ship one slice per line to its
@@ -102,7 +102,8 @@ def iter_line_spans(path: str) -> Iterator[tuple[int, int, bool]]:
 
 
 def iter_slices(paths: Sequence[str]) -> Iterator[LineSlice]:
-    """Index ``paths`` in order into non-blank line slices (spec §2.1)."""
+    """Index ``paths`` in order into non-blank line slices (ASCII-whitespace-only lines are
+    skipped but still numbered)."""
     ordinal = 0
     for source_index, path in enumerate(paths):
         for line_number, (offset, length, non_blank) in enumerate(iter_line_spans(path), start=1):

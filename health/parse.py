@@ -1,4 +1,4 @@
-"""Reading one JSONL line into a record, with orjson semantics (spec §2.2).
+"""Reading one JSONL line into a record, with orjson semantics (what orjson refuses is unreadable).
 
 A line is unreadable when it is not JSON (``"JSONDecodeError"``) or is JSON but not an
 object (``"ValueError"``); the error name is what the ``record_unreadable`` finding reports.

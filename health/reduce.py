@@ -1,4 +1,4 @@
-"""The run-level reducer: duplicate identities (§9), task reduction (§11), summary (§12), rows (§13).
+"""The run-level reducer: duplicate identities, task reduction, summary, rows.
 
 One :class:`HealthReducer` serves both callers. The batch runner feeds it every digest of
 a run, in whatever order its workers finish; the live service keeps one per run and feeds
@@ -399,7 +399,7 @@ class HealthReducer:
         return [self._task_outcome(task, group) for task, group in self._tasks.items()]
 
     def summary(self) -> dict[str, Any]:
-        """``quality_summary.json`` content as if the run ended now (spec §12)."""
+        """``quality_summary.json`` content as if the run ended now (fields in docs/report.md)."""
         with _gc_paused():
             return self._summary()
 
@@ -498,7 +498,8 @@ class HealthReducer:
             release_gradually(summary["tasks"])
 
     def iter_verdict_lines(self) -> Iterator[bytes]:
-        """Exact ``rollout_verdicts.jsonl`` lines, newline included, in report order (spec §13)."""
+        """Exact ``rollout_verdicts.jsonl`` lines, newline included, in report order (task,
+        rollout, stage, input order)."""
         with _gc_paused():
             tasks = sorted(self._tasks, key=index_sort_part)
         yield from render_rows(self._in_row_order(tasks), self._duplicate_count)
@@ -528,5 +529,5 @@ class HealthReducer:
             return [expand_digest(digest, self._duplicate_count(digest)) for digest in self.compact_digests()]
 
     def write(self, output_dir: str | Path) -> tuple[Path, Path]:
-        """Write ``quality_summary.json`` then ``rollout_verdicts.jsonl`` into ``output_dir`` (spec §14)."""
+        """Write ``quality_summary.json``, then ``rollout_verdicts.jsonl``, into ``output_dir``."""
         return write_reports(Path(output_dir), self.summary_bytes(), self.iter_verdict_lines())

@@ -1,4 +1,4 @@
-"""Report writers (spec §12-§14): exact bytes of ``quality_summary.json`` and ``rollout_verdicts.jsonl``.
+"""Report writers (docs/report.md): exact bytes of ``quality_summary.json`` and ``rollout_verdicts.jsonl``.
 
 Pure rendering: the reducer decides what goes in, these functions decide how it looks.
 :func:`render_row` is the definition of a row; :func:`render_rows` produces the same bytes
@@ -41,7 +41,7 @@ def index_sort_part(value: TaskIndex | None) -> tuple[int, Any]:
 
 
 def row_sort_key(digest: CompactDigest) -> tuple[Any, ...]:
-    """Row order (spec §13): task, rollout, stage (each by :func:`index_sort_part`), then input order.
+    """Row order: task, rollout, stage (each by :func:`index_sort_part`), then input order.
 
     The parts are concatenated into one flat tuple, which orders exactly like the nested
     ``(part, part, part, ordinal)`` (every part has two items) but is cheaper to build and compare.
@@ -53,7 +53,7 @@ def row_sort_key(digest: CompactDigest) -> tuple[Any, ...]:
 
 
 def task_sort_key(task_index: TaskIndex) -> tuple[bool, str]:
-    """Order of the ``tasks`` map (spec §12): integers first, both kinds compared as strings."""
+    """Order of the ``tasks`` map: integers first, both kinds compared as strings."""
     return (isinstance(task_index, str), str(task_index))
 
 
@@ -164,7 +164,8 @@ def render_summary(summary: dict[str, Any]) -> bytes:
 
 
 def write_reports(output_dir: Path, summary: bytes, rows: Iterable[bytes]) -> tuple[Path, Path]:
-    """Create ``output_dir`` and write the summary, then the verdict rows (spec §14)."""
+    """Create ``output_dir`` and write the summary, then the verdict rows (a reader never sees
+    rows without their summary)."""
     output_dir.mkdir(parents=True, exist_ok=True)
     summary_path = output_dir / SUMMARY_FILE
     verdicts_path = output_dir / VERDICTS_FILE

@@ -1,4 +1,4 @@
-"""The batch map phase (spec §16.4): digest every line of the inputs and feed a reducer.
+"""The batch map phase: digest every line of the inputs and feed a reducer.
 
 Work is cut into byte splits planned from file sizes alone (:func:`~health.splits.plan_splits`),
 so the parent never reads the inputs: a worker reads its split sequentially, owns the lines

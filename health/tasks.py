@@ -1,4 +1,4 @@
-"""Task-level reduction (spec §11): collapse repeats and evaluate the two task checks.
+"""Task-level reduction: collapse repeats and evaluate the two task checks.
 
 Pure functions over the post-duplicate verdicts of one task's digests; the reducer calls
 them for every task when it builds a summary and for one task when the caller closes it.
@@ -48,7 +48,7 @@ class TaskOutcome:
 def reduce_task(
     task_index: TaskIndex, members: Iterable[RepeatInput], ignored: frozenset[str]
 ) -> TaskOutcome:
-    """Collapse ``members`` by rollout index and run both task checks (spec §11.1-§11.3)."""
+    """Collapse ``members`` by rollout index and run both task checks."""
     repeats: dict[TaskIndex, tuple[Verdict, bool, int]] = {}
     for rollout_index, verdict, policy_observed, successful in members:
         previous = repeats.get(rollout_index)

@@ -1,9 +1,10 @@
 """The HTTP surface: versioned ingest, drain margin, metrics, report, health probes.
 
 Every rejection is a 4xx (or 503 when the journal cannot store) with the body
-``{"error": <code>, "field": <where>, "detail": <what>}``. Request bodies are capped and
-their JSON nesting bounded before parsing; the bearer token is compared in constant time
-and never logged; no row content is ever logged.
+``{"error": <code>, "field": <where>, "detail": <what>}``: handlers raise
+:class:`~sidecar.request_errors.RequestError` and one registered handler renders and counts it.
+Request bodies are capped and their JSON nesting bounded before parsing; the bearer token is
+compared in constant time and never logged; no row content is ever logged.
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ from sidecar.journal import JournalUnavailable
 from sidecar.metrics import render
 from sidecar.openapi import openapi_document
 from sidecar.raw_rows import RawRow, decode_request, row_spans
+from sidecar.request_errors import RequestError, error_body, json_response, request_error_handler
 from sidecar.runs import RunState
 from sidecar.service import Service
+from sidecar.wire import RUN_ID_PATTERN
 
 __all__ = [
-    "RUN_ID_PATTERN",
     "ServerTiming",
     "create_app",
     "dumps_json",
@@ -50,32 +52,12 @@ __all__ = [
 ]
 
 _log = structlog.get_logger("sidecar.app")
-RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 _STRING = re.compile(rb'"[^"]*"')
 _NOT_SKELETON = bytes(b for b in range(256) if b not in b'"[]{}')
 _OPENERS = frozenset(b"[{")
 _JSON = "application/json"
 _INFLIGHT_DEFAULT_LIMIT = 20
 _INFLIGHT_MAX_LIMIT = 1000
-
-
-class _Rejected(Exception):
-    """A request the service refuses; rendered as the error body."""
-
-    def __init__(
-        self,
-        status: int,
-        error: str,
-        detail: str,
-        field: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.error = error
-        self.detail = detail
-        self.field = field
-        self.headers = headers
 
 
 def json_depth(data: bytes | bytearray, limit: int | None = None) -> int:
@@ -162,11 +144,7 @@ def dumps_report(report: dict[str, Any]) -> bytes:
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(dumps_json(body), status_code=status, media_type=_JSON, headers=headers)
-
-
-def _error_response(exc: _Rejected) -> Response:
-    return _json({"error": exc.error, "field": exc.field, "detail": exc.detail}, exc.status, exc.headers)
+    return json_response(dumps_json(body), status, headers)
 
 
 def _field_of(error: Any) -> str:
@@ -194,7 +172,7 @@ def _validate(parsed: Any) -> list[Event]:
         return EventBatch.validate_python(parsed)
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
-        raise _Rejected(
+        raise RequestError(
             422, "validation", f"{first['msg']} ({exc.error_count()} error(s))", _field_of(first)
         ) from exc
 
@@ -222,11 +200,6 @@ class _Handlers:
         self.settings = service.settings
         self._held = 0
 
-    def _reject(self, reason: str, exc: _Rejected) -> Response:
-        self.service.metrics.on_error(reason)
-        _log.info("request rejected", reason=reason, status=exc.status, field=exc.field)
-        return _error_response(exc)
-
     # -- helpers --------------------------------------------------------------------------
 
     def _authorize(self, request: Request) -> None:
@@ -237,7 +210,7 @@ class _Handlers:
         scheme, _, given = header.partition(" ")
         expected = token.get().encode()
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
-            raise _Rejected(
+            raise RequestError(
                 401,
                 "unauthorized",
                 "a valid bearer token is required",
@@ -258,10 +231,12 @@ class _Handlers:
             async for chunk in stream:
                 size += len(chunk)
                 if size > cap:
-                    raise _Rejected(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
+                    raise RequestError(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
                 chunks.append(chunk)
         except ClientDisconnect:
-            raise _Rejected(400, "bad_request", "the client closed the connection mid-body", "body") from None
+            raise RequestError(
+                400, "bad_request", "the client closed the connection mid-body", "body"
+            ) from None
         return b"".join(chunks)
 
     async def _body_into(self, request: Request, declared: int) -> bytearray:
@@ -272,17 +247,19 @@ class _Handlers:
             async for chunk in request.stream():
                 end = size + len(chunk)
                 if end > declared:  # the HTTP layer enforces Content-Length; never write past it
-                    raise _Rejected(
+                    raise RequestError(
                         400, "bad_request", f"body longer than its Content-Length {declared}", "body"
                     )
                 view[size:end] = chunk
                 size = end
         except ClientDisconnect:
-            raise _Rejected(400, "bad_request", "the client closed the connection mid-body", "body") from None
+            raise RequestError(
+                400, "bad_request", "the client closed the connection mid-body", "body"
+            ) from None
         finally:
             view.release()
         if size < declared:
-            raise _Rejected(
+            raise RequestError(
                 400,
                 "bad_request",
                 f"body of {size} bytes is shorter than its Content-Length {declared}",
@@ -299,7 +276,7 @@ class _Handlers:
                 and event.plan is not None
                 and len(event.plan) > settings.max_plan_tasks
             ):
-                raise _Rejected(
+                raise RequestError(
                     422,
                     "validation",
                     f"plan has {len(event.plan)} tasks, over the service's --max-plan-tasks cap of "
@@ -309,7 +286,7 @@ class _Handlers:
             for name in ("task_index", "rollout_index"):
                 value = getattr(event, name, None)
                 if isinstance(value, str) and len(value) > settings.max_identity_chars:
-                    raise _Rejected(
+                    raise RequestError(
                         422,
                         "validation",
                         f"{name} is {len(value)} characters, over the service's --max-identity-chars cap "
@@ -318,7 +295,7 @@ class _Handlers:
                     )
         runs = self.service.ingestor.runs
         if run_id not in runs and isinstance(events[0], RunStarted) and len(runs) >= settings.max_runs:
-            raise _Rejected(
+            raise RequestError(
                 429,
                 "too_many_runs",
                 f"the service holds {len(runs)} runs, its --max-runs cap; end runs (they are dropped "
@@ -329,30 +306,31 @@ class _Handlers:
     def _run(self, run_id: str | None) -> RunState:
         self._require_ready()
         if not run_id:
-            raise _Rejected(400, "validation", "run_id is required", "run_id")
+            raise RequestError(400, "validation", "run_id is required", "run_id")
         run = self.service.ingestor.runs.get(run_id)
         if run is None:
-            raise _Rejected(404, "unknown_run", f"unknown run {run_id!r}", "run_id")
+            raise RequestError(404, "unknown_run", f"unknown run {run_id!r}", "run_id")
         return run
 
     # -- routes ---------------------------------------------------------------------------
 
-    def _require_ready(self) -> None:
+    def _require_ready(self, *, counted: bool = True) -> None:
         """Run-scoped requests wait for the journal replay (run state is being rebuilt)."""
         if not self.service.ready:
             progress = self.service.replay_progress
             done = progress["snapshot_seq"] + progress["replayed"]
-            raise _Rejected(
+            raise RequestError(
                 503,
                 "starting",
                 f"replaying the journal ({done} of {progress['journal_events']} events); retry",
                 None,
                 {"Retry-After": "1"},
+                counted=counted,
             )
 
     def _check_run_id(self, run_id: str) -> None:
         if not RUN_ID_PATTERN.fullmatch(run_id):
-            raise _Rejected(
+            raise RequestError(
                 400,
                 "validation",
                 f"run id {run_id[:160]!r} must match {RUN_ID_PATTERN.pattern}",
@@ -371,10 +349,12 @@ class _Handlers:
         declared = request.headers.get("content-length")
         size = int(declared) if declared is not None and declared.isdigit() else cap
         if size > cap:
-            raise _Rejected(413, "too_large", f"body of {declared} bytes exceeds the {cap}-byte cap", "body")
+            raise RequestError(
+                413, "too_large", f"body of {declared} bytes exceeds the {cap}-byte cap", "body"
+            )
         limit = self.settings.max_body_bytes_in_flight
         if self._held + size > limit:
-            raise _Rejected(
+            raise RequestError(
                 503,
                 "busy",
                 f"{self._held} body bytes are being processed; this request's {size} would pass the "
@@ -400,13 +380,13 @@ class _Handlers:
 
     def _parse_in_full(self, body: bytes | bytearray) -> list[Event]:
         if too_deep(body, self.settings.max_json_depth):
-            raise _Rejected(
+            raise RequestError(
                 400, "too_deep", f"JSON nesting exceeds {self.settings.max_json_depth} levels", "body"
             )
         try:
             parsed = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            raise _Rejected(400, "invalid_json", f"body is not valid JSON: {exc}", "body") from exc
+            raise RequestError(400, "invalid_json", f"body is not valid JSON: {exc}", "body") from exc
         if isinstance(parsed, dict) and set(parsed) == {"events"}:
             parsed = parsed["events"]
         return _validate(parsed)
@@ -416,28 +396,25 @@ class _Handlers:
         try:
             outcomes = await self.service.ingestor.submit(run_id, events)
         except UnknownRun as exc:
-            raise _Rejected(404, "unknown_run", str(exc), "run_id") from exc
+            raise RequestError(404, "unknown_run", str(exc), "run_id") from exc
         except PlanError as exc:
-            raise _Rejected(422, "validation", str(exc), f"events.{exc.index}.{exc.field}") from exc
+            raise RequestError(422, "validation", str(exc), f"events.{exc.index}.{exc.field}") from exc
         except JournalUnavailable as exc:
             _log.error("journal unavailable", detail=str(exc))
-            raise _Rejected(
+            raise RequestError(
                 503, "journal_unavailable", f"events not stored: {exc}", None, {"Retry-After": "1"}
             ) from exc
         return _json({"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]})
 
     async def events(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        try:
-            self._authorize(request)
-            self._check_run_id(run_id)
-            self._require_ready()
-            async with self._held_body(request) as body:
-                events = self._parse_events(body)
-                del body  # parsed: the raw body need not stay resident while the batch is stored
-                return await self._ingest(run_id, events)
-        except _Rejected as exc:
-            return self._reject(exc.error, exc)
+        self._authorize(request)
+        self._check_run_id(run_id)
+        self._require_ready()
+        async with self._held_body(request) as body:
+            events = self._parse_events(body)
+            del body  # parsed: the raw body need not stay resident while the batch is stored
+            return await self._ingest(run_id, events)
 
     async def lines(self, request: Request) -> Response:
         """One raw rollout line as the body (no JSON escaping): a ``completed`` event with ``line``.
@@ -446,47 +423,41 @@ class _Handlers:
         follower sends a line this way when escaping it into an event would pass the body cap.
         """
         run_id = request.path_params["run_id"]
-        try:
-            self._authorize(request)
-            self._check_run_id(run_id)
-            self._require_ready()
-            event: dict[str, Any] = {"kind": "completed"}
-            for name, kind in _LINE_PARAMS.items():
-                raw = request.query_params.get(name)
-                if raw is None:
-                    continue
-                try:
-                    event[name] = kind(raw)
-                except ValueError as exc:
-                    detail = f"{name} must be {'an integer' if kind is int else 'a number'}, got {raw[:40]!r}"
-                    raise _Rejected(400, "validation", detail, name) from exc
-            if "line_number" not in event:
-                raise _Rejected(400, "validation", "line_number is required", "line_number")
-            async with self._held_body(request) as body:
-                with memoryview(body) as view:  # no copy of the body without its newline
-                    event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
-                del body
-                return await self._ingest(run_id, _validate([event]))
-        except _Rejected as exc:
-            return self._reject(exc.error, exc)
+        self._authorize(request)
+        self._check_run_id(run_id)
+        self._require_ready()
+        event: dict[str, Any] = {"kind": "completed"}
+        for name, kind in _LINE_PARAMS.items():
+            raw = request.query_params.get(name)
+            if raw is None:
+                continue
+            try:
+                event[name] = kind(raw)
+            except ValueError as exc:
+                detail = f"{name} must be {'an integer' if kind is int else 'a number'}, got {raw[:40]!r}"
+                raise RequestError(400, "validation", detail, name) from exc
+        if "line_number" not in event:
+            raise RequestError(400, "validation", "line_number is required", "line_number")
+        async with self._held_body(request) as body:
+            with memoryview(body) as view:  # no copy of the body without its newline
+                event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
+            del body
+            return await self._ingest(run_id, _validate([event]))
 
     async def drain_margin(self, request: Request) -> Response:
-        try:
-            run = self._run(request.query_params.get("run_id"))
-            raw = request.query_params.get("configured")
-            configured = run.config.drain_margin_s
-            if raw is not None and raw not in ("", "null"):
-                try:
-                    configured = float(raw)
-                except ValueError as exc:
-                    raise _Rejected(
-                        400, "validation", f"configured must be a number, got {raw!r}", "configured"
-                    ) from exc
-                if not (math.isfinite(configured) and 0 <= configured <= MAX_SECONDS):
-                    detail = f"configured must be in 0..{MAX_SECONDS:g}, got {raw!r}"
-                    raise _Rejected(400, "validation", detail, "configured")
-        except _Rejected as exc:
-            return self._reject("validation" if exc.status == 400 else exc.error, exc)
+        run = self._run(request.query_params.get("run_id"))
+        raw = request.query_params.get("configured")
+        configured = run.config.drain_margin_s
+        if raw is not None and raw not in ("", "null"):
+            try:
+                configured = float(raw)
+            except ValueError as exc:
+                raise RequestError(
+                    400, "validation", f"configured must be a number, got {raw!r}", "configured"
+                ) from exc
+            if not (math.isfinite(configured) and 0 <= configured <= MAX_SECONDS):
+                detail = f"configured must be in 0..{MAX_SECONDS:g}, got {raw!r}"
+                raise RequestError(400, "validation", detail, "configured")
         return _json(run.drain_margin(configured))
 
     async def metrics(self, request: Request) -> Response:
@@ -499,27 +470,18 @@ class _Handlers:
         return Response(body, media_type=content_type)
 
     async def report(self, request: Request) -> Response:
-        try:
-            run = self._run(request.query_params.get("run_id"))
-        except _Rejected as exc:
-            return self._reject(exc.error, exc)
+        run = self._run(request.query_params.get("run_id"))
         key = ("report", run.run_id, id(run))
         body = await self.service.reads.build(key, lambda: dumps_report(run.report()))
         return Response(body, media_type=_JSON)
 
     async def quality_summary(self, request: Request) -> Response:
-        try:
-            run = self._run(request.query_params.get("run_id"))
-        except _Rejected as exc:
-            return self._reject(exc.error, exc)
+        run = self._run(request.query_params.get("run_id"))
         summary = await self.service.reads.build(("summary", run.run_id, id(run)), run.reducer.summary_bytes)
         return Response(summary, media_type=_JSON)
 
     async def verdicts(self, request: Request) -> Response:
-        try:
-            run = self._run(request.query_params.get("run_id"))
-        except _Rejected as exc:
-            return self._reject(exc.error, exc)
+        run = self._run(request.query_params.get("run_id"))
         # a snapshot (later events must not tear the stream), taken off the loop
         lines = await self.service.reads.build(
             ("verdicts", run.run_id, id(run)), lambda: list(run.reducer.iter_verdict_lines())
@@ -536,15 +498,12 @@ class _Handlers:
 
         After ``run_ended`` the answer is what was in flight at the end (``ended: true``).
         """
-        try:
-            run = self._run(request.path_params["run_id"])
-            raw = request.query_params.get("limit", str(_INFLIGHT_DEFAULT_LIMIT))
-            # ASCII digits only and few of them: int() refuses '²' and 5,000-digit strings.
-            if not (raw.isascii() and raw.isdigit() and len(raw) <= 6) or int(raw) > _INFLIGHT_MAX_LIMIT:
-                detail = f"limit must be an integer in 0..{_INFLIGHT_MAX_LIMIT}, got {raw[:40]!r}"
-                raise _Rejected(400, "validation", detail, "limit")
-        except _Rejected as exc:
-            return self._reject("validation" if exc.status == 400 else exc.error, exc)
+        run = self._run(request.path_params["run_id"])
+        raw = request.query_params.get("limit", str(_INFLIGHT_DEFAULT_LIMIT))
+        # ASCII digits only and few of them: int() refuses '²' and 5,000-digit strings.
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 6) or int(raw) > _INFLIGHT_MAX_LIMIT:
+            detail = f"limit must be an integer in 0..{_INFLIGHT_MAX_LIMIT}, got {raw[:40]!r}"
+            raise RequestError(400, "validation", detail, "limit")
         if run.inflight_at_end is not None:
             body = dict(run.inflight_at_end)
             body["oldest"] = body["oldest"][: int(raw)]
@@ -554,10 +513,7 @@ class _Handlers:
         return _json({**run.inflight_body(self.service.clock(), limit=int(raw)), "ended": False})
 
     async def runs(self, request: Request) -> Response:
-        try:
-            self._require_ready()
-        except _Rejected as exc:
-            return _error_response(exc)
+        self._require_ready(counted=False)  # a listing, not ingest
         runs = self.service.ingestor.runs
         return _json(
             {
@@ -647,28 +603,29 @@ def create_app(service: Service) -> Starlette:
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return _json({"error": "not_found", "field": "path", "detail": f"no route {request.url.path}"}, 404)
+        return _json(error_body("not_found", "path", f"no route {request.url.path}"), 404)
 
     async def internal(request: Request, exc: Exception) -> Response:
         _log.error("unhandled error", path=request.url.path, error=type(exc).__name__)
-        return _json(
-            {"error": "internal", "field": None, "detail": "internal error; see the service log"}, 500
-        )
+        return _json(error_body("internal", None, "internal error; see the service log"), 500)
 
     async def not_allowed(request: Request, exc: Exception) -> Response:
         return _json(
-            {
-                "error": "method_not_allowed",
-                "field": "method",
-                "detail": f"{request.method} is not allowed on {request.url.path}",
-            },
+            error_body(
+                "method_not_allowed", "method", f"{request.method} is not allowed on {request.url.path}"
+            ),
             405,
         )
 
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={404: not_found, 405: not_allowed, Exception: internal},
+        exception_handlers={
+            RequestError: request_error_handler(dumps_json, service.metrics.on_error),
+            404: not_found,
+            405: not_allowed,
+            Exception: internal,
+        },
         middleware=[Middleware(ServerTiming)],
     )
     app.state.service = service

@@ -12,12 +12,22 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from health.compact import CompactDigest
 from health.types import Finding, TaskIndex
 
 if TYPE_CHECKING:
     from health.reduce import GroupStore
 
-__all__ = ["Clock", "Engines", "PerfSummaryLike", "ReducerLike", "TrackerLike", "default_engines"]
+__all__ = [
+    "BuildNgPerf",
+    "Clock",
+    "DigestRecord",
+    "Engines",
+    "PerfSummaryLike",
+    "ReducerLike",
+    "TrackerLike",
+    "default_engines",
+]
 
 Clock = Callable[[], float]
 
@@ -41,7 +51,7 @@ class TrackerLike(Protocol):
 
 
 class ReducerLike(Protocol):
-    def add_compact(self, digest: Any) -> None: ...
+    def add_compact(self, digest: CompactDigest) -> None: ...
     def close_task(self, task_index: TaskIndex) -> list[Finding]: ...
     def summary(self) -> dict[str, Any]: ...
     def summary_bytes(self) -> bytes: ...
@@ -56,6 +66,27 @@ class PerfSummaryLike(Protocol):
     def result(self, total_rollouts: int) -> dict[str, Any] | None: ...
 
 
+class DigestRecord(Protocol):
+    """One parsed rollout row (``None`` with ``parse_error`` when unreadable) to its compact
+    digest, located as the batch check locates it."""
+
+    def __call__(
+        self,
+        record: dict[str, Any] | None,
+        *,
+        parse_error: str | None = None,
+        source_path: str = "",
+        source_index: int = 0,
+        line_number: int = 0,
+        ordinal: int = 0,
+        ignored_checks: frozenset[str] = frozenset(),
+    ) -> CompactDigest: ...
+
+
+#: A completion's ``ng_perf`` from its row and the dispatcher's measured latency (ms).
+BuildNgPerf = Callable[[dict[str, Any], float | None], dict[str, Any] | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Engines:
     """Factories and pure functions one run needs.
@@ -67,9 +98,9 @@ class Engines:
     new_tracker: Callable[[Clock], TrackerLike]
     new_reducer: Callable[[Iterable[str]], ReducerLike]
     new_perf_summary: Callable[[], PerfSummaryLike]
-    digest_record: Callable[..., Any]
-    digest_task_index: Callable[[Any], TaskIndex]
-    build_ng_perf: Callable[[dict[str, Any], float | None], dict[str, Any] | None]
+    digest_record: DigestRecord
+    digest_task_index: Callable[[CompactDigest], TaskIndex]
+    build_ng_perf: BuildNgPerf
     #: ``(data, latency_ms, **location)`` -> ``(compact digest, ng_perf)`` of a row or line given
     #: as its bytes, for the rows the batch fast path vouches for; ``None``: use the two above.
     digest_everyday: Callable[..., tuple[Any, dict[str, Any] | None] | None] | None = None
@@ -112,10 +143,28 @@ def default_engines() -> Engines:
 
     last = _LastTrajectory()
 
-    def _record(record: dict[str, Any] | None, **kwargs: Any) -> Any:
+    def _record(
+        record: dict[str, Any] | None,
+        *,
+        parse_error: str | None = None,
+        source_path: str = "",
+        source_index: int = 0,
+        line_number: int = 0,
+        ordinal: int = 0,
+        ignored_checks: frozenset[str] = frozenset(),
+    ) -> CompactDigest:
         raw = record.get("ng_trajectory") if isinstance(record, dict) else None
         checked = None if raw is None else last.take(raw)
-        digest, outcome = digest_record_with_trajectory(record, checked=checked, **kwargs)
+        digest, outcome = digest_record_with_trajectory(
+            record,
+            parse_error=parse_error,
+            source_path=source_path,
+            source_index=source_index,
+            line_number=line_number,
+            ordinal=ordinal,
+            ignored_checks=ignored_checks,
+            checked=checked,
+        )
         if outcome is not None and checked is None:
             last.keep(raw, outcome)
         return compact_digest(digest)
@@ -150,9 +199,8 @@ def default_engines() -> Engines:
     def _tracker(clock: Clock) -> TrackerLike:
         return DispatchLatencyTracker(clock=clock)
 
-    def _task_index(digest: Any) -> TaskIndex:
-        task: TaskIndex = digest.task_index
-        return task
+    def _task_index(digest: CompactDigest) -> TaskIndex:
+        return digest.task_index
 
     return Engines(
         new_tracker=_tracker,

@@ -21,7 +21,6 @@ the row's own and are not limited here.
 from __future__ import annotations
 
 import hashlib
-import json
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -42,6 +41,14 @@ from pydantic import (
 from health.parse import parse_line
 from health.registry import CHECK_IDS
 from sidecar.raw_rows import RawRow, raw_line
+from sidecar.wire import (
+    ATTEMPT_KEY,
+    MAX_EVENT_SEQ,
+    MAX_SOURCE_CHARS,
+    ROLLOUT_KEY,
+    TASK_KEY,
+)
+from sidecar.wire import dump_row as _dump_value
 
 __all__ = [
     "EVENT_KINDS",
@@ -101,16 +108,6 @@ Name = Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)]
 
 Index = StrictInt | StrictStr
 
-TASK_KEY = "_ng_task_index"
-ROLLOUT_KEY = "_ng_rollout_index"
-ATTEMPT_KEY = "_ng_attempt_index"
-
-
-#: Longest ``source`` (the sending client's name) of a client-assigned event identity.
-MAX_SOURCE_CHARS = 128
-#: Largest client sequence number (it must fit the journal's signed 64-bit integers).
-MAX_EVENT_SEQ = MAX_COUNT
-
 
 class _Event(BaseModel):
     """``generation`` (follower): a followed file was recreated or truncated, so a
@@ -126,7 +123,7 @@ class _Identified(_Event):
     are the event's identity (a retry repeats them). Give both or neither."""
 
     source: Annotated[StrictStr, Field(min_length=1, max_length=MAX_SOURCE_CHARS)] | None = None
-    seq: Count | None = None
+    seq: Annotated[int, Field(ge=0, le=MAX_EVENT_SEQ)] | None = None
 
     @model_validator(mode="after")
     def _source_with_seq(self) -> _Identified:
@@ -281,8 +278,8 @@ class Latency(_Event):
     kind: Literal["latency"]
     op: Literal["record", "record_failure", "record_drained"]
     seconds: Seconds | None = None
-    source: StrictStr = Field(min_length=1, max_length=128)
-    seq: Count
+    source: StrictStr = Field(min_length=1, max_length=MAX_SOURCE_CHARS)
+    seq: Annotated[int, Field(ge=0, le=MAX_EVENT_SEQ)]
 
 
 class Started(_Event):
@@ -353,18 +350,11 @@ def _identity(event: Event) -> tuple[Any, Any, int]:
 
 
 def dump_row(row: dict[str, Any] | RawRow) -> bytes:
-    """A row as compact JSON bytes, however deep it nests (a row kept as bytes: those bytes).
-
-    orjson refuses to write past 255 levels while it reads up to 1024, so a row whose free-form
-    values nest deeper than that (the batch check reports it ``record_unreadable``) is written
-    with the standard library instead; either form parses back to the same row.
-    """
+    """A row as compact JSON bytes, however deep it nests (``sidecar.wire.dump_row``); a row
+    kept as the bytes it arrived in is those bytes."""
     if isinstance(row, RawRow):
         return row.data
-    try:
-        return orjson.dumps(row)
-    except orjson.JSONEncodeError:
-        return json.dumps(row, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    return _dump_value(row)
 
 
 def _row_bytes(event: Event) -> bytes | None:

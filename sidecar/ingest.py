@@ -17,23 +17,12 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 import orjson
 import structlog
 
-from sidecar._closed_groups import ClosedGroupFile, ClosedGroupsMark
-from sidecar._journal_facts import (
-    CompletedFact,
-    Fact,
-    LatencyFact,
-    RunStartedFact,
-    decode_fact,
-    encode_fact,
-    is_legacy_payload,
-)
-from sidecar._journal_snapshot import SnapshotStore, dumps_state, fork_writer, loads_state
 from sidecar.engines import Engines
 from sidecar.events import (
     Event,
@@ -44,10 +33,29 @@ from sidecar.events import (
 )
 from sidecar.inflight import InflightRules
 from sidecar.journal import JournalCompacted, JournalError, JournalEvent, JournalUnavailable
+from sidecar.journal._closed_groups import ClosedGroupFile, ClosedGroupsMark
+from sidecar.journal._facts import (
+    CompletedFact,
+    Fact,
+    LatencyFact,
+    RunStartedFact,
+    decode_fact,
+    encode_fact,
+    is_legacy_payload,
+)
+from sidecar.journal._snapshot import SnapshotStore, dumps_state, fork_writer, loads_state
 from sidecar.materialized_inputs import PlanError, plan_from_materialized
 from sidecar.runs import RunState, derive_fact
 
-__all__ = ["EventOutcome", "Ingestor", "JournalLike", "PlanError", "UnknownRun", "plan_from_materialized"]
+__all__ = [
+    "EventOutcome",
+    "Ingestor",
+    "JournalLike",
+    "OutcomeStatus",
+    "PlanError",
+    "UnknownRun",
+    "plan_from_materialized",
+]
 
 _log = structlog.get_logger("sidecar.ingest")
 _MAX_EVENTS_PER_APPEND = 4096
@@ -67,11 +75,16 @@ class UnknownRun(LookupError):
         self.run_id = run_id
 
 
+#: ``accepted``; ``duplicate`` (its idempotency key was stored before); ``unknown_run`` (no
+#: ``run_started`` yet); ``not_in_flight`` (a heartbeat of an attempt not in flight).
+OutcomeStatus = Literal["accepted", "duplicate", "unknown_run", "not_in_flight"]
+
+
 @dataclass(frozen=True, slots=True)
 class EventOutcome:
     """What the service answers for one event of a batch."""
 
-    status: str  # "accepted" | "duplicate" | "unknown_run" | "not_in_flight" (a heartbeat)
+    status: OutcomeStatus
     kind: str
     seq: int | None = None
     ng_perf: dict[str, Any] | None = None

@@ -12,10 +12,10 @@ import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
-import orjson
 import structlog
+
+from sidecar.wire import MAX_MATERIALIZED_LINE_BYTES, TooManyTasks, materialized_lines, plan_from_lines
 
 __all__ = [
     "MATERIALIZED_REFUSED",
@@ -40,8 +40,6 @@ class PlanError(ValueError):
 
 #: Largest materialized-inputs file the service reads to derive a plan.
 MAX_MATERIALIZED_INPUTS_BYTES = 4 << 30
-#: Longest line of a materialized-inputs file (one task's inputs) the service reads.
-MAX_MATERIALIZED_LINE_BYTES = 16 << 20
 #: The only file names accepted by default: what NeMo Gym writes beside the rollouts.
 MATERIALIZED_SUFFIX = "_materialized_inputs.jsonl"
 #: What every refused materialized-inputs path gets, whatever the reason (a missing file, a
@@ -52,7 +50,6 @@ MATERIALIZED_REFUSED = (
     f"*{MATERIALIZED_SUFFIX}, inside the service's --inputs-root when one is set, holding one JSON "
     "object with _ng_task_index per line; the service log says why it was refused"
 )
-_READ_CHUNK = 1 << 20
 #: Every client-named file is read on this one thread: one read at a time, and the buffers of
 #: every read reuse one allocator arena, so N concurrent requests cost one line cap, not N.
 _READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="materialized-inputs")
@@ -72,29 +69,6 @@ def _confined(path: str, root: Path | None) -> str | None:
         if os.path.commonpath([real, str(root)]) != str(root):
             return f"outside the inputs root {str(root)!r}"
     return None
-
-
-def _lines(handle: Any, max_line: int) -> Any:
-    """The file's lines (newline dropped), read in chunks into one reused buffer; a line longer
-    than ``max_line`` raises ``ValueError`` having held at most that much. Each yielded buffer is
-    only valid until the next line is asked for."""
-    line = bytearray()
-    while chunk := handle.read(_READ_CHUNK):
-        start = 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            line += memoryview(chunk)[start:end]
-            if len(line) > max_line:
-                line.clear()  # now: the exception's frames keep this buffer until a GC pass
-                raise ValueError(f"a line over the {max_line}-byte cap")
-            yield line
-            line.clear()
-            start = end + 1
-        line += memoryview(chunk)[start:]
-        if len(line) > max_line:
-            line.clear()
-            raise ValueError(f"a line over the {max_line}-byte cap")
-    if line:
-        yield line
 
 
 def plan_from_materialized(
@@ -122,7 +96,6 @@ def _read_plan(
     reason = _confined(path, None if root is None else Path(os.path.realpath(root)))
     if reason is not None:
         raise _refuse(path, reason)
-    plan: dict[str, int] = {}
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -134,25 +107,8 @@ def _read_plan(
         raise _refuse(path, why)
     with os.fdopen(fd, "rb", buffering=0) as handle:
         try:
-            for number, line in enumerate(_lines(handle, max_line_bytes), start=1):
-                if not line or line.isspace():
-                    continue
-                try:
-                    row = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    raise _refuse(path, f"line {number} is not JSON") from None
-                if not isinstance(row, dict) or "_ng_task_index" not in row:
-                    raise _refuse(path, f"line {number} has no _ng_task_index")
-                task = str(row["_ng_task_index"])
-                if task not in plan and max_tasks is not None and len(plan) >= max_tasks:
-                    raise PlanError(
-                        f"materialized inputs give more than {max_tasks} tasks (the service's "
-                        "--max-plan-tasks)",
-                        field="materialized_inputs",
-                    )
-                plan[task] = plan.get(task, 0) + 1
+            return plan_from_lines(materialized_lines(handle, max_line_bytes), max_tasks=max_tasks)
+        except TooManyTasks as exc:
+            raise PlanError(str(exc), field="materialized_inputs") from None
         except (OSError, ValueError) as exc:
-            if isinstance(exc, PlanError):
-                raise
             raise _refuse(path, str(exc)) from None
-    return plan

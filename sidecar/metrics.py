@@ -74,7 +74,7 @@ class _Families:
         self.completed = _counter("rollouts_completed", "Completion events accepted (duplicates ignored).")
         self.failed = _counter(
             "rollouts_failed",
-            "Failed attempts by failure class (spec 6.4 or other) and terminal flag.",
+            "Failed attempts by failure class (NeMo Gym's, or other) and terminal flag.",
             "failure_class",
             "terminal",
         )
@@ -155,6 +155,22 @@ class _Families:
         self.drained.add_metric([rid], run.drained)
         for outcome, histogram in run.durations.items():
             self.duration.add_metric([rid, outcome], histogram.cumulative(), histogram.total)
+        self._add_tracker(run)
+        if run.plan is not None:
+            snapshot = run.accounting.snapshot(ended=run.ended)
+            self.expected.add_metric([rid], snapshot.expected or 0)
+            self.pending.add_metric([rid], snapshot.pending or 0)
+        if run.budget_deadline is not None:
+            self.deadline.add_metric([rid], run.budget_deadline)
+        if run.config.task_timeout_s is not None:
+            self.timeout.add_metric([rid], run.config.task_timeout_s)
+        self._add_health(run)
+        for kind in TOKEN_KINDS:
+            self.tokens.add_metric([rid, kind], _counter_value(run.tokens[kind]))
+
+    def _add_tracker(self, run: RunState) -> None:
+        """The latency tracker's series: quantiles, samples, drain margin, completion rates."""
+        rid = run.run_id
         tracker = run.tracker
         if tracker.count:
             for label, q in _QUANTILES:
@@ -174,14 +190,10 @@ class _Families:
         ):
             if rate is not None:
                 self.rate.add_metric([rid, window], rate)
-        if run.plan is not None:
-            snapshot = run.accounting.snapshot(ended=run.ended)
-            self.expected.add_metric([rid], snapshot.expected or 0)
-            self.pending.add_metric([rid], snapshot.pending or 0)
-        if run.budget_deadline is not None:
-            self.deadline.add_metric([rid], run.budget_deadline)
-        if run.config.task_timeout_s is not None:
-            self.timeout.add_metric([rid], run.config.task_timeout_s)
+
+    def _add_health(self, run: RunState) -> None:
+        """The health series: verdicts, findings per check, closed tasks, task flags."""
+        rid = run.run_id
         view = run.health_view()
         for verdict in ("healthy", "unhealthy", "unobserved"):
             self.verdicts.add_metric([rid, verdict], view.verdicts.get(verdict, 0))
@@ -190,8 +202,6 @@ class _Families:
         self.closed.add_metric([rid], view.tasks_closed)
         for check in TASK_CHECK_IDS:
             self.flags.add_metric([rid, check], view.task_flags.get(check, 0))
-        for kind in TOKEN_KINDS:
-            self.tokens.add_metric([rid, kind], _counter_value(run.tokens[kind]))
 
     def add_inflight(self, run: RunState, now: float) -> None:
         rid = run.run_id

@@ -7,16 +7,16 @@ modules; this is the one public import path.
 
 from __future__ import annotations
 
-from sidecar._drain import DRAINED_FAILURE_CLASS, drained_result, should_drain
-from sidecar._ng_perf import (
+from sidecar.perf._drain import DRAINED_FAILURE_CLASS, drained_result, should_drain
+from sidecar.perf._ng_perf import (
     NG_PERF_KEY,
     NG_TRAJECTORY_KEY,
     attach_ng_perf,
     build_ng_perf,
     ng_perf_for_trajectory,
 )
-from sidecar._perf_summary import PerfSummaryState, compute_perf_summary
-from sidecar._tracker import (
+from sidecar.perf._perf_summary import PerfSummaryState, compute_perf_summary
+from sidecar.perf._tracker import (
     ADAPTIVE_MARGIN_MIN_SAMPLES,
     ADAPTIVE_MARGIN_QUANTILE,
     DEFAULT_RATE_WINDOW_S,

@@ -21,23 +21,6 @@ from health.compact import VERDICTS, CompactDigest
 from health.reduce import GroupStore, release_gradually
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
-from sidecar._journal_facts import (
-    DIGESTED,
-    FAILURE_ROW,
-    NOT_PERSISTED,
-    NOT_PERSISTED_DRAINED,
-    CompletedFact,
-    DrainedFact,
-    Fact,
-    FailedFact,
-    LatencyFact,
-    RunEndedFact,
-    RunStartedFact,
-    StartedFact,
-    digest_fields,
-    encode_fact,
-    parse_deferred,
-)
 from sidecar.accounting import Accounting, RolloutKey, normalize_index
 from sidecar.engines import Engines
 from sidecar.events import (
@@ -55,7 +38,25 @@ from sidecar.events import (
     row_of,
 )
 from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
+from sidecar.journal._facts import (
+    DIGESTED,
+    FAILURE_ROW,
+    NOT_PERSISTED,
+    NOT_PERSISTED_DRAINED,
+    CompletedFact,
+    DrainedFact,
+    Fact,
+    FailedFact,
+    LatencyFact,
+    RunEndedFact,
+    RunStartedFact,
+    StartedFact,
+    digest_fields,
+    encode_fact,
+    parse_deferred,
+)
 from sidecar.raw_rows import RawRow
+from sidecar.wire import TASK_KEY
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -74,7 +75,7 @@ INFLIGHT_REPORT_LIMIT = 1000
 DURATION_BUCKETS: tuple[float, ...] = (
     1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600,
 )  # fmt: skip
-#: Spec §6.4 failure classes; anything else is exported as ``other`` to keep label values bounded.
+#: NeMo Gym's failure classes; anything else is exported as ``other`` to keep label values bounded.
 FAILURE_CLASSES = frozenset(
     {
         "agent_request_failed",
@@ -101,7 +102,6 @@ _FAILURE_CLASS_KEY = "_ng_failure_class"
 _TERMINAL_KEY = "_ng_failure_terminal"
 _NO_PERSIST_KEY = "_ng_no_persist"
 _DRAINED_KEY = "_ng_dispatch_drained"
-_TASK_KEY = "_ng_task_index"
 _LINE_LOCATOR = b'"line":'
 
 
@@ -213,10 +213,13 @@ class RunState:
         self.perf_rollouts = 0
         self._next_ordinal = 0
         self._closed: dict[TaskIndex, tuple[str, ...]] = {}
-        self._health_interval_s = health_interval_s
+        #: The configured floor of the summary's refresh interval, and the interval in force
+        #: (the floor, stretched to 20x the last summary's cost).
+        self._health_min_interval_s = health_interval_s
         self._health_cache: tuple[float, dict[str, int], dict[str, int]] | None = None
-        self._health_interval = health_interval_s
-        self._verdicts = [0, 0, 0]
+        self._health_interval_s = health_interval_s
+        #: Rollouts per preliminary verdict, keyed by the verdict's name.
+        self._verdicts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
         self._issues = [0] * len(CHECK_IDS)
         self._maybe_duplicates = False
         self._version = 0
@@ -348,7 +351,7 @@ class RunState:
         digest = self._digest(fact)
         task = self._engines.digest_task_index(digest)
         self.reducer.add_compact(digest)
-        self._verdicts[digest.verdict] += 1
+        self._verdicts[VERDICTS[digest.verdict]] += 1
         for position in digest.finding_checks:
             if position >= 0:
                 self._issues[position] += 1
@@ -458,18 +461,19 @@ class RunState:
             for check in checks:
                 flags[check] = flags.get(check, 0) + 1
         if not self._maybe_duplicates:
-            verdicts: dict[str, int] = dict(zip(VERDICTS, self._verdicts, strict=True))
+            verdicts = dict(self._verdicts)
             issues = dict(zip(CHECK_IDS, self._issues, strict=True))
         else:
             now = time.monotonic()
             cached = self._health_cache
             stale = cached is None or self._health_version != self._version
-            if stale and (fresh or cached is None or now - cached[0] >= self._health_interval):
+            if stale and (fresh or cached is None or now - cached[0] >= self._health_interval_s):
                 started = time.perf_counter()
                 summary = self.reducer.summary()
                 run = summary["run"]
                 release_gradually(summary.pop("tasks", {}))
-                self._health_interval = max(self._health_interval_s, 20 * (time.perf_counter() - started))
+                cost_s = time.perf_counter() - started
+                self._health_interval_s = max(self._health_min_interval_s, 20 * cost_s)
                 self._health_cache = cached = (now, dict(run["verdicts"]), dict(run["issues"]))
                 self._health_version = self._version
             assert cached is not None
@@ -666,7 +670,7 @@ def _completed_fact(
         )
     agent_perf = _agent_perf(row) if ng_perf is None else None
     digest = None
-    if settings is not None and not (isinstance(row, dict) and _TASK_KEY not in row):
+    if settings is not None and not (isinstance(row, dict) and TASK_KEY not in row):
         record, parse_error = event.parsed
         digest = engines.digest_record(
             record,
@@ -697,7 +701,7 @@ def _everyday(
         raw is None
         or digest_everyday is None
         or settings is None
-        or _TASK_KEY not in raw  # its digest depends on its position: left to apply time
+        or TASK_KEY not in raw  # its digest depends on its position: left to apply time
         or raw.get(_NO_PERSIST_KEY)
         or raw.get(_FAILURE_CLASS_KEY) is not None
     ):

@@ -19,12 +19,12 @@ from typing import Any
 import orjson
 import structlog
 
-from sidecar._journal_facts import STATE_SCHEMA, is_legacy_payload
-from sidecar._journal_snapshot import SnapshotStore
 from sidecar._offloop import OffLoopReads
 from sidecar.engines import Engines, default_engines
 from sidecar.events import MAX_LATENCY_MS, MAX_SECONDS, MAX_TIMESTAMP
 from sidecar.ingest import Ingestor, JournalLike
+from sidecar.journal._facts import STATE_SCHEMA, is_legacy_payload
+from sidecar.journal._snapshot import SnapshotStore
 from sidecar.materialized_inputs import plan_from_materialized
 from sidecar.metrics import ServiceMetrics
 from sidecar.settings import ServiceSettings

@@ -138,6 +138,10 @@ class ServiceSettings:
     snapshot_keep: int = 2
 
     def __post_init__(self) -> None:
+        self._check_service_ranges()
+        self._check_request_caps()
+
+    def _check_service_ranges(self) -> None:
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"port must be in 0..65535, got {self.port!r}")
         if self.body_cap < 1024:
@@ -158,6 +162,8 @@ class ServiceSettings:
             raise SettingsError(f"snapshot_every_s must be in 0..1e9, got {self.snapshot_every_s!r}")
         if not 1 <= self.snapshot_keep <= 100:
             raise SettingsError(f"snapshot_keep must be in 1..100, got {self.snapshot_keep!r}")
+
+    def _check_request_caps(self) -> None:
         if not 8 <= self.max_json_depth <= 1024:
             raise SettingsError(f"max JSON depth must be in 8..1024, got {self.max_json_depth!r}")
         for name in (

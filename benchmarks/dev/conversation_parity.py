@@ -214,6 +214,28 @@ def end_to_end(conversations: list[list[Any]], run_dir: Path) -> list[tuple[Any,
     return diffs
 
 
+def _explain(diffs: list[tuple[Any, str, str]], limit: int) -> None:
+    """Both dumps of the first ``limit`` items both sides accept but dump differently."""
+    explained = 0
+    for item, expected, actual in diffs:
+        if (
+            explained >= limit
+            or "dump-fails" in expected + actual
+            or not (expected.startswith("accept") and actual.startswith("accept"))
+        ):
+            continue
+        explained += 1
+        row = _oracle_run([item], _oracle_proc())[0]
+        print("ITEM  ", json.dumps(item)[:300])
+        print("ORACLE", json.dumps(row[3], sort_keys=True)[:600])
+        print(
+            "OURS  ",
+            json.dumps(
+                _ADAPTER.dump_python(_ADAPTER.validate_python([item]), mode="json")[0], sort_keys=True
+            )[:600],
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -255,24 +277,7 @@ def main() -> int:
         with args.diffs.open("w") as out:
             for item, expected, actual in diffs:
                 out.write(json.dumps({"item": item, "oracle": expected, "ours": actual}) + "\n")
-    explained = 0
-    for item, expected, actual in diffs:
-        if (
-            explained >= args.explain
-            or "dump-fails" in expected + actual
-            or not (expected.startswith("accept") and actual.startswith("accept"))
-        ):
-            continue
-        explained += 1
-        row = _oracle_run([item], _oracle_proc())[0]
-        print("ITEM  ", json.dumps(item)[:300])
-        print("ORACLE", json.dumps(row[3], sort_keys=True)[:600])
-        print(
-            "OURS  ",
-            json.dumps(
-                _ADAPTER.dump_python(_ADAPTER.validate_python([item]), mode="json")[0], sort_keys=True
-            )[:600],
-        )
+    _explain(diffs, args.explain)
     if args.dump_cases:
         proc = _oracle_proc()
         with args.dump_cases.open("w") as out:

@@ -95,6 +95,36 @@ class DiskFullResult:
 _READS = ("/drain_margin?run_id={run}", "/metrics", "/healthz", "/report?run_id={run}")
 
 
+def _read_while_faulted(client: httpx.Client, run_id: str, trial: str, result: DiskFullResult) -> None:
+    """Every read answers 200 while the journal cannot store; their latency is kept."""
+    for read in _READS:
+        began = time.perf_counter()
+        answer = client.get(read.format(run=run_id))
+        result.read_seconds.append(time.perf_counter() - began)
+        if answer.status_code != 200:
+            result.violations.append(f"{trial}: GET {read} -> {answer.status_code} while faulted")
+        result.reads_while_faulted += 1
+
+
+def _check_stored(
+    stored: set[str],
+    keys: list[str],
+    acked: list[str],
+    refused: list[tuple[int, int]],
+    trial: str,
+    result: DiskFullResult,
+) -> None:
+    """Every acknowledged event stored, none of those answered 503, and some batch refused."""
+    lost = [key for key in acked if key not in stored]
+    if lost:
+        result.violations.append(f"{trial}: {len(lost)} acknowledged event(s) not stored")
+    leaked = [keys[i] for a, b in refused for i in range(a, b) if keys[i] in stored]
+    if leaked:
+        result.violations.append(f"{trial}: {len(leaked)} event(s) answered 503 were stored anyway")
+    if not refused:
+        result.violations.append(f"{trial}: the fault never refused a batch")
+
+
 def _trial(index: int, workdir: Path, fault: str, rng: random.Random, result: DiskFullResult) -> None:
     run = generate_run(f"full-{index}", workdir / f"full-{index}" / "run", num_tasks=16, seed=300 + index)
     run.write_files()
@@ -131,27 +161,9 @@ def _trial(index: int, workdir: Path, fault: str, rng: random.Random, result: Di
                 result.violations.append(
                     f"{fault} {index}: HTTP {response.status_code} {response.text[:200]}"
                 )
-            for read in _READS:
-                began = time.perf_counter()
-                answer = client.get(read.format(run=run.run_id))
-                result.read_seconds.append(time.perf_counter() - began)
-                if answer.status_code != 200:
-                    result.violations.append(
-                        f"{fault} {index}: GET {read} -> {answer.status_code} while faulted"
-                    )
-                result.reads_while_faulted += 1
+            _read_while_faulted(client, run.run_id, f"{fault} {index}", result)
             position = end
-        stored = set(journal_keys(path))
-        lost = [key for key in acked if key not in stored]
-        if lost:
-            result.violations.append(f"{fault} {index}: {len(lost)} acknowledged event(s) not stored")
-        leaked = [keys[i] for a, b in refused for i in range(a, b) if keys[i] in stored]
-        if leaked:
-            result.violations.append(
-                f"{fault} {index}: {len(leaked)} event(s) answered 503 were stored anyway"
-            )
-        if not refused:
-            result.violations.append(f"{fault} {index}: the fault never refused a batch")
+        _check_stored(set(journal_keys(path)), keys, acked, refused, f"{fault} {index}", result)
         if fault == "full":
             svc.call(svc.journal.set_max_db_bytes(None))
         else:

@@ -21,8 +21,8 @@ import httpx
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from sidecar.app import RUN_ID_PATTERN
 from sidecar.events import EVENT_KINDS
+from sidecar.wire import RUN_ID_PATTERN
 
 from .sidecar_process import Launch, SidecarProcess
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from dispatcher_client import ClientConfig, SidecarClient
 from sidecar.rollout_perf import build_ng_perf
 
 from .load import percentile
-from .sidecar_process import Launch, SidecarProcess
+from .sidecar_process import Launch, SidecarProcess, free_port
 from .workload import batch_files, generate_run
 
 __all__ = ["OutageResult", "run_outage"]
@@ -58,13 +57,6 @@ class OutageResult:
             f"dropped {self.stats.get('dropped')}, spooled {self.stats.get('spooled')}, "
             f"retried {self.stats.get('retried')}, duplicates {self.stats.get('duplicates')}"
         )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def _dispatch(
@@ -118,7 +110,7 @@ def run_outage(
     config = ClientConfig(spool_dir=workdir / "spool", backoff_max_s=1.0)
     result.bound_s = config.ack_timeout_s
     proc = SidecarProcess(
-        workdir / "journal.sqlite3", workdir / "sidecar.log", port=_free_port(), launch=launch
+        workdir / "journal.sqlite3", workdir / "sidecar.log", port=free_port(), launch=launch
     )
     url = proc.start()
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.reliability.sidecar_process import REPO_ROOT, Launch, SidecarProcess
+from benchmarks.reliability.sidecar_process import REPO_ROOT, Launch, SidecarProcess, free_port
 from benchmarks.reliability.workload import generate_run
 from sidecar.events import EventBatch, encode_event
 from sidecar.journal import Journal, JournalEvent
@@ -82,15 +82,36 @@ def _startup_error(workdir: Path, name: str, args: list[str], result: RestartRes
         result.violations.append(f"{name}: exit {done.returncode}, stderr {lines[-5:]}")
 
 
+def _check_start_order(result: RestartResult) -> None:
+    """``/healthz`` answered before ready, and the replay's progress was seen more than once."""
+    if result.healthz_s is None or result.ready_s is None or result.healthz_s >= result.ready_s:
+        result.violations.append(f"/healthz first answered at {result.healthz_s}, ready at {result.ready_s}")
+    if result.progress_polls < 2:
+        result.violations.append(f"only {result.progress_polls} /readyz answers during the replay")
+
+
+def _check_refused_starts(workdir: Path, result: RestartResult) -> None:
+    """A busy port and an unwritable journal: refused at once, one stderr line, exit 2."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        taken = busy.getsockname()[1]
+        fresh = workdir / "busy" / "journal.sqlite3"
+        _startup_error(workdir, "busy port", ["--port", str(taken), "--journal", str(fresh)], result)
+        if fresh.parent.exists():
+            result.violations.append("busy port: a journal directory was created")
+    _startup_error(
+        workdir, "journal under /proc", ["--port", "0", "--journal", "/proc/nope/journal.sqlite3"], result
+    )
+
+
 def run_restart(workdir: Path, *, launch: Launch = "exec", num_tasks: int = 3000) -> RestartResult:
     """See the module docstring."""
     result = RestartResult()
     journal = workdir / "state" / "journal.sqlite3"
     journal.parent.mkdir(parents=True)
     result.events = write_journal(journal, "restart", num_tasks)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     sidecar = SidecarProcess(journal, workdir / "sidecar.log", port=port, launch=launch)
     url = f"http://127.0.0.1:{port}"
     began = time.monotonic()
@@ -138,20 +159,6 @@ def run_restart(workdir: Path, *, launch: Launch = "exec", num_tasks: int = 3000
                 result.violations.append("ready before replaying every event")
     finally:
         sidecar.stop()
-    if result.healthz_s is None or result.ready_s is None or result.healthz_s >= result.ready_s:
-        result.violations.append(f"/healthz first answered at {result.healthz_s}, ready at {result.ready_s}")
-    if result.progress_polls < 2:
-        result.violations.append(f"only {result.progress_polls} /readyz answers during the replay")
-
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen(1)
-        taken = busy.getsockname()[1]
-        fresh = workdir / "busy" / "journal.sqlite3"
-        _startup_error(workdir, "busy port", ["--port", str(taken), "--journal", str(fresh)], result)
-        if fresh.parent.exists():
-            result.violations.append("busy port: a journal directory was created")
-    _startup_error(
-        workdir, "journal under /proc", ["--port", "0", "--journal", "/proc/nope/journal.sqlite3"], result
-    )
+    _check_start_order(result)
+    _check_refused_starts(workdir, result)
     return result

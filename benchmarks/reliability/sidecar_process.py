@@ -1,5 +1,7 @@
 """A real ``rollout-sidecar serve`` in a child process that can be SIGKILLed and restarted.
 
+The one helper tests and benchmarks start a sidecar process with (and the one ``free_port``).
+
 ``launch="exec"`` runs the installed command line exactly as an operator would
 (``python -m sidecar.cli serve --port 0 ...``); ``launch="fork"`` forks this interpreter and
 calls the same CLI entry point, skipping the ~1 s of imports per restart (CI uses it for its
@@ -15,6 +17,7 @@ import ctypes
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -25,11 +28,27 @@ from typing import Literal
 
 import httpx
 
-__all__ = ["REPO_ROOT", "Launch", "SidecarProcess", "StartFailed", "descendants", "reap_orphans"]
+__all__ = [
+    "REPO_ROOT",
+    "Launch",
+    "SidecarProcess",
+    "StartFailed",
+    "descendants",
+    "free_port",
+    "reap_orphans",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 Launch = Literal["exec", "fork"]
-_BOUND = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+_BOUND = re.compile(rb"Uvicorn running on http://[0-9.]+:(\d+)")  # any --host: reached on loopback
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago (a fixed port survives a restart)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 class StartFailed(RuntimeError):
@@ -45,20 +64,23 @@ class SidecarProcess:
     """``rollout-sidecar serve`` on 127.0.0.1 with a given journal; restartable, killable.
 
     ``port=0`` binds an ephemeral port on every start (``url`` changes); a fixed port keeps it.
+    The child's log goes to ``log_path`` (default: beside the journal).
     """
 
     def __init__(
         self,
         journal: Path,
-        log_path: Path,
+        log_path: Path | None = None,
         *,
         port: int = 0,
         launch: Launch = "exec",
         extra_args: Sequence[str] = (),
         env: dict[str, str] | None = None,
+        log_level: str = "info",
     ) -> None:
         self.journal = journal
-        self.log_path = log_path
+        self.log_path = log_path if log_path is not None else journal.with_name(journal.name + ".log")
+        self.log_level = log_level
         self.port = port
         self.launch = launch
         self.extra_args = list(extra_args)
@@ -78,7 +100,7 @@ class SidecarProcess:
             "--journal",
             str(self.journal),
             "--log-level",
-            "info",
+            self.log_level,
             *self.extra_args,
         ]
 
@@ -170,14 +192,16 @@ class SidecarProcess:
             os.kill(self.pid, signal.SIGSTOP)
         return descendants(self.pid)
 
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM (graceful: drain queued events, close the journal); SIGKILL after ``timeout``."""
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM (graceful: drain queued events, close the journal); SIGKILL after ``timeout``.
+        Returns the exit code (``None`` when it was not running)."""
         if self.pid is None:
-            return
+            return None
         try:
             self._signal_and_reap(signal.SIGTERM, timeout)
         except TimeoutError:
             self.kill()
+        return self._last_code
 
     def _signal_and_reap(self, sig: int, timeout: float) -> None:
         pid = self.pid

@@ -22,7 +22,7 @@ _REQUEST_ERRORS: Final = (
 
 
 def _stamp(row: JSON, config: SyntheticConfig, identity: tuple[int, int, int]) -> JSON:
-    """Add the keys the collector stamps on every finished result (spec: perf §6.3)."""
+    """Add the keys the collector stamps on every finished result (identity and attempt keys)."""
     task_index, rollout_index, attempt_index = identity
     row["_ng_task_index"] = task_index
     row["_ng_rollout_index"] = rollout_index
@@ -92,7 +92,7 @@ def failure_row(
 def drained_row(
     config: SyntheticConfig, identity: tuple[int, int, int], remaining: float, margin: float | None
 ) -> JSON:
-    """The result Gym builds for a row the dispatch budget never started (perf §3.4), stamped."""
+    """The result Gym builds for a row the dispatch budget never started, stamped."""
     if margin is None:
         message = "not dispatched: dispatch budget exhausted"
     else:

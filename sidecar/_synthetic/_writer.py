@@ -1,4 +1,5 @@
-"""Write a synthetic run directory the way the collector lays it out (perf spec §6.1)."""
+"""Write a synthetic run directory the way the collector lays it out (``<stem>.jsonl``, its
+``_failures`` and ``_materialized_inputs`` files)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """A small NeMo-Gym-shaped dispatcher: concurrency gate, dispatch budget, drain margin from the sidecar.
 
-Per row, as spec perf-and-dispatch §3.3 describes NeMo Gym's dispatcher: wait for a slot; then,
+Per row, as NeMo Gym's dispatcher does: wait for a slot; then,
 with the budget's deadline set, drain the row if ``remaining <= 0`` or the drain margin exceeds
 the time left (strictly); otherwise POST it to the agent's ``/run``. A reply (any HTTP success,
 agent-reported failures included) is a completion (``record``); a request that raises becomes
-a Gym-built failure row (``record_failure``); a drained row gets the §3.4 result and is never
+a Gym-built failure row (``record_failure``); a drained row gets Gym's drained result and is never
 written. The slot is held for the drain check and the ``/run`` call only.
 
 The drain margin is the sidecar's (``SidecarClient.drain_margin``: the latency tracker's p75
@@ -86,7 +86,7 @@ class DispatchStats:
 
 
 def stamp(result: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
-    """Copy the collector's identity keys from the dispatched row onto its result (spec §6.3)."""
+    """Copy the collector's identity keys from the dispatched row onto its result."""
     for key in _STAMPED:
         if key in row:
             result[key] = row[key]
@@ -94,7 +94,7 @@ def stamp(result: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
 
 
 def drained_result(row: dict[str, Any], remaining: float, margin: float | None) -> dict[str, Any]:
-    """The result NeMo Gym builds for a row the budget never started (spec §3.4), stamped."""
+    """The result NeMo Gym builds for a row the budget never started, stamped."""
     if margin is None:
         message = "not dispatched: dispatch budget exhausted"
     else:
@@ -111,7 +111,7 @@ def drained_result(row: dict[str, Any], remaining: float, margin: float | None) 
 
 
 def gym_failure_row(row: dict[str, Any], exc: Exception) -> dict[str, Any]:
-    """The failure row NeMo Gym writes when ``/run`` raised (spec §6.4), stamped."""
+    """The failure row NeMo Gym writes when ``/run`` raised, stamped."""
     status: int | None = None
     body: str | None = None
     message = str(exc)

@@ -48,6 +48,40 @@ class SidecarView:
         return sum(self.verdicts.values())
 
 
+#: Series kept as one value: the view's attribute and the value's type.
+_SCALARS: dict[str, tuple[str, type]] = {
+    "rollouts_completed_total": ("completed", int),
+    "rollouts_drained_total": ("drained", int),
+    "tracker_samples": ("samples", int),
+    "drain_margin_seconds": ("drain_margin", float),
+    "health_tasks_closed": ("tasks_closed", int),
+    "inflight_rollouts": ("inflight", int),
+    "inflight_stragglers": ("stragglers", int),
+}
+#: Series kept per label: the view's dict and the label that keys it.
+_KEYED = {"health_rollouts": ("verdicts", "verdict"), "tokens_total": ("tokens", "kind")}
+
+
+def _keep(view: SidecarView, name: str, labels: dict[str, str], value: float) -> None:
+    """One sample of the run into ``view``."""
+    if name in _SCALARS:
+        attribute, kind = _SCALARS[name]
+        setattr(view, attribute, kind(value))
+    elif name in _KEYED:
+        attribute, label = _KEYED[name]
+        getattr(view, attribute)[labels[label]] = int(value)
+    elif name == "rollouts_failed_total":
+        view.failed[labels["failure_class"]] += int(value)
+    elif name == "task_duration_quantile_seconds" and "quantile" in labels:
+        view.quantiles[labels["quantile"]] = value
+    elif name == "health_findings" and value:
+        view.findings[labels["check"]] = int(value)
+    elif name == "straggler_threshold_seconds" and math.isfinite(value):
+        view.straggler_threshold = value
+    elif name == "inflight_oldest_age_seconds" and value:
+        view.oldest_age = value
+
+
 def parse_metrics(text: str, run_id: str) -> SidecarView:
     """The series of ``run_id`` in a Prometheus text exposition."""
     view = SidecarView()
@@ -55,37 +89,8 @@ def parse_metrics(text: str, run_id: str) -> SidecarView:
         if not family.name.startswith(_P):
             continue
         for sample in family.samples:
-            if sample.labels.get("run_id") != run_id:
-                continue
-            name, labels, value = sample.name.removeprefix(_P), sample.labels, sample.value
-            if name == "rollouts_completed_total":
-                view.completed = int(value)
-            elif name == "rollouts_failed_total":
-                view.failed[labels["failure_class"]] += int(value)
-            elif name == "rollouts_drained_total":
-                view.drained = int(value)
-            elif name == "tracker_samples":
-                view.samples = int(value)
-            elif name == "task_duration_quantile_seconds" and "quantile" in labels:
-                view.quantiles[labels["quantile"]] = value
-            elif name == "drain_margin_seconds":
-                view.drain_margin = value
-            elif name == "health_rollouts":
-                view.verdicts[labels["verdict"]] = int(value)
-            elif name == "health_findings" and value:
-                view.findings[labels["check"]] = int(value)
-            elif name == "health_tasks_closed":
-                view.tasks_closed = int(value)
-            elif name == "tokens_total":
-                view.tokens[labels["kind"]] = int(value)
-            elif name == "inflight_rollouts":
-                view.inflight = int(value)
-            elif name == "inflight_stragglers":
-                view.stragglers = int(value)
-            elif name == "straggler_threshold_seconds" and math.isfinite(value):
-                view.straggler_threshold = value
-            elif name == "inflight_oldest_age_seconds" and value:
-                view.oldest_age = value
+            if sample.labels.get("run_id") == run_id:
+                _keep(view, sample.name.removeprefix(_P), sample.labels, sample.value)
     return view
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ from pathlib import Path, PurePosixPath
 
 import httpx
 import pytest
+
+from benchmarks.reliability.sidecar_process import free_port
 
 from ._dockerfile import Stage, exec_form, parse_dockerfile
 from .conftest import DEPLOY_DIR, DOCKERFILE, REPO_ROOT
@@ -51,13 +52,6 @@ def _ignored(path: str, patterns: list[str]) -> bool:
         if fnmatch.fnmatch(path.rstrip("/"), pattern):
             ignored = not negate
     return ignored
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _executable(name: str) -> str:
@@ -154,7 +148,7 @@ class TestCommandsRunForReal:
         return result.returncode
 
     def test_entrypoint_serves_and_healthcheck_tracks_it(self, tmp_path: Path) -> None:
-        port = _free_port()
+        port = free_port()
         process = subprocess.Popen(
             self._argv(tmp_path, port),
             stdout=subprocess.DEVNULL,
@@ -183,7 +177,7 @@ class TestCommandsRunForReal:
 
     def test_entrypoint_refuses_to_bind_beyond_loopback_without_the_token(self, tmp_path: Path) -> None:
         result = subprocess.run(
-            self._argv(tmp_path, _free_port(), token=False),
+            self._argv(tmp_path, free_port(), token=False),
             capture_output=True,
             text=True,
             timeout=60,

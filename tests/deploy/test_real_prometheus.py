@@ -8,7 +8,6 @@ cleanly against live data, and every series the rules and the dashboard read exi
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import httpx
 import pytest
 import yaml
 
+from benchmarks.reliability.sidecar_process import free_port
 from sidecar.runs import DURATION_BUCKETS
 from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
 
@@ -32,13 +32,6 @@ pytestmark = pytest.mark.timeout(60)
 _RUN = "live-run"
 _QUANTILE_RUN = "live-quantiles"
 _T = TypeVar("_T")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _wait_for(what: str, probe: Callable[[], _T | None], timeout: float = 20.0) -> _T:
@@ -121,7 +114,7 @@ def live(binaries: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) ->
     """Feed the sidecar two runs, then let a real Prometheus scrape it; yields what was sent."""
     prometheus_bin, sidecar_bin = binaries
     tmp = tmp_path_factory.mktemp("live")
-    sidecar_port = _free_port()
+    sidecar_port = free_port()
     serve = ["serve", "--host", "127.0.0.1", "--port", str(sidecar_port), "--log-level", "warning"]
     serve += ["--journal", str(tmp / "journal.sqlite3")]
     sidecar = subprocess.Popen([sidecar_bin, *serve], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -148,7 +141,7 @@ def live(binaries: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) ->
         # One rejected request, so an ingest error is counted too.
         assert client.post(f"/v1/runs/{_RUN}/events", json=[{"kind": "nope"}]).status_code == 422
 
-        prometheus_port = _free_port()
+        prometheus_port = free_port()
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(path) for path in RULE_FILES],
@@ -244,7 +237,7 @@ class TestHistogramAgreesWithTheExactQuantile:
         assert abs(estimated - exact) <= width, (estimated, exact, width)
 
     def test_drain_margin_is_the_exact_p75(self, live: dict[str, Any]) -> None:
-        """No configured margin: with 5+ samples the margin is the tracker's p75 (spec 2.6)."""
+        """No configured margin: with 5+ samples the margin is the tracker's p75."""
         prom = _prom(live)
         margin = prom.scalar(f'rollout_sidecar_drain_margin_seconds{{run_id="{_QUANTILE_RUN}"}}')
         p75 = prom.scalar(

@@ -110,12 +110,12 @@ class TestExactlyOnce:
     async def test_a_sidecar_with_a_fresh_journal_gets_run_started_again(self, tmp_path: Path) -> None:
         port = free_port()
         config = ClientConfig(backoff_initial_s=0.01, backoff_max_s=0.2)
-        with SidecarProcess(tmp_path / "a.sqlite3", port) as url:
+        with SidecarProcess(tmp_path / "a.sqlite3", port=port) as url:
             client = await SidecarClient(url, run_id="fresh", config=config).open()
             await client.start_run(plan={0: 2})
             await client.drained({"_ng_task_index": 0, "_ng_rollout_index": 0})
             assert await client.flush(10)
-        with SidecarProcess(tmp_path / "b.sqlite3", port):  # the first journal is gone
+        with SidecarProcess(tmp_path / "b.sqlite3", port=port):  # the first journal is gone
             await client.drained({"_ng_task_index": 0, "_ng_rollout_index": 1})
             assert await client.flush(15)
             report = await client.report()
@@ -138,7 +138,7 @@ class TestOutage:
             backoff_max_s=0.2,
             ack_timeout_s=0.2,
         )
-        sidecar = SidecarProcess(tmp_path / "journal.sqlite3")
+        sidecar = SidecarProcess(tmp_path / "journal.sqlite3", port=free_port())  # kept across restarts
         half = len(generated.events) // 2
         sidecar.start()
         try:
@@ -152,7 +152,11 @@ class TestOutage:
             await _play(client, generated, generated.events[:half])
             if sig == signal.SIGTERM:
                 assert await client.flush(20)
-            sidecar.stop(sig)  # SIGKILL: whatever is in flight is lost or committed unanswered
+            # SIGKILL: whatever is in flight is lost or committed unanswered
+            if sig == signal.SIGKILL:
+                sidecar.kill()
+            else:
+                sidecar.stop()
 
             started = time.monotonic()
             completions = await _play(client, generated, generated.events[half:])
@@ -328,7 +332,7 @@ async def test_a_spool_left_by_a_dead_client_is_delivered_by_the_next(tmp_path: 
     await first.aclose()  # the sidecar never answered: everything goes to the spool
     assert first.stats.spooled == 7 and first.stats.dropped == 0
     assert (spool / "spool-handover.jsonl").stat().st_size > 0
-    with SidecarProcess(tmp_path / "j.sqlite3", port):
+    with SidecarProcess(tmp_path / "j.sqlite3", port=port):
         async with SidecarClient(f"http://127.0.0.1:{port}", run_id="handover", config=config) as second:
             assert await second.flush(15)
             assert second.stats.sent == 7 and second.stats.submitted == 0

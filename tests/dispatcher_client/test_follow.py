@@ -171,7 +171,7 @@ class TestFollower:
         run_dir.mkdir()
         main, _ = _lines(5, 8)
         path = run_dir / "rollouts.jsonl"
-        sidecar = SidecarProcess(tmp_path / "j.sqlite3")
+        sidecar = SidecarProcess(tmp_path / "j.sqlite3", port=free_port())  # kept across restarts
         sidecar.start()
         try:
             config = ClientConfig(backoff_initial_s=0.01, backoff_max_s=0.2)
@@ -246,11 +246,13 @@ def test_serve_follow_runs_the_follower_beside_the_service(
     run_dir.mkdir()
     main, failures = _lines(6, 6)
     (run_dir / "rollouts.jsonl").write_bytes(b"".join(main[:4]))
-    port = free_port()
-    cmd = [sys.executable, "-m", "sidecar.cli", "serve", "--port", str(port), "--workers", "0"]
-    cmd += ["--journal", str(tmp_path / "j.sqlite3"), "--log-level", "warning", "--follow", str(run_dir)]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    proc = SidecarProcess(
+        tmp_path / "j.sqlite3",
+        port=free_port(),  # the follower inside reaches the service on its configured port
+        extra_args=("--workers", "0", "--follow", str(run_dir)),
+        log_level="warning",
+    )
+    url = proc.start()
     try:
         _append(run_dir / "rollouts.jsonl", b"".join(main[4:]))
         _append(run_dir / "rollouts_failures.jsonl", b"".join(failures))
@@ -269,8 +271,7 @@ def test_serve_follow_runs_the_follower_beside_the_service(
         assert report["events"]["completed"] == expected
         files = sidecar_files(url, "served-run")
     finally:
-        proc.terminate()
-        assert proc.wait(20) == 0
+        assert proc.stop() == 0
     assert files == batch_files(run_dir)
     capsys.readouterr()
 

@@ -1,4 +1,4 @@
-"""normalize_ignored_checks (spec §16.1)."""
+"""normalize_ignored_checks: ids trimmed, validated against the registry, deduplicated."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""JSONL indexing (spec §2.1) and the byte ranges workers re-split."""
+"""JSONL indexing (physical lines, blank lines, line numbers, ordinals) and the byte ranges
+workers re-split."""
 
 from __future__ import annotations
 

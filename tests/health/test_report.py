@@ -1,4 +1,4 @@
-"""Report rendering (spec §12-§14): row bytes, summary bytes, sort keys, file writing."""
+"""Report rendering (docs/report.md): row bytes, summary bytes, sort keys, file writing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Task reduction (spec §11): repeat collapse and both task checks."""
+"""Task reduction: repeat collapse and both task checks."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Regression: a reader in another process must not make the live WAL vanish under the writer.
 
-Before the fix in ``sidecar._journal_schema`` (skip the in-process header read while our
+Before the fix in ``sidecar.journal._schema`` (skip the in-process header read while our
 writer holds the file), ``Journal.replay()`` at start-up dropped the writer's POSIX locks; the
 next outside reader to close deleted the WAL, and every later acknowledged event was lost on
 SIGKILL.

@@ -93,7 +93,7 @@ class TestRawLines:
     def test_a_raw_line_is_journaled_as_the_fact_an_event_line_makes(self, tmp_path: Path) -> None:
         import sqlite3
 
-        from sidecar._journal_facts import decode_fact, is_legacy_payload
+        from sidecar.journal._facts import decode_fact, is_legacy_payload
 
         settings = _settings(tmp_path)
         line = b'{"_ng_task_index": 1, "_ng_rollout_index": 0, "ng_trajectory": 5, "text": "caf\\u00e9"}'

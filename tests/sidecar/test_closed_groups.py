@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar._closed_groups import ClosedGroupFile, ClosedGroupsMark, ClosedGroupsTorn
+from sidecar.journal._closed_groups import ClosedGroupFile, ClosedGroupsMark, ClosedGroupsTorn
 
 
 def _filled(path: Path, blobs: list[bytes]) -> tuple[ClosedGroupFile, list[int]]:

@@ -1,4 +1,4 @@
-"""The drain decision and the drained result row (spec 3.3 step 2 and 3.4)."""
+"""The drain decision (drain when the margin exceeds the time left) and the drained result row."""
 
 from __future__ import annotations
 

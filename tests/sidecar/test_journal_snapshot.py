@@ -18,12 +18,12 @@ import structlog.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sidecar._journal_facts import STATE_SCHEMA
-from sidecar._journal_snapshot import SNAPSHOT_FORMAT, SnapshotStore, dumps_state
 from sidecar.engines import Engines, default_engines
 from sidecar.events import EventBatch
 from sidecar.ingest import Ingestor
 from sidecar.journal import Journal, JournalCompacted
+from sidecar.journal._facts import STATE_SCHEMA
+from sidecar.journal._snapshot import SNAPSHOT_FORMAT, SnapshotStore, dumps_state
 
 from .service_support import GeneratedRun, generate_run, state_fingerprint
 
@@ -217,7 +217,7 @@ class TestFacts:
         """A row without ``_ng_task_index`` and an unreadable line without a line number depend on
         their position: their facts carry the row, and live, replayed and batch reports agree."""
         from health import health_check_run_dir
-        from sidecar._journal_facts import CompletedFact, decode_fact
+        from sidecar.journal._facts import CompletedFact, decode_fact
 
         run_dir = tmp_path / "run"
         run_dir.mkdir()

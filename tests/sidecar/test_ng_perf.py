@@ -315,7 +315,7 @@ class _ExplodingRow(dict[str, Any]):
 class TestAttach:
     def test_builder_error_is_logged_and_row_untouched(self, caplog: pytest.LogCaptureFixture) -> None:
         row = _ExplodingRow(ng_perf={"num_turns": 9})
-        with caplog.at_level(logging.WARNING, logger="sidecar._ng_perf"):
+        with caplog.at_level(logging.WARNING, logger="sidecar.perf._ng_perf"):
             attach_ng_perf(row, observability_enabled=True, rollout_latency_ms=1.0)
         assert dict(row) == {"ng_perf": {"num_turns": 9}}
         assert any("ng_perf" in record.getMessage() for record in caplog.records)

@@ -3,7 +3,6 @@ a failing or slow collector counted and never in the way of ingest."""
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -171,7 +170,7 @@ def test_cumulative_totals_continue_after_sigkill_and_restart(tmp_path: Path) ->
             post_events(client, RUN, [{"kind": "run_started", "plan": run.plan}, *first])
         receiver.wait_for(len(receiver.requests) + 2)
         before, start_before = _pushed_total(receiver.requests[-1])
-        sidecar.stop(signal.SIGKILL)
+        sidecar.kill()
 
         count = len(receiver.requests)
         base = sidecar.start()

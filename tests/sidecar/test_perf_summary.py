@@ -29,7 +29,7 @@ class TestVectors:
         for case in perf_summary_cases:
             given_input = case["input"]
             summary = compute_perf_summary(given_input["ng_perf_records"], given_input["total_rollouts"])
-            # Exact, key order and int/float types included (stricter than the spec's 1e-9).
+            # Exact, key order and int/float types included (stricter than a 1e-9 tolerance).
             assert orjson.dumps(summary) == orjson.dumps(case["expected"]["perf_summary"]), case["id"]
 
 

@@ -15,10 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.app import _Handlers, _Rejected, create_app, json_depth
+from sidecar.app import _Handlers, create_app, json_depth
 from sidecar.engines import default_engines
 from sidecar.events import Completed, EventBatch, idempotency_key
 from sidecar.raw_rows import SHALLOW_ROW_DEPTH, RawRow, decode_request, raw_line, row_spans, vetted_json
+from sidecar.request_errors import RequestError
 from sidecar.runs import derive_fact
 from sidecar.service import Service
 from sidecar.settings import ServiceSettings
@@ -232,7 +233,7 @@ def _answer(parse: Any, body: bytes) -> Any:
     """What a parse step answers: the events (plain) or the refusal's status, error, field, detail."""
     try:
         return [_plain(event) for event in parse(body)]
-    except _Rejected as exc:
+    except RequestError as exc:
         return (exc.status, exc.error, exc.field, exc.detail)
 
 

@@ -61,7 +61,7 @@ def test_import_pulls_in_no_server_module() -> None:
         "import sidecar.rollout_perf\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         f"{SERVER_MODULES!r} or (m.startswith('sidecar.') and 'perf' not in m and m not in "
-        "('sidecar._tracker', 'sidecar._drain', 'sidecar._summation')))))"
+        "('sidecar.perf._tracker', 'sidecar.perf._drain', 'sidecar.perf._summation')))))"
     )
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(completed.stdout) == []

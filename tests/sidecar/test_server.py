@@ -2,63 +2,18 @@
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import orjson
 import pytest
 
+from benchmarks.reliability.sidecar_process import SidecarProcess, free_port
 from sidecar.cli import main as cli_main
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextmanager
-def _serve(journal: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = _free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "sidecar.cli",
-        "serve",
-        "--port",
-        str(port),
-        "--journal",
-        str(journal),
-        "--workers",
-        "0",
-        *extra,
-    ]
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=0.5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"serve did not start: {process.stderr.read()!r}")  # type: ignore[union-attr]
-            time.sleep(0.05)
-        yield url, process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=10)  # reaps it and closes both pipes
 
 
 class TestServeProcess:
@@ -68,15 +23,15 @@ class TestServeProcess:
             {"kind": "completed", "seconds": 10.0 + i, "row": {"_ng_task_index": 0, "_ng_rollout_index": i}}
             for i in range(2)
         ]
-        with _serve(journal) as (url, process):
+        sidecar = SidecarProcess(journal, tmp_path / "serve.log", extra_args=("--workers", "0"))
+        with sidecar as url:
             assert httpx.post(f"{url}/v1/runs/p/events", json=events).status_code == 200
             before = httpx.get(f"{url}/report/quality_summary.json", params={"run_id": "p"}).content
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(30) == 0
-            logs = process.stderr.read().decode()  # type: ignore[union-attr]
+            assert sidecar.stop(30) == 0  # SIGTERM
+            logs = sidecar.log_since()
         assert '"event": "service stopped"' in logs or "service stopped" in logs
         assert any((tmp_path / "state" / "journal.sqlite3.snapshots").glob("snapshot-*.bin"))
-        with _serve(journal) as (url, _):
+        with sidecar as url:
             assert httpx.get(f"{url}/readyz").json()["replayed"] == 0  # all 3 are in the shutdown snapshot
             assert httpx.get(f"{url}/report/quality_summary.json", params={"run_id": "p"}).content == before
             out = tmp_path / "out"
@@ -88,9 +43,7 @@ class TestServeProcess:
     ) -> None:
         bogus = tmp_path / "journal.sqlite3"
         bogus.write_bytes(b"this is not an SQLite database" * 100)
-        assert (
-            cli_main(["serve", "--port", str(_free_port()), "--journal", str(bogus), "--workers", "0"]) == 2
-        )
+        assert cli_main(["serve", "--port", str(free_port()), "--journal", str(bogus), "--workers", "0"]) == 2
         assert "rollout-sidecar serve:" in capsys.readouterr().err
         assert bogus.read_bytes().startswith(b"this is not")
 
@@ -110,7 +63,7 @@ class TestServeProcess:
             await journal.close()
 
         asyncio.run(stamp())
-        port = _free_port()
+        port = free_port()
         assert cli_main(["serve", "--port", str(port), "--journal", str(path), "--workers", "0"]) == 2
         lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         assert len(lines) == 1 and "facts-99/health-1" in lines[0] and "new journal path" in lines[0]
@@ -121,7 +74,7 @@ class TestServeProcess:
     def test_report_from_an_unreachable_sidecar(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        url = f"http://127.0.0.1:{_free_port()}"
+        url = f"http://127.0.0.1:{free_port()}"
         assert cli_main(["report", "--sidecar", url, "--run-id", "x", "--out", str(tmp_path / "o")]) == 2
         assert "cannot fetch the report" in capsys.readouterr().err
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar._summation import emulated_sum, format_positive_sum
+from sidecar.perf._summation import emulated_sum, format_positive_sum
 
 
 class TestEmulatedSum:

@@ -266,7 +266,7 @@ class TestFaults:
 
 
 def _assert_fault_shape(fault: str, row: dict[str, Any]) -> None:
-    """The row carries the evidence its target check reads (spec: health-checks §4, §7, §8)."""
+    """The row carries the evidence its target check reads (the calls, turns and usage the check reads)."""
     trajectory = row.get("ng_trajectory")
     if fault == "no_trajectory":
         assert trajectory is None

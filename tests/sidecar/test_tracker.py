@@ -92,7 +92,7 @@ class TestVectors:
 
 @dataclass
 class NaiveTracker:
-    """The spec's tracker written the obvious way: a sorted list and the section 2.5 formula."""
+    """NeMo Gym's tracker written the obvious way: a sorted list and its quantile formula."""
 
     samples: list[float] = field(default_factory=list)
     drained: int = 0

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, MutableSequence, Sequence
 from itertools import accumulate, chain
 from typing import Any, NamedTuple, overload
 
-from sidecar._summation import builtin_sum, format_positive_sum
+from sidecar.perf._summation import builtin_sum, format_positive_sum
 
 __all__ = [
     "ADAPTIVE_MARGIN_MIN_SAMPLES",

@@ -17,7 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from sidecar._journal_types import JournalCorrupt, JournalError, JournalSchemaError, JournalUnavailable
+from sidecar.journal._types import JournalCorrupt, JournalError, JournalSchemaError, JournalUnavailable
 
 __all__ = [
     "APPLICATION_ID",

@@ -25,7 +25,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from sidecar._summation import builtin_sum
+from sidecar.perf._summation import builtin_sum
 
 __all__ = ["PerfSummaryState", "compute_perf_summary"]
 

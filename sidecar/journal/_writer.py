@@ -25,9 +25,9 @@ from typing import Any
 
 import structlog
 
-from sidecar._journal_checkpoint import Checkpointer
-from sidecar._journal_schema import WriterConnection, map_sqlite_error, open_writer
-from sidecar._journal_types import JournalError, JournalEvent, JournalUnavailable
+from sidecar.journal._checkpoint import Checkpointer
+from sidecar.journal._schema import WriterConnection, map_sqlite_error, open_writer
+from sidecar.journal._types import JournalError, JournalEvent, JournalUnavailable
 
 __all__ = ["Append", "Control", "SetMeta", "Writer"]
 
@@ -205,7 +205,7 @@ class Writer(threading.Thread):
                 self._deliver([request], self._transact(wc, [request]))
         else:
             self._deliver(group, outcome)
-        if self._checkpoint_due:  # between transactions, after the acks: see _journal_checkpoint
+        if self._checkpoint_due:  # between transactions, after the acks: see journal._checkpoint
             self._checkpoint_due = False
             try:
                 self._checkpointer.complete(wc.conn)

@@ -3,7 +3,7 @@
 An event is acknowledged (``append`` returns) only once the transaction holding it has committed
 with ``synchronous=FULL`` in WAL mode, so an acknowledged event survives a process kill and a power
 loss. One writer thread owns the only writing connection and commits concurrent appends together
-(see ``_journal_writer``). Reads (``replay``, ``get_meta``) use connections of their own and can
+(see ``sidecar.journal._writer``). Reads (``replay``, ``get_meta``) use connections of their own and can
 run from any thread, even before ``open()`` returns. Every event carries an idempotency key; a
 second event with a stored key is acknowledged and changes nothing. The journal uses asyncio
 futures: call its coroutines from an asyncio event loop (anyio's asyncio backend included).
@@ -21,14 +21,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sidecar._journal_schema import (
+from sidecar.journal._schema import (
     SCHEMA_VERSION,
     WriterConnection,
     file_bytes,
     map_sqlite_error,
     open_reader,
 )
-from sidecar._journal_types import (
+from sidecar.journal._types import (
     JournalCompacted,
     JournalCorrupt,
     JournalError,
@@ -37,7 +37,7 @@ from sidecar._journal_types import (
     JournalStats,
     JournalUnavailable,
 )
-from sidecar._journal_writer import Append, Control, SetMeta, Writer
+from sidecar.journal._writer import Append, Control, SetMeta, Writer
 
 __all__ = [
     "DEFAULT_JOURNAL_PATH",

@@ -1,0 +1,131 @@
+"""What the async and the sync client share: identity, errors, the local fallbacks, ``start_run``.
+
+Both clients fail open in the same way: a local :class:`DispatchLatencyTracker` fed with the
+client's own events answers the drain margin while the sidecar is down or slow (then for a
+second before asking again), and ``ng_perf`` is built locally when no answer comes. The
+client subclasses only move the events (the async one on the caller's loop, the sync one via
+a background thread).
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
+from sidecar.wire import RUN_ID_PATTERN, EventNumber, source_id
+
+from ._events import run_started_event
+from .config import ClientConfig, ClientStats, resolve_token
+
+__all__ = ["ClientClosed", "ClientCore", "SidecarError", "renamed_timeout"]
+
+#: How long reads go to the local tracker after the sidecar failed to answer one.
+_READS_DOWN_S = 1.0
+
+
+class SidecarError(RuntimeError):
+    """A read (drain margin, report) the sidecar could not answer.
+
+    ``status`` is the HTTP status of its answer and ``response`` the answer itself; both are
+    ``None`` when no answer came (unreachable, timed out).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, response: httpx.Response | None = None):
+        super().__init__(message)
+        self.status = status
+        self.response = response
+
+
+class ClientClosed(SidecarError):
+    """The client is not open (never opened, or closed): nothing can be sent or read."""
+
+
+def renamed_timeout(timeout_s: float | None, timeout: float | None, default: float | None) -> float | None:
+    """``timeout_s``, or the deprecated ``timeout`` keyword it replaced (with a warning)."""
+    if timeout is not None:
+        warnings.warn("'timeout' is deprecated: pass timeout_s", DeprecationWarning, stacklevel=3)
+        if timeout_s is None:
+            return timeout
+    return default if timeout_s is None else timeout_s
+
+
+class ClientCore:
+    """The state and rules both clients share; not used on its own."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        run_id: str,
+        token: str | None,
+        config: ClientConfig | None,
+        transport: httpx.AsyncBaseTransport | None,
+        stats: ClientStats | None = None,
+    ) -> None:
+        if not RUN_ID_PATTERN.fullmatch(run_id):
+            raise ValueError(f"run id {run_id!r} must match {RUN_ID_PATTERN.pattern}")
+        self.base_url = base_url.rstrip("/")
+        self.run_id = run_id
+        self.config = config or ClientConfig()
+        self.stats = stats if stats is not None else ClientStats()
+        self._token = resolve_token(token)
+        self._transport = transport
+        #: This client's own events in a local tracker: the drain margin when the sidecar is not there.
+        self.local = DispatchLatencyTracker()
+        self._run_margin: float | None = None
+        self._reads_down_until = 0.0
+        #: This client instance's name in event identities; ``next_number`` numbers its events.
+        self.source = source_id()
+        self._seq = itertools.count()
+
+    def next_number(self) -> EventNumber:
+        """A fresh ``(source, seq)`` event identity (thread-safe: one atomic counter step)."""
+        return EventNumber(self.source, next(self._seq))
+
+    def _closed_error(self) -> ClientClosed:
+        name = type(self).__name__
+        return ClientClosed(f"{name} is not open: use it as a context manager, or open it first")
+
+    def _auth_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._token}"} if self._token else {}
+
+    def _run_started(
+        self,
+        plan: Mapping[Any, int] | None,
+        dispatch_budget_s: float | None,
+        drain_margin_s: float | None,
+        materialized_inputs: str | None,
+        fields: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """The ``run_started`` event; its ``drain_margin_s`` becomes the local fallback's default."""
+        if drain_margin_s is not None:
+            self._run_margin = drain_margin_s
+        return run_started_event(
+            plan=plan,
+            dispatch_budget_s=dispatch_budget_s,
+            drain_margin_s=drain_margin_s,
+            materialized_inputs=materialized_inputs,
+            fields=fields,
+        )
+
+    def _ask_sidecar(self, now: float, strict: bool) -> bool:
+        """Whether a drain-margin read goes to the sidecar (else to the local tracker)."""
+        return strict or (self.stats.connected and now >= self._reads_down_until)
+
+    def _sidecar_unanswered(self, now: float) -> None:
+        self._reads_down_until = now + _READS_DOWN_S
+
+    def _local_drain_margin(self, configured: float | None) -> float | None:
+        self.stats.local_drain_margin += 1
+        return self.local.drain_margin(configured if configured is not None else self._run_margin)
+
+    def _local_ng_perf(
+        self, result: Mapping[str, Any], seconds: float, latency_ms: float | None
+    ) -> dict[str, Any] | None:
+        self.stats.local_ng_perf += 1
+        return build_ng_perf(result, latency_ms if latency_ms is not None else seconds * 1000.0)
