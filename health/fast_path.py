@@ -26,7 +26,8 @@ the same inputs in two C passes and a little Python, for the records that are pl
    condition is applied as is.
 
 Whenever a step cannot prove its point it returns ``None`` and the caller runs the full path
-(orjson + pydantic), which decides. The fast path never reports anything itself.
+(orjson + pydantic), which decides. The one exception, :func:`read_stripped_line`, hands a line
+the strict decode refuses to :mod:`health.rejection`, which may prove the trajectory invalid.
 """
 
 from __future__ import annotations
