@@ -23,8 +23,9 @@ It prints the medians and the ratios of ``digest_line`` to the others, in the sa
 ``--stages`` then splits ``digest_line`` into its stages, each timed alone over the rows that
 reach it (µs per row of the whole corpus, so the stages add up to about ``digest_line``): the
 simdjson validation, the strict msgspec decode, the contract's cross-field rules and the
-conversation check, then evidence + checks + digest, the compact form the workers send, and the
-full path of the rows the fast path defers. Where Python per item goes is the last four.
+conversation check, then evidence + checks + digest, the compact form the workers send, the
+definite-rejection decode (``health.rejection``) of the rows the strict decode refuses and the
+digest of those it proves invalid, and the full path of the rows left.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ import orjson
 from health import fast_path
 from health.compact import compact_digest
 from health.contract import canonical_trajectory
-from health.digest import _digest_everyday, _digest_parsed, digest_line
+from health.digest import _digest_everyday, _digest_parsed, _digest_rejected, digest_line
 from health.parse import parse_line
+from health.rejection import read_rejected_record
 from health.strict_schema import StrictRecord, contract_rules_hold, decode_strict
 from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
 
@@ -93,7 +95,9 @@ def stages(rows: list[bytes], repeats: int) -> None:
     decoded = [record for record in map(decode_strict, valid) if record is not None]
     everyday = [found for found in map(fast_path.read_everyday_record, rows) if found is not None]
     digests = [_digest_everyday(found, location, frozenset()) for found in everyday]
-    deferred = [line for line in rows if fast_path.read_everyday_record(line) is None]
+    unstrict = [line for line in valid if decode_strict(line) is None]
+    rejected = [found for found in map(read_rejected_record, unstrict) if found is not None]
+    deferred = [line for line in rows if fast_path.read_stripped_line(line) is None]
     work: dict[str, tuple[list[object], Callable[[object], object]]] = {
         "simdjson validation": (list(rows), fast_path._is_shallow_json_for_orjson),  # type: ignore[dict-item]
         "strict msgspec decode": (list(valid), decode_strict),  # type: ignore[dict-item]
@@ -103,6 +107,11 @@ def stages(rows: list[bytes], repeats: int) -> None:
             lambda found: _digest_everyday(found, location, frozenset()),  # type: ignore[arg-type]
         ),
         "compact digest": (list(digests), compact_digest),  # type: ignore[dict-item]
+        "definite rejection": (list(unstrict), read_rejected_record),  # type: ignore[dict-item]
+        "rejected: checks+digest": (
+            list(rejected),
+            lambda found: _digest_rejected(found, location, frozenset()),  # type: ignore[arg-type]
+        ),
         "full path (deferred rows)": (
             list(deferred),
             lambda line: _full_path(0, line),  # type: ignore[arg-type]

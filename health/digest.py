@@ -24,8 +24,9 @@ from msgspec import UNSET
 
 from .checks import ROLLOUT_RULES, CheckRule, chains_ended_on_failure
 from .contract import TrajectoryRecord, check_trajectory
+from .contract.canonical import VALIDATION_ERROR
 from .evidence import Evidence, build_evidence, call_identity
-from .fast_path import EverydayRecord, read_everyday_record
+from .fast_path import EverydayRecord, read_everyday_record, read_stripped_line
 from .identity import (
     ROLLOUT_ID_KEY,
     ROLLOUT_INDEX_KEY,
@@ -37,6 +38,7 @@ from .identity import (
 )
 from .parse import parse_line
 from .registry import ROLLOUT_CHECK_IDS, check_spec
+from .rejection import RejectedRecord
 from .strict_schema import StrictRecord
 from .types import CheckInput, Finding, RolloutDigest, Verdict
 from .unreadable import unreadable_digest
@@ -167,11 +169,15 @@ def digest_line_placed(
 def _digest_line(
     data: bytes, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
 ) -> tuple[RolloutDigest, PositionDependence]:
-    everyday = read_everyday_record(data.strip())
-    if everyday is not None:
-        digest = _digest_everyday(everyday, location, ignored_checks)
+    outcome = read_stripped_line(data.strip())
+    if isinstance(outcome, EverydayRecord):
+        digest = _digest_everyday(outcome, location, ignored_checks)
         if digest is not None:
-            return digest, _everyday_dependence(everyday.record)
+            return digest, _everyday_dependence(outcome.record)
+    elif outcome is not None:
+        rejected = _digest_rejected(outcome, location, ignored_checks)
+        if rejected is not None:
+            return rejected
     record, error = parse_line(data)
     identity = _readable_identity(record, error, location[3])
     if not isinstance(identity, Identity):
@@ -181,6 +187,30 @@ def _digest_line(
     digest = _digest_parsed(record, error, location, ignored_checks, len(data), None)[0]
     assert record is not None
     return digest, _parsed_dependence(record)
+
+
+def _digest_rejected(
+    rejected: RejectedRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> tuple[RolloutDigest, PositionDependence] | None:
+    """The full path's digest of a record whose trajectory fails validation, without parsing it
+    again; ``None`` defers an invalid identity."""
+    ordinal = location[3]
+    identity = identity_of(
+        ordinal if rejected.task_index is UNSET else rejected.task_index,
+        0 if rejected.rollout_index is UNSET else rejected.rollout_index,
+        rejected.stage_index,
+        rejected.rollout_id,
+        rejected.trajectory_rollout_id,
+    )
+    if isinstance(identity, InvalidIdentity):
+        return None
+    evidence = build_evidence(None, {"response": rejected.response})
+    digest = _walk(identity, evidence, VALIDATION_ERROR, ordinal, ignored_checks)
+    if rejected.task_index is not UNSET:
+        return digest, None
+    own_id = rejected.rollout_id or rejected.trajectory_rollout_id
+    raw_rollout = 0 if rejected.rollout_index is UNSET else rejected.rollout_index
+    return digest, OrdinalIdentity(None if own_id else f"{raw_rollout}")
 
 
 def _everyday_dependence(record: StrictRecord) -> OrdinalIdentity | None:

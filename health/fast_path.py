@@ -26,7 +26,8 @@ the same inputs in two C passes and a little Python, for the records that are pl
    condition is applied as is.
 
 Whenever a step cannot prove its point it returns ``None`` and the caller runs the full path
-(orjson + pydantic), which decides. The fast path never reports anything itself.
+(orjson + pydantic), which decides. The one exception, :func:`read_stripped_line`, hands a line
+the strict decode refuses to :mod:`health.rejection`, which may prove the trajectory invalid.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ from pydantic import TypeAdapter
 from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
 from .contract.conversation import Conversation
+from .rejection import RejectedRecord, read_rejected_record
 from .strict_schema import StrictRecord, contract_rules_hold, decode_strict
 
-__all__ = ["UNREAD_RESPONSE", "EverydayRecord", "read_everyday_record"]
+__all__ = ["UNREAD_RESPONSE", "EverydayRecord", "read_everyday_record", "read_stripped_line"]
 
 _SIMDJSON_MAX_DEPTH = 1024
 _MAX_RECORD_DEPTH = 257
@@ -132,13 +134,28 @@ def read_everyday_record(data: bytes, *, shallow_json: bool = False) -> Everyday
     a JSON object at most 257 levels deep, e.g. as part of a larger document it validated), so
     that pass is skipped.
     """
+    outcome = _read(data, shallow_json=shallow_json, rejections=False)
+    return outcome if isinstance(outcome, EverydayRecord) else None
+
+
+def read_stripped_line(data: bytes, *, shallow_json: bool = False) -> EverydayRecord | RejectedRecord | None:
+    """:func:`read_everyday_record`, or, for a line that fails the strict decode, the
+    :class:`~health.rejection.RejectedRecord` whose trajectory surely fails validation."""
+    return _read(data, shallow_json=shallow_json, rejections=True)
+
+
+def _read(data: bytes, *, shallow_json: bool, rejections: bool) -> EverydayRecord | RejectedRecord | None:
     if not (shallow_json and data[:1] == b"{" and len(data) <= _MAX_LINE_BYTES) and not (
         _is_shallow_json_for_orjson(data)
     ):
         return None
     record = decode_strict(data)
     if record is None:
-        return None
+        return read_rejected_record(data) if rejections else None
+    return _vouched(record)
+
+
+def _vouched(record: StrictRecord) -> EverydayRecord | None:
     trajectory = record.ng_trajectory
     if trajectory is None:
         return EverydayRecord(record, [])

@@ -6,9 +6,9 @@ whose first byte falls inside it, digests them with split-local positions and se
 compact digests and its line counts (well under a hundred pickled bytes per rollout). The
 parent places outcomes in split order (:class:`~health.splits.SplitPlacer`: prefix sums give
 global line numbers and ordinals, which it writes into the rare position-dependent digests)
-and feeds the reducer. Workers import the per-record step once, in their initializer; the
-parent never needs it unless it runs serially. A bounded number of splits is in flight,
-submitted in order, so memory does not grow with the input.
+and feeds the reducer. Forked workers inherit the per-record step, imported once by the parent
+before the pool starts (other start methods import it in each worker's initializer). A bounded
+number of splits is in flight, submitted in order, so memory does not grow with the input.
 
 Split size replaces NeMo Gym's chunk size (``ceil(n / (workers * 4))`` lines, at most 128):
 about ``total_bytes / (workers * 4)``, at most 16 MiB, so small inputs still spread over every
@@ -20,6 +20,7 @@ against that balance.
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -64,7 +65,13 @@ def _init_worker() -> None:
 
 
 def process_pool(workers: int) -> Executor:
-    """A process pool whose workers import the per-record step once, up front."""
+    """A process pool whose workers have the per-record step imported before the first range.
+
+    Where workers are forked (the default on Linux) the parent imports the step once and every
+    worker inherits it, instead of each worker importing it again; elsewhere the initializer does.
+    """
+    if multiprocessing.get_start_method(allow_none=False) == "fork":
+        import health.digest  # noqa: F401
     return ProcessPoolExecutor(max_workers=workers, initializer=_init_worker)
 
 

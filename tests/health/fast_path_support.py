@@ -23,9 +23,11 @@ from typing import Any, Protocol, TypeVar
 import orjson
 from hypothesis import strategies as st
 
+from health.contract import check_trajectory
 from health.digest import _digest_everyday, _digest_parsed, digest_line
-from health.fast_path import read_everyday_record
+from health.fast_path import read_everyday_record, read_stripped_line
 from health.parse import parse_line
+from health.rejection import RejectedRecord
 from health.types import RolloutDigest
 from sidecar.synthetic import FaultRates, SyntheticConfig, generate_events
 
@@ -82,12 +84,22 @@ def assert_paths_agree(line: bytes, ignored: frozenset[str] = frozenset()) -> bo
     """The invariant: the fast path defers or agrees. Returns whether it vouched for the line."""
     if read_everyday_record(line.strip()) is not None:
         assert orjson_reads_an_object(line), f"fast path accepted a line orjson rejects: {_shown(line)}"
+    if isinstance(read_stripped_line(line.strip()), RejectedRecord):
+        assert_contract_rejects(line)
     full = full_path_digest(line, ignored)
     fast = fast_path_digest(line, ignored)
     if fast is not None:
         assert_same_digest(fast, full, line)
     assert_same_digest(digest_line_at(line, ignored), full, line)
     return fast is not None
+
+
+def assert_contract_rejects(line: bytes) -> None:
+    """The full path's own verdict on a line the definite-rejection path refused: ValidationError."""
+    record, error = parse_line(line)
+    assert error is None and isinstance(record, dict), f"rejected a line orjson cannot read: {_shown(line)}"
+    outcome = check_trajectory(record.get("ng_trajectory"))
+    assert outcome == (None, "ValidationError"), f"the contract says {outcome[1]!r} for {_shown(line)}"
 
 
 # --------------------------------------------------------------------------------------------

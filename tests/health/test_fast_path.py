@@ -26,7 +26,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import health.digest
+from health.fast_path import read_stripped_line
 from health.registry import ROLLOUT_CHECK_IDS
+from health.rejection import RejectedRecord
 from health.types import RolloutDigest
 from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
 from tests.health.fast_path_support import (
@@ -1055,7 +1057,8 @@ def test_synthetic_corpus_covers_every_fault() -> None:
 
 def test_synthetic_rows_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every readable row with a valid trajectory is vouched for: ``digest_line`` never parses it with
-    orjson (realistic full-size rows included); the others (torn, invalid trajectory) are parsed."""
+    orjson (realistic full-size rows included); torn lines are parsed, and so are invalid trajectories
+    unless the rejection path proves them invalid."""
     parsed: list[bytes] = []
     real_parse_line = health.digest.parse_line
 
@@ -1069,7 +1072,9 @@ def test_synthetic_rows_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> N
     for item in corpus:
         parsed.clear()
         assert_same_digest(digest_line_at(item.line), full_path_digest(item.line), item.line)
-        assert (not parsed) == (item.fault not in deferring), (item.kind, item.fault)
+        rejected = isinstance(read_stripped_line(item.line.strip()), RejectedRecord)
+        assert not rejected or item.fault == "invalid_trajectory", (item.kind, item.fault)
+        assert (not parsed) == (item.fault not in deferring or rejected), (item.kind, item.fault)
     assert sum(item.fault is None and item.kind == "result" for item in corpus) >= 20
     full_size = [
         orjson.dumps(row) for row in generate_rows(SyntheticConfig(num_tasks=3, repeats_per_task=1), 5)
