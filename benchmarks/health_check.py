@@ -12,7 +12,9 @@ and of NeMo Gym 0.7.0's (``refcli.py health-check``, only when the oracle is ins
 ``/tmp/oracle``) on it. Each run is timed as a whole process; its peak memory is the
 largest sum of resident set sizes over the whole process tree (the CLI and its pool
 workers), sampled from ``/proc``. It prints the median wall time, rows/s, the peak RSS,
-the ratio to the reference, and whether both tools wrote byte-identical reports.
+the ratio to the reference, and whether both tools wrote byte-identical reports. Our
+packages' bytecode (and the ``--baseline-ref`` build's) is compiled before the first run, as
+installing a wheel does and as the reference's install did, so no run compiles source.
 
 With ``--ray`` it deals the rows over ``--shards`` files and times, in-process, the default
 process pool against ``--ray`` on a local ``ray.cluster_utils.Cluster`` of one, then two,
@@ -22,6 +24,7 @@ one-CPU nodes (each after one warm-up run), and checks the reports are the same 
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import json
 import os
@@ -235,15 +238,26 @@ def unpack_baseline(ref: str) -> Path:
     return into
 
 
+def compile_bytecode(root: Path) -> None:
+    """Write the bytecode of our packages under ``root``, as ``pip install`` does for a wheel and
+    as the reference's install did: with ``PYTHONDONTWRITEBYTECODE`` set (or a fresh checkout)
+    every timed run would otherwise compile the stale modules from source again."""
+    for package in _PACKAGES:
+        compileall.compile_dir(root / package, quiet=1)
+
+
 def compare(run_dir: Path, kind: str, args: argparse.Namespace) -> tuple[float | None, bool]:
     """Alternate our CLI, the baseline build and the reference on ``run_dir``; print medians;
     ``(ratio to the reference, identical)``."""
     ours_cli = Path(sys.executable).with_name("rollout-sidecar")
     tools: dict[str, list[str]] = {"ours": [str(ours_cli), "health-check", run_dir.name]}
+    compile_bytecode(HERE.parent)
     envs: dict[str, dict[str, str] | None] = {"ours": None, "reference": None}
     if args.baseline_ref:
         tools["baseline"] = [sys.executable, "-m", "sidecar.cli", "health-check", run_dir.name]
-        envs["baseline"] = {**os.environ, "PYTHONPATH": str(unpack_baseline(args.baseline_ref))}
+        baseline_root = unpack_baseline(args.baseline_ref)
+        compile_bytecode(baseline_root)
+        envs["baseline"] = {**os.environ, "PYTHONPATH": str(baseline_root)}
     if not args.no_reference and ORACLE.is_dir() and REFCLI.is_file():
         tools["reference"] = ["python3", str(REFCLI), "health-check", run_dir.name]
     if args.workers is not None:

@@ -17,14 +17,13 @@ unreadable line, and the statistics are all zero.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import orjson
 from msgspec import UNSET
 
 from .checks import ROLLOUT_RULES, CheckRule, chains_ended_on_failure
-from .contract import TrajectoryRecord, check_trajectory
-from .contract.canonical import VALIDATION_ERROR
+from .contract.canonical import VALIDATION_ERROR, check_trajectory
 from .evidence import Evidence, build_evidence, call_identity
 from .fast_path import EverydayRecord, read_everyday_record, read_stripped_line
 from .identity import (
@@ -42,6 +41,9 @@ from .rejection import RejectedRecord
 from .strict_schema import StrictRecord
 from .types import CheckInput, Finding, RolloutDigest, Verdict
 from .unreadable import unreadable_digest
+
+if TYPE_CHECKING:
+    from .contract.models import TrajectoryRecord
 
 __all__ = [
     "BindingView",
@@ -104,7 +106,7 @@ def _step(check_id: str) -> _Step:
 
 _STEPS: tuple[_Step, ...] = tuple(_step(check_id) for check_id in ROLLOUT_CHECK_IDS)
 
-TrajectoryCheck = tuple[TrajectoryRecord, None] | tuple[None, str]
+TrajectoryCheck: TypeAlias = "tuple[TrajectoryRecord, None] | tuple[None, str]"
 """``check_trajectory``'s outcome for a record's ``ng_trajectory``: the validated record or the
 error name. Validity only: a valid record may still fail the canonical dump (too deep)."""
 

@@ -32,19 +32,21 @@ the strict decode refuses to :mod:`health.rejection`, which may prove the trajec
 
 from __future__ import annotations
 
+import functools
 import threading
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import orjson
 import simdjson
 from msgspec import Raw
-from pydantic import TypeAdapter
 
 from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
-from .contract.conversation import Conversation
 from .rejection import RejectedRecord, read_rejected_record
 from .strict_schema import StrictRecord, contract_rules_hold, decode_strict
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = ["UNREAD_RESPONSE", "EverydayRecord", "read_everyday_record", "read_stripped_line"]
 
@@ -80,7 +82,16 @@ class EverydayRecord(NamedTuple):
     (JSON ``null`` or absent) or :data:`UNREAD_RESPONSE`."""
 
 
-_CONVERSATION: TypeAdapter[list[Any]] = TypeAdapter(Conversation)
+@functools.cache
+def _conversation_adapter() -> TypeAdapter[list[Any]]:
+    """The contract's conversation validator, built on first use: the everyday recognisers
+    vouch for most lists, so a worker often never needs the pydantic models."""
+    from pydantic import TypeAdapter
+
+    from .contract.conversation import Conversation
+
+    return TypeAdapter(Conversation)
+
 
 _local = threading.local()
 
@@ -120,7 +131,7 @@ def _conversation_vouched(items: list[Any]) -> bool:
     if canonical_list_accepts(items) or everyday_list_valid(items):
         return True
     try:
-        _CONVERSATION.validate_python(items)
+        _conversation_adapter().validate_python(items)
         orjson.dumps([[items]])
     except Exception:  # invalid (ValidationError, or TypeError while routing) or too deep: defer
         return False

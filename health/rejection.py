@@ -30,12 +30,14 @@ import msgspec
 from msgspec import UNSET, Struct, field
 
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
-from .contract.models import TrajectoryResponseMetadata, TrajectoryTokenStats
+from .strict_schema import StrictResponseMetadata, StrictTokenStats
 
 __all__ = ["RejectedRecord", "read_rejected_record"]
 
-_TOKEN_STATS_KEYS = frozenset(TrajectoryTokenStats.model_fields)
-_RESPONSE_METADATA_KEYS = frozenset(TrajectoryResponseMetadata.model_fields)
+# The strict mirror names the contract's fields without importing its pydantic models, which
+# a worker builds only for the rare record that needs the full path.
+_TOKEN_STATS_KEYS = frozenset(StrictTokenStats.__struct_fields__)
+_RESPONSE_METADATA_KEYS = frozenset(StrictResponseMetadata.__struct_fields__)
 _SERVER_REF_TYPE = "responses_api_models"
 
 

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -50,6 +51,29 @@ def _version() -> str:
         return "(not installed)"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: looks the version up only when asked (``importlib.metadata`` is slow to load)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="show program's version number and exit",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
+        parser.exit()
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rollout-sidecar",
@@ -57,7 +81,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "Latency, drain margin, ng_perf, metrics and rollout health beside a NeMo Gym dispatcher."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in _registrars(command):
         register(sub)

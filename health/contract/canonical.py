@@ -12,11 +12,12 @@ steps can fail, and the failure is reported only by its exception class name:
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import ValidationError
 
-from .models import TrajectoryRecord
+if TYPE_CHECKING:
+    from .models import TrajectoryRecord
 
 __all__ = [
     "DUMP_ERROR",
@@ -41,6 +42,8 @@ def check_trajectory(raw: object) -> tuple[TrajectoryRecord, None] | tuple[None,
     ``"ValidationError"``; any other exception raised while validating is reported by its
     own name (``"TypeError"`` for an unhashable conversation-item discriminator).
     """
+    from .models import TrajectoryRecord  # built on the first record that needs the contract
+
     try:
         return TrajectoryRecord.model_validate(raw), None
     except ValidationError:

@@ -16,6 +16,8 @@ keys and invalid JSON get in), from path edits of that record, from ``sidecar.sy
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -1106,3 +1108,27 @@ def test_ignored_checks(ignored: frozenset[str]) -> None:
 def test_value_slots_are_all_exercised() -> None:
     assert {slot for slot, _ in EMBEDDINGS.values()} == set(VALUE_DEFAULTS)
     assert fast_path_digest(b"{}") == full_path_digest(b"{}")
+
+
+_EVERYDAY_RUN_SCRIPT = """
+import sys
+import orjson
+from health.digest import digest_line
+from sidecar.synthetic import SyntheticConfig, generate_events
+
+config = SyntheticConfig(num_tasks=10, repeats_per_task=4)
+lines = [orjson.dumps(e.row) for e in generate_events(config, 5) if e.row is not None]
+for number, line in enumerate(lines, start=1):
+    digest_line(line, source_path="r.jsonl", source_index=0, line_number=number, ordinal=number - 1)
+print(len(lines), "health.contract.models" in sys.modules)
+"""
+
+
+def test_everyday_rows_are_digested_without_building_the_pydantic_contract() -> None:
+    """A worker builds the contract's models only for a row that needs the full path."""
+    completed = subprocess.run(
+        [sys.executable, "-c", _EVERYDAY_RUN_SCRIPT], capture_output=True, text=True, check=True
+    )
+    digested, models_built = completed.stdout.split()
+    assert int(digested) >= 40
+    assert models_built == "False"

@@ -115,8 +115,8 @@ class _UnionSpy:
 
 
 def test_rl_style_rows_take_the_fast_path_without_the_union(monkeypatch: pytest.MonkeyPatch) -> None:
-    spy = _UnionSpy(fast_path._CONVERSATION)
-    monkeypatch.setattr(fast_path, "_CONVERSATION", spy)
+    spy = _UnionSpy(fast_path._conversation_adapter())
+    monkeypatch.setattr(fast_path, "_conversation_adapter", lambda: spy)
     rows = _rl_rows()
     with_tokens = 0
     for row in rows:

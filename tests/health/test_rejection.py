@@ -145,3 +145,11 @@ def test_the_synthetic_fault_corpus_agrees_and_uses_the_rejection_path() -> None
         assert_paths_agree(item.line)
         rejected += _rejected(item.line.strip())
     assert rejected > 0
+
+
+def test_the_witness_key_sets_are_the_contract_models_fields() -> None:
+    from health import rejection
+    from health.contract import TrajectoryResponseMetadata, TrajectoryTokenStats
+
+    assert frozenset(TrajectoryTokenStats.model_fields) == rejection._TOKEN_STATS_KEYS
+    assert frozenset(TrajectoryResponseMetadata.model_fields) == rejection._RESPONSE_METADATA_KEYS
