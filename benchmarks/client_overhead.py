@@ -33,13 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.reliability.sidecar_process import free_port  # noqa: E402
+from benchmarks.reliability.sidecar_process import SidecarProcess, free_port  # noqa: E402
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SidecarClient  # noqa: E402
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf  # noqa: E402
 
@@ -80,19 +79,6 @@ async def main():
 
 asyncio.run(main())
 """
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
-    for _ in range(400):
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode}")
-        try:
-            if httpx.get(url, timeout=0.5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(url)
 
 
 class _Connection:
@@ -230,15 +216,11 @@ def main() -> int:
             env=env,
             stdout=subprocess.PIPE,
         )
-        sidecar = subprocess.Popen(
-            [sys.executable, "-m", "sidecar.cli", "serve", "--port", str(sidecar_port),
-             "--journal", str(Path(tmp) / "journal.sqlite3"), "--log-level", "warning"],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        journal = Path(tmp) / "journal.sqlite3"
+        sidecar = SidecarProcess(journal, port=sidecar_port, log_level="warning")
         try:
             assert agent.stdout is not None and agent.stdout.readline().strip() == b"ready"
-            sidecar_url = f"http://127.0.0.1:{sidecar_port}"
-            _wait_ready(f"{sidecar_url}/readyz", sidecar)
+            sidecar_url = sidecar.start(timeout=20)
             print(
                 f"{args.tasks} tasks, concurrency {args.concurrency}, agent latency ~{args.latency}s, "
                 f"{args.runs} runs per mode (alternating)"
@@ -277,9 +259,9 @@ def main() -> int:
                 "target median < 10 us"
             )
         finally:
-            for proc in (agent, sidecar):
-                proc.terminate()
-                proc.wait(15)
+            agent.terminate()
+            agent.wait(15)
+            sidecar.stop(timeout=15)
     return 0
 
 

@@ -23,9 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +33,9 @@ from typing import Any
 
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
+
+from benchmarks.reliability.sidecar_process import SidecarProcess, free_port
 from sidecar.synthetic import SyntheticConfig, generate_rows
 
 
@@ -339,41 +340,24 @@ def state_bytes_per_rollout(rows: list[dict[str, Any]], count: int) -> float:
 
 @contextlib.contextmanager
 def _server(tmp: Path, workers: int, journal: Path | None = None) -> Iterator[tuple[int, int]]:
-    """``rollout-sidecar serve`` on a free loopback port (fresh journal unless given); yields (port, pid)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    """``rollout-sidecar serve`` on a free loopback port (fresh journal unless given), once
+    ``/readyz`` answers 200 (the journal replayed, so no phase meets ``503 starting``); yields
+    (port, pid)."""
+    port = free_port()
     journal = journal if journal is not None else tmp / f"journal-{port}.sqlite3"
-    cmd = [
-        sys.executable,
-        "-m",
-        "sidecar.cli",
-        "serve",
-        "--port",
-        str(port),
-        "--journal",
-        str(journal),
-        "--workers",
-        str(workers),
-        "--log-level",
-        "warning",
-    ]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = SidecarProcess(
+        journal,
+        tmp / f"serve-{port}.log",
+        port=port,
+        extra_args=["--workers", str(workers)],
+        log_level="warning",
+    )
+    server.start(timeout=300)
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError(f"server did not start: {server.stderr.read()!r}") from None  # type: ignore[union-attr]
-                time.sleep(0.05)
+        assert server.pid is not None
         yield port, server.pid
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.stop(timeout=30)
 
 
 def main() -> int:

@@ -32,7 +32,6 @@ import contextlib
 import gc
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -51,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import Bench  # noqa: E402
+from benchmarks.reliability.sidecar_process import SidecarProcess, free_port  # noqa: E402
 from health import health_check_run_dir  # noqa: E402
 from sidecar.engines import default_engines  # noqa: E402
 from sidecar.events import EventBatch, RunStarted  # noqa: E402
@@ -71,12 +71,6 @@ def _rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.glob("*") if p.is_file()) if path.exists() else 0
 
@@ -91,33 +85,21 @@ def serve(
 ) -> Iterator[tuple[str, int]]:
     """``rollout-sidecar serve`` (this build, or the build unpacked at ``code``); yields (url, pid)
     once ``/readyz`` answers. Stopped with SIGTERM (graceful: the journal is checkpointed)."""
-    port = _free_port()
-    cmd = [sys.executable, "-m", "sidecar.cli", "serve", "--port", str(port), "--journal", str(journal)]
-    cmd += ["--log-level", "warning", *extra]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(code if code is not None else ROOT)
-    process = subprocess.Popen(
-        cmd, cwd=code or ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    port = free_port()
+    process = SidecarProcess(
+        journal,
+        journal.with_name(f"serve-{port}.log"),
+        port=port,
+        extra_args=extra,
+        log_level="warning",
+        cwd=code,
     )
-    url = f"http://127.0.0.1:{port}"
+    url = process.start(timeout=600)
     try:
-        _wait_ready(url, process)
+        assert process.pid is not None
         yield url, process.pid
     finally:
-        process.terminate()
-        process.wait(timeout=120)
-
-
-def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float = 600.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"serve exited: {process.stderr.read()!r}")  # type: ignore[union-attr]
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/readyz", timeout=0.5).status_code == 200:
-                return
-        time.sleep(0.005)
-    raise RuntimeError("serve did not become ready")
+        process.stop(timeout=120)
 
 
 def unpack_baseline(ref: str, into: Path) -> Path:

@@ -27,6 +27,7 @@ def resolve_token(token: str | None, env: Mapping[str, str] | None = None) -> st
     value = (os.environ if env is None else env).get(TOKEN_ENV_VAR, "").strip()
     return value or None
 
+
 FsyncPolicy = Literal["always", "interval", "never"]
 
 

@@ -5,7 +5,9 @@
   service must start, keep every event acknowledged before that batch, and hold the last batch
   entirely or not at all;
 * truncated database file (after a clean shutdown folded the WAL into it): refuse with a clear
-  message (exit 2, the journal named), or start holding every event, never fewer;
+  message (exit 2, the journal named), or start holding every event, never fewer: the journal
+  still holds every key and the report (rebuilt from the shutdown snapshot or replayed) equals
+  the batch check over the whole run;
 * an older schema (version 1) is migrated and replayed; a newer one, a foreign SQLite database
   and files that are not SQLite are refused with a message and left byte-for-byte untouched.
 """
@@ -142,16 +144,36 @@ def _truncated_trial(
         else:
             result.truncated_refused += 1
         return
+    label = f"truncated {index} at {cut}/{size}"
     try:
-        replayed = httpx.get(f"{url}/readyz", timeout=5).json()["replayed"]
-        if replayed != len(expected):
-            result.violations.append(
-                f"truncated {index} at {cut}/{size}: started with {replayed} of {len(expected)} events"
-            )
-        else:
-            result.truncated_started_complete += 1
+        problem = _state_problem(url, run)
     finally:
         proc.stop()
+    try:
+        stored = journal_keys(journal)
+    except sqlite3.DatabaseError as exc:
+        problem = problem or f"started, but its journal is unreadable afterwards: {exc}"
+        stored = expected
+    if stored != expected:
+        problem = f"started with {len(stored)} of {len(expected)} journaled events"
+    if problem:
+        result.violations.append(f"{label}: {problem}")
+    else:
+        result.truncated_started_complete += 1
+
+
+def _state_problem(url: str, run: GeneratedRun) -> str | None:
+    """What differs between the started service's report and the batch check over the whole run
+    (the state may come from the shutdown snapshot, nothing replayed, or from the journal)."""
+    run.write_files()
+    with httpx.Client(base_url=url, timeout=30) as client:
+        try:
+            files = report_files(client, run.run_id)
+        except httpx.HTTPStatusError as exc:
+            return f"started without the run: {exc.response.status_code} {exc.response.text[:200]}"
+    if files != batch_files(run.run_dir):
+        return "started, but its report differs from the batch check"
+    return None
 
 
 def run_corrupt_trials(

@@ -79,6 +79,19 @@ _event = st.fixed_dictionaries(
 )
 
 
+def _path_segment(run_id: str) -> str:
+    """``run_id`` percent-encoded as one path segment. ``quote`` leaves ``.`` and ``..`` as they
+    are, and a client (httpx here) removes such dot segments from the path, so the request would
+    never name the run; their dots are encoded so the run id reaches the route and its check."""
+    encoded = urllib.parse.quote(run_id, safe="")
+    return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
+
+
+#: Dot-segment run ids as a client sends them unencoded: the path loses the segment
+#: (``/v1/runs/./events`` becomes ``/v1/runs/events``), which names no route.
+_DOT_SEGMENT_PATHS = ("/v1/runs/./events", "/v1/runs/../events")
+
+
 @st.composite
 def _request(draw: st.DrawFn) -> dict[str, Any]:
     run_id = draw(
@@ -124,7 +137,7 @@ def _request(draw: st.DrawFn) -> dict[str, Any]:
     else:
         content = b"[" + b" " * (BODY_CAP + draw(st.integers(0, 4096))) + b"]"
         expect = 413
-    path = f"/v1/runs/{urllib.parse.quote(run_id, safe='')}/events"
+    path = f"/v1/runs/{_path_segment(run_id)}/events"
     if not RUN_ID_PATTERN.fullmatch(run_id):
         expect = 400 if "/" not in run_id else 404  # the run id is checked first; a slash misses the route
     elif shape == "events" and run_id != KNOWN_RUN and events and events[0]["kind"] != "run_started":
@@ -193,6 +206,11 @@ def run_fuzz(requests: int, workdir: Path, *, launch: Launch = "exec", seed: int
             _check(request, response, result)
 
         send()
+        for path in _DOT_SEGMENT_PATHS:  # fixed requests: checked, not counted as generated ones
+            request = {"method": "POST", "path": path, "params": {}, "content": b"[]", "expect": 404}
+            pinned = FuzzResult()
+            _check(request, client.post(path, content=b"[]"), pinned)
+            result.violations += pinned.violations
         alive = client.get("/healthz")
         if alive.status_code != 200 or proc.poll() is not None:
             result.violations.append("the service stopped serving after the fuzz")

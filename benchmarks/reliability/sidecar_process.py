@@ -64,7 +64,9 @@ class SidecarProcess:
     """``rollout-sidecar serve`` on 127.0.0.1 with a given journal; restartable, killable.
 
     ``port=0`` binds an ephemeral port on every start (``url`` changes); a fixed port keeps it.
-    The child's log goes to ``log_path`` (default: beside the journal).
+    The child's log goes to ``log_path`` (default: beside the journal). ``cwd`` (exec only) is
+    where the child starts and what it imports from (``python -m`` puts it first on the path):
+    another build's unpacked packages, or this repository by default.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class SidecarProcess:
         extra_args: Sequence[str] = (),
         env: dict[str, str] | None = None,
         log_level: str = "info",
+        cwd: Path | None = None,
     ) -> None:
         self.journal = journal
         self.log_path = log_path if log_path is not None else journal.with_name(journal.name + ".log")
@@ -85,6 +88,7 @@ class SidecarProcess:
         self.launch = launch
         self.extra_args = list(extra_args)
         self.env = env
+        self.cwd = cwd if cwd is not None else REPO_ROOT
         self.url = ""
         self.pid: int | None = None
         self.starts = 0
@@ -113,11 +117,11 @@ class SidecarProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         if self.launch == "exec":
-            env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(self.env or {})}
+            env = {**os.environ, "PYTHONPATH": str(self.cwd), **(self.env or {})}
             with self.log_path.open("ab") as log:
                 self._popen = subprocess.Popen(
                     [sys.executable, "-m", "sidecar.cli", *self.argv()],
-                    cwd=REPO_ROOT,
+                    cwd=self.cwd,
                     env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
