@@ -33,16 +33,19 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 from dataclasses import dataclass
-from io import BytesIO
 from pathlib import Path
 
 import orjson
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from benchmarks.baseline import PACKAGES  # noqa: E402
+from benchmarks.baseline import unpack_baseline as _unpack  # noqa: E402
+
 OUT = HERE / "out"
 REPORTS = OUT / "health_reports"
 # The reference, when a shared checkout is beside the repository (optional: skipped without it).
@@ -204,9 +207,6 @@ def _keep_reports(run_dir: Path, label: str) -> None:
         shutil.copyfile(run_dir / name, target / name)
 
 
-_PACKAGES = ("sidecar", "health", "dispatcher_client")
-
-
 def unpack_baseline(ref: str) -> Path:
     """Our packages at commit ``ref``, unpacked once under ``benchmarks/out`` (``git archive``)."""
     root = HERE.parent
@@ -218,23 +218,7 @@ def unpack_baseline(ref: str) -> Path:
     ).stdout.strip()
     into = OUT / f"baseline-{sha[:12]}"
     if not (into / "health").is_dir():
-        archive = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(root),
-                "archive",
-                "--format=tar",
-                sha,
-                "sidecar",
-                "health",
-                "dispatcher_client",
-            ],
-            check=True,
-            capture_output=True,
-        ).stdout
-        with tarfile.open(fileobj=BytesIO(archive)) as tar:
-            tar.extractall(into, filter="data")
+        _unpack(ref, into)
     return into
 
 
@@ -242,7 +226,7 @@ def compile_bytecode(root: Path) -> None:
     """Write the bytecode of our packages under ``root``, as ``pip install`` does for a wheel and
     as the reference's install did: with ``PYTHONDONTWRITEBYTECODE`` set (or a fresh checkout)
     every timed run would otherwise compile the stale modules from source again."""
-    for package in _PACKAGES:
+    for package in PACKAGES:
         compileall.compile_dir(root / package, quiet=1)
 
 

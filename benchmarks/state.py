@@ -35,11 +35,9 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +47,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.baseline import unpack_baseline  # noqa: E402
 from benchmarks.ingest import Bench  # noqa: E402
 from benchmarks.reliability.sidecar_process import SidecarProcess, free_port  # noqa: E402
 from health import health_check_run_dir  # noqa: E402
@@ -100,18 +99,6 @@ def serve(
         yield url, process.pid
     finally:
         process.stop(timeout=120)
-
-
-def unpack_baseline(ref: str, into: Path) -> Path:
-    """The packages of commit ``ref``, unpacked for ``python -m sidecar.cli`` (git archive)."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", ref, "sidecar", "health", "dispatcher_client"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-    return into
 
 
 def _rows() -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
 from prometheus_client.core import (
@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
+from sidecar.request_errors import ErrorCode
 from sidecar.runs import TOKEN_KINDS, RunState
 
 if TYPE_CHECKING:
@@ -35,19 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ERROR_REASONS", "FOLLOWER_STATES", "ServiceMetrics", "render"]
 
-ERROR_REASONS = (
-    "validation",
-    "invalid_json",
-    "too_large",
-    "too_deep",
-    "unauthorized",
-    "unknown_run",
-    "journal_unavailable",
-    "too_many_runs",
-    "busy",
-    "starting",
-    "bad_request",
-)
+#: Every ``ingest_errors_total`` reason: the error codes a refused request carries.
+ERROR_REASONS: tuple[str, ...] = get_args(ErrorCode)
 _P = "rollout_sidecar_"
 _QUANTILES = (("0.5", 0.5), ("0.75", 0.75), ("0.95", 0.95))
 
