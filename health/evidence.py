@@ -287,26 +287,32 @@ def _bind(trajectory: TrajectoryView, calls: list[Call]) -> tuple[Binding, Bindi
                 response_id = ref.response_id
                 model_ref = ref.model_ref
                 if model_ref is None:
-                    pair = None
-                    signature = (call_id or "", "", "", response_id or "")
+                    ref_type = ref_name = ""
                 else:
-                    pair = (model_ref.type, model_ref.name)
-                    signature = (call_id or "", pair[0], pair[1], response_id or "")
+                    ref_type, ref_name = model_ref.type, model_ref.name
+                signature = (call_id or "", ref_type, ref_name, response_id or "")
                 if signature in seen:
                     continue
                 seen.add(signature)
                 found: list[Call] | None
                 if call_id:
-                    key = f"call:{call_id}"
-                    found = _matching(by_id.get(call_id), pair, response_id)
-                else:
-                    key = f"response:{signature[1]}:{signature[2]}:{response_id}"
-                    if pair is not None and response_id:
-                        if by_pair is None:
-                            by_pair = _index_by_pair(calls)
-                        found = by_pair.get((pair[0], pair[1], response_id))
+                    key = "call:" + call_id
+                    found = by_id.get(call_id)
+                    if found is not None and len(found) == 1:  # the everyday case, inlined
+                        only = found[0]
+                        if (model_ref is not None and only.model_ref != (ref_type, ref_name)) or (
+                            response_id is not None and only.response_id != response_id
+                        ):
+                            found = None
                     else:
-                        found = None
+                        pair = None if model_ref is None else (ref_type, ref_name)
+                        found = _matching(found, pair, response_id)
+                else:
+                    key = f"response:{ref_type}:{ref_name}:{response_id}"
+                    found = None
+                    if model_ref is not None and response_id:
+                        by_pair = by_pair or _index_by_pair(calls)
+                        found = by_pair.get((ref_type, ref_name, response_id))
                 references.append(key)
                 if not found:
                     missing.append(key)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from health.contract import canonical_trajectory, check_trajectory
 from health.digest import digest_line, digest_record
 from health.evidence import build_evidence
+from health.strict_schema import StrictTrajectory, contract_rules_hold
 
 POLICY = {"type": "responses_api_models", "name": "policy"}
 
@@ -120,3 +122,118 @@ def test_no_record_raises(record: dict[str, Any], ignored: frozenset[str]) -> No
 def test_no_line_raises(data: bytes) -> None:
     digest = digest_line(data, source_path="p", source_index=0, line_number=1, ordinal=0)
     assert digest.rollout_id
+
+
+_ids = st.sampled_from([None, "", "c1", "c2"])
+_response_ids = st.sampled_from([None, "", "r1", "r2"])
+_server_refs = st.sampled_from([None, POLICY, {**POLICY, "name": "judge"}])
+
+
+@st.composite
+def _bound_trajectories(draw: st.DrawFn) -> dict[str, Any]:
+    """Calls and references over a few shared ids, so references repeat, collide and miss."""
+    calls = [
+        {
+            "model_call_id": draw(_ids),
+            "response_metadata": {"response_id": draw(_response_ids), "model_ref": draw(_server_refs)},
+        }
+        for _ in range(draw(st.integers(0, 4)))
+    ]
+    ids = [call["model_call_id"] for call in calls if call["model_call_id"]]
+    assume(len(ids) == len(set(ids)))  # the contract refuses a repeated non-empty call id
+
+    def refs() -> list[dict[str, Any]]:
+        drawn = st.fixed_dictionaries(
+            {"model_call_id": _ids, "model_ref": _server_refs, "response_id": _response_ids}
+        )
+        drawn_refs = draw(st.lists(drawn, max_size=4))
+        return [
+            ref for ref in drawn_refs if ref["model_call_id"] or (ref["model_ref"] and ref["response_id"])
+        ]
+
+    base = {"task_id": "t", "rollout_id": "r", "timestamp": 0, "step_count": 0}
+    turns = [{**base, "invocation_id": "m", "turn_no": n, "model_calls": refs()} for n in (1, 2)]
+    invocations = [{"invocation_id": "m", "model_calls": refs()}]
+    return {
+        "task_id": "t",
+        "rollout_id": "r",
+        "turns": turns,
+        "invocations": invocations,
+        "model_calls": calls,
+    }
+
+
+def _plain_binding(trajectory: dict[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The binding rules applied literally: each distinct reference (None as "") is resolved by
+    filtering the calls with its model_call_id by the ref's model_ref and response_id where
+    given, or else by (model_ref, response_id); one match binds, none is missing, more are
+    duplicated; the turn view is the turn references, the owned view adds the invocations'."""
+    calls = trajectory["model_calls"]
+
+    def server(ref: dict[str, Any] | None) -> tuple[str, str] | None:
+        return None if ref is None else (ref["type"], ref["name"])
+
+    seen: set[tuple[str, str, str, str]] = set()
+    references: list[str] = []
+    missing: list[str] = []
+    duplicated: list[tuple[str, int]] = []
+    matched: set[int] = set()
+    views = []
+    for owners in (trajectory["turns"], trajectory["invocations"]):
+        for ref in (ref for owner in owners for ref in owner["model_calls"]):
+            call_id, response_id, pair = ref["model_call_id"], ref["response_id"], server(ref["model_ref"])
+            signature = (call_id or "", *(pair or ("", "")), response_id or "")
+            if signature in seen:
+                continue
+            seen.add(signature)
+            metadata = [(n, call["response_metadata"]) for n, call in enumerate(calls)]
+            if call_id:
+                key = f"call:{call_id}"
+                found = [
+                    n
+                    for n, meta in metadata
+                    if calls[n]["model_call_id"] == call_id
+                    and (pair is None or server(meta["model_ref"]) == pair)
+                    and (response_id is None or meta["response_id"] == response_id)
+                ]
+            else:
+                key = f"response:{signature[1]}:{signature[2]}:{response_id}"
+                found = [
+                    n
+                    for n, meta in metadata
+                    if pair is not None
+                    and response_id
+                    and server(meta["model_ref"]) == pair
+                    and meta["response_id"] == response_id
+                ]
+            references.append(key)
+            if not found:
+                missing.append(key)
+            elif len(found) > 1:
+                duplicated.append((key, len(found)))
+            else:
+                matched.add(found[0])
+        views.append((tuple(references), tuple(sorted(matched)), tuple(missing), tuple(duplicated)))
+    return views[0], views[1]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(_bound_trajectories())
+def test_bindings_follow_the_binding_rules(raw: dict[str, Any]) -> None:
+    """Both the strict (fast path) and the contract trajectory bind as the rules say."""
+    expected = _plain_binding(raw)
+    strict = msgspec.convert(raw, StrictTrajectory)
+    checked, error = check_trajectory(raw)
+    assert error is None and contract_rules_hold(strict)
+    for trajectory in (strict, checked):
+        evidence = build_evidence(trajectory, {}, [None] * len(raw["model_calls"]))
+        got = tuple(
+            (
+                tuple(binding.references),
+                tuple(call.call_index for call in binding.matched_calls),
+                tuple(binding.missing_references),
+                tuple(binding.duplicated_references),
+            )
+            for binding in (evidence.turn_binding, evidence.owned_binding)
+        )
+        assert got == expected
