@@ -9,10 +9,13 @@ from typing import Any
 
 import httpx
 
+from sidecar.engines import Engines, default_engines
+from sidecar.ingest import Ingestor
+from sidecar.journal import Journal
 from sidecar.rollout_perf import DispatchLatencyTracker
 from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
 
-__all__ = ["GeneratedRun", "generate_run", "post_events", "state_fingerprint"]
+__all__ = ["GeneratedRun", "IngestHarness", "generate_run", "post_events", "state_fingerprint"]
 
 
 @dataclass
@@ -107,3 +110,28 @@ def state_fingerprint(run: Any) -> dict[str, Any]:
         "inflight": run.inflight_body(2_000_000.0, limit=1000),
         "frozen_clock": run._clock.frozen,
     }
+
+
+class IngestHarness:
+    """A journal and an ingestor over it, restartable on the same file (no HTTP, no summaries)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.journal: Journal | None = None
+        self.ingestor: Ingestor | None = None
+
+    async def start(self, *, engines: Engines | None = None, **options: Any) -> Ingestor:
+        """Open the journal, replay it and start ingesting; ``options`` go to :class:`Ingestor`."""
+        self.journal = Journal(self.path)
+        await self.journal.open()
+        self.ingestor = Ingestor(self.journal, engines or default_engines(), health_interval_s=0.0, **options)
+        self.ingestor.replay()
+        self.ingestor.start()
+        return self.ingestor
+
+    async def stop(self) -> None:
+        if self.ingestor is not None:
+            await self.ingestor.stop()
+        if self.journal is not None:
+            await self.journal.close()
+        self.ingestor = self.journal = None

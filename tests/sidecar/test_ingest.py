@@ -10,13 +10,11 @@ from typing import Any
 import orjson
 import pytest
 
-from sidecar.engines import default_engines
 from sidecar.events import EventBatch
-from sidecar.ingest import Ingestor, PlanError, UnknownRun
-from sidecar.journal import Journal
+from sidecar.ingest import PlanError, UnknownRun
 from sidecar.runs import RunState
 
-from .service_support import generate_run
+from .service_support import IngestHarness, generate_run
 
 
 def _events(*bodies: dict[str, Any]) -> list[Any]:
@@ -47,26 +45,7 @@ def _state(run: RunState) -> dict[str, Any]:
     }
 
 
-class _Harness:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.journal: Journal | None = None
-        self.ingestor: Ingestor | None = None
-
-    async def start(self) -> Ingestor:
-        self.journal = Journal(self.path)
-        await self.journal.open()
-        self.ingestor = Ingestor(self.journal, default_engines(), health_interval_s=0.0)
-        self.ingestor.replay()
-        self.ingestor.start()
-        return self.ingestor
-
-    async def stop(self) -> None:
-        if self.ingestor is not None:
-            await self.ingestor.stop()
-        if self.journal is not None:
-            await self.journal.close()
-        self.ingestor = self.journal = None
+_Harness = IngestHarness
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from sidecar.journal import Journal, JournalCompacted
 from sidecar.journal._facts import STATE_SCHEMA
 from sidecar.journal._snapshot import SNAPSHOT_FORMAT, SnapshotStore, dumps_state
 
-from .service_support import GeneratedRun, generate_run, state_fingerprint
+from .service_support import GeneratedRun, IngestHarness, generate_run, state_fingerprint
 
 RUN = "snap"
 
@@ -40,39 +40,23 @@ def _batches(run: GeneratedRun) -> list[list[dict[str, Any]]]:
     return [events[i : i + 5] for i in range(0, len(events), 5)]
 
 
-class _Service:
+class _Service(IngestHarness):
     """A journal, its snapshot store and an ingestor over them, restartable; one shared clock."""
 
     def __init__(self, directory: Path, *, engines: Engines | None = None, keep: int = 2) -> None:
-        self.path = directory / "journal.sqlite3"
+        super().__init__(directory / "journal.sqlite3")
         self.store = SnapshotStore.beside(self.path, keep=keep)
         self.engines = engines or default_engines()
         self.ticks = itertools.count(1_000_000)
-        self.journal: Journal | None = None
-        self.ingestor: Ingestor | None = None
 
-    async def start(self, *, snapshots: bool = True, engines: Engines | None = None) -> Ingestor:
-        self.journal = Journal(self.path)
-        await self.journal.open()
-        self.ingestor = Ingestor(
-            self.journal,
-            engines or self.engines,
-            health_interval_s=0.0,
+    async def start(self, *, snapshots: bool = True, engines: Engines | None = None) -> Ingestor:  # type: ignore[override]
+        return await super().start(
+            engines=engines or self.engines,
             clock=lambda: float(next(self.ticks)),
             snapshots=self.store if snapshots else None,
             snapshot_every_events=0,
             snapshot_every_s=0,
         )
-        self.ingestor.replay()
-        self.ingestor.start()
-        return self.ingestor
-
-    async def stop(self) -> None:
-        if self.ingestor is not None:
-            await self.ingestor.stop()
-        if self.journal is not None:
-            await self.journal.close()
-        self.ingestor = self.journal = None
 
     async def post(self, batch: list[dict[str, Any]]) -> list[str]:
         assert self.ingestor is not None
