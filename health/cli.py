@@ -8,8 +8,12 @@ the pool's workers (or serially, with one worker).
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["register", "run"]
@@ -104,12 +108,38 @@ def _refuse_run_dir(run_dir: str, rollouts_file: str | None) -> str | None:
     return None
 
 
+@contextmanager
+def _imported_for_good() -> Iterator[None]:
+    """Import the pipeline without cyclic-collector passes, then freeze what it built: its
+    modules and classes live as long as the process, so passes over them find nothing."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+        gc.freeze()
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _no_final_collection() -> None:
+    """At exit, move every object out of the collector's reach: the interpreter's last passes
+    over a finished run's modules and reports would free nothing the process needs."""
+    gc.freeze()
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler: check the run directory, print the report; 2 on a bad argument or missing file."""
-    from .api import check_rollout_files, emit_run_output, resolve_rollout_path
-    from .explain import explain_unobserved
-    from .progress import terminal_progress
-    from .shards import resolve_shard_paths
+    with _imported_for_good():
+        from .api import check_rollout_files, emit_run_output, resolve_rollout_path
+        from .explain import explain_unobserved
+        from .progress import terminal_progress
+        from .shards import resolve_shard_paths
+
+        if args.ray is None:  # the per-record step runs here or in workers forked from here
+            from . import digest  # noqa: F401
+    atexit.unregister(_no_final_collection)
+    atexit.register(_no_final_collection)
 
     ignored: str | None = ",".join(args.ignore_checks) if args.ignore_checks else None
     if args.globs and args.rollouts_file is not None:
