@@ -16,6 +16,10 @@ learns which lines those are from the per-record step (:func:`~health.digest.dig
 and sends what the driver needs to finish them: an unreadable line's reason (the driver builds
 its digest, :func:`~health.unreadable.unreadable_digest`), a record's digest and how its rollout
 id derives (the driver writes the global ordinal in). No line travels back or is digested twice.
+
+Digests travel as plain tuples of :class:`~health.compact.CompactDigest`'s fields: pickle writes
+and reads a plain tuple in C, while a named tuple costs a Python call each way. The driver
+builds the named tuple once, with its global ordinal already in place.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ __all__ = [
     "FileSplit",
     "SplitOutcome",
     "SplitPlacer",
+    "WireDigest",
     "digest_split",
     "globalize",
     "iter_split_lines",
@@ -43,6 +48,10 @@ __all__ = [
 _BLOCK_BYTES = 1 << 20
 _BOUNDARY_BYTES = 1 << 16
 _HAS_PREADV = hasattr(os, "preadv")
+_new_tuple = tuple.__new__
+
+WireDigest = tuple[Any, ...]
+"""A :class:`~health.compact.CompactDigest`'s fields as a plain tuple, as a task sends it back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +77,12 @@ class SplitOutcome:
     """Physical lines owned (blank ones included): the next split of the file numbers on from here."""
     records: int
     """Non-blank lines owned: the next split's ordinals start this much later."""
-    digests: list[CompactDigest]
-    """Position-independent digests; ``ordinal`` is split-local (0-based)."""
+    digests: list[WireDigest]
+    """Position-independent digests; ``ordinal`` (the first field) is split-local (0-based)."""
     unreadable: list[tuple[int, int, dict[str, Any]]]
     """``(local line number, local ordinal, record_unreadable detail)`` of lines without a readable
     identity."""
-    by_ordinal: list[tuple[CompactDigest, str | None]]
+    by_ordinal: list[tuple[WireDigest, str | None]]
     """Digests of records without ``_ng_task_index`` (local ``ordinal``; ``task_index`` and
     ``rollout_id`` to be rewritten) with :attr:`~health.digest.OrdinalIdentity.rollout_suffix`."""
     node: str = ""
@@ -165,9 +174,9 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
     from .digest import UnreadableLine, digest_line_placed
 
     lines = records = 0
-    digests: list[CompactDigest] = []
+    digests: list[WireDigest] = []
     unreadable: list[tuple[int, int, dict[str, Any]]] = []
-    by_ordinal: list[tuple[CompactDigest, str | None]] = []
+    by_ordinal: list[tuple[WireDigest, str | None]] = []
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -184,11 +193,11 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
                 ignored_checks=ignored_checks,
             )
             if dependence is None:
-                digests.append(compact_digest(digest))
+                digests.append(tuple(compact_digest(digest)))
             elif isinstance(dependence, UnreadableLine):
                 unreadable.append((lines, records, dependence.detail))
             else:
-                by_ordinal.append((compact_digest(digest), dependence.rollout_suffix))
+                by_ordinal.append((tuple(compact_digest(digest)), dependence.rollout_suffix))
             records += 1
     finally:
         if collecting:
@@ -204,8 +213,13 @@ def globalize(
     ignored_checks: frozenset[str],
 ) -> list[CompactDigest]:
     """The outcome's digests at global positions: ordinals shifted, position-dependent ones finished."""
-    placed = [digest._replace(ordinal=ordinal_base + digest.ordinal) for digest in outcome.digests]
-    for digest, rollout_suffix in outcome.by_ordinal:
+    cls = CompactDigest
+    if ordinal_base:
+        placed = [_new_tuple(cls, (ordinal_base + digest[0], *digest[1:])) for digest in outcome.digests]
+    else:
+        placed = [_new_tuple(cls, digest) for digest in outcome.digests]
+    for fields, rollout_suffix in outcome.by_ordinal:
+        digest = _new_tuple(cls, fields)
         ordinal = ordinal_base + digest.ordinal
         rollout_id = digest.rollout_id if rollout_suffix is None else f"{ordinal}-{rollout_suffix}"
         placed.append(digest._replace(ordinal=ordinal, task_index=ordinal, rollout_id=rollout_id))

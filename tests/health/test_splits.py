@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from health import splits
-from health.compact import compact_digest
+from health.compact import CompactDigest, compact_digest
 from health.digest import digest_line
 from health.jsonl import iter_line_spans
 from health.reduce import HealthReducer
@@ -115,13 +115,18 @@ def test_only_position_dependent_lines_are_left_to_the_driver(tmp_path: Path) ->
     )
     outcome = digest_split(plan_splits([str(path)], 1 << 20)[0], frozenset())
     assert (outcome.lines, outcome.records) == (7, 6)
+    # Digests cross the pool as plain tuples of CompactDigest's fields (ordinal first).
+    assert {type(digest) for digest in outcome.digests} | {type(d) for d, _ in outcome.by_ordinal} == {tuple}
     # A readable record's own identity, even one that looks synthetic, is not position-dependent.
-    assert [digest.ordinal for digest in outcome.digests] == [0, 3]
+    assert [CompactDigest(*digest).ordinal for digest in outcome.digests] == [0, 3]
     assert [(line, ordinal, detail["reason"]) for line, ordinal, detail in outcome.unreadable] == [
         (4, 2, "rollout record is unreadable"),
         (6, 4, "rollout record identity is invalid"),
     ]
-    assert [(digest.ordinal, suffix) for digest, suffix in outcome.by_ordinal] == [(1, "3"), (5, None)]
+    assert [(CompactDigest(*digest).ordinal, suffix) for digest, suffix in outcome.by_ordinal] == [
+        (1, "3"),
+        (5, None),
+    ]
 
 
 def _odd_identity_lines(rng: random.Random, pad: int) -> list[bytes]:
