@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
 from sortedcontainers import SortedKeyList
@@ -63,6 +63,8 @@ class GroupStore(Protocol):
         ...
 
 
+_new_tuple = tuple.__new__
+"""Builds a named tuple from a tuple of its fields in C (its own ``__new__`` is a Python call)."""
 _INDEXED_GROUP = 32
 """A task group this large gets an identity index instead of a linear scan per new member."""
 _ROLLOUT_POS = {check: pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
@@ -283,7 +285,9 @@ class HealthReducer:
         return True
 
     def _group_members(self, group: _Group) -> list[CompactDigest]:
-        """Any task group's digests, in arrival order (a spilled one read from the store)."""
+        """Any task group's digests, in arrival order (a spilled one read from the store); a new list."""
+        if type(group) is list and not self._packed:  # an unpacked group holds digests only
+            return cast("list[CompactDigest]", group.copy())
         if type(group) is int:
             if self._store is None:
                 raise RuntimeError("a spilled task group needs the reducer's store (spill_to)")
@@ -309,11 +313,14 @@ class HealthReducer:
         self._verdict_counts[digest.verdict] += 1
         if digest.flags & CAPTURE_OBSERVED:
             self._captures += 1
-        if isinstance(digest.unobserved, int):
-            for pos in _mask_positions(digest.unobserved):
-                self._unobserved[pos] += 1
+        unobserved = digest.unobserved
+        if isinstance(unobserved, int):
+            if unobserved:  # most rollouts leave every check observed
+                counts = self._unobserved
+                for pos in _mask_positions(unobserved):
+                    counts[pos] += 1
         else:
-            for check in set(digest.unobserved):
+            for check in set(unobserved):
                 if check in _ROLLOUT_POS:
                     self._unobserved[_ROLLOUT_POS[check]] += 1
         for pos in digest.finding_checks:
@@ -341,10 +348,15 @@ class HealthReducer:
             index[(stage, rollout)] = before + 1
         else:
             before = 0
-            members = _members(group)
-            for member in members:
-                if _same(member.rollout_index, rollout) and _same(member.stage_index, stage):
-                    before += 1
+            # An unpacked group is its only digest or the list of them (no blob to decode).
+            unpacked = type(group) is list and not self._packed
+            members = cast("list[CompactDigest]", group) if unpacked else _members(group)
+            for member in members:  # _same(), inlined: this runs for every digest of a batch run
+                member_rollout = member.rollout_index
+                if member_rollout is rollout or member_rollout == rollout:
+                    member_stage = member.stage_index
+                    if member_stage is stage or member_stage == stage:
+                        before += 1
             if len(members) + 1 >= _INDEXED_GROUP:
                 index = self._group_index[task] = {}
                 for member in (*members, digest):
@@ -378,11 +390,14 @@ class HealthReducer:
             if duplicates and duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index)):
                 verdict = UNHEALTHY
             members.append(
-                RepeatInput(
-                    digest.rollout_index,
-                    VERDICTS[verdict],
-                    bool(digest.flags & POLICY_CALLS_OBSERVED),
-                    digest.successful_model_calls,
+                _new_tuple(
+                    RepeatInput,
+                    (
+                        digest.rollout_index,
+                        VERDICTS[verdict],
+                        bool(digest.flags & POLICY_CALLS_OBSERVED),
+                        digest.successful_model_calls,
+                    ),
                 )
             )
         return reduce_task(task_index, members, self.ignored_checks)
@@ -502,7 +517,8 @@ class HealthReducer:
         rollout, stage, input order)."""
         with _gc_paused():
             tasks = sorted(self._tasks, key=index_sort_part)
-        yield from render_rows(self._in_row_order(tasks), self._duplicate_count)
+        counted = self._check_duplicates and self._duplicates
+        yield from render_rows(self._in_row_order(tasks), self._duplicate_count if counted else None)
 
     def _in_row_order(self, tasks: list[TaskIndex]) -> Iterator[CompactDigest]:
         """Every digest in row order, one task group at a time: row order is task-major and

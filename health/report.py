@@ -111,9 +111,10 @@ def _index_json(value: object) -> bytes:
 
 
 def render_rows(
-    digests: Iterable[CompactDigest], duplicate_count: Callable[[CompactDigest], int]
+    digests: Iterable[CompactDigest], duplicate_count: Callable[[CompactDigest], int] | None
 ) -> Iterator[bytes]:
-    """``render_row(digest, duplicate_count(digest))`` for each digest, in the order given.
+    """``render_row(digest, duplicate_count(digest))`` for each digest, in the order given
+    (``None``: no digest is a duplicate).
 
     A row is ``head + tail``: the head holds the indices and ``rollout_id``, the tail the
     verdict, findings, unobserved list and stage. A rollout without findings (almost all of
@@ -149,6 +150,11 @@ def render_rows(
             return None  # not an int / str index, or a string orjson refuses
         return head + tail
 
+    if duplicate_count is None:
+        for digest in digests:
+            row = shared_tail_row(digest)
+            yield render_row(digest) if row is None else row
+        return
     for digest in digests:
         count = duplicate_count(digest)
         row = shared_tail_row(digest) if count < 2 else None

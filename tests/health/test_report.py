@@ -132,6 +132,8 @@ class TestRenderRows:
 
         expected = [render_row(digest, duplicates(digest)) for digest in digests]
         assert list(render_rows(digests, duplicates)) == expected
+        # None: no digest is a duplicate.
+        assert list(render_rows(digests, None)) == [render_row(digest) for digest in digests]
         assert b'"stage_index":true}' in b"".join(expected)
         assert b'"_ng_task_index":1.5,' in b"".join(expected)
 
@@ -141,6 +143,8 @@ class TestRenderRows:
             render_row(digest)
         with pytest.raises(UnicodeEncodeError):
             list(render_rows([digest], lambda _: 0))
+        with pytest.raises(UnicodeEncodeError):
+            list(render_rows([digest], None))
 
 
 class TestOrdering:
