@@ -111,7 +111,10 @@ def _refuse_run_dir(run_dir: str, rollouts_file: str | None) -> str | None:
 @contextmanager
 def _imported_for_good() -> Iterator[None]:
     """Import the pipeline without cyclic-collector passes, then freeze what it built: its
-    modules and classes live as long as the process, so passes over them find nothing."""
+    modules and classes live as long as the process, so passes over them find nothing.
+    Garbage already pending is collected first (a few ms in the CLI's young process), so the
+    freeze never keeps a caller's garbage alive."""
+    gc.collect()
     collecting = gc.isenabled()
     gc.disable()
     try:
