@@ -4,6 +4,7 @@ One command::
 
     .venv/bin/python benchmarks/health_check.py            # 20,000 rollouts, 3 runs each
     .venv/bin/python benchmarks/health_check.py --shards 4 --ray   # pool vs Ray, 1 -> 2 nodes
+    .venv/bin/python benchmarks/health_check.py --fixed-cost --runs 15 --baseline-ref main
 
 generates (once; cached under ``benchmarks/out/health_corpus_<kind>_<N>/``) a run directory of
 rollouts with ~8 KB of payload per model call, an all-healthy one and a fault-heavy one (see
@@ -230,9 +231,11 @@ def compile_bytecode(root: Path) -> None:
         compileall.compile_dir(root / package, quiet=1)
 
 
-def compare(run_dir: Path, kind: str, args: argparse.Namespace) -> tuple[float | None, bool]:
-    """Alternate our CLI, the baseline build and the reference on ``run_dir``; print medians;
-    ``(ratio to the reference, identical)``."""
+def _tools(
+    run_dir: Path, args: argparse.Namespace
+) -> tuple[dict[str, list[str]], dict[str, dict[str, str] | None]]:
+    """The commands to alternate on ``run_dir`` (ours, ``--baseline-ref``'s, the reference's) and
+    their environments; our bytecode (and the baseline's) compiled first."""
     ours_cli = Path(sys.executable).with_name("rollout-sidecar")
     tools: dict[str, list[str]] = {"ours": [str(ours_cli), "health-check", run_dir.name]}
     compile_bytecode(HERE.parent)
@@ -247,7 +250,37 @@ def compare(run_dir: Path, kind: str, args: argparse.Namespace) -> tuple[float |
     if args.workers is not None:
         for command in tools.values():
             command += ["--workers", str(args.workers)]
+    return tools, envs
 
+
+def fixed_cost(args: argparse.Namespace) -> None:
+    """What a run pays whatever its size: each CLI on a 3-rollout run directory, alternating;
+    median CPU of the process tree (interpreter, imports, pool start-up, reports, exit)."""
+    run_dir = OUT / "health_corpus_3_rollouts"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lines = list(_lines("healthy", 4))[:3]  # type: ignore[call-overload]
+    (run_dir / "rollouts.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
+    tools, envs = _tools(run_dir, args)
+    results: dict[str, list[Measurement]] = {label: [] for label in tools}
+    for _ in range(args.runs):
+        for label, command in tools.items():
+            measured = measure(command, cwd=run_dir.parent, env=envs[label])
+            if measured.returncode:
+                raise SystemExit(f"{label} failed with exit code {measured.returncode}")
+            results[label].append(measured)
+    size = (run_dir / "rollouts.jsonl").stat().st_size
+    print(f"\nfixed cost: 3 rollouts ({size / 1e3:.0f} KB), median of {args.runs} runs")
+    print(f"  {'':9s} {'cpu ms':>8s} {'wall ms':>8s}")
+    for label, measurements in results.items():
+        cpu = statistics.median(m.cpu_seconds for m in measurements) * 1e3
+        wall = statistics.median(m.seconds for m in measurements) * 1e3
+        print(f"  {label:9s} {cpu:8.1f} {wall:8.1f}")
+
+
+def compare(run_dir: Path, kind: str, args: argparse.Namespace) -> tuple[float | None, bool]:
+    """Alternate our CLI, the baseline build and the reference on ``run_dir``; print medians;
+    ``(ratio to the reference, identical)``."""
+    tools, envs = _tools(run_dir, args)
     results: dict[str, list[Measurement]] = {label: [] for label in tools}
     for run in range(args.runs):
         for label, command in tools.items():
@@ -427,6 +460,11 @@ def main() -> int:
     )
     parser.add_argument("--regenerate", action="store_true")
     parser.add_argument(
+        "--fixed-cost",
+        action="store_true",
+        help="instead, time each CLI on a 3-rollout run directory (use --runs 15 or more)",
+    )
+    parser.add_argument(
         "--parent-share",
         action="store_true",
         help="instead of timing whole runs, split the pool parent's CPU per row by stage",
@@ -442,6 +480,10 @@ def main() -> int:
             run_dir = ensure_corpus(kind, args.rollouts, args.regenerate, max(2, args.shards))
             ok = ray_scaling(run_dir, max(2, args.shards), args) and ok
         return 0 if ok else 1
+
+    if args.fixed_cost:
+        fixed_cost(args)
+        return 0
 
     if args.parent_share:
         for kind in kinds:
