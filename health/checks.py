@@ -106,6 +106,8 @@ def chains_ended_on_failure(calls: Iterable[Call]) -> list[tuple[list[Call], Cal
 
 def _ended_on_failed_call(ev: Evidence) -> list[RawFinding]:
     findings: list[RawFinding] = []
+    if not ev.failed_calls:  # no chain can end on a failure
+        return findings
     for chain, last in chains_ended_on_failure(ev.calls):
         model_ref = None if last.model_ref is None else f"{last.model_ref[0]}/{last.model_ref[1]}"
         locator = {"call_id": str(last.model_call_id or last.response_id or last.call_index)}
@@ -172,6 +174,8 @@ def _capture_mismatch(ev: Evidence) -> list[RawFinding]:
 
 
 def _model_call_failed(ev: Evidence) -> list[RawFinding]:
+    if not ev.failed_calls:  # the matched calls are captured calls, none of which failed
+        return []
     binding = ev.owned_binding
     matched = binding.matched_calls
     terminal_index = max(call.call_index for call in matched)

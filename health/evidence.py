@@ -153,6 +153,9 @@ class Evidence:
     turn_call_scope_complete: bool
     model_calls_observed: bool
     calls: list[Call]
+    failed_calls: list[Call]
+    """The calls that failed, in order: most rollouts have none, and the checks about
+    failures skip their work then."""
     turn_binding: Binding
     owned_binding: Binding
     gaps: list[Gap]
@@ -353,6 +356,7 @@ def build_evidence(
         codes = {gap.code for gap in gaps}
     observed = trajectory is not None and "trajectory_projection_failed" not in codes
     calls: list[Call] = []
+    failed_calls: list[Call] = []
     if observed and trajectory is not None:
         model_calls = trajectory.model_calls
         if responses is None:
@@ -362,6 +366,7 @@ def build_evidence(
                 Call(position, call, response)
                 for position, (call, response) in enumerate(zip(model_calls, responses, strict=True))
             ]
+        failed_calls = [call for call in calls if call.failed]
         turn_binding, owned_binding = _bind(trajectory, calls)
     else:
         turn_binding, owned_binding = Binding(), Binding()
@@ -371,6 +376,7 @@ def build_evidence(
         turn_call_scope_complete=observed and "turn_model_call_scope_incomplete" not in codes,
         model_calls_observed=observed and codes.isdisjoint(CAPTURE_GAP_CODES),
         calls=calls,
+        failed_calls=failed_calls,
         turn_binding=turn_binding,
         owned_binding=owned_binding,
         gaps=gaps,
