@@ -18,8 +18,10 @@ the same inputs in two C passes and a little Python, for the records that are pl
    line is validated wrapped in 767 arrays: one pass, no per-payload scan. (The wrapping
    would admit several comma-separated values; the decode below requires exactly one.)
 3. **The trajectory is valid exactly when the contract says so** for the strict subset
-   decoded by :mod:`health.strict_schema`. Conversation items go through the contract's own
-   code: its everyday-item recogniser, then its acceptance-only recogniser (the same shapes
+   decoded by :mod:`health.strict_schema`. A conversation is first decoded by the typed
+   everyday-item structs of :mod:`health.strict_conversation`; one they do not vouch for is
+   decoded generically and goes through the contract's own code: its everyday-item
+   recogniser, then its acceptance-only recogniser (the same shapes
    with plain token metadata or empty log-probs, as RL rollouts write them), else its full
    item union (other training items, output text with log-probs, tool items ...). Items the
    union keeps as models keep free-form values; for those the full path's sufficient depth
@@ -36,6 +38,7 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+import msgspec
 import orjson
 import simdjson
 from msgspec import Raw
@@ -43,6 +46,7 @@ from msgspec import Raw
 from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
 from .rejection import RejectedRecord, read_rejected_record
+from .strict_conversation import everyday_conversation
 from .strict_schema import StrictRecord, contract_rules_hold, decode_strict
 
 if TYPE_CHECKING:
@@ -57,6 +61,7 @@ _WRAP_DEPTH = _SIMDJSON_MAX_DEPTH - _MAX_RECORD_DEPTH
 _OPEN = b"[" * _WRAP_DEPTH
 _CLOSE = b"]" * _WRAP_DEPTH
 _NULL = Raw(b"null")
+_EMPTY_LIST = Raw(b"[]")
 _MAX_LINE_BYTES = 64 << 20
 """Longer lines take the full path: simdjson's parser keeps a buffer as large as its largest input."""
 
@@ -138,6 +143,19 @@ def _conversation_vouched(items: list[Any]) -> bool:
     return True
 
 
+def _conversation_span_vouched(span: Raw) -> bool:
+    """:func:`_conversation_vouched` for a conversation's raw span (any JSON value): the typed
+    everyday decode first, else the span decoded as msgspec decodes any JSON value and checked
+    as a list of items (anything but a list defers)."""
+    if span == _EMPTY_LIST or everyday_conversation(span):
+        return True
+    try:
+        items = msgspec.json.decode(span)
+    except (msgspec.DecodeError, RecursionError):  # undecidable here: defer
+        return False
+    return items.__class__ is list and (not items or _conversation_vouched(items))
+
+
 def read_everyday_record(data: bytes, *, shallow_json: bool = False) -> EverydayRecord | None:
     """The checks' inputs for a stripped JSONL line, or ``None`` to take the full path.
 
@@ -173,7 +191,7 @@ def _vouched(record: StrictRecord) -> EverydayRecord | None:
     if not contract_rules_hold(trajectory):
         return None
     for invocation in trajectory.invocations:
-        if invocation.conversation and not _conversation_vouched(invocation.conversation):
+        if not _conversation_span_vouched(invocation.conversation):
             return None
     responses: list[Any] = []
     for call in trajectory.model_calls:

@@ -17,8 +17,8 @@ contract forbids them, the same ``>= 0`` / ``>= 1`` bounds and, in
 as ``"3"`` for an integer, a malformed record, a rule broken) makes :func:`decode_strict`
 return ``None`` and the caller goes through the contract, which decides.
 
-The conversation items are kept as decoded JSON; the caller checks them with the contract's
-own everyday-item fast path.
+Each invocation's conversation is kept as a raw span too; the caller checks it with typed
+everyday-item structs (:mod:`health.strict_conversation`), else with the contract's own code.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ __all__ = [
 _NonNegativeFloat = Annotated[float, Meta(ge=0)] | None
 _NonNegativeInt = Annotated[int, Meta(ge=0)] | None
 _NULL = Raw(b"null")
+_EMPTY_LIST = Raw(b"[]")
 
 
 class StrictServerRef(Struct):
@@ -77,7 +78,8 @@ class StrictInvocation(Struct, forbid_unknown_fields=True):
     duration_ms: _NonNegativeFloat = None
     error_type: str | None = None
     model_calls: list[StrictCallRef] = []
-    conversation: list[Any] = []
+    conversation: Raw = _EMPTY_LIST
+    """Any JSON value: the caller checks that it is a list of valid items."""
 
 
 class StrictResponseMetadata(Struct, forbid_unknown_fields=True):

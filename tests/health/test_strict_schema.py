@@ -296,7 +296,8 @@ def assert_rules_agree(line: bytes) -> bool | None:
         return None
     raw = orjson.loads(line)["ng_trajectory"]
     strict_valid = contract_rules_hold(record.ng_trajectory) and all(
-        _conversation_valid(invocation.conversation) for invocation in record.ng_trajectory.invocations
+        _conversation_valid(orjson.loads(bytes(invocation.conversation)))
+        for invocation in record.ng_trajectory.invocations
     )
     assert strict_valid == (check_trajectory(raw)[1] is None), line
     return strict_valid
