@@ -82,7 +82,8 @@ def _vouch(record: StrictRecord) -> bool:
     if trajectory is None:
         return True
     return contract_rules_hold(trajectory) and all(
-        fast_path._conversation_span_vouched(invocation.conversation) for invocation in trajectory.invocations
+        fast_path._invocation_conversation_vouched(invocation.conversation)
+        for invocation in trajectory.invocations
     )
 
 

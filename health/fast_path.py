@@ -46,7 +46,7 @@ from msgspec import Raw
 from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
 from .rejection import RejectedRecord, read_rejected_record
-from .strict_conversation import everyday_conversation
+from .strict_conversation import EverydayItem, everyday_conversation, everyday_items_ok
 from .strict_schema import StrictRecord, contract_rules_hold, decode_strict
 
 if TYPE_CHECKING:
@@ -156,6 +156,14 @@ def _conversation_span_vouched(span: Raw) -> bool:
     return items.__class__ is list and (not items or _conversation_vouched(items))
 
 
+def _invocation_conversation_vouched(conversation: list[EverydayItem] | Raw) -> bool:
+    """A strict invocation's conversation: typed everyday items (any the message rules do not
+    vouch for defer to the full path), or a raw span (:func:`_conversation_span_vouched`)."""
+    if isinstance(conversation, list):
+        return everyday_items_ok(conversation)
+    return _conversation_span_vouched(conversation)
+
+
 def read_everyday_record(data: bytes, *, shallow_json: bool = False) -> EverydayRecord | None:
     """The checks' inputs for a stripped JSONL line, or ``None`` to take the full path.
 
@@ -191,7 +199,7 @@ def _vouched(record: StrictRecord) -> EverydayRecord | None:
     if not contract_rules_hold(trajectory):
         return None
     for invocation in trajectory.invocations:
-        if not _conversation_span_vouched(invocation.conversation):
+        if not _invocation_conversation_vouched(invocation.conversation):
             return None
     responses: list[Any] = []
     for call in trajectory.model_calls:

@@ -1,13 +1,15 @@
 """Typed msgspec structs for the everyday conversation items, for the batch fast path.
 
-The fast path keeps each invocation's ``conversation`` as a raw span (:mod:`health.strict_schema`).
-:func:`everyday_conversation` decodes that span into a tagged union of the four everyday item
-kinds (a text message, a function call, its output, a reasoning summary), each forbidding unknown
-keys, so that msgspec's C decoder checks the types, the literals and the key sets that the
-contract's everyday recogniser (``canonical_list_accepts``) checks in Python on plain dicts. What
-it vouches for, that recogniser accepts too (and so does the contract); anything else (an item
-without ``type``, token metadata, an unknown key or kind, a value of another type) makes it answer
-``False``, and the caller decodes the span generically and checks it as before, which decides.
+The strict decode (:mod:`health.strict_schema`) decodes each invocation's ``conversation``
+into a tagged union of the four everyday item kinds (a text message, a function call, its
+output, a reasoning summary), each forbidding unknown keys (:data:`EverydayItem`;
+:func:`everyday_conversation` does the same for a raw span), so that msgspec's C decoder checks
+the types, the literals and the key sets that the contract's everyday recognisers
+(``everyday_list_valid``: the everyday shapes, with or without plain token metadata,
+``"logprobs": []`` on output text) check in Python on plain dicts. What it
+vouches for, those recognisers accept too (and so does the contract); anything else (an item
+without ``type``, ``routed_experts``, an unknown key or kind, a value of another type) makes it
+answer ``False``, and the caller checks the items generically as before, which decides.
 
 Duplicate keys: msgspec keeps a repeated field's last value, as orjson does, and checks every
 occurrence of the tag key against the tag it routed by, so an item that names two kinds fails
@@ -22,7 +24,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
-__all__ = ["everyday_conversation"]
+__all__ = ["EverydayItem", "everyday_conversation", "everyday_items_ok"]
 
 _Status = Literal["in_progress", "completed", "incomplete"]
 
@@ -31,10 +33,15 @@ class _InputText(Struct, tag_field="type", tag="input_text", forbid_unknown_fiel
     text: str
 
 
+_Empty = Annotated[list[Raw], Meta(max_length=0)]
+_TokenIds = list[int] | UnsetType
+_LogProbs = list[float] | UnsetType
+
+
 class _OutputText(Struct, tag_field="type", tag="output_text", forbid_unknown_fields=True, gc=False):
     text: str
-    annotations: Annotated[list[Raw], Meta(max_length=0)]
-    logprobs: None = None
+    annotations: _Empty
+    logprobs: _Empty | None = None
 
 
 class _Refusal(Struct, tag_field="type", tag="refusal", forbid_unknown_fields=True, gc=False):
@@ -47,6 +54,9 @@ class _Message(Struct, tag_field="type", tag="message", forbid_unknown_fields=Tr
     phase: Literal["commentary", "final_answer"] | None = None
     id: str | UnsetType = UNSET
     status: _Status | UnsetType = UNSET
+    prompt_token_ids: _TokenIds = UNSET
+    generation_token_ids: _TokenIds = UNSET
+    generation_log_probs: _LogProbs = UNSET
 
 
 class _FunctionCall(Struct, tag_field="type", tag="function_call", forbid_unknown_fields=True, gc=False):
@@ -56,6 +66,9 @@ class _FunctionCall(Struct, tag_field="type", tag="function_call", forbid_unknow
     id: str | None = None
     status: _Status | None = None
     namespace: str | None = None
+    prompt_token_ids: _TokenIds = UNSET
+    generation_token_ids: _TokenIds = UNSET
+    generation_log_probs: _LogProbs = UNSET
 
 
 class _FunctionCallOutput(
@@ -82,18 +95,26 @@ class _Reasoning(Struct, tag_field="type", tag="reasoning", forbid_unknown_field
     summary: list[_SummaryText]
     encrypted_content: str | None = None
     content: list[_ReasoningText] | None = None
+    prompt_token_ids: _TokenIds = UNSET
+    generation_token_ids: _TokenIds = UNSET
+    generation_log_probs: _LogProbs = UNSET
 
 
-_DECODER = msgspec.json.Decoder(list[_Message | _FunctionCall | _FunctionCallOutput | _Reasoning])
+EverydayItem = _Message | _FunctionCall | _FunctionCallOutput | _Reasoning
+"""One everyday conversation item as the typed structs decode it (a tagged union on ``type``)."""
+
+_DECODER = msgspec.json.Decoder(list[EverydayItem])
 _OUTPUT_PARTS = (_OutputText, _Refusal)
 
 
-def _message_content_ok(message: _Message) -> bool:
-    """The message rules the types do not express: which parts go with which role, and the
-    fields an assistant's output message needs."""
+def _message_content_ok(message: _Message, training: bool) -> bool:
+    """The message rules the types do not express: which parts go with which role, the fields
+    an assistant's output message needs, and (``training``: it carries token metadata) that
+    it holds no ``id`` or ``status`` its training model lacks."""
     content = message.content
+    bare = not training or (message.id is UNSET and message.status is UNSET)
     if content.__class__ is str:
-        return True
+        return bare
     if not content:
         return False
     if message.role == "assistant":
@@ -101,7 +122,7 @@ def _message_content_ok(message: _Message) -> bool:
             return message.id is not UNSET and all(isinstance(part, _OUTPUT_PARTS) for part in content)
     elif message.status is not UNSET:
         return False
-    return all(part.__class__ is _InputText for part in content)
+    return bare and all(part.__class__ is _InputText for part in content)
 
 
 def everyday_conversation(span: Raw) -> bool:
@@ -111,4 +132,21 @@ def everyday_conversation(span: Raw) -> bool:
         items = _DECODER.decode(span)
     except (msgspec.DecodeError, RecursionError):  # another shape: the generic check decides
         return False
-    return all(_message_content_ok(item) for item in items if isinstance(item, _Message))
+    return everyday_items_ok(items)
+
+
+def everyday_items_ok(items: list[EverydayItem]) -> bool:
+    """True when the contract accepts these decoded items: token metadata comes as all three
+    lists or none, and the message rules the types do not express hold; ``False`` means
+    undecided, never invalid."""
+    for item in items:
+        if isinstance(item, _FunctionCallOutput):
+            continue
+        training = item.prompt_token_ids is not UNSET
+        if (item.generation_token_ids is not UNSET) is not training or (
+            item.generation_log_probs is not UNSET
+        ) is not training:
+            return False
+        if isinstance(item, _Message) and not _message_content_ok(item, training):
+            return False
+    return True

@@ -23,10 +23,13 @@ everyday-item structs (:mod:`health.strict_conversation`), else with the contrac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, Raw, Struct, field
+
+from .strict_conversation import EverydayItem
 
 __all__ = [
     "StrictModelCall",
@@ -34,6 +37,7 @@ __all__ = [
     "StrictTrajectory",
     "contract_rules_hold",
     "decode_strict",
+    "response_usage",
 ]
 
 _NonNegativeFloat = Annotated[float, Meta(ge=0)] | None
@@ -78,8 +82,10 @@ class StrictInvocation(Struct, forbid_unknown_fields=True):
     duration_ms: _NonNegativeFloat = None
     error_type: str | None = None
     model_calls: list[StrictCallRef] = []
-    conversation: Raw = _EMPTY_LIST
-    """Any JSON value: the caller checks that it is a list of valid items."""
+    conversation: list[EverydayItem] | Raw = []
+    """The everyday items, typed (:mod:`health.strict_conversation`); or, where the record had
+    to be decoded again because some conversation is not of those, the raw span of any JSON
+    value (the caller checks that it is a list of valid items)."""
 
 
 class StrictResponseMetadata(Struct, forbid_unknown_fields=True):
@@ -144,7 +150,7 @@ class StrictTrajectory(Struct, forbid_unknown_fields=True):
     task_id: str
     rollout_id: str
     schema_version: Literal["1.0"] = "1.0"
-    invocations: list[StrictInvocation] = []
+    invocations: Sequence[StrictInvocation] = []
     turns: list[StrictTurn] = []
     model_calls: list[StrictModelCall] = []
     tool_calls: list[StrictToolCall] = []
@@ -161,11 +167,32 @@ class StrictRecord(Struct):
     rollout_index: Any = field(default=UNSET, name="_ng_rollout_index")
     stage_index: Any = None
     rollout_id: Any = field(default=None, name="_ng_rollout_id")
-    response: Any = None
+    response: Raw = _NULL
+    """Read for its ``usage`` only (:func:`response_usage`)."""
     ng_trajectory: StrictTrajectory | None = None
 
 
+class _SpanInvocation(StrictInvocation, forbid_unknown_fields=True):
+    conversation: Raw = _EMPTY_LIST
+
+
+class _SpanTrajectory(StrictTrajectory, forbid_unknown_fields=True):
+    invocations: Sequence[_SpanInvocation] = []
+
+
+class _SpanRecord(StrictRecord):
+    ng_trajectory: _SpanTrajectory | None = None
+
+
+class _ResponseUsage(Struct):
+    usage: Any = None
+
+
 _DECODER = msgspec.json.Decoder(StrictRecord)
+_SPAN_DECODER = msgspec.json.Decoder(_SpanRecord)
+"""For a record with a conversation the everyday structs do not decode: conversations kept raw."""
+_USAGE_DECODER = msgspec.json.Decoder(_ResponseUsage)
+_CONVERSATION_FIELD = ".conversation"
 
 
 def decode_strict(data: bytes) -> StrictRecord | None:
@@ -176,7 +203,28 @@ def decode_strict(data: bytes) -> StrictRecord | None:
     """
     try:
         return _DECODER.decode(data)
+    except msgspec.ValidationError as error:
+        # Where the first value out of the subset is not inside a conversation, the span
+        # decode, which differs only there, stops at the same value: only retry the others.
+        if _CONVERSATION_FIELD not in str(error):
+            return None
     except (msgspec.DecodeError, RecursionError):
+        return None
+    try:
+        return _SPAN_DECODER.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def response_usage(span: Raw) -> dict[str, Any] | None:
+    """``{"usage": ...}`` for a ``response`` span holding a JSON object (its last ``usage``
+    value, as orjson keeps a repeated key's last value; ``None`` when absent), else ``None``:
+    the transcript usage, the one thing the checks read from ``response``, is the same."""
+    if span == _NULL:
+        return None
+    try:
+        return {"usage": _USAGE_DECODER.decode(span).usage}
+    except (msgspec.DecodeError, RecursionError):  # not an object
         return None
 
 

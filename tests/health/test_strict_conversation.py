@@ -1,7 +1,7 @@
 """``health.strict_conversation``: what the typed everyday decode vouches for, the contract accepts.
 
 The invariant: ``everyday_conversation(span)`` is ``True`` only where the contract's everyday
-recogniser (``canonical_list_accepts``) and the contract's conversation validator accept the
+recognisers (``everyday_list_valid``) and the contract's conversation validator accept the
 items orjson reads from ``span``; ``False`` is always allowed (the generic check then decides).
 """
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from msgspec import Raw
 from pydantic import TypeAdapter
 
-from health.contract._conversation._fast import canonical_list_accepts
+from health.contract._conversation._fast import everyday_list_valid
 from health.contract.conversation import Conversation
 from health.strict_conversation import everyday_conversation
 from tests.health.test_conversation import ACCEPTED, RAISES_TYPE_ERROR, REJECTED
@@ -70,6 +70,33 @@ EVERYDAY: list[dict[str, Any]] = [
 ]
 
 
+TOKENS: dict[str, Any] = {
+    "prompt_token_ids": [1, 2],
+    "generation_token_ids": [3],
+    "generation_log_probs": [-0.5, 0],
+}
+TRAINING: list[dict[str, Any]] = [
+    {"type": "message", "role": "user", "content": "hi", **TOKENS},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}], **TOKENS},
+    {
+        "type": "message",
+        "id": "m",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "a", "annotations": [], "logprobs": []}],
+        **TOKENS,
+    },
+    {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", **TOKENS},
+    {"type": "reasoning", "id": "rs", "summary": [{"type": "summary_text", "text": "t"}], **TOKENS},
+    {
+        "type": "message",
+        "id": "m",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "a", "annotations": [], "logprobs": []}],
+    },
+]
+
+
 def _accepted(items: Any) -> bool:
     try:
         _CONVERSATION.validate_python(items)
@@ -83,13 +110,13 @@ def assert_vouches_only_accepted(span: bytes) -> bool:
     vouched = everyday_conversation(Raw(span))
     if vouched:
         items = orjson.loads(span)
-        assert canonical_list_accepts(items), span
+        assert everyday_list_valid(items), span
         assert _accepted(items), span
     return vouched
 
 
 def test_vouches_for_the_everyday_items() -> None:
-    for item in EVERYDAY:
+    for item in EVERYDAY + TRAINING:
         assert assert_vouches_only_accepted(orjson.dumps([item])), item
     assert assert_vouches_only_accepted(orjson.dumps(EVERYDAY))
     assert assert_vouches_only_accepted(b"[]")
@@ -105,6 +132,12 @@ def test_undecided_shapes() -> None:
     undecided = [
         {"role": "user", "content": "no type key"},
         {"type": "message", "role": "user", "content": "x", "prompt_token_ids": [1]},
+        {"type": "message", "role": "user", "content": "x", **TOKENS, "routed_experts": [[1]]},
+        {"type": "message", "role": "user", "content": "x", "id": "m", **TOKENS},
+        {"type": "message", "role": "assistant", "content": "x", "status": "completed", **TOKENS},
+        {"type": "function_call_output", "call_id": "c", "output": "o", **TOKENS},
+        {"type": "message", "role": "user", "content": "x", **{**TOKENS, "prompt_token_ids": [True]}},
+        {"type": "message", "role": "user", "content": "x", **{**TOKENS, "generation_log_probs": ["x"]}},
         {"type": "message", "role": "user", "content": "x", "extra": 1},
         {"type": "message", "role": "user", "content": []},
         {
@@ -133,7 +166,7 @@ def test_undecided_shapes() -> None:
             "type": "message",
             "role": "assistant",
             "id": "m",
-            "content": [{"type": "output_text", "text": "a", "annotations": [], "logprobs": []}],
+            "content": [{"type": "output_text", "text": "a", "annotations": [], "logprobs": [0.5]}],
         },
         {"type": "message", "role": "tool", "content": "x"},
         {"type": "function_call", "call_id": "c", "name": "f", "arguments": {}},
@@ -167,13 +200,14 @@ def test_a_repeated_type_key_never_picks_a_kind_orjson_would_not() -> None:
 _KEYS = [
     "type", "role", "content", "phase", "id", "status", "arguments", "call_id", "name", "namespace",
     "output", "summary", "encrypted_content", "text", "annotations", "logprobs", "refusal",
-    "prompt_token_ids",
+    "prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts",
 ]  # fmt: skip
 _SCALARS = st.sampled_from(
     [
         None, "", "x", "user", "assistant", "tool", "message", "function_call", "function_call_output",
         "reasoning", "input_text", "output_text", "refusal", "summary_text", "reasoning_text",
-        "completed", "in_progress", "failed", "commentary", 0, 1.5, True, [], {},
+        "completed", "in_progress", "failed", "commentary", 0, 1.5, True, [], {}, [1, 2], [0.5, 1],
+        [True], ["x"],
     ]
 )  # fmt: skip
 
@@ -185,7 +219,7 @@ def _encoded(pairs: list[tuple[str, Any]]) -> bytes:
 
 @st.composite
 def _objects(draw: st.DrawFn, depth: int) -> bytes:
-    base = draw(st.sampled_from(EVERYDAY))
+    base = draw(st.sampled_from(EVERYDAY + TRAINING))
     pairs = [(key, orjson.dumps(value)) for key, value in base.items()]
     for _ in range(draw(st.integers(0, 3))):
         edit = draw(st.integers(0, 2))

@@ -49,6 +49,7 @@ from health.strict_schema import (
     StrictTurn,
     contract_rules_hold,
     decode_strict,
+    response_usage,
 )
 from tests.health.fast_path_support import (
     TEMPLATE,
@@ -173,8 +174,22 @@ def _typed(value: Any) -> Any:
     raise AssertionError(f"unexpected decoded value {value!r}")
 
 
+def _without_nulls(value: Any) -> Any:
+    """``value`` with every null-valued object key dropped (an absent optional field and an
+    explicit ``null`` are one thing to the contract)."""
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    return value
+
+
 def _strict_python(value: Any) -> Any:
-    """A strict struct as plain data: raw spans parsed (orjson), conversation items as decoded."""
+    """A strict struct as plain data: raw spans parsed (orjson), typed conversation items as the
+    JSON objects they were decoded from, without null values."""
+    if isinstance(value, StrictInvocation) and isinstance(value.conversation, list):
+        fields = {field: _strict_python(getattr(value, field)) for field in value.__struct_fields__}
+        return {**fields, "conversation": _typed(_without_nulls(msgspec.to_builtins(value.conversation)))}
     if isinstance(value, msgspec.Struct):
         return {field: _strict_python(getattr(value, field)) for field in value.__struct_fields__}
     if isinstance(value, msgspec.Raw):
@@ -184,15 +199,26 @@ def _strict_python(value: Any) -> Any:
     return _typed(value)
 
 
-def _contract_python(trajectory: TrajectoryRecord, raw: dict[str, Any]) -> Any:
+def _strict_conversation(items: Any, strict: Any) -> Any:
+    """The line's conversation, normalized as :func:`_strict_python` normalizes typed items."""
+    if isinstance(strict, StrictInvocation) and isinstance(strict.conversation, list):
+        return _without_nulls(items)
+    return items
+
+
+def _contract_python(
+    trajectory: TrajectoryRecord, raw: dict[str, Any], strict_trajectory: StrictTrajectory
+) -> Any:
     """The validated trajectory as plain data, with each conversation as the line holds it."""
     dumped: dict[str, Any] = _typed(trajectory.model_dump(mode="python", exclude={"invocations"}))
     dumped["invocations"] = [
         {
             **_typed(invocation.model_dump(mode="python", exclude={"conversation"})),
-            "conversation": _typed(raw_invocation.get("conversation", [])),
+            "conversation": _typed(_strict_conversation(raw_invocation.get("conversation", []), strict)),
         }
-        for invocation, raw_invocation in zip(trajectory.invocations, raw.get("invocations", []), strict=True)
+        for invocation, raw_invocation, strict in zip(
+            trajectory.invocations, raw.get("invocations", []), strict_trajectory.invocations, strict=True
+        )
     ]
     return dumped
 
@@ -212,14 +238,19 @@ def assert_decoded_like_the_contract(line: bytes) -> EverydayRecord | None:
     assert _typed(strict.rollout_index) == _identity(raw, "_ng_rollout_index", msgspec.UNSET)
     assert _typed(strict.stage_index) == _identity(raw, "stage_index", None)
     assert _typed(strict.rollout_id) == _identity(raw, "_ng_rollout_id", None)
-    assert _typed(strict.response) == _identity(raw, "response", None)
+    assert _typed(orjson.loads(bytes(strict.response))) == _identity(raw, "response", None)
+    response = raw.get("response")
+    expected_usage = {"usage": response.get("usage")} if isinstance(response, dict) else None
+    assert _typed(response_usage(strict.response)) == _typed(expected_usage)
     if strict.ng_trajectory is None:
         assert raw.get("ng_trajectory") is None
         assert everyday.responses == []
         return everyday
     trajectory, error = check_trajectory(raw["ng_trajectory"])
     assert error is None and trajectory is not None, f"fast path vouched for an invalid trajectory: {line!r}"
-    assert _strict_python(strict.ng_trajectory) == _contract_python(trajectory, raw["ng_trajectory"])
+    assert _strict_python(strict.ng_trajectory) == _contract_python(
+        trajectory, raw["ng_trajectory"], strict.ng_trajectory
+    )
     assert len(everyday.responses) == len(trajectory.model_calls)
     for materialized, call in zip(everyday.responses, trajectory.model_calls, strict=True):
         if call.response is None:
@@ -279,6 +310,13 @@ def test_mutated_rows_decode_like_the_contract(data: st.DataObject) -> None:
 # The model-level rules agree with the contract's validators
 
 
+def _conversation_items(conversation: Any) -> Any:
+    """A strict invocation's conversation as JSON data: a raw span parsed, typed items encoded."""
+    if isinstance(conversation, msgspec.Raw):
+        return orjson.loads(bytes(conversation))
+    return msgspec.to_builtins(conversation)
+
+
 def _conversation_valid(items: Any) -> bool:
     try:
         _CONVERSATION.validate_python(items)
@@ -296,7 +334,7 @@ def assert_rules_agree(line: bytes) -> bool | None:
         return None
     raw = orjson.loads(line)["ng_trajectory"]
     strict_valid = contract_rules_hold(record.ng_trajectory) and all(
-        _conversation_valid(orjson.loads(bytes(invocation.conversation)))
+        _conversation_valid(_conversation_items(invocation.conversation))
         for invocation in record.ng_trajectory.invocations
     )
     assert strict_valid == (check_trajectory(raw)[1] is None), line
