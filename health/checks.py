@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .content import has_tool_call, nonempty, response_has_content
-from .evidence import CONTRADICTION_GAP_KINDS, Binding, Call, Evidence
+from .evidence import CONTRADICTION_GAP_KINDS, LENGTH_FINISH_REASONS, Binding, Call, Evidence
 
 __all__ = [
     "LENGTH_FINISH_REASONS",
@@ -28,7 +28,6 @@ RawFinding = tuple[dict[str, Any] | None, dict[str, Any]]
 Rule = Callable[[Evidence], list[RawFinding]]
 Gate = Callable[[Evidence, Binding], bool]
 
-LENGTH_FINISH_REASONS: frozenset[str] = frozenset({"length", "max_output_tokens", "max_tokens"})
 _NO_TURN_ACTIVITY = {"reason": "no agent turn with model activity"}
 _HOLLOW = {"reason": "agent turn has no message or tool calls"}
 
@@ -123,6 +122,8 @@ def _ended_on_failed_call(ev: Evidence) -> list[RawFinding]:
 
 
 def _zero_completion_tokens(ev: Evidence) -> list[RawFinding]:
+    if not ev.unusual_calls:
+        return []
     return [
         (_bound_locator(call, position), {"completion_tokens": 0})
         for position, call in enumerate(ev.owned_binding.matched_calls)
@@ -132,6 +133,8 @@ def _zero_completion_tokens(ev: Evidence) -> list[RawFinding]:
 
 def _missing_token_counts(ev: Evidence) -> list[RawFinding]:
     findings: list[RawFinding] = []
+    if not ev.unusual_calls:
+        return findings
     for position, call in enumerate(ev.owned_binding.matched_calls):
         missing = []
         if call.tokens_in is None:
@@ -212,6 +215,8 @@ def _token_count_mismatch(ev: Evidence) -> list[RawFinding]:
 
 
 def _runaway_generation(ev: Evidence) -> list[RawFinding]:
+    if not ev.unusual_calls:
+        return []
     return [
         (_bound_locator(call, position), {"finish_reason": call.finish_reason})
         for position, call in enumerate(ev.owned_binding.matched_calls)
@@ -238,13 +243,18 @@ def _token_comparison_gate(ev: Evidence, view: Binding) -> bool:
         and view.complete
         and bool(view.matched_calls)
         and ev.usage_present
-        and all(call.tokens_in is not None and call.tokens_out is not None for call in view.matched_calls)
+        and (
+            not ev.unusual_calls
+            or all(call.tokens_in is not None and call.tokens_out is not None for call in view.matched_calls)
+        )
     )
 
 
 def _runaway_gate(ev: Evidence, view: Binding) -> bool:
     if not view.matched_calls:
         return False
+    if not ev.unusual_calls:
+        return True
     return not any(
         call.finish_reason in LENGTH_FINISH_REASONS and call.response is None for call in view.matched_calls
     )
