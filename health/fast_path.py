@@ -38,7 +38,6 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-import msgspec
 import orjson
 import simdjson
 from msgspec import Raw
@@ -46,8 +45,8 @@ from msgspec import Raw
 from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
 from .rejection import RejectedRecord, read_rejected_record
-from .strict_conversation import EverydayItem, everyday_conversation, everyday_items_ok
-from .strict_schema import StrictRecord, contract_rules_hold, decode_strict
+from .strict_conversation import everyday_items_ok
+from .strict_schema import StrictRecord, StrictTrajectory, contract_rules_hold, decode_strict
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -61,7 +60,6 @@ _WRAP_DEPTH = _SIMDJSON_MAX_DEPTH - _MAX_RECORD_DEPTH
 _OPEN = b"[" * _WRAP_DEPTH
 _CLOSE = b"]" * _WRAP_DEPTH
 _NULL = Raw(b"null")
-_EMPTY_LIST = Raw(b"[]")
 _MAX_LINE_BYTES = 64 << 20
 """Longer lines take the full path: simdjson's parser keeps a buffer as large as its largest input."""
 
@@ -143,25 +141,42 @@ def _conversation_vouched(items: list[Any]) -> bool:
     return True
 
 
-def _conversation_span_vouched(span: Raw) -> bool:
-    """:func:`_conversation_vouched` for a conversation's raw span (any JSON value): the typed
-    everyday decode first, else the span decoded as msgspec decodes any JSON value and checked
-    as a list of items (anything but a list defers)."""
-    if span == _EMPTY_LIST or everyday_conversation(span):
-        return True
-    try:
-        items = msgspec.json.decode(span)
-    except (msgspec.DecodeError, RecursionError):  # undecidable here: defer
-        return False
-    return items.__class__ is list and (not items or _conversation_vouched(items))
+_RETRY_TYPED_EVERY = 16
 
 
-def _invocation_conversation_vouched(conversation: list[EverydayItem] | Raw) -> bool:
-    """A strict invocation's conversation: typed everyday items (any the message rules do not
-    vouch for defer to the full path), or a raw span (:func:`_conversation_span_vouched`)."""
-    if isinstance(conversation, list):
-        return everyday_items_ok(conversation)
-    return _conversation_span_vouched(conversation)
+class _DecodeOrder:
+    """Whether the strict decode tries typed conversation items first: always, except after a
+    record that needed its items as plain values, when only every 16th record of such a
+    streak does. Both orders decode the same records to the same values; the order only
+    spares the decode that fails, in runs whose conversations hold other items (such as
+    messages without ``type``)."""
+
+    __slots__ = ("plain_streak",)
+
+    def __init__(self) -> None:
+        self.plain_streak = 0
+
+    def typed_first(self) -> bool:
+        return self.plain_streak % _RETRY_TYPED_EVERY == 0
+
+    def saw(self, record: StrictRecord) -> None:
+        if record.ng_trajectory is not None:
+            self.plain_streak = 0 if record.typed_conversations else self.plain_streak + 1
+
+
+_decode_order = _DecodeOrder()
+
+
+def _conversations_vouched(record: StrictRecord, trajectory: StrictTrajectory) -> bool:
+    """Every conversation of the record: typed everyday items (any the message rules do not
+    vouch for defer to the full path), or plain items (:func:`_conversation_vouched`)."""
+    if record.typed_conversations:
+        return all(everyday_items_ok(invocation.conversation) for invocation in trajectory.invocations)
+    return all(
+        _conversation_vouched(invocation.conversation)
+        for invocation in trajectory.invocations
+        if invocation.conversation
+    )
 
 
 def read_everyday_record(data: bytes, *, shallow_json: bool = False) -> EverydayRecord | None:
@@ -186,9 +201,10 @@ def _read(data: bytes, *, shallow_json: bool, rejections: bool) -> EverydayRecor
         _is_shallow_json_for_orjson(data)
     ):
         return None
-    record = decode_strict(data)
+    record = decode_strict(data, typed_conversations=_decode_order.typed_first())
     if record is None:
         return read_rejected_record(data) if rejections else None
+    _decode_order.saw(record)
     return _vouched(record)
 
 
@@ -198,9 +214,8 @@ def _vouched(record: StrictRecord) -> EverydayRecord | None:
         return EverydayRecord(record, [])
     if not contract_rules_hold(trajectory):
         return None
-    for invocation in trajectory.invocations:
-        if not _invocation_conversation_vouched(invocation.conversation):
-            return None
+    if not _conversations_vouched(record, trajectory):
+        return None
     responses: list[Any] = []
     for call in trajectory.model_calls:
         response = call.response

@@ -2,14 +2,14 @@
 
 The strict decode (:mod:`health.strict_schema`) decodes each invocation's ``conversation``
 into a tagged union of the four everyday item kinds (a text message, a function call, its
-output, a reasoning summary), each forbidding unknown keys (:data:`EverydayItem`;
-:func:`everyday_conversation` does the same for a raw span), so that msgspec's C decoder checks
-the types, the literals and the key sets that the contract's everyday recognisers
-(``everyday_list_valid``: the everyday shapes, with or without plain token metadata,
-``"logprobs": []`` on output text) check in Python on plain dicts. What it
-vouches for, those recognisers accept too (and so does the contract); anything else (an item
-without ``type``, ``routed_experts``, an unknown key or kind, a value of another type) makes it
-answer ``False``, and the caller checks the items generically as before, which decides.
+output, a reasoning summary), each forbidding unknown keys (:data:`EverydayItem`), so that
+msgspec's C decoder checks the types, the literals and the key sets that the contract's
+everyday recognisers (``everyday_list_valid``: the everyday shapes, with or without plain
+token metadata, ``"logprobs": []`` on output text) check in Python on plain dicts. What they
+vouch for, those recognisers accept too (and so does the contract); anything else (an item
+without ``type``, ``routed_experts``, an unknown key or kind, a value of another type) fails
+the decode or :func:`everyday_items_ok`, and the caller checks the items as plain JSON values,
+which decides.
 
 Duplicate keys: msgspec keeps a repeated field's last value, as orjson does, and checks every
 occurrence of the tag key against the tag it routed by, so an item that names two kinds fails
@@ -21,10 +21,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-import msgspec
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
-__all__ = ["EverydayItem", "everyday_conversation", "everyday_items_ok"]
+__all__ = ["EverydayItem", "everyday_items_ok"]
 
 _Status = Literal["in_progress", "completed", "incomplete"]
 
@@ -103,7 +102,6 @@ class _Reasoning(Struct, tag_field="type", tag="reasoning", forbid_unknown_field
 EverydayItem = _Message | _FunctionCall | _FunctionCallOutput | _Reasoning
 """One everyday conversation item as the typed structs decode it (a tagged union on ``type``)."""
 
-_DECODER = msgspec.json.Decoder(list[EverydayItem])
 _OUTPUT_PARTS = (_OutputText, _Refusal)
 
 
@@ -123,16 +121,6 @@ def _message_content_ok(message: _Message, training: bool) -> bool:
     elif message.status is not UNSET:
         return False
     return bare and all(part.__class__ is _InputText for part in content)
-
-
-def everyday_conversation(span: Raw) -> bool:
-    """True when ``span`` (a conversation's raw JSON, already validated as JSON) is a list of
-    everyday items the contract accepts; ``False`` means undecided, never invalid."""
-    try:
-        items = _DECODER.decode(span)
-    except (msgspec.DecodeError, RecursionError):  # another shape: the generic check decides
-        return False
-    return everyday_items_ok(items)
 
 
 def everyday_items_ok(items: list[EverydayItem]) -> bool:

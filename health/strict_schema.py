@@ -17,14 +17,16 @@ contract forbids them, the same ``>= 0`` / ``>= 1`` bounds and, in
 as ``"3"`` for an integer, a malformed record, a rule broken) makes :func:`decode_strict`
 return ``None`` and the caller goes through the contract, which decides.
 
-Each invocation's conversation is kept as a raw span too; the caller checks it with typed
-everyday-item structs (:mod:`health.strict_conversation`), else with the contract's own code.
+Each invocation's conversation is decoded into typed everyday-item structs
+(:mod:`health.strict_conversation`) where every item is one; a record with any other item is
+decoded again with its conversations as plain JSON values, which the caller checks with the
+contract's own code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, Raw, Struct, field
@@ -43,7 +45,6 @@ __all__ = [
 _NonNegativeFloat = Annotated[float, Meta(ge=0)] | None
 _NonNegativeInt = Annotated[int, Meta(ge=0)] | None
 _NULL = Raw(b"null")
-_EMPTY_LIST = Raw(b"[]")
 
 
 class StrictServerRef(Struct):
@@ -82,10 +83,9 @@ class StrictInvocation(Struct, forbid_unknown_fields=True):
     duration_ms: _NonNegativeFloat = None
     error_type: str | None = None
     model_calls: list[StrictCallRef] = []
-    conversation: list[EverydayItem] | Raw = []
-    """The everyday items, typed (:mod:`health.strict_conversation`); or, where the record had
-    to be decoded again because some conversation is not of those, the raw span of any JSON
-    value (the caller checks that it is a list of valid items)."""
+    conversation: list[EverydayItem] = []
+    """The items as typed everyday structs (:mod:`health.strict_conversation`), or as plain
+    JSON values where :attr:`StrictRecord.typed_conversations` is false."""
 
 
 class StrictResponseMetadata(Struct, forbid_unknown_fields=True):
@@ -171,17 +171,22 @@ class StrictRecord(Struct):
     """Read for its ``usage`` only (:func:`response_usage`)."""
     ng_trajectory: StrictTrajectory | None = None
 
-
-class _SpanInvocation(StrictInvocation, forbid_unknown_fields=True):
-    conversation: Raw = _EMPTY_LIST
-
-
-class _SpanTrajectory(StrictTrajectory, forbid_unknown_fields=True):
-    invocations: Sequence[_SpanInvocation] = []
+    typed_conversations: ClassVar[bool] = True
+    """Whether the conversations hold typed everyday items (else plain JSON values)."""
 
 
-class _SpanRecord(StrictRecord):
-    ng_trajectory: _SpanTrajectory | None = None
+class _PlainInvocation(StrictInvocation, forbid_unknown_fields=True):
+    conversation: list[Any] = []
+
+
+class _PlainTrajectory(StrictTrajectory, forbid_unknown_fields=True):
+    invocations: Sequence[_PlainInvocation] = []
+
+
+class _PlainRecord(StrictRecord):
+    ng_trajectory: _PlainTrajectory | None = None
+
+    typed_conversations: ClassVar[bool] = False
 
 
 class _ResponseUsage(Struct):
@@ -189,29 +194,36 @@ class _ResponseUsage(Struct):
 
 
 _DECODER = msgspec.json.Decoder(StrictRecord)
-_SPAN_DECODER = msgspec.json.Decoder(_SpanRecord)
-"""For a record with a conversation the everyday structs do not decode: conversations kept raw."""
+_PLAIN_DECODER = msgspec.json.Decoder(_PlainRecord)
+"""For a record with a conversation the everyday structs do not decode: items as JSON values."""
 _USAGE_DECODER = msgspec.json.Decoder(_ResponseUsage)
 _CONVERSATION_FIELD = ".conversation"
 
 
-def decode_strict(data: bytes) -> StrictRecord | None:
+def decode_strict(data: bytes, *, typed_conversations: bool = True) -> StrictRecord | None:
     """The record, or ``None`` when it is not JSON or falls outside the strict subset.
+
+    Conversations are decoded as typed everyday items where they all are; a record with any
+    other conversation is decoded again with every conversation item as a plain JSON value,
+    which ``typed_conversations=False`` does at once (for runs whose conversations mostly hold
+    other items, such as messages without ``type``). Either way the same records decode, with
+    the same values (:attr:`StrictRecord.typed_conversations` says which form came back).
 
     Skipped keys and raw spans are *not* fully validated here (msgspec checks their syntax,
     not their UTF-8 or number ranges): the caller must have validated the whole document.
     """
-    try:
-        return _DECODER.decode(data)
-    except msgspec.ValidationError as error:
-        # Where the first value out of the subset is not inside a conversation, the span
-        # decode, which differs only there, stops at the same value: only retry the others.
-        if _CONVERSATION_FIELD not in str(error):
+    if typed_conversations:
+        try:
+            return _DECODER.decode(data)
+        except msgspec.ValidationError as error:
+            # Where the first value out of the subset is not inside a conversation, the plain
+            # decode, which differs only there, stops at the same value: only retry the others.
+            if _CONVERSATION_FIELD not in str(error):
+                return None
+        except (msgspec.DecodeError, RecursionError):
             return None
-    except (msgspec.DecodeError, RecursionError):
-        return None
     try:
-        return _SPAN_DECODER.decode(data)
+        return _PLAIN_DECODER.decode(data)
     except (msgspec.DecodeError, RecursionError):
         return None
 

@@ -1,23 +1,24 @@
 """``health.strict_conversation``: what the typed everyday decode vouches for, the contract accepts.
 
-The invariant: ``everyday_conversation(span)`` is ``True`` only where the contract's everyday
-recognisers (``everyday_list_valid``) and the contract's conversation validator accept the
-items orjson reads from ``span``; ``False`` is always allowed (the generic check then decides).
+The invariant: where a conversation's bytes decode as a list of :data:`EverydayItem` and
+``everyday_items_ok`` holds, the contract's everyday recognisers (``everyday_list_valid``) and
+its conversation validator accept the items orjson reads from the same bytes; a failed decode
+or ``False`` is always allowed (the plain check then decides).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from msgspec import Raw
 from pydantic import TypeAdapter
 
 from health.contract._conversation._fast import everyday_list_valid
 from health.contract.conversation import Conversation
-from health.strict_conversation import everyday_conversation
+from health.strict_conversation import EverydayItem, everyday_items_ok
 from tests.health.test_conversation import ACCEPTED, RAISES_TYPE_ERROR, REJECTED
 
 _CONVERSATION = TypeAdapter(Conversation)
@@ -105,9 +106,21 @@ def _accepted(items: Any) -> bool:
     return True
 
 
+_ITEMS = msgspec.json.Decoder(list[EverydayItem])
+
+
+def everyday_conversation(span: bytes) -> bool:
+    """The typed decode and its rules, as the strict decode applies them to a conversation."""
+    try:
+        items = _ITEMS.decode(span)
+    except msgspec.DecodeError:
+        return False
+    return everyday_items_ok(items)
+
+
 def assert_vouches_only_accepted(span: bytes) -> bool:
-    """The invariant for one raw conversation span; returns whether the typed decode vouched."""
-    vouched = everyday_conversation(Raw(span))
+    """The invariant for one conversation's bytes; returns whether the typed decode vouched."""
+    vouched = everyday_conversation(span)
     if vouched:
         items = orjson.loads(span)
         assert everyday_list_valid(items), span
@@ -175,9 +188,9 @@ def test_undecided_shapes() -> None:
         {"type": "mcp_call", "id": "x"},
     ]
     for item in undecided:
-        assert not everyday_conversation(Raw(orjson.dumps([item]))), item
-    assert not everyday_conversation(Raw(b"null"))
-    assert not everyday_conversation(Raw(b'{"type": "message"}'))
+        assert not everyday_conversation(orjson.dumps([item])), item
+    assert not everyday_conversation(b"null")
+    assert not everyday_conversation(b'{"type": "message"}')
 
 
 def test_a_repeated_type_key_never_picks_a_kind_orjson_would_not() -> None:
@@ -190,7 +203,7 @@ def test_a_repeated_type_key_never_picks_a_kind_orjson_would_not() -> None:
         b'[{"type":"reasoning","id":"r","summary":[{"type":"summary_text","text":"a","type":"reasoning_text"}]}]',
     ]
     for span in disagreeing:
-        assert not everyday_conversation(Raw(span)), span
+        assert not everyday_conversation(span), span
     agreeing = b'[{"type":"message","role":"user","content":"x","type":"message"}]'
     assert assert_vouches_only_accepted(agreeing)
     last_wins = b'[{"type":"message","role":"system","content":"x","role":"user"}]'

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, TypeAdapter
 
+from health import fast_path
 from health.contract import (
     AgentInvocation,
     ModelCallRef,
@@ -454,3 +455,77 @@ def test_escaped_strings_decode_like_orjson(spelled: tuple[str, bytes], slot: st
     ):
         assert assert_paths_agree(spliced)
         assert assert_decoded_like_the_contract(spliced) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Conversations outside the typed everyday items: the record is decoded again, spans kept raw
+
+_MCP_LISTING = {"type": "mcp_list_tools", "id": "l1", "server_label": "s", "tools": []}
+
+
+def test_a_conversation_outside_the_typed_items_is_decoded_as_plain_values() -> None:
+    record = with_changes(base_record(), ((*INVOCATION, "conversation"), [_MCP_LISTING]))
+    decoded = decode_strict(orjson.dumps(record))
+    assert decoded is not None and decoded.ng_trajectory is not None
+    assert decoded.typed_conversations is False
+    assert decoded.ng_trajectory.invocations[0].conversation == [_MCP_LISTING]
+    assert assert_paths_agree(orjson.dumps(record))
+    typed = [{"type": "message", "role": "user", "content": "hello"}]
+    everyday_line = orjson.dumps(with_changes(base_record(), ((*INVOCATION, "conversation"), typed)))
+    everyday = decode_strict(everyday_line)
+    assert everyday is not None and everyday.ng_trajectory is not None
+    assert everyday.typed_conversations is True
+    assert _strict_python(everyday.ng_trajectory.invocations[0]) != _strict_python(
+        decoded.ng_trajectory.invocations[0]
+    )
+    plain = decode_strict(everyday_line, typed_conversations=False)
+    assert plain is not None and plain.typed_conversations is False
+    assert _strict_python(plain) == _strict_python(everyday)
+
+
+def test_a_value_outside_the_subset_is_refused_wherever_it_lies() -> None:
+    """The span decode is tried only when the first refused value is inside a conversation; it
+    must refuse a record whose other values fall outside the subset either way."""
+    outside = ((*TURN, "turn_no"), 0)
+    before = with_changes(base_record(), outside, ((*INVOCATION, "conversation"), [_MCP_LISTING]))
+    assert decode_strict(orjson.dumps(before)) is None
+    assert decode_strict(orjson.dumps(with_changes(base_record(), outside))) is None
+    after = with_changes(
+        base_record(), ((*INVOCATION, "conversation"), [_MCP_LISTING]), ((*CALL, "duration_ms"), -1)
+    )
+    assert decode_strict(orjson.dumps(after)) is None
+
+
+def test_the_decode_order_follows_the_run_and_never_changes_a_digest() -> None:
+    """Typed items first, except within a streak of records that needed plain items (messages
+    without ``type`` here), where every 16th record tries them again; digests agree anyway."""
+    untyped = orjson.dumps(
+        with_changes(base_record(), ((*INVOCATION, "conversation"), [{"role": "user", "content": "hi"}]))
+    )
+    typed = orjson.dumps(
+        with_changes(
+            base_record(),
+            ((*INVOCATION, "conversation"), [{"type": "message", "role": "user", "content": "hi"}]),
+        )
+    )
+    order = fast_path._decode_order
+    read = fast_path.read_everyday_record
+    try:
+        order.plain_streak = 0
+        assert order.typed_first()
+        assert read(untyped) is not None
+        assert order.plain_streak == 1 and not order.typed_first()
+        assert read(typed) is not None  # decoded plain within the streak
+        for _ in range(13):
+            assert read(untyped) is not None
+        assert order.plain_streak == 15 and not order.typed_first()
+        assert read(untyped) is not None
+        assert order.typed_first()
+        assert read(typed) is not None
+        assert order.plain_streak == 0
+        for streak in (0, 1, 16):
+            for line in (typed, untyped):
+                order.plain_streak = streak
+                assert assert_paths_agree(line)
+    finally:
+        order.plain_streak = 0
