@@ -39,7 +39,7 @@ from .identity import (
 from .parse import parse_line
 from .registry import ROLLOUT_CHECK_IDS, check_spec
 from .rejection import RejectedRecord
-from .strict_schema import StrictRecord, response_usage
+from .strict_schema import StrictRecord
 from .types import CheckInput, Finding, RolloutDigest, Verdict
 from .unreadable import unreadable_digest
 
@@ -410,7 +410,8 @@ def _digest_everyday(
     )
     if isinstance(identity, InvalidIdentity):
         return None
-    evidence = build_evidence(trajectory, {"response": response_usage(record.response)}, everyday.responses)
+    response = None if record.response is None else {"usage": record.response.usage}
+    evidence = build_evidence(trajectory, {"response": response}, everyday.responses)
     return _walk(identity, evidence, None, ordinal, ignored_checks)
 
 

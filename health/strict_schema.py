@@ -36,10 +36,10 @@ from .strict_conversation import EverydayItem
 __all__ = [
     "StrictModelCall",
     "StrictRecord",
+    "StrictResponseUsage",
     "StrictTrajectory",
     "contract_rules_hold",
     "decode_strict",
-    "response_usage",
 ]
 
 _NonNegativeFloat = Annotated[float, Meta(ge=0)] | None
@@ -157,6 +157,13 @@ class StrictTrajectory(Struct, forbid_unknown_fields=True):
     gaps: list[StrictGap] = []
 
 
+class StrictResponseUsage(Struct):
+    """A record's top-level ``response`` object, of which the checks read ``usage`` alone (its
+    last value, as orjson keeps a repeated key's last value; ``None`` when absent)."""
+
+    usage: Any = None
+
+
 class StrictRecord(Struct):
     """The keys of a rollout record the health step reads; every other key is skipped.
 
@@ -167,8 +174,9 @@ class StrictRecord(Struct):
     rollout_index: Any = field(default=UNSET, name="_ng_rollout_index")
     stage_index: Any = None
     rollout_id: Any = field(default=None, name="_ng_rollout_id")
-    response: Raw = _NULL
-    """Read for its ``usage`` only (:func:`response_usage`)."""
+    response: StrictResponseUsage | None = None
+    """The checks read only its ``usage``; a ``response`` that is neither an object nor ``null``
+    falls outside the subset."""
     ng_trajectory: StrictTrajectory | None = None
 
     typed_conversations: ClassVar[bool] = True
@@ -189,14 +197,9 @@ class _PlainRecord(StrictRecord):
     typed_conversations: ClassVar[bool] = False
 
 
-class _ResponseUsage(Struct):
-    usage: Any = None
-
-
 _DECODER = msgspec.json.Decoder(StrictRecord)
 _PLAIN_DECODER = msgspec.json.Decoder(_PlainRecord)
 """For a record with a conversation the everyday structs do not decode: items as JSON values."""
-_USAGE_DECODER = msgspec.json.Decoder(_ResponseUsage)
 _CONVERSATION_FIELD = ".conversation"
 
 
@@ -225,18 +228,6 @@ def decode_strict(data: bytes, *, typed_conversations: bool = True) -> StrictRec
     try:
         return _PLAIN_DECODER.decode(data)
     except (msgspec.DecodeError, RecursionError):
-        return None
-
-
-def response_usage(span: Raw) -> dict[str, Any] | None:
-    """``{"usage": ...}`` for a ``response`` span holding a JSON object (its last ``usage``
-    value, as orjson keeps a repeated key's last value; ``None`` when absent), else ``None``:
-    the transcript usage, the one thing the checks read from ``response``, is the same."""
-    if span == _NULL:
-        return None
-    try:
-        return {"usage": _USAGE_DECODER.decode(span).usage}
-    except (msgspec.DecodeError, RecursionError):  # not an object
         return None
 
 
