@@ -81,11 +81,7 @@ def _vouch(record: StrictRecord) -> bool:
     trajectory = record.ng_trajectory
     if trajectory is None:
         return True
-    return contract_rules_hold(trajectory) and all(
-        fast_path._conversation_vouched(invocation.conversation)
-        for invocation in trajectory.invocations
-        if invocation.conversation
-    )
+    return contract_rules_hold(trajectory) and fast_path._conversations_vouched(record, trajectory)
 
 
 def stages(rows: list[bytes], repeats: int) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .content import has_tool_call, nonempty, response_has_content
-from .evidence import CONTRADICTION_GAP_KINDS, Binding, Call, Evidence
+from .evidence import CONTRADICTION_GAP_KINDS, LENGTH_FINISH_REASONS, Binding, Call, Evidence
 
 __all__ = [
     "LENGTH_FINISH_REASONS",
@@ -28,7 +28,6 @@ RawFinding = tuple[dict[str, Any] | None, dict[str, Any]]
 Rule = Callable[[Evidence], list[RawFinding]]
 Gate = Callable[[Evidence, Binding], bool]
 
-LENGTH_FINISH_REASONS: frozenset[str] = frozenset({"length", "max_output_tokens", "max_tokens"})
 _NO_TURN_ACTIVITY = {"reason": "no agent turn with model activity"}
 _HOLLOW = {"reason": "agent turn has no message or tool calls"}
 
@@ -106,6 +105,8 @@ def chains_ended_on_failure(calls: Iterable[Call]) -> list[tuple[list[Call], Cal
 
 def _ended_on_failed_call(ev: Evidence) -> list[RawFinding]:
     findings: list[RawFinding] = []
+    if not ev.failed_calls:  # no chain can end on a failure
+        return findings
     for chain, last in chains_ended_on_failure(ev.calls):
         model_ref = None if last.model_ref is None else f"{last.model_ref[0]}/{last.model_ref[1]}"
         locator = {"call_id": str(last.model_call_id or last.response_id or last.call_index)}
@@ -121,6 +122,8 @@ def _ended_on_failed_call(ev: Evidence) -> list[RawFinding]:
 
 
 def _zero_completion_tokens(ev: Evidence) -> list[RawFinding]:
+    if not ev.unusual_calls:
+        return []
     return [
         (_bound_locator(call, position), {"completion_tokens": 0})
         for position, call in enumerate(ev.owned_binding.matched_calls)
@@ -130,6 +133,8 @@ def _zero_completion_tokens(ev: Evidence) -> list[RawFinding]:
 
 def _missing_token_counts(ev: Evidence) -> list[RawFinding]:
     findings: list[RawFinding] = []
+    if not ev.unusual_calls:
+        return findings
     for position, call in enumerate(ev.owned_binding.matched_calls):
         missing = []
         if call.tokens_in is None:
@@ -172,6 +177,8 @@ def _capture_mismatch(ev: Evidence) -> list[RawFinding]:
 
 
 def _model_call_failed(ev: Evidence) -> list[RawFinding]:
+    if not ev.failed_calls:  # the matched calls are captured calls, none of which failed
+        return []
     binding = ev.owned_binding
     matched = binding.matched_calls
     terminal_index = max(call.call_index for call in matched)
@@ -208,6 +215,8 @@ def _token_count_mismatch(ev: Evidence) -> list[RawFinding]:
 
 
 def _runaway_generation(ev: Evidence) -> list[RawFinding]:
+    if not ev.unusual_calls:
+        return []
     return [
         (_bound_locator(call, position), {"finish_reason": call.finish_reason})
         for position, call in enumerate(ev.owned_binding.matched_calls)
@@ -234,13 +243,18 @@ def _token_comparison_gate(ev: Evidence, view: Binding) -> bool:
         and view.complete
         and bool(view.matched_calls)
         and ev.usage_present
-        and all(call.tokens_in is not None and call.tokens_out is not None for call in view.matched_calls)
+        and (
+            not ev.unusual_calls
+            or all(call.tokens_in is not None and call.tokens_out is not None for call in view.matched_calls)
+        )
     )
 
 
 def _runaway_gate(ev: Evidence, view: Binding) -> bool:
     if not view.matched_calls:
         return False
+    if not ev.unusual_calls:
+        return True
     return not any(
         call.finish_reason in LENGTH_FINISH_REASONS and call.response is None for call in view.matched_calls
     )

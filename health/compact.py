@@ -21,6 +21,7 @@ from .types import Finding, RolloutDigest, TaskIndex, Verdict
 __all__ = [
     "VERDICTS",
     "CompactDigest",
+    "built_digest",
     "compact_digest",
     "dumps_compact",
     "expand_digest",
@@ -182,8 +183,11 @@ _new_model = object.__new__
 _set = object.__setattr__
 
 
-def _built(values: dict[str, Any]) -> RolloutDigest:
+def built_digest(values: dict[str, Any]) -> RolloutDigest:
     """``RolloutDigest.model_construct(**values)`` for ``values`` holding every field in field order.
+
+    For values that already have the field types exactly (validation would return them as
+    they are): the per-record step builds its digest with it, and unpacking rebuilds them.
 
     ``model_construct`` re-walks the fields' aliases and defaults for each call, which made
     rebuilding a run's digests cost several times more than unpacking them; the object it
@@ -222,7 +226,7 @@ def expand_digest(digest: CompactDigest, duplicate_count: int = 0) -> RolloutDig
             )
     verdict = "unhealthy" if duplicated else VERDICTS[digest.verdict]
     flags = digest.flags
-    return _built(
+    return built_digest(
         {
             "task_index": task_index,
             "rollout_index": rollout_index,

@@ -23,8 +23,9 @@ import orjson
 from msgspec import UNSET
 
 from .checks import ROLLOUT_RULES, CheckRule, chains_ended_on_failure
+from .compact import built_digest
 from .contract.canonical import VALIDATION_ERROR, check_trajectory
-from .evidence import Evidence, build_evidence, call_identity
+from .evidence import Evidence, build_evidence
 from .fast_path import EverydayRecord, read_everyday_record, read_stripped_line
 from .identity import (
     ROLLOUT_ID_KEY,
@@ -409,7 +410,8 @@ def _digest_everyday(
     )
     if isinstance(identity, InvalidIdentity):
         return None
-    evidence = build_evidence(trajectory, {"response": record.response}, everyday.responses)
+    response = None if record.response is None else {"usage": record.response.usage}
+    evidence = build_evidence(trajectory, {"response": response}, everyday.responses)
     return _walk(identity, evidence, None, ordinal, ignored_checks)
 
 
@@ -497,41 +499,55 @@ def _digest(
 ) -> RolloutDigest:
     """Attach the digest statistics (calls, failures by status, tokens) to the walk's outcome."""
     calls = ev.calls
-    failed = 0
+    failed_calls = ev.failed_calls
     errors_by_status: dict[str, int] = {}
+    for call in failed_calls:
+        status = "unknown" if call.status_code is None else str(call.status_code)
+        errors_by_status[status] = errors_by_status.get(status, 0) + 1
     identities: dict[str, int] = {}
     capture_prompt = capture_completion = keyed = 0
     for call in calls:
-        if call.failed:
-            failed += 1
-            status = "unknown" if call.status_code is None else str(call.status_code)
-            errors_by_status[status] = errors_by_status.get(status, 0) + 1
-        replay_key = call_identity(call)
+        call_id = call.model_call_id
+        if call_id:  # the replay identity (``call_identity``), inlined
+            replay_key = "call:" + call_id
+        elif call.response_id:
+            ref = call.model_ref
+            replay_key = (
+                f"response::{call.response_id}"
+                if ref is None
+                else f"response:{ref[0]}:{ref[1]}:{call.response_id}"
+            )
+        else:
+            replay_key = None
         if replay_key is not None:
             keyed += 1
             identities[replay_key] = identities.get(replay_key, 0) + 1
         capture_prompt += call.tokens_in or 0
         capture_completion += call.tokens_out or 0
     turn_binding = ev.turn_binding
-    return RolloutDigest(
-        task_index=identity.task_index,
-        rollout_index=identity.rollout_index,
-        stage_index=identity.stage_index,
-        rollout_id=identity.rollout_id,
-        verdict=_verdict(findings, unobserved),
-        findings=findings,
-        unobserved=unobserved,
-        capture_observed=bool(calls),
-        policy_calls_observed=ev.turn_call_scope_complete and turn_binding.complete,
-        model_calls=len(calls),
-        successful_model_calls=sum(1 for call in turn_binding.matched_calls if call.successful),
-        model_call_errors=failed,
-        errors_by_status=errors_by_status,
-        ended_on_error=bool(failed) and bool(chains_ended_on_failure(calls)),
-        duplicated_calls=keyed - len(identities),  # the sum of (count - 1) over repeated identities
-        transcript_prompt_tokens=ev.transcript_prompt or 0,
-        transcript_completion_tokens=ev.transcript_completion or 0,
-        capture_prompt_tokens=capture_prompt,
-        capture_completion_tokens=capture_completion,
-        ordinal=ordinal,
+    failed = len(failed_calls)
+    return built_digest(
+        {
+            "task_index": identity.task_index,
+            "rollout_index": identity.rollout_index,
+            "stage_index": identity.stage_index,
+            "rollout_id": identity.rollout_id,
+            "verdict": _verdict(findings, unobserved),
+            "findings": findings,
+            "unobserved": unobserved,
+            "capture_observed": bool(calls),
+            "policy_calls_observed": ev.turn_call_scope_complete and turn_binding.complete,
+            "model_calls": len(calls),
+            "successful_model_calls": sum(1 for call in turn_binding.matched_calls if call.successful),
+            "model_call_errors": failed,
+            "errors_by_status": errors_by_status,
+            "ended_on_error": bool(failed) and bool(chains_ended_on_failure(calls)),
+            # the sum of (count - 1) over repeated identities
+            "duplicated_calls": keyed - len(identities),
+            "transcript_prompt_tokens": ev.transcript_prompt or 0,
+            "transcript_completion_tokens": ev.transcript_completion or 0,
+            "capture_prompt_tokens": capture_prompt,
+            "capture_completion_tokens": capture_completion,
+            "ordinal": ordinal,
+        }
     )

@@ -17,6 +17,7 @@ from .views import ModelCallView, TrajectoryView
 __all__ = [
     "CAPTURE_GAP_CODES",
     "CONTRADICTION_GAP_KINDS",
+    "LENGTH_FINISH_REASONS",
     "Binding",
     "Call",
     "Evidence",
@@ -42,6 +43,7 @@ CONTRADICTION_GAP_KINDS: dict[str, str] = {
     "model_call_reference_conflict": "conflicting_call_ownership",
 }
 _FAILED_RESPONSE_STATUSES = frozenset({"failed", "error", "cancelled"})
+LENGTH_FINISH_REASONS: frozenset[str] = frozenset({"length", "max_output_tokens", "max_tokens"})
 
 ModelRef = tuple[str, str]
 
@@ -69,6 +71,7 @@ class Call:
         "successful",
         "tokens_in",
         "tokens_out",
+        "unusual",
     )
 
     call_index: int
@@ -87,6 +90,9 @@ class Call:
     """A failed call: HTTP status >= 400, a truthy error category, or a failed response status."""
     successful: bool
     """Not failed, and no status or a 2xx/3xx one (a status below 200 is neither)."""
+    unusual: bool
+    """Failed, stopped for length, or a token count missing or zero: only such a call can give
+    a per-call check a finding or close a per-call gate."""
 
     def __init__(self, index: int, call: ModelCallView, response: Any) -> None:
         metadata = call.response_metadata
@@ -114,6 +120,14 @@ class Call:
         )
         self.failed = failed
         self.successful = not failed and (status_code is None or 200 <= status_code <= 399)
+        tokens_out = self.tokens_out
+        self.unusual = (
+            failed
+            or self.tokens_in is None
+            or tokens_out is None
+            or tokens_out == 0
+            or self.finish_reason in LENGTH_FINISH_REASONS
+        )
 
     def __repr__(self) -> str:
         return f"Call({self.call_index!r}, model_call_id={self.model_call_id!r})"
@@ -153,6 +167,11 @@ class Evidence:
     turn_call_scope_complete: bool
     model_calls_observed: bool
     calls: list[Call]
+    unusual_calls: list[Call]
+    """The :attr:`Call.unusual` calls, in order: most rollouts have none, and the per-call
+    checks and gates skip their loops then."""
+    failed_calls: list[Call]
+    """The calls that failed, in order."""
     turn_binding: Binding
     owned_binding: Binding
     gaps: list[Gap]
@@ -353,6 +372,8 @@ def build_evidence(
         codes = {gap.code for gap in gaps}
     observed = trajectory is not None and "trajectory_projection_failed" not in codes
     calls: list[Call] = []
+    unusual_calls: list[Call] = []
+    failed_calls: list[Call] = []
     if observed and trajectory is not None:
         model_calls = trajectory.model_calls
         if responses is None:
@@ -362,6 +383,9 @@ def build_evidence(
                 Call(position, call, response)
                 for position, (call, response) in enumerate(zip(model_calls, responses, strict=True))
             ]
+        unusual_calls = [call for call in calls if call.unusual]
+        if unusual_calls:
+            failed_calls = [call for call in unusual_calls if call.failed]
         turn_binding, owned_binding = _bind(trajectory, calls)
     else:
         turn_binding, owned_binding = Binding(), Binding()
@@ -371,6 +395,8 @@ def build_evidence(
         turn_call_scope_complete=observed and "turn_model_call_scope_incomplete" not in codes,
         model_calls_observed=observed and codes.isdisjoint(CAPTURE_GAP_CODES),
         calls=calls,
+        unusual_calls=unusual_calls,
+        failed_calls=failed_calls,
         turn_binding=turn_binding,
         owned_binding=owned_binding,
         gaps=gaps,

@@ -18,8 +18,10 @@ the same inputs in two C passes and a little Python, for the records that are pl
    line is validated wrapped in 767 arrays: one pass, no per-payload scan. (The wrapping
    would admit several comma-separated values; the decode below requires exactly one.)
 3. **The trajectory is valid exactly when the contract says so** for the strict subset
-   decoded by :mod:`health.strict_schema`. Conversation items go through the contract's own
-   code: its everyday-item recogniser, then its acceptance-only recogniser (the same shapes
+   decoded by :mod:`health.strict_schema`. A conversation is first decoded by the typed
+   everyday-item structs of :mod:`health.strict_conversation`; one they do not vouch for is
+   decoded generically and goes through the contract's own code: its everyday-item
+   recogniser, then its acceptance-only recogniser (the same shapes
    with plain token metadata or empty log-probs, as RL rollouts write them), else its full
    item union (other training items, output text with log-probs, tool items ...). Items the
    union keeps as models keep free-form values; for those the full path's sufficient depth
@@ -43,7 +45,8 @@ from msgspec import Raw
 from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
 from .rejection import RejectedRecord, read_rejected_record
-from .strict_schema import StrictRecord, contract_rules_hold, decode_strict
+from .strict_conversation import everyday_items_ok
+from .strict_schema import StrictRecord, StrictTrajectory, contract_rules_hold, decode_strict
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -138,6 +141,44 @@ def _conversation_vouched(items: list[Any]) -> bool:
     return True
 
 
+_RETRY_TYPED_EVERY = 16
+
+
+class _DecodeOrder:
+    """Whether the strict decode tries typed conversation items first: always, except after a
+    record that needed its items as plain values, when only every 16th record of such a
+    streak does. Both orders decode the same records to the same values; the order only
+    spares the decode that fails, in runs whose conversations hold other items (such as
+    messages without ``type``)."""
+
+    __slots__ = ("plain_streak",)
+
+    def __init__(self) -> None:
+        self.plain_streak = 0
+
+    def typed_first(self) -> bool:
+        return self.plain_streak % _RETRY_TYPED_EVERY == 0
+
+    def saw(self, record: StrictRecord) -> None:
+        if record.ng_trajectory is not None:
+            self.plain_streak = 0 if record.typed_conversations else self.plain_streak + 1
+
+
+_decode_order = _DecodeOrder()
+
+
+def _conversations_vouched(record: StrictRecord, trajectory: StrictTrajectory) -> bool:
+    """Every conversation of the record: typed everyday items (any the message rules do not
+    vouch for defer to the full path), or plain items (:func:`_conversation_vouched`)."""
+    if record.typed_conversations:
+        return all(everyday_items_ok(invocation.conversation) for invocation in trajectory.invocations)
+    return all(
+        _conversation_vouched(invocation.conversation)
+        for invocation in trajectory.invocations
+        if invocation.conversation
+    )
+
+
 def read_everyday_record(data: bytes, *, shallow_json: bool = False) -> EverydayRecord | None:
     """The checks' inputs for a stripped JSONL line, or ``None`` to take the full path.
 
@@ -160,9 +201,10 @@ def _read(data: bytes, *, shallow_json: bool, rejections: bool) -> EverydayRecor
         _is_shallow_json_for_orjson(data)
     ):
         return None
-    record = decode_strict(data)
+    record = decode_strict(data, typed_conversations=_decode_order.typed_first())
     if record is None:
         return read_rejected_record(data) if rejections else None
+    _decode_order.saw(record)
     return _vouched(record)
 
 
@@ -172,9 +214,8 @@ def _vouched(record: StrictRecord) -> EverydayRecord | None:
         return EverydayRecord(record, [])
     if not contract_rules_hold(trajectory):
         return None
-    for invocation in trajectory.invocations:
-        if invocation.conversation and not _conversation_vouched(invocation.conversation):
-            return None
+    if not _conversations_vouched(record, trajectory):
+        return None
     responses: list[Any] = []
     for call in trajectory.model_calls:
         response = call.response

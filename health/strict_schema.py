@@ -17,20 +17,26 @@ contract forbids them, the same ``>= 0`` / ``>= 1`` bounds and, in
 as ``"3"`` for an integer, a malformed record, a rule broken) makes :func:`decode_strict`
 return ``None`` and the caller goes through the contract, which decides.
 
-The conversation items are kept as decoded JSON; the caller checks them with the contract's
-own everyday-item fast path.
+Each invocation's conversation is decoded into typed everyday-item structs
+(:mod:`health.strict_conversation`) where every item is one; a record with any other item is
+decoded again with its conversations as plain JSON values, which the caller checks with the
+contract's own code.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, Raw, Struct, field
 
+from .strict_conversation import EverydayItem
+
 __all__ = [
     "StrictModelCall",
     "StrictRecord",
+    "StrictResponseUsage",
     "StrictTrajectory",
     "contract_rules_hold",
     "decode_strict",
@@ -77,7 +83,9 @@ class StrictInvocation(Struct, forbid_unknown_fields=True):
     duration_ms: _NonNegativeFloat = None
     error_type: str | None = None
     model_calls: list[StrictCallRef] = []
-    conversation: list[Any] = []
+    conversation: list[EverydayItem] = []
+    """The items as typed everyday structs (:mod:`health.strict_conversation`), or as plain
+    JSON values where :attr:`StrictRecord.typed_conversations` is false."""
 
 
 class StrictResponseMetadata(Struct, forbid_unknown_fields=True):
@@ -142,11 +150,18 @@ class StrictTrajectory(Struct, forbid_unknown_fields=True):
     task_id: str
     rollout_id: str
     schema_version: Literal["1.0"] = "1.0"
-    invocations: list[StrictInvocation] = []
+    invocations: Sequence[StrictInvocation] = []
     turns: list[StrictTurn] = []
     model_calls: list[StrictModelCall] = []
     tool_calls: list[StrictToolCall] = []
     gaps: list[StrictGap] = []
+
+
+class StrictResponseUsage(Struct):
+    """A record's top-level ``response`` object, of which the checks read ``usage`` alone (its
+    last value, as orjson keeps a repeated key's last value; ``None`` when absent)."""
+
+    usage: Any = None
 
 
 class StrictRecord(Struct):
@@ -159,21 +174,59 @@ class StrictRecord(Struct):
     rollout_index: Any = field(default=UNSET, name="_ng_rollout_index")
     stage_index: Any = None
     rollout_id: Any = field(default=None, name="_ng_rollout_id")
-    response: Any = None
+    response: StrictResponseUsage | None = None
+    """The checks read only its ``usage``; a ``response`` that is neither an object nor ``null``
+    falls outside the subset."""
     ng_trajectory: StrictTrajectory | None = None
+
+    typed_conversations: ClassVar[bool] = True
+    """Whether the conversations hold typed everyday items (else plain JSON values)."""
+
+
+class _PlainInvocation(StrictInvocation, forbid_unknown_fields=True):
+    conversation: list[Any] = []
+
+
+class _PlainTrajectory(StrictTrajectory, forbid_unknown_fields=True):
+    invocations: Sequence[_PlainInvocation] = []
+
+
+class _PlainRecord(StrictRecord):
+    ng_trajectory: _PlainTrajectory | None = None
+
+    typed_conversations: ClassVar[bool] = False
 
 
 _DECODER = msgspec.json.Decoder(StrictRecord)
+_PLAIN_DECODER = msgspec.json.Decoder(_PlainRecord)
+"""For a record with a conversation the everyday structs do not decode: items as JSON values."""
+_CONVERSATION_FIELD = ".conversation"
 
 
-def decode_strict(data: bytes) -> StrictRecord | None:
+def decode_strict(data: bytes, *, typed_conversations: bool = True) -> StrictRecord | None:
     """The record, or ``None`` when it is not JSON or falls outside the strict subset.
+
+    Conversations are decoded as typed everyday items where they all are; a record with any
+    other conversation is decoded again with every conversation item as a plain JSON value,
+    which ``typed_conversations=False`` does at once (for runs whose conversations mostly hold
+    other items, such as messages without ``type``). Either way the same records decode, with
+    the same values (:attr:`StrictRecord.typed_conversations` says which form came back).
 
     Skipped keys and raw spans are *not* fully validated here (msgspec checks their syntax,
     not their UTF-8 or number ranges): the caller must have validated the whole document.
     """
+    if typed_conversations:
+        try:
+            return _DECODER.decode(data)
+        except msgspec.ValidationError as error:
+            # Where the first value out of the subset is not inside a conversation, the plain
+            # decode, which differs only there, stops at the same value: only retry the others.
+            if _CONVERSATION_FIELD not in str(error):
+                return None
+        except (msgspec.DecodeError, RecursionError):
+            return None
     try:
-        return _DECODER.decode(data)
+        return _PLAIN_DECODER.decode(data)
     except (msgspec.DecodeError, RecursionError):
         return None
 

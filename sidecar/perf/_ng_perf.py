@@ -10,7 +10,6 @@ invocation that reached it. Unmatched or ambiguous refs lose their tokens silent
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
@@ -76,65 +75,89 @@ def attach_ng_perf(
 def ng_perf_for_trajectory(
     record: TrajectoryRecord, rollout_latency_ms: float | None = None
 ) -> dict[str, Any] | None:
-    """``build_ng_perf`` for a trajectory that is already validated (saves a second validation)."""
+    """``build_ng_perf`` for a trajectory that is already validated (saves a second validation).
+
+    Also takes the batch fast path's strict mirror of the record (``health.strict_schema``), which
+    has the same fields with the same values. One pass resolves the references and claims the
+    calls; the ``(type, name, response_id)`` index is built only for a reference without a
+    ``model_call_id``.
+    """
     invocations = record.invocations
     if not invocations:
         return None
     calls = record.model_calls
-    resolve = _CallIndex(calls).resolve
+    by_id: dict[str, int] = {}
+    for position, call in enumerate(calls):
+        call_id = call.model_call_id
+        if call_id and call_id not in by_id:
+            by_id[call_id] = position
+    index = _CallIndex(calls, by_id)
     claimed: set[int] = set()
     owned: list[TrajectoryModelCall] = []
-    owned_per_invocation: list[int] = []
+    turns_per_invocation: dict[str, int] = {invocation.invocation_id: 0 for invocation in invocations}
+    for turn in record.turns:
+        invocation_id = turn.invocation_id
+        if invocation_id in turns_per_invocation:
+            turns_per_invocation[invocation_id] += 1
+    num_turns = 0
     for invocation in invocations:
         count = 0
         for ref in invocation.model_calls:
-            position = resolve(ref)
-            if position is not None and position not in claimed:
-                claimed.add(position)
-                owned.append(calls[position])
+            found = index.resolve(ref)
+            if found is not None and found not in claimed:
+                claimed.add(found)
+                owned.append(calls[found])
                 count += 1
-        owned_per_invocation.append(count)
-
-    invocation_ids = {invocation.invocation_id for invocation in invocations}
-    turns_per_invocation = Counter(
-        turn.invocation_id for turn in record.turns if turn.invocation_id in invocation_ids
+        num_turns += turns_per_invocation[invocation.invocation_id] or count or 1
+    num_tool_calls = sum(
+        1 for tool_call in record.tool_calls if tool_call.invocation_id in turns_per_invocation
     )
-    num_turns = sum(
-        turns_per_invocation[invocation.invocation_id] or owned_count or 1
-        for invocation, owned_count in zip(invocations, owned_per_invocation, strict=True)
-    )
-    num_tool_calls = sum(1 for tool_call in record.tool_calls if tool_call.invocation_id in invocation_ids)
 
     perf: dict[str, Any] = {
         "num_turns": num_turns,
         "num_tool_calls": num_tool_calls,
         "token_observability_coverage": min(1.0, len(owned) / num_turns),
     }
-    for key, field in _TOKEN_FIELDS:
-        reported = [value for call in owned if (value := getattr(call.token_stats, field)) is not None]
-        if reported:
-            perf[key] = sum(reported)
+    perf.update(_token_sums(owned))
     if isinstance(rollout_latency_ms, int | float):
         perf["total_latency_ms"] = rollout_latency_ms
     return perf
 
 
+def _token_sums(owned: list[TrajectoryModelCall]) -> dict[str, int]:
+    """Each ``ng_perf`` token key with the sum of its reported values, in output order; a key no
+    owned call reports is left out."""
+    sums: list[int | None] = [None, None, None, None]
+    for call in owned:
+        stats = call.token_stats
+        values = (stats.prompt_tokens, stats.cached_tokens, stats.completion_tokens, stats.reasoning_tokens)
+        for slot, value in enumerate(values):
+            if value is not None:  # summed from 0 in order, exactly as ``sum`` does
+                total = sums[slot]
+                sums[slot] = (0 if total is None else total) + value
+    return {key: total for (key, _), total in zip(_TOKEN_FIELDS, sums, strict=True) if total is not None}
+
+
 class _CallIndex:
-    """Positions of a record's model calls by ``model_call_id`` and by ``(type, name, response_id)``."""
+    """Positions of a record's model calls by ``model_call_id`` (the first call naming it) and,
+    built on first use, by ``(type, name, response_id)``."""
 
     __slots__ = ("_by_id", "_by_pair", "_calls")
 
-    def __init__(self, calls: list[TrajectoryModelCall]) -> None:
+    def __init__(self, calls: list[TrajectoryModelCall], by_id: dict[str, int]) -> None:
         self._calls = calls
-        self._by_id: dict[str, int] = {}
-        self._by_pair: dict[tuple[str, str, str], list[int]] = {}
-        for position, call in enumerate(calls):
-            if call.model_call_id:
-                self._by_id.setdefault(call.model_call_id, position)
+        self._by_id = by_id
+        self._by_pair: dict[tuple[str, str, str], list[int]] | None = None
+
+    def _pairs(self) -> dict[tuple[str, str, str], list[int]]:
+        by_pair: dict[tuple[str, str, str], list[int]] = {}
+        for position, call in enumerate(self._calls):
             metadata = call.response_metadata
             if metadata.model_ref is not None and metadata.response_id:
                 key = (metadata.model_ref.type, metadata.model_ref.name, metadata.response_id)
-                self._by_pair.setdefault(key, []).append(position)
+                by_pair.setdefault(key, []).append(position)
+        self._by_pair = by_pair
+        return by_pair
 
     def resolve(self, ref: ModelCallRef) -> int | None:
         """The one call position ``ref`` names, or ``None`` when unmatched or ambiguous.
@@ -158,7 +181,8 @@ class _CallIndex:
                 return None
             return position
         if ref.model_ref is not None and ref.response_id:
-            candidates = self._by_pair.get((ref.model_ref.type, ref.model_ref.name, ref.response_id), ())
+            by_pair = self._by_pair if self._by_pair is not None else self._pairs()
+            candidates = by_pair.get((ref.model_ref.type, ref.model_ref.name, ref.response_id), ())
             if len(candidates) == 1:
                 return candidates[0]
         return None

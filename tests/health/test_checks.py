@@ -376,6 +376,15 @@ class TestContent:
     def test_nonempty(self, value: Any, expected: bool) -> None:
         assert nonempty(value) is expected
 
+    def test_nonempty_text_is_text_left_after_strip(self) -> None:
+        """Every code point, alone and between whitespace: visible exactly when ``strip`` leaves
+        something, as the reference tests it."""
+        for code in range(0x110000):
+            char = chr(code)
+            for text in (char, f" {char}\t", char * 3):
+                assert nonempty(text) is bool(text.strip()), hex(code)
+        assert nonempty("") is False
+
     @pytest.mark.parametrize(
         ("value", "expected"),
         [

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, TypeAdapter
 
+from health import fast_path
 from health.contract import (
     AgentInvocation,
     ModelCallRef,
@@ -173,8 +174,22 @@ def _typed(value: Any) -> Any:
     raise AssertionError(f"unexpected decoded value {value!r}")
 
 
+def _without_nulls(value: Any) -> Any:
+    """``value`` with every null-valued object key dropped (an absent optional field and an
+    explicit ``null`` are one thing to the contract)."""
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    return value
+
+
 def _strict_python(value: Any) -> Any:
-    """A strict struct as plain data: raw spans parsed (orjson), conversation items as decoded."""
+    """A strict struct as plain data: raw spans parsed (orjson), typed conversation items as the
+    JSON objects they were decoded from, without null values."""
+    if isinstance(value, StrictInvocation) and isinstance(value.conversation, list):
+        fields = {field: _strict_python(getattr(value, field)) for field in value.__struct_fields__}
+        return {**fields, "conversation": _typed(_without_nulls(msgspec.to_builtins(value.conversation)))}
     if isinstance(value, msgspec.Struct):
         return {field: _strict_python(getattr(value, field)) for field in value.__struct_fields__}
     if isinstance(value, msgspec.Raw):
@@ -184,15 +199,26 @@ def _strict_python(value: Any) -> Any:
     return _typed(value)
 
 
-def _contract_python(trajectory: TrajectoryRecord, raw: dict[str, Any]) -> Any:
+def _strict_conversation(items: Any, strict: Any) -> Any:
+    """The line's conversation, normalized as :func:`_strict_python` normalizes typed items."""
+    if isinstance(strict, StrictInvocation) and isinstance(strict.conversation, list):
+        return _without_nulls(items)
+    return items
+
+
+def _contract_python(
+    trajectory: TrajectoryRecord, raw: dict[str, Any], strict_trajectory: StrictTrajectory
+) -> Any:
     """The validated trajectory as plain data, with each conversation as the line holds it."""
     dumped: dict[str, Any] = _typed(trajectory.model_dump(mode="python", exclude={"invocations"}))
     dumped["invocations"] = [
         {
             **_typed(invocation.model_dump(mode="python", exclude={"conversation"})),
-            "conversation": _typed(raw_invocation.get("conversation", [])),
+            "conversation": _typed(_strict_conversation(raw_invocation.get("conversation", []), strict)),
         }
-        for invocation, raw_invocation in zip(trajectory.invocations, raw.get("invocations", []), strict=True)
+        for invocation, raw_invocation, strict in zip(
+            trajectory.invocations, raw.get("invocations", []), strict_trajectory.invocations, strict=True
+        )
     ]
     return dumped
 
@@ -212,14 +238,19 @@ def assert_decoded_like_the_contract(line: bytes) -> EverydayRecord | None:
     assert _typed(strict.rollout_index) == _identity(raw, "_ng_rollout_index", msgspec.UNSET)
     assert _typed(strict.stage_index) == _identity(raw, "stage_index", None)
     assert _typed(strict.rollout_id) == _identity(raw, "_ng_rollout_id", None)
-    assert _typed(strict.response) == _identity(raw, "response", None)
+    response = raw.get("response")
+    assert response is None or isinstance(response, dict)
+    usage = None if strict.response is None else {"usage": strict.response.usage}
+    assert _typed(usage) == _typed(None if response is None else {"usage": response.get("usage")})
     if strict.ng_trajectory is None:
         assert raw.get("ng_trajectory") is None
         assert everyday.responses == []
         return everyday
     trajectory, error = check_trajectory(raw["ng_trajectory"])
     assert error is None and trajectory is not None, f"fast path vouched for an invalid trajectory: {line!r}"
-    assert _strict_python(strict.ng_trajectory) == _contract_python(trajectory, raw["ng_trajectory"])
+    assert _strict_python(strict.ng_trajectory) == _contract_python(
+        trajectory, raw["ng_trajectory"], strict.ng_trajectory
+    )
     assert len(everyday.responses) == len(trajectory.model_calls)
     for materialized, call in zip(everyday.responses, trajectory.model_calls, strict=True):
         if call.response is None:
@@ -279,6 +310,13 @@ def test_mutated_rows_decode_like_the_contract(data: st.DataObject) -> None:
 # The model-level rules agree with the contract's validators
 
 
+def _conversation_items(conversation: Any) -> Any:
+    """A strict invocation's conversation as JSON data: a raw span parsed, typed items encoded."""
+    if isinstance(conversation, msgspec.Raw):
+        return orjson.loads(bytes(conversation))
+    return msgspec.to_builtins(conversation)
+
+
 def _conversation_valid(items: Any) -> bool:
     try:
         _CONVERSATION.validate_python(items)
@@ -296,7 +334,8 @@ def assert_rules_agree(line: bytes) -> bool | None:
         return None
     raw = orjson.loads(line)["ng_trajectory"]
     strict_valid = contract_rules_hold(record.ng_trajectory) and all(
-        _conversation_valid(invocation.conversation) for invocation in record.ng_trajectory.invocations
+        _conversation_valid(_conversation_items(invocation.conversation))
+        for invocation in record.ng_trajectory.invocations
     )
     assert strict_valid == (check_trajectory(raw)[1] is None), line
     return strict_valid
@@ -415,3 +454,77 @@ def test_escaped_strings_decode_like_orjson(spelled: tuple[str, bytes], slot: st
     ):
         assert assert_paths_agree(spliced)
         assert assert_decoded_like_the_contract(spliced) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Conversations outside the typed everyday items: the record is decoded again, spans kept raw
+
+_MCP_LISTING = {"type": "mcp_list_tools", "id": "l1", "server_label": "s", "tools": []}
+
+
+def test_a_conversation_outside_the_typed_items_is_decoded_as_plain_values() -> None:
+    record = with_changes(base_record(), ((*INVOCATION, "conversation"), [_MCP_LISTING]))
+    decoded = decode_strict(orjson.dumps(record))
+    assert decoded is not None and decoded.ng_trajectory is not None
+    assert decoded.typed_conversations is False
+    assert decoded.ng_trajectory.invocations[0].conversation == [_MCP_LISTING]
+    assert assert_paths_agree(orjson.dumps(record))
+    typed = [{"type": "message", "role": "user", "content": "hello"}]
+    everyday_line = orjson.dumps(with_changes(base_record(), ((*INVOCATION, "conversation"), typed)))
+    everyday = decode_strict(everyday_line)
+    assert everyday is not None and everyday.ng_trajectory is not None
+    assert everyday.typed_conversations is True
+    assert _strict_python(everyday.ng_trajectory.invocations[0]) != _strict_python(
+        decoded.ng_trajectory.invocations[0]
+    )
+    plain = decode_strict(everyday_line, typed_conversations=False)
+    assert plain is not None and plain.typed_conversations is False
+    assert _strict_python(plain) == _strict_python(everyday)
+
+
+def test_a_value_outside_the_subset_is_refused_wherever_it_lies() -> None:
+    """The span decode is tried only when the first refused value is inside a conversation; it
+    must refuse a record whose other values fall outside the subset either way."""
+    outside = ((*TURN, "turn_no"), 0)
+    before = with_changes(base_record(), outside, ((*INVOCATION, "conversation"), [_MCP_LISTING]))
+    assert decode_strict(orjson.dumps(before)) is None
+    assert decode_strict(orjson.dumps(with_changes(base_record(), outside))) is None
+    after = with_changes(
+        base_record(), ((*INVOCATION, "conversation"), [_MCP_LISTING]), ((*CALL, "duration_ms"), -1)
+    )
+    assert decode_strict(orjson.dumps(after)) is None
+
+
+def test_the_decode_order_follows_the_run_and_never_changes_a_digest() -> None:
+    """Typed items first, except within a streak of records that needed plain items (messages
+    without ``type`` here), where every 16th record tries them again; digests agree anyway."""
+    untyped = orjson.dumps(
+        with_changes(base_record(), ((*INVOCATION, "conversation"), [{"role": "user", "content": "hi"}]))
+    )
+    typed = orjson.dumps(
+        with_changes(
+            base_record(),
+            ((*INVOCATION, "conversation"), [{"type": "message", "role": "user", "content": "hi"}]),
+        )
+    )
+    order = fast_path._decode_order
+    read = fast_path.read_everyday_record
+    try:
+        order.plain_streak = 0
+        assert order.typed_first()
+        assert read(untyped) is not None
+        assert order.plain_streak == 1 and not order.typed_first()
+        assert read(typed) is not None  # decoded plain within the streak
+        for _ in range(13):
+            assert read(untyped) is not None
+        assert order.plain_streak == 15 and not order.typed_first()
+        assert read(untyped) is not None
+        assert order.typed_first()
+        assert read(typed) is not None
+        assert order.plain_streak == 0
+        for streak in (0, 1, 16):
+            for line in (typed, untyped):
+                order.plain_streak = streak
+                assert assert_paths_agree(line)
+    finally:
+        order.plain_streak = 0

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from health.contract import validate_trajectory
+from health.fast_path import read_everyday_record
 from sidecar.rollout_perf import NG_PERF_KEY, attach_ng_perf, build_ng_perf, ng_perf_for_trajectory
 
 POLICY = {"type": "responses_api_models", "name": "policy_model"}
@@ -289,6 +290,25 @@ class TestEdgeCases:
         self, result: dict[str, Any], latency: Any, expected: dict[str, Any] | None
     ) -> None:
         assert orjson.dumps(build_ng_perf(result, latency)) == orjson.dumps(expected)
+
+    def test_strict_mirror_agrees(self, ng_perf_cases: list[dict[str, Any]]) -> None:
+        """The live fast path hands ``ng_perf_for_trajectory`` the strict mirror of the record
+        (``health.strict_schema``): where the fast path vouches for a row, the same object."""
+        rows = [(result, latency) for _, result, latency, _ in EDGE_CASES]
+        rows += [
+            (case["input"]["result"], case["input"]["rollout_latency_ms"])
+            for case in ng_perf_cases
+            if case["function"] == "_build_ng_perf"
+        ]
+        vouched = 0
+        for result, latency in rows:
+            everyday = read_everyday_record(orjson.dumps(result))
+            if everyday is None or everyday.record.ng_trajectory is None:
+                continue
+            vouched += 1
+            strict = ng_perf_for_trajectory(everyday.record.ng_trajectory, latency)  # type: ignore[arg-type]
+            assert orjson.dumps(strict) == orjson.dumps(build_ng_perf(result, latency)), result
+        assert vouched >= len(rows) // 2
 
     def test_validated_record_entry_point_agrees(self) -> None:
         for _, result, latency, expected in EDGE_CASES:
