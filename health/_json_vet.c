@@ -227,7 +227,11 @@ static cursor skip_string(cursor p, cursor end)
             p = skip_escape(p + 1, end);
         }
         else if (c >= 0x80) {
-            p = skip_utf8_sequence(p, end);
+            /* a run of non-ASCII text (CJK, say): sequence after sequence, without going back
+             * to the 16-byte scan between them */
+            do {
+                p = skip_utf8_sequence(p, end);
+            } while (p != NULL && p < end && *p >= 0x80);
         }
         else {
             return NULL; /* a raw control byte */
