@@ -79,7 +79,7 @@ static void init_plain_string_bytes(void)
 }
 
 /* The first byte at or after p that is not a plain string byte (or end). */
-static inline cursor skip_plain_string_bytes(cursor p, cursor end)
+static inline __attribute__((always_inline)) cursor skip_plain_string_bytes(cursor p, cursor end)
 {
 #ifdef VET_SSE2
     const __m128i quote = _mm_set1_epi8('"');
@@ -212,7 +212,7 @@ static inline cursor skip_escape(cursor p, cursor end)
 }
 
 /* A string whose opening quote is just before p: the byte after its closing quote, or NULL. */
-static cursor skip_string(cursor p, cursor end)
+static inline __attribute__((always_inline)) cursor skip_string(cursor p, cursor end)
 {
     for (;;) {
         p = skip_plain_string_bytes(p, end);
