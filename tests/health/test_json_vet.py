@@ -8,11 +8,13 @@ input; the simdjson fallback must never accept what the oracle refuses.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import struct
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -392,6 +394,31 @@ def test_every_corpus_line_as_is() -> None:
     """No everyday row is refused: the speed depends on it."""
     for item in synthetic_corpus():
         assert assert_vets_like_the_oracle(item.line) == _one_text(item.line)
+
+
+_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+_REPO = Path(__file__).resolve().parents[2]
+
+
+@functools.cache
+def _vector_lines() -> tuple[bytes, ...]:
+    """Every line of the conformance vectors and the sample run (torn and invalid lines included)."""
+    files = sorted(_FIXTURES.rglob("*.jsonl")) + sorted((_REPO / "sidecar" / "sample_run").glob("*.jsonl"))
+    return tuple(line.rstrip(b"\r\n") for path in files for line in path.read_bytes().splitlines())
+
+
+def test_every_conformance_vector_line() -> None:
+    lines = _vector_lines()
+    assert len(lines) > 200
+    for line in lines:
+        for limit in (MAX_DEPTH, 257, 4):
+            assert_vets_like_the_oracle(line, limit)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), _edits)
+def test_mutated_conformance_vector_lines(data: st.DataObject, edits: list[tuple[int, int, int]]) -> None:
+    assert_vets_like_the_oracle(_mutated(data.draw(st.sampled_from(_vector_lines())), edits))
 
 
 # --------------------------------------------------------------------------------------------
