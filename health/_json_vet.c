@@ -28,6 +28,9 @@
  *
  * The string scan skips plain bytes 16 at a time (SSE2 on x86-64, 8 at a time with word
  * arithmetic elsewhere): only quotes, backslashes, control bytes and non-ASCII bytes stop it.
+ * From a non-ASCII byte, the run of raw content up to the next quote, backslash or control
+ * byte is validated as UTF-8 as a whole: 16 bytes at a time where the CPU has SSSE3, else
+ * sequence by sequence.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -39,6 +42,12 @@
 #if (defined(__SSE2__) || defined(_M_X64)) && !defined(VET_PORTABLE)
 #include <emmintrin.h>
 #define VET_SSE2 1
+#if defined(__GNUC__) || defined(__clang__)
+#include <tmmintrin.h>
+/* UTF-8 is validated 16 bytes at a time with SSSE3's byte shuffles where the CPU has them
+ * (checked once at import); the x86-64 baseline does not promise them. */
+#define VET_SSSE3 1
+#endif
 #endif
 
 /* orjson's own nesting limit: a deeper document is refused whatever the caller allows. */
@@ -71,11 +80,23 @@ static inline cursor skip_whitespace(cursor p, cursor end)
 /* 1 for the bytes a string holds as they are: printable ASCII other than '"' and '\\'. */
 static unsigned char plain_string_byte[256];
 
-static void init_plain_string_bytes(void)
+/* 1 for the bytes a string may hold raw, once its UTF-8 is checked: any but '"', '\\' and
+ * control bytes. */
+static unsigned char content_byte[256];
+
+#ifdef VET_SSSE3
+static int cpu_has_ssse3;
+#endif
+
+static void init_tables(void)
 {
-    for (int c = 0x20; c < 0x80; c++) {
-        plain_string_byte[c] = (c != '"' && c != '\\');
+    for (int c = 0x20; c < 0x100; c++) {
+        content_byte[c] = (c != '"' && c != '\\');
+        plain_string_byte[c] = c < 0x80 && content_byte[c];
     }
+#ifdef VET_SSSE3
+    cpu_has_ssse3 = __builtin_cpu_supports("ssse3");
+#endif
 }
 
 /* The first byte at or after p that is not a plain string byte (or end). */
@@ -211,6 +232,151 @@ static inline cursor skip_escape(cursor p, cursor end)
     return unit >= 0xDC00 && unit <= 0xDFFF ? p + 6 : NULL;
 }
 
+/* The first byte at or after p that is a quote, a backslash or a control byte (or end):
+ * where a run of raw string content, ASCII or not, ends. */
+static inline cursor skip_content_bytes(cursor p, cursor end)
+{
+#ifdef VET_SSE2
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i backslash = _mm_set1_epi8('\\');
+    const __m128i last_control = _mm_set1_epi8(0x1F);
+    while (end - p >= 16) {
+        __m128i chunk = _mm_loadu_si128((const __m128i *)p);
+        /* unsigned: a byte is a control byte when min(byte, 0x1F) is the byte itself */
+        __m128i control = _mm_cmpeq_epi8(_mm_min_epu8(chunk, last_control), chunk);
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(chunk, quote), _mm_cmpeq_epi8(chunk, backslash)),
+                                    control);
+        unsigned mask = (unsigned)_mm_movemask_epi8(stop);
+        if (mask != 0) {
+            return p + __builtin_ctz(mask);
+        }
+        p += 16;
+    }
+#endif
+    while (p < end && content_byte[*p]) {
+        p++;
+    }
+    return p;
+}
+
+/* Is [p, q) well-formed UTF-8, sequence by sequence? (q: an ASCII byte or the end, so a
+ * sequence must be complete before it.) */
+static int utf8_valid_bytewise(cursor p, cursor q)
+{
+    while (p < q) {
+        if (*p < 0x80) {
+            p++;
+            continue;
+        }
+        p = skip_utf8_sequence(p, q);
+        if (p == NULL) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+#ifdef VET_SSSE3
+/* Is [p, q) well-formed UTF-8? Every byte is judged with the one to three bytes before it,
+ * 16 at a time. Three table lookups (the previous byte's high and low nibble, this byte's
+ * high nibble) each give the set of rule violations that nibble is compatible with; a
+ * violation happens where all three agree:
+ *
+ *   TOO_SHORT   a lead byte not followed by a continuation byte
+ *   TOO_LONG    a continuation byte after an ASCII byte
+ *   TWO_CONTS   a continuation byte after a continuation byte (allowed only as the 3rd/4th
+ *               byte of a sequence: checked against the bytes two and three back)
+ *   OVERLONG_2  C0, C1 then anything; OVERLONG_3 E0 then 80-9F; OVERLONG_4 F0 then 80-8F
+ *   SURROGATE   ED then A0-BF
+ *   TOO_LARGE   F4 then 90-BF, or F5-FF then a continuation byte (TOO_LARGE_1000 covers the
+ *               80-8F half for F5-FF; it shares a bit with OVERLONG_4, whose lead bytes differ)
+ */
+#define TOO_SHORT (1 << 0)
+#define TOO_LONG (1 << 1)
+#define OVERLONG_3 (1 << 2)
+#define TOO_LARGE (1 << 3)
+#define SURROGATE (1 << 4)
+#define OVERLONG_2 (1 << 5)
+#define TOO_LARGE_1000 (1 << 6)
+#define OVERLONG_4 (1 << 6)
+#define TWO_CONTS (1 << 7)
+#define CARRY (TOO_SHORT | TOO_LONG | TWO_CONTS)
+
+__attribute__((target("ssse3"))) static inline __m128i utf8_chunk_errors(__m128i input, __m128i previous)
+{
+    const __m128i low_nibble = _mm_set1_epi8(0x0F);
+    /* by the previous byte's high nibble: 0-7 ASCII, 8-B continuation, C-F leads */
+    const __m128i byte_1_high = _mm_setr_epi8(
+        TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG,
+        TWO_CONTS, TWO_CONTS, TWO_CONTS, TWO_CONTS,
+        TOO_SHORT | OVERLONG_2,
+        TOO_SHORT,
+        TOO_SHORT | OVERLONG_3 | SURROGATE,
+        (char)(TOO_SHORT | TOO_LARGE | TOO_LARGE_1000 | OVERLONG_4));
+    /* by the previous byte's low nibble */
+    const __m128i byte_1_low = _mm_setr_epi8(
+        (char)(CARRY | OVERLONG_3 | OVERLONG_2 | OVERLONG_4),
+        (char)(CARRY | OVERLONG_2),
+        (char)CARRY, (char)CARRY,
+        (char)(CARRY | TOO_LARGE),
+        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
+        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
+        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
+        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
+        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000 | SURROGATE),
+        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000));
+    /* by this byte's high nibble */
+    const __m128i byte_2_high = _mm_setr_epi8(
+        TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT,
+        (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | OVERLONG_3 | TOO_LARGE_1000 | OVERLONG_4),
+        (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | OVERLONG_3 | TOO_LARGE),
+        (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | SURROGATE | TOO_LARGE),
+        (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | SURROGATE | TOO_LARGE),
+        TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT);
+
+    __m128i prev1 = _mm_alignr_epi8(input, previous, 15); /* each byte's predecessor */
+    __m128i prev2 = _mm_alignr_epi8(input, previous, 14);
+    __m128i prev3 = _mm_alignr_epi8(input, previous, 13);
+    __m128i special = _mm_and_si128(
+        _mm_and_si128(_mm_shuffle_epi8(byte_1_high, _mm_and_si128(_mm_srli_epi16(prev1, 4), low_nibble)),
+                      _mm_shuffle_epi8(byte_1_low, _mm_and_si128(prev1, low_nibble))),
+        _mm_shuffle_epi8(byte_2_high, _mm_and_si128(_mm_srli_epi16(input, 4), low_nibble)));
+    /* the 3rd byte after an E0-FF lead and the 4th after an F0-FF lead must be continuation
+     * bytes (the only place TWO_CONTS is right): saturating subtraction leaves the high bit
+     * set exactly for those leads */
+    __m128i third = _mm_subs_epu8(prev2, _mm_set1_epi8((char)(0xE0 - 0x80)));
+    __m128i fourth = _mm_subs_epu8(prev3, _mm_set1_epi8((char)(0xF0 - 0x80)));
+    __m128i must_continue = _mm_and_si128(_mm_or_si128(third, fourth), _mm_set1_epi8((char)0x80));
+    return _mm_xor_si128(must_continue, special);
+}
+
+__attribute__((target("ssse3"))) static int utf8_valid_ssse3(cursor p, cursor q)
+{
+    __m128i previous = _mm_setzero_si128(); /* the region follows an ASCII byte */
+    __m128i errors = _mm_setzero_si128();
+    for (; q - p >= 16; p += 16) {
+        __m128i input = _mm_loadu_si128((const __m128i *)p);
+        errors = _mm_or_si128(errors, utf8_chunk_errors(input, previous));
+        previous = input;
+    }
+    /* the rest, padded with NUL bytes: at least one, so a sequence cut short by q shows */
+    unsigned char tail[16] = {0};
+    memcpy(tail, p, (size_t)(q - p));
+    errors = _mm_or_si128(errors, utf8_chunk_errors(_mm_loadu_si128((const __m128i *)tail), previous));
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(errors, _mm_setzero_si128())) == 0xFFFF;
+}
+#endif
+
+static inline int utf8_valid(cursor p, cursor q)
+{
+#ifdef VET_SSSE3
+    if (cpu_has_ssse3) {
+        return utf8_valid_ssse3(p, q);
+    }
+#endif
+    return utf8_valid_bytewise(p, q);
+}
+
 /* A string whose opening quote is just before p: the byte after its closing quote, or NULL. */
 static inline __attribute__((always_inline)) cursor skip_string(cursor p, cursor end)
 {
@@ -227,11 +393,9 @@ static inline __attribute__((always_inline)) cursor skip_string(cursor p, cursor
             p = skip_escape(p + 1, end);
         }
         else if (c >= 0x80) {
-            /* a run of non-ASCII text (CJK, say): sequence after sequence, without going back
-             * to the 16-byte scan between them */
-            do {
-                p = skip_utf8_sequence(p, end);
-            } while (p != NULL && p < end && *p >= 0x80);
+            /* non-ASCII text: the whole run of raw content from here is checked as UTF-8 */
+            cursor run_end = skip_content_bytes(p, end);
+            p = utf8_valid(p, run_end) ? run_end : NULL;
         }
         else {
             return NULL; /* a raw control byte */
@@ -551,7 +715,7 @@ static PyMethodDef json_vet_methods[] = {
 
 static int json_vet_exec(PyObject *module)
 {
-    init_plain_string_bytes();
+    init_tables();
     return PyModule_AddIntConstant(module, "MAX_DEPTH", ORJSON_MAX_DEPTH);
 }
 

@@ -348,6 +348,19 @@ def test_generated_string_bytes(pieces: list[bytes], padding: int) -> None:
     assert_vets_like_the_oracle(b'{"' + body + b'":"' + b"y" * padding + b'"}')
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=90), st.integers(0, 400), st.lists(_STRING_BYTES, max_size=2), st.integers(0, 3))
+def test_long_non_ascii_runs(text: str, where: int, inserted: list[bytes], cut: int) -> None:
+    """Text of any script, 16-byte chunks and their tails, with a stray byte or a cut sequence
+    somewhere inside (the run is validated as a whole from its first non-ASCII byte)."""
+    body = text.encode("utf-8", "surrogatepass")
+    at = where % (len(body) + 1)
+    body = body[:at] + b"".join(inserted) + body[at:]
+    body = body[: len(body) - cut] if cut and len(body) > cut else body
+    for document in (b'"' + body + b'"', b'{"k":"' + body + b'","v":"\\u00e9' + body + b'"}'):
+        assert_vets_like_the_oracle(document)
+
+
 _EDIT_BYTES = b'"\\{}[],:-+.eE0159 \t\n\r\x00\x0b\x1f\x7f\x80\xa0\xbf\xc0\xc3\xe2\xed\xf0\xf4\xf5\xffutnl/'
 
 
