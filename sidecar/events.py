@@ -20,7 +20,6 @@ the row's own and are not limited here.
 
 from __future__ import annotations
 
-import hashlib
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -37,6 +36,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from xxhash import xxh3_128_hexdigest
 
 from health.parse import parse_line
 from health.registry import CHECK_IDS
@@ -71,6 +71,7 @@ __all__ = [
     "RunEnded",
     "RunStarted",
     "Started",
+    "content_hash",
     "dump_row",
     "encode_event",
     "event_identity",
@@ -368,6 +369,17 @@ def _row_bytes(event: Event) -> bytes | None:
     return None
 
 
+def content_hash(data: bytes) -> str:
+    """The content part of an idempotency key: XXH3's 128-bit hash of the row's bytes, in hex.
+
+    128 bits keep an accidental collision (which would drop a distinct row as a duplicate)
+    negligible at any journal size; XXH3 reads a 12 KiB row in about a microsecond, a
+    fifteenth of blake2b's time. It is not a cryptographic hash: every row hashed comes from
+    the run's own authenticated dispatcher, which gains nothing by colliding its own rows.
+    """
+    return xxh3_128_hexdigest(data)
+
+
 def _key(run_id: str, event: Event, content: bytes | None) -> str:
     suffix = f"|g{event.generation}" if event.generation else ""
     if isinstance(event, Latency):
@@ -383,7 +395,7 @@ def _key(run_id: str, event: Event, content: bytes | None) -> str:
     if isinstance(event, Completed) or task is None:
         if content is None:
             content = _row_bytes(event)
-        return f"{head}|{hashlib.blake2b(content or b'', digest_size=12).hexdigest()}{suffix}"
+        return f"{head}|{content_hash(content or b'')}{suffix}"
     return f"{head}{suffix}"
 
 
