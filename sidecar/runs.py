@@ -745,7 +745,7 @@ def _digested(
     )  # fmt: skip
     if digest is not None:
         try:
-            encode_fact(fact)
+            encode_fact(fact, again=True)  # the journal's encoding, kept for the ingest
             return fact
         except (OverflowError, TypeError, ValueError):
             pass  # a value MessagePack cannot hold: journal the row and digest it when applied
