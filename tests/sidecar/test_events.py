@@ -60,6 +60,17 @@ class TestIdentity:
         assert event_identity(line) == (9, 0, 0)
 
 
+class TestComputedOnce:
+    def test_identity_is_worked_out_once_and_equality_ignores_it(self) -> None:
+        body = {"kind": "completed", "seconds": 1.0, "row": {"_ng_task_index": 4, "_ng_attempt_index": 2}}
+        event, twin = _one(body), _one(body)
+        assert event.identity == (4, 0, 2)
+        assert event.identity is event.identity  # kept, not worked out again
+        assert event == twin  # twin never worked it out: only the fields are compared
+        with pytest.raises(ValidationError):  # still frozen
+            event.seconds = 2.0
+
+
 class TestKeys:
     def test_retry_is_a_duplicate_but_a_different_row_is_not(self) -> None:
         row = {"_ng_task_index": 1, "_ng_rollout_index": 0, "x": 1}
