@@ -168,10 +168,16 @@ class StrictRecord(Struct):
     """The keys of a rollout record the health step reads; every other key is skipped.
 
     ``UNSET`` marks an absent identity key (absent and ``null`` differ for the task index).
+    ``attempt``, ``no_persist`` and ``failure_class`` are read for the live service, which
+    needs them to tell an everyday row and would otherwise pass over the row once more
+    (they are scalars, or absent, in every row the collector writes).
     """
 
     task_index: Any = field(default=UNSET, name="_ng_task_index")
     rollout_index: Any = field(default=UNSET, name="_ng_rollout_index")
+    attempt: Any = field(default=UNSET, name="_ng_attempt_index")
+    no_persist: Any = field(default=UNSET, name="_ng_no_persist")
+    failure_class: Any = field(default=UNSET, name="_ng_failure_class")
     stage_index: Any = None
     rollout_id: Any = field(default=None, name="_ng_rollout_id")
     response: StrictResponseUsage | None = None

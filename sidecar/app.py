@@ -239,25 +239,34 @@ class _Handlers:
             ) from None
         return b"".join(chunks)
 
-    async def _body_into(self, request: Request, declared: int) -> bytearray:
-        buffer = bytearray(declared)
-        view = memoryview(buffer)
+    async def _body_into(self, request: Request, declared: int) -> bytes | bytearray:
+        """A body of ``declared`` bytes. One that arrives as one chunk (the usual case: the HTTP
+        layer gathers what has arrived before the handler reads) is that chunk, never copied;
+        else the chunks are written into one buffer of the declared size."""
+        first = b""
+        buffer: bytearray | None = None
         size = 0
         try:
             async for chunk in request.stream():
+                if not chunk:  # (the stream ends with an empty one)
+                    continue
                 end = size + len(chunk)
                 if end > declared:  # the HTTP layer enforces Content-Length; never write past it
                     raise RequestError(
                         400, "bad_request", f"body longer than its Content-Length {declared}", "body"
                     )
-                view[size:end] = chunk
+                if not size:
+                    first = chunk
+                else:
+                    if buffer is None:
+                        buffer = bytearray(declared)
+                        buffer[:size] = first
+                    buffer[size:end] = chunk
                 size = end
         except ClientDisconnect:
             raise RequestError(
                 400, "bad_request", "the client closed the connection mid-body", "body"
             ) from None
-        finally:
-            view.release()
         if size < declared:
             raise RequestError(
                 400,
@@ -265,7 +274,7 @@ class _Handlers:
                 f"body of {size} bytes is shorter than its Content-Length {declared}",
                 "body",
             )
-        return buffer
+        return first if buffer is None else buffer
 
     def _check_caps(self, run_id: str, events: list[Event]) -> None:
         """The service's configurable caps on what one batch may add to its state."""

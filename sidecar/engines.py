@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from health.compact import CompactDigest
 from health.types import Finding, TaskIndex
@@ -23,6 +23,7 @@ __all__ = [
     "Clock",
     "DigestRecord",
     "Engines",
+    "Everyday",
     "PerfSummaryLike",
     "ReducerLike",
     "TrackerLike",
@@ -30,6 +31,15 @@ __all__ = [
 ]
 
 Clock = Callable[[], float]
+
+
+class Everyday(NamedTuple):
+    """What the batch fast path reads from the bytes of a row it vouches for."""
+
+    digest: CompactDigest
+    ng_perf: dict[str, Any] | None
+    #: The row's service keys read by the same decode: row key -> value, ``UNSET`` if absent.
+    service_keys: dict[str, Any]
 
 
 class TrackerLike(Protocol):
@@ -101,9 +111,9 @@ class Engines:
     digest_record: DigestRecord
     digest_task_index: Callable[[CompactDigest], TaskIndex]
     build_ng_perf: BuildNgPerf
-    #: ``(data, latency_ms, **location)`` -> ``(compact digest, ng_perf)`` of a row or line given
-    #: as its bytes, for the rows the batch fast path vouches for; ``None``: use the two above.
-    digest_everyday: Callable[..., tuple[Any, dict[str, Any] | None] | None] | None = None
+    #: ``(data, latency_ms, **location)`` -> :class:`Everyday` of a row or line given as its
+    #: bytes, for the rows the batch fast path vouches for; ``None``: use the two above.
+    digest_everyday: Callable[..., Everyday | None] | None = None
 
 
 class _LastTrajectory:
@@ -181,9 +191,7 @@ def default_engines() -> Engines:
         trajectory = outcome[0]
         return None if trajectory is None else ng_perf_for_trajectory(trajectory, rollout_latency_ms)
 
-    def _everyday(
-        data: bytes, rollout_latency_ms: float | None, **location: Any
-    ) -> tuple[Any, dict[str, Any] | None] | None:
+    def _everyday(data: bytes, rollout_latency_ms: float | None, **location: Any) -> Everyday | None:
         """Digest and ``ng_perf`` from the row's bytes, the payloads never built (``health.fast_path``)."""
         vouched = digest_everyday(data, **location)
         if vouched is None:
@@ -194,7 +202,14 @@ def default_engines() -> Engines:
         ng_perf = (
             None if trajectory is None else ng_perf_for_trajectory(cast(Any, trajectory), rollout_latency_ms)
         )
-        return compact_digest(digest), ng_perf
+        service_keys = {
+            "_ng_task_index": record.task_index,
+            "_ng_rollout_index": record.rollout_index,
+            "_ng_attempt_index": record.attempt,
+            "_ng_no_persist": record.no_persist,
+            "_ng_failure_class": record.failure_class,
+        }
+        return Everyday(compact_digest(digest), ng_perf, service_keys)
 
     def _tracker(clock: Clock) -> TrackerLike:
         return DispatchLatencyTracker(clock=clock)

@@ -42,6 +42,7 @@ SHALLOW_ROW_DEPTH: Final = 257
 #: A request body this shallow holds only shallow rows (each sits two levels down: list, event).
 _SHALLOW_BODY_DEPTH: Final = SHALLOW_ROW_DEPTH + 2
 _NULL = Raw(b"null")
+_UNLEARNED: Final = object()
 
 
 class _ServiceKeys(Struct):
@@ -80,7 +81,7 @@ class RawRow:
     most :data:`SHALLOW_ROW_DEPTH` levels deep (the batch fast path need not check again).
     """
 
-    __slots__ = ("_keys", "_parsed", "data", "shallow", "vetted")
+    __slots__ = ("_keys", "_learned", "_parsed", "data", "shallow", "vetted")
 
     def __init__(
         self, data: bytes, *, vetted: bool, shallow: bool = False, parsed: dict[str, Any] | None = None
@@ -90,6 +91,8 @@ class RawRow:
         self.shallow = vetted and shallow
         self._parsed = parsed
         self._keys: dict[str, Any] | None = None
+        #: Service keys read by another decode of these same bytes (``UNSET``: absent).
+        self._learned: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"RawRow({len(self.data)} bytes)"
@@ -126,12 +129,26 @@ class RawRow:
         }
         return keys
 
+    def learn(self, values: dict[str, Any]) -> None:
+        """Take service keys (row key -> value, ``UNSET`` for absent) that another msgspec
+        decode of these very bytes read, such as the health fast path's: a vetted row then
+        answers them without a pass of its own. (Any decode of vetted bytes reads orjson's
+        values.) An unvetted row ignores them."""
+        if self.vetted:
+            self._learned = values
+
     def get(self, key: str, default: Any = None) -> Any:
         """``row.get(key, default)``, without a full parse for the keys the service reads."""
+        learned = self._learned.get(key, _UNLEARNED)
+        if learned is not _UNLEARNED:
+            return default if learned is UNSET else learned
         keys = self._fast_keys() if key in ROW_SERVICE_KEYS else None
         return self.parsed().get(key, default) if keys is None else keys.get(key, default)
 
     def __contains__(self, key: object) -> bool:
+        learned = self._learned.get(key, _UNLEARNED) if isinstance(key, str) else _UNLEARNED
+        if learned is not _UNLEARNED:
+            return learned is not UNSET
         keys = self._fast_keys() if key in ROW_SERVICE_KEYS else None
         return key in self.parsed() if keys is None else key in keys
 

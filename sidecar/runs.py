@@ -22,7 +22,7 @@ from health.reduce import GroupStore, release_gradually
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
 from sidecar.accounting import Accounting, RolloutKey, normalize_index
-from sidecar.engines import Engines
+from sidecar.engines import Engines, Everyday
 from sidecar.events import (
     Completed,
     Drained,
@@ -613,6 +613,8 @@ def derive_fact(
         return LatencyFact(received_at, generation, event.op, event.seconds)
     if isinstance(event, Heartbeat):
         raise TypeError("a heartbeat has no fact: it is applied in memory and never journaled")
+    # a completion's fast path reads its identity keys too: it goes first
+    vouched = _everyday(event, engines, settings) if isinstance(event, Completed) else None
     task, rollout = _identity_key(event)
     if isinstance(event, Started):
         return StartedFact(received_at, generation, task, rollout, event.attempt)
@@ -637,7 +639,7 @@ def derive_fact(
             attempt,
             kept,
         )
-    return _completed_fact(event, received_at, generation, (task, rollout), engines, settings, kept)
+    return _completed_fact(event, received_at, generation, (task, rollout), engines, settings, kept, vouched)
 
 
 def _completed_fact(
@@ -648,15 +650,12 @@ def _completed_fact(
     engines: Engines,
     settings: tuple[str, frozenset[str]] | None,
     kept: bytes | None,
+    vouched: Everyday | None,
 ) -> CompletedFact:
     base = (received_at, generation, event.seconds, key[0], key[1])
-    vouched = _everyday(event, engines, settings)
     if vouched is not None:
-        digest, ng_perf = vouched
-        agent_perf = None
-        if ng_perf is None:
-            agent_perf = _agent_perf(row_of(event))
-        return _digested(event, base, ng_perf, agent_perf, digest, kept)
+        agent_perf = _agent_perf(row_of(event)) if vouched.ng_perf is None else None
+        return _digested(event, base, vouched.ng_perf, agent_perf, vouched.digest, kept)
     row = event.parsed[0]
     ng_perf = None if row is None else engines.build_ng_perf(row, latency_ms(event))
     if row is not None and row.get(_NO_PERSIST_KEY):
@@ -692,21 +691,18 @@ def _agent_perf(row: dict[str, Any] | RawRow | None) -> dict[str, Any] | None:
 
 def _everyday(
     event: Completed, engines: Engines, settings: tuple[str, frozenset[str]] | None
-) -> tuple[Any, dict[str, Any] | None] | None:
+) -> Everyday | None:
     """Digest and ``ng_perf`` of an everyday row straight from its bytes (the batch fast path);
-    ``None`` for any row the full path must read (not digested here, or not vouched for)."""
+    ``None`` for any row the full path must read (not digested here, or not vouched for).
+
+    The fast path runs before anything else reads the row: its one decode also reads the keys
+    that tell an everyday row, which the row then answers (here, and for the event's
+    identity) without a pass over its bytes of its own."""
     raw = event.raw
     digest_everyday = engines.digest_everyday
-    if (
-        raw is None
-        or digest_everyday is None
-        or settings is None
-        or TASK_KEY not in raw  # its digest depends on its position: left to apply time
-        or raw.get(_NO_PERSIST_KEY)
-        or raw.get(_FAILURE_CLASS_KEY) is not None
-    ):
+    if raw is None or digest_everyday is None or settings is None:
         return None
-    return digest_everyday(
+    vouched = digest_everyday(
         raw.data,
         latency_ms(event),
         source_path=settings[0],
@@ -716,6 +712,16 @@ def _everyday(
         ignored_checks=settings[1],
         shallow_json=raw.shallow,
     )
+    if vouched is not None:
+        raw.learn(vouched.service_keys)
+    if (
+        vouched is None
+        or TASK_KEY not in raw  # its digest depends on its position: left to apply time
+        or raw.get(_NO_PERSIST_KEY)
+        or raw.get(_FAILURE_CLASS_KEY) is not None
+    ):
+        return None
+    return vouched
 
 
 def _digested(
@@ -739,7 +745,7 @@ def _digested(
     )  # fmt: skip
     if digest is not None:
         try:
-            encode_fact(fact)
+            encode_fact(fact, again=True)  # the journal's encoding, kept for the ingest
             return fact
         except (OverflowError, TypeError, ValueError):
             pass  # a value MessagePack cannot hold: journal the row and digest it when applied

@@ -227,16 +227,31 @@ def digest_fields(digest: CompactDigest) -> tuple[Any, ...]:
     return tuple(digest[1:])
 
 
-def encode_fact(fact: Fact) -> bytes:
+#: An encoding kept for one more call (``encode_fact(..., again=True)``), handed out for the
+#: very same fact and dropped by any next call: the live service learns that a digested fact
+#: can be journaled by encoding it, then journals it. (Facts are immutable; the slot holds the
+#: fact, so no other object can share its identity meanwhile.)
+_last_encoded: list[tuple[Fact, bytes]] = []
+
+
+def encode_fact(fact: Fact, *, again: bool = False) -> bytes:
     """``[FACTS_FORMAT, tag, *fields]`` as MessagePack. Integers past 64 bits and strings with
     lone surrogates (a row's token counts or texts) are written as extension values, which
     :func:`decode_fact` reads back exactly; raises ``TypeError``/``ValueError`` for anything
-    else MessagePack cannot hold."""
+    else MessagePack cannot hold. ``again``: the caller will encode this same fact next; its
+    encoding is kept for that call."""
+    if _last_encoded:
+        last = _last_encoded.pop()
+        if last[0] is fact:
+            return last[1]
     items = (FACTS_FORMAT, _TAGS[type(fact)], *fact)
     try:
-        return _ENCODER.encode(items)
+        payload = _ENCODER.encode(items)
     except (OverflowError, UnicodeEncodeError):
-        return _ENCODER.encode(_portable(items))
+        payload = _ENCODER.encode(_portable(items))
+    if again:
+        _last_encoded.append((fact, payload))
+    return payload
 
 
 def is_legacy_payload(payload: bytes) -> bool:

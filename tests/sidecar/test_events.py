@@ -7,7 +7,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sidecar.events import MAX_SECONDS, EventBatch, encode_event, event_identity, idempotency_key
+from sidecar.events import (
+    MAX_SECONDS,
+    EventBatch,
+    content_hash,
+    encode_event,
+    event_identity,
+    idempotency_key,
+)
+from sidecar.raw_rows import decode_request
 
 
 def _one(body: dict[str, Any]) -> Any:
@@ -52,6 +60,17 @@ class TestIdentity:
         assert event_identity(line) == (9, 0, 0)
 
 
+class TestComputedOnce:
+    def test_identity_is_worked_out_once_and_equality_ignores_it(self) -> None:
+        body = {"kind": "completed", "seconds": 1.0, "row": {"_ng_task_index": 4, "_ng_attempt_index": 2}}
+        event, twin = _one(body), _one(body)
+        assert event.identity == (4, 0, 2)
+        assert event.identity is event.identity  # kept, not worked out again
+        assert event == twin  # twin never worked it out: only the fields are compared
+        with pytest.raises(ValidationError):  # still frozen
+            event.seconds = 2.0
+
+
 class TestKeys:
     def test_retry_is_a_duplicate_but_a_different_row_is_not(self) -> None:
         row = {"_ng_task_index": 1, "_ng_rollout_index": 0, "x": 1}
@@ -60,6 +79,19 @@ class TestKeys:
         other = idempotency_key("r", _one({"kind": "completed", "seconds": 1.0, "row": {**row, "x": 2}}))
         assert first == retry != other
         assert first.startswith("r|1|0|0|completed|")
+
+    def test_the_content_part_is_a_128_bit_hash_of_the_bytes_as_sent(self) -> None:
+        sent = b'{"_ng_task_index": 1,  "x": "\\u00e9"}'  # not orjson's formatting
+        decoded = decode_request(b'[{"kind":"completed","row":' + sent + b"}]", 1024)
+        assert decoded is not None
+        key = idempotency_key("r", EventBatch.validate_python(decoded)[0])
+        head, _, digest = key.rpartition("|")
+        assert head == "r|1|0|0|completed"
+        assert digest == content_hash(sent)
+        assert len(digest) == 32 and int(digest, 16) >= 0  # 128 bits, hex
+        # one byte apart, or the same bytes re-spaced, is another content
+        assert content_hash(sent.replace(b"1", b"2")) != digest
+        assert content_hash(sent.replace(b",  ", b",")) != digest
 
     def test_kinds_runs_and_attempts_are_distinct(self) -> None:
         row = {"_ng_task_index": 1, "_ng_rollout_index": 0}

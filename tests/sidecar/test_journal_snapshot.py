@@ -197,6 +197,18 @@ class TestFacts:
         finally:
             await service.stop()
 
+    def test_an_encoding_kept_for_the_next_call_serves_that_very_fact_once(self) -> None:
+        from sidecar.journal._facts import LatencyFact, decode_fact, encode_fact
+
+        fact, twin = LatencyFact(1.0, 0, "record", 2.0), LatencyFact(1.0, 0, "record", 2.0)
+        kept = encode_fact(fact, again=True)
+        assert encode_fact(fact) is kept  # the kept encoding, not a second one
+        assert encode_fact(fact) is not kept  # handed out once
+        encode_fact(fact, again=True)
+        assert encode_fact(twin) == kept  # an equal fact (another object) is encoded anew
+        assert encode_fact(fact) is not kept  # and any call drops what was kept
+        assert decode_fact(kept) == fact
+
     async def test_position_dependent_rows_are_digested_when_applied(self, tmp_path: Path) -> None:
         """A row without ``_ng_task_index`` and an unreadable line without a line number depend on
         their position: their facts carry the row, and live, replayed and batch reports agree."""

@@ -14,6 +14,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import UNSET
 
 from health.json_vet import native_vet
 from sidecar.app import _Handlers, create_app, json_depth
@@ -194,6 +195,51 @@ class TestFacts:
                     for event in (raw, full)
                 ]
                 assert facts[0] == facts[1]
+
+    @pytest.mark.parametrize(
+        ("tail", "everyday"),
+        [
+            (b"", True),
+            (b', "_ng_attempt_index": 2, "_ng_task_index": 7', True),  # after the trajectory
+            (b', "_ng_task_index": "t-1", "_ng_rollout_index": 3', True),
+            (b', "_ng_no_persist": false, "_ng_failure_class": null', True),
+            (b', "_ng_attempt_index": "2", "_ng_no_persist": 0', True),
+            (b', "_ng_no_persist": true, "_ng_dispatch_drained": 1', False),
+            (b', "_ng_failure_class": "timeout", "_ng_failure_terminal": true', False),
+            (b', "_ng_failure_class": {"a": [1]}', False),
+        ],
+    )
+    def test_the_fast_path_reads_the_keys_of_an_everyday_row(self, tail: bytes, everyday: bool) -> None:
+        """The fast path's decode also reads the identity and disposition keys (wherever they
+        sit, the last of duplicates winning): each such row gets the full path's fact and key,
+        digested from its bytes exactly when it is an everyday row."""
+        run = generate_run(num_tasks=2, repeats=1, fault_rate=0.0, failure_rate=0.0, drained_fraction=0.0)
+        row = next(event["row"] for event in run.events if event["kind"] == "completed")
+        row_bytes = orjson.dumps(row)[:-1] + tail + b"}"
+        body = b'[{"kind": "completed", "seconds": 2.5, "row": ' + row_bytes + b"}]"
+        decoded = decode_request(body, 1024)
+        assert decoded is not None
+        (raw,), (full,) = EventBatch.validate_python(decoded), _full(body)
+        assert isinstance(raw.row, RawRow)
+        settings_ = ("rollouts.jsonl", frozenset[str]())
+        facts = [
+            derive_fact(event, received_at=1.0, engines=default_engines(), settings=settings_)
+            for event in (raw, full)
+        ]
+        assert facts[0] == facts[1]
+        assert (facts[0].digest is not None) is everyday
+        # the same identity; the content part hashes the bytes as sent (not orjson's formatting)
+        heads = [idempotency_key("run", event).rpartition("|")[0] for event in (raw, full)]
+        assert heads[0] == heads[1]
+
+    def test_a_row_learns_keys_only_when_its_bytes_were_vetted(self) -> None:
+        data = b'{"_ng_task_index": 1}'
+        vetted, unvetted = RawRow(data, vetted=True), RawRow(data, vetted=False)
+        for row in (vetted, unvetted):
+            row.learn({"_ng_task_index": 5, "_ng_attempt_index": UNSET})
+        assert (vetted.get("_ng_task_index"), "_ng_attempt_index" in vetted) == (5, False)
+        assert unvetted.get("_ng_task_index") == 1  # read from the bytes themselves
+        assert vetted.get("_ng_rollout_index", 0) == 0  # not learned: read from the bytes
 
 
 @pytest.fixture

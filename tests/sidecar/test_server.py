@@ -98,3 +98,47 @@ class TestListeningLog:
         finally:
             process.kill()
             process.communicate(timeout=10)
+
+
+class TestRequestBodies:
+    @staticmethod
+    def _post_in_pieces(port: int, body: bytes, pieces: list[bytes]) -> tuple[int, bytes]:
+        """POST ``body``'s declared length, sending ``pieces`` apart so they arrive as chunks."""
+        head = f"POST /v1/runs/b/events HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+            conn.sendall(head.encode())
+            for piece in pieces:
+                time.sleep(0.15)
+                conn.sendall(piece)
+            reply = b""
+            while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+                data = conn.recv(65536)
+                if not data:
+                    break
+                reply += data
+        status = int(reply.split(b" ", 2)[1])
+        return status, reply.partition(b"\r\n\r\n")[2]
+
+    def test_a_body_in_one_chunk_or_in_many_is_read_whole(self, tmp_path: Path) -> None:
+        from sidecar.server import ServiceThread
+        from sidecar.settings import ServiceSettings
+
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "journal.sqlite3")
+        rows = [{"_ng_task_index": index, "pad": "x" * 3000} for index in range(4)]
+        with ServiceThread(settings) as url:
+            port = int(url.rsplit(":", 1)[1])
+            assert httpx.post(f"{url}/v1/runs/b/events", json=[{"kind": "run_started"}]).status_code == 200
+            body = orjson.dumps([{"kind": "completed", "seconds": 1.0, "row": row} for row in rows[:2]])
+            assert self._post_in_pieces(port, body, [body])[0] == 200
+            body = orjson.dumps([{"kind": "completed", "seconds": 1.0, "row": row} for row in rows[2:]])
+            status, reply = self._post_in_pieces(port, body, [body[:10], body[10:5000], body[5000:]])
+            assert status == 200
+            assert [r["status"] for r in orjson.loads(reply)["results"]] == ["accepted", "accepted"]
+            report = httpx.get(f"{url}/v1/runs").json()["runs"]
+            assert [run["run_id"] for run in report] == ["b"]
+            # every row arrived whole: a retry of each is a duplicate, the content hash agrees
+            again = httpx.post(
+                f"{url}/v1/runs/b/events",
+                json=[{"kind": "completed", "seconds": 1.0, "row": row} for row in rows],
+            ).json()["results"]
+            assert [r["status"] for r in again] == ["duplicate"] * 4
