@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -34,6 +35,24 @@ __all__ = ["Service"]
 _log = structlog.get_logger("sidecar.service")
 #: Newly flagged rollouts logged per run and evaluation (all are counted and listed in /inflight).
 _LOGGED_FLAGS = 20
+#: Interpreter frames left for the server's own call stack above a value nested to the depth cap.
+_STACK_HEADROOM = 1000
+
+
+def _reserve_recursion(max_json_depth: int) -> None:
+    """Raise the interpreter's recursion limit so a body nested to ``max_json_depth`` is read
+    and written, not refused with a 500.
+
+    On Python 3.11, msgspec's decoder and the standard library's JSON encoder (the deep-row
+    fallback of ``sidecar.wire.dump_row``) count every nesting level against the recursion
+    limit, of which the server's stack already uses a few dozen frames: with the default 1000,
+    a row nested ~990 deep inside a body the 1024 cap accepts would fail mid-request. Each
+    level costs those C functions well under a kilobyte of C stack, so ~2,000 levels fit in
+    the main thread's stack many times over. The limit is only ever raised.
+    """
+    needed = max_json_depth + _STACK_HEADROOM
+    if sys.getrecursionlimit() < needed:
+        sys.setrecursionlimit(needed)
 
 
 class Service:
@@ -48,6 +67,7 @@ class Service:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
+        _reserve_recursion(settings.max_json_depth)
         #: Wall clock of arrivals and in-flight ages (the demo runs the service on simulated time).
         self.clock = clock
         self.started = False

@@ -45,6 +45,18 @@ def _row(task: int, answer: Any) -> dict[str, Any]:
     }
 
 
+_CAP = 1024
+"""The service's default --max-json-depth, and orjson's own limit."""
+_BODY_LEVELS_ABOVE_ANSWER = 6
+"""The body's list, the event, the row, ``ng_trajectory``, ``turns`` and the turn."""
+
+
+def _nested_text(levels: int) -> str:
+    """``_nested(levels)`` as JSON text, written without recursion (deeper than this process's
+    recursion limit lets the standard library write)."""
+    return "[" * levels + '"x"' + "]" * levels
+
+
 class TestDeepRows:
     @pytest.mark.parametrize("workers", [0, 1], ids=["inline", "deprecated-workers-ignored"])
     def test_live_report_equals_batch_for_deep_free_form_values(self, tmp_path: Path, workers: int) -> None:
@@ -68,4 +80,35 @@ class TestDeepRows:
         assert live == verdicts
         assert summary == batch.summary_path.read_bytes()
         with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:  # replay
+            assert client.get("/report/verdicts", params={"run_id": "deep"}).content == verdicts
+
+    def test_a_body_nested_to_the_cap_is_accepted_and_reported_as_the_batch_check_does(
+        self, tmp_path: Path
+    ) -> None:
+        """Past the interpreter's default recursion limit of 1000, but within the 1024 cap: the
+        raw path's decoder and the deep-row writer must not fail mid-request (they once gave a 500)."""
+        levels = _CAP - _BODY_LEVELS_ABOVE_ANSWER
+        marker = '"x"'
+        line = _dumps(_row(0, "x")).replace(marker, _nested_text(levels))
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        (run_dir / "rollouts.jsonl").write_text(line + "\n")
+        with contextlib.redirect_stdout(io.StringIO()):
+            batch = health_check_run_dir(run_dir, workers=1)
+        verdicts = batch.verdicts_path.read_bytes()
+        assert verdicts.count(b'"error":"ValueError"') == 1
+
+        started = _dumps({"kind": "run_started", "plan": {"0": 1}})
+        body = f'[{started},{{"kind":"completed","seconds":1.0,"row":{line}}}]'
+        too_deep = body.replace(marker, "[" + marker + "]")
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "journal.sqlite3")
+        with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+            refused = client.post("/v1/runs/deep/events", content=too_deep.encode())
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["error"] == "too_deep"
+            response = client.post("/v1/runs/deep/events", content=body.encode())
+            assert response.status_code == 200, response.text
+            assert [r["status"] for r in response.json()["results"]] == ["accepted", "accepted"]
+            retry = client.post("/v1/runs/deep/events", content=body.encode())
+            assert retry.json()["results"][1]["status"] == "duplicate"
             assert client.get("/report/verdicts", params={"run_id": "deep"}).content == verdicts
