@@ -5,18 +5,17 @@ pydantic. Most of those bytes are the captured calls' ``request`` / ``response``
 which no check reads unless a call stopped for length. :func:`read_everyday_record` reaches
 the same inputs in two C passes and a little Python, for the records that are plainly valid:
 
-1. **The line is JSON exactly when orjson says so.** simdjson validates the whole document
-   (UTF-8, escapes and surrogates, number syntax and range, nesting). What it accepts, orjson
-   accepts with the same values, except a leading UTF-8 BOM, which the required leading
-   ``{`` rules out. What simdjson refuses and orjson accepts (integers beyond 64 bits,
-   nesting past 1024) takes the full path. ``tests/health/test_fast_path.py`` holds the
-   edge cases.
+1. **The line is JSON exactly when orjson says so.** :func:`health.json_vet.vet` accepts a
+   document only if orjson parses it to the values msgspec decodes (UTF-8, escapes and
+   surrogates, number syntax and range, integers within 64 bits, nesting) and it nests at most
+   a given number of containers; it reads the line in place. (Where the native vetter is not
+   built, simdjson stands in, refusing a little more.) A leading UTF-8 BOM, which orjson
+   refuses, is ruled out by the required leading ``{``. ``tests/health/test_fast_path.py``
+   and ``tests/health/test_json_vet.py`` hold the edge cases.
 2. **The canonical dump cannot fail.** It fails only on a free-form value nested more than
    253 levels (see ``health.digest``). Every free-form value sits at least 4 levels below the
    record's root (``ng_trajectory`` / ``model_calls`` / a call / ``request``), so a record at
-   most 257 levels deep is safe. simdjson refuses documents deeper than 1024 levels, so the
-   line is validated wrapped in 767 arrays: one pass, no per-payload scan. (The wrapping
-   would admit several comma-separated values; the decode below requires exactly one.)
+   most 257 containers deep is safe, and that bound is vetted in the same pass.
 3. **The trajectory is valid exactly when the contract says so** for the strict subset
    decoded by :mod:`health.strict_schema`. A conversation is first decoded by the typed
    everyday-item structs of :mod:`health.strict_conversation`; one they do not vouch for is
@@ -35,15 +34,14 @@ the strict decode refuses to :mod:`health.rejection`, which may prove the trajec
 from __future__ import annotations
 
 import functools
-import threading
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import orjson
-import simdjson
 from msgspec import Raw
 
 from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
+from .json_vet import vet
 from .rejection import RejectedRecord, read_rejected_record
 from .strict_conversation import everyday_items_ok
 from .strict_schema import StrictRecord, StrictTrajectory, contract_rules_hold, decode_strict
@@ -53,15 +51,9 @@ if TYPE_CHECKING:
 
 __all__ = ["UNREAD_RESPONSE", "EverydayRecord", "read_everyday_record", "read_stripped_line"]
 
-_SIMDJSON_MAX_DEPTH = 1024
 _MAX_RECORD_DEPTH = 257
 """253 levels for a free-form value (the dump's limit) plus the 4 levels above the shallowest one."""
-_WRAP_DEPTH = _SIMDJSON_MAX_DEPTH - _MAX_RECORD_DEPTH
-_OPEN = b"[" * _WRAP_DEPTH
-_CLOSE = b"]" * _WRAP_DEPTH
 _NULL = Raw(b"null")
-_MAX_LINE_BYTES = 64 << 20
-"""Longer lines take the full path: simdjson's parser keeps a buffer as large as its largest input."""
 
 
 class _UnreadResponse:
@@ -96,27 +88,10 @@ def _conversation_adapter() -> TypeAdapter[list[Any]]:
     return TypeAdapter(Conversation)
 
 
-_local = threading.local()
-
-
-def _validator() -> simdjson.Parser:
-    """simdjson parsers are not thread-safe and keep their buffers: one per thread."""
-    parser: simdjson.Parser | None = getattr(_local, "parser", None)
-    if parser is None:
-        parser = _local.parser = simdjson.Parser()
-    return parser
-
-
 def _is_shallow_json_for_orjson(data: bytes) -> bool:
     """True only if orjson would parse ``data`` to the values msgspec decodes, and it is an
-    object (or, wrapped, a list of values: see the module notes) at most 257 levels deep."""
-    if data[:1] != b"{" or len(data) > _MAX_LINE_BYTES:
-        return False
-    try:
-        _validator().parse(b"".join((_OPEN, data, _CLOSE)))  # the lazy proxy is dropped at once
-    except Exception:  # any refusal (ValueError, RuntimeError, UnicodeDecodeError ...) defers
-        return False
-    return True
+    object at most 257 containers deep (see the module notes)."""
+    return data[:1] == b"{" and vet(data, _MAX_RECORD_DEPTH)
 
 
 def _conversation_vouched(items: list[Any]) -> bool:
@@ -182,8 +157,8 @@ def _conversations_vouched(record: StrictRecord, trajectory: StrictTrajectory) -
 def read_everyday_record(data: bytes, *, shallow_json: bool = False) -> EverydayRecord | None:
     """The checks' inputs for a stripped JSONL line, or ``None`` to take the full path.
 
-    ``shallow_json``: the caller has already shown what step 1 shows (simdjson accepted ``data``,
-    a JSON object at most 257 levels deep, e.g. as part of a larger document it validated), so
+    ``shallow_json``: the caller has already shown what step 1 shows (``data`` is vetted JSON,
+    an object at most 257 containers deep, e.g. as part of a larger document it vetted), so
     that pass is skipped.
     """
     outcome = _read(data, shallow_json=shallow_json, rejections=False)
@@ -197,9 +172,7 @@ def read_stripped_line(data: bytes, *, shallow_json: bool = False) -> EverydayRe
 
 
 def _read(data: bytes, *, shallow_json: bool, rejections: bool) -> EverydayRecord | RejectedRecord | None:
-    if not (shallow_json and data[:1] == b"{" and len(data) <= _MAX_LINE_BYTES) and not (
-        _is_shallow_json_for_orjson(data)
-    ):
+    if not (shallow_json and data[:1] == b"{") and not _is_shallow_json_for_orjson(data):
         return None
     record = decode_strict(data, typed_conversations=_decode_order.typed_first())
     if record is None:

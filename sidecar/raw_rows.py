@@ -11,8 +11,8 @@ the digest and ``ng_perf`` come from the batch check's fast path over them
 (``health.digest.digest_everyday``). Anything else reads :meth:`RawRow.parsed`, the row as
 orjson parses it, built at most once.
 
-The raw path is taken only where it provably agrees with the full one: a body that simdjson
-validates (then orjson accepts it with the same values; see ``health.fast_path``) and whose
+The raw path is taken only where it provably agrees with the full one: a body that
+``health.json_vet`` vets (orjson accepts it, with the values msgspec decodes) and whose
 events have no key the models forbid. Every other body takes the full path (orjson, then the
 models), which decides and words every refusal exactly as before.
 """
@@ -23,8 +23,9 @@ from typing import Any, Final
 
 import msgspec
 import orjson
-import simdjson
 from msgspec import UNSET, Raw, Struct, field
+
+from health.json_vet import MAX_DEPTH, vet
 
 __all__ = [
     "ROW_SERVICE_KEYS",
@@ -36,12 +37,10 @@ __all__ = [
     "vetted_json",
 ]
 
-_SIMDJSON_MAX_DEPTH: Final = 1024
 #: Deepest record the batch fast path reads without checking its depth itself.
 SHALLOW_ROW_DEPTH: Final = 257
 #: A request body this shallow holds only shallow rows (each sits two levels down: list, event).
 _SHALLOW_BODY_DEPTH: Final = SHALLOW_ROW_DEPTH + 2
-_MAX_VETTED_BYTES: Final = 256 << 20
 _NULL = Raw(b"null")
 
 
@@ -76,7 +75,7 @@ _KEY_FIELDS: Final = tuple(ROW_SERVICE_KEYS.items())
 class RawRow:
     """A row (a JSON object) as the bytes its client sent.
 
-    ``vetted``: simdjson validated the bytes, so msgspec reads the service keys with orjson's
+    ``vetted``: :func:`vetted_json` accepted the bytes, so msgspec reads the service keys with orjson's
     values; an unvetted row answers every key from the full parse. ``shallow``: vetted, and at
     most :data:`SHALLOW_ROW_DEPTH` levels deep (the batch fast path need not check again).
     """
@@ -137,30 +136,12 @@ class RawRow:
         return key in self.parsed() if keys is None else key in keys
 
 
-_PARSERS: list[simdjson.Parser] = []
-
-
-def vetted_json(data: bytes | bytearray | memoryview, max_depth: int = _SIMDJSON_MAX_DEPTH) -> bool:
-    """True only if ``data`` is one JSON text nested at most ``max_depth`` (<= 1024) levels that
-    orjson parses to the values msgspec decodes. (simdjson validates it once, wrapped in
-    ``1024 - max_depth`` arrays so its own depth limit checks the service's. simdjson counts a
-    scalar as a level: a text exactly ``max_depth`` deep with a scalar at its deepest level is
-    not vetted, and the caller's exact check decides.)"""
-    if (
-        data[:1] not in (b"[", b"{")
-        or not 1 <= max_depth <= _SIMDJSON_MAX_DEPTH
-        or len(data) > _MAX_VETTED_BYTES
-    ):
-        return False  # (simdjson skips a leading byte-order mark, which orjson refuses)
-    wrap = _SIMDJSON_MAX_DEPTH - max_depth
-    parser = _PARSERS.pop() if _PARSERS else simdjson.Parser()
-    try:
-        parser.parse(b"".join((b"[" * wrap, data, b"]" * wrap)))  # the lazy proxy is dropped at once
-    except Exception:  # any refusal (ValueError, RuntimeError, UnicodeDecodeError ...)
-        return False
-    finally:
-        _PARSERS.append(parser)
-    return True
+def vetted_json(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH) -> bool:
+    """True only if ``data`` is one JSON array or object nested at most ``max_depth`` (<= 1024)
+    containers that orjson parses to the values msgspec decodes (:func:`health.json_vet.vet`;
+    where only its simdjson fallback is installed, a text exactly ``max_depth`` deep may be
+    refused, and the caller's exact check decides)."""
+    return data[:1] in (b"[", b"{") and 1 <= max_depth <= MAX_DEPTH and vet(data, max_depth)
 
 
 class _Envelope(Struct, forbid_unknown_fields=True):

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from health.json_vet import native_vet
 from sidecar.app import _Handlers, create_app, json_depth
 from sidecar.engines import default_engines
 from sidecar.events import Completed, EventBatch, idempotency_key
@@ -46,6 +47,14 @@ class TestVettedJson:
         vetted = vetted_json(data, limit)
         assert not vetted or json_depth(data) <= limit
         assert vetted or json_depth(data) >= limit
+
+    @pytest.mark.skipif(native_vet is None, reason="health._json_vet not built: the simdjson fallback")
+    @pytest.mark.parametrize("limit", [8, 259, 1024])
+    def test_the_native_vetter_is_exact_at_the_depth(self, limit: int) -> None:
+        for leaf in (b"1", b""):
+            data = b"[" * limit + leaf + b"]" * limit
+            assert json_depth(data) == limit
+            assert vetted_json(data, limit) and not vetted_json(data, limit - 1)
 
     @pytest.mark.parametrize(
         "data",

@@ -1,0 +1,88 @@
+"""Is a byte string JSON exactly as orjson reads it? Vetted in one pass, before a typed decode.
+
+The fast paths decode lines and request bodies with msgspec, which checks syntax but not all
+of what orjson (the full path) refuses: invalid UTF-8 inside strings, lone surrogate escapes,
+numbers that overflow to infinity; and orjson reads integers past 64 bits as floats where
+msgspec keeps them exact. So a document is vetted first: :func:`vet` is True only if orjson
+accepts it with the values msgspec decodes, nested at most ``max_depth`` containers.
+
+Two vetters, one contract:
+
+* ``native`` (:mod:`health._json_vet`, built from C when a compiler was present at install):
+  exactly that acceptance, reading the bytes in place at several GB/s. No well-kept library
+  validates with orjson's exact acceptance without building a value or tape first.
+* ``simdjson`` (the fallback): simdjson's acceptance is a subset of orjson's with the same
+  values, except a leading byte-order mark, which it skips and orjson refuses (so a BOM is
+  refused here). Its depth limit is checked by wrapping the document in ``1024 - max_depth``
+  arrays; it counts a scalar as a level, so a document exactly ``max_depth`` deep with a
+  scalar at its deepest level is refused (a refusal is always safe: the caller takes the
+  full path). The wrapping also lets a document close it and open another (``1],[2``): the
+  fallback accepts several comma-separated values there, so a caller must decode exactly one
+  value afterwards (a msgspec decode does).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Final, Literal
+
+import simdjson
+
+__all__ = ["MAX_DEPTH", "VETTER", "Vetter", "native_vet", "simdjson_vet", "vet"]
+
+Vetter = Literal["native", "simdjson"]
+
+MAX_DEPTH: Final = 1024
+"""orjson's nesting limit: a deeper document is refused whatever ``max_depth`` allows."""
+
+_MAX_SIMDJSON_BYTES: Final = 256 << 20
+"""Longer documents are refused by the fallback: a simdjson parser keeps a buffer as large as
+its largest input."""
+_BOM: Final = b"\xef\xbb\xbf"
+
+_local = threading.local()
+
+
+def _simdjson_parser() -> simdjson.Parser:
+    """simdjson parsers are not thread-safe and keep their buffers: one per thread."""
+    parser: simdjson.Parser | None = getattr(_local, "parser", None)
+    if parser is None:
+        parser = _local.parser = simdjson.Parser()
+    return parser
+
+
+def simdjson_vet(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH) -> bool:
+    """The fallback vetter (see the module notes); the same contract as :func:`vet`."""
+    if max_depth < 0:
+        raise ValueError(f"vet() max_depth must be >= 0, got {max_depth}")
+    if len(data) > _MAX_SIMDJSON_BYTES or bytes(data[:3]) == _BOM:
+        return False
+    wrap = MAX_DEPTH - min(max_depth, MAX_DEPTH)
+    try:
+        _simdjson_parser().parse(b"".join((b"[" * wrap, data, b"]" * wrap)))  # the proxy is dropped at once
+    except Exception:  # any refusal (ValueError, RuntimeError, UnicodeDecodeError ...)
+        return False
+    return True
+
+
+native_vet: Callable[[bytes | bytearray | memoryview, int], bool] | None
+"""The native vetter, or ``None`` where the package was installed without a C compiler."""
+try:
+    from ._json_vet import vet as native_vet
+except ImportError:  # see setup.py
+    native_vet = None
+
+_vet = simdjson_vet if native_vet is None else native_vet
+VETTER: Final[Vetter] = "simdjson" if native_vet is None else "native"
+"""Which vetter :func:`vet` runs."""
+
+
+def vet(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH) -> bool:
+    """True only if ``orjson.loads(data)`` succeeds with the values msgspec decodes and
+    ``data`` nests at most ``max_depth`` containers (``{}`` is 1 deep, a scalar 0).
+
+    The native vetter answers exactly that; the fallback may also refuse a document exactly
+    ``max_depth`` deep, and accept ``1],[2`` when ``max_depth < 1024`` (see the module notes).
+    ``max_depth`` past 1024 acts as 1024."""
+    return _vet(data, max_depth)
