@@ -9,8 +9,9 @@
  *   The copy is the line with each of these values replaced by 0:
  *     - the value of every "request" or "response" member of every object element of every
  *       "model_calls" array member of every top-level "ng_trajectory" object member;
- *     - the value of every top-level member whose key is not in KEPT_TOP_LEVEL_KEYS (the
- *       strict decode skips those members).
+ *     - the value of every top-level member whose key is not in KEPT_TOP_LEVEL_KEYS, and of
+ *       every member but "usage" of every top-level "response" object member (the strict
+ *       decode skips those members).
  *   A strict decode of the copy keeps those payloads as Raw or skips them, which a 0 passes
  *   exactly as the original value does, so it succeeds or fails where the line's does.
  *   requests / responses hold, per element of the model_calls array the decoded record keeps,
@@ -19,9 +20,9 @@
  *   last "request" / "response" of each element of the last "model_calls" member of the last
  *   "ng_trajectory" member (tests pin that behaviour of msgspec).
  *   None means "decode the line itself": the line is not an object, a key on the path
- *   (a member of the top-level object, of an ng_trajectory object or of a model call) holds a
- *   backslash (an escaped key may spell a field name the byte comparison here would miss),
- *   nothing was replaced, or the bytes end early.
+ *   (a member of the top-level object, of an ng_trajectory or response object or of a model
+ *   call) holds a backslash (an escaped key may spell a field name the byte comparison here
+ *   would miss), nothing was replaced, or the bytes end early.
  *
  * Input rule: the line has been vetted as one JSON text (health.json_vet). This is a
  * structural scan, not a validator: strings are skipped by looking for the next quote or
@@ -328,7 +329,7 @@ static inline int key_is(Pos key, Py_ssize_t length, const char *name) {
  * msgspec keeps the last value of a repeated key, so only the calls of the last model_calls
  * member of the last ng_trajectory member are the decoded record's. */
 typedef Action (*Chooser)(Scan *scan, Pos key, Py_ssize_t length, Pos value);
-typedef Pos (*Descender)(Scan *scan, Pos p);
+typedef Pos (*Descender)(Scan *scan, Pos key, Py_ssize_t length, Pos p);
 
 static Pos scan_object(Scan *scan, Pos p, Chooser choose, Descender descend);
 
@@ -362,8 +363,23 @@ static Action choose_trajectory_member(Scan *scan, Pos key, Py_ssize_t length, P
     return *value == '[' ? DESCEND : KEEP;
 }
 
-static Pos scan_trajectory(Scan *scan, Pos p) {
-    return scan_object(scan, p, choose_trajectory_member, scan_model_calls);
+static Pos scan_model_calls_member(Scan *scan, Pos key, Py_ssize_t length, Pos p) {
+    (void)key;
+    (void)length;
+    return scan_model_calls(scan, p);
+}
+
+static Action choose_response_member(Scan *scan, Pos key, Py_ssize_t length, Pos value) {
+    (void)scan;
+    (void)value;
+    return key_is(key, length, "usage") ? KEEP : CUT_SKIPPED;
+}
+
+/* The top-level members the strict decode reads inside: ng_trajectory, and response, of
+ * which it reads usage alone. */
+static Pos scan_top_level_member(Scan *scan, Pos key, Py_ssize_t length, Pos p) {
+    if (key_is(key, length, "ng_trajectory")) return scan_object(scan, p, choose_trajectory_member, scan_model_calls_member);
+    return scan_object(scan, p, choose_response_member, NULL);
 }
 
 static Action choose_top_level_member(Scan *scan, Pos key, Py_ssize_t length, Pos value) {
@@ -371,6 +387,7 @@ static Action choose_top_level_member(Scan *scan, Pos key, Py_ssize_t length, Po
         scan->call_count = 0;
         return *value == '{' ? DESCEND : KEEP;
     }
+    if (key_is(key, length, "response")) return *value == '{' ? DESCEND : KEEP;
     for (size_t i = 0; i < KEPT_TOP_LEVEL_COUNT; i++) {
         if (key_is(key, length, KEPT_TOP_LEVEL_KEYS[i])) return KEEP;
     }
@@ -378,8 +395,8 @@ static Action choose_top_level_member(Scan *scan, Pos key, Py_ssize_t length, Po
 }
 
 /* p is just past an object's '{'. Each member's value is kept, cut, or scanned further
- * (descend gets the position just past the value's opening bracket); returns the position
- * past the closing '}'. */
+ * (descend gets the member's key and the position just past the value's opening bracket);
+ * returns the position past the closing '}'. */
 static Pos scan_object(Scan *scan, Pos p, Chooser choose, Descender descend) {
     Pos end = scan->end;
     p = skip_space(p, end);
@@ -391,7 +408,7 @@ static Pos scan_object(Scan *scan, Pos p, Chooser choose, Descender descend) {
         if (value == NULL || value >= end) return NULL;
         Action action = choose(scan, key, key_length, value);
         if (action == DESCEND) {
-            p = descend(scan, value + 1);
+            p = descend(scan, key, key_length, value + 1);
         } else {
             p = skip_value(value, end);
             if (p != NULL && action != KEEP && add_cut(scan, action, value, p) < 0) return NULL;
@@ -471,7 +488,7 @@ static PyObject *compact(PyObject *module, PyObject *line) {
     Pos p = skip_space(scan.base, scan.end);
     if (p < scan.end && *p == '{') {
         /* The GIL stays held: the scan takes microseconds and allocates with PyMem. */
-        Pos after = scan_object(&scan, p + 1, choose_top_level_member, scan_trajectory);
+        Pos after = scan_object(&scan, p + 1, choose_top_level_member, scan_top_level_member);
         if (after != NULL && scan.cut_count > 0) result = build_result(&scan, line);
     }
     if (scan.no_memory && result == NULL && !PyErr_Occurred()) PyErr_NoMemory();

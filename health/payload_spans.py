@@ -2,11 +2,11 @@
 
 msgspec reads every byte of a value it skips or keeps raw, and most of a rollout line is the
 captured calls' ``request`` / ``response`` payloads (kept raw) plus top-level values the
-strict schema does not name (skipped). The native scan (:mod:`health._payload_spans`, built
-from C when a compiler was present at install) copies the line with each of those values
-replaced by ``0``, in a pass several times cheaper than msgspec's skip, and returns each
-call's payloads as ``Raw`` slices of the line (no copy); the copy is decoded and each call's
-payloads are put back.
+strict schema does not name and the top-level ``response``'s members but ``usage``
+(skipped). The native scan (:mod:`health._payload_spans`, built from C when a compiler was
+present at install) copies the line with each of those values replaced by ``0``, in a pass
+several times cheaper than msgspec's skip, and returns each call's payloads as ``Raw``
+slices of the line (no copy); the copy is decoded and each call's payloads are put back.
 
 Why it decodes the same record as the line itself:
 

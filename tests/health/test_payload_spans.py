@@ -100,14 +100,16 @@ def test_msgspec_keeps_the_last_value_of_a_repeated_key() -> None:
 @needs_native
 def test_the_copy_leaves_out_the_payloads_and_skipped_values() -> None:
     line = (
-        b'{"extra":{"big":"x}"},"_ng_task_index":1,"ng_trajectory":{"task_id":"t","rollout_id":"r",'
+        b'{"extra":{"big":"x}"},"_ng_task_index":1,"response":{"id":"x","usage":{"a":1}},'
+        b'"ng_trajectory":{"task_id":"t","rollout_id":"r",'
         b'"model_calls":[{"request":{"q":"\\"]"},"response":null,"model_call_id":"c"},{"model_call_id":"d"}]}}'
     )
     found = compact(line)
     assert found is not None
     copy_, requests, responses = found
     assert copy_ == (
-        b'{"extra":0,"_ng_task_index":1,"ng_trajectory":{"task_id":"t","rollout_id":"r",'
+        b'{"extra":0,"_ng_task_index":1,"response":{"id":0,"usage":{"a":1}},'
+        b'"ng_trajectory":{"task_id":"t","rollout_id":"r",'
         b'"model_calls":[{"request":0,"response":0,"model_call_id":"c"},{"model_call_id":"d"}]}}'
     )
     assert [None if r is None else bytes(r) for r in requests] == [b'{"q":"\\"]"}', None]
@@ -123,6 +125,7 @@ def test_the_copy_leaves_out_the_payloads_and_skipped_values() -> None:
         b'{"ng_traj\\u0065ctory":{"task_id":"t","rollout_id":"r","model_calls":[{"request":1}]}}',
         b'{"ng_trajectory":{"model_c\\u0061lls":[{"request":1}],"task_id":"t","rollout_id":"r"}}',
         b'{"x\\"y":1,"ng_trajectory":null}',
+        b'{"response":{"us\\u0061ge":{"a":1},"id":"r"}}',
     ],
 )
 def test_an_escaped_key_on_the_path_decodes_the_line_itself(line: bytes) -> None:
@@ -229,6 +232,15 @@ def _trajectory(draw: st.DrawFn, calls: list[Any]) -> Any:
         )
         pairs.insert(draw(st.integers(0, len(pairs))), ("model_calls", model_calls))
     return DupObject(tuple(pairs))
+
+
+@st.composite
+def _top_level_response(draw: st.DrawFn) -> Any:
+    """null, or an object of which the strict decode reads ``usage`` (repeated or not) alone."""
+    if draw(st.booleans()):
+        return None
+    keys = draw(st.lists(st.sampled_from(["usage", "usage", "id", "output", "Usage"]), max_size=4))
+    return DupObject(tuple((key, draw(_RAW_PAYLOADS)) for key in keys))
 
 
 @st.composite
