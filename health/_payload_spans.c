@@ -164,7 +164,8 @@ static inline uint64_t escaped_bytes(uint64_t backslash, int *carry) {
 
 /* Past the bracket closing the container whose content starts at p; masks_of computes a
  * block's masks (inlined, so each vector width gets its own copy of the loop). */
-static inline __attribute__((always_inline)) Pos skip_container_with(Pos p, Pos end, Masks (*masks_of)(const unsigned char *)) {
+static inline __attribute__((always_inline)) Pos skip_container_with(Pos p, Pos end, Masks (*masks_of)(const unsigned char *),
+                                                                     uint64_t (*parity_of)(uint64_t)) {
     uint64_t depth = 1, in_string = 0; /* in_string: all ones while the block starts in a string */
     int carry = 0;
     unsigned char padded[64];
@@ -178,7 +179,7 @@ static inline __attribute__((always_inline)) Pos skip_container_with(Pos p, Pos 
         Masks m = masks_of(block);
         uint64_t quotes = m.quote;
         if (m.backslash | (uint64_t)carry) quotes &= ~escaped_bytes(m.backslash, &carry);
-        uint64_t inside = prefix_xor(quotes) ^ in_string;
+        uint64_t inside = parity_of(quotes) ^ in_string;
         in_string = (uint64_t)((int64_t)inside >> 63);
         uint64_t open = m.open & ~inside, close = m.close & ~inside;
         uint64_t closes = (uint64_t)__builtin_popcountll(close);
@@ -219,14 +220,19 @@ __attribute__((target("avx2"))) static inline Masks block_masks_avx2(const unsig
     return m;
 }
 
-__attribute__((target("avx2"))) static Pos skip_container_avx2(Pos p, Pos end) {
-    return skip_container_with(p, end, block_masks_avx2);
+/* The prefix XOR as one carry-less multiplication by all ones. */
+__attribute__((target("pclmul"))) static inline uint64_t prefix_xor_clmul(uint64_t x) {
+    return (uint64_t)_mm_cvtsi128_si64(_mm_clmulepi64_si128(_mm_set_epi64x(0, (long long)x), _mm_set1_epi8(-1), 0));
 }
 
-static int has_avx2 = 0; /* set once at import */
+__attribute__((target("avx2,pclmul"))) static Pos skip_container_avx2(Pos p, Pos end) {
+    return skip_container_with(p, end, block_masks_avx2, prefix_xor_clmul);
+}
+
+static int has_avx2 = 0; /* AVX2 and PCLMUL, checked once at import */
 #endif
 
-static Pos skip_container_baseline(Pos p, Pos end) { return skip_container_with(p, end, block_masks); }
+static Pos skip_container_baseline(Pos p, Pos end) { return skip_container_with(p, end, block_masks, prefix_xor); }
 
 static Pos skip_container(Pos p, Pos end) {
 #ifdef SPANS_SSE2
@@ -501,7 +507,23 @@ static PyObject *compact(PyObject *module, PyObject *line) {
 
 /* ------------------------------------------------------------------ the module */
 
+/* Tests run both loops on a CPU with AVX2: this turns the AVX2 one off (or back on, where the
+ * CPU has it) and returns whether it was on. */
+static PyObject *use_avx2(PyObject *module, PyObject *enabled) {
+    (void)module;
+    int wanted = PyObject_IsTrue(enabled);
+    if (wanted < 0) return NULL;
+#ifdef SPANS_SSE2
+    int was = has_avx2;
+    has_avx2 = wanted && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul");
+    return PyBool_FromLong(was);
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
 static PyMethodDef methods[] = {
+    {"_use_avx2", use_avx2, METH_O, "_use_avx2(enabled, /) -> bool\n--\n\nFor tests: whether the AVX2 loop runs."},
     {"compact", compact, METH_O,
      "compact(line, /) -> (bytes, tuple[Raw | None, ...], tuple[Raw | None, ...]) | None\n--\n\n"
      "The vetted line with its call payloads and skipped top-level values replaced by 0, and\n"
@@ -520,7 +542,7 @@ static int exec_module(PyObject *module) {
     }
 #ifdef SPANS_SSE2
     __builtin_cpu_init();
-    has_avx2 = __builtin_cpu_supports("avx2");
+    has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul");
 #endif
     PyObject *keys = PyTuple_New((Py_ssize_t)KEPT_TOP_LEVEL_COUNT);
     if (keys == NULL) return -1;

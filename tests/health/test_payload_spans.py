@@ -38,7 +38,7 @@ from .fast_path_support import (
 )
 
 try:
-    from health._payload_spans import KEPT_TOP_LEVEL_KEYS, compact
+    from health._payload_spans import KEPT_TOP_LEVEL_KEYS, _use_avx2, compact
 except ImportError:
     compact = None  # type: ignore[assignment]
     KEPT_TOP_LEVEL_KEYS = ()  # type: ignore[misc]
@@ -56,10 +56,34 @@ def _record_bytes(record: StrictRecord | None) -> bytes | None:
     return None if record is None else msgspec.json.encode(record)
 
 
+def _scanned(line: bytes) -> Any:
+    """What the scan returns, payloads as bytes."""
+    found = compact(line)
+    if found is None:
+        return None
+    copy_, requests, responses = found
+    return (
+        copy_,
+        [None if r is None else bytes(r) for r in requests],
+        [None if r is None else bytes(r) for r in responses],
+    )
+
+
+def _scanned_by_the_baseline_loop(line: bytes) -> Any:
+    """The same, with the SSE2 / portable container loop (what CPUs without AVX2 run)."""
+    was_on = _use_avx2(False)
+    try:
+        return _scanned(line)
+    finally:
+        _use_avx2(was_on)
+
+
 def assert_same_decode(line: bytes) -> bool:
     """The invariant, for a line the fast path would decode. Returns whether it was vetted."""
     if not (line[:1] == b"{" and vet(line, _VETTED_DEPTH)):
         return False
+    if compact is not None:
+        assert _scanned(line) == _scanned_by_the_baseline_loop(line), line[:300]
     for typed in (True, False):
         want = decode_strict(line, typed_conversations=typed)
         got = decode_strict_skipping_payloads(line, typed_conversations=typed)
@@ -115,6 +139,25 @@ def test_the_copy_leaves_out_the_payloads_and_skipped_values() -> None:
     assert [None if r is None else bytes(r) for r in requests] == [b'{"q":"\\"]"}', None]
     assert [None if r is None else bytes(r) for r in responses] == [b"null", None]
     assert_same_decode(line)
+
+
+@needs_native
+@pytest.mark.parametrize("loop", [_scanned, _scanned_by_the_baseline_loop], ids=["default", "baseline"])
+def test_escapes_and_brackets_across_block_boundaries(loop: Any) -> None:
+    """Backslash runs, escaped quotes and brackets in strings, at every offset of a 64-byte block."""
+    for shift in range(140):
+        payload = (
+            b'{"a":"' + b"x" * shift + b'\\\\\\"]}[{\\\\","b":[{"c":"\\u005d"}],"d":"' + b"\\" * 70 + b'"}'
+        )
+        line = (
+            b'{"ng_trajectory":{"model_calls":[{"request":' + payload + b',"response":[' + payload + b"]}]}}"
+        )
+        assert orjson.loads(line)  # valid JSON
+        assert loop(line) == (
+            b'{"ng_trajectory":{"model_calls":[{"request":0,"response":0}]}}',
+            [payload],
+            [b"[" + payload + b"]"],
+        ), shift
 
 
 @needs_native
