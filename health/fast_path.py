@@ -17,10 +17,11 @@ the same inputs in two C passes and a little Python, for the records that are pl
    record's root (``ng_trajectory`` / ``model_calls`` / a call / ``request``), so a record at
    most 257 containers deep is safe, and that bound is vetted in the same pass.
 3. **The trajectory is valid exactly when the contract says so** for the strict subset
-   decoded by :mod:`health.strict_schema`. A conversation is first decoded by the typed
-   everyday-item structs of :mod:`health.strict_conversation`; one they do not vouch for is
-   decoded generically and goes through the contract's own code: its everyday-item
-   recogniser, then its acceptance-only recogniser (the same shapes
+   decoded by :mod:`health.strict_schema` (from a copy of the line without its payloads
+   where :mod:`health.payload_spans` can make one: the same record, cheaper). A conversation
+   is first decoded by the typed everyday-item structs of :mod:`health.strict_conversation`;
+   one they do not vouch for is decoded generically and goes through the contract's own
+   code: its everyday-item recogniser, then its acceptance-only recogniser (the same shapes
    with plain token metadata or empty log-probs, as RL rollouts write them), else its full
    item union (other training items, output text with log-probs, tool items ...). Items the
    union keeps as models keep free-form values; for those the full path's sufficient depth
@@ -42,9 +43,10 @@ from msgspec import Raw
 from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
 from .json_vet import vet
+from .payload_spans import decode_strict_skipping_payloads
 from .rejection import RejectedRecord, read_rejected_record
 from .strict_conversation import everyday_items_ok
-from .strict_schema import StrictRecord, StrictTrajectory, contract_rules_hold, decode_strict
+from .strict_schema import StrictRecord, StrictTrajectory, contract_rules_hold
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -174,7 +176,7 @@ def read_stripped_line(data: bytes, *, shallow_json: bool = False) -> EverydayRe
 def _read(data: bytes, *, shallow_json: bool, rejections: bool) -> EverydayRecord | RejectedRecord | None:
     if not (shallow_json and data[:1] == b"{") and not _is_shallow_json_for_orjson(data):
         return None
-    record = decode_strict(data, typed_conversations=_decode_order.typed_first())
+    record = decode_strict_skipping_payloads(data, typed_conversations=_decode_order.typed_first())
     if record is None:
         return read_rejected_record(data) if rejections else None
     _decode_order.saw(record)

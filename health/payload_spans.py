@@ -1,0 +1,68 @@
+"""The strict decode of a vetted line, without msgspec reading the payloads it would only skip.
+
+msgspec reads every byte of a value it skips or keeps raw, and most of a rollout line is the
+captured calls' ``request`` / ``response`` payloads (kept raw) plus top-level values the
+strict schema does not name and the top-level ``response``'s members but ``usage``
+(skipped). The native scan (:mod:`health._payload_spans`, built from C when a compiler was
+present at install) copies the line with each of those values replaced by ``0``, in a pass
+several times cheaper than msgspec's skip, and returns each call's payloads as ``Raw``
+slices of the line (no copy); the copy is decoded and each call's payloads are put back.
+
+Why it decodes the same record as the line itself:
+
+* only values msgspec keeps as ``Raw`` (which accepts any JSON value) or skips (an unknown key
+  of a struct that allows them) are replaced, so the copy fails or passes every typed field
+  exactly where the line does, with the same error path;
+* the scan hands back the payloads of the calls msgspec keeps: for a repeated key msgspec
+  keeps the last value, and so does the scan, at each level of the path
+  (``tests/health/test_payload_spans.py`` pins that behaviour of msgspec);
+* keys on the path are compared byte for byte, so the scan gives up (and the line is decoded
+  itself) where one holds an escape, which could spell a field name in other bytes.
+
+Where the extension is not built, or the scan gives up, :func:`decode_strict_skipping_payloads`
+is :func:`health.strict_schema.decode_strict` on the line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from msgspec import Raw
+
+from .strict_schema import StrictRecord, decode_strict
+
+__all__ = ["NATIVE", "decode_strict_skipping_payloads"]
+
+_Payloads = tuple["Raw | None", ...]
+_Compact = Callable[[bytes], "tuple[bytes, _Payloads, _Payloads] | None"]
+
+_compact: _Compact | None
+try:
+    from ._payload_spans import compact as _compact
+except ImportError:  # see setup.py
+    _compact = None
+
+NATIVE: Final = _compact is not None
+"""Whether the native scan is built (else the strict decode reads every line whole)."""
+
+
+def decode_strict_skipping_payloads(data: bytes, *, typed_conversations: bool = True) -> StrictRecord | None:
+    """:func:`~health.strict_schema.decode_strict` of ``data``, which must be vetted JSON
+    (:mod:`health.json_vet`): the same record, or ``None`` for the same lines."""
+    found = None if _compact is None else _compact(data)
+    if found is None:
+        return decode_strict(data, typed_conversations=typed_conversations)
+    copy, requests, responses = found
+    record = decode_strict(copy, typed_conversations=typed_conversations)
+    if record is None or record.ng_trajectory is None:
+        return record
+    calls = record.ng_trajectory.model_calls
+    if len(calls) != len(requests):  # never expected: the scan and msgspec disagree on the calls
+        return decode_strict(data, typed_conversations=typed_conversations)
+    for call, request, response in zip(calls, requests, responses, strict=True):
+        if request is not None:
+            call.request = request
+        if response is not None:
+            call.response = response
+    return record

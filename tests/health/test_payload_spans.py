@@ -1,0 +1,365 @@
+"""``health.payload_spans``: decoding the copy without payloads gives the line's own strict decode.
+
+The invariant: for every vetted line, :func:`decode_strict_skipping_payloads` equals
+:func:`health.strict_schema.decode_strict` of the line (the same record, payloads included as
+the same bytes, or ``None`` for both), in both conversation forms. Lines are generated around
+the places the native scan cuts: repeated keys at and around them, escaped keys, quotes,
+backslashes and brackets inside payload strings, payloads of every JSON kind, nested up to
+the depth the fast path vets, odd whitespace; plus mutated synthetic rows.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from typing import Any
+
+import msgspec
+import orjson
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from health import payload_spans
+from health.json_vet import vet
+from health.payload_spans import decode_strict_skipping_payloads
+from health.strict_schema import StrictModelCall, StrictRecord, StrictTrajectory, _PlainRecord, decode_strict
+
+from .fast_path_support import (
+    DrawChooser,
+    DupObject,
+    RawJSON,
+    SeededChooser,
+    base_record,
+    corpus_rows,
+    encode,
+    mutated_line,
+    pick,
+)
+
+try:
+    from health._payload_spans import KEPT_TOP_LEVEL_KEYS, _use_avx2, compact
+except ImportError:
+    compact = None  # type: ignore[assignment]
+    KEPT_TOP_LEVEL_KEYS = ()  # type: ignore[misc]
+
+needs_native = pytest.mark.skipif(
+    compact is None, reason="health._payload_spans is not built (no C compiler at install; see setup.py)"
+)
+
+_VETTED_DEPTH = 257
+"""What the fast path vets a line to before the strict decode (``health.fast_path``)."""
+
+
+def _record_bytes(record: StrictRecord | None) -> bytes | None:
+    """A record as JSON: every field, the raw payloads written verbatim."""
+    return None if record is None else msgspec.json.encode(record)
+
+
+def _scanned(line: bytes) -> Any:
+    """What the scan returns, payloads as bytes."""
+    found = compact(line)
+    if found is None:
+        return None
+    copy_, requests, responses = found
+    return (
+        copy_,
+        [None if r is None else bytes(r) for r in requests],
+        [None if r is None else bytes(r) for r in responses],
+    )
+
+
+def _scanned_by_the_baseline_loop(line: bytes) -> Any:
+    """The same, with the SSE2 / portable container loop (what CPUs without AVX2 run)."""
+    was_on = _use_avx2(False)
+    try:
+        return _scanned(line)
+    finally:
+        _use_avx2(was_on)
+
+
+def assert_same_decode(line: bytes) -> bool:
+    """The invariant, for a line the fast path would decode. Returns whether it was vetted."""
+    if not (line[:1] == b"{" and vet(line, _VETTED_DEPTH)):
+        return False
+    if compact is not None:
+        assert _scanned(line) == _scanned_by_the_baseline_loop(line), line[:300]
+    for typed in (True, False):
+        want = decode_strict(line, typed_conversations=typed)
+        got = decode_strict_skipping_payloads(line, typed_conversations=typed)
+        assert got == want, line[:300]
+        assert _record_bytes(got) == _record_bytes(want), line[:300]
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# What the scan relies on
+
+
+@needs_native
+def test_kept_keys_are_the_strict_records_fields() -> None:
+    for record_type in (StrictRecord, _PlainRecord):
+        assert set(record_type.__struct_encode_fields__) == set(KEPT_TOP_LEVEL_KEYS)
+
+
+def test_msgspec_keeps_the_last_value_of_a_repeated_key() -> None:
+    """The scan hands back the last payload of each repeated key on the path, as msgspec keeps it."""
+    call = msgspec.json.decode(
+        b'{"request":1,"response":[2],"request":{"a":3},"response":null}', type=StrictModelCall
+    )
+    assert (bytes(call.request), bytes(call.response)) == (b'{"a":3}', b"null")
+    trajectory = msgspec.json.decode(
+        b'{"task_id":"t","rollout_id":"r","model_calls":[{"request":1}],"model_calls":[{},{"response":2}]}',
+        type=StrictTrajectory,
+    )
+    assert [bytes(c.response) for c in trajectory.model_calls] == [b"null", b"2"]
+    record = msgspec.json.decode(
+        b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","model_calls":[{}]},'
+        b'"ng_trajectory":{"task_id":"t","rollout_id":"r"}}',
+        type=StrictRecord,
+    )
+    assert record.ng_trajectory is not None and record.ng_trajectory.model_calls == []
+
+
+@needs_native
+def test_the_copy_leaves_out_the_payloads_and_skipped_values() -> None:
+    line = (
+        b'{"extra":{"big":"x}"},"_ng_task_index":1,"response":{"id":"x","usage":{"a":1}},'
+        b'"ng_trajectory":{"task_id":"t","rollout_id":"r",'
+        b'"model_calls":[{"request":{"q":"\\"]"},"response":null,"model_call_id":"c"},{"model_call_id":"d"}]}}'
+    )
+    found = compact(line)
+    assert found is not None
+    copy_, requests, responses = found
+    assert copy_ == (
+        b'{"extra":0,"_ng_task_index":1,"response":{"id":0,"usage":{"a":1}},'
+        b'"ng_trajectory":{"task_id":"t","rollout_id":"r",'
+        b'"model_calls":[{"request":0,"response":0,"model_call_id":"c"},{"model_call_id":"d"}]}}'
+    )
+    assert [None if r is None else bytes(r) for r in requests] == [b'{"q":"\\"]"}', None]
+    assert [None if r is None else bytes(r) for r in responses] == [b"null", None]
+    assert_same_decode(line)
+
+
+@needs_native
+@pytest.mark.parametrize("loop", [_scanned, _scanned_by_the_baseline_loop], ids=["default", "baseline"])
+def test_escapes_and_brackets_across_block_boundaries(loop: Any) -> None:
+    """Backslash runs, escaped quotes and brackets in strings, at every offset of a 64-byte block."""
+    for shift in range(140):
+        payload = (
+            b'{"a":"' + b"x" * shift + b'\\\\\\"]}[{\\\\","b":[{"c":"\\u005d"}],"d":"' + b"\\" * 70 + b'"}'
+        )
+        line = (
+            b'{"ng_trajectory":{"model_calls":[{"request":' + payload + b',"response":[' + payload + b"]}]}}"
+        )
+        assert orjson.loads(line)  # valid JSON
+        assert loop(line) == (
+            b'{"ng_trajectory":{"model_calls":[{"request":0,"response":0}]}}',
+            [payload],
+            [b"[" + payload + b"]"],
+        ), shift
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","model_calls":[{"requ\\u0065st":1}]}}',
+        b'{"ng_traj\\u0065ctory":{"task_id":"t","rollout_id":"r","model_calls":[{"request":1}]}}',
+        b'{"ng_trajectory":{"model_c\\u0061lls":[{"request":1}],"task_id":"t","rollout_id":"r"}}',
+        b'{"x\\"y":1,"ng_trajectory":null}',
+        b'{"response":{"us\\u0061ge":{"a":1},"id":"r"}}',
+    ],
+)
+def test_an_escaped_key_on_the_path_decodes_the_line_itself(line: bytes) -> None:
+    assert compact(line) is None
+    assert_same_decode(line)
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "line", [b"", b"[1]", b'"s"', b"{}", b'{"ng_trajectory":null}', b'{"_ng_task_index":1}']
+)
+def test_nothing_to_cut_decodes_the_line_itself(line: bytes) -> None:
+    assert compact(line) is None
+
+
+@needs_native
+def test_unvetted_bytes_never_read_past_the_line() -> None:
+    """Truncated or malformed input gives None or some copy, never a crash."""
+    line = orjson.dumps(base_record())
+    for end in range(0, len(line), 7):
+        compact(line[:end])
+    for garbage in (
+        b'{"a":"\\',
+        b'{"a":[[[',
+        b'{"a"',
+        b'{"a":',
+        b'{"ng_trajectory":{"model_calls":[{"request":"',
+    ):
+        compact(garbage)
+
+
+@needs_native
+def test_no_reference_leaks() -> None:
+    line = orjson.dumps(corpus_rows()[0])
+    before = sys.getrefcount(line)
+    for _ in range(200):
+        found = compact(line)
+        assert found is not None
+        del found
+    assert sys.getrefcount(line) == before
+
+
+def test_without_the_extension_the_line_is_decoded_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(payload_spans, "_compact", None)
+    for row in corpus_rows()[:20]:
+        line = orjson.dumps(row)
+        assert decode_strict_skipping_payloads(line) == decode_strict(line)
+
+
+# --------------------------------------------------------------------------------------------
+# Generated lines around the cut places
+
+_PAYLOAD_STRINGS = st.sampled_from(['"', "\\", '\\"', '"}]', "{[", "\\\\", "\u2028", "é", "\x00", "x" * 70])
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+    st.lists(_PAYLOAD_STRINGS, max_size=4).map("".join),
+)
+_PAYLOADS = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_RAW_PAYLOADS = st.one_of(
+    _PAYLOADS,
+    st.sampled_from(
+        [
+            RawJSON(b'"\\u0022\\\\\\"}]"'),
+            RawJSON(b' [ 1 , { "a" : [ ] } ] '),
+            RawJSON(b"-0.0e-7"),
+            RawJSON(b"[" * 253 + b"]" * 253),
+            RawJSON(b"[" * 254 + b"]" * 254),
+            RawJSON(b'{"k":' * 253 + b"1" + b"}" * 253),
+            RawJSON(b'"' + b"\\\\" * 40 + b'"'),
+        ]
+    ),
+)
+_CALL_KEYS = st.sampled_from(
+    ["request", "response"] * 12 + ["model_call_id", "model_call_id", "requests", "Response"]
+)
+
+
+@st.composite
+def _call(draw: st.DrawFn) -> Any:
+    pairs = [(draw(_CALL_KEYS), draw(_RAW_PAYLOADS)) for _ in range(draw(st.integers(0, 5)))]
+    pairs = [
+        (k, v if k not in ("model_call_id",) else draw(st.one_of(st.none(), st.text(max_size=4))))
+        for k, v in pairs
+    ]
+    return DupObject(tuple(pairs))
+
+
+@st.composite
+def _trajectory(draw: st.DrawFn, calls: list[Any]) -> Any:
+    pairs: list[tuple[str, Any]] = [("task_id", "t"), ("rollout_id", "r")]
+    for _ in range(draw(st.integers(1, 2))):
+        model_calls = draw(
+            st.sampled_from([*[calls] * 10, draw(st.lists(_call(), max_size=3)), None, 3, {}, [1], [[]]])
+        )
+        pairs.insert(draw(st.integers(0, len(pairs))), ("model_calls", model_calls))
+    return DupObject(tuple(pairs))
+
+
+@st.composite
+def _top_level_response(draw: st.DrawFn) -> Any:
+    """null, or an object of which the strict decode reads ``usage`` (repeated or not) alone."""
+    if draw(st.booleans()):
+        return None
+    keys = draw(st.lists(st.sampled_from(["usage", "usage", "id", "output", "Usage"]), max_size=4))
+    return DupObject(tuple((key, draw(_RAW_PAYLOADS)) for key in keys))
+
+
+@st.composite
+def generated_line(draw: st.DrawFn) -> bytes:
+    calls = draw(st.lists(_call(), min_size=draw(st.sampled_from([0, 1, 1])), max_size=4))
+    pairs: list[tuple[str, Any]] = [("_ng_task_index", 0), ("_ng_rollout_index", 1)]
+    for _ in range(draw(st.sampled_from([0, 1, 1, 1, 1, 2]))):
+        kind = draw(st.sampled_from(["trajectory"] * 6 + ["null", "other"]))
+        trajectory = (
+            _trajectory(calls) if kind == "trajectory" else st.none() if kind == "null" else _RAW_PAYLOADS
+        )
+        pairs.append(("ng_trajectory", draw(trajectory)))
+    for _ in range(draw(st.integers(0, 3))):
+        key = draw(
+            st.sampled_from(["extra", "response", "stage_index", "_ng_rollout_id", "ng_trajectory_", ""])
+        )
+        options = (
+            st.sampled_from([None, {"usage": {"a": 1}, "x": "}"}]) if key == "response" else _RAW_PAYLOADS
+        )
+        value = draw(options)
+        pairs.insert(draw(st.integers(0, len(pairs))), (key, value))
+    line = encode(DupObject(tuple(pairs)))
+    if draw(st.booleans()):  # whitespace around every structural byte
+        line = line.replace(b'":', b'" :\t').replace(b",", b" ,\n ")
+    return line
+
+
+@needs_native
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(line=generated_line())
+def test_generated_lines(line: bytes) -> None:
+    vetted = assert_same_decode(line)
+    event("vetted" if vetted else "not vetted")
+    if vetted:
+        event("cut" if compact(line) is not None else "decoded itself")
+        record = decode_strict(line)
+        event(
+            "no record"
+            if record is None
+            else "calls"
+            if record.ng_trajectory and record.ng_trajectory.model_calls
+            else "record"
+        )
+
+
+def _synthetic_with_payloads(chooser: Any) -> bytes:
+    """A synthetic row with one call's payloads swapped for awkward ones."""
+    row = copy.deepcopy(pick(chooser, [*corpus_rows(), base_record()]))
+    trajectory = row.get("ng_trajectory") or {}
+    calls = trajectory.get("model_calls") or []
+    if calls:
+        call = calls[chooser.index(len(calls))]
+        call["request"] = pick(chooser, ['"\\"', {"a": ['"]}']}, None, [], 0])
+        if chooser.chance(0.5):
+            del call["response"]
+    return orjson.dumps(row)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_mutated_synthetic_rows(data: st.DataObject) -> None:
+    chooser = DrawChooser(data)
+    line = (
+        _synthetic_with_payloads(chooser)
+        if chooser.chance(0.3)
+        else mutated_line(chooser, pick(chooser, [*corpus_rows(), base_record()]), 1 + chooser.index(3))
+    )
+    assert_same_decode(line)
+
+
+@needs_native
+def test_every_synthetic_row_is_cut_and_decodes_the_same() -> None:
+    for seed, row in enumerate(corpus_rows()):
+        line = orjson.dumps(row)
+        found = compact(line)
+        assert found is not None and len(found[0]) < len(line)
+        assert assert_same_decode(line)
+        assert assert_same_decode(mutated_line(SeededChooser(seed), row, 2)) in (True, False)
