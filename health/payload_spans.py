@@ -39,9 +39,14 @@ _Compact = Callable[[bytes], "tuple[bytes, _Payloads, _Payloads] | None"]
 
 _compact: _Compact | None
 try:
+    from ._payload_spans import KEPT_TOP_LEVEL_KEYS
     from ._payload_spans import compact as _compact
 except ImportError:  # see setup.py
     _compact = None
+else:
+    if set(KEPT_TOP_LEVEL_KEYS) != set(StrictRecord.__struct_encode_fields__):
+        # The scan would cut a member the record decodes: a build out of step with the schema.
+        _compact = None
 
 NATIVE: Final = _compact is not None
 """Whether the native scan is built (else the strict decode reads every line whole)."""

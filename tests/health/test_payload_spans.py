@@ -102,6 +102,15 @@ def test_kept_keys_are_the_strict_records_fields() -> None:
         assert set(record_type.__struct_encode_fields__) == set(KEPT_TOP_LEVEL_KEYS)
 
 
+@needs_native
+def test_the_fast_path_uses_the_scan_when_it_is_built() -> None:
+    """A kept-key list out of step with the record turns the scan off (never cuts a field);
+    a build in step must keep it on, or the speed is silently lost."""
+    from health import payload_spans
+
+    assert payload_spans.NATIVE
+
+
 def test_msgspec_keeps_the_last_value_of_a_repeated_key() -> None:
     """The scan hands back the last payload of each repeated key on the path, as msgspec keeps it."""
     call = msgspec.json.decode(
