@@ -136,8 +136,8 @@ class Service:
         self._replayed = False
         self.replay_error: BaseException | None = None
 
-    def _on_event(self, kind: str, result: str) -> None:
-        self.metrics.on_event(kind, result)
+    def _on_event(self, kind: str, result: str, count: int) -> None:
+        self.metrics.on_event(kind, result, count)
         self.reads.note_event()
 
     @property
