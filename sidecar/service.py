@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import sys
 import time
@@ -408,4 +407,4 @@ class _ReplayCounter:
         _log.warning(
             "journaled event out of today's ranges: fields dropped on replay", seq=record.seq, fields=bad
         )
-        return dataclasses.replace(record, payload=orjson.dumps(body))
+        return record._replace(payload=orjson.dumps(body))
