@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import anyio
 import orjson
@@ -80,9 +80,8 @@ class UnknownRun(LookupError):
 OutcomeStatus = Literal["accepted", "duplicate", "unknown_run", "not_in_flight"]
 
 
-@dataclass(frozen=True, slots=True)
-class EventOutcome:
-    """What the service answers for one event of a batch."""
+class EventOutcome(NamedTuple):
+    """What the service answers for one event of a batch (a tuple: one is built per row)."""
 
     status: OutcomeStatus
     kind: str
@@ -121,7 +120,7 @@ class Ingestor:
         journal: JournalLike,
         engines: Engines,
         *,
-        on_event: Callable[[str, str], None] | None = None,
+        on_event: Callable[[str, str, int], None] | None = None,
         health_interval_s: float = 2.0,
         clock: Callable[[], float] = time.time,
         inflight_rules: InflightRules | None = None,
@@ -474,7 +473,7 @@ class Ingestor:
                 continue
             beat = state.heartbeat(event, now)
             if self._on_event is not None:
-                self._on_event(event.kind, "accepted" if beat else "not_in_flight")
+                self._on_event(event.kind, "accepted" if beat else "not_in_flight", 1)
             answers.append(EventOutcome("accepted" if beat else "not_in_flight", event.kind))
         return answers
 
@@ -540,27 +539,33 @@ class Ingestor:
 
     def _apply_batch(self, batch: list[_Pending], committed: list[JournalEvent | None]) -> None:
         position = 0
-        for pending in batch:
-            outcomes = []
-            for event, fact in zip(pending.events, pending.facts, strict=True):
-                stored = committed[position]
-                position += 1
-                if stored is not None:
-                    self.applied_seq = stored.seq
-                    self._since_snapshot += 1
-                outcomes.append(self._outcome(pending.run_id, event, fact, stored))
-            if not pending.future.done():
-                pending.future.set_result(outcomes)
+        # (kind, metric result) -> events: the event callback runs once per pair and batch
+        counted: dict[tuple[str, str], int] = {}
+        try:
+            for pending in batch:
+                outcomes = []
+                for event, fact in zip(pending.events, pending.facts, strict=True):
+                    stored = committed[position]
+                    position += 1
+                    if stored is not None:
+                        self.applied_seq = stored.seq
+                        self._since_snapshot += 1
+                    outcome = self._outcome(pending.run_id, event, fact, stored)
+                    pair = (event.kind, "accepted" if stored is not None else "duplicate")
+                    counted[pair] = counted.get(pair, 0) + 1
+                    outcomes.append(outcome)
+                if not pending.future.done():
+                    pending.future.set_result(outcomes)
+        finally:
+            if self._on_event is not None:
+                for (kind, result), count in counted.items():
+                    self._on_event(kind, result, count)
 
     def _outcome(self, run_id: str, event: Event, fact: Fact, stored: JournalEvent | None) -> EventOutcome:
         if stored is None:
-            if self._on_event is not None:
-                self._on_event(event.kind, "duplicate")
             ng_perf = fact.ng_perf if isinstance(fact, CompletedFact) else None
             return EventOutcome("duplicate", event.kind, None, ng_perf)
         applied, ng_perf = self._apply(run_id, fact)
-        if self._on_event is not None:
-            self._on_event(event.kind, "accepted")
         return EventOutcome("accepted" if applied else "unknown_run", event.kind, stored.seq, ng_perf)
 
     def _apply(self, run_id: str, fact: Fact) -> tuple[bool, dict[str, Any] | None]:

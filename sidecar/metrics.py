@@ -329,11 +329,12 @@ class ServiceMetrics:
         leaves them (its report stays), so a scrape costs the live runs, not the history."""
         self.registry.register(_RunCollector(ingestor, ready, follower, retain_ended_s))
 
-    def on_event(self, kind: str, result: str) -> None:
+    def on_event(self, kind: str, result: str, count: int = 1) -> None:
+        """``count`` events of ``kind`` ended as ``result`` (one call per kind and result of a batch)."""
         counter = self._event_counters.get((kind, result))
         if counter is None:
             counter = self._event_counters[kind, result] = self.ingest_events.labels(kind, result)
-        counter.inc()
+        counter.inc(count)
 
     def on_otlp_result(self, result: str) -> None:
         """``sent`` | ``failed`` | ``busy`` (called from the push thread; client metrics are thread-safe)."""

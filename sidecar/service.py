@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import sys
 import time
@@ -136,8 +135,8 @@ class Service:
         self._replayed = False
         self.replay_error: BaseException | None = None
 
-    def _on_event(self, kind: str, result: str) -> None:
-        self.metrics.on_event(kind, result)
+    def _on_event(self, kind: str, result: str, count: int) -> None:
+        self.metrics.on_event(kind, result, count)
         self.reads.note_event()
 
     @property
@@ -408,4 +407,4 @@ class _ReplayCounter:
         _log.warning(
             "journaled event out of today's ranges: fields dropped on replay", seq=record.seq, fields=bad
         )
-        return dataclasses.replace(record, payload=orjson.dumps(body))
+        return record._replace(payload=orjson.dumps(body))

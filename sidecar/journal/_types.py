@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 __all__ = [
     "JournalCompacted",
@@ -16,9 +17,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class JournalEvent:
-    """One ingested event as the journal stores it.
+class JournalEvent(NamedTuple):
+    """One ingested event as the journal stores it (an immutable tuple: two are built per row
+    ingested, one per row replayed).
 
     ``key`` is the caller-built idempotency key: a second event with the same key is acknowledged
     and changes nothing. ``payload`` is stored and replayed verbatim. ``seq`` is 0 until the

@@ -13,7 +13,6 @@ import sys
 import threading
 import tracemalloc
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -212,7 +211,7 @@ class TestLifecycle:
         await again.open()
         try:
             assert again.stats.events == 5
-            assert await again.append([event(3), event(9)]) == [None, replace(event(9), seq=6)]
+            assert await again.append([event(3), event(9)]) == [None, event(9)._replace(seq=6)]
             assert [e.key for e in again.replay(after_seq=4)] == [event(4).key, event(9).key]
             assert again.get_meta("follower:/x.jsonl") == b'{"offset": 10}'
         finally:
