@@ -771,27 +771,61 @@ static inline uint64_t prefix_xor_shifts(uint64_t x)
     return x;
 }
 
-/* The bytes escaped by a backslash; *carry: whether the next block's first byte is. Runs of
- * backslashes pair up from their first: the byte after an odd run is escaped. */
+/* The bytes escaped by a backslash; *carry: whether the next block's first byte is (it is on
+ * entry when this block's first byte is). Within a run of backslashes they pair up from its
+ * first: a byte is escaped when the run just before it has odd length, which is when the
+ * byte and the run's first backslash lie at positions of different parity. Adding a run's
+ * first bit to the run carries through it, which marks the runs that start at even
+ * positions. */
 static inline uint64_t escaped_bytes(uint64_t backslash, int *carry)
 {
-    uint64_t escaped = 0;
-    if (*carry) {
-        escaped = 1;
-        backslash &= ~(uint64_t)1;
-    }
-    *carry = 0;
-    while (backslash) {
-        int i = __builtin_ctzll(backslash);
-        if (i == 63) {
-            *carry = 1;
-            break;
-        }
-        escaped |= (uint64_t)1 << (i + 1);
-        backslash &= ~((uint64_t)3 << i);
-    }
+    const uint64_t even = 0x5555555555555555ULL;
+    uint64_t escaped = (uint64_t)*carry;
+    backslash &= ~escaped; /* an escaped backslash escapes nothing */
+    uint64_t starts = backslash & ~(backslash << 1);
+    uint64_t from_even = ((backslash + (starts & even)) ^ backslash) & backslash;
+    uint64_t from_odd = backslash & ~from_even;
+    escaped |= ((from_even << 1) & ~even) | ((from_odd << 1) & even);
+    /* the last byte is a backslash that escapes the next block's first */
+    *carry = (int)((backslash & ~escaped) >> 63);
     return escaped;
 }
+
+/* The bytes that may follow a backslash: " \ / b f n r t, and u (checked further). */
+typedef struct {
+    uint64_t letter, u;
+} EscapeBits;
+
+#ifdef VET_SSE2
+static inline EscapeBits escape_bits(const unsigned char *block)
+{
+    EscapeBits e = {0, 0};
+    for (int i = 0; i < 4; i++) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(block + 16 * i));
+        __m128i hit = _mm_or_si128(
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+                         _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('/')), _mm_cmpeq_epi8(x, _mm_set1_epi8('b')))),
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('f')), _mm_cmpeq_epi8(x, _mm_set1_epi8('n'))),
+                         _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('r')), _mm_cmpeq_epi8(x, _mm_set1_epi8('t')))));
+        e.letter |= bits16(hit) << (16 * i);
+        e.u |= bits16(_mm_cmpeq_epi8(x, _mm_set1_epi8('u'))) << (16 * i);
+    }
+    return e;
+}
+#else
+static inline EscapeBits escape_bits(const unsigned char *block)
+{
+    EscapeBits e = {0, 0};
+    for (int i = 0; i < 64; i++) {
+        unsigned char c = block[i];
+        uint64_t bit = (uint64_t)1 << i;
+        e.letter |= (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't')
+                        ? bit : 0;
+        e.u |= c == 'u' ? bit : 0;
+    }
+    return e;
+}
+#endif
 
 typedef struct {
     cursor base, end, next; /* next: the first byte not yet indexed */
@@ -810,15 +844,16 @@ typedef struct {
     uint32_t index[INDEX_CAPACITY + INDEX_SLACK];
 } Indexer;
 
-/* 1 if an escape a backslash in `starts` (the block at `block`) begins is invalid. */
-static int check_escapes(Indexer *ix, cursor block, uint64_t starts)
+/* 1 if a \u escape whose 'u' is in `us` (the block at `block`) is invalid: four hex digits,
+ * and a surrogate pair's halves together (a low half is checked with its high half). */
+static int check_unicode_escapes(Indexer *ix, cursor block, uint64_t us)
 {
-    for (; starts; starts &= starts - 1) {
-        cursor backslash = block + __builtin_ctzll(starts);
-        if (backslash < ix->escapes_checked) {
-            continue; /* the low half of a surrogate pair, checked with its high half */
+    for (; us; us &= us - 1) {
+        cursor u = block + __builtin_ctzll(us);
+        if (u < ix->escapes_checked) {
+            continue;
         }
-        cursor after = skip_escape(backslash + 1, ix->end);
+        cursor after = skip_escape(u, ix->end);
         if (after == NULL) {
             return 1;
         }
@@ -869,17 +904,18 @@ typedef struct {
 } Carry;
 
 /* One block's positions (the block's first byte at offset `at`). */
-static ALWAYS_INLINE void index_block(Indexer *ix, Carry *carry, uint32_t at, BlockBits b,
+static ALWAYS_INLINE void index_block(Indexer *ix, Carry *carry, const unsigned char *block, uint32_t at, BlockBits b,
                                       uint64_t (*parity_of)(uint64_t),
                                       void (*write)(uint32_t *, uint32_t *, uint32_t, uint64_t))
 {
     uint64_t quotes = b.quote;
     if (b.backslash | (uint64_t)carry->escape_carry) {
         uint64_t escaped = escaped_bytes(b.backslash, &carry->escape_carry);
-        uint64_t starts = b.backslash & ~escaped;
+        EscapeBits e = escape_bits(block);
         quotes &= ~escaped;
-        if (starts) {
-            carry->error |= check_escapes(ix, ix->base + at, starts);
+        carry->error |= (escaped & ~(e.letter | e.u)) != 0;
+        if (escaped & e.u) {
+            carry->error |= check_unicode_escapes(ix, ix->base + at, escaped & e.u);
         }
     }
     uint64_t inside = parity_of(quotes) ^ carry->in_string; /* the opening quote and the contents */
@@ -939,7 +975,7 @@ static ALWAYS_INLINE void index_blocks(Indexer *ix, BlockBits (*bits_of)(const u
             CHECK_UTF8_BLOCK(next, 0);
         }
 #endif
-        index_block(ix, &carry, (uint32_t)(next - base), b, parity_of, write);
+        index_block(ix, &carry, next, (uint32_t)(next - base), b, parity_of, write);
         next += 64;
     }
     if (next < end && end - next < 64 && carry.count <= INDEX_CAPACITY && !carry.error) {
@@ -954,7 +990,7 @@ static ALWAYS_INLINE void index_blocks(Indexer *ix, BlockBits (*bits_of)(const u
             CHECK_UTF8_BLOCK(padded, b.high);
         }
 #endif
-        index_block(ix, &carry, (uint32_t)(next - base), b, parity_of, write);
+        index_block(ix, &carry, padded, (uint32_t)(next - base), b, parity_of, write);
         next = end;
     }
     ix->next = next;
