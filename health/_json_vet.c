@@ -3,6 +3,13 @@
  * decodes, nested at most N containers deep? One forward pass over the bytes, no allocation,
  * no copy, no tape: the callers only need the yes/no, and then decode with msgspec themselves.
  *
+ * vet_compact answers the same question and, in the same pass, makes the copy of a rollout
+ * line that health._payload_spans.compact makes of a vetted one (the values the strict decode
+ * keeps raw or skips replaced by 0, the calls' payloads handed back as msgspec.Raw slices of
+ * the line): the batch fast path then reads each line once before its typed decode. The
+ * walk records those values' offsets as it passes them, by the path of keys that leads to
+ * them; it is the vetter's own walk, so the answer is exactly vet()'s.
+ *
  * Acceptance (a refusal is always safe: the callers then take orjson's full path):
  *
  *   document    whitespace* value whitespace*, nothing else; empty input refused. Whitespace
@@ -46,7 +53,6 @@
 #if defined(__SSE2__) && !defined(VET_PORTABLE)
 #include <emmintrin.h>
 #include <tmmintrin.h>
-#include <immintrin.h>
 #define VET_SSE2 1
 /* UTF-8 is validated 16 bytes at a time with SSSE3's byte shuffles where the CPU has them
  * (checked once at import); the x86-64 baseline does not promise them. */
@@ -566,571 +572,7 @@ static inline cursor skip_literal(cursor p, cursor end, const char *word, Py_ssi
     return end - p >= length && memcmp(p, word, (size_t)length) == 0 ? p + length : NULL;
 }
 
-/* 1 if [p, end) is one JSON text as described at the top, at most max_depth containers deep. */
-static int vet_document(cursor p, cursor end, int max_depth)
-{
-    /* open[d] is the closer the container at depth d expects: '}' or ']' */
-    unsigned char open[ORJSON_MAX_DEPTH + 1];
-    int depth = 0;
-
-    p = skip_whitespace(p, end);
-value: /* p at the first byte of a value (whitespace already skipped) */
-    if (p >= end) {
-        return 0;
-    }
-    switch (*p) {
-    case '{':
-        if (++depth > max_depth) {
-            return 0;
-        }
-        open[depth] = '}';
-        p = skip_whitespace(p + 1, end);
-        if (p < end && *p == '}') {
-            p++;
-            depth--;
-            goto after_value;
-        }
-        goto member;
-    case '[':
-        if (++depth > max_depth) {
-            return 0;
-        }
-        open[depth] = ']';
-        p = skip_whitespace(p + 1, end);
-        if (p < end && *p == ']') {
-            p++;
-            depth--;
-            goto after_value;
-        }
-        goto value;
-    case '"':
-        p = skip_string(p + 1, end);
-        break;
-    case 't':
-        p = skip_literal(p, end, "true", 4);
-        break;
-    case 'f':
-        p = skip_literal(p, end, "false", 5);
-        break;
-    case 'n':
-        p = skip_literal(p, end, "null", 4);
-        break;
-    default:
-        if (*p != '-' && !is_digit(*p)) {
-            return 0;
-        }
-        p = skip_number(p, end);
-        break;
-    }
-    if (p == NULL) {
-        return 0;
-    }
-
-after_value: /* just past a complete value: a separator, a closer, or the end */
-    p = skip_whitespace(p, end);
-    if (depth == 0) {
-        return p == end;
-    }
-    if (p >= end) {
-        return 0;
-    }
-    if (*p == ',') {
-        p = skip_whitespace(p + 1, end);
-        if (open[depth] == ']') {
-            goto value;
-        }
-        goto member;
-    }
-    if (*p != open[depth]) {
-        return 0;
-    }
-    p++;
-    depth--;
-    goto after_value;
-
-member: /* p at an object member's key (whitespace already skipped) */
-    if (p >= end || *p != '"') {
-        return 0;
-    }
-    p = skip_string(p + 1, end);
-    if (p == NULL) {
-        return 0;
-    }
-    p = skip_whitespace(p, end);
-    if (p >= end || *p != ':') {
-        return 0;
-    }
-    p = skip_whitespace(p + 1, end);
-    goto value;
-}
-
-/* ---- vet_compact: the vetter and the payload-span copy in one pass ---------------------- */
-
-/*
- * The same acceptance as vet_document, found in two stages over the bytes, as the batch fast
- * path also wants the line's payload-span copy (see compact() below):
- *
- * Stage 1 reads 64-byte blocks and makes one bit per byte: quotes, backslashes, whitespace,
- * the operators {}[]:, , control bytes, bytes >= 0x80. A byte is escaped when an odd run of
- * backslashes precedes it; the in-string mask is the running parity of the unescaped quotes
- * (a prefix XOR: one carry-less multiply by all ones where the CPU has PCLMUL), carried from
- * block to block. Each block then yields, in order, the positions the grammar needs: every
- * operator outside strings, every opening quote, and the first byte of every run of other
- * bytes outside strings (a scalar: number or literal, or garbage). In the same block, stage 1
- * refuses a control byte inside a string, checks each escape (its letter, \u's four hex
- * digits and surrogate pairing) and, for blocks holding a byte >= 0x80, validates UTF-8 with
- * the three-nibble tables of utf8_chunk_errors, carried across blocks.
- *
- * Stage 2 walks those positions with the grammar of vet_document: containers, depth, one
- * ':' per member, commas; a scalar is parsed in place (skip_number, the literals) and must
- * end where its run ends. Between two positions lie only whitespace, string contents (already
- * checked by stage 1) or the rest of a scalar's run, so every byte is judged. Stage 1 runs a
- * few kilobytes ahead of stage 2 into a fixed buffer, so nothing is allocated per document
- * but the copy's cut list.
- *
- * Where a backslash or a quote lies outside a string, the masks may misplace strings after
- * it; such a document is invalid JSON, and a backslash outside strings always reaches stage 2
- * as (part of) a scalar, which it refuses. So the answer is exactly vet_document's.
- */
-
-/* Positions stage 1 hands over per refill: room for one more block past the threshold. */
-#define INDEX_CAPACITY 4096
-#define INDEX_SLACK 64
-
-/* The bytes that may follow a scalar: whitespace, an operator, a quote (a string right after
- * a scalar is refused by the grammar), and the document's end (checked apart). */
-static unsigned char ends_scalar[256];
-
-static void init_fused_tables(void)
-{
-    static const char enders[] = " \t\n\r{}[]:,\"";
-    for (const char *c = enders; *c; c++) {
-        ends_scalar[(unsigned char)*c] = 1;
-    }
-}
-
-typedef struct {
-    uint64_t quote, backslash, space, op, control, high;
-} BlockBits;
-
-#ifdef VET_SSE2
-static inline uint64_t bits16(__m128i hits) { return (uint64_t)(unsigned)_mm_movemask_epi8(hits); }
-
-static inline BlockBits block_bits_sse2(const unsigned char *block)
-{
-    BlockBits b = {0, 0, 0, 0, 0, 0};
-    const __m128i last_control = _mm_set1_epi8(0x1F), lower = _mm_set1_epi8(0x20);
-    for (int i = 0; i < 4; i++) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(block + 16 * i));
-        __m128i folded = _mm_or_si128(x, lower);
-        int shift = 16 * i;
-        b.quote |= bits16(_mm_cmpeq_epi8(x, _mm_set1_epi8('"'))) << shift;
-        b.backslash |= bits16(_mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))) << shift;
-        b.space |= bits16(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, lower), _mm_cmpeq_epi8(x, _mm_set1_epi8('\t'))),
-                                       _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('\n')),
-                                                    _mm_cmpeq_epi8(x, _mm_set1_epi8('\r')))))
-                   << shift;
-        b.op |= bits16(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(folded, _mm_set1_epi8('{')),
-                                                 _mm_cmpeq_epi8(folded, _mm_set1_epi8('}'))),
-                                    _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(':')),
-                                                 _mm_cmpeq_epi8(x, _mm_set1_epi8(',')))))
-                << shift;
-        b.control |= bits16(_mm_cmpeq_epi8(_mm_min_epu8(x, last_control), x)) << shift;
-        b.high |= bits16(x) << shift;
-    }
-    return b;
-}
-#define block_bits_baseline block_bits_sse2
-#else
-static inline BlockBits block_bits_portable(const unsigned char *block)
-{
-    BlockBits b = {0, 0, 0, 0, 0, 0};
-    for (int i = 0; i < 64; i++) {
-        unsigned char c = block[i], folded = c | 0x20;
-        uint64_t bit = (uint64_t)1 << i;
-        b.quote |= c == '"' ? bit : 0;
-        b.backslash |= c == '\\' ? bit : 0;
-        b.space |= is_whitespace(c) ? bit : 0;
-        b.op |= (folded == '{' || folded == '}' || c == ':' || c == ',') ? bit : 0;
-        b.control |= c < 0x20 ? bit : 0;
-        b.high |= c >= 0x80 ? bit : 0;
-    }
-    return b;
-}
-#define block_bits_baseline block_bits_portable
-#endif
-
-static inline uint64_t prefix_xor_shifts(uint64_t x)
-{
-    x ^= x << 1;
-    x ^= x << 2;
-    x ^= x << 4;
-    x ^= x << 8;
-    x ^= x << 16;
-    x ^= x << 32;
-    return x;
-}
-
-/* The bytes escaped by a backslash; *carry: whether the next block's first byte is (it is on
- * entry when this block's first byte is). Within a run of backslashes they pair up from its
- * first: a byte is escaped when the run just before it has odd length, which is when the
- * byte and the run's first backslash lie at positions of different parity. Adding a run's
- * first bit to the run carries through it, which marks the runs that start at even
- * positions. */
-static inline uint64_t escaped_bytes(uint64_t backslash, int *carry)
-{
-    const uint64_t even = 0x5555555555555555ULL;
-    uint64_t escaped = (uint64_t)*carry;
-    backslash &= ~escaped; /* an escaped backslash escapes nothing */
-    uint64_t starts = backslash & ~(backslash << 1);
-    uint64_t from_even = ((backslash + (starts & even)) ^ backslash) & backslash;
-    uint64_t from_odd = backslash & ~from_even;
-    escaped |= ((from_even << 1) & ~even) | ((from_odd << 1) & even);
-    /* the last byte is a backslash that escapes the next block's first */
-    *carry = (int)((backslash & ~escaped) >> 63);
-    return escaped;
-}
-
-/* The bytes that may follow a backslash: " \ / b f n r t, and u (checked further). */
-typedef struct {
-    uint64_t letter, u;
-} EscapeBits;
-
-#ifdef VET_SSE2
-static inline EscapeBits escape_bits(const unsigned char *block)
-{
-    EscapeBits e = {0, 0};
-    for (int i = 0; i < 4; i++) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(block + 16 * i));
-        __m128i hit = _mm_or_si128(
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
-                         _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('/')), _mm_cmpeq_epi8(x, _mm_set1_epi8('b')))),
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('f')), _mm_cmpeq_epi8(x, _mm_set1_epi8('n'))),
-                         _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('r')), _mm_cmpeq_epi8(x, _mm_set1_epi8('t')))));
-        e.letter |= bits16(hit) << (16 * i);
-        e.u |= bits16(_mm_cmpeq_epi8(x, _mm_set1_epi8('u'))) << (16 * i);
-    }
-    return e;
-}
-#else
-static inline EscapeBits escape_bits(const unsigned char *block)
-{
-    EscapeBits e = {0, 0};
-    for (int i = 0; i < 64; i++) {
-        unsigned char c = block[i];
-        uint64_t bit = (uint64_t)1 << i;
-        e.letter |= (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't')
-                        ? bit : 0;
-        e.u |= c == 'u' ? bit : 0;
-    }
-    return e;
-}
-#endif
-
-typedef struct {
-    cursor base, end, next; /* next: the first byte not yet indexed */
-    uint32_t length;
-    uint64_t in_string;     /* all ones while the next block starts inside a string */
-    uint64_t scalar_carry;  /* 1 when the last byte indexed is part of a scalar run */
-    int escape_carry;       /* the next block's first byte is escaped */
-    cursor escapes_checked; /* a \u high surrogate's low half, checked with it, ends here */
-    int error;
-    int utf8_pending;       /* the last block held a byte >= 0x80 */
-#ifdef VET_SSE2
-    __m128i utf8_previous, utf8_errors;
-#endif
-    int saw_high;           /* any byte >= 0x80 (for the bytewise UTF-8 check) */
-    uint32_t count, pos;
-    uint32_t index[INDEX_CAPACITY + INDEX_SLACK];
-} Indexer;
-
-/* 1 if a \u escape whose 'u' is in `us` (the block at `block`) is invalid: four hex digits,
- * and a surrogate pair's halves together (a low half is checked with its high half). */
-static int check_unicode_escapes(Indexer *ix, cursor block, uint64_t us)
-{
-    for (; us; us &= us - 1) {
-        cursor u = block + __builtin_ctzll(us);
-        if (u < ix->escapes_checked) {
-            continue;
-        }
-        cursor after = skip_escape(u, ix->end);
-        if (after == NULL) {
-            return 1;
-        }
-        ix->escapes_checked = after;
-    }
-    return 0;
-}
-
-/* Writes the positions of `bits` (block at offset `at`) at out + *count. */
-static ALWAYS_INLINE void write_positions(uint32_t *out, uint32_t *count, uint32_t at, uint64_t bits)
-{
-    out += *count;
-    *count += (uint32_t)__builtin_popcountll(bits);
-    while (bits) {
-        *out++ = at + (uint32_t)__builtin_ctzll(bits);
-        bits &= bits - 1;
-    }
-}
-
-#if defined(VET_SSE2) && defined(VET_SSSE3)
-/* The same, eight positions at a time without a branch per position: past the last one,
- * tzcnt of 0 writes 64 into the slack, which the count leaves unread. */
-__attribute__((target("bmi"))) static ALWAYS_INLINE void write_positions_bmi(uint32_t *out, uint32_t *count, uint32_t at,
-                                                                            uint64_t bits)
-{
-    out += *count;
-    uint32_t written = (uint32_t)__builtin_popcountll(bits);
-    *count += written;
-    for (uint32_t done = 0;; done += 8) {
-        for (int k = 0; k < 8; k++) {
-            out[done + (uint32_t)k] = at + (uint32_t)_tzcnt_u64(bits);
-            bits = _blsr_u64(bits);
-        }
-        if (done + 8 >= written) {
-            break;
-        }
-    }
-}
-#endif
-
-/* Stage 1's state from block to block, kept in registers while a run of blocks is indexed. */
-typedef struct {
-    uint64_t in_string;    /* all ones while the next block starts inside a string */
-    uint64_t scalar_carry; /* 1 when the last byte indexed is part of a scalar run */
-    int escape_carry;      /* the next block's first byte is escaped */
-    int error;
-    uint32_t count;
-} Carry;
-
-/* One block's positions (the block's first byte at offset `at`). */
-static ALWAYS_INLINE void index_block(Indexer *ix, Carry *carry, const unsigned char *block, uint32_t at, BlockBits b,
-                                      uint64_t (*parity_of)(uint64_t),
-                                      void (*write)(uint32_t *, uint32_t *, uint32_t, uint64_t))
-{
-    uint64_t quotes = b.quote;
-    if (b.backslash | (uint64_t)carry->escape_carry) {
-        uint64_t escaped = escaped_bytes(b.backslash, &carry->escape_carry);
-        EscapeBits e = escape_bits(block);
-        quotes &= ~escaped;
-        carry->error |= (escaped & ~(e.letter | e.u)) != 0;
-        if (escaped & e.u) {
-            carry->error |= check_unicode_escapes(ix, ix->base + at, escaped & e.u);
-        }
-    }
-    uint64_t inside = parity_of(quotes) ^ carry->in_string; /* the opening quote and the contents */
-    carry->in_string = (uint64_t)((int64_t)inside >> 63);
-    uint64_t string = inside | quotes;
-    carry->error |= (b.control & string) != 0; /* a raw control byte in a string */
-    uint64_t scalar = ~(string | b.space | b.op);
-    uint64_t scalar_starts = scalar & ~((scalar << 1) | carry->scalar_carry);
-    carry->scalar_carry = scalar >> 63;
-    write(ix->index, &carry->count, at, (b.op & ~string) | (quotes & inside) | scalar_starts);
-}
-
-#ifdef VET_SSE2
-/* UTF-8 of one block (see utf8_chunk_errors), carried across blocks; an ASCII block only
- * closes what the one before left open. */
-#define CHECK_UTF8_BLOCK(block, high)                                                                      \
-    do {                                                                                                   \
-        if (high) {                                                                                        \
-            for (int k = 0; k < 4; k++) {                                                                  \
-                __m128i chunk = _mm_loadu_si128((const __m128i *)((block) + 16 * k));                      \
-                ix->utf8_errors = _mm_or_si128(ix->utf8_errors, utf8_chunk_errors(chunk, ix->utf8_previous)); \
-                ix->utf8_previous = chunk;                                                                 \
-            }                                                                                              \
-            ix->utf8_pending = 1;                                                                          \
-        }                                                                                                  \
-        else if (ix->utf8_pending) {                                                                       \
-            __m128i chunk = _mm_loadu_si128((const __m128i *)(block));                                     \
-            ix->utf8_errors = _mm_or_si128(ix->utf8_errors, utf8_chunk_errors(chunk, ix->utf8_previous));  \
-            ix->utf8_previous = _mm_setzero_si128();                                                       \
-            ix->utf8_pending = 0;                                                                          \
-        }                                                                                                  \
-    } while (0)
-#endif
-
-/* Indexes blocks until the buffer is nearly full or the bytes end. use_vector_utf8: the
- * CPU has SSSE3 (else UTF-8 is checked bytewise once the last block is indexed). */
-static ALWAYS_INLINE void index_blocks(Indexer *ix, BlockBits (*bits_of)(const unsigned char *),
-                                       uint64_t (*parity_of)(uint64_t),
-                                       void (*write)(uint32_t *, uint32_t *, uint32_t, uint64_t), int use_vector_utf8)
-{
-    Carry carry = {ix->in_string, ix->scalar_carry, ix->escape_carry, 0, 0};
-    cursor next = ix->next, end = ix->end, base = ix->base;
-    int saw_high = 0;
-    (void)use_vector_utf8;
-    while (end - next >= 64 && carry.count <= INDEX_CAPACITY && !carry.error) {
-        BlockBits b = bits_of(next);
-        if (b.high) {
-            saw_high = 1;
-#ifdef VET_SSE2
-            if (use_vector_utf8) {
-                CHECK_UTF8_BLOCK(next, 1);
-            }
-#endif
-        }
-#ifdef VET_SSE2
-        else if (use_vector_utf8 && ix->utf8_pending) {
-            CHECK_UTF8_BLOCK(next, 0);
-        }
-#endif
-        index_block(ix, &carry, next, (uint32_t)(next - base), b, parity_of, write);
-        next += 64;
-    }
-    if (next < end && end - next < 64 && carry.count <= INDEX_CAPACITY && !carry.error) {
-        /* the last, partial block, padded with spaces */
-        unsigned char padded[64];
-        memset(padded, ' ', sizeof padded);
-        memcpy(padded, next, (size_t)(end - next));
-        BlockBits b = bits_of(padded);
-        saw_high |= b.high != 0;
-#ifdef VET_SSE2
-        if (use_vector_utf8) {
-            CHECK_UTF8_BLOCK(padded, b.high);
-        }
-#endif
-        index_block(ix, &carry, padded, (uint32_t)(next - base), b, parity_of, write);
-        next = end;
-    }
-    ix->next = next;
-    ix->in_string = carry.in_string;
-    ix->scalar_carry = carry.scalar_carry;
-    ix->escape_carry = carry.escape_carry;
-    ix->error = carry.error;
-    ix->count = carry.count;
-    ix->pos = 0;
-    ix->saw_high |= saw_high;
-    if (next == end && !ix->error) {
-        /* the last block: no string may be left open, nor a UTF-8 sequence */
-        ix->error = ix->in_string != 0;
-#ifdef VET_SSE2
-        if (use_vector_utf8) {
-            if (ix->utf8_pending) {
-                ix->utf8_errors = _mm_or_si128(ix->utf8_errors, utf8_chunk_errors(_mm_setzero_si128(), ix->utf8_previous));
-            }
-            ix->error |= _mm_movemask_epi8(_mm_cmpeq_epi8(ix->utf8_errors, _mm_setzero_si128())) != 0xFFFF;
-        }
-        else
-#endif
-        if (ix->saw_high && !utf8_valid_bytewise(ix->base, ix->end)) {
-            ix->error = 1;
-        }
-    }
-}
-
-#if defined(VET_SSE2) && defined(VET_SSSE3)
-
-__attribute__((target("avx2"))) static inline BlockBits block_bits_avx2(const unsigned char *block)
-{
-    BlockBits b = {0, 0, 0, 0, 0, 0};
-    /* whitespace by a lookup on the low nibble: only ' ', '\t', '\n', '\r' find themselves */
-    const __m256i spaces = _mm256_setr_epi8(' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0, ' ', 0, 0, 0,
-                                            0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0);
-    const __m256i last_control = _mm256_set1_epi8(0x1F), lower = _mm256_set1_epi8(0x20);
-    for (int i = 0; i < 2; i++) {
-        __m256i x = _mm256_loadu_si256((const __m256i *)(block + 32 * i));
-        __m256i folded = _mm256_or_si256(x, lower);
-        int shift = 32 * i;
-#define BITS32(v) ((uint64_t)(uint32_t)_mm256_movemask_epi8(v) << shift)
-        b.quote |= BITS32(_mm256_cmpeq_epi8(x, _mm256_set1_epi8('"')));
-        b.backslash |= BITS32(_mm256_cmpeq_epi8(x, _mm256_set1_epi8('\\')));
-        b.space |= BITS32(_mm256_cmpeq_epi8(_mm256_shuffle_epi8(spaces, x), x));
-        b.op |= BITS32(_mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(folded, _mm256_set1_epi8('{')),
-                                                       _mm256_cmpeq_epi8(folded, _mm256_set1_epi8('}'))),
-                                       _mm256_or_si256(_mm256_cmpeq_epi8(x, _mm256_set1_epi8(':')),
-                                                       _mm256_cmpeq_epi8(x, _mm256_set1_epi8(',')))));
-        b.control |= BITS32(_mm256_cmpeq_epi8(_mm256_min_epu8(x, last_control), x));
-        b.high |= BITS32(x);
-#undef BITS32
-    }
-    return b;
-}
-
-/* The same with 64-byte registers: each comparison gives its 64 bits at once. */
-__attribute__((target("avx512f,avx512bw"))) static inline BlockBits block_bits_avx512(const unsigned char *block)
-{
-    const __m512i spaces = _mm512_broadcast_i32x4(
-        _mm_setr_epi8(' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0));
-    __m512i x = _mm512_loadu_si512((const void *)block);
-    __m512i folded = _mm512_or_si512(x, _mm512_set1_epi8(0x20));
-    BlockBits b;
-    b.quote = _mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8('"'));
-    b.backslash = _mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8('\\'));
-    b.space = _mm512_cmpeq_epi8_mask(_mm512_shuffle_epi8(spaces, x), x);
-    b.op = _mm512_cmpeq_epi8_mask(folded, _mm512_set1_epi8('{')) | _mm512_cmpeq_epi8_mask(folded, _mm512_set1_epi8('}')) |
-           _mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(':')) | _mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(','));
-    b.control = _mm512_cmplt_epu8_mask(x, _mm512_set1_epi8(0x20));
-    b.high = _mm512_movepi8_mask(x);
-    return b;
-}
-
-__attribute__((target("pclmul"))) static inline uint64_t prefix_xor_clmul(uint64_t x)
-{
-    return (uint64_t)_mm_cvtsi128_si64(_mm_clmulepi64_si128(_mm_set_epi64x(0, (long long)x), _mm_set1_epi8(-1), 0));
-}
-
-__attribute__((target("avx2,pclmul,bmi"))) static void index_blocks_avx2(Indexer *ix)
-{
-    index_blocks(ix, block_bits_avx2, prefix_xor_clmul, write_positions_bmi, 1);
-}
-
-__attribute__((target("avx512f,avx512bw,avx2,pclmul,bmi"))) static void index_blocks_avx512(Indexer *ix)
-{
-    index_blocks(ix, block_bits_avx512, prefix_xor_clmul, write_positions_bmi, 1);
-}
-
-static int fused_has_avx2;   /* AVX2, PCLMUL and BMI, checked once at import */
-static int fused_has_avx512; /* and AVX-512 BW */
-#endif
-
-#ifdef VET_SSSE3
-__attribute__((target("ssse3"))) static void index_blocks_ssse3(Indexer *ix)
-{
-    index_blocks(ix, block_bits_baseline, prefix_xor_shifts, write_positions, 1);
-}
-#endif
-
-static void index_blocks_plain(Indexer *ix) { index_blocks(ix, block_bits_baseline, prefix_xor_shifts, write_positions, 0); }
-
-/* Stage 1's next run of blocks, for stage 2: ix->index holds ix->count positions (none once
- * every block is indexed, or stage 1 refused the document). */
-static void refill_positions(Indexer *ix)
-{
-    if (ix->next == ix->end || ix->error) {
-        ix->count = 0;
-        return;
-    }
-#if defined(VET_SSE2) && defined(VET_SSSE3)
-    if (fused_has_avx512) {
-        index_blocks_avx512(ix);
-    }
-    else if (fused_has_avx2) {
-        index_blocks_avx2(ix);
-    }
-    else
-#endif
-#ifdef VET_SSSE3
-    if (cpu_has_ssse3) {
-        index_blocks_ssse3(ix);
-    }
-    else
-#endif
-    {
-        index_blocks_plain(ix);
-    }
-    if (ix->error) {
-        ix->count = 0;
-    }
-}
-
-/* The next position for stage 2 (read .. last: the ones stage 1 has handed over), or the
- * document's length when none is left. */
-#define NEXT_POSITION()                                                                                    \
-    (read < last ? *read++                                                                                 \
-                 : (refill_positions(ix), read = ix->index, last = read + ix->count, read < last ? *read++ : ix->length))
-
-/* ---- the payload-span copy, recorded by stage 2 ------------------------------------------ */
+/* ---- the payload-span copy, recorded on the way (vet_compact) ------------------------- */
 
 /* The StrictRecord fields' JSON names (health.strict_schema). health.payload_spans refuses
  * the native copy when the two lists differ, so a field added to the record is never cut. */
@@ -1141,7 +583,7 @@ static const char *const KEPT_TOP_LEVEL_KEYS[] = {
 #define KEPT_TOP_LEVEL_COUNT (sizeof(KEPT_TOP_LEVEL_KEYS) / sizeof(KEPT_TOP_LEVEL_KEYS[0]))
 
 /* What an object or array on the strict decode's path is: members of these are read by key. */
-typedef enum { ROLE_NONE, ROLE_TOP, ROLE_TRAJECTORY, ROLE_CALLS, ROLE_CALL, ROLE_RESPONSE } Role;
+typedef enum { ROLE_NONE, ROLE_ROOT, ROLE_TOP, ROLE_TRAJECTORY, ROLE_CALLS, ROLE_CALL, ROLE_RESPONSE } Role;
 
 /* What a member's key says of its value. */
 typedef enum {
@@ -1261,31 +703,107 @@ static ValueAction choose_action(Spans *spans, Role role, cursor key, Py_ssize_t
     }
 }
 
-/* ---- stage 2 ----------------------------------------------------------------------------- */
-
-typedef struct {
-    Indexer ix;
-    Spans spans;
-} Fused;
-
-/* The byte at a position, 0 at the document's end. */
-static ALWAYS_INLINE unsigned char byte_at(const Indexer *ix, uint32_t i) { return i < ix->length ? ix->base[i] : 0; }
-
-/* Just past the last non-whitespace byte before position i. */
-static inline uint32_t trim_back(const Indexer *ix, uint32_t i)
+/* The value starting with byte c, in a container of `role` (after a key that said `pending`):
+ * the role it takes if it is a container (*child); 1 if it is to be cut, -1 if memory ran
+ * out. */
+static inline int path_value(Spans *spans, Role role, ValueAction pending, unsigned char c, Role *child)
 {
-    while (i > 0 && is_whitespace(ix->base[i - 1])) {
-        i--;
+    switch (role) {
+    case ROLE_ROOT:
+        *child = c == '{' ? ROLE_TOP : ROLE_NONE;
+        return 0;
+    case ROLE_CALLS:
+        *child = c == '{' ? ROLE_CALL : ROLE_NONE;
+        return add_call(spans);
+    default:
+        break;
     }
-    return i;
+    switch (pending) {
+    case VALUE_TRAJECTORY:
+        *child = c == '{' ? ROLE_TRAJECTORY : ROLE_NONE;
+        return 0;
+    case VALUE_RESPONSE:
+        *child = c == '{' ? ROLE_RESPONSE : ROLE_NONE;
+        return 0;
+    case VALUE_CALLS:
+        *child = c == '[' ? ROLE_CALLS : ROLE_NONE;
+        return 0;
+    case VALUE_CUT_SKIPPED:
+    case VALUE_CUT_REQUEST:
+    case VALUE_CUT_RESPONSE:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
-/* A scalar at position i: 1 if it is a number or literal orjson reads to msgspec's value and
- * it fills its run (the byte after it ends a scalar). */
-static ALWAYS_INLINE int scalar_ok(const Indexer *ix, uint32_t i)
+/* 1 if [start, end) is one JSON text as described at the top, at most max_depth containers
+ * deep; 0 if not. With spans, the payload-span copy's cuts are recorded on the way (and -1
+ * means memory ran out); without, the walk is the vetter's alone (the path code is compiled
+ * out). */
+static ALWAYS_INLINE int walk_document(cursor start, cursor end, int max_depth, Spans *spans)
 {
-    cursor p = ix->base + i, end = ix->end;
+    unsigned char open[ORJSON_MAX_DEPTH + 1];
+    unsigned char role[ORJSON_MAX_DEPTH + 1]; /* with spans: the Role of the container at each depth */
+    int depth = 0;
+    ValueAction pending = VALUE_KEEP; /* what the member key just read says of its value */
+    int cut_depth = -1;               /* depth of the member whose value is being cut */
+    ValueAction cut_action = VALUE_KEEP;
+    cursor cut_start = start;
+    Role child;
+    cursor p = skip_whitespace(start, end);
+    role[0] = ROLE_ROOT;
+value: /* p at the first byte of a value (whitespace already skipped) */
+    if (p >= end) {
+        return 0;
+    }
+    child = ROLE_NONE;
+    if (spans != NULL && (role[depth] != ROLE_NONE || pending != VALUE_KEEP)) {
+        int cut = path_value(spans, (Role)role[depth], pending, *p, &child);
+        if (cut < 0) {
+            return -1;
+        }
+        if (cut) {
+            cut_depth = depth;
+            cut_action = pending;
+            cut_start = p;
+        }
+        pending = VALUE_KEEP;
+    }
     switch (*p) {
+    case '{':
+        if (++depth > max_depth) {
+            return 0;
+        }
+        open[depth] = '}';
+        if (spans != NULL) {
+            role[depth] = (unsigned char)child;
+        }
+        p = skip_whitespace(p + 1, end);
+        if (p < end && *p == '}') {
+            p++;
+            depth--;
+            goto after_value;
+        }
+        goto member;
+    case '[':
+        if (++depth > max_depth) {
+            return 0;
+        }
+        open[depth] = ']';
+        if (spans != NULL) {
+            role[depth] = (unsigned char)child;
+        }
+        p = skip_whitespace(p + 1, end);
+        if (p < end && *p == ']') {
+            p++;
+            depth--;
+            goto after_value;
+        }
+        goto value;
+    case '"':
+        p = skip_string(p + 1, end);
+        break;
     case 't':
         p = skip_literal(p, end, "true", 4);
         break;
@@ -1302,158 +820,72 @@ static ALWAYS_INLINE int scalar_ok(const Indexer *ix, uint32_t i)
         p = skip_number(p, end);
         break;
     }
-    return p != NULL && (p == end || ends_scalar[*p]);
-}
-
-/* Where a member's key's opening quote is at `quote` and its ':' at `colon`: the key's bytes
- * (an escape anywhere in them gives up the copy). */
-static inline ValueAction member_action(Fused *f, Role role, uint32_t quote, uint32_t colon)
-{
-    cursor key = f->ix.base + quote + 1;
-    Py_ssize_t length = (Py_ssize_t)trim_back(&f->ix, colon) - 1 - (Py_ssize_t)(quote + 1);
-    if (memchr(key, '\\', (size_t)length) != NULL) {
-        f->spans.gave_up = 1;
-        return VALUE_KEEP;
-    }
-    return choose_action(&f->spans, role, key, length);
-}
-
-/* 1 if the document is accepted (the copy's cuts recorded in f->spans), 0 if refused, -1 if
- * memory ran out. */
-static int walk_document(Fused *f, int max_depth)
-{
-    Indexer *ix = &f->ix;
-    Spans *spans = &f->spans;
-    unsigned char open[ORJSON_MAX_DEPTH + 1];
-    unsigned char role[ORJSON_MAX_DEPTH + 2];
-    int depth = 0;
-    ValueAction pending = VALUE_KEEP; /* what the member key just read says of the value */
-    int cut_depth = -1;               /* depth of the member whose value is being cut */
-    ValueAction cut_action = VALUE_KEEP;
-    uint32_t cut_start = 0;
-    uint32_t i;
-    unsigned char c;
-    const uint32_t *read = ix->index, *last = ix->index;
-    role[0] = ROLE_NONE;
-    role[1] = ROLE_NONE;
-
-    i = NEXT_POSITION();
-value: /* i at a value's first byte */
-    c = byte_at(ix, i);
-    if (role[depth] != ROLE_NONE || pending != VALUE_KEEP || depth == 0) {
-        /* on the strict decode's path: a call element, a value to cut, a container to enter */
-        Role child = ROLE_NONE;
-        if (depth == 0 && c == '{') {
-            child = ROLE_TOP;
-        }
-        if (role[depth] == ROLE_CALLS) {
-            if (add_call(spans) < 0) {
-                return -1;
-            }
-            child = c == '{' ? ROLE_CALL : ROLE_NONE;
-        }
-        switch (pending) {
-        case VALUE_TRAJECTORY:
-            child = c == '{' ? ROLE_TRAJECTORY : ROLE_NONE;
-            break;
-        case VALUE_RESPONSE:
-            child = c == '{' ? ROLE_RESPONSE : ROLE_NONE;
-            break;
-        case VALUE_CALLS:
-            child = c == '[' ? ROLE_CALLS : ROLE_NONE;
-            break;
-        case VALUE_CUT_SKIPPED:
-        case VALUE_CUT_REQUEST:
-        case VALUE_CUT_RESPONSE:
-            cut_depth = depth;
-            cut_action = pending;
-            cut_start = i;
-            break;
-        default:
-            break;
-        }
-        pending = VALUE_KEEP;
-        role[depth + 1] = (unsigned char)child;
-    }
-    else {
-        role[depth + 1] = ROLE_NONE;
-    }
-    switch (c) {
-    case '{':
-        if (++depth > max_depth) {
-            return 0;
-        }
-        open[depth] = '}';
-        i = NEXT_POSITION();
-        if (byte_at(ix, i) == '}') {
-            depth--;
-            goto after_value;
-        }
-        goto member;
-    case '[':
-        if (++depth > max_depth) {
-            return 0;
-        }
-        open[depth] = ']';
-        i = NEXT_POSITION();
-        if (byte_at(ix, i) == ']') {
-            depth--;
-            goto after_value;
-        }
-        goto value;
-    case '"':
-        goto after_value;
-    case 0:
-        return 0; /* the end (or a NUL, refused outside strings) */
-    default:
-        if (!scalar_ok(ix, i)) {
-            return 0;
-        }
-        goto after_value;
+    if (p == NULL) {
+        return 0;
     }
 
-after_value: /* i at the last position of a complete value */
-    i = NEXT_POSITION();
-    c = byte_at(ix, i);
-    if (depth == cut_depth) {
-        /* the value to cut ends before this separator (and any whitespace) */
-        if (add_cut(spans, cut_action, cut_start, trim_back(ix, i)) < 0) {
+after_value: /* just past a complete value: a separator, a closer, or the end */
+    if (spans != NULL && depth == cut_depth) {
+        if (add_cut(spans, cut_action, cut_start - start, p - start) < 0) {
             return -1;
         }
         cut_depth = -1;
     }
+    p = skip_whitespace(p, end);
     if (depth == 0) {
-        return i == ix->length && !ix->error;
+        return p == end;
     }
-    if (c == ',') {
-        i = NEXT_POSITION();
+    if (p >= end) {
+        return 0;
+    }
+    if (*p == ',') {
+        p = skip_whitespace(p + 1, end);
         if (open[depth] == ']') {
             goto value;
         }
         goto member;
     }
-    if (c != open[depth]) {
+    if (*p != open[depth]) {
         return 0;
     }
+    p++;
     depth--;
     goto after_value;
 
-member: /* i at an object member's key */
-    if (byte_at(ix, i) != '"') {
+member: /* p at an object member's key (whitespace already skipped) */
+    if (p >= end || *p != '"') {
         return 0;
     }
     {
-        uint32_t quote = i;
-        i = NEXT_POSITION();
-        if (byte_at(ix, i) != ':') {
+        cursor key = p + 1;
+        p = skip_string(key, end);
+        if (p == NULL) {
             return 0;
         }
-        if (role[depth] != ROLE_NONE) {
-            pending = member_action(f, (Role)role[depth], quote, i);
+        if (spans != NULL && role[depth] != ROLE_NONE) {
+            Py_ssize_t length = p - 1 - key;
+            if (memchr(key, '\\', (size_t)length) != NULL) {
+                spans->gave_up = 1; /* an escaped key may spell a field name */
+            }
+            else {
+                pending = choose_action(spans, (Role)role[depth], key, length);
+            }
         }
     }
-    i = NEXT_POSITION();
+    p = skip_whitespace(p, end);
+    if (p >= end || *p != ':') {
+        return 0;
+    }
+    p = skip_whitespace(p + 1, end);
     goto value;
+}
+
+static int vet_document(cursor start, cursor end, int max_depth) { return walk_document(start, end, max_depth, NULL); }
+
+/* The walk with the copy's cuts recorded in spans: 1 accepted, 0 refused, -1 out of memory. */
+static int vet_and_cut(cursor start, cursor end, int max_depth, Spans *spans)
+{
+    return walk_document(start, end, max_depth, spans);
 }
 
 static PyObject *raw_type; /* msgspec.Raw, imported on first use */
@@ -1528,7 +960,7 @@ done:
 }
 
 PyDoc_STRVAR(vet_compact_doc,
-"vet_compact(line, max_depth=1024, /) -> bool | None | (bytes, tuple, tuple)\n--\n\n"
+"vet_compact(line, max_depth=1024, /) -> False | None | (bytes, tuple, tuple)\n--\n\n"
 "vet(line, max_depth) and the payload-span copy of health._payload_spans.compact(line) in\n"
 "one pass: False if vet() refuses the line; else compact()'s answer for it: None (decode\n"
 "the line itself), or (copy, requests, responses) with the payloads as msgspec.Raw slices.");
@@ -1569,38 +1001,18 @@ static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
-    if ((uint64_t)view.len >= UINT32_MAX) { /* positions are 32-bit: vetted alone, decoded whole */
-        int accepted;
-        Py_BEGIN_ALLOW_THREADS
-        accepted = vet_document((cursor)view.buf, (cursor)view.buf + view.len, (int)max_depth);
-        Py_END_ALLOW_THREADS
-        PyBuffer_Release(&view);
-        if (accepted) {
-            Py_RETURN_NONE;
-        }
-        Py_RETURN_FALSE;
-    }
-    Fused *f = PyMem_RawMalloc(sizeof(Fused));
-    if (f == NULL) {
-        PyBuffer_Release(&view);
-        return PyErr_NoMemory();
-    }
-    memset(&f->spans, 0, sizeof f->spans);
-    memset(&f->ix, 0, offsetof(Indexer, index));
-    f->ix.base = f->ix.next = (cursor)view.buf;
-    f->ix.end = f->ix.base + view.len;
-    f->ix.length = (uint32_t)view.len;
-#ifdef VET_SSE2
-    f->ix.utf8_previous = f->ix.utf8_errors = _mm_setzero_si128();
-#endif
+    cursor start = (cursor)view.buf, end = start + view.len;
+    Spans spans;
+    memset(&spans, 0, sizeof spans);
     int outcome;
     if ((size_t)view.len >= RELEASE_GIL_BYTES) {
+        /* the cut lists grow with PyMem_Raw*, which needs no GIL */
         Py_BEGIN_ALLOW_THREADS
-        outcome = walk_document(f, (int)max_depth);
+        outcome = vet_and_cut(start, end, (int)max_depth, &spans);
         Py_END_ALLOW_THREADS
     }
     else {
-        outcome = walk_document(f, (int)max_depth);
+        outcome = vet_and_cut(start, end, (int)max_depth, &spans);
     }
     PyObject *result;
     if (outcome < 0) {
@@ -1609,41 +1021,16 @@ static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t
     else if (outcome == 0) {
         result = Py_NewRef(Py_False);
     }
-    else if (f->spans.gave_up || f->spans.cut_count == 0) {
+    else if (spans.gave_up || spans.cut_count == 0) {
         result = Py_NewRef(Py_None);
     }
     else {
-        result = build_result(&f->spans, f->ix.base, view.len, args[0]);
+        result = build_result(&spans, start, view.len, args[0]);
     }
-    PyMem_RawFree(f->spans.cuts);
-    PyMem_RawFree(f->spans.calls);
-    PyMem_RawFree(f);
+    PyMem_RawFree(spans.cuts);
+    PyMem_RawFree(spans.calls);
     PyBuffer_Release(&view);
     return result;
-}
-
-/* Tests run every stage-1 loop on one CPU: 0 the portable loop, 1 SSSE3 (or portable), 2
- * AVX2, 3 AVX-512 (each where the CPU has it). Returns the loop that ran before. */
-static PyObject *use_stage1(PyObject *module, PyObject *level_object)
-{
-    (void)module;
-    long level = PyLong_AsLong(level_object);
-    if (level == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    long was = 0;
-#if defined(VET_SSE2) && defined(VET_SSSE3)
-    was = fused_has_avx512 ? 3 : fused_has_avx2 ? 2 : cpu_has_ssse3 ? 1 : 0;
-    __builtin_cpu_init();
-    fused_has_avx512 = level >= 3 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512f");
-    fused_has_avx2 = level >= 2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul") &&
-                     __builtin_cpu_supports("bmi");
-    fused_has_avx512 = fused_has_avx512 && fused_has_avx2;
-    cpu_has_ssse3 = level >= 1 && __builtin_cpu_supports("ssse3");
-#else
-    (void)level;
-#endif
-    return PyLong_FromLong(was);
 }
 
 /* ---- the Python function ------------------------------------------------------------- */
@@ -1699,19 +1086,12 @@ static PyObject *vet(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef json_vet_methods[] = {
     {"vet", (PyCFunction)(void (*)(void))vet, METH_FASTCALL, vet_doc},
     {"vet_compact", (PyCFunction)(void (*)(void))vet_compact, METH_FASTCALL, vet_compact_doc},
-    {"_use_stage1", use_stage1, METH_O,
-     "_use_stage1(level, /) -> int\n--\n\nFor tests: which stage-1 loop vet_compact runs (0 portable, 1 SSSE3, 2 AVX2)."},
     {NULL, NULL, 0, NULL},
 };
 
 static int json_vet_exec(PyObject *module)
 {
     init_tables();
-    init_fused_tables();
-#if defined(VET_SSE2) && defined(VET_SSSE3)
-    fused_has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("bmi");
-    fused_has_avx512 = fused_has_avx2 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512f");
-#endif
     PyObject *keys = PyTuple_New((Py_ssize_t)KEPT_TOP_LEVEL_COUNT);
     if (keys == NULL) {
         return -1;
