@@ -582,8 +582,22 @@ static const char *const KEPT_TOP_LEVEL_KEYS[] = {
 };
 #define KEPT_TOP_LEVEL_COUNT (sizeof(KEPT_TOP_LEVEL_KEYS) / sizeof(KEPT_TOP_LEVEL_KEYS[0]))
 
-/* What an object or array on the strict decode's path is: members of these are read by key. */
-typedef enum { ROLE_NONE, ROLE_ROOT, ROLE_TOP, ROLE_TRAJECTORY, ROLE_CALLS, ROLE_CALL, ROLE_RESPONSE } Role;
+/* What an object or array on the path is: members of these are read by key. A rollout line
+ * (ROLE_ROOT: vet_compact) leads to its calls' payloads; an ingest body (ROLE_BODY:
+ * vet_event_rows), an array of events or {"events": [...]}, to each event's "row". */
+typedef enum {
+    ROLE_NONE,
+    ROLE_ROOT,
+    ROLE_TOP,
+    ROLE_TRAJECTORY,
+    ROLE_CALLS,
+    ROLE_CALL,
+    ROLE_RESPONSE,
+    ROLE_BODY,
+    ROLE_ENVELOPE,
+    ROLE_EVENTS,
+    ROLE_EVENT,
+} Role;
 
 /* What a member's key says of its value. */
 typedef enum {
@@ -591,9 +605,11 @@ typedef enum {
     VALUE_TRAJECTORY, /* an object value becomes ROLE_TRAJECTORY, else kept */
     VALUE_RESPONSE,   /* an object value becomes ROLE_RESPONSE, else kept */
     VALUE_CALLS,      /* an array value becomes ROLE_CALLS, else kept */
+    VALUE_EVENTS,     /* an array value becomes ROLE_EVENTS, else the copy is given up */
     VALUE_CUT_SKIPPED,
     VALUE_CUT_REQUEST,
     VALUE_CUT_RESPONSE,
+    VALUE_CUT_ROW, /* recorded as the element's "request" span */
 } ValueAction;
 
 typedef struct {
@@ -607,9 +623,12 @@ typedef struct {
 typedef struct {
     Cut *cuts;
     Py_ssize_t cut_count, cut_capacity;
-    CallSpans *calls; /* the elements of the last model_calls array seen */
+    CallSpans *calls; /* the elements of the last model_calls (or events) array seen */
     Py_ssize_t call_count, call_capacity;
-    int gave_up;      /* a key on the path holds an escape: the line is decoded itself */
+    int gave_up;      /* a key on the path holds an escape, or the shape is not one the copy
+                         covers: the document is decoded itself */
+    int envelope;     /* an ingest body is an object: its one member must be "events" */
+    int events_seen;
     int no_memory;
 } Spans;
 
@@ -636,10 +655,10 @@ static int add_cut(Spans *spans, ValueAction action, Py_ssize_t from, Py_ssize_t
         return -1;
     }
     spans->cuts[spans->cut_count++] = (Cut){from, to};
-    if (action == VALUE_CUT_REQUEST || action == VALUE_CUT_RESPONSE) {
+    if (action != VALUE_CUT_SKIPPED) {
         CallSpans *call = &spans->calls[spans->call_count - 1]; /* the element being walked */
         /* a repeated key: the last value, as msgspec keeps it */
-        if (action == VALUE_CUT_REQUEST) {
+        if (action != VALUE_CUT_RESPONSE) {
             call->request_start = from;
             call->request_end = to;
         }
@@ -698,6 +717,15 @@ static ValueAction choose_action(Spans *spans, Role role, cursor key, Py_ssize_t
         return key_is(key, length, "response") ? VALUE_CUT_RESPONSE : VALUE_KEEP;
     case ROLE_RESPONSE:
         return key_is(key, length, "usage") ? VALUE_KEEP : VALUE_CUT_SKIPPED;
+    case ROLE_ENVELOPE:
+        if (!key_is(key, length, "events") || spans->events_seen) {
+            spans->gave_up = 1; /* another member, or "events" repeated */
+            return VALUE_KEEP;
+        }
+        spans->events_seen = 1;
+        return VALUE_EVENTS;
+    case ROLE_EVENT:
+        return key_is(key, length, "row") ? VALUE_CUT_ROW : VALUE_KEEP;
     default:
         return VALUE_KEEP;
     }
@@ -715,6 +743,14 @@ static inline int path_value(Spans *spans, Role role, ValueAction pending, unsig
     case ROLE_CALLS:
         *child = c == '{' ? ROLE_CALL : ROLE_NONE;
         return add_call(spans);
+    case ROLE_BODY:
+        *child = c == '[' ? ROLE_EVENTS : c == '{' ? ROLE_ENVELOPE : ROLE_NONE;
+        spans->envelope = c == '{';
+        spans->gave_up |= *child == ROLE_NONE;
+        return 0;
+    case ROLE_EVENTS:
+        *child = c == '{' ? ROLE_EVENT : ROLE_NONE;
+        return add_call(spans);
     default:
         break;
     }
@@ -728,9 +764,14 @@ static inline int path_value(Spans *spans, Role role, ValueAction pending, unsig
     case VALUE_CALLS:
         *child = c == '[' ? ROLE_CALLS : ROLE_NONE;
         return 0;
+    case VALUE_EVENTS:
+        *child = c == '[' ? ROLE_EVENTS : ROLE_NONE;
+        spans->gave_up |= *child == ROLE_NONE;
+        return 0;
     case VALUE_CUT_SKIPPED:
     case VALUE_CUT_REQUEST:
     case VALUE_CUT_RESPONSE:
+    case VALUE_CUT_ROW:
         return 1;
     default:
         return 0;
@@ -741,7 +782,7 @@ static inline int path_value(Spans *spans, Role role, ValueAction pending, unsig
  * deep; 0 if not. With spans, the payload-span copy's cuts are recorded on the way (and -1
  * means memory ran out); without, the walk is the vetter's alone (the path code is compiled
  * out). */
-static ALWAYS_INLINE int walk_document(cursor start, cursor end, int max_depth, Spans *spans)
+static ALWAYS_INLINE int walk_document(cursor start, cursor end, int max_depth, Spans *spans, Role root)
 {
     unsigned char open[ORJSON_MAX_DEPTH + 1];
     unsigned char role[ORJSON_MAX_DEPTH + 1]; /* with spans: the Role of the container at each depth */
@@ -752,7 +793,7 @@ static ALWAYS_INLINE int walk_document(cursor start, cursor end, int max_depth, 
     cursor cut_start = start;
     Role child;
     cursor p = skip_whitespace(start, end);
-    role[0] = ROLE_ROOT;
+    role[0] = (unsigned char)root;
 value: /* p at the first byte of a value (whitespace already skipped) */
     if (p >= end) {
         return 0;
@@ -880,12 +921,16 @@ member: /* p at an object member's key (whitespace already skipped) */
     goto value;
 }
 
-static int vet_document(cursor start, cursor end, int max_depth) { return walk_document(start, end, max_depth, NULL); }
-
-/* The walk with the copy's cuts recorded in spans: 1 accepted, 0 refused, -1 out of memory. */
-static int vet_and_cut(cursor start, cursor end, int max_depth, Spans *spans)
+static int vet_document(cursor start, cursor end, int max_depth)
 {
-    return walk_document(start, end, max_depth, spans);
+    return walk_document(start, end, max_depth, NULL, ROLE_NONE);
+}
+
+/* The walk with the copy's cuts recorded in spans, from `root` (ROLE_ROOT or ROLE_BODY): 1
+ * accepted, 0 refused, -1 out of memory. */
+static int vet_and_cut(cursor start, cursor end, int max_depth, Spans *spans, Role root)
+{
+    return walk_document(start, end, max_depth, spans, root);
 }
 
 static PyObject *raw_type; /* msgspec.Raw, imported on first use */
@@ -959,6 +1004,78 @@ done:
     return result;
 }
 
+/* max_depth from an optional second argument (default and cap: orjson's); -1 with an
+ * exception set. */
+static long depth_argument(const char *name, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 1 or 2 positional arguments (%zd given)", name, nargs);
+        return -1;
+    }
+    if (nargs == 1) {
+        return ORJSON_MAX_DEPTH;
+    }
+    long max_depth = PyLong_AsLong(args[1]);
+    if (max_depth == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (max_depth < 0) {
+        PyErr_Format(PyExc_ValueError, "%s() max_depth must be >= 0, got %ld", name, max_depth);
+        return -1;
+    }
+    return max_depth > ORJSON_MAX_DEPTH ? ORJSON_MAX_DEPTH : max_depth;
+}
+
+/* The walk over a buffer from `root`, the GIL released for large ones: 1, 0, -1 as
+ * vet_and_cut, or -2 with an exception set (bad arguments). *view is held on 1 and 0. */
+static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs, Role root, Py_buffer *view,
+                       Spans *spans)
+{
+    long max_depth = depth_argument(name, args, nargs);
+    if (max_depth < 0) {
+        return -2;
+    }
+    if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0) {
+        return -2;
+    }
+    cursor start = (cursor)view->buf, end = start + view->len;
+    memset(spans, 0, sizeof *spans);
+    int outcome;
+    if ((size_t)view->len >= RELEASE_GIL_BYTES) {
+        /* the cut lists grow with PyMem_Raw*, which needs no GIL; the buffer stays exported */
+        Py_BEGIN_ALLOW_THREADS
+        outcome = vet_and_cut(start, end, (int)max_depth, spans, root);
+        Py_END_ALLOW_THREADS
+    }
+    else {
+        outcome = vet_and_cut(start, end, (int)max_depth, spans, root);
+    }
+    if (outcome < 0) {
+        PyErr_NoMemory();
+        PyBuffer_Release(view);
+        PyMem_RawFree(spans->cuts);
+        PyMem_RawFree(spans->calls);
+        return -1;
+    }
+    return outcome;
+}
+
+static int import_raw_type(void)
+{
+    if (raw_type == NULL) {
+        PyObject *msgspec = PyImport_ImportModule("msgspec");
+        if (msgspec == NULL) {
+            return -1;
+        }
+        raw_type = PyObject_GetAttrString(msgspec, "Raw"); /* kept for the process's life */
+        Py_DECREF(msgspec);
+        if (raw_type == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(vet_compact_doc,
 "vet_compact(line, max_depth=1024, /) -> False | None | (bytes, tuple, tuple)\n--\n\n"
 "vet(line, max_depth) and the payload-span copy of health._payload_spans.compact(line) in\n"
@@ -968,64 +1085,80 @@ PyDoc_STRVAR(vet_compact_doc,
 static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    long max_depth = ORJSON_MAX_DEPTH;
-    if (nargs < 1 || nargs > 2) {
-        PyErr_Format(PyExc_TypeError, "vet_compact() takes 1 or 2 positional arguments (%zd given)", nargs);
+    if (import_raw_type() < 0) {
         return NULL;
-    }
-    if (nargs == 2) {
-        max_depth = PyLong_AsLong(args[1]);
-        if (max_depth == -1 && PyErr_Occurred()) {
-            return NULL;
-        }
-        if (max_depth < 0) {
-            PyErr_Format(PyExc_ValueError, "vet_compact() max_depth must be >= 0, got %ld", max_depth);
-            return NULL;
-        }
-        if (max_depth > ORJSON_MAX_DEPTH) {
-            max_depth = ORJSON_MAX_DEPTH;
-        }
-    }
-    if (raw_type == NULL) {
-        PyObject *msgspec = PyImport_ImportModule("msgspec");
-        if (msgspec == NULL) {
-            return NULL;
-        }
-        raw_type = PyObject_GetAttrString(msgspec, "Raw"); /* kept for the process's life */
-        Py_DECREF(msgspec);
-        if (raw_type == NULL) {
-            return NULL;
-        }
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+    Spans spans;
+    int outcome = walk_buffer("vet_compact", args, nargs, ROLE_ROOT, &view, &spans);
+    if (outcome < 0) {
         return NULL;
     }
-    cursor start = (cursor)view.buf, end = start + view.len;
-    Spans spans;
-    memset(&spans, 0, sizeof spans);
-    int outcome;
-    if ((size_t)view.len >= RELEASE_GIL_BYTES) {
-        /* the cut lists grow with PyMem_Raw*, which needs no GIL */
-        Py_BEGIN_ALLOW_THREADS
-        outcome = vet_and_cut(start, end, (int)max_depth, &spans);
-        Py_END_ALLOW_THREADS
-    }
-    else {
-        outcome = vet_and_cut(start, end, (int)max_depth, &spans);
-    }
     PyObject *result;
-    if (outcome < 0) {
-        result = PyErr_NoMemory();
-    }
-    else if (outcome == 0) {
+    if (outcome == 0) {
         result = Py_NewRef(Py_False);
     }
     else if (spans.gave_up || spans.cut_count == 0) {
         result = Py_NewRef(Py_None);
     }
     else {
-        result = build_result(&spans, start, view.len, args[0]);
+        result = build_result(&spans, (cursor)view.buf, view.len, args[0]);
+    }
+    PyMem_RawFree(spans.cuts);
+    PyMem_RawFree(spans.calls);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* [(start, end), ...] of each event's row ((-1, -1): none). */
+static PyObject *row_spans(const Spans *spans)
+{
+    PyObject *list = PyList_New(spans->call_count);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < spans->call_count; i++) {
+        PyObject *span = Py_BuildValue("(nn)", spans->calls[i].request_start, spans->calls[i].request_end);
+        if (span == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, span);
+    }
+    return list;
+}
+
+PyDoc_STRVAR(vet_event_rows_doc,
+"vet_event_rows(body, max_depth=1024, /) -> bool | (bytes, list[tuple[int, int]])\n--\n\n"
+"vet(body, max_depth) and, in the same pass, each event's row: False if vet() refuses the\n"
+"body; True if it accepts it but it is not an array of events or an object whose one member\n"
+"is \"events\" (once, an array), or a key of the object or of an event holds a backslash;\n"
+"else (skeleton, spans): spans[i] is the (start, end) offsets of the last \"row\" member's\n"
+"value of element i ((-1, -1) without one, or when the element is not an object), and\n"
+"skeleton the body with every such value (each occurrence) replaced by 0.");
+
+static PyObject *vet_event_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    Py_buffer view;
+    Spans spans;
+    int outcome = walk_buffer("vet_event_rows", args, nargs, ROLE_BODY, &view, &spans);
+    if (outcome < 0) {
+        return NULL;
+    }
+    PyObject *result;
+    if (outcome == 0) {
+        result = Py_NewRef(Py_False);
+    }
+    else if (spans.gave_up || (spans.envelope && !spans.events_seen)) {
+        result = Py_NewRef(Py_True);
+    }
+    else {
+        PyObject *skeleton = build_copy(&spans, (cursor)view.buf, view.len);
+        PyObject *rows = skeleton == NULL ? NULL : row_spans(&spans);
+        result = rows == NULL ? NULL : PyTuple_Pack(2, skeleton, rows);
+        Py_XDECREF(skeleton);
+        Py_XDECREF(rows);
     }
     PyMem_RawFree(spans.cuts);
     PyMem_RawFree(spans.calls);
@@ -1086,6 +1219,7 @@ static PyObject *vet(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef json_vet_methods[] = {
     {"vet", (PyCFunction)(void (*)(void))vet, METH_FASTCALL, vet_doc},
     {"vet_compact", (PyCFunction)(void (*)(void))vet_compact, METH_FASTCALL, vet_compact_doc},
+    {"vet_event_rows", (PyCFunction)(void (*)(void))vet_event_rows, METH_FASTCALL, vet_event_rows_doc},
     {NULL, NULL, 0, NULL},
 };
 

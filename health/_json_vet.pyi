@@ -11,3 +11,6 @@ def vet(data: bytes | bytearray | memoryview, max_depth: int = 1024, /) -> bool:
 def vet_compact(
     line: bytes | bytearray | memoryview, max_depth: int = 1024, /
 ) -> tuple[bytes, tuple[Raw | None, ...], tuple[Raw | None, ...]] | Literal[False] | None: ...
+def vet_event_rows(
+    body: bytes | bytearray | memoryview, max_depth: int = 1024, /
+) -> tuple[bytes, list[tuple[int, int]]] | bool: ...
