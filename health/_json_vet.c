@@ -782,7 +782,12 @@ static inline int path_value(Spans *spans, Role role, ValueAction pending, unsig
  * deep; 0 if not. With spans, the payload-span copy's cuts are recorded on the way (and -1
  * means memory ran out); without, the walk is the vetter's alone (the path code is compiled
  * out). */
-static ALWAYS_INLINE int walk_document(cursor start, cursor end, int max_depth, Spans *spans, Role root)
+static cursor vet_value(cursor p, cursor end, int max_depth);
+
+/* With stop, the walk ends after one value (*stop: just past it) and leaves what follows
+ * to the caller. */
+static ALWAYS_INLINE int walk_document(cursor start, cursor end, int max_depth, Spans *spans, Role root,
+                                       cursor *stop)
 {
     unsigned char open[ORJSON_MAX_DEPTH + 1];
     unsigned char role[ORJSON_MAX_DEPTH + 1]; /* with spans: the Role of the container at each depth */
@@ -810,6 +815,14 @@ value: /* p at the first byte of a value (whitespace already skipped) */
             cut_start = p;
         }
         pending = VALUE_KEEP;
+    }
+    if (spans != NULL && child == ROLE_NONE && (*p == '{' || *p == '[')) {
+        /* off the path: the container is vetted by the walk without path code */
+        p = vet_value(p, end, max_depth - depth);
+        if (p == NULL) {
+            return 0;
+        }
+        goto after_value;
     }
     switch (*p) {
     case '{':
@@ -872,6 +885,10 @@ after_value: /* just past a complete value: a separator, a closer, or the end */
         }
         cut_depth = -1;
     }
+    if (stop != NULL && depth == 0) {
+        *stop = p;
+        return 1;
+    }
     p = skip_whitespace(p, end);
     if (depth == 0) {
         return p == end;
@@ -923,14 +940,21 @@ member: /* p at an object member's key (whitespace already skipped) */
 
 static int vet_document(cursor start, cursor end, int max_depth)
 {
-    return walk_document(start, end, max_depth, NULL, ROLE_NONE);
+    return walk_document(start, end, max_depth, NULL, ROLE_NONE, NULL);
+}
+
+/* The value at p (a container), at most max_depth deep: just past it, or NULL if refused. */
+static cursor vet_value(cursor p, cursor end, int max_depth)
+{
+    cursor stop = NULL;
+    return walk_document(p, end, max_depth, NULL, ROLE_NONE, &stop) ? stop : NULL;
 }
 
 /* The walk with the copy's cuts recorded in spans, from `root` (ROLE_ROOT or ROLE_BODY): 1
  * accepted, 0 refused, -1 out of memory. */
 static int vet_and_cut(cursor start, cursor end, int max_depth, Spans *spans, Role root)
 {
-    return walk_document(start, end, max_depth, spans, root);
+    return walk_document(start, end, max_depth, spans, root, NULL);
 }
 
 static PyObject *raw_type; /* msgspec.Raw, imported on first use */
