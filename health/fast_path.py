@@ -43,6 +43,7 @@ from msgspec import Raw
 
 from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
+from .json_vet import vet
 from .payload_spans import NOT_JSON, NotJson, decode_strict_if_vetted, decode_strict_skipping_payloads
 from .rejection import RejectedRecord, read_rejected_record
 from .strict_conversation import everyday_items_ok
@@ -88,6 +89,13 @@ def _conversation_adapter() -> TypeAdapter[list[Any]]:
     from .contract.conversation import Conversation
 
     return TypeAdapter(Conversation)
+
+
+def _is_shallow_json_for_orjson(data: bytes) -> bool:
+    """True only if orjson would parse ``data`` to the values msgspec decodes, and it is an
+    object at most 257 containers deep (see the module notes): step 1 alone, as
+    ``benchmarks/record_step.py --stages`` times it."""
+    return data[:1] == b"{" and vet(data, _MAX_RECORD_DEPTH)
 
 
 def _conversation_vouched(items: list[Any]) -> bool:
