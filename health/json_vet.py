@@ -19,6 +19,10 @@ Two vetters, one contract:
   full path). The wrapping also lets a document close it and open another (``1],[2``): the
   fallback accepts several comma-separated values there, so a caller must decode exactly one
   value afterwards (a msgspec decode does).
+
+The native walk can also note where values lie as it passes them, so a caller need not scan
+the document again: :func:`vet_event_rows` finds an ingest body's rows (and
+:func:`health.payload_spans.decode_strict_if_vetted` a rollout line's payloads).
 """
 
 from __future__ import annotations
