@@ -778,14 +778,13 @@ static inline int path_value(Spans *spans, Role role, ValueAction pending, unsig
     }
 }
 
-/* 1 if [start, end) is one JSON text as described at the top, at most max_depth containers
- * deep; 0 if not. With spans, the payload-span copy's cuts are recorded on the way (and -1
- * means memory ran out); without, the walk is the vetter's alone (the path code is compiled
- * out). */
 static cursor vet_value(cursor p, cursor end, int max_depth);
 
-/* With stop, the walk ends after one value (*stop: just past it) and leaves what follows
- * to the caller. */
+/* 1 if [start, end) is one JSON text as described at the top, at most max_depth containers
+ * deep; 0 if not. With spans, the cuts of the copy are recorded on the way from `root`
+ * (and -1 means memory ran out); without, the walk is the vetter's alone (the path code is
+ * compiled out). With stop, the walk ends after one value (*stop: just past it) and leaves
+ * what follows to the caller. */
 static ALWAYS_INLINE int walk_document(cursor start, cursor end, int max_depth, Spans *spans, Role root,
                                        cursor *stop)
 {
