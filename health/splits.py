@@ -12,9 +12,9 @@ driver turns those into global positions (:class:`SplitOutcome` and :func:`globa
 Only two things in a digest depend on position besides its ``ordinal`` field: an unreadable
 line's identity and locator (input index and line number) and the identity of a record without
 ``_ng_task_index`` (the global ordinal, and the rollout id when it derives from it). The task
-learns which lines those are from the per-record step (:func:`~health.digest.digest_line_placed`)
+learns which lines those are from the per-record step (:func:`~health.digest.digest_line_compact`)
 and sends what the driver needs to finish them: an unreadable line's reason (the driver builds
-its digest, :func:`~health.unreadable.unreadable_digest`), a record's digest and how its rollout
+its digest, :func:`~health.unreadable.unreadable_compact`), a record's digest and how its rollout
 id derives (the driver writes the global ordinal in). No line travels back or is digested twice.
 
 Digests travel as plain tuples of :class:`~health.compact.CompactDigest`'s fields: pickle writes
@@ -30,9 +30,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .compact import CompactDigest, compact_digest
+from .compact import CompactDigest
 from .jsonl import is_blank
-from .unreadable import unreadable_digest
+from .unreadable import unreadable_compact
 
 __all__ = [
     "FileSplit",
@@ -171,7 +171,7 @@ def iter_split_lines(path: str, start: int, end: int) -> Iterator[bytes]:
 
 def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutcome:
     """Digest the lines ``split`` owns, with split-local line numbers and ordinals."""
-    from .digest import UnreadableLine, digest_line_placed
+    from .digest import UnreadableLine, digest_line_compact
 
     lines = records = 0
     digests: list[WireDigest] = []
@@ -184,7 +184,7 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
             lines += 1
             if is_blank(line):
                 continue
-            digest, dependence = digest_line_placed(
+            digest, dependence = digest_line_compact(
                 line,
                 source_path=split.path,
                 source_index=split.source_index,
@@ -193,11 +193,11 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
                 ignored_checks=ignored_checks,
             )
             if dependence is None:
-                digests.append(tuple(compact_digest(digest)))
+                digests.append(tuple(digest))
             elif isinstance(dependence, UnreadableLine):
                 unreadable.append((lines, records, dependence.detail))
             else:
-                by_ordinal.append((tuple(compact_digest(digest)), dependence.rollout_suffix))
+                by_ordinal.append((tuple(digest), dependence.rollout_suffix))
             records += 1
     finally:
         if collecting:
@@ -224,15 +224,16 @@ def globalize(
         rollout_id = digest.rollout_id if rollout_suffix is None else f"{ordinal}-{rollout_suffix}"
         placed.append(digest._replace(ordinal=ordinal, task_index=ordinal, rollout_id=rollout_id))
     for line_number, ordinal, detail in outcome.unreadable:
-        unreadable = unreadable_digest(
-            detail,
-            split.path,
-            split.source_index,
-            line_base + line_number,
-            ordinal_base + ordinal,
-            ignored_checks,
+        placed.append(
+            unreadable_compact(
+                detail,
+                split.path,
+                split.source_index,
+                line_base + line_number,
+                ordinal_base + ordinal,
+                ignored_checks,
+            )
         )
-        placed.append(compact_digest(unreadable))
     return placed
 
 
