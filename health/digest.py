@@ -37,6 +37,7 @@ from .identity import (
     identity_of,
     resolve_identity,
 )
+from .jsonl import stripped
 from .parse import parse_line
 from .registry import ROLLOUT_CHECK_IDS, check_reads
 from .rejection import RejectedRecord
@@ -178,7 +179,7 @@ def digest_line_placed(
 
 
 def digest_line_compact(
-    data: bytes,
+    data: bytes | memoryview,
     *,
     source_path: str,
     source_index: int,
@@ -187,16 +188,19 @@ def digest_line_compact(
     ignored_checks: frozenset[str] = frozenset(),
 ) -> tuple[CompactDigest, PositionDependence]:
     """:func:`digest_line_placed` with the digest packed as a compact digest, never building the
-    pydantic ``RolloutDigest`` / ``Finding`` models (what a batch worker sends back)."""
+    pydantic ``RolloutDigest`` / ``Finding`` models (what a batch worker sends back).
+
+    ``data`` may be a view of a read buffer: it is read in place, and nothing returned refers
+    to it."""
     location = (source_path, source_index, line_number, ordinal)
     values, dependence = _digest_line(data, location, ignored_checks)
     return compact_values(values), dependence
 
 
 def _digest_line(
-    data: bytes, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+    data: bytes | memoryview, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
 ) -> tuple[_DigestValues, PositionDependence]:
-    outcome = read_stripped_line(data.strip())
+    outcome = read_stripped_line(stripped(data))
     if isinstance(outcome, EverydayRecord):
         digest = _digest_everyday(outcome, location, ignored_checks)
         if digest is not None:
@@ -205,6 +209,8 @@ def _digest_line(
         rejected = _digest_rejected(outcome, location, ignored_checks)
         if rejected is not None:
             return rejected
+    if type(data) is not bytes:  # a view of a batch worker's read buffer (the full path is rare)
+        data = bytes(data)
     record, error = parse_line(data)
     identity = _readable_identity(record, error, location[3])
     if not isinstance(identity, Identity):

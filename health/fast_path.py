@@ -91,7 +91,7 @@ def _conversation_adapter() -> TypeAdapter[list[Any]]:
     return TypeAdapter(Conversation)
 
 
-def _is_shallow_json_for_orjson(data: bytes) -> bool:
+def _is_shallow_json_for_orjson(data: bytes | memoryview) -> bool:
     """True only if orjson would parse ``data`` to the values msgspec decodes, and it is an
     object at most 257 containers deep (see the module notes): step 1 alone, as
     ``benchmarks/record_step.py --stages`` times it."""
@@ -169,13 +169,17 @@ def read_everyday_record(data: bytes, *, shallow_json: bool = False) -> Everyday
     return outcome if isinstance(outcome, EverydayRecord) else None
 
 
-def read_stripped_line(data: bytes, *, shallow_json: bool = False) -> EverydayRecord | RejectedRecord | None:
+def read_stripped_line(
+    data: bytes | memoryview, *, shallow_json: bool = False
+) -> EverydayRecord | RejectedRecord | None:
     """:func:`read_everyday_record`, or, for a line that fails the strict decode, the
     :class:`~health.rejection.RejectedRecord` whose trajectory surely fails validation."""
     return _read(data, shallow_json=shallow_json, rejections=True)
 
 
-def _read(data: bytes, *, shallow_json: bool, rejections: bool) -> EverydayRecord | RejectedRecord | None:
+def _read(
+    data: bytes | memoryview, *, shallow_json: bool, rejections: bool
+) -> EverydayRecord | RejectedRecord | None:
     if data[:1] != b"{":
         return None
     typed_first = _decode_order.typed_first()

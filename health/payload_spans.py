@@ -50,8 +50,8 @@ __all__ = [
 
 _Payloads = tuple["Raw | None", ...]
 _Copy = tuple[bytes, _Payloads, _Payloads]
-_Compact = Callable[[bytes], "_Copy | None"]
-_VetCompact = Callable[[bytes, int], "_Copy | Literal[False] | None"]
+_Compact = Callable[[bytes | memoryview], "_Copy | None"]
+_VetCompact = Callable[[bytes | memoryview, int], "_Copy | Literal[False] | None"]
 
 
 def _in_step_with_the_schema(kept_top_level_keys: tuple[str, ...]) -> bool:
@@ -103,8 +103,8 @@ def decode_strict_if_vetted(
 
 
 def decode_strict_if_vetted_from_copy(
-    data: bytes, max_depth: int, *, typed_conversations: bool = True
-) -> tuple[StrictRecord | NotJson | None, bytes]:
+    data: bytes | memoryview, max_depth: int, *, typed_conversations: bool = True
+) -> tuple[StrictRecord | NotJson | None, bytes | memoryview]:
     """:func:`decode_strict_if_vetted`, also handing back the bytes it decoded last: the copy
     without payloads, or ``data`` itself where no copy was made (or the copy's calls
     disagreed). The copy differs from ``data`` only in the values listed in the module notes,
@@ -127,16 +127,16 @@ def decode_strict_skipping_payloads(data: bytes, *, typed_conversations: bool = 
 
 
 def decode_strict_from_copy(
-    data: bytes, *, typed_conversations: bool = True
-) -> tuple[StrictRecord | None, bytes]:
+    data: bytes | memoryview, *, typed_conversations: bool = True
+) -> tuple[StrictRecord | None, bytes | memoryview]:
     """:func:`decode_strict_skipping_payloads`, also handing back the bytes it decoded last
     (see :func:`decode_strict_if_vetted_from_copy`)."""
     return _decode_copy(data, None if _compact is None else _compact(data), typed_conversations)
 
 
 def _decode_copy(
-    data: bytes, found: _Copy | None, typed_conversations: bool
-) -> tuple[StrictRecord | None, bytes]:
+    data: bytes | memoryview, found: _Copy | None, typed_conversations: bool
+) -> tuple[StrictRecord | None, bytes | memoryview]:
     """The strict decode of the line ``data`` from its copy (``None``: from the line itself),
     and the bytes it decoded last."""
     if found is None:

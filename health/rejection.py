@@ -121,7 +121,7 @@ def _conversations_route_safely(invocations: Any) -> bool:
     return True
 
 
-def read_rejected_record(data: bytes) -> RejectedRecord | None:
+def read_rejected_record(data: bytes | memoryview) -> RejectedRecord | None:
     """The record's identity and ``response`` if its trajectory surely fails validation, else ``None``.
 
     ``data`` must be a line already shown to be JSON orjson reads to the same values, at most
