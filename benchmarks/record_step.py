@@ -38,7 +38,7 @@ from collections.abc import Callable
 import orjson
 
 from health import fast_path
-from health.compact import compact_digest
+from health.compact import compact_values
 from health.contract import canonical_trajectory
 from health.digest import _digest_everyday, _digest_parsed, _digest_rejected, digest_line
 from health.parse import parse_line
@@ -103,7 +103,7 @@ def stages(rows: list[bytes], repeats: int) -> None:
             list(everyday),
             lambda found: _digest_everyday(found, location, frozenset()),  # type: ignore[arg-type]
         ),
-        "compact digest": (list(digests), compact_digest),  # type: ignore[dict-item]
+        "compact digest": (list(digests), compact_values),  # type: ignore[dict-item]
         "definite rejection": (list(unstrict), read_rejected_record),  # type: ignore[dict-item]
         "rejected: checks+digest": (
             list(rejected),

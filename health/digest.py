@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 import orjson
 from msgspec import UNSET
 
+from .check_terms import CheckInput, Verdict
 from .checks import ROLLOUT_RULES, CheckRule, chains_ended_on_failure
-from .compact import built_digest
+from .compact import CompactDigest, PlainFinding, compact_values, materialized_digest
 from .contract.canonical import VALIDATION_ERROR, check_trajectory
 from .evidence import Evidence, build_evidence
 from .fast_path import EverydayRecord, read_everyday_record, read_stripped_line
@@ -36,15 +37,16 @@ from .identity import (
     identity_of,
     resolve_identity,
 )
+from .jsonl import stripped
 from .parse import parse_line
-from .registry import ROLLOUT_CHECK_IDS, check_spec
+from .registry import ROLLOUT_CHECK_IDS, check_reads
 from .rejection import RejectedRecord
 from .strict_schema import StrictRecord
-from .types import CheckInput, Finding, RolloutDigest, Verdict
-from .unreadable import unreadable_digest
+from .unreadable import unreadable_values
 
 if TYPE_CHECKING:
     from .contract.models import TrajectoryRecord
+    from .types import RolloutDigest
 
 __all__ = [
     "BindingView",
@@ -54,6 +56,7 @@ __all__ = [
     "UnreadableLine",
     "digest_everyday",
     "digest_line",
+    "digest_line_compact",
     "digest_line_placed",
     "digest_record",
     "digest_record_with_trajectory",
@@ -88,7 +91,7 @@ class _Step(NamedTuple):
 
 
 def _step(check_id: str) -> _Step:
-    reads = check_spec(check_id).reads
+    reads = check_reads(check_id)
     if CheckInput.BOUND_CALLS in reads:
         view = BindingView.TURN
     elif CheckInput.OWNED_MODEL_CALLS in reads:
@@ -129,6 +132,11 @@ class UnreadableLine(NamedTuple):
 PositionDependence: TypeAlias = OrdinalIdentity | UnreadableLine | None
 """How a line's digest depends on its position besides the ``ordinal`` field (``None``: it does not)."""
 
+_DigestValues: TypeAlias = "dict[str, Any]"
+"""A digest's field values by ``RolloutDigest`` field name, its findings plain
+(:class:`~health.compact.PlainFinding`): the batch path packs them straight into a compact
+digest, other callers get the pydantic model."""
+
 
 def digest_line(
     data: bytes,
@@ -146,7 +154,7 @@ def digest_line(
     validated in full, and the outcome is the same either way.
     """
     location = (source_path, source_index, line_number, ordinal)
-    return _digest_line(data, location, ignored_checks)[0]
+    return materialized_digest(_digest_line(data, location, ignored_checks)[0])
 
 
 def digest_line_placed(
@@ -166,13 +174,33 @@ def digest_line_placed(
     id derives from the ordinal.
     """
     location = (source_path, source_index, line_number, ordinal)
-    return _digest_line(data, location, ignored_checks)
+    values, dependence = _digest_line(data, location, ignored_checks)
+    return materialized_digest(values), dependence
+
+
+def digest_line_compact(
+    data: bytes | memoryview,
+    *,
+    source_path: str,
+    source_index: int,
+    line_number: int,
+    ordinal: int,
+    ignored_checks: frozenset[str] = frozenset(),
+) -> tuple[CompactDigest, PositionDependence]:
+    """:func:`digest_line_placed` with the digest packed as a compact digest, never building the
+    pydantic ``RolloutDigest`` / ``Finding`` models (what a batch worker sends back).
+
+    ``data`` may be a view of a read buffer: it is read in place, and nothing returned refers
+    to it."""
+    location = (source_path, source_index, line_number, ordinal)
+    values, dependence = _digest_line(data, location, ignored_checks)
+    return compact_values(values), dependence
 
 
 def _digest_line(
-    data: bytes, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
-) -> tuple[RolloutDigest, PositionDependence]:
-    outcome = read_stripped_line(data.strip())
+    data: bytes | memoryview, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> tuple[_DigestValues, PositionDependence]:
+    outcome = read_stripped_line(stripped(data))
     if isinstance(outcome, EverydayRecord):
         digest = _digest_everyday(outcome, location, ignored_checks)
         if digest is not None:
@@ -181,11 +209,13 @@ def _digest_line(
         rejected = _digest_rejected(outcome, location, ignored_checks)
         if rejected is not None:
             return rejected
+    if type(data) is not bytes:  # a view of a batch worker's read buffer (the full path is rare)
+        data = bytes(data)
     record, error = parse_line(data)
     identity = _readable_identity(record, error, location[3])
     if not isinstance(identity, Identity):
         source_path, source_index, line_number, ordinal = location
-        digest = unreadable_digest(identity, source_path, source_index, line_number, ordinal, ignored_checks)
+        digest = unreadable_values(identity, source_path, source_index, line_number, ordinal, ignored_checks)
         return digest, UnreadableLine(identity)
     digest = _digest_parsed(record, error, location, ignored_checks, len(data), None)[0]
     assert record is not None
@@ -194,7 +224,7 @@ def _digest_line(
 
 def _digest_rejected(
     rejected: RejectedRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
-) -> tuple[RolloutDigest, PositionDependence] | None:
+) -> tuple[_DigestValues, PositionDependence] | None:
     """The full path's digest of a record whose trajectory fails validation, without parsing it
     again; ``None`` defers an invalid identity."""
     ordinal = location[3]
@@ -253,7 +283,7 @@ def digest_everyday(
     if everyday is None:
         return None
     digest = _digest_everyday(everyday, (source_path, source_index, line_number, ordinal), ignored_checks)
-    return None if digest is None else (digest, everyday.record)
+    return None if digest is None else (materialized_digest(digest), everyday.record)
 
 
 def digest_record(
@@ -268,7 +298,7 @@ def digest_record(
 ) -> RolloutDigest:
     """Digest a record parsed with orjson semantics; ``parse_error`` marks an unreadable line."""
     location = (source_path, source_index, line_number, ordinal)
-    return _digest_parsed(record, parse_error, location, ignored_checks, None, None)[0]
+    return materialized_digest(_digest_parsed(record, parse_error, location, ignored_checks, None, None)[0])
 
 
 def digest_record_with_trajectory(
@@ -291,7 +321,8 @@ def digest_record_with_trajectory(
     step then uses it instead of validating again.
     """
     location = (source_path, source_index, line_number, ordinal)
-    return _digest_parsed(record, parse_error, location, ignored_checks, None, checked)
+    values, checked = _digest_parsed(record, parse_error, location, ignored_checks, None, checked)
+    return materialized_digest(values), checked
 
 
 def _digest_parsed(
@@ -301,12 +332,12 @@ def _digest_parsed(
     ignored_checks: frozenset[str],
     line_size: int | None,
     checked: TrajectoryCheck | None,
-) -> tuple[RolloutDigest, TrajectoryCheck | None]:
+) -> tuple[_DigestValues, TrajectoryCheck | None]:
     """``line_size`` is the raw line's length in bytes, when known; ``checked`` a prior validation."""
     source_path, source_index, line_number, ordinal = location
     identity = _readable_identity(record, parse_error, ordinal)
     if not isinstance(identity, Identity):
-        unreadable = unreadable_digest(
+        unreadable = unreadable_values(
             identity, source_path, source_index, line_number, ordinal, ignored_checks
         )
         return unreadable, None
@@ -343,13 +374,9 @@ def _walk(
     trajectory_error: str | None,
     ordinal: int,
     ignored_checks: frozenset[str],
-) -> RolloutDigest:
+) -> _DigestValues:
     """Walk the rollout checks in registry order with their gates and digest."""
-    subject: dict[str, int | str] = {
-        "_ng_task_index": identity.task_index,
-        "_ng_rollout_index": identity.rollout_index,
-    }
-    findings: list[Finding] = []
+    findings: list[PlainFinding] = []
     unobserved: list[str] = []
     # Hoisted out of the loop: what evidence each kind of input needs.
     trajectory_observed = evidence.trajectory_observed
@@ -364,7 +391,7 @@ def _walk(
         if check_id == _RECORD_UNREADABLE:
             if trajectory_error is not None:
                 detail = {"reason": "canonical trajectory is unreadable", "error": trajectory_error}
-                findings.append(_finding(check_id, subject, None, detail))
+                findings.append(PlainFinding(check_id, None, detail))
             continue
         if (
             (reads_trajectory and not trajectory_observed)
@@ -387,16 +414,16 @@ def _walk(
                     "failed_check": check_id,
                     "error": type(exc).__name__,
                 }
-                findings.append(_finding(_CHECK_EXECUTION_ERROR, subject, None, detail))
+                findings.append(PlainFinding(_CHECK_EXECUTION_ERROR, None, detail))
             continue
         if raw_findings:
-            findings.extend(_finding(check_id, subject, loc, detail) for loc, detail in raw_findings)
+            findings.extend(PlainFinding(check_id, loc, detail) for loc, detail in raw_findings)
     return _digest(identity, findings, unobserved, evidence, ordinal)
 
 
 def _digest_everyday(
     everyday: EverydayRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
-) -> RolloutDigest | None:
+) -> _DigestValues | None:
     """The digest of a record the fast path vouches for; ``None`` defers an invalid identity."""
     record = everyday.record
     ordinal = location[3]
@@ -475,16 +502,7 @@ def _free_form_values(trajectory: TrajectoryRecord, raw: Any) -> list[Any]:
     return values
 
 
-def _finding(
-    check_id: str,
-    subject: dict[str, int | str],
-    locator: dict[str, Any] | None,
-    detail: dict[str, Any],
-) -> Finding:
-    return Finding(check=check_id, subject=dict(subject), locator=locator, detail=detail)
-
-
-def _verdict(findings: list[Finding], unobserved: list[str]) -> Verdict:
+def _verdict(findings: list[PlainFinding], unobserved: list[str]) -> Verdict:
     if findings:
         return "unhealthy"
     return "unobserved" if unobserved else "healthy"
@@ -492,11 +510,11 @@ def _verdict(findings: list[Finding], unobserved: list[str]) -> Verdict:
 
 def _digest(
     identity: Identity,
-    findings: list[Finding],
+    findings: list[PlainFinding],
     unobserved: list[str],
     ev: Evidence,
     ordinal: int,
-) -> RolloutDigest:
+) -> _DigestValues:
     """Attach the digest statistics (calls, failures by status, tokens) to the walk's outcome."""
     calls = ev.calls
     failed_calls = ev.failed_calls
@@ -526,28 +544,26 @@ def _digest(
         capture_completion += call.tokens_out or 0
     turn_binding = ev.turn_binding
     failed = len(failed_calls)
-    return built_digest(
-        {
-            "task_index": identity.task_index,
-            "rollout_index": identity.rollout_index,
-            "stage_index": identity.stage_index,
-            "rollout_id": identity.rollout_id,
-            "verdict": _verdict(findings, unobserved),
-            "findings": findings,
-            "unobserved": unobserved,
-            "capture_observed": bool(calls),
-            "policy_calls_observed": ev.turn_call_scope_complete and turn_binding.complete,
-            "model_calls": len(calls),
-            "successful_model_calls": sum(1 for call in turn_binding.matched_calls if call.successful),
-            "model_call_errors": failed,
-            "errors_by_status": errors_by_status,
-            "ended_on_error": bool(failed) and bool(chains_ended_on_failure(calls)),
-            # the sum of (count - 1) over repeated identities
-            "duplicated_calls": keyed - len(identities),
-            "transcript_prompt_tokens": ev.transcript_prompt or 0,
-            "transcript_completion_tokens": ev.transcript_completion or 0,
-            "capture_prompt_tokens": capture_prompt,
-            "capture_completion_tokens": capture_completion,
-            "ordinal": ordinal,
-        }
-    )
+    return {
+        "task_index": identity.task_index,
+        "rollout_index": identity.rollout_index,
+        "stage_index": identity.stage_index,
+        "rollout_id": identity.rollout_id,
+        "verdict": _verdict(findings, unobserved),
+        "findings": findings,
+        "unobserved": unobserved,
+        "capture_observed": bool(calls),
+        "policy_calls_observed": ev.turn_call_scope_complete and turn_binding.complete,
+        "model_calls": len(calls),
+        "successful_model_calls": sum(1 for call in turn_binding.matched_calls if call.successful),
+        "model_call_errors": failed,
+        "errors_by_status": errors_by_status,
+        "ended_on_error": bool(failed) and bool(chains_ended_on_failure(calls)),
+        # the sum of (count - 1) over repeated identities
+        "duplicated_calls": keyed - len(identities),
+        "transcript_prompt_tokens": ev.transcript_prompt or 0,
+        "transcript_completion_tokens": ev.transcript_completion or 0,
+        "capture_prompt_tokens": capture_prompt,
+        "capture_completion_tokens": capture_completion,
+        "ordinal": ordinal,
+    }

@@ -44,7 +44,7 @@ from msgspec import Raw
 from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
 from .json_vet import vet
-from .payload_spans import NOT_JSON, NotJson, decode_strict_if_vetted, decode_strict_skipping_payloads
+from .payload_spans import NOT_JSON, NotJson, decode_strict_from_copy, decode_strict_if_vetted_from_copy
 from .rejection import RejectedRecord, read_rejected_record
 from .strict_conversation import everyday_items_ok
 from .strict_schema import StrictRecord, StrictTrajectory, contract_rules_hold
@@ -91,7 +91,7 @@ def _conversation_adapter() -> TypeAdapter[list[Any]]:
     return TypeAdapter(Conversation)
 
 
-def _is_shallow_json_for_orjson(data: bytes) -> bool:
+def _is_shallow_json_for_orjson(data: bytes | memoryview) -> bool:
     """True only if orjson would parse ``data`` to the values msgspec decodes, and it is an
     object at most 257 containers deep (see the module notes): step 1 alone, as
     ``benchmarks/record_step.py --stages`` times it."""
@@ -169,25 +169,31 @@ def read_everyday_record(data: bytes, *, shallow_json: bool = False) -> Everyday
     return outcome if isinstance(outcome, EverydayRecord) else None
 
 
-def read_stripped_line(data: bytes, *, shallow_json: bool = False) -> EverydayRecord | RejectedRecord | None:
+def read_stripped_line(
+    data: bytes | memoryview, *, shallow_json: bool = False
+) -> EverydayRecord | RejectedRecord | None:
     """:func:`read_everyday_record`, or, for a line that fails the strict decode, the
     :class:`~health.rejection.RejectedRecord` whose trajectory surely fails validation."""
     return _read(data, shallow_json=shallow_json, rejections=True)
 
 
-def _read(data: bytes, *, shallow_json: bool, rejections: bool) -> EverydayRecord | RejectedRecord | None:
+def _read(
+    data: bytes | memoryview, *, shallow_json: bool, rejections: bool
+) -> EverydayRecord | RejectedRecord | None:
     if data[:1] != b"{":
         return None
     typed_first = _decode_order.typed_first()
     record: StrictRecord | NotJson | None
     if shallow_json:
-        record = decode_strict_skipping_payloads(data, typed_conversations=typed_first)
+        record, decoded = decode_strict_from_copy(data, typed_conversations=typed_first)
     else:  # steps 1 and 3 share one pass over the line (see health.payload_spans)
-        record = decode_strict_if_vetted(data, _MAX_RECORD_DEPTH, typed_conversations=typed_first)
+        record, decoded = decode_strict_if_vetted_from_copy(
+            data, _MAX_RECORD_DEPTH, typed_conversations=typed_first
+        )
         if record is NOT_JSON:
             return None
-    if record is None:
-        return read_rejected_record(data) if rejections else None
+    if record is None:  # the rejection reads no value the payload-free copy cuts out
+        return read_rejected_record(decoded) if rejections else None
     _decode_order.saw(record)
     return _vouched(record)
 

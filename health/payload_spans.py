@@ -38,12 +38,20 @@ from msgspec import Raw
 from .json_vet import vet
 from .strict_schema import StrictRecord, decode_strict
 
-__all__ = ["NATIVE", "NOT_JSON", "NotJson", "decode_strict_if_vetted", "decode_strict_skipping_payloads"]
+__all__ = [
+    "NATIVE",
+    "NOT_JSON",
+    "NotJson",
+    "decode_strict_from_copy",
+    "decode_strict_if_vetted",
+    "decode_strict_if_vetted_from_copy",
+    "decode_strict_skipping_payloads",
+]
 
 _Payloads = tuple["Raw | None", ...]
 _Copy = tuple[bytes, _Payloads, _Payloads]
-_Compact = Callable[[bytes], "_Copy | None"]
-_VetCompact = Callable[[bytes, int], "_Copy | Literal[False] | None"]
+_Compact = Callable[[bytes | memoryview], "_Copy | None"]
+_VetCompact = Callable[[bytes | memoryview, int], "_Copy | Literal[False] | None"]
 
 
 def _in_step_with_the_schema(kept_top_level_keys: tuple[str, ...]) -> bool:
@@ -91,36 +99,58 @@ def decode_strict_if_vetted(
     """:data:`NOT_JSON` where :func:`health.json_vet.vet` refuses ``data`` at ``max_depth``,
     else :func:`decode_strict_skipping_payloads` of it (the same record, or ``None``). With
     the native vetter built, one pass over the line vets it and makes the copy."""
+    return decode_strict_if_vetted_from_copy(data, max_depth, typed_conversations=typed_conversations)[0]
+
+
+def decode_strict_if_vetted_from_copy(
+    data: bytes | memoryview, max_depth: int, *, typed_conversations: bool = True
+) -> tuple[StrictRecord | NotJson | None, bytes | memoryview]:
+    """:func:`decode_strict_if_vetted`, also handing back the bytes it decoded last: the copy
+    without payloads, or ``data`` itself where no copy was made (or the copy's calls
+    disagreed). The copy differs from ``data`` only in the values listed in the module notes,
+    each replaced by ``0``, so a caller that reads none of them may decode it instead of the
+    line (:mod:`health.rejection` does, for a line the strict decode refuses)."""
     if _vet_compact is None:
         if not vet(data, max_depth):
-            return NOT_JSON
-        return decode_strict_skipping_payloads(data, typed_conversations=typed_conversations)
+            return NOT_JSON, data
+        return decode_strict_from_copy(data, typed_conversations=typed_conversations)
     found = _vet_compact(data, max_depth)
     if found is False:
-        return NOT_JSON
+        return NOT_JSON, data
     return _decode_copy(data, found, typed_conversations)
 
 
 def decode_strict_skipping_payloads(data: bytes, *, typed_conversations: bool = True) -> StrictRecord | None:
     """:func:`~health.strict_schema.decode_strict` of ``data``, which must be vetted JSON
     (:mod:`health.json_vet`): the same record, or ``None`` for the same lines."""
+    return decode_strict_from_copy(data, typed_conversations=typed_conversations)[0]
+
+
+def decode_strict_from_copy(
+    data: bytes | memoryview, *, typed_conversations: bool = True
+) -> tuple[StrictRecord | None, bytes | memoryview]:
+    """:func:`decode_strict_skipping_payloads`, also handing back the bytes it decoded last
+    (see :func:`decode_strict_if_vetted_from_copy`)."""
     return _decode_copy(data, None if _compact is None else _compact(data), typed_conversations)
 
 
-def _decode_copy(data: bytes, found: _Copy | None, typed_conversations: bool) -> StrictRecord | None:
-    """The strict decode of the line ``data`` from its copy (``None``: from the line itself)."""
+def _decode_copy(
+    data: bytes | memoryview, found: _Copy | None, typed_conversations: bool
+) -> tuple[StrictRecord | None, bytes | memoryview]:
+    """The strict decode of the line ``data`` from its copy (``None``: from the line itself),
+    and the bytes it decoded last."""
     if found is None:
-        return decode_strict(data, typed_conversations=typed_conversations)
+        return decode_strict(data, typed_conversations=typed_conversations), data
     copy, requests, responses = found
     record = decode_strict(copy, typed_conversations=typed_conversations)
     if record is None or record.ng_trajectory is None:
-        return record
+        return record, copy
     calls = record.ng_trajectory.model_calls
     if len(calls) != len(requests):  # never expected: the scan and msgspec disagree on the calls
-        return decode_strict(data, typed_conversations=typed_conversations)
+        return decode_strict(data, typed_conversations=typed_conversations), data
     for call, request, response in zip(calls, requests, responses, strict=True):
         if request is not None:
             call.request = request
         if response is not None:
             call.response = response
-    return record
+    return record, copy

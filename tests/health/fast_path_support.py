@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 from hypothesis import strategies as st
 
+from health.compact import materialized_digest
 from health.contract import check_trajectory
 from health.digest import _digest_everyday, _digest_parsed, digest_line
 from health.fast_path import read_everyday_record, read_stripped_line
@@ -43,13 +44,16 @@ LOCATION = ("run/rollouts.jsonl", 0, 7, 3)
 def full_path_digest(line: bytes, ignored: frozenset[str] = frozenset()) -> RolloutDigest:
     """The reference: orjson parse plus the pydantic contract (``health.digest._digest_parsed``)."""
     record, error = parse_line(line)
-    return _digest_parsed(record, error, LOCATION, ignored, len(line), None)[0]
+    return materialized_digest(_digest_parsed(record, error, LOCATION, ignored, len(line), None)[0])
 
 
 def fast_path_digest(line: bytes, ignored: frozenset[str] = frozenset()) -> RolloutDigest | None:
     """The fast path alone: its digest, or ``None`` where it defers (strict decode or identity)."""
     everyday = read_everyday_record(line.strip())
-    return None if everyday is None else _digest_everyday(everyday, LOCATION, ignored)
+    if everyday is None:
+        return None
+    values = _digest_everyday(everyday, LOCATION, ignored)
+    return None if values is None else materialized_digest(values)
 
 
 def digest_line_at(line: bytes, ignored: frozenset[str] = frozenset()) -> RolloutDigest:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from health import fast_path
+from health.compact import materialized_digest
 from health.contract._conversation._fast import canonical_list, everyday_list_valid
 from health.contract.conversation import Conversation
 from health.digest import _digest_parsed, digest_line
@@ -43,7 +44,7 @@ def encode(row: dict[str, Any]) -> bytes:
 
 def full_path_digest(line: bytes) -> RolloutDigest:
     record, error = parse_line(line)
-    return _digest_parsed(record, error, LOCATION, frozenset(), len(line), None)[0]
+    return materialized_digest(_digest_parsed(record, error, LOCATION, frozenset(), len(line), None)[0])
 
 
 def digest(line: bytes) -> RolloutDigest:
