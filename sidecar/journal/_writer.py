@@ -33,15 +33,15 @@ __all__ = ["Append", "Control", "SetMeta", "Writer"]
 
 _log = structlog.get_logger("sidecar.journal")
 
-# Events are inserted by statements of a fixed number of rows (the last one padded with NULL
-# rows, which the WHERE clause drops), so a commit runs a few statements, not one per event, and
-# the writer takes the interpreter lock back a few times per commit, not twice per event. A key
-# is stored once, in ``events`` or (once a snapshot made its record redundant) in
-# ``compacted_keys``; ``ORDER BY`` keeps the events' order, so the first of two equal keys is the
-# one stored and seqs follow the append's order; the WHERE clause also disambiguates the
-# upsert's ON for the parser.
+# Events are inserted by multi-row statements (rows rounded up to a power of two, the padding
+# NULL rows that the WHERE clause drops), so a commit runs one statement, not one per event: the
+# writer takes the interpreter lock back once per commit, not twice per event, and in the
+# service the event loop's thread holds that lock nearly all the time. A key is stored once, in
+# ``events`` or (once a snapshot made its record redundant) in ``compacted_keys``; ``ORDER BY``
+# keeps the events' order, so the first of two equal keys is the one stored and seqs follow the
+# append's order; the WHERE clause also disambiguates the upsert's ON for the parser.
 _ROW_PARAMS = 5  # ordinal, run_id, kind, key, payload
-_STATEMENT_ROWS = (4, 16, 64)
+_STATEMENT_MAX_ROWS = 1024  # 5,120 parameters, far below SQLite's 32,766
 _ROW_PADDING = (None,) * _ROW_PARAMS
 _SELECT_STORED = "SELECT seq, key FROM events WHERE seq > ? ORDER BY seq"
 
@@ -56,7 +56,7 @@ def _insert_events(rows: int) -> str:
     )
 
 
-_INSERT_EVENTS = {rows: _insert_events(rows) for rows in _STATEMENT_ROWS}
+_INSERT_EVENTS = {1 << power: _insert_events(1 << power) for power in range(_STATEMENT_MAX_ROWS.bit_length())}
 _UPSERT_META = (
     "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
 )
@@ -239,7 +239,13 @@ class Writer(threading.Thread):
         last_seq = self.last_seq
         try:
             cursor = conn.cursor()
-            cursor.execute("BEGIN IMMEDIATE")
+            # One append that one statement stores needs no BEGIN and COMMIT of its own: the
+            # statement is a transaction, committed (WAL fsynced) before execute returns.
+            explicit = (
+                len(group) > 1 or _size(group[0]) > _STATEMENT_MAX_ROWS or isinstance(group[0], SetMeta)
+            )
+            if explicit:
+                cursor.execute("BEGIN IMMEDIATE")
             for request in group:
                 if isinstance(request, SetMeta):
                     cursor.execute(_UPSERT_META, (request.name, request.value))
@@ -253,7 +259,8 @@ class Writer(threading.Thread):
                         new += 1
                         written += len(event.payload)
                 results.append(stored)
-            cursor.execute("COMMIT")
+            if explicit:
+                cursor.execute("COMMIT")
         except sqlite3.Error as exc:
             _rollback(conn)
             error = map_sqlite_error(self.path, "append", exc)
@@ -327,9 +334,9 @@ def _insert(
     """Insert ``events`` after the record ``last_seq``; per event, the stored event with its seq,
     or None when its key was already stored (earlier, or by an equal key before it in ``events``)."""
     stored: list[JournalEvent | None] = []
-    for start in range(0, len(events), _STATEMENT_ROWS[-1]):
-        chunk = events[start : start + _STATEMENT_ROWS[-1]]
-        rows = next(size for size in _STATEMENT_ROWS if size >= len(chunk))
+    for start in range(0, len(events), _STATEMENT_MAX_ROWS):
+        chunk = events[start : start + _STATEMENT_MAX_ROWS]
+        rows = 1 << (len(chunk) - 1).bit_length()
         params: list[object] = []
         for ordinal, event in enumerate(chunk):
             params += (ordinal, event.run_id, event.kind, event.key, event.payload)

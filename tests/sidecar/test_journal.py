@@ -90,7 +90,7 @@ class TestAppend:
         ]
         assert journal.stats.events == 2
 
-    @pytest.mark.parametrize("size", [1, 3, 16, 17, 64, 65, 150])
+    @pytest.mark.parametrize("size", [1, 3, 16, 17, 64, 65, 150, 1030, 2100])
     async def test_appends_of_any_size_with_repeats_store_first_occurrences_in_order(
         self, journal: Journal, size: int
     ) -> None:
