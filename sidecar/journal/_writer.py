@@ -35,8 +35,9 @@ _log = structlog.get_logger("sidecar.journal")
 
 # Events are inserted by multi-row statements (rows rounded up to a power of two, the padding
 # NULL rows that the WHERE clause drops), so a commit runs one statement, not one per event: the
-# writer takes the interpreter lock back once per commit, not twice per event, and in the
-# service the event loop's thread holds that lock nearly all the time. A key is stored once, in
+# writer gives up and takes back the interpreter lock a few times per commit, not a few times per
+# event (in the service the event loop's thread holds that lock nearly all the time, so each
+# take is a wait and two context switches). A key is stored once, in
 # ``events`` or (once a snapshot made its record redundant) in ``compacted_keys``; ``ORDER BY``
 # keeps the events' order, so the first of two equal keys is the one stored and seqs follow the
 # append's order; the WHERE clause also disambiguates the upsert's ON for the parser.
