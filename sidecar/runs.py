@@ -369,10 +369,9 @@ class RunState:
                 value = get(name)
                 if type(value) is int:  # JSON and MessagePack integers; never a bool
                     tokens[kind] += value
-        key = (task, fact.rollout)
-        if self.accounting.has_succeeded(key) or digest.stage_index is not None:
+        again, completed_task = self.accounting.succeeded_again((task, fact.rollout))
+        if again or digest.stage_index is not None:
             self._maybe_duplicates = True  # the reducer's duplicate pass may change verdicts
-        completed_task = self.accounting.succeeded(key)
         if completed_task is None and task in self._closed:
             completed_task = task  # a late repeat re-opens a closed task: recompute it
         self._settle(completed_task)
