@@ -175,6 +175,10 @@ class Accounting:
     def _update(self, key: RolloutKey, bits: int, attempts: int = 0) -> int | str | None:
         """Set bits; return the task index if this completed a planned task that has a success
         (only those have rows, hence digests, to close)."""
+        return self._transition(key, bits, attempts)[1]
+
+    def _transition(self, key: RolloutKey, bits: int, attempts: int = 0) -> tuple[int, int | str | None]:
+        """:meth:`_update`, also returning the rollout's status before it."""
         block, slot = self._locate(key, create=True)
         slots = self._slots
         old = slots[slot] if slot >= 0 else self._status.get(key, 0)
@@ -194,8 +198,8 @@ class Accounting:
             classes[self._class_of(old, planned)] -= 1
         classes[self._class_of(new, planned)] += 1
         if not planned:
-            return None
-        return self._update_task(key[0], block, old, new)
+            return old, None
+        return old, self._update_task(key[0], block, old, new)
 
     def _update_task(self, task: int | str, block: int, old: int, new: int) -> int | str | None:
         """Fold a planned rollout's status change into its task's state slot."""
@@ -227,6 +231,12 @@ class Accounting:
 
     def succeeded(self, key: RolloutKey) -> int | str | None:
         return self._update(key, _SUCCEEDED)
+
+    def succeeded_again(self, key: RolloutKey) -> tuple[bool, int | str | None]:
+        """:meth:`succeeded`, also telling whether ``key`` had succeeded before (what
+        :meth:`has_succeeded` said just before), in one look-up of the rollout instead of two."""
+        old, task = self._transition(key, _SUCCEEDED)
+        return bool(old & _SUCCEEDED), task
 
     def failed(self, key: RolloutKey, *, terminal: bool) -> int | str | None:
         self._failed_attempts += 1

@@ -98,6 +98,7 @@ TOKEN_KINDS = {
     "reasoning": "reasoning_tokens",
     "cached": "cached_prompt_tokens",
 }
+_TOKEN_ITEMS = tuple(TOKEN_KINDS.items())
 _FAILURE_CLASS_KEY = "_ng_failure_class"
 _TERMINAL_KEY = "_ng_failure_terminal"
 _NO_PERSIST_KEY = "_ng_no_persist"
@@ -150,8 +151,12 @@ class DurationHistogram:
         self.counts[bisect_left(DURATION_BUCKETS, seconds)] += 1
         self.total += seconds
         self.observations += 1
-        self.low = seconds if self.low is None else min(self.low, seconds)
-        self.high = seconds if self.high is None else max(self.high, seconds)
+        low = self.low
+        if low is None or seconds < low:
+            self.low = seconds
+        high = self.high
+        if high is None or seconds > high:
+            self.high = seconds
 
     def cumulative(self) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = []
@@ -359,14 +364,14 @@ class RunState:
         self.perf_rollouts += 1
         if perf is not None:
             self.perf.add(perf)
-            for kind, name in TOKEN_KINDS.items():
-                value = perf.get(name)
-                if isinstance(value, int) and not isinstance(value, bool):
-                    self.tokens[kind] += value
-        key = (task, fact.rollout)
-        if self.accounting.has_succeeded(key) or digest.stage_index is not None:
+            tokens, get = self.tokens, perf.get
+            for kind, name in _TOKEN_ITEMS:
+                value = get(name)
+                if type(value) is int:  # JSON and MessagePack integers; never a bool
+                    tokens[kind] += value
+        again, completed_task = self.accounting.succeeded_again((task, fact.rollout))
+        if again or digest.stage_index is not None:
             self._maybe_duplicates = True  # the reducer's duplicate pass may change verdicts
-        completed_task = self.accounting.succeeded(key)
         if completed_task is None and task in self._closed:
             completed_task = task  # a late repeat re-opens a closed task: recompute it
         self._settle(completed_task)

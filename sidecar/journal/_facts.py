@@ -103,6 +103,9 @@ class CompletedFact(NamedTuple):
     def compact(self, ordinal: int) -> CompactDigest:
         """The journaled digest at input position ``ordinal``."""
         assert self.digest is not None
+        if type(self.digest[6]) is tuple:  # derived in this process (digest_fields): the fields as they were
+            return CompactDigest._make((ordinal, *self.digest))
+        # decoded from MessagePack: its arrays came back as lists
         (task, rollout, stage, rollout_id, verdict, findings, checks, unobserved, *rest) = self.digest
         return CompactDigest(
             ordinal,

@@ -33,12 +33,31 @@ __all__ = ["Append", "Control", "SetMeta", "Writer"]
 
 _log = structlog.get_logger("sidecar.journal")
 
-# A key is stored once, in ``events`` or (once a snapshot made its record redundant) in
-# ``compacted_keys``; the WHERE clause also disambiguates the upsert's ON for the parser.
-_INSERT_EVENT = (
-    "INSERT INTO events (run_id, kind, key, payload) SELECT ?, ?, ?, ?"
-    " WHERE NOT EXISTS (SELECT 1 FROM compacted_keys WHERE key = ?) ON CONFLICT (key) DO NOTHING"
-)
+# Events are inserted by multi-row statements (rows rounded up to a power of two, the padding
+# NULL rows that the WHERE clause drops), so a commit runs one statement, not one per event: the
+# writer gives up and takes back the interpreter lock a few times per commit, not a few times per
+# event (in the service the event loop's thread holds that lock nearly all the time, so each
+# take is a wait and two context switches). A key is stored once, in
+# ``events`` or (once a snapshot made its record redundant) in ``compacted_keys``; ``ORDER BY``
+# keeps the events' order, so the first of two equal keys is the one stored and seqs follow the
+# append's order; the WHERE clause also disambiguates the upsert's ON for the parser.
+_ROW_PARAMS = 5  # ordinal, run_id, kind, key, payload
+_STATEMENT_MAX_ROWS = 1024  # 5,120 parameters, far below SQLite's 32,766
+_ROW_PADDING = (None,) * _ROW_PARAMS
+_SELECT_STORED = "SELECT seq, key FROM events WHERE seq > ? ORDER BY seq"
+
+
+def _insert_events(rows: int) -> str:
+    values = ",".join(["(?,?,?,?,?)"] * rows)
+    return (
+        "INSERT INTO events (run_id, kind, key, payload)"
+        f" SELECT column2, column3, column4, column5 FROM (VALUES {values})"
+        " WHERE column4 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM compacted_keys WHERE key = column4)"
+        " ORDER BY column1 ON CONFLICT (key) DO NOTHING"
+    )
+
+
+_INSERT_EVENTS = {1 << power: _insert_events(1 << power) for power in range(_STATEMENT_MAX_ROWS.bit_length())}
 _UPSERT_META = (
     "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
 )
@@ -221,26 +240,28 @@ class Writer(threading.Thread):
         last_seq = self.last_seq
         try:
             cursor = conn.cursor()
-            cursor.execute("BEGIN IMMEDIATE")
+            # One append that one statement stores needs no BEGIN and COMMIT of its own: the
+            # statement is a transaction, committed (WAL fsynced) before execute returns.
+            explicit = (
+                len(group) > 1 or _size(group[0]) > _STATEMENT_MAX_ROWS or isinstance(group[0], SetMeta)
+            )
+            if explicit:
+                cursor.execute("BEGIN IMMEDIATE")
             for request in group:
                 if isinstance(request, SetMeta):
                     cursor.execute(_UPSERT_META, (request.name, request.value))
                     written += len(request.value)
                     results.append(None)
                     continue
-                stored: list[JournalEvent | None] = []
-                for event in request.events:
-                    key = event.key
-                    cursor.execute(_INSERT_EVENT, (event.run_id, event.kind, key, event.payload, key))
-                    if cursor.rowcount == 1 and cursor.lastrowid is not None:
-                        last_seq = cursor.lastrowid
-                        stored.append(JournalEvent(event.run_id, event.kind, key, event.payload, last_seq))
+                stored = _insert(cursor, request.events, last_seq)
+                for event in stored:
+                    if event is not None:
+                        last_seq = event.seq
                         new += 1
                         written += len(event.payload)
-                    else:
-                        stored.append(None)
                 results.append(stored)
-            cursor.execute("COMMIT")
+            if explicit:
+                cursor.execute("COMMIT")
         except sqlite3.Error as exc:
             _rollback(conn)
             error = map_sqlite_error(self.path, "append", exc)
@@ -306,6 +327,35 @@ class _Outcome:
     results: list[Any]
     seconds: float
     new_events: int
+
+
+def _insert(
+    cursor: sqlite3.Cursor, events: Sequence[JournalEvent], last_seq: int
+) -> list[JournalEvent | None]:
+    """Insert ``events`` after the record ``last_seq``; per event, the stored event with its seq,
+    or None when its key was already stored (earlier, or by an equal key before it in ``events``)."""
+    stored: list[JournalEvent | None] = []
+    for start in range(0, len(events), _STATEMENT_MAX_ROWS):
+        chunk = events[start : start + _STATEMENT_MAX_ROWS]
+        rows = 1 << (len(chunk) - 1).bit_length()
+        params: list[object] = []
+        for ordinal, event in enumerate(chunk):
+            params += (ordinal, event.run_id, event.kind, event.key, event.payload)
+        params += _ROW_PADDING * (rows - len(chunk))
+        cursor.execute(_INSERT_EVENTS[rows], params)
+        if cursor.rowcount == len(chunk) and cursor.lastrowid == last_seq + len(chunk):
+            for event in chunk:  # every event stored, in order: seqs are the next ones
+                last_seq += 1
+                stored.append(JournalEvent(event.run_id, event.kind, event.key, event.payload, last_seq))
+            continue
+        seqs = {key: seq for seq, key in cursor.execute(_SELECT_STORED, (last_seq,))}
+        for event in chunk:
+            seq = seqs.pop(event.key, None)  # popped: a repeat of the key in ``chunk`` is a duplicate
+            stored.append(
+                None if seq is None else JournalEvent(event.run_id, event.kind, event.key, event.payload, seq)
+            )
+            last_seq = max(last_seq, seq or 0)
+    return stored
 
 
 def _size(request: _Data) -> int:

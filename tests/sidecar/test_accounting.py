@@ -180,6 +180,10 @@ def test_random_events_follow_the_plain_rules(seed: int) -> None:
         if kind == "failed":
             terminal = rng.random() < 0.2
             got, want = accounting.failed(key, terminal=terminal), reference.update(key, kind, terminal)
+        elif kind == "succeeded" and step % 2:
+            before = "succeeded" in reference.status.get(key, (set(), 0, False))[0]
+            (again, got), want = accounting.succeeded_again(key), reference.update(key, kind)
+            assert again is before, (step, key)
         elif kind == "succeeded":
             got, want = accounting.succeeded(key), reference.update(key, kind)
         else:

@@ -90,6 +90,25 @@ class TestAppend:
         ]
         assert journal.stats.events == 2
 
+    @pytest.mark.parametrize("size", [1, 3, 16, 17, 64, 65, 150, 1030, 2100])
+    async def test_appends_of_any_size_with_repeats_store_first_occurrences_in_order(
+        self, journal: Journal, size: int
+    ) -> None:
+        await journal.append([event(f"old-{i}") for i in range(5)])
+        # repeats of stored keys, of keys earlier in the append (also many events apart), fresh keys
+        names = [f"old-{i % 7}" if i % 5 == 0 else f"new-{i % (size // 2 + 1)}" for i in range(size)]
+        stored = await journal.append([event(name) for name in names])
+        seen = {f"old-{i}" for i in range(5)}
+        expected: list[tuple[int, str] | None] = []
+        for name in names:
+            expected.append(None if name in seen else (len(seen) + 1, event(name).key))
+            seen.add(name)
+        assert [None if s is None else (s.seq, s.key) for s in stored] == expected
+        assert [e.key for e in journal.replay(after_seq=5)] == [e[1] for e in expected if e is not None]
+        assert journal.stats.events == len(seen)
+        again = await journal.append([event("after")])
+        assert again[0] is not None and again[0].seq == len(seen) + 1
+
     async def test_acknowledged_event_is_visible_to_another_connection(self, journal: Journal) -> None:
         await journal.append([event(7)])
         with sqlite3.connect(journal.path) as other:
