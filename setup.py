@@ -13,9 +13,30 @@ from setuptools import Extension, setup
 
 _C_FLAGS = [] if os.name == "nt" else ["-O3", "-std=c11"]
 
+# Each extension is one C file plus the headers it includes (all static inline or static, so
+# the compiler sees one translation unit); ``depends`` rebuilds it when a header changes, and
+# MANIFEST.in ships the headers in the sdist.
+_HEADERS = {
+    "health._json_vet": [
+        "_json_cursor.h",
+        "_json_scan.h",
+        "_json_utf8.h",
+        "_json_number.h",
+        "_vet_spans.h",
+        "_vet_walk.h",
+    ],
+    "health._payload_spans": [],
+}
+
 setup(
     ext_modules=[
-        Extension(name, sources=[f"{name.replace('.', '/')}.c"], extra_compile_args=_C_FLAGS, optional=True)
-        for name in ("health._json_vet", "health._payload_spans")
+        Extension(
+            name,
+            sources=[f"{name.replace('.', '/')}.c"],
+            depends=[f"health/{header}" for header in headers],
+            extra_compile_args=_C_FLAGS,
+            optional=True,
+        )
+        for name, headers in _HEADERS.items()
     ]
 )
