@@ -22,6 +22,7 @@ _HEADERS = {
         "_json_scan.h",
         "_json_utf8.h",
         "_json_number.h",
+        "_strict_paths.h",
         "_vet_spans.h",
         "_vet_walk.h",
     ],

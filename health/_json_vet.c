@@ -322,20 +322,7 @@ static PyMethodDef json_vet_methods[] = {
 static int json_vet_exec(PyObject *module)
 {
     init_tables();
-    PyObject *keys = PyTuple_New((Py_ssize_t)KEPT_TOP_LEVEL_COUNT);
-    if (keys == NULL) {
-        return -1;
-    }
-    for (size_t i = 0; i < KEPT_TOP_LEVEL_COUNT; i++) {
-        PyObject *key = PyUnicode_FromString(KEPT_TOP_LEVEL_KEYS[i]);
-        if (key == NULL) {
-            Py_DECREF(keys);
-            return -1;
-        }
-        PyTuple_SET_ITEM(keys, (Py_ssize_t)i, key);
-    }
-    if (PyModule_AddObject(module, "KEPT_TOP_LEVEL_KEYS", keys) < 0) {
-        Py_DECREF(keys);
+    if (add_kept_top_level_keys(module) < 0) {
         return -1;
     }
     return PyModule_AddIntConstant(module, "MAX_DEPTH", ORJSON_MAX_DEPTH);

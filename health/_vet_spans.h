@@ -11,14 +11,7 @@
 #include <string.h>
 
 #include "_json_cursor.h"
-
-/* The StrictRecord fields' JSON names (health.strict_schema). health.payload_spans refuses
- * the native copy when the two lists differ, so a field added to the record is never cut. */
-static const char *const KEPT_TOP_LEVEL_KEYS[] = {
-    "_ng_task_index", "_ng_rollout_index", "_ng_attempt_index", "_ng_no_persist", "_ng_failure_class",
-    "stage_index",    "_ng_rollout_id",    "response",          "ng_trajectory",
-};
-#define KEPT_TOP_LEVEL_COUNT (sizeof(KEPT_TOP_LEVEL_KEYS) / sizeof(KEPT_TOP_LEVEL_KEYS[0]))
+#include "_strict_paths.h"
 
 /* What an object or array on the path is: members of these are read by key. A rollout line
  * (ROLE_ROOT: vet_compact) leads to its calls' payloads; an ingest body (ROLE_BODY:
@@ -117,44 +110,42 @@ static int add_call(Spans *spans)
     return 0;
 }
 
-static inline int key_is(cursor key, Py_ssize_t length, const char *name)
-{
-    return (size_t)length == strlen(name) && memcmp(key, name, (size_t)length) == 0;
-}
-
-/* What the strict decode does with the value of key [key, key + length) in an object of
- * `role`. msgspec keeps the last value of a repeated key, so the calls restart at each
- * ng_trajectory and model_calls member. */
+/* What the walk does with the value of key [key, key + length) in an object of `role`: in a
+ * record, what the strict decode does with it (_strict_paths.h); in an ingest body, the
+ * events and their rows. msgspec keeps the last value of a repeated key, so the calls
+ * restart at each ng_trajectory and model_calls member. */
 static ValueAction choose_action(Spans *spans, Role role, cursor key, Py_ssize_t length)
 {
     switch (role) {
     case ROLE_TOP:
-        if (key_is(key, length, "ng_trajectory")) {
+        switch (record_member(RECORD_TOP, key, length)) {
+        case MEMBER_TRAJECTORY:
             spans->call_count = 0;
             return VALUE_TRAJECTORY;
-        }
-        if (key_is(key, length, "response")) {
+        case MEMBER_RESPONSE:
             return VALUE_RESPONSE;
+        case MEMBER_SKIPPED:
+            return VALUE_CUT_SKIPPED;
+        default:
+            return VALUE_KEEP;
         }
-        for (size_t i = 0; i < KEPT_TOP_LEVEL_COUNT; i++) {
-            if (key_is(key, length, KEPT_TOP_LEVEL_KEYS[i])) {
-                return VALUE_KEEP;
-            }
-        }
-        return VALUE_CUT_SKIPPED;
     case ROLE_TRAJECTORY:
-        if (key_is(key, length, "model_calls")) {
+        if (record_member(RECORD_TRAJECTORY, key, length) == MEMBER_MODEL_CALLS) {
             spans->call_count = 0;
             return VALUE_CALLS;
         }
         return VALUE_KEEP;
     case ROLE_CALL:
-        if (key_is(key, length, "request")) {
+        switch (record_member(RECORD_CALL, key, length)) {
+        case MEMBER_REQUEST_PAYLOAD:
             return VALUE_CUT_REQUEST;
+        case MEMBER_RESPONSE_PAYLOAD:
+            return VALUE_CUT_RESPONSE;
+        default:
+            return VALUE_KEEP;
         }
-        return key_is(key, length, "response") ? VALUE_CUT_RESPONSE : VALUE_KEEP;
     case ROLE_RESPONSE:
-        return key_is(key, length, "usage") ? VALUE_KEEP : VALUE_CUT_SKIPPED;
+        return record_member(RECORD_RESPONSE, key, length) == MEMBER_SKIPPED ? VALUE_CUT_SKIPPED : VALUE_KEEP;
     case ROLE_ENVELOPE:
         if (!key_is(key, length, "events") || spans->events_seen) {
             spans->gave_up = 1; /* another member, or "events" repeated */
