@@ -13,9 +13,9 @@ from setuptools import Extension, setup
 
 _C_FLAGS = [] if os.name == "nt" else ["-O3", "-std=c11"]
 
-# Each extension is one C file plus the headers it includes (all static inline or static, so
-# the compiler sees one translation unit); ``depends`` rebuilds it when a header changes, and
-# MANIFEST.in ships the headers in the sdist.
+# Each extension is one C file plus the headers it includes (static functions only: one
+# translation unit, inlined as before). ``depends`` rebuilds it when a header changes, and
+# setuptools (since 68.1; the build asks for 69) puts ``depends`` in the sdist.
 _HEADERS = {
     "health._json_vet": [
         "_json_cursor.h",
