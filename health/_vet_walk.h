@@ -22,8 +22,8 @@
 
 static cursor vet_value(cursor p, cursor end, int max_depth);
 
-/* 1 if [start, end) is one JSON text as described at the top, at most max_depth containers
- * deep; 0 if not. With spans, the cuts of the copy are recorded on the way from `root`
+/* 1 if [start, end) is one JSON text as described at the top of this file, at most
+ * max_depth containers deep; 0 if not. With spans, the cuts of the copy are recorded on the way from `root`
  * (and -1 means memory ran out); without, the walk is the vetter's alone (the path code is
  * compiled out). With stop, the walk ends after one value (*stop: just past it) and leaves
  * what follows to the caller. */
