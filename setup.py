@@ -22,11 +22,12 @@ _HEADERS = {
         "_json_scan.h",
         "_json_utf8.h",
         "_json_number.h",
+        "_payload_copy.h",
         "_strict_paths.h",
         "_vet_spans.h",
         "_vet_walk.h",
     ],
-    "health._payload_spans": ["_json_cursor.h", "_strict_paths.h", "_structural_skip.h"],
+    "health._payload_spans": ["_json_cursor.h", "_payload_copy.h", "_strict_paths.h", "_structural_skip.h"],
 }
 
 setup(

@@ -13,8 +13,9 @@
  *
  * This file is the Python-facing glue (arguments, the GIL, building the answers). What is
  * accepted is in the headers: the walk and its grammar (_vet_walk.h), strings, literals and
- * whitespace (_json_scan.h, _json_utf8.h, _json_cursor.h), numbers (_json_number.h), and
- * the path the copy follows (_vet_spans.h, _strict_paths.h).
+ * whitespace (_json_scan.h, _json_utf8.h, _json_cursor.h), numbers (_json_number.h);
+ * the path the copy follows (_vet_spans.h, _strict_paths.h) and the copy itself
+ * (_payload_copy.h, shared with health._payload_spans).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -28,77 +29,6 @@
  * waiting to take it back (up to the interpreter's switch interval when another thread runs)
  * costs more than it lets others do: a 1 MiB document takes 0.06-0.5 ms to vet. */
 #define RELEASE_GIL_BYTES (1u << 20)
-
-static PyObject *raw_type; /* msgspec.Raw, imported on first use */
-
-/* msgspec.Raw over data[start:end] (a memoryview slice: no copy), or None when absent. */
-static PyObject *raw_span(PyObject *view, Py_ssize_t start, Py_ssize_t end)
-{
-    if (start < 0) {
-        Py_RETURN_NONE;
-    }
-    PyObject *slice = PySequence_GetSlice(view, start, end);
-    if (slice == NULL) {
-        return NULL;
-    }
-    PyObject *raw = PyObject_CallOneArg(raw_type, slice);
-    Py_DECREF(slice);
-    return raw;
-}
-
-/* The line with each cut value replaced by 0. */
-static PyObject *build_copy(const Spans *spans, cursor base, Py_ssize_t length)
-{
-    Py_ssize_t size = length;
-    for (Py_ssize_t i = 0; i < spans->cut_count; i++) {
-        size -= spans->cuts[i].end - spans->cuts[i].start - 1;
-    }
-    PyObject *copy = PyBytes_FromStringAndSize(NULL, size);
-    if (copy == NULL) {
-        return NULL;
-    }
-    char *out = PyBytes_AS_STRING(copy);
-    Py_ssize_t done = 0;
-    for (Py_ssize_t i = 0; i < spans->cut_count; i++) {
-        const Cut *cut = &spans->cuts[i];
-        memcpy(out, base + done, (size_t)(cut->start - done));
-        out += cut->start - done;
-        *out++ = '0';
-        done = cut->end;
-    }
-    memcpy(out, base + done, (size_t)(length - done));
-    return copy;
-}
-
-/* (copy, requests, responses) from an accepted walk; NULL with an exception set on failure. */
-static PyObject *build_result(const Spans *spans, cursor base, Py_ssize_t length, PyObject *line)
-{
-    PyObject *copy = NULL, *view = NULL, *requests = NULL, *responses = NULL, *result = NULL;
-    if ((copy = build_copy(spans, base, length)) == NULL || (view = PyMemoryView_FromObject(line)) == NULL ||
-        (requests = PyTuple_New(spans->call_count)) == NULL || (responses = PyTuple_New(spans->call_count)) == NULL) {
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < spans->call_count; i++) {
-        const CallSpans *call = &spans->calls[i];
-        PyObject *request = raw_span(view, call->request_start, call->request_end);
-        if (request == NULL) {
-            goto done;
-        }
-        PyTuple_SET_ITEM(requests, i, request); /* steals the reference */
-        PyObject *response = raw_span(view, call->response_start, call->response_end);
-        if (response == NULL) {
-            goto done;
-        }
-        PyTuple_SET_ITEM(responses, i, response);
-    }
-    result = PyTuple_Pack(3, copy, requests, responses);
-done:
-    Py_XDECREF(copy);
-    Py_XDECREF(view);
-    Py_XDECREF(requests);
-    Py_XDECREF(responses);
-    return result;
-}
 
 /* max_depth from an optional second argument (default and cap: orjson's); -1 with an
  * exception set. */
@@ -156,22 +86,6 @@ static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs
     return outcome;
 }
 
-static int import_raw_type(void)
-{
-    if (raw_type == NULL) {
-        PyObject *msgspec = PyImport_ImportModule("msgspec");
-        if (msgspec == NULL) {
-            return -1;
-        }
-        raw_type = PyObject_GetAttrString(msgspec, "Raw"); /* kept for the process's life */
-        Py_DECREF(msgspec);
-        if (raw_type == NULL) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
 PyDoc_STRVAR(vet_compact_doc,
 "vet_compact(line, max_depth=1024, /) -> False | None | (bytes, tuple, tuple)\n--\n\n"
 "vet(line, max_depth) and the payload-span copy of health._payload_spans.compact(line) in\n"
@@ -198,7 +112,8 @@ static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t
         result = Py_NewRef(Py_None);
     }
     else {
-        result = build_result(&spans, (cursor)view.buf, view.len, args[0]);
+        result = build_result(spans.cuts, spans.cut_count, spans.calls, spans.call_count, (cursor)view.buf, view.len,
+                              args[0]);
     }
     PyMem_RawFree(spans.cuts);
     PyMem_RawFree(spans.calls);
@@ -250,7 +165,7 @@ static PyObject *vet_event_rows(PyObject *module, PyObject *const *args, Py_ssiz
         result = Py_NewRef(Py_True);
     }
     else {
-        PyObject *skeleton = build_copy(&spans, (cursor)view.buf, view.len);
+        PyObject *skeleton = build_copy(spans.cuts, spans.cut_count, (cursor)view.buf, view.len);
         PyObject *rows = skeleton == NULL ? NULL : row_spans(&spans);
         result = rows == NULL ? NULL : PyTuple_Pack(2, skeleton, rows);
         Py_XDECREF(skeleton);

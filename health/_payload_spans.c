@@ -35,20 +35,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_payload_copy.h"
 #include "_strict_paths.h"
 #include "_structural_skip.h"
 
 /* ------------------------------------------------------------------ the path */
 
 typedef enum { KEEP, CUT_REQUEST, CUT_RESPONSE, CUT_SKIPPED, DESCEND } Action;
-
-typedef struct {
-    Py_ssize_t start, end; /* offsets of a value replaced by 0 in the copy */
-} Cut;
-
-typedef struct {
-    Py_ssize_t request_start, request_end, response_start, response_end; /* -1: absent */
-} CallSpans;
 
 typedef struct {
     cursor base, end;
@@ -211,62 +204,7 @@ static cursor scan_object(Scan *scan, cursor p, Chooser choose, Descender descen
     }
 }
 
-/* ------------------------------------------------------------------ the result */
-
-static PyObject *raw_type; /* msgspec.Raw, imported once */
-
-/* msgspec.Raw over data[start:end] (a memoryview slice: no copy), or None when absent. */
-static PyObject *raw_span(PyObject *view, Py_ssize_t start, Py_ssize_t end) {
-    if (start < 0) Py_RETURN_NONE;
-    PyObject *slice = PySequence_GetSlice(view, start, end);
-    if (slice == NULL) return NULL;
-    PyObject *raw = PyObject_CallOneArg(raw_type, slice);
-    Py_DECREF(slice);
-    return raw;
-}
-
-/* The line with each cut value replaced by 0. */
-static PyObject *build_copy(const Scan *scan) {
-    Py_ssize_t length = scan->end - scan->base, size = length;
-    for (Py_ssize_t i = 0; i < scan->cut_count; i++) size -= scan->cuts[i].end - scan->cuts[i].start - 1;
-    PyObject *copy = PyBytes_FromStringAndSize(NULL, size);
-    if (copy == NULL) return NULL;
-    char *out = PyBytes_AS_STRING(copy);
-    Py_ssize_t done = 0;
-    for (Py_ssize_t i = 0; i < scan->cut_count; i++) {
-        const Cut *cut = &scan->cuts[i];
-        memcpy(out, scan->base + done, (size_t)(cut->start - done));
-        out += cut->start - done;
-        *out++ = '0';
-        done = cut->end;
-    }
-    memcpy(out, scan->base + done, (size_t)(length - done));
-    return copy;
-}
-
-/* (copy, requests, responses) from a finished scan; NULL with an exception set on failure. */
-static PyObject *build_result(const Scan *scan, PyObject *line) {
-    PyObject *copy = NULL, *view = NULL, *requests = NULL, *responses = NULL, *result = NULL;
-    if ((copy = build_copy(scan)) == NULL || (view = PyMemoryView_FromObject(line)) == NULL ||
-        (requests = PyTuple_New(scan->call_count)) == NULL || (responses = PyTuple_New(scan->call_count)) == NULL)
-        goto done;
-    for (Py_ssize_t i = 0; i < scan->call_count; i++) {
-        const CallSpans *call = &scan->calls[i];
-        PyObject *request = raw_span(view, call->request_start, call->request_end);
-        if (request == NULL) goto done;
-        PyTuple_SET_ITEM(requests, i, request); /* steals the reference */
-        PyObject *response = raw_span(view, call->response_start, call->response_end);
-        if (response == NULL) goto done;
-        PyTuple_SET_ITEM(responses, i, response);
-    }
-    result = PyTuple_Pack(3, copy, requests, responses);
-done:
-    Py_XDECREF(copy);
-    Py_XDECREF(view);
-    Py_XDECREF(requests);
-    Py_XDECREF(responses);
-    return result;
-}
+/* ------------------------------------------------------------------ the answer (_payload_copy.h builds it) */
 
 static PyObject *compact(PyObject *module, PyObject *line) {
     (void)module;
@@ -278,7 +216,9 @@ static PyObject *compact(PyObject *module, PyObject *line) {
     if (p < scan.end && *p == '{') {
         /* The GIL stays held: the scan takes microseconds and allocates with PyMem. */
         cursor after = scan_object(&scan, p + 1, choose_top_level_member, scan_top_level_member);
-        if (after != NULL && scan.cut_count > 0) result = build_result(&scan, line);
+        if (after != NULL && scan.cut_count > 0)
+            result = build_result(scan.cuts, scan.cut_count, scan.calls, scan.call_count, scan.base,
+                                  scan.end - scan.base, line);
     }
     if (scan.no_memory && result == NULL && !PyErr_Occurred()) PyErr_NoMemory();
     PyMem_Free(scan.cuts);
@@ -316,13 +256,7 @@ static PyMethodDef methods[] = {
 };
 
 static int exec_module(PyObject *module) {
-    if (raw_type == NULL) {
-        PyObject *msgspec = PyImport_ImportModule("msgspec");
-        if (msgspec == NULL) return -1;
-        raw_type = PyObject_GetAttrString(msgspec, "Raw"); /* kept for the process's life */
-        Py_DECREF(msgspec);
-        if (raw_type == NULL) return -1;
-    }
+    if (import_raw_type() < 0) return -1;
 #ifdef SPANS_SSE2
     __builtin_cpu_init();
     has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul");

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "_json_cursor.h"
+#include "_payload_copy.h"
 #include "_strict_paths.h"
 
 /* What an object or array on the path is: members of these are read by key. A rollout line
@@ -42,14 +43,6 @@ typedef enum {
     VALUE_CUT_RESPONSE,
     VALUE_CUT_ROW, /* recorded as the element's "request" span */
 } ValueAction;
-
-typedef struct {
-    Py_ssize_t start, end; /* offsets of a value replaced by 0 in the copy */
-} Cut;
-
-typedef struct {
-    Py_ssize_t request_start, request_end, response_start, response_end; /* -1: absent */
-} CallSpans;
 
 typedef struct {
     Cut *cuts;
