@@ -1,4 +1,5 @@
-"""Type stub of the C extension built from _json_vet.c (see health.json_vet, health.payload_spans)."""
+"""Type stub of the C extension built from _json_vet.c and its headers (see health.json_vet,
+health.payload_spans). KEPT_TOP_LEVEL_KEYS comes from _strict_paths.h, shared with _payload_spans."""
 
 from typing import Final, Literal
 

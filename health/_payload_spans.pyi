@@ -1,4 +1,5 @@
-"""Type stub of the C extension built from _payload_spans.c (see health.payload_spans)."""
+"""Type stub of the C extension built from _payload_spans.c and its headers (see health.payload_spans).
+KEPT_TOP_LEVEL_KEYS comes from _strict_paths.h, shared with _json_vet."""
 
 from typing import Final
 

@@ -56,7 +56,8 @@ _VetCompact = Callable[[bytes | memoryview, int], "_Copy | Literal[False] | None
 
 def _in_step_with_the_schema(kept_top_level_keys: tuple[str, ...]) -> bool:
     """A native scan built with other top-level fields than the record's would cut a member
-    the record decodes: such a build is not used."""
+    the record decodes: such a build is not used. Both extensions export the one list
+    compiled from ``health/_strict_paths.h``; each build is checked on its own."""
     return set(kept_top_level_keys) == set(StrictRecord.__struct_encode_fields__)
 
 

@@ -122,6 +122,7 @@ def assert_same_decode(line: bytes) -> bool:
 
 @needs_native
 def test_kept_keys_are_the_strict_records_fields() -> None:
+    assert KEPT_TOP_LEVEL_KEYS == VETTER_KEPT_KEYS  # both builds compile health/_strict_paths.h
     for record_type in (StrictRecord, _PlainRecord):
         assert set(record_type.__struct_encode_fields__) == set(KEPT_TOP_LEVEL_KEYS)
         assert set(record_type.__struct_encode_fields__) == set(VETTER_KEPT_KEYS)

@@ -1,0 +1,109 @@
+/*
+ * What the strict decode (health.strict_schema) reads of a rollout line, by the keys on the
+ * path to a value: the one list behind both native copies of a line without its payloads
+ * (health._json_vet's vet_compact and health._payload_spans' compact), so the two cannot
+ * disagree on which values they keep, cut or hand back raw.
+ *
+ *   the top-level object   ng_trajectory and response are read further (when objects); the
+ *                          other StrictRecord fields are kept; any other member is skipped.
+ *   an ng_trajectory       model_calls is read further (when an array); the rest is kept.
+ *   a model call           request and response are kept raw (the payloads); the rest is kept.
+ *   the top-level response usage is kept; the rest is skipped.
+ *
+ * Both modules export KEPT_TOP_LEVEL_KEYS; health.payload_spans compares it with
+ * StrictRecord's fields at import and does not use a build where they differ, so a field
+ * added to the record is never cut.
+ */
+#ifndef HEALTH_STRICT_PATHS_H
+#define HEALTH_STRICT_PATHS_H
+
+#include <string.h>
+
+#include "_json_cursor.h"
+
+/* The StrictRecord fields' JSON names. */
+static const char *const KEPT_TOP_LEVEL_KEYS[] = {
+    "_ng_task_index", "_ng_rollout_index", "_ng_attempt_index", "_ng_no_persist", "_ng_failure_class",
+    "stage_index",    "_ng_rollout_id",    "response",          "ng_trajectory",
+};
+#define KEPT_TOP_LEVEL_COUNT (sizeof(KEPT_TOP_LEVEL_KEYS) / sizeof(KEPT_TOP_LEVEL_KEYS[0]))
+
+/* The objects of a record whose members the strict decode reads by key. */
+typedef enum {
+    RECORD_TOP,
+    RECORD_TRAJECTORY,
+    RECORD_CALL,
+    RECORD_RESPONSE,
+} RecordObject;
+
+/* What the strict decode does with a member's value. */
+typedef enum {
+    MEMBER_KEPT,             /* decoded as it stands */
+    MEMBER_SKIPPED,          /* a key the record does not name: skipped */
+    MEMBER_TRAJECTORY,       /* ng_trajectory: its members are read when it is an object */
+    MEMBER_RESPONSE,         /* the top-level response: likewise */
+    MEMBER_MODEL_CALLS,      /* its elements are model calls when it is an array */
+    MEMBER_REQUEST_PAYLOAD,  /* a call's request: kept raw */
+    MEMBER_RESPONSE_PAYLOAD, /* a call's response: kept raw */
+} RecordMember;
+
+/* Is the key [key, key + length) (no escapes) exactly `name`? */
+static ALWAYS_INLINE int key_is(cursor key, Py_ssize_t length, const char *name)
+{
+    return (size_t)length == strlen(name) && memcmp(key, name, (size_t)length) == 0;
+}
+
+/* What the strict decode does with the value of the member with key [key, key + length) of
+ * an `object`. */
+static ALWAYS_INLINE RecordMember record_member(RecordObject object, cursor key, Py_ssize_t length)
+{
+    switch (object) {
+    case RECORD_TOP:
+        if (key_is(key, length, "ng_trajectory")) {
+            return MEMBER_TRAJECTORY;
+        }
+        if (key_is(key, length, "response")) {
+            return MEMBER_RESPONSE;
+        }
+        for (size_t i = 0; i < KEPT_TOP_LEVEL_COUNT; i++) {
+            if (key_is(key, length, KEPT_TOP_LEVEL_KEYS[i])) {
+                return MEMBER_KEPT;
+            }
+        }
+        return MEMBER_SKIPPED;
+    case RECORD_TRAJECTORY:
+        return key_is(key, length, "model_calls") ? MEMBER_MODEL_CALLS : MEMBER_KEPT;
+    case RECORD_CALL:
+        if (key_is(key, length, "request")) {
+            return MEMBER_REQUEST_PAYLOAD;
+        }
+        return key_is(key, length, "response") ? MEMBER_RESPONSE_PAYLOAD : MEMBER_KEPT;
+    case RECORD_RESPONSE:
+        return key_is(key, length, "usage") ? MEMBER_KEPT : MEMBER_SKIPPED;
+    }
+    return MEMBER_KEPT;
+}
+
+/* KEPT_TOP_LEVEL_KEYS as the module's tuple of that name: 0, or -1 with an exception set. */
+static inline int add_kept_top_level_keys(PyObject *module)
+{
+    PyObject *keys = PyTuple_New((Py_ssize_t)KEPT_TOP_LEVEL_COUNT);
+    if (keys == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < KEPT_TOP_LEVEL_COUNT; i++) {
+        PyObject *key = PyUnicode_FromString(KEPT_TOP_LEVEL_KEYS[i]);
+        if (key == NULL) {
+            Py_DECREF(keys);
+            return -1;
+        }
+        PyTuple_SET_ITEM(keys, (Py_ssize_t)i, key);
+    }
+    if (PyModule_AddObject(module, "KEPT_TOP_LEVEL_KEYS", keys) < 0) {
+        Py_DECREF(keys);
+        return -1;
+    }
+    return 0;
+}
+
+#endif /* HEALTH_STRICT_PATHS_H */
