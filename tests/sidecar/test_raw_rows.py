@@ -204,15 +204,7 @@ class TestRowsCutOutByTheVetter:
     @settings(max_examples=300, deadline=None)
     @given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 2), _NOISE), min_size=1, max_size=4))
     def test_mutations(self, max_depth: int, edits: list[tuple[int, int, int]]) -> None:
-        body = bytearray(self._VALID)
-        for position, action, byte in edits:
-            at = position % (len(body) + 1)
-            if action == 0:
-                body[at:at] = bytes([byte])
-            elif action == 1 and at < len(body):
-                del body[at]
-            elif at < len(body):
-                body[at] = byte
+        body = _mutated(self._VALID, edits)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(raw_rows, "vet_event_rows", vet)
             whole = _decoded(bytes(body), max_depth)
@@ -393,14 +385,20 @@ class TestHostileBodies:
     @settings(max_examples=300, deadline=None)
     @given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 2), _NOISE), min_size=1, max_size=4))
     def test_mutations_answer_alike(self, max_depth: int, edits: list[tuple[int, int, int]]) -> None:
-        body = bytearray(self._VALID)
-        for position, action, byte in edits:
-            at = position % (len(body) + 1)
-            if action == 0:
-                body[at:at] = bytes([byte])
-            elif action == 1 and at < len(body):
-                del body[at]
-            elif at < len(body):
-                body[at] = byte
+        body = _mutated(self._VALID, edits)
         handlers = _Handlers(SimpleNamespace(settings=ServiceSettings(max_json_depth=max_depth)))  # type: ignore[arg-type]
         assert _answer(handlers._parse_events, bytes(body)) == _answer(handlers._parse_in_full, bytes(body))
+
+
+def _mutated(valid: bytes, edits: list[tuple[int, int, int]]) -> bytearray:
+    """``valid`` with each ``(position, action, byte)`` applied: 0 inserts, 1 deletes, 2 overwrites."""
+    body = bytearray(valid)
+    for position, action, byte in edits:
+        at = position % (len(body) + 1)
+        if action == 0:
+            body[at:at] = bytes([byte])
+        elif action == 1 and at < len(body):
+            del body[at]
+        elif at < len(body):
+            body[at] = byte
+    return body
