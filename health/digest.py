@@ -25,7 +25,7 @@ from msgspec import UNSET
 from .checks import ROLLOUT_RULES, CheckRule, chains_ended_on_failure
 from .compact import built_digest
 from .contract.canonical import VALIDATION_ERROR, check_trajectory
-from .evidence import Evidence, build_evidence
+from .evidence import Evidence, build_evidence, usage_tokens
 from .fast_path import EverydayRecord, read_everyday_record, read_stripped_line
 from .identity import (
     ROLLOUT_ID_KEY,
@@ -62,6 +62,8 @@ __all__ = [
 _CHECK_EXECUTION_ERROR = "check_execution_error"
 _RECORD_UNREADABLE = "record_unreadable"
 _DUMP_DEPTH_LIMIT = 254
+_NO_RECORD: dict[str, Any] = {}
+_NO_USAGE: tuple[int | None, int | None] = (None, None)
 
 
 class BindingView(IntEnum):
@@ -410,8 +412,8 @@ def _digest_everyday(
     )
     if isinstance(identity, InvalidIdentity):
         return None
-    response = None if record.response is None else {"usage": record.response.usage}
-    evidence = build_evidence(trajectory, {"response": response}, everyday.responses)
+    usage = _NO_USAGE if record.response is None else usage_tokens(record.response.usage)
+    evidence = build_evidence(trajectory, _NO_RECORD, everyday.responses, usage=usage)
     return _walk(identity, evidence, None, ordinal, ignored_checks)
 
 
@@ -504,26 +506,6 @@ def _digest(
     for call in failed_calls:
         status = "unknown" if call.status_code is None else str(call.status_code)
         errors_by_status[status] = errors_by_status.get(status, 0) + 1
-    identities: dict[str, int] = {}
-    capture_prompt = capture_completion = keyed = 0
-    for call in calls:
-        call_id = call.model_call_id
-        if call_id:  # the replay identity (``call_identity``), inlined
-            replay_key = "call:" + call_id
-        elif call.response_id:
-            ref = call.model_ref
-            replay_key = (
-                f"response::{call.response_id}"
-                if ref is None
-                else f"response:{ref[0]}:{ref[1]}:{call.response_id}"
-            )
-        else:
-            replay_key = None
-        if replay_key is not None:
-            keyed += 1
-            identities[replay_key] = identities.get(replay_key, 0) + 1
-        capture_prompt += call.tokens_in or 0
-        capture_completion += call.tokens_out or 0
     turn_binding = ev.turn_binding
     failed = len(failed_calls)
     return built_digest(
@@ -538,16 +520,19 @@ def _digest(
             "capture_observed": bool(calls),
             "policy_calls_observed": ev.turn_call_scope_complete and turn_binding.complete,
             "model_calls": len(calls),
-            "successful_model_calls": sum(1 for call in turn_binding.matched_calls if call.successful),
+            "successful_model_calls": (
+                len(turn_binding.matched_calls)
+                if ev.all_successful
+                else sum(1 for call in turn_binding.matched_calls if call.successful)
+            ),
             "model_call_errors": failed,
             "errors_by_status": errors_by_status,
             "ended_on_error": bool(failed) and bool(chains_ended_on_failure(calls)),
-            # the sum of (count - 1) over repeated identities
-            "duplicated_calls": keyed - len(identities),
+            "duplicated_calls": ev.duplicated_calls,
             "transcript_prompt_tokens": ev.transcript_prompt or 0,
             "transcript_completion_tokens": ev.transcript_completion or 0,
-            "capture_prompt_tokens": capture_prompt,
-            "capture_completion_tokens": capture_completion,
+            "capture_prompt_tokens": ev.capture_prompt,
+            "capture_completion_tokens": ev.capture_completion,
             "ordinal": ordinal,
         }
     )
