@@ -16,13 +16,12 @@ unreadable line, and the statistics are all zero.
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import orjson
 from msgspec import UNSET
 
-from .checks import ROLLOUT_RULES, CheckRule, chains_ended_on_failure
+from .checks import chains_ended_on_failure
 from .compact import built_digest
 from .contract.canonical import VALIDATION_ERROR, check_trajectory
 from .evidence import Evidence, build_evidence, usage_tokens
@@ -37,11 +36,11 @@ from .identity import (
     resolve_identity,
 )
 from .parse import parse_line
-from .registry import ROLLOUT_CHECK_IDS, check_spec
 from .rejection import RejectedRecord
 from .strict_schema import StrictRecord
-from .types import CheckInput, Finding, RolloutDigest, Verdict
+from .types import Finding, RolloutDigest, Verdict
 from .unreadable import unreadable_digest
+from .walk import PLAIN_WALK_APPLIES, BindingView, walk, walk_plain
 
 if TYPE_CHECKING:
     from .contract.models import TrajectoryRecord
@@ -59,55 +58,10 @@ __all__ = [
     "digest_record_with_trajectory",
 ]
 
-_CHECK_EXECUTION_ERROR = "check_execution_error"
-_RECORD_UNREADABLE = "record_unreadable"
 _DUMP_DEPTH_LIMIT = 254
 _NO_RECORD: dict[str, Any] = {}
 _NO_USAGE: tuple[int | None, int | None] = (None, None)
 
-
-class BindingView(IntEnum):
-    """Which resolved references a check reads; the value indexes the walk's views tuple."""
-
-    NONE = 0
-    """Reads no binding: only the other evidence gates apply."""
-    TURN = 1
-    """The turns' references (``bound_calls``)."""
-    OWNED = 2
-    """Every owned reference, turns first then invocation-only (``owned_model_calls``)."""
-
-
-class _Step(NamedTuple):
-    """One rollout check with the evidence gates its ``reads`` imply: no finding where that
-    evidence was not observed."""
-
-    check_id: str
-    reads_trajectory: bool
-    reads_turns: bool
-    reads_observed_calls: bool
-    view: BindingView
-    rule: CheckRule
-
-
-def _step(check_id: str) -> _Step:
-    reads = check_spec(check_id).reads
-    if CheckInput.BOUND_CALLS in reads:
-        view = BindingView.TURN
-    elif CheckInput.OWNED_MODEL_CALLS in reads:
-        view = BindingView.OWNED
-    else:
-        view = BindingView.NONE
-    return _Step(
-        check_id,
-        CheckInput.TRAJECTORY in reads,
-        CheckInput.AGENT_TURNS in reads,
-        CheckInput.OBSERVED_MODEL_CALLS in reads,
-        view,
-        ROLLOUT_RULES[check_id],
-    )
-
-
-_STEPS: tuple[_Step, ...] = tuple(_step(check_id) for check_id in ROLLOUT_CHECK_IDS)
 
 TrajectoryCheck: TypeAlias = "tuple[TrajectoryRecord, None] | tuple[None, str]"
 """``check_trajectory``'s outcome for a record's ``ng_trajectory``: the validated record or the
@@ -345,54 +299,31 @@ def _walk(
     trajectory_error: str | None,
     ordinal: int,
     ignored_checks: frozenset[str],
+    *,
+    plain: bool = False,
 ) -> RolloutDigest:
-    """Walk the rollout checks in registry order with their gates and digest."""
-    subject: dict[str, int | str] = {
-        "_ng_task_index": identity.task_index,
-        "_ng_rollout_index": identity.rollout_index,
-    }
+    """Walk the rollout checks and digest. ``plain``: the walk may take :func:`walk_plain`
+    where the evidence allows (the fast path's records only, so that the full path, which
+    always walks in full, keeps checking it)."""
+    if (
+        plain
+        and PLAIN_WALK_APPLIES
+        and not ignored_checks
+        and trajectory_error is None
+        and evidence.trajectory_observed
+        and not evidence.gaps
+        and not evidence.unusual_calls
+    ):
+        raw_findings, unobserved = walk_plain(evidence)
+    else:
+        raw_findings, unobserved = walk(evidence, trajectory_error, ignored_checks)
     findings: list[Finding] = []
-    unobserved: list[str] = []
-    # Hoisted out of the loop: what evidence each kind of input needs.
-    trajectory_observed = evidence.trajectory_observed
-    turns_observed = evidence.turns_observed
-    calls_observed = evidence.model_calls_observed
-    observed_calls = calls_observed and bool(evidence.calls)
-    # Indexed by BindingView: NONE's slot is never read (a NONE step is falsy below).
-    views = (evidence.turn_binding, evidence.turn_binding, evidence.owned_binding)
-    for check_id, reads_trajectory, reads_turns, reads_observed_calls, view, rule in _STEPS:
-        if ignored_checks and check_id in ignored_checks:
-            continue
-        if check_id == _RECORD_UNREADABLE:
-            if trajectory_error is not None:
-                detail = {"reason": "canonical trajectory is unreadable", "error": trajectory_error}
-                findings.append(_finding(check_id, subject, None, detail))
-            continue
-        if (
-            (reads_trajectory and not trajectory_observed)
-            or (reads_turns and not turns_observed)
-            or (reads_observed_calls and not observed_calls)
-            or (
-                view
-                and (not calls_observed or (rule.gate is not None and not rule.gate(evidence, views[view])))
-            )
-        ):
-            unobserved.append(check_id)
-            continue
-        try:
-            raw_findings = rule.run(evidence)
-        except Exception as exc:  # a rule crashing on odd data is itself a reported outcome
-            unobserved.append(check_id)
-            if _CHECK_EXECUTION_ERROR not in ignored_checks:
-                detail = {
-                    "reason": "check raised an unexpected exception",
-                    "failed_check": check_id,
-                    "error": type(exc).__name__,
-                }
-                findings.append(_finding(_CHECK_EXECUTION_ERROR, subject, None, detail))
-            continue
-        if raw_findings:
-            findings.extend(_finding(check_id, subject, loc, detail) for loc, detail in raw_findings)
+    if raw_findings:
+        subject: dict[str, int | str] = {
+            "_ng_task_index": identity.task_index,
+            "_ng_rollout_index": identity.rollout_index,
+        }
+        findings = [_finding(check, subject, locator, detail) for check, locator, detail in raw_findings]
     return _digest(identity, findings, unobserved, evidence, ordinal)
 
 
@@ -414,7 +345,7 @@ def _digest_everyday(
         return None
     usage = _NO_USAGE if record.response is None else usage_tokens(record.response.usage)
     evidence = build_evidence(trajectory, _NO_RECORD, everyday.responses, usage=usage)
-    return _walk(identity, evidence, None, ordinal, ignored_checks)
+    return _walk(identity, evidence, None, ordinal, ignored_checks, plain=True)
 
 
 def _depth_guarded(
