@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .views import ModelCallView, TrajectoryView
+from .views import ModelCallView, OwnerView, TrajectoryView
 
 __all__ = [
     "CAPTURE_GAP_CODES",
@@ -317,55 +317,28 @@ def _matching(found: list[Call], pair: tuple[str, str] | None, response_id: str 
     return found
 
 
-def _ordered(matched: dict[int, Call], calls: list[Call]) -> list[Call]:
-    """The matched calls in capture order (all of them, as a copy, when every call matched)."""
-    if len(matched) == len(calls):
-        return calls[:]
-    return [matched[position] for position in sorted(matched)]
+class _Binder:
+    """Resolves references against the captured calls, each distinct reference once (see
+    :func:`_bind`); the ``(model_ref, response_id)`` index is built on first use."""
 
+    __slots__ = ("by_pair", "calls", "matched", "scan", "seen")
 
-class _Resolver:
-    """Resolves the references a call-id lookup alone does not: a shared ``model_call_id``, or
-    none (by ``(model_ref, response_id)``, the index built on first use)."""
-
-    __slots__ = ("by_pair", "calls", "shared")
-
-    def __init__(self, calls: list[Call], shared: dict[str, list[Call]]) -> None:
-        self.calls = calls
-        self.shared = shared
+    def __init__(self, scan: _CallScan) -> None:
+        self.scan = scan
+        self.calls = scan.calls
+        self.seen: set[tuple[str, str, str, str]] = set()
+        self.matched: dict[int, Call] = {}
         self.by_pair: dict[tuple[str, str, str], list[Call]] | None = None
 
-    def found(self, call_id: str | None, pair: tuple[str, str] | None, response_id: str | None) -> list[Call]:
-        if call_id:
-            return _matching(self.shared[call_id], pair, response_id)
-        if pair is None or not response_id:
-            return []
-        if self.by_pair is None:
-            self.by_pair = _index_by_pair(self.calls)
-        return self.by_pair.get((pair[0], pair[1], response_id), [])
-
-
-def _bind(trajectory: TrajectoryView, scan: _CallScan) -> tuple[Binding, Binding]:
-    """The turn view and the owned view of the references, resolved against the captured calls.
-
-    References are deduplicated across both views by their signature (model_call_id, type,
-    name, response_id) with ``None`` as ``""``, so ``response_id: null`` and ``""`` collapse
-    to the first one written. Turn references come first; the owned view is the turn view
-    followed by the invocation-only references. Each distinct reference is resolved once, as
-    it is met, by ``model_call_id`` (then filtered by the ref's other keys when present) or
-    else by (model_ref, response_id). One match binds, none is missing, more are duplicated.
-    """
-    calls = scan.calls
-    by_id = scan.by_id
-    shared = scan.shared_ids
-    resolver = _Resolver(calls, shared)
-    seen: set[tuple[str, str, str, str]] = set()
-    references: list[str] = []
-    missing: list[str] = []
-    duplicated: list[tuple[str, int]] = []
-    matched: dict[int, Call] = {}
-    turn_binding: Binding | None = None
-    for owners in (trajectory.turns, trajectory.invocations):
+    def resolve(self, owners: Sequence[OwnerView], view: Binding) -> None:
+        """Append the references of ``owners`` not met before to ``view``'s lists; their
+        matched calls go to :attr:`matched`."""
+        seen = self.seen
+        matched = self.matched
+        by_id = self.scan.by_id
+        shared = self.scan.shared_ids
+        references = view.references
+        missing = view.missing_references
         for owner in owners:
             for ref in owner.model_calls:
                 call_id = ref.model_call_id
@@ -391,20 +364,61 @@ def _bind(trajectory: TrajectoryView, scan: _CallScan) -> tuple[Binding, Binding
                         missing.append(key)
                         continue
                 else:
-                    found = resolver.found(call_id, pair, response_id)
+                    found = self._found(call_id, pair, response_id)
                     if len(found) != 1:
                         if found:
-                            duplicated.append((key, len(found)))
+                            view.duplicated_references.append((key, len(found)))
                         else:
                             missing.append(key)
                         continue
                     only = found[0]
                 matched.setdefault(only.call_index, only)
-        if turn_binding is None:
-            turn_matched = _ordered(matched, calls)
-            turn_binding = Binding(list(references), turn_matched, list(missing), list(duplicated))
-    assert turn_binding is not None
-    return turn_binding, Binding(references, _ordered(matched, calls), missing, duplicated)
+
+    def _found(self, call_id: str | None, pair: ModelRef | None, response_id: str | None) -> list[Call]:
+        """The calls a reference the ``model_call_id`` lookup alone cannot resolve matches: by a
+        shared ``model_call_id``, or else by ``(model_ref, response_id)``."""
+        if call_id:
+            return _matching(self.scan.shared_ids[call_id], pair, response_id)
+        if pair is None or not response_id:
+            return []
+        if self.by_pair is None:
+            self.by_pair = _index_by_pair(self.calls)
+        return self.by_pair.get((pair[0], pair[1], response_id), [])
+
+    def ordered(self) -> list[Call]:
+        """The matched calls in capture order (all of them, as a copy, when every call matched)."""
+        matched = self.matched
+        if len(matched) == len(self.calls):
+            return self.calls[:]
+        return [matched[position] for position in sorted(matched)]
+
+
+def _bind(trajectory: TrajectoryView, scan: _CallScan) -> tuple[Binding, Binding]:
+    """The turn view and the owned view of the references, resolved against the captured calls.
+
+    References are deduplicated across both views by their signature (model_call_id, type,
+    name, response_id) with ``None`` as ``""``, so ``response_id: null`` and ``""`` collapse
+    to the first one written. Turn references come first; the owned view is the turn view
+    followed by the invocation-only references (the same object when there are none). Each
+    distinct reference is resolved once, as it is met, by ``model_call_id`` (then filtered by
+    the ref's other keys when present) or else by (model_ref, response_id). One match binds,
+    none is missing, more are duplicated.
+    """
+    binder = _Binder(scan)
+    turn_binding = Binding()
+    binder.resolve(trajectory.turns, turn_binding)
+    turn_binding.matched_calls = binder.ordered()
+    owned_only = Binding()
+    binder.resolve(trajectory.invocations, owned_only)
+    if not owned_only.references:
+        return turn_binding, turn_binding
+    owned_binding = Binding(
+        turn_binding.references + owned_only.references,
+        binder.ordered(),
+        turn_binding.missing_references + owned_only.missing_references,
+        turn_binding.duplicated_references + owned_only.duplicated_references,
+    )
+    return turn_binding, owned_binding
 
 
 _NO_CODES: frozenset[str] = frozenset()

@@ -184,6 +184,7 @@ PLAIN_WALK_APPLIES: bool = tuple(step.check_id for step in _STEPS) == _PLAIN_ORD
     _RUNAWAY,
 ) = _PLAIN_ORDER
 _NO_OWNED_CALLS = (_ZERO_COMPLETION, _MISSING_COUNTS)
+_NOTHING_IGNORED: frozenset[str] = frozenset()
 
 
 def walk_plain(evidence: Evidence) -> WalkOutcome:
@@ -202,21 +203,21 @@ def walk_plain(evidence: Evidence) -> WalkOutcome:
     owned = evidence.owned_binding
     owned_calls = bool(owned.matched_calls)
     rules = ROLLOUT_RULES
-    _run_rule(_MISSING_TURNS, rules[_MISSING_TURNS], evidence, frozenset(), outcome)
+    _run_rule(_MISSING_TURNS, rules[_MISSING_TURNS], evidence, _NOTHING_IGNORED, outcome)
     if not evidence.calls:
         unobserved.append(_ENDED_ON_FAILURE)
-    _run_rule(_HOLLOW, rules[_HOLLOW], evidence, frozenset(), outcome)
+    _run_rule(_HOLLOW, rules[_HOLLOW], evidence, _NOTHING_IGNORED, outcome)
     if not owned_calls:
         unobserved.extend(_NO_OWNED_CALLS)
     if not owned.references:
         unobserved.append(_CAPTURE_MISMATCH)
     elif owned.missing_references or owned.duplicated_references:
-        _run_rule(_CAPTURE_MISMATCH, rules[_CAPTURE_MISMATCH], evidence, frozenset(), outcome)
+        _run_rule(_CAPTURE_MISMATCH, rules[_CAPTURE_MISMATCH], evidence, _NOTHING_IGNORED, outcome)
     if not owned_calls:
         unobserved.append(_CALL_FAILED)
     token_rule = rules[_TOKEN_MISMATCH]
     if token_rule.gate is not None and token_rule.gate(evidence, evidence.turn_binding):
-        _run_rule(_TOKEN_MISMATCH, token_rule, evidence, frozenset(), outcome)
+        _run_rule(_TOKEN_MISMATCH, token_rule, evidence, _NOTHING_IGNORED, outcome)
     else:
         unobserved.append(_TOKEN_MISMATCH)
     if not owned_calls:
