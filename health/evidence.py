@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .views import ModelCallView, OwnerView, TrajectoryView
+from .views import CallRefView, ModelCallView, OwnerView, TrajectoryView
 
 __all__ = [
     "CAPTURE_GAP_CODES",
@@ -317,6 +317,17 @@ def _matching(found: list[Call], pair: tuple[str, str] | None, response_id: str 
     return found
 
 
+def _among(refs: Sequence[CallRefView], owners: Sequence[OwnerView]) -> bool:
+    """Whether one of ``owners`` has exactly the references ``refs`` (equal models or structs
+    have equal signatures), as an invocation usually has its turn's."""
+    count = len(refs)
+    for owner in owners:
+        known = owner.model_calls
+        if len(known) == count and known == refs:
+            return True
+    return False
+
+
 class _Binder:
     """Resolves references against the captured calls, each distinct reference once (see
     :func:`_bind`); the ``(model_ref, response_id)`` index is built on first use."""
@@ -330,9 +341,10 @@ class _Binder:
         self.matched: dict[int, Call] = {}
         self.by_pair: dict[tuple[str, str, str], list[Call]] | None = None
 
-    def resolve(self, owners: Sequence[OwnerView], view: Binding) -> None:
+    def resolve(self, owners: Sequence[OwnerView], view: Binding, met: Sequence[OwnerView] = ()) -> None:
         """Append the references of ``owners`` not met before to ``view``'s lists; their
-        matched calls go to :attr:`matched`."""
+        matched calls go to :attr:`matched`. An owner whose references equal, in order, those
+        of one of ``met`` (owners resolved already) adds nothing and is passed over whole."""
         seen = self.seen
         matched = self.matched
         by_id = self.scan.by_id
@@ -340,7 +352,10 @@ class _Binder:
         references = view.references
         missing = view.missing_references
         for owner in owners:
-            for ref in owner.model_calls:
+            refs = owner.model_calls
+            if met and _among(refs, met):
+                continue
+            for ref in refs:
                 call_id = ref.model_call_id
                 response_id = ref.response_id
                 model_ref = ref.model_ref
@@ -409,7 +424,7 @@ def _bind(trajectory: TrajectoryView, scan: _CallScan) -> tuple[Binding, Binding
     binder.resolve(trajectory.turns, turn_binding)
     turn_binding.matched_calls = binder.ordered()
     owned_only = Binding()
-    binder.resolve(trajectory.invocations, owned_only)
+    binder.resolve(trajectory.invocations, owned_only, trajectory.turns)
     if not owned_only.references:
         return turn_binding, turn_binding
     owned_binding = Binding(
