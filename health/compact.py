@@ -10,6 +10,7 @@ digest costs a few hundred bytes instead of several kilobytes of pydantic object
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -25,8 +26,11 @@ __all__ = [
     "compact_digest",
     "dumps_compact",
     "expand_digest",
+    "finding_positions",
+    "render_findings",
     "rollout_subject",
     "unobserved_ids",
+    "unobserved_mask",
 ]
 
 VERDICTS: tuple[Verdict, Verdict, Verdict] = ("healthy", "unhealthy", "unobserved")
@@ -84,14 +88,29 @@ def rollout_subject(task_index: TaskIndex, rollout_index: TaskIndex) -> dict[str
 def _render_findings(findings: list[Finding]) -> bytes:
     if not findings:
         return b"[]"
+    return render_findings([(finding.check, finding.locator, finding.detail) for finding in findings])
+
+
+def render_findings(findings: Iterable[tuple[str, Mapping[str, Any] | None, Mapping[str, Any]]]) -> bytes:
+    """:attr:`CompactDigest.findings` for ``(check, locator, detail)`` triples, in order."""
     rendered: list[dict[str, Any]] = []
-    for finding in findings:
-        item: dict[str, Any] = {"check": finding.check}
-        if finding.locator is not None:
-            item["locator"] = finding.locator
-        item["detail"] = finding.detail
+    for check, locator, detail in findings:
+        item: dict[str, Any] = {"check": check}
+        if locator is not None:
+            item["locator"] = locator
+        item["detail"] = detail
         rendered.append(item)
     return dumps_compact(rendered)
+
+
+def finding_positions(checks: Iterable[str]) -> tuple[int, ...]:
+    """:attr:`CompactDigest.finding_checks` for the findings' check IDs, in order."""
+    return tuple([_CHECK_POS.get(check, -1) for check in checks])
+
+
+def unobserved_mask(unobserved: list[str]) -> int | tuple[str, ...]:
+    """:attr:`CompactDigest.unobserved` for the unobserved check IDs, in the order marked."""
+    return _unobserved_mask(unobserved)
 
 
 def _unobserved_mask(unobserved: list[str]) -> int | tuple[str, ...]:
@@ -127,7 +146,7 @@ def compact_digest(digest: RolloutDigest) -> CompactDigest:
         digest.rollout_id,
         _VERDICT_CODE[digest.verdict],
         _render_findings(findings),
-        tuple([_CHECK_POS.get(finding.check, -1) for finding in findings]) if findings else (),
+        finding_positions([finding.check for finding in findings]) if findings else (),
         _unobserved_mask(digest.unobserved),
         flags,
         digest.model_calls,

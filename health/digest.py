@@ -22,7 +22,20 @@ import orjson
 from msgspec import UNSET
 
 from .checks import chains_ended_on_failure
-from .compact import built_digest
+from .compact import (
+    CAPTURE_OBSERVED,
+    ENDED_ON_ERROR,
+    HEALTHY,
+    POLICY_CALLS_OBSERVED,
+    UNHEALTHY,
+    UNOBSERVED,
+    CompactDigest,
+    built_digest,
+    compact_digest,
+    finding_positions,
+    render_findings,
+    unobserved_mask,
+)
 from .contract.canonical import VALIDATION_ERROR, check_trajectory
 from .evidence import Evidence, build_evidence, usage_tokens
 from .fast_path import EverydayRecord, read_everyday_record, read_stripped_line
@@ -38,9 +51,9 @@ from .identity import (
 from .parse import parse_line
 from .rejection import RejectedRecord
 from .strict_schema import StrictRecord
-from .types import Finding, RolloutDigest, Verdict
+from .types import Finding, RolloutDigest
 from .unreadable import unreadable_digest
-from .walk import PLAIN_WALK_APPLIES, BindingView, walk, walk_plain
+from .walk import PLAIN_WALK_APPLIES, BindingView, WalkOutcome, walk, walk_plain
 
 if TYPE_CHECKING:
     from .contract.models import TrajectoryRecord
@@ -52,7 +65,9 @@ __all__ = [
     "TrajectoryCheck",
     "UnreadableLine",
     "digest_everyday",
+    "digest_everyday_packed",
     "digest_line",
+    "digest_line_packed",
     "digest_line_placed",
     "digest_record",
     "digest_record_with_trajectory",
@@ -61,6 +76,7 @@ __all__ = [
 _DUMP_DEPTH_LIMIT = 254
 _NO_RECORD: dict[str, Any] = {}
 _NO_USAGE: tuple[int | None, int | None] = (None, None)
+_NO_FINDINGS = b"[]"
 
 
 TrajectoryCheck: TypeAlias = "tuple[TrajectoryRecord, None] | tuple[None, str]"
@@ -128,15 +144,41 @@ def digest_line_placed(
 def _digest_line(
     data: bytes, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
 ) -> tuple[RolloutDigest, PositionDependence]:
+    ordinal = location[3]
     outcome = read_stripped_line(data.strip())
     if isinstance(outcome, EverydayRecord):
-        digest = _digest_everyday(outcome, location, ignored_checks)
-        if digest is not None:
-            return digest, _everyday_dependence(outcome.record)
+        walked = _everyday_walked(outcome, ordinal, ignored_checks)
+        if walked is not None:
+            return _digest(*walked, ordinal), _everyday_dependence(outcome.record)
     elif outcome is not None:
-        rejected = _digest_rejected(outcome, location, ignored_checks)
-        if rejected is not None:
-            return rejected
+        walked = _rejected_walked(outcome, ordinal, ignored_checks)
+        if walked is not None:
+            return _digest(*walked, ordinal), _rejected_dependence(outcome)
+    return _full_line(data, location, ignored_checks)
+
+
+def _packed_line(
+    data: bytes, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> tuple[CompactDigest, PositionDependence]:
+    """:func:`_digest_line` packed; the lines the fast path cannot read are digested, then packed."""
+    ordinal = location[3]
+    outcome = read_stripped_line(data.strip())
+    if isinstance(outcome, EverydayRecord):
+        walked = _everyday_walked(outcome, ordinal, ignored_checks)
+        if walked is not None:
+            return _pack(*walked, ordinal), _everyday_dependence(outcome.record)
+    elif outcome is not None:
+        walked = _rejected_walked(outcome, ordinal, ignored_checks)
+        if walked is not None:
+            return _pack(*walked, ordinal), _rejected_dependence(outcome)
+    digest, dependence = _full_line(data, location, ignored_checks)
+    return compact_digest(digest), dependence
+
+
+def _full_line(
+    data: bytes, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> tuple[RolloutDigest, PositionDependence]:
+    """The full path: orjson, the contract, the walk."""
     record, error = parse_line(data)
     identity = _readable_identity(record, error, location[3])
     if not isinstance(identity, Identity):
@@ -148,12 +190,11 @@ def _digest_line(
     return digest, _parsed_dependence(record)
 
 
-def _digest_rejected(
-    rejected: RejectedRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
-) -> tuple[RolloutDigest, PositionDependence] | None:
-    """The full path's digest of a record whose trajectory fails validation, without parsing it
+def _rejected_walked(
+    rejected: RejectedRecord, ordinal: int, ignored_checks: frozenset[str]
+) -> _Walked | None:
+    """The full path's walk of a record whose trajectory fails validation, without parsing it
     again; ``None`` defers an invalid identity."""
-    ordinal = location[3]
     identity = identity_of(
         ordinal if rejected.task_index is UNSET else rejected.task_index,
         0 if rejected.rollout_index is UNSET else rejected.rollout_index,
@@ -164,12 +205,24 @@ def _digest_rejected(
     if isinstance(identity, InvalidIdentity):
         return None
     evidence = build_evidence(None, {"response": rejected.response})
-    digest = _walk(identity, evidence, VALIDATION_ERROR, ordinal, ignored_checks)
+    return _Walked(identity, evidence, _outcome(evidence, VALIDATION_ERROR, ignored_checks, plain=False))
+
+
+def _digest_rejected(
+    rejected: RejectedRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> tuple[RolloutDigest, PositionDependence] | None:
+    """The digest of a record whose trajectory surely fails validation (see :func:`_rejected_walked`)."""
+    ordinal = location[3]
+    walked = _rejected_walked(rejected, ordinal, ignored_checks)
+    return None if walked is None else (_digest(*walked, ordinal), _rejected_dependence(rejected))
+
+
+def _rejected_dependence(rejected: RejectedRecord) -> OrdinalIdentity | None:
     if rejected.task_index is not UNSET:
-        return digest, None
+        return None
     own_id = rejected.rollout_id or rejected.trajectory_rollout_id
     raw_rollout = 0 if rejected.rollout_index is UNSET else rejected.rollout_index
-    return digest, OrdinalIdentity(None if own_id else f"{raw_rollout}")
+    return OrdinalIdentity(None if own_id else f"{raw_rollout}")
 
 
 def _everyday_dependence(record: StrictRecord) -> OrdinalIdentity | None:
@@ -210,6 +263,40 @@ def digest_everyday(
         return None
     digest = _digest_everyday(everyday, (source_path, source_index, line_number, ordinal), ignored_checks)
     return None if digest is None else (digest, everyday.record)
+
+
+def digest_everyday_packed(
+    data: bytes,
+    *,
+    source_path: str,
+    source_index: int,
+    line_number: int,
+    ordinal: int,
+    ignored_checks: frozenset[str] = frozenset(),
+    shallow_json: bool = False,
+) -> tuple[CompactDigest, StrictRecord] | None:
+    """:func:`digest_everyday` with the digest in its compact form (as
+    :func:`~health.compact.compact_digest` packs it), built without the pydantic digest."""
+    everyday = read_everyday_record(data, shallow_json=shallow_json)
+    if everyday is None:
+        return None
+    packed = _pack_everyday(everyday, (source_path, source_index, line_number, ordinal), ignored_checks)
+    return None if packed is None else (packed, everyday.record)
+
+
+def digest_line_packed(
+    data: bytes,
+    *,
+    source_path: str,
+    source_index: int,
+    line_number: int,
+    ordinal: int,
+    ignored_checks: frozenset[str] = frozenset(),
+) -> tuple[CompactDigest, PositionDependence]:
+    """:func:`digest_line_placed` with the digest in its compact form: the records the fast
+    path reads (and those it proves invalid) are packed without building the pydantic digest."""
+    location = (source_path, source_index, line_number, ordinal)
+    return _packed_line(data, location, ignored_checks)
 
 
 def digest_record(
@@ -293,18 +380,12 @@ def _readable_identity(
     return identity
 
 
-def _walk(
-    identity: Identity,
-    evidence: Evidence,
-    trajectory_error: str | None,
-    ordinal: int,
-    ignored_checks: frozenset[str],
-    *,
-    plain: bool = False,
-) -> RolloutDigest:
-    """Walk the rollout checks and digest. ``plain``: the walk may take :func:`walk_plain`
-    where the evidence allows (the fast path's records only, so that the full path, which
-    always walks in full, keeps checking it)."""
+def _outcome(
+    evidence: Evidence, trajectory_error: str | None, ignored_checks: frozenset[str], *, plain: bool
+) -> WalkOutcome:
+    """The checks' walk. ``plain``: it may take :func:`walk_plain` where the evidence allows
+    (the fast path's records only, so that the full path, which always walks in full, keeps
+    checking it)."""
     if (
         plain
         and PLAIN_WALK_APPLIES
@@ -314,25 +395,35 @@ def _walk(
         and not evidence.gaps
         and not evidence.unusual_calls
     ):
-        raw_findings, unobserved = walk_plain(evidence)
-    else:
-        raw_findings, unobserved = walk(evidence, trajectory_error, ignored_checks)
-    findings: list[Finding] = []
-    if raw_findings:
-        subject: dict[str, int | str] = {
-            "_ng_task_index": identity.task_index,
-            "_ng_rollout_index": identity.rollout_index,
-        }
-        findings = [_finding(check, subject, locator, detail) for check, locator, detail in raw_findings]
-    return _digest(identity, findings, unobserved, evidence, ordinal)
+        return walk_plain(evidence)
+    return walk(evidence, trajectory_error, ignored_checks)
 
 
-def _digest_everyday(
-    everyday: EverydayRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
-) -> RolloutDigest | None:
-    """The digest of a record the fast path vouches for; ``None`` defers an invalid identity."""
+def _walk(
+    identity: Identity,
+    evidence: Evidence,
+    trajectory_error: str | None,
+    ordinal: int,
+    ignored_checks: frozenset[str],
+) -> RolloutDigest:
+    """Walk the rollout checks in registry order with their gates and digest."""
+    outcome = _outcome(evidence, trajectory_error, ignored_checks, plain=False)
+    return _digest(identity, evidence, outcome, ordinal)
+
+
+class _Walked(NamedTuple):
+    """A record's identity, evidence and walk: what either digest form is made of."""
+
+    identity: Identity
+    evidence: Evidence
+    outcome: WalkOutcome
+
+
+def _everyday_walked(
+    everyday: EverydayRecord, ordinal: int, ignored_checks: frozenset[str]
+) -> _Walked | None:
+    """The walk of a record the fast path vouches for; ``None`` defers an invalid identity."""
     record = everyday.record
-    ordinal = location[3]
     trajectory = record.ng_trajectory
     identity = identity_of(
         ordinal if record.task_index is UNSET else record.task_index,
@@ -345,7 +436,25 @@ def _digest_everyday(
         return None
     usage = _NO_USAGE if record.response is None else usage_tokens(record.response.usage)
     evidence = build_evidence(trajectory, _NO_RECORD, everyday.responses, usage=usage)
-    return _walk(identity, evidence, None, ordinal, ignored_checks, plain=True)
+    return _Walked(identity, evidence, _outcome(evidence, None, ignored_checks, plain=True))
+
+
+def _digest_everyday(
+    everyday: EverydayRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> RolloutDigest | None:
+    """The digest of a record the fast path vouches for; ``None`` defers an invalid identity."""
+    ordinal = location[3]
+    walked = _everyday_walked(everyday, ordinal, ignored_checks)
+    return None if walked is None else _digest(*walked, ordinal)
+
+
+def _pack_everyday(
+    everyday: EverydayRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> CompactDigest | None:
+    """:func:`_digest_everyday` in its compact form, built without the digest."""
+    ordinal = location[3]
+    walked = _everyday_walked(everyday, ordinal, ignored_checks)
+    return None if walked is None else _pack(*walked, ordinal)
 
 
 def _depth_guarded(
@@ -408,57 +517,59 @@ def _free_form_values(trajectory: TrajectoryRecord, raw: Any) -> list[Any]:
     return values
 
 
-def _finding(
-    check_id: str,
-    subject: dict[str, int | str],
-    locator: dict[str, Any] | None,
-    detail: dict[str, Any],
-) -> Finding:
-    return Finding(check=check_id, subject=dict(subject), locator=locator, detail=detail)
+class _CallStatistics(NamedTuple):
+    """The digest statistics not read straight off the evidence."""
+
+    policy_calls_observed: bool
+    successful_model_calls: int
+    errors_by_status: dict[str, int]
+    ended_on_error: bool
 
 
-def _verdict(findings: list[Finding], unobserved: list[str]) -> Verdict:
-    if findings:
-        return "unhealthy"
-    return "unobserved" if unobserved else "healthy"
-
-
-def _digest(
-    identity: Identity,
-    findings: list[Finding],
-    unobserved: list[str],
-    ev: Evidence,
-    ordinal: int,
-) -> RolloutDigest:
-    """Attach the digest statistics (calls, failures by status, tokens) to the walk's outcome."""
-    calls = ev.calls
+def _call_statistics(ev: Evidence) -> _CallStatistics:
     failed_calls = ev.failed_calls
     errors_by_status: dict[str, int] = {}
     for call in failed_calls:
         status = "unknown" if call.status_code is None else str(call.status_code)
         errors_by_status[status] = errors_by_status.get(status, 0) + 1
     turn_binding = ev.turn_binding
-    failed = len(failed_calls)
+    matched = turn_binding.matched_calls
+    return _CallStatistics(
+        ev.turn_call_scope_complete and turn_binding.complete,
+        len(matched) if ev.all_successful else sum(1 for call in matched if call.successful),
+        errors_by_status,
+        bool(failed_calls) and bool(chains_ended_on_failure(ev.calls)),
+    )
+
+
+def _digest(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> RolloutDigest:
+    """The digest: the walk's outcome and the statistics (calls, failures by status, tokens)."""
+    raw_findings, unobserved = outcome
+    findings: list[Finding] = []
+    if raw_findings:
+        subject: dict[str, int | str] = {
+            "_ng_task_index": identity.task_index,
+            "_ng_rollout_index": identity.rollout_index,
+        }
+        findings = [_finding(check, subject, locator, detail) for check, locator, detail in raw_findings]
+    calls = ev.calls
+    statistics = _call_statistics(ev)
     return built_digest(
         {
             "task_index": identity.task_index,
             "rollout_index": identity.rollout_index,
             "stage_index": identity.stage_index,
             "rollout_id": identity.rollout_id,
-            "verdict": _verdict(findings, unobserved),
+            "verdict": "unhealthy" if findings else "unobserved" if unobserved else "healthy",
             "findings": findings,
             "unobserved": unobserved,
             "capture_observed": bool(calls),
-            "policy_calls_observed": ev.turn_call_scope_complete and turn_binding.complete,
+            "policy_calls_observed": statistics.policy_calls_observed,
             "model_calls": len(calls),
-            "successful_model_calls": (
-                len(turn_binding.matched_calls)
-                if ev.all_successful
-                else sum(1 for call in turn_binding.matched_calls if call.successful)
-            ),
-            "model_call_errors": failed,
-            "errors_by_status": errors_by_status,
-            "ended_on_error": bool(failed) and bool(chains_ended_on_failure(calls)),
+            "successful_model_calls": statistics.successful_model_calls,
+            "model_call_errors": len(ev.failed_calls),
+            "errors_by_status": statistics.errors_by_status,
+            "ended_on_error": statistics.ended_on_error,
             "duplicated_calls": ev.duplicated_calls,
             "transcript_prompt_tokens": ev.transcript_prompt or 0,
             "transcript_completion_tokens": ev.transcript_completion or 0,
@@ -467,3 +578,52 @@ def _digest(
             "ordinal": ordinal,
         }
     )
+
+
+def _pack(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> CompactDigest:
+    """:func:`_digest` packed as :func:`~health.compact.compact_digest` packs it, without the
+    digest and its ``Finding`` models."""
+    raw_findings, unobserved = outcome
+    calls = ev.calls
+    statistics = _call_statistics(ev)
+    if raw_findings:
+        verdict = UNHEALTHY
+        rendered = render_findings(raw_findings)
+        positions = finding_positions([check for check, _, _ in raw_findings])
+    else:
+        verdict = UNOBSERVED if unobserved else HEALTHY
+        rendered = _NO_FINDINGS
+        positions = ()
+    errors_by_status = statistics.errors_by_status
+    return CompactDigest(
+        ordinal,
+        identity.task_index,
+        identity.rollout_index,
+        identity.stage_index,
+        identity.rollout_id,
+        verdict,
+        rendered,
+        positions,
+        unobserved_mask(unobserved),
+        (CAPTURE_OBSERVED if calls else 0)
+        | (POLICY_CALLS_OBSERVED if statistics.policy_calls_observed else 0)
+        | (ENDED_ON_ERROR if statistics.ended_on_error else 0),
+        len(calls),
+        statistics.successful_model_calls,
+        len(ev.failed_calls),
+        tuple(errors_by_status.items()) if errors_by_status else (),
+        ev.duplicated_calls,
+        ev.transcript_prompt or 0,
+        ev.transcript_completion or 0,
+        ev.capture_prompt,
+        ev.capture_completion,
+    )
+
+
+def _finding(
+    check_id: str,
+    subject: dict[str, int | str],
+    locator: dict[str, Any] | None,
+    detail: dict[str, Any],
+) -> Finding:
+    return Finding(check=check_id, subject=dict(subject), locator=locator, detail=detail)

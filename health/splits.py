@@ -12,7 +12,7 @@ driver turns those into global positions (:class:`SplitOutcome` and :func:`globa
 Only two things in a digest depend on position besides its ``ordinal`` field: an unreadable
 line's identity and locator (input index and line number) and the identity of a record without
 ``_ng_task_index`` (the global ordinal, and the rollout id when it derives from it). The task
-learns which lines those are from the per-record step (:func:`~health.digest.digest_line_placed`)
+learns which lines those are from the per-record step (:func:`~health.digest.digest_line_packed`)
 and sends what the driver needs to finish them: an unreadable line's reason (the driver builds
 its digest, :func:`~health.unreadable.unreadable_digest`), a record's digest and how its rollout
 id derives (the driver writes the global ordinal in). No line travels back or is digested twice.
@@ -171,7 +171,7 @@ def iter_split_lines(path: str, start: int, end: int) -> Iterator[bytes]:
 
 def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutcome:
     """Digest the lines ``split`` owns, with split-local line numbers and ordinals."""
-    from .digest import UnreadableLine, digest_line_placed
+    from .digest import UnreadableLine, digest_line_packed
 
     lines = records = 0
     digests: list[WireDigest] = []
@@ -184,7 +184,7 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
             lines += 1
             if is_blank(line):
                 continue
-            digest, dependence = digest_line_placed(
+            packed, dependence = digest_line_packed(
                 line,
                 source_path=split.path,
                 source_index=split.source_index,
@@ -193,11 +193,11 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
                 ignored_checks=ignored_checks,
             )
             if dependence is None:
-                digests.append(tuple(compact_digest(digest)))
+                digests.append(tuple(packed))
             elif isinstance(dependence, UnreadableLine):
                 unreadable.append((lines, records, dependence.detail))
             else:
-                by_ordinal.append((tuple(compact_digest(digest)), dependence.rollout_suffix))
+                by_ordinal.append((tuple(packed), dependence.rollout_suffix))
             records += 1
     finally:
         if collecting:

@@ -23,8 +23,15 @@ from typing import Any, Protocol, TypeVar
 import orjson
 from hypothesis import strategies as st
 
+from health.compact import compact_digest
 from health.contract import check_trajectory
-from health.digest import _digest_everyday, _digest_parsed, digest_line
+from health.digest import (
+    _digest_everyday,
+    _digest_parsed,
+    digest_everyday_packed,
+    digest_line,
+    digest_line_packed,
+)
 from health.fast_path import read_everyday_record, read_stripped_line
 from health.parse import parse_line
 from health.rejection import RejectedRecord
@@ -91,7 +98,28 @@ def assert_paths_agree(line: bytes, ignored: frozenset[str] = frozenset()) -> bo
     if fast is not None:
         assert_same_digest(fast, full, line)
     assert_same_digest(digest_line_at(line, ignored), full, line)
+    assert_same_packed(line, full, ignored)
     return fast is not None
+
+
+def assert_same_packed(line: bytes, full: RolloutDigest, ignored: frozenset[str] = frozenset()) -> None:
+    """The packed entry points (which build no ``RolloutDigest`` for what the fast path reads)
+    give exactly the full path's digest as ``compact_digest`` packs it."""
+    want = compact_digest(full)
+    source_path, source_index, line_number, ordinal = LOCATION
+    location = {
+        "source_path": source_path,
+        "source_index": source_index,
+        "line_number": line_number,
+        "ordinal": ordinal,
+        "ignored_checks": ignored,
+    }
+    packed, _ = digest_line_packed(line, **location)
+    assert packed == want, f"packed digests differ for line {_shown(line)}"
+    assert repr(packed) == repr(want), f"packed digests differ in value types for line {_shown(line)}"
+    everyday = digest_everyday_packed(line.strip(), **location)
+    if everyday is not None:
+        assert repr(everyday[0]) == repr(want), f"packed fast-path digest differs for line {_shown(line)}"
 
 
 def assert_contract_rejects(line: bytes) -> None:
