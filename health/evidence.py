@@ -359,8 +359,12 @@ class _Binder:
                 call_id = ref.model_call_id
                 response_id = ref.response_id
                 model_ref = ref.model_ref
-                pair = None if model_ref is None else (model_ref.type, model_ref.name)
-                signature = (call_id or "", *(pair or ("", "")), response_id or "")
+                if model_ref is None:
+                    pair = None
+                    signature = (call_id or "", "", "", response_id or "")
+                else:
+                    pair = (model_ref.type, model_ref.name)
+                    signature = (call_id or "", pair[0], pair[1], response_id or "")
                 if signature in seen:
                     continue
                 seen.add(signature)
