@@ -21,22 +21,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 import orjson
 from msgspec import UNSET
 
-from .checks import chains_ended_on_failure
-from .compact import (
-    CAPTURE_OBSERVED,
-    ENDED_ON_ERROR,
-    HEALTHY,
-    POLICY_CALLS_OBSERVED,
-    UNHEALTHY,
-    UNOBSERVED,
-    CompactDigest,
-    built_digest,
-    compact_digest,
-    finding_positions,
-    render_findings,
-    unobserved_mask,
-)
+from .compact import CompactDigest, compact_digest
 from .contract.canonical import VALIDATION_ERROR, check_trajectory
+from .digest_forms import packed_digest, rollout_digest
 from .evidence import Evidence, build_evidence, usage_tokens
 from .fast_path import EverydayRecord, read_everyday_record, read_stripped_line
 from .identity import (
@@ -51,7 +38,7 @@ from .identity import (
 from .parse import parse_line
 from .rejection import RejectedRecord
 from .strict_schema import StrictRecord
-from .types import Finding, RolloutDigest
+from .types import RolloutDigest
 from .unreadable import unreadable_digest
 from .walk import PLAIN_WALK_APPLIES, BindingView, WalkOutcome, walk, walk_plain
 
@@ -76,7 +63,6 @@ __all__ = [
 _DUMP_DEPTH_LIMIT = 254
 _NO_RECORD: dict[str, Any] = {}
 _NO_USAGE: tuple[int | None, int | None] = (None, None)
-_NO_FINDINGS = b"[]"
 
 
 TrajectoryCheck: TypeAlias = "tuple[TrajectoryRecord, None] | tuple[None, str]"
@@ -149,11 +135,11 @@ def _digest_line(
     if isinstance(outcome, EverydayRecord):
         walked = _everyday_walked(outcome, ordinal, ignored_checks)
         if walked is not None:
-            return _digest(*walked, ordinal), _everyday_dependence(outcome.record)
+            return rollout_digest(*walked, ordinal), _everyday_dependence(outcome.record)
     elif outcome is not None:
         walked = _rejected_walked(outcome, ordinal, ignored_checks)
         if walked is not None:
-            return _digest(*walked, ordinal), _rejected_dependence(outcome)
+            return rollout_digest(*walked, ordinal), _rejected_dependence(outcome)
     return _full_line(data, location, ignored_checks)
 
 
@@ -166,11 +152,11 @@ def _packed_line(
     if isinstance(outcome, EverydayRecord):
         walked = _everyday_walked(outcome, ordinal, ignored_checks)
         if walked is not None:
-            return _pack(*walked, ordinal), _everyday_dependence(outcome.record)
+            return packed_digest(*walked, ordinal), _everyday_dependence(outcome.record)
     elif outcome is not None:
         walked = _rejected_walked(outcome, ordinal, ignored_checks)
         if walked is not None:
-            return _pack(*walked, ordinal), _rejected_dependence(outcome)
+            return packed_digest(*walked, ordinal), _rejected_dependence(outcome)
     digest, dependence = _full_line(data, location, ignored_checks)
     return compact_digest(digest), dependence
 
@@ -214,7 +200,7 @@ def _digest_rejected(
     """The digest of a record whose trajectory surely fails validation (see :func:`_rejected_walked`)."""
     ordinal = location[3]
     walked = _rejected_walked(rejected, ordinal, ignored_checks)
-    return None if walked is None else (_digest(*walked, ordinal), _rejected_dependence(rejected))
+    return None if walked is None else (rollout_digest(*walked, ordinal), _rejected_dependence(rejected))
 
 
 def _rejected_dependence(rejected: RejectedRecord) -> OrdinalIdentity | None:
@@ -408,7 +394,7 @@ def _walk(
 ) -> RolloutDigest:
     """Walk the rollout checks in registry order with their gates and digest."""
     outcome = _outcome(evidence, trajectory_error, ignored_checks, plain=False)
-    return _digest(identity, evidence, outcome, ordinal)
+    return rollout_digest(identity, evidence, outcome, ordinal)
 
 
 class _Walked(NamedTuple):
@@ -445,7 +431,7 @@ def _digest_everyday(
     """The digest of a record the fast path vouches for; ``None`` defers an invalid identity."""
     ordinal = location[3]
     walked = _everyday_walked(everyday, ordinal, ignored_checks)
-    return None if walked is None else _digest(*walked, ordinal)
+    return None if walked is None else rollout_digest(*walked, ordinal)
 
 
 def _pack_everyday(
@@ -454,7 +440,7 @@ def _pack_everyday(
     """:func:`_digest_everyday` in its compact form, built without the digest."""
     ordinal = location[3]
     walked = _everyday_walked(everyday, ordinal, ignored_checks)
-    return None if walked is None else _pack(*walked, ordinal)
+    return None if walked is None else packed_digest(*walked, ordinal)
 
 
 def _depth_guarded(
@@ -515,115 +501,3 @@ def _free_form_values(trajectory: TrajectoryRecord, raw: Any) -> list[Any]:
                 append(raw["invocations"][position])
                 break
     return values
-
-
-class _CallStatistics(NamedTuple):
-    """The digest statistics not read straight off the evidence."""
-
-    policy_calls_observed: bool
-    successful_model_calls: int
-    errors_by_status: dict[str, int]
-    ended_on_error: bool
-
-
-def _call_statistics(ev: Evidence) -> _CallStatistics:
-    failed_calls = ev.failed_calls
-    errors_by_status: dict[str, int] = {}
-    for call in failed_calls:
-        status = "unknown" if call.status_code is None else str(call.status_code)
-        errors_by_status[status] = errors_by_status.get(status, 0) + 1
-    turn_binding = ev.turn_binding
-    matched = turn_binding.matched_calls
-    return _CallStatistics(
-        ev.turn_call_scope_complete and turn_binding.complete,
-        len(matched) if ev.all_successful else sum(1 for call in matched if call.successful),
-        errors_by_status,
-        bool(failed_calls) and bool(chains_ended_on_failure(ev.calls)),
-    )
-
-
-def _digest(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> RolloutDigest:
-    """The digest: the walk's outcome and the statistics (calls, failures by status, tokens)."""
-    raw_findings, unobserved = outcome
-    findings: list[Finding] = []
-    if raw_findings:
-        subject: dict[str, int | str] = {
-            "_ng_task_index": identity.task_index,
-            "_ng_rollout_index": identity.rollout_index,
-        }
-        findings = [_finding(check, subject, locator, detail) for check, locator, detail in raw_findings]
-    calls = ev.calls
-    statistics = _call_statistics(ev)
-    return built_digest(
-        {
-            "task_index": identity.task_index,
-            "rollout_index": identity.rollout_index,
-            "stage_index": identity.stage_index,
-            "rollout_id": identity.rollout_id,
-            "verdict": "unhealthy" if findings else "unobserved" if unobserved else "healthy",
-            "findings": findings,
-            "unobserved": unobserved,
-            "capture_observed": bool(calls),
-            "policy_calls_observed": statistics.policy_calls_observed,
-            "model_calls": len(calls),
-            "successful_model_calls": statistics.successful_model_calls,
-            "model_call_errors": len(ev.failed_calls),
-            "errors_by_status": statistics.errors_by_status,
-            "ended_on_error": statistics.ended_on_error,
-            "duplicated_calls": ev.duplicated_calls,
-            "transcript_prompt_tokens": ev.transcript_prompt or 0,
-            "transcript_completion_tokens": ev.transcript_completion or 0,
-            "capture_prompt_tokens": ev.capture_prompt,
-            "capture_completion_tokens": ev.capture_completion,
-            "ordinal": ordinal,
-        }
-    )
-
-
-def _pack(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> CompactDigest:
-    """:func:`_digest` packed as :func:`~health.compact.compact_digest` packs it, without the
-    digest and its ``Finding`` models."""
-    raw_findings, unobserved = outcome
-    calls = ev.calls
-    statistics = _call_statistics(ev)
-    if raw_findings:
-        verdict = UNHEALTHY
-        rendered = render_findings(raw_findings)
-        positions = finding_positions([check for check, _, _ in raw_findings])
-    else:
-        verdict = UNOBSERVED if unobserved else HEALTHY
-        rendered = _NO_FINDINGS
-        positions = ()
-    errors_by_status = statistics.errors_by_status
-    return CompactDigest(
-        ordinal,
-        identity.task_index,
-        identity.rollout_index,
-        identity.stage_index,
-        identity.rollout_id,
-        verdict,
-        rendered,
-        positions,
-        unobserved_mask(unobserved),
-        (CAPTURE_OBSERVED if calls else 0)
-        | (POLICY_CALLS_OBSERVED if statistics.policy_calls_observed else 0)
-        | (ENDED_ON_ERROR if statistics.ended_on_error else 0),
-        len(calls),
-        statistics.successful_model_calls,
-        len(ev.failed_calls),
-        tuple(errors_by_status.items()) if errors_by_status else (),
-        ev.duplicated_calls,
-        ev.transcript_prompt or 0,
-        ev.transcript_completion or 0,
-        ev.capture_prompt,
-        ev.capture_completion,
-    )
-
-
-def _finding(
-    check_id: str,
-    subject: dict[str, int | str],
-    locator: dict[str, Any] | None,
-    detail: dict[str, Any],
-) -> Finding:
-    return Finding(check=check_id, subject=dict(subject), locator=locator, detail=detail)
