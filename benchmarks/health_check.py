@@ -5,6 +5,7 @@ One command::
     .venv/bin/python benchmarks/health_check.py            # 20,000 rollouts, 3 runs each
     .venv/bin/python benchmarks/health_check.py --shards 4 --ray   # pool vs Ray, 1 -> 2 nodes
     .venv/bin/python benchmarks/health_check.py --fixed-cost --runs 15 --baseline-ref main
+    .venv/bin/python benchmarks/health_check.py --row-classes --corpus faulty   # µs per row by path
 
 generates (once; cached under ``benchmarks/out/health_corpus_<kind>_<N>/``) a run directory of
 rollouts with ~8 KB of payload per model call, an all-healthy one and a fault-heavy one (see
@@ -434,6 +435,60 @@ def parent_share(run_dir: Path, kind: str) -> None:
         print(f"  {name:22s} {(end - start) / rows * 1e6:6.2f}")
 
 
+def _row_class(line: bytes, ordinal: int) -> str:
+    """Which road the per-record step takes for ``line``, and the verdict it reaches."""
+    from health.compact import VERDICTS
+    from health.digest import OrdinalIdentity, UnreadableLine, digest_line_compact
+    from health.fast_path import EverydayRecord, read_stripped_line
+
+    digest, dependence = digest_line_compact(
+        line, source_path="r.jsonl", source_index=0, line_number=ordinal + 1, ordinal=ordinal
+    )
+    if isinstance(dependence, UnreadableLine):
+        return "unreadable (" + str(dependence.detail.get("error")) + ")"
+    outcome = read_stripped_line(line.strip())
+    if isinstance(outcome, EverydayRecord):
+        road = "fast path"
+    else:
+        road = "full path" if outcome is None else "rejected"
+    suffix = ", no _ng_task_index" if isinstance(dependence, OrdinalIdentity) else ""
+    return f"{road}: {VERDICTS[digest.verdict]}{suffix}"
+
+
+def row_classes(run_dir: Path, kind: str, sample: int, runs: int) -> None:
+    """The per-record step's CPU per row by the road each row takes (in process, lines in memory,
+    the minimum over ``runs`` passes), over the corpus' first ``sample`` lines."""
+    import itertools
+
+    from health.digest import digest_line_compact
+    from health.jsonl import is_blank
+    from health.splits import iter_split_lines
+
+    path = str(run_dir / "rollouts.jsonl")
+    head = itertools.islice(iter_split_lines(path, 0, 1 << 62), sample)
+    lines = [line for line in head if not is_blank(line)]
+    classes: dict[str, list[bytes]] = {}
+    for ordinal, line in enumerate(lines):
+        classes.setdefault(_row_class(line, ordinal), []).append(line)
+    print(f"\n{kind}: the per-record step by road, µs of CPU per row ({len(lines)} records, min of {runs})")
+    print(f"  {'road: verdict':44s} {'share':>6s} {'µs/row':>7s} {'µs/corpus row':>14s}")
+    total = 0.0
+    for name, members in sorted(classes.items(), key=lambda item: -len(item[1])):
+        best = float("inf")
+        for _ in range(runs):
+            started = time.process_time()
+            for ordinal, line in enumerate(members):
+                digest_line_compact(
+                    line, source_path="r.jsonl", source_index=0, line_number=ordinal + 1, ordinal=ordinal
+                )
+            best = min(best, time.process_time() - started)
+        per_row = best / len(members) * 1e6
+        share = len(members) / len(lines)
+        total += per_row * share
+        print(f"  {name:44s} {share:6.1%} {per_row:7.1f} {per_row * share:14.1f}")
+    print(f"  {'all records':44s} {1:6.1%} {total:7.1f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -469,6 +524,12 @@ def main() -> int:
         action="store_true",
         help="instead of timing whole runs, split the pool parent's CPU per row by stage",
     )
+    parser.add_argument(
+        "--row-classes",
+        action="store_true",
+        help="instead, the per-record step's CPU per row by road (fast path, rejected, full, unreadable)",
+    )
+    parser.add_argument("--sample-rows", type=int, default=2000, help="lines read for --row-classes")
     args = parser.parse_args()
     load = os.getloadavg()[0]
     print(f"cpus: {os.cpu_count()}, load average (1 min): {load:.2f}", flush=True)
@@ -483,6 +544,12 @@ def main() -> int:
 
     if args.fixed_cost:
         fixed_cost(args)
+        return 0
+
+    if args.row_classes:
+        for kind in kinds:
+            run_dir = ensure_corpus(kind, args.rollouts, args.regenerate)
+            row_classes(run_dir, kind, args.sample_rows, args.runs)
         return 0
 
     if args.parent_share:

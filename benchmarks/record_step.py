@@ -17,9 +17,9 @@ machine is shared), over every row:
 * ``digest_line``: the step's digest: the fast path (simdjson validation, strict msgspec
   decode with the payloads left raw, ``health.fast_path``) for plainly valid records, the full
   path for the rest;
-* ``runner step (packed)``: the step as a batch worker runs it, ``digest_line_packed``, the
-  same digest in its compact form, packed without the pydantic digest where the fast path
-  reads the record (run against a build without it, ``digest_line_placed`` + ``compact_digest``).
+* ``runner step (packed)``: the step as a batch worker runs it, ``digest_line_compact``, the
+  same digest in its compact form, packed without the pydantic digest (run against a build
+  without it, ``digest_line_placed`` + ``compact_digest``).
 
 It prints the medians and the ratios of ``digest_line`` to the others, in the same run.
 
@@ -43,7 +43,7 @@ import orjson
 
 import health.digest
 from health import fast_path
-from health.compact import compact_digest
+from health.compact import CompactDigest, compact_digest
 from health.contract import canonical_trajectory
 from health.digest import _digest_everyday, _digest_parsed, _digest_rejected, digest_line
 from health.parse import parse_line
@@ -53,7 +53,7 @@ from health.strict_schema import StrictRecord, contract_rules_hold, decode_stric
 from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
 
 SEED = 20261202
-_pack_everyday = getattr(health.digest, "_pack_everyday", None)
+_everyday_walked = getattr(health.digest, "_everyday_walked", None)
 _DIGEST_STAGE = "evidence+checks+digest"
 _COMPACT_STAGE = "compact digest"
 _PACKED_STAGE = "evidence+checks, packed"
@@ -87,21 +87,33 @@ def _digest(position: int, line: bytes) -> object:
     )
 
 
-_digest_line_packed = getattr(health.digest, "digest_line_packed", None)
+_digest_line_compact = getattr(health.digest, "digest_line_compact", None)
 
 
 def _runner_step(position: int, line: bytes) -> object:
-    """What a batch worker runs per line: the packed digest (on a build without
-    ``digest_line_packed``, e.g. a baseline run with this script, ``digest_line_placed`` and
+    """What a batch worker runs per line: the compact digest (on a build without
+    ``digest_line_compact``, e.g. a baseline run with this script, ``digest_line_placed`` and
     ``compact_digest``, which is what its runner runs)."""
-    if _digest_line_packed is not None:
-        return _digest_line_packed(
+    if _digest_line_compact is not None:
+        return _digest_line_compact(
             line, source_path="rollouts.jsonl", source_index=0, line_number=position + 1, ordinal=position
         )
     digest, _ = health.digest.digest_line_placed(
         line, source_path="rollouts.jsonl", source_index=0, line_number=position + 1, ordinal=position
     )
     return compact_digest(digest)
+
+
+def _pack_everyday(
+    found: fast_path.EverydayRecord, location: tuple[str, int, int, int]
+) -> CompactDigest | None:
+    """The fast path's record walked and packed straight into its compact form, as
+    ``digest_line_compact`` does (only on a build with the walk apart from the digest)."""
+    from health.digest_forms import compact_from_walk
+
+    assert _everyday_walked is not None
+    walked = _everyday_walked(found, location[3], frozenset())
+    return None if walked is None else compact_from_walk(*walked, location[3])
 
 
 def _vouch(record: StrictRecord) -> bool:
@@ -131,8 +143,8 @@ def stages(rows: list[bytes], repeats: int) -> None:
         ),
         _COMPACT_STAGE: (list(digests), compact_digest),  # type: ignore[dict-item]
         _PACKED_STAGE: (
-            list(everyday) if _pack_everyday is not None else [],
-            lambda found: _pack_everyday(found, location, frozenset()),  # type: ignore[misc]
+            list(everyday) if _everyday_walked is not None else [],
+            lambda found: _pack_everyday(found, location),  # type: ignore[arg-type]
         ),
         "definite rejection": (list(unstrict), read_rejected_record),  # type: ignore[dict-item]
         "rejected: checks+digest": (
@@ -162,7 +174,7 @@ def stages(rows: list[bytes], repeats: int) -> None:
             total += value
         print(f"  {name:26s} {value:8.1f}")
     print(f"  {'sum of the stages':26s} {total:8.1f}")
-    if _pack_everyday is not None:  # the runner packs in one step what the two stages above do
+    if _everyday_walked is not None:  # the runner packs in one step what the two stages above do
         packed = total - medians[_DIGEST_STAGE] - medians[_COMPACT_STAGE] + medians[_PACKED_STAGE]
         print(f"  {'sum, packed (as the runner)':26s} {packed:8.1f}")
 

@@ -3,6 +3,13 @@
  * decodes, nested at most N containers deep? One forward pass over the bytes, no allocation,
  * no copy, no tape: the callers only need the yes/no, and then decode with msgspec themselves.
  *
+ * vet_compact answers the same question and, in the same pass, makes the copy of a rollout
+ * line that health._payload_spans.compact makes of a vetted one (the values the strict decode
+ * keeps raw or skips replaced by 0, the calls' payloads handed back as msgspec.Raw slices of
+ * the line): the batch fast path then reads each line once before its typed decode. The
+ * walk records those values' offsets as it passes them, by the path of keys that leads to
+ * them; it is the vetter's own walk, so the answer is exactly vet()'s.
+ *
  * Acceptance (a refusal is always safe: the callers then take orjson's full path):
  *
  *   document    whitespace* value whitespace*, nothing else; empty input refused. Whitespace
@@ -565,17 +572,256 @@ static inline cursor skip_literal(cursor p, cursor end, const char *word, Py_ssi
     return end - p >= length && memcmp(p, word, (size_t)length) == 0 ? p + length : NULL;
 }
 
-/* 1 if [p, end) is one JSON text as described at the top, at most max_depth containers deep. */
-static int vet_document(cursor p, cursor end, int max_depth)
-{
-    /* open[d] is the closer the container at depth d expects: '}' or ']' */
-    unsigned char open[ORJSON_MAX_DEPTH + 1];
-    int depth = 0;
+/* ---- the payload-span copy, recorded on the way (vet_compact) ------------------------- */
 
-    p = skip_whitespace(p, end);
+/* The StrictRecord fields' JSON names (health.strict_schema). health.payload_spans refuses
+ * the native copy when the two lists differ, so a field added to the record is never cut. */
+static const char *const KEPT_TOP_LEVEL_KEYS[] = {
+    "_ng_task_index", "_ng_rollout_index", "_ng_attempt_index", "_ng_no_persist", "_ng_failure_class",
+    "stage_index",    "_ng_rollout_id",    "response",          "ng_trajectory",
+};
+#define KEPT_TOP_LEVEL_COUNT (sizeof(KEPT_TOP_LEVEL_KEYS) / sizeof(KEPT_TOP_LEVEL_KEYS[0]))
+
+/* What an object or array on the path is: members of these are read by key. A rollout line
+ * (ROLE_ROOT: vet_compact) leads to its calls' payloads; an ingest body (ROLE_BODY:
+ * vet_event_rows), an array of events or {"events": [...]}, to each event's "row". */
+typedef enum {
+    ROLE_NONE,
+    ROLE_ROOT,
+    ROLE_TOP,
+    ROLE_TRAJECTORY,
+    ROLE_CALLS,
+    ROLE_CALL,
+    ROLE_RESPONSE,
+    ROLE_BODY,
+    ROLE_ENVELOPE,
+    ROLE_EVENTS,
+    ROLE_EVENT,
+} Role;
+
+/* What a member's key says of its value. */
+typedef enum {
+    VALUE_KEEP,
+    VALUE_TRAJECTORY, /* an object value becomes ROLE_TRAJECTORY, else kept */
+    VALUE_RESPONSE,   /* an object value becomes ROLE_RESPONSE, else kept */
+    VALUE_CALLS,      /* an array value becomes ROLE_CALLS, else kept */
+    VALUE_EVENTS,     /* an array value becomes ROLE_EVENTS, else the copy is given up */
+    VALUE_CUT_SKIPPED,
+    VALUE_CUT_REQUEST,
+    VALUE_CUT_RESPONSE,
+    VALUE_CUT_ROW, /* recorded as the element's "request" span */
+} ValueAction;
+
+typedef struct {
+    Py_ssize_t start, end; /* offsets of a value replaced by 0 in the copy */
+} Cut;
+
+typedef struct {
+    Py_ssize_t request_start, request_end, response_start, response_end; /* -1: absent */
+} CallSpans;
+
+typedef struct {
+    Cut *cuts;
+    Py_ssize_t cut_count, cut_capacity;
+    CallSpans *calls; /* the elements of the last model_calls (or events) array seen */
+    Py_ssize_t call_count, call_capacity;
+    int gave_up;      /* a key on the path holds an escape, or the shape is not one the copy
+                         covers: the document is decoded itself */
+    int envelope;     /* an ingest body is an object: its one member must be "events" */
+    int events_seen;
+    int no_memory;
+} Spans;
+
+/* Room for one more element in a raw-allocated array (no GIL needed); 0, or -1. */
+static int reserve(Spans *spans, void **items, Py_ssize_t count, Py_ssize_t *capacity, size_t size)
+{
+    if (count < *capacity) {
+        return 0;
+    }
+    Py_ssize_t grown_capacity = *capacity ? *capacity * 2 : 32;
+    void *grown = PyMem_RawRealloc(*items, (size_t)grown_capacity * size);
+    if (grown == NULL) {
+        spans->no_memory = 1;
+        return -1;
+    }
+    *items = grown;
+    *capacity = grown_capacity;
+    return 0;
+}
+
+static int add_cut(Spans *spans, ValueAction action, Py_ssize_t from, Py_ssize_t to)
+{
+    if (reserve(spans, (void **)&spans->cuts, spans->cut_count, &spans->cut_capacity, sizeof(Cut)) < 0) {
+        return -1;
+    }
+    spans->cuts[spans->cut_count++] = (Cut){from, to};
+    if (action != VALUE_CUT_SKIPPED) {
+        CallSpans *call = &spans->calls[spans->call_count - 1]; /* the element being walked */
+        /* a repeated key: the last value, as msgspec keeps it */
+        if (action != VALUE_CUT_RESPONSE) {
+            call->request_start = from;
+            call->request_end = to;
+        }
+        else {
+            call->response_start = from;
+            call->response_end = to;
+        }
+    }
+    return 0;
+}
+
+static int add_call(Spans *spans)
+{
+    if (reserve(spans, (void **)&spans->calls, spans->call_count, &spans->call_capacity, sizeof(CallSpans)) < 0) {
+        return -1;
+    }
+    spans->calls[spans->call_count++] = (CallSpans){-1, -1, -1, -1};
+    return 0;
+}
+
+static inline int key_is(cursor key, Py_ssize_t length, const char *name)
+{
+    return (size_t)length == strlen(name) && memcmp(key, name, (size_t)length) == 0;
+}
+
+/* What the strict decode does with the value of key [key, key + length) in an object of
+ * `role`. msgspec keeps the last value of a repeated key, so the calls restart at each
+ * ng_trajectory and model_calls member. */
+static ValueAction choose_action(Spans *spans, Role role, cursor key, Py_ssize_t length)
+{
+    switch (role) {
+    case ROLE_TOP:
+        if (key_is(key, length, "ng_trajectory")) {
+            spans->call_count = 0;
+            return VALUE_TRAJECTORY;
+        }
+        if (key_is(key, length, "response")) {
+            return VALUE_RESPONSE;
+        }
+        for (size_t i = 0; i < KEPT_TOP_LEVEL_COUNT; i++) {
+            if (key_is(key, length, KEPT_TOP_LEVEL_KEYS[i])) {
+                return VALUE_KEEP;
+            }
+        }
+        return VALUE_CUT_SKIPPED;
+    case ROLE_TRAJECTORY:
+        if (key_is(key, length, "model_calls")) {
+            spans->call_count = 0;
+            return VALUE_CALLS;
+        }
+        return VALUE_KEEP;
+    case ROLE_CALL:
+        if (key_is(key, length, "request")) {
+            return VALUE_CUT_REQUEST;
+        }
+        return key_is(key, length, "response") ? VALUE_CUT_RESPONSE : VALUE_KEEP;
+    case ROLE_RESPONSE:
+        return key_is(key, length, "usage") ? VALUE_KEEP : VALUE_CUT_SKIPPED;
+    case ROLE_ENVELOPE:
+        if (!key_is(key, length, "events") || spans->events_seen) {
+            spans->gave_up = 1; /* another member, or "events" repeated */
+            return VALUE_KEEP;
+        }
+        spans->events_seen = 1;
+        return VALUE_EVENTS;
+    case ROLE_EVENT:
+        return key_is(key, length, "row") ? VALUE_CUT_ROW : VALUE_KEEP;
+    default:
+        return VALUE_KEEP;
+    }
+}
+
+/* The value starting with byte c, in a container of `role` (after a key that said `pending`):
+ * the role it takes if it is a container (*child); 1 if it is to be cut, -1 if memory ran
+ * out. */
+static inline int path_value(Spans *spans, Role role, ValueAction pending, unsigned char c, Role *child)
+{
+    switch (role) {
+    case ROLE_ROOT:
+        *child = c == '{' ? ROLE_TOP : ROLE_NONE;
+        return 0;
+    case ROLE_CALLS:
+        *child = c == '{' ? ROLE_CALL : ROLE_NONE;
+        return add_call(spans);
+    case ROLE_BODY:
+        *child = c == '[' ? ROLE_EVENTS : c == '{' ? ROLE_ENVELOPE : ROLE_NONE;
+        spans->envelope = c == '{';
+        spans->gave_up |= *child == ROLE_NONE;
+        return 0;
+    case ROLE_EVENTS:
+        *child = c == '{' ? ROLE_EVENT : ROLE_NONE;
+        return add_call(spans);
+    default:
+        break;
+    }
+    switch (pending) {
+    case VALUE_TRAJECTORY:
+        *child = c == '{' ? ROLE_TRAJECTORY : ROLE_NONE;
+        return 0;
+    case VALUE_RESPONSE:
+        *child = c == '{' ? ROLE_RESPONSE : ROLE_NONE;
+        return 0;
+    case VALUE_CALLS:
+        *child = c == '[' ? ROLE_CALLS : ROLE_NONE;
+        return 0;
+    case VALUE_EVENTS:
+        *child = c == '[' ? ROLE_EVENTS : ROLE_NONE;
+        spans->gave_up |= *child == ROLE_NONE;
+        return 0;
+    case VALUE_CUT_SKIPPED:
+    case VALUE_CUT_REQUEST:
+    case VALUE_CUT_RESPONSE:
+    case VALUE_CUT_ROW:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static cursor vet_value(cursor p, cursor end, int max_depth);
+
+/* 1 if [start, end) is one JSON text as described at the top, at most max_depth containers
+ * deep; 0 if not. With spans, the cuts of the copy are recorded on the way from `root`
+ * (and -1 means memory ran out); without, the walk is the vetter's alone (the path code is
+ * compiled out). With stop, the walk ends after one value (*stop: just past it) and leaves
+ * what follows to the caller. */
+static ALWAYS_INLINE int walk_document(cursor start, cursor end, int max_depth, Spans *spans, Role root,
+                                       cursor *stop)
+{
+    unsigned char open[ORJSON_MAX_DEPTH + 1];
+    unsigned char role[ORJSON_MAX_DEPTH + 1]; /* with spans: the Role of the container at each depth */
+    int depth = 0;
+    ValueAction pending = VALUE_KEEP; /* what the member key just read says of its value */
+    int cut_depth = -1;               /* depth of the member whose value is being cut */
+    ValueAction cut_action = VALUE_KEEP;
+    cursor cut_start = start;
+    Role child;
+    cursor p = skip_whitespace(start, end);
+    role[0] = (unsigned char)root;
 value: /* p at the first byte of a value (whitespace already skipped) */
     if (p >= end) {
         return 0;
+    }
+    child = ROLE_NONE;
+    if (spans != NULL && (role[depth] != ROLE_NONE || pending != VALUE_KEEP)) {
+        int cut = path_value(spans, (Role)role[depth], pending, *p, &child);
+        if (cut < 0) {
+            return -1;
+        }
+        if (cut) {
+            cut_depth = depth;
+            cut_action = pending;
+            cut_start = p;
+        }
+        pending = VALUE_KEEP;
+    }
+    if (spans != NULL && child == ROLE_NONE && (*p == '{' || *p == '[')) {
+        /* off the path: the container is vetted by the walk without path code */
+        p = vet_value(p, end, max_depth - depth);
+        if (p == NULL) {
+            return 0;
+        }
+        goto after_value;
     }
     switch (*p) {
     case '{':
@@ -583,6 +829,9 @@ value: /* p at the first byte of a value (whitespace already skipped) */
             return 0;
         }
         open[depth] = '}';
+        if (spans != NULL) {
+            role[depth] = (unsigned char)child;
+        }
         p = skip_whitespace(p + 1, end);
         if (p < end && *p == '}') {
             p++;
@@ -595,6 +844,9 @@ value: /* p at the first byte of a value (whitespace already skipped) */
             return 0;
         }
         open[depth] = ']';
+        if (spans != NULL) {
+            role[depth] = (unsigned char)child;
+        }
         p = skip_whitespace(p + 1, end);
         if (p < end && *p == ']') {
             p++;
@@ -626,6 +878,16 @@ value: /* p at the first byte of a value (whitespace already skipped) */
     }
 
 after_value: /* just past a complete value: a separator, a closer, or the end */
+    if (spans != NULL && depth == cut_depth) {
+        if (add_cut(spans, cut_action, cut_start - start, p - start) < 0) {
+            return -1;
+        }
+        cut_depth = -1;
+    }
+    if (stop != NULL && depth == 0) {
+        *stop = p;
+        return 1;
+    }
     p = skip_whitespace(p, end);
     if (depth == 0) {
         return p == end;
@@ -651,9 +913,21 @@ member: /* p at an object member's key (whitespace already skipped) */
     if (p >= end || *p != '"') {
         return 0;
     }
-    p = skip_string(p + 1, end);
-    if (p == NULL) {
-        return 0;
+    {
+        cursor key = p + 1;
+        p = skip_string(key, end);
+        if (p == NULL) {
+            return 0;
+        }
+        if (spans != NULL && role[depth] != ROLE_NONE) {
+            Py_ssize_t length = p - 1 - key;
+            if (memchr(key, '\\', (size_t)length) != NULL) {
+                spans->gave_up = 1; /* an escaped key may spell a field name */
+            }
+            else {
+                pending = choose_action(spans, (Role)role[depth], key, length);
+            }
+        }
     }
     p = skip_whitespace(p, end);
     if (p >= end || *p != ':') {
@@ -661,6 +935,258 @@ member: /* p at an object member's key (whitespace already skipped) */
     }
     p = skip_whitespace(p + 1, end);
     goto value;
+}
+
+static int vet_document(cursor start, cursor end, int max_depth)
+{
+    return walk_document(start, end, max_depth, NULL, ROLE_NONE, NULL);
+}
+
+/* The value at p (a container), at most max_depth deep: just past it, or NULL if refused. */
+static cursor vet_value(cursor p, cursor end, int max_depth)
+{
+    cursor stop = NULL;
+    return walk_document(p, end, max_depth, NULL, ROLE_NONE, &stop) ? stop : NULL;
+}
+
+/* The walk with the copy's cuts recorded in spans, from `root` (ROLE_ROOT or ROLE_BODY): 1
+ * accepted, 0 refused, -1 out of memory. */
+static int vet_and_cut(cursor start, cursor end, int max_depth, Spans *spans, Role root)
+{
+    return walk_document(start, end, max_depth, spans, root, NULL);
+}
+
+static PyObject *raw_type; /* msgspec.Raw, imported on first use */
+
+/* msgspec.Raw over data[start:end] (a memoryview slice: no copy), or None when absent. */
+static PyObject *raw_span(PyObject *view, Py_ssize_t start, Py_ssize_t end)
+{
+    if (start < 0) {
+        Py_RETURN_NONE;
+    }
+    PyObject *slice = PySequence_GetSlice(view, start, end);
+    if (slice == NULL) {
+        return NULL;
+    }
+    PyObject *raw = PyObject_CallOneArg(raw_type, slice);
+    Py_DECREF(slice);
+    return raw;
+}
+
+/* The line with each cut value replaced by 0. */
+static PyObject *build_copy(const Spans *spans, cursor base, Py_ssize_t length)
+{
+    Py_ssize_t size = length;
+    for (Py_ssize_t i = 0; i < spans->cut_count; i++) {
+        size -= spans->cuts[i].end - spans->cuts[i].start - 1;
+    }
+    PyObject *copy = PyBytes_FromStringAndSize(NULL, size);
+    if (copy == NULL) {
+        return NULL;
+    }
+    char *out = PyBytes_AS_STRING(copy);
+    Py_ssize_t done = 0;
+    for (Py_ssize_t i = 0; i < spans->cut_count; i++) {
+        const Cut *cut = &spans->cuts[i];
+        memcpy(out, base + done, (size_t)(cut->start - done));
+        out += cut->start - done;
+        *out++ = '0';
+        done = cut->end;
+    }
+    memcpy(out, base + done, (size_t)(length - done));
+    return copy;
+}
+
+/* (copy, requests, responses) from an accepted walk; NULL with an exception set on failure. */
+static PyObject *build_result(const Spans *spans, cursor base, Py_ssize_t length, PyObject *line)
+{
+    PyObject *copy = NULL, *view = NULL, *requests = NULL, *responses = NULL, *result = NULL;
+    if ((copy = build_copy(spans, base, length)) == NULL || (view = PyMemoryView_FromObject(line)) == NULL ||
+        (requests = PyTuple_New(spans->call_count)) == NULL || (responses = PyTuple_New(spans->call_count)) == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < spans->call_count; i++) {
+        const CallSpans *call = &spans->calls[i];
+        PyObject *request = raw_span(view, call->request_start, call->request_end);
+        if (request == NULL) {
+            goto done;
+        }
+        PyTuple_SET_ITEM(requests, i, request); /* steals the reference */
+        PyObject *response = raw_span(view, call->response_start, call->response_end);
+        if (response == NULL) {
+            goto done;
+        }
+        PyTuple_SET_ITEM(responses, i, response);
+    }
+    result = PyTuple_Pack(3, copy, requests, responses);
+done:
+    Py_XDECREF(copy);
+    Py_XDECREF(view);
+    Py_XDECREF(requests);
+    Py_XDECREF(responses);
+    return result;
+}
+
+/* max_depth from an optional second argument (default and cap: orjson's); -1 with an
+ * exception set. */
+static long depth_argument(const char *name, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 1 or 2 positional arguments (%zd given)", name, nargs);
+        return -1;
+    }
+    if (nargs == 1) {
+        return ORJSON_MAX_DEPTH;
+    }
+    long max_depth = PyLong_AsLong(args[1]);
+    if (max_depth == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (max_depth < 0) {
+        PyErr_Format(PyExc_ValueError, "%s() max_depth must be >= 0, got %ld", name, max_depth);
+        return -1;
+    }
+    return max_depth > ORJSON_MAX_DEPTH ? ORJSON_MAX_DEPTH : max_depth;
+}
+
+/* The walk over a buffer from `root`, the GIL released for large ones: 1, 0, -1 as
+ * vet_and_cut, or -2 with an exception set (bad arguments). *view is held on 1 and 0. */
+static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs, Role root, Py_buffer *view,
+                       Spans *spans)
+{
+    long max_depth = depth_argument(name, args, nargs);
+    if (max_depth < 0) {
+        return -2;
+    }
+    if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0) {
+        return -2;
+    }
+    cursor start = (cursor)view->buf, end = start + view->len;
+    memset(spans, 0, sizeof *spans);
+    int outcome;
+    if ((size_t)view->len >= RELEASE_GIL_BYTES) {
+        /* the cut lists grow with PyMem_Raw*, which needs no GIL; the buffer stays exported */
+        Py_BEGIN_ALLOW_THREADS
+        outcome = vet_and_cut(start, end, (int)max_depth, spans, root);
+        Py_END_ALLOW_THREADS
+    }
+    else {
+        outcome = vet_and_cut(start, end, (int)max_depth, spans, root);
+    }
+    if (outcome < 0) {
+        PyErr_NoMemory();
+        PyBuffer_Release(view);
+        PyMem_RawFree(spans->cuts);
+        PyMem_RawFree(spans->calls);
+        return -1;
+    }
+    return outcome;
+}
+
+static int import_raw_type(void)
+{
+    if (raw_type == NULL) {
+        PyObject *msgspec = PyImport_ImportModule("msgspec");
+        if (msgspec == NULL) {
+            return -1;
+        }
+        raw_type = PyObject_GetAttrString(msgspec, "Raw"); /* kept for the process's life */
+        Py_DECREF(msgspec);
+        if (raw_type == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(vet_compact_doc,
+"vet_compact(line, max_depth=1024, /) -> False | None | (bytes, tuple, tuple)\n--\n\n"
+"vet(line, max_depth) and the payload-span copy of health._payload_spans.compact(line) in\n"
+"one pass: False if vet() refuses the line; else compact()'s answer for it: None (decode\n"
+"the line itself), or (copy, requests, responses) with the payloads as msgspec.Raw slices.");
+
+static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (import_raw_type() < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    Spans spans;
+    int outcome = walk_buffer("vet_compact", args, nargs, ROLE_ROOT, &view, &spans);
+    if (outcome < 0) {
+        return NULL;
+    }
+    PyObject *result;
+    if (outcome == 0) {
+        result = Py_NewRef(Py_False);
+    }
+    else if (spans.gave_up || spans.cut_count == 0) {
+        result = Py_NewRef(Py_None);
+    }
+    else {
+        result = build_result(&spans, (cursor)view.buf, view.len, args[0]);
+    }
+    PyMem_RawFree(spans.cuts);
+    PyMem_RawFree(spans.calls);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* [(start, end), ...] of each event's row ((-1, -1): none). */
+static PyObject *row_spans(const Spans *spans)
+{
+    PyObject *list = PyList_New(spans->call_count);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < spans->call_count; i++) {
+        PyObject *span = Py_BuildValue("(nn)", spans->calls[i].request_start, spans->calls[i].request_end);
+        if (span == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, span);
+    }
+    return list;
+}
+
+PyDoc_STRVAR(vet_event_rows_doc,
+"vet_event_rows(body, max_depth=1024, /) -> bool | (bytes, list[tuple[int, int]])\n--\n\n"
+"vet(body, max_depth) and, in the same pass, each event's row: False if vet() refuses the\n"
+"body; True if it accepts it but it is not an array of events or an object whose one member\n"
+"is \"events\" (once, an array), or a key of the object or of an event holds a backslash;\n"
+"else (skeleton, spans): spans[i] is the (start, end) offsets of the last \"row\" member's\n"
+"value of element i ((-1, -1) without one, or when the element is not an object), and\n"
+"skeleton the body with every such value (each occurrence) replaced by 0.");
+
+static PyObject *vet_event_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    Py_buffer view;
+    Spans spans;
+    int outcome = walk_buffer("vet_event_rows", args, nargs, ROLE_BODY, &view, &spans);
+    if (outcome < 0) {
+        return NULL;
+    }
+    PyObject *result;
+    if (outcome == 0) {
+        result = Py_NewRef(Py_False);
+    }
+    else if (spans.gave_up || (spans.envelope && !spans.events_seen)) {
+        result = Py_NewRef(Py_True);
+    }
+    else {
+        PyObject *skeleton = build_copy(&spans, (cursor)view.buf, view.len);
+        PyObject *rows = skeleton == NULL ? NULL : row_spans(&spans);
+        result = rows == NULL ? NULL : PyTuple_Pack(2, skeleton, rows);
+        Py_XDECREF(skeleton);
+        Py_XDECREF(rows);
+    }
+    PyMem_RawFree(spans.cuts);
+    PyMem_RawFree(spans.calls);
+    PyBuffer_Release(&view);
+    return result;
 }
 
 /* ---- the Python function ------------------------------------------------------------- */
@@ -715,12 +1241,30 @@ static PyObject *vet(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef json_vet_methods[] = {
     {"vet", (PyCFunction)(void (*)(void))vet, METH_FASTCALL, vet_doc},
+    {"vet_compact", (PyCFunction)(void (*)(void))vet_compact, METH_FASTCALL, vet_compact_doc},
+    {"vet_event_rows", (PyCFunction)(void (*)(void))vet_event_rows, METH_FASTCALL, vet_event_rows_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static int json_vet_exec(PyObject *module)
 {
     init_tables();
+    PyObject *keys = PyTuple_New((Py_ssize_t)KEPT_TOP_LEVEL_COUNT);
+    if (keys == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < KEPT_TOP_LEVEL_COUNT; i++) {
+        PyObject *key = PyUnicode_FromString(KEPT_TOP_LEVEL_KEYS[i]);
+        if (key == NULL) {
+            Py_DECREF(keys);
+            return -1;
+        }
+        PyTuple_SET_ITEM(keys, (Py_ssize_t)i, key);
+    }
+    if (PyModule_AddObject(module, "KEPT_TOP_LEVEL_KEYS", keys) < 0) {
+        Py_DECREF(keys);
+        return -1;
+    }
     return PyModule_AddIntConstant(module, "MAX_DEPTH", ORJSON_MAX_DEPTH);
 }
 

@@ -1,7 +1,16 @@
-"""Type stub of the C extension built from _json_vet.c (see health.json_vet)."""
+"""Type stub of the C extension built from _json_vet.c (see health.json_vet, health.payload_spans)."""
 
-from typing import Final
+from typing import Final, Literal
+
+from msgspec import Raw
 
 MAX_DEPTH: Final[int]
+KEPT_TOP_LEVEL_KEYS: Final[tuple[str, ...]]
 
 def vet(data: bytes | bytearray | memoryview, max_depth: int = 1024, /) -> bool: ...
+def vet_compact(
+    line: bytes | bytearray | memoryview, max_depth: int = 1024, /
+) -> tuple[bytes, tuple[Raw | None, ...], tuple[Raw | None, ...]] | Literal[False] | None: ...
+def vet_event_rows(
+    body: bytes | bytearray | memoryview, max_depth: int = 1024, /
+) -> tuple[bytes, list[tuple[int, int]]] | bool: ...

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -24,7 +24,9 @@ from .ignored import normalize_ignored_checks
 from .reduce import HealthReducer
 from .report import render_summary, write_reports
 from .runner import ProgressCallback, default_workers, map_into_reducer
-from .types import HealthCheckResult
+
+if TYPE_CHECKING:
+    from .types import HealthCheckResult
 
 __all__ = [
     "HealthRun",
@@ -51,6 +53,8 @@ class HealthRun:
 
     def result(self) -> HealthCheckResult:
         """The NeMo-Gym-shaped result, with every post-duplicate digest in input order."""
+        from .types import HealthCheckResult
+
         return HealthCheckResult(
             summary=self.summary,
             rollouts=self.reducer.digests(),

@@ -10,23 +10,29 @@ digest costs a few hundred bytes instead of several kilobytes of pydantic object
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from functools import lru_cache
-from typing import Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
+from .check_terms import TaskIndex, Verdict
 from .registry import CHECK_IDS, ROLLOUT_CHECK_IDS
-from .types import Finding, RolloutDigest, TaskIndex, Verdict
+
+if TYPE_CHECKING:
+    from .types import Finding, RolloutDigest
 
 __all__ = [
     "VERDICTS",
     "CompactDigest",
+    "PlainFinding",
     "built_digest",
     "compact_digest",
+    "compact_values",
     "dumps_compact",
     "expand_digest",
     "finding_positions",
+    "materialized_digest",
     "render_findings",
     "rollout_subject",
     "unobserved_ids",
@@ -72,6 +78,18 @@ class CompactDigest(NamedTuple):
     capture_completion_tokens: int
 
 
+class PlainFinding(NamedTuple):
+    """A rollout check's finding as the per-record step makes it, before any pydantic model.
+
+    Its subject is implied (the rollout's task and repeat indices); the locator and detail
+    hold only the values a ``Finding`` keeps as they are (``int`` / ``str`` locator values).
+    """
+
+    check: str
+    locator: dict[str, Any] | None
+    detail: dict[str, Any]
+
+
 def dumps_compact(value: Any) -> bytes:
     """Compact JSON as orjson writes it; integers orjson cannot hold fall back to ``json``."""
     try:
@@ -85,35 +103,27 @@ def rollout_subject(task_index: TaskIndex, rollout_index: TaskIndex) -> dict[str
     return {"_ng_task_index": task_index, "_ng_rollout_index": rollout_index}
 
 
-def _render_findings(findings: list[Finding]) -> bytes:
+def render_findings(findings: Sequence[PlainFinding] | Sequence[Finding]) -> bytes:
+    """:attr:`CompactDigest.findings` for a digest's findings, in order."""
     if not findings:
         return b"[]"
-    return render_findings([(finding.check, finding.locator, finding.detail) for finding in findings])
-
-
-def render_findings(findings: Iterable[tuple[str, Mapping[str, Any] | None, Mapping[str, Any]]]) -> bytes:
-    """:attr:`CompactDigest.findings` for ``(check, locator, detail)`` triples, in order."""
     rendered: list[dict[str, Any]] = []
-    for check, locator, detail in findings:
-        item: dict[str, Any] = {"check": check}
-        if locator is not None:
-            item["locator"] = locator
-        item["detail"] = detail
+    for finding in findings:
+        item: dict[str, Any] = {"check": finding.check}
+        if finding.locator is not None:
+            item["locator"] = finding.locator
+        item["detail"] = finding.detail
         rendered.append(item)
     return dumps_compact(rendered)
 
 
-def finding_positions(checks: Iterable[str]) -> tuple[int, ...]:
-    """:attr:`CompactDigest.finding_checks` for the findings' check IDs, in order."""
-    return tuple([_CHECK_POS.get(check, -1) for check in checks])
+def finding_positions(findings: Sequence[PlainFinding] | Sequence[Finding]) -> tuple[int, ...]:
+    """:attr:`CompactDigest.finding_checks` for a digest's findings, in order."""
+    return tuple([_CHECK_POS.get(finding.check, -1) for finding in findings]) if findings else ()
 
 
 def unobserved_mask(unobserved: list[str]) -> int | tuple[str, ...]:
     """:attr:`CompactDigest.unobserved` for the unobserved check IDs, in the order marked."""
-    return _unobserved_mask(unobserved)
-
-
-def _unobserved_mask(unobserved: list[str]) -> int | tuple[str, ...]:
     mask = 0
     last = 0
     for check in unobserved:
@@ -126,38 +136,44 @@ def _unobserved_mask(unobserved: list[str]) -> int | tuple[str, ...]:
 
 
 def compact_digest(digest: RolloutDigest) -> CompactDigest:
-    """Pack ``digest`` (the per-record step's output) into its compact form.
+    """Pack ``digest`` (the per-record step's output) into its compact form."""
+    return compact_values(digest.__dict__)
+
+
+def compact_values(values: Mapping[str, Any]) -> CompactDigest:
+    """Pack a digest's field values (``RolloutDigest``'s fields by name; findings as
+    :class:`PlainFinding` or ``Finding``) into its compact form.
 
     Runs once per rollout in the workers; most rollouts have no finding and no error, so
     those fields skip the rendering and the generators.
     """
-    findings = digest.findings
-    errors_by_status = digest.errors_by_status
+    findings = values["findings"]
+    errors_by_status = values["errors_by_status"]
     flags = (
-        (CAPTURE_OBSERVED if digest.capture_observed else 0)
-        | (POLICY_CALLS_OBSERVED if digest.policy_calls_observed else 0)
-        | (ENDED_ON_ERROR if digest.ended_on_error else 0)
+        (CAPTURE_OBSERVED if values["capture_observed"] else 0)
+        | (POLICY_CALLS_OBSERVED if values["policy_calls_observed"] else 0)
+        | (ENDED_ON_ERROR if values["ended_on_error"] else 0)
     )
     return CompactDigest(
-        digest.ordinal,
-        digest.task_index,
-        digest.rollout_index,
-        digest.stage_index,
-        digest.rollout_id,
-        _VERDICT_CODE[digest.verdict],
-        _render_findings(findings),
-        finding_positions([finding.check for finding in findings]) if findings else (),
-        _unobserved_mask(digest.unobserved),
+        values["ordinal"],
+        values["task_index"],
+        values["rollout_index"],
+        values["stage_index"],
+        values["rollout_id"],
+        _VERDICT_CODE[values["verdict"]],
+        render_findings(findings),
+        finding_positions(findings),
+        unobserved_mask(values["unobserved"]),
         flags,
-        digest.model_calls,
-        digest.successful_model_calls,
-        digest.model_call_errors,
+        values["model_calls"],
+        values["successful_model_calls"],
+        values["model_call_errors"],
         tuple(errors_by_status.items()) if errors_by_status else (),
-        digest.duplicated_calls,
-        digest.transcript_prompt_tokens,
-        digest.transcript_completion_tokens,
-        digest.capture_prompt_tokens,
-        digest.capture_completion_tokens,
+        values["duplicated_calls"],
+        values["transcript_prompt_tokens"],
+        values["transcript_completion_tokens"],
+        values["capture_prompt_tokens"],
+        values["capture_completion_tokens"],
     )
 
 
@@ -195,11 +211,19 @@ _DIGEST_FIELDS = (
     "capture_completion_tokens",
     "ordinal",
 )
-_FAST_BUILD = tuple(RolloutDigest.model_fields) == _DIGEST_FIELDS and not RolloutDigest.__pydantic_post_init__
-"""False if ``RolloutDigest`` gained a field or a post-init hook: then ``model_construct`` is used."""
 _ALL_FIELDS_SET = frozenset(_DIGEST_FIELDS)
 _new_model = object.__new__
 _set = object.__setattr__
+
+
+@cache
+def _digest_model() -> type[RolloutDigest] | None:
+    """``RolloutDigest``, imported on first use; ``None`` if it gained a field or a post-init
+    hook (then ``model_construct`` is used)."""
+    from .types import RolloutDigest
+
+    fast = tuple(RolloutDigest.model_fields) == _DIGEST_FIELDS and not RolloutDigest.__pydantic_post_init__
+    return RolloutDigest if fast else None
 
 
 def built_digest(values: dict[str, Any]) -> RolloutDigest:
@@ -212,9 +236,12 @@ def built_digest(values: dict[str, Any]) -> RolloutDigest:
     rebuilding a run's digests cost several times more than unpacking them; the object it
     builds is exactly this one (``__dict__`` in field order, every field marked as set).
     """
-    if not _FAST_BUILD:
+    model = _digest_model()
+    if model is None:
+        from .types import RolloutDigest
+
         return RolloutDigest.model_construct(**values)
-    digest: RolloutDigest = _new_model(RolloutDigest)
+    digest: RolloutDigest = _new_model(model)
     _set(digest, "__dict__", values)
     _set(digest, "__pydantic_fields_set__", set(_ALL_FIELDS_SET))
     _set(digest, "__pydantic_extra__", None)
@@ -225,6 +252,8 @@ def built_digest(values: dict[str, Any]) -> RolloutDigest:
 def expand_digest(digest: CompactDigest, duplicate_count: int = 0) -> RolloutDigest:
     """Rebuild the full ``RolloutDigest``, with the duplicate-identity finding if any (two records
     claiming one rollout identity)."""
+    from .types import Finding
+
     task_index = digest.task_index
     rollout_index = digest.rollout_index
     duplicated = duplicate_count >= 2
@@ -269,3 +298,24 @@ def expand_digest(digest: CompactDigest, duplicate_count: int = 0) -> RolloutDig
             "ordinal": digest.ordinal,
         }
     )
+
+
+def materialized_digest(values: dict[str, Any]) -> RolloutDigest:
+    """The ``RolloutDigest`` of a digest's field values whose findings are plain
+    (:class:`PlainFinding`; each becomes a validated ``Finding`` with the rollout's subject).
+    ``values`` is reused."""
+    plain = values["findings"]
+    if plain:
+        from .types import Finding
+
+        task_index, rollout_index = values["task_index"], values["rollout_index"]
+        values["findings"] = [
+            Finding(
+                check=finding.check,
+                subject=rollout_subject(task_index, rollout_index),
+                locator=finding.locator,
+                detail=finding.detail,
+            )
+            for finding in plain
+        ]
+    return built_digest(values)

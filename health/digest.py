@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 import orjson
 from msgspec import UNSET
 
-from .compact import CompactDigest, compact_digest
+from .compact import CompactDigest
 from .contract.canonical import VALIDATION_ERROR, check_trajectory
-from .digest_forms import packed_digest, rollout_digest
+from .digest_forms import compact_from_walk, digest_from_walk
 from .evidence import Evidence, build_evidence, usage_tokens
 from .fast_path import EverydayRecord, read_everyday_record, read_stripped_line
 from .identity import (
@@ -35,15 +35,16 @@ from .identity import (
     identity_of,
     resolve_identity,
 )
+from .jsonl import stripped
 from .parse import parse_line
 from .rejection import RejectedRecord
 from .strict_schema import StrictRecord
-from .types import RolloutDigest
-from .unreadable import unreadable_digest
+from .unreadable import unreadable_compact, unreadable_digest
 from .walk import PLAIN_WALK_APPLIES, BindingView, WalkOutcome, walk, walk_plain
 
 if TYPE_CHECKING:
     from .contract.models import TrajectoryRecord
+    from .types import RolloutDigest
 
 __all__ = [
     "BindingView",
@@ -52,9 +53,9 @@ __all__ = [
     "TrajectoryCheck",
     "UnreadableLine",
     "digest_everyday",
-    "digest_everyday_packed",
+    "digest_everyday_compact",
     "digest_line",
-    "digest_line_packed",
+    "digest_line_compact",
     "digest_line_placed",
     "digest_record",
     "digest_record_with_trajectory",
@@ -104,7 +105,7 @@ def digest_line(
     validated in full, and the outcome is the same either way.
     """
     location = (source_path, source_index, line_number, ordinal)
-    return _digest_line(data, location, ignored_checks)[0]
+    return _digest_form(_walk_line(data, location, ignored_checks)[0], location, ignored_checks)
 
 
 def digest_line_placed(
@@ -124,56 +125,79 @@ def digest_line_placed(
     id derives from the ordinal.
     """
     location = (source_path, source_index, line_number, ordinal)
-    return _digest_line(data, location, ignored_checks)
+    walked, dependence = _walk_line(data, location, ignored_checks)
+    return _digest_form(walked, location, ignored_checks), dependence
 
 
-def _digest_line(
-    data: bytes, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
-) -> tuple[RolloutDigest, PositionDependence]:
-    ordinal = location[3]
-    outcome = read_stripped_line(data.strip())
-    if isinstance(outcome, EverydayRecord):
-        walked = _everyday_walked(outcome, ordinal, ignored_checks)
-        if walked is not None:
-            return rollout_digest(*walked, ordinal), _everyday_dependence(outcome.record)
-    elif outcome is not None:
-        walked = _rejected_walked(outcome, ordinal, ignored_checks)
-        if walked is not None:
-            return rollout_digest(*walked, ordinal), _rejected_dependence(outcome)
-    return _full_line(data, location, ignored_checks)
-
-
-def _packed_line(
-    data: bytes, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+def digest_line_compact(
+    data: bytes | memoryview,
+    *,
+    source_path: str,
+    source_index: int,
+    line_number: int,
+    ordinal: int,
+    ignored_checks: frozenset[str] = frozenset(),
 ) -> tuple[CompactDigest, PositionDependence]:
-    """:func:`_digest_line` packed; the lines the fast path cannot read are digested, then packed."""
+    """:func:`digest_line_placed` with the digest in its compact form, packed straight from the
+    walk (what a batch worker sends back and the one way a line becomes a compact digest): no
+    ``RolloutDigest`` or ``Finding`` model is built, so pydantic is imported only for a line
+    the fast path leaves to the contract.
+
+    ``data`` may be a view of a read buffer: it is read in place, and nothing returned refers
+    to it."""
+    location = (source_path, source_index, line_number, ordinal)
+    walked, dependence = _walk_line(data, location, ignored_checks)
+    return _compact_form(walked, location, ignored_checks), dependence
+
+
+class _Walked(NamedTuple):
+    """A record's identity, evidence and walk: what either digest form is made of."""
+
+    identity: Identity
+    evidence: Evidence
+    outcome: WalkOutcome
+
+
+def _digest_form(
+    walked: _Walked | UnreadableLine, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> RolloutDigest:
+    if isinstance(walked, UnreadableLine):
+        return unreadable_digest(walked.detail, *location, ignored_checks)
+    return digest_from_walk(*walked, location[3])
+
+
+def _compact_form(
+    walked: _Walked | UnreadableLine, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> CompactDigest:
+    if isinstance(walked, UnreadableLine):
+        return unreadable_compact(walked.detail, *location, ignored_checks)
+    return compact_from_walk(*walked, location[3])
+
+
+def _walk_line(
+    data: bytes | memoryview, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> tuple[_Walked | UnreadableLine, PositionDependence]:
+    """The line's walk (or why it has no readable identity) and its position dependence:
+    the fast path where it reads the line or proves its trajectory invalid, else the full
+    path (orjson, the contract, the walk)."""
     ordinal = location[3]
-    outcome = read_stripped_line(data.strip())
+    outcome = read_stripped_line(stripped(data))
     if isinstance(outcome, EverydayRecord):
         walked = _everyday_walked(outcome, ordinal, ignored_checks)
         if walked is not None:
-            return packed_digest(*walked, ordinal), _everyday_dependence(outcome.record)
+            return walked, _everyday_dependence(outcome.record)
     elif outcome is not None:
         walked = _rejected_walked(outcome, ordinal, ignored_checks)
         if walked is not None:
-            return packed_digest(*walked, ordinal), _rejected_dependence(outcome)
-    digest, dependence = _full_line(data, location, ignored_checks)
-    return compact_digest(digest), dependence
-
-
-def _full_line(
-    data: bytes, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
-) -> tuple[RolloutDigest, PositionDependence]:
-    """The full path: orjson, the contract, the walk."""
+            return walked, _rejected_dependence(outcome)
+    if type(data) is not bytes:  # a view of a batch worker's read buffer (the full path is rare)
+        data = bytes(data)
     record, error = parse_line(data)
-    identity = _readable_identity(record, error, location[3])
-    if not isinstance(identity, Identity):
-        source_path, source_index, line_number, ordinal = location
-        digest = unreadable_digest(identity, source_path, source_index, line_number, ordinal, ignored_checks)
-        return digest, UnreadableLine(identity)
-    digest = _digest_parsed(record, error, location, ignored_checks, len(data), None)[0]
+    parsed = _digest_parsed(record, error, location, ignored_checks, len(data), None)[0]
+    if isinstance(parsed, UnreadableLine):
+        return parsed, parsed
     assert record is not None
-    return digest, _parsed_dependence(record)
+    return parsed, _parsed_dependence(record)
 
 
 def _rejected_walked(
@@ -200,7 +224,7 @@ def _digest_rejected(
     """The digest of a record whose trajectory surely fails validation (see :func:`_rejected_walked`)."""
     ordinal = location[3]
     walked = _rejected_walked(rejected, ordinal, ignored_checks)
-    return None if walked is None else (rollout_digest(*walked, ordinal), _rejected_dependence(rejected))
+    return None if walked is None else (digest_from_walk(*walked, ordinal), _rejected_dependence(rejected))
 
 
 def _rejected_dependence(rejected: RejectedRecord) -> OrdinalIdentity | None:
@@ -247,11 +271,11 @@ def digest_everyday(
     everyday = read_everyday_record(data, shallow_json=shallow_json)
     if everyday is None:
         return None
-    digest = _digest_everyday(everyday, (source_path, source_index, line_number, ordinal), ignored_checks)
-    return None if digest is None else (digest, everyday.record)
+    walked = _everyday_walked(everyday, ordinal, ignored_checks)
+    return None if walked is None else (digest_from_walk(*walked, ordinal), everyday.record)
 
 
-def digest_everyday_packed(
+def digest_everyday_compact(
     data: bytes,
     *,
     source_path: str,
@@ -266,23 +290,8 @@ def digest_everyday_packed(
     everyday = read_everyday_record(data, shallow_json=shallow_json)
     if everyday is None:
         return None
-    packed = _pack_everyday(everyday, (source_path, source_index, line_number, ordinal), ignored_checks)
-    return None if packed is None else (packed, everyday.record)
-
-
-def digest_line_packed(
-    data: bytes,
-    *,
-    source_path: str,
-    source_index: int,
-    line_number: int,
-    ordinal: int,
-    ignored_checks: frozenset[str] = frozenset(),
-) -> tuple[CompactDigest, PositionDependence]:
-    """:func:`digest_line_placed` with the digest in its compact form: the records the fast
-    path reads (and those it proves invalid) are packed without building the pydantic digest."""
-    location = (source_path, source_index, line_number, ordinal)
-    return _packed_line(data, location, ignored_checks)
+    walked = _everyday_walked(everyday, ordinal, ignored_checks)
+    return None if walked is None else (compact_from_walk(*walked, ordinal), everyday.record)
 
 
 def digest_record(
@@ -297,7 +306,8 @@ def digest_record(
 ) -> RolloutDigest:
     """Digest a record parsed with orjson semantics; ``parse_error`` marks an unreadable line."""
     location = (source_path, source_index, line_number, ordinal)
-    return _digest_parsed(record, parse_error, location, ignored_checks, None, None)[0]
+    walked = _digest_parsed(record, parse_error, location, ignored_checks, None, None)[0]
+    return _digest_form(walked, location, ignored_checks)
 
 
 def digest_record_with_trajectory(
@@ -320,7 +330,8 @@ def digest_record_with_trajectory(
     step then uses it instead of validating again.
     """
     location = (source_path, source_index, line_number, ordinal)
-    return _digest_parsed(record, parse_error, location, ignored_checks, None, checked)
+    walked, checked = _digest_parsed(record, parse_error, location, ignored_checks, None, checked)
+    return _digest_form(walked, location, ignored_checks), checked
 
 
 def _digest_parsed(
@@ -330,15 +341,12 @@ def _digest_parsed(
     ignored_checks: frozenset[str],
     line_size: int | None,
     checked: TrajectoryCheck | None,
-) -> tuple[RolloutDigest, TrajectoryCheck | None]:
-    """``line_size`` is the raw line's length in bytes, when known; ``checked`` a prior validation."""
-    source_path, source_index, line_number, ordinal = location
-    identity = _readable_identity(record, parse_error, ordinal)
+) -> tuple[_Walked | UnreadableLine, TrajectoryCheck | None]:
+    """The full path's walk of a parsed record, or why it has no readable identity.
+    ``line_size`` is the raw line's length in bytes, when known; ``checked`` a prior validation."""
+    identity = _readable_identity(record, parse_error, location[3])
     if not isinstance(identity, Identity):
-        unreadable = unreadable_digest(
-            identity, source_path, source_index, line_number, ordinal, ignored_checks
-        )
-        return unreadable, None
+        return UnreadableLine(identity), None
     assert record is not None
     raw = record.get("ng_trajectory")
     if raw is None:
@@ -347,7 +355,8 @@ def _digest_parsed(
         checked = check_trajectory(raw)
     trajectory, trajectory_error = _depth_guarded(raw, checked, line_size)
     evidence = build_evidence(trajectory, record)
-    return _walk(identity, evidence, trajectory_error, ordinal, ignored_checks), checked
+    outcome = _outcome(evidence, trajectory_error, ignored_checks, plain=False)
+    return _Walked(identity, evidence, outcome), checked
 
 
 def _readable_identity(
@@ -385,26 +394,6 @@ def _outcome(
     return walk(evidence, trajectory_error, ignored_checks)
 
 
-def _walk(
-    identity: Identity,
-    evidence: Evidence,
-    trajectory_error: str | None,
-    ordinal: int,
-    ignored_checks: frozenset[str],
-) -> RolloutDigest:
-    """Walk the rollout checks in registry order with their gates and digest."""
-    outcome = _outcome(evidence, trajectory_error, ignored_checks, plain=False)
-    return rollout_digest(identity, evidence, outcome, ordinal)
-
-
-class _Walked(NamedTuple):
-    """A record's identity, evidence and walk: what either digest form is made of."""
-
-    identity: Identity
-    evidence: Evidence
-    outcome: WalkOutcome
-
-
 def _everyday_walked(
     everyday: EverydayRecord, ordinal: int, ignored_checks: frozenset[str]
 ) -> _Walked | None:
@@ -431,16 +420,7 @@ def _digest_everyday(
     """The digest of a record the fast path vouches for; ``None`` defers an invalid identity."""
     ordinal = location[3]
     walked = _everyday_walked(everyday, ordinal, ignored_checks)
-    return None if walked is None else rollout_digest(*walked, ordinal)
-
-
-def _pack_everyday(
-    everyday: EverydayRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
-) -> CompactDigest | None:
-    """:func:`_digest_everyday` in its compact form, built without the digest."""
-    ordinal = location[3]
-    walked = _everyday_walked(everyday, ordinal, ignored_checks)
-    return None if walked is None else packed_digest(*walked, ordinal)
+    return None if walked is None else digest_from_walk(*walked, ordinal)
 
 
 def _depth_guarded(

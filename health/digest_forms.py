@@ -1,14 +1,14 @@
-"""A rollout's digest from its walk: the pydantic ``RolloutDigest``, or straight to its packed form.
+"""A rollout's digest from its walk: the pydantic ``RolloutDigest``, or straight to its compact form.
 
 Both read the same evidence and walk outcome and agree field for field
-(``packed_digest(...) == compact_digest(rollout_digest(...))``); the packed form skips the
-digest's dict and its ``Finding`` models, which the batch workers and the live engine would
-only pack again.
+(``compact_from_walk(...) == compact_digest(digest_from_walk(...))``); the compact form skips
+the digest's dict and its ``Finding`` models (and so never imports pydantic), which the batch
+workers and the live engine would only pack again.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .checks import chains_ended_on_failure
 from .compact import (
@@ -19,17 +19,19 @@ from .compact import (
     UNHEALTHY,
     UNOBSERVED,
     CompactDigest,
-    built_digest,
     finding_positions,
+    materialized_digest,
     render_findings,
     unobserved_mask,
 )
 from .evidence import Evidence
 from .identity import Identity
-from .types import Finding, RolloutDigest
 from .walk import WalkOutcome
 
-__all__ = ["packed_digest", "rollout_digest"]
+if TYPE_CHECKING:
+    from .types import RolloutDigest
+
+__all__ = ["compact_from_walk", "digest_from_walk"]
 
 _NO_FINDINGS = b"[]"
 
@@ -59,19 +61,12 @@ def _call_statistics(ev: Evidence) -> _CallStatistics:
     )
 
 
-def rollout_digest(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> RolloutDigest:
+def digest_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> RolloutDigest:
     """The digest: the walk's outcome and the statistics (calls, failures by status, tokens)."""
-    raw_findings, unobserved = outcome
-    findings: list[Finding] = []
-    if raw_findings:
-        subject: dict[str, int | str] = {
-            "_ng_task_index": identity.task_index,
-            "_ng_rollout_index": identity.rollout_index,
-        }
-        findings = [_finding(check, subject, locator, detail) for check, locator, detail in raw_findings]
+    findings, unobserved = outcome
     calls = ev.calls
     statistics = _call_statistics(ev)
-    return built_digest(
+    return materialized_digest(
         {
             "task_index": identity.task_index,
             "rollout_index": identity.rollout_index,
@@ -97,16 +92,16 @@ def rollout_digest(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordin
     )
 
 
-def packed_digest(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> CompactDigest:
-    """:func:`rollout_digest` packed as :func:`~health.compact.compact_digest` packs it, without
+def compact_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> CompactDigest:
+    """:func:`digest_from_walk` packed as :func:`~health.compact.compact_digest` packs it, without
     the digest and its ``Finding`` models."""
-    raw_findings, unobserved = outcome
+    findings, unobserved = outcome
     calls = ev.calls
     statistics = _call_statistics(ev)
-    if raw_findings:
+    if findings:
         verdict = UNHEALTHY
-        rendered = render_findings(raw_findings)
-        positions = finding_positions([check for check, _, _ in raw_findings])
+        rendered = render_findings(findings)
+        positions = finding_positions(findings)
     else:
         verdict = UNOBSERVED if unobserved else HEALTHY
         rendered = _NO_FINDINGS
@@ -135,12 +130,3 @@ def packed_digest(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordina
         ev.capture_prompt,
         ev.capture_completion,
     )
-
-
-def _finding(
-    check_id: str,
-    subject: dict[str, int | str],
-    locator: dict[str, Any] | None,
-    detail: dict[str, Any],
-) -> Finding:
-    return Finding(check=check_id, subject=dict(subject), locator=locator, detail=detail)

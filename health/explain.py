@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import CHECK_REGISTRY
-from .types import CheckInput
+from .check_terms import CheckInput
+from .registry import CHECK_IDS, check_reads
 
 __all__ = ["TRAJECTORY_CHECK_IDS", "explain_unobserved"]
 
 TRAJECTORY_CHECK_IDS: tuple[str, ...] = tuple(
-    spec.id for spec in CHECK_REGISTRY if CheckInput.TRAJECTORY in spec.reads
+    check_id for check_id in CHECK_IDS if CheckInput.TRAJECTORY in check_reads(check_id)
 )
 """The rollout checks that read ``ng_trajectory``: all unobserved on a row without one."""
 

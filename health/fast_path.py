@@ -8,8 +8,9 @@ the same inputs in two C passes and a little Python, for the records that are pl
 1. **The line is JSON exactly when orjson says so.** :func:`health.json_vet.vet` accepts a
    document only if orjson parses it to the values msgspec decodes (UTF-8, escapes and
    surrogates, number syntax and range, integers within 64 bits, nesting) and it nests at most
-   a given number of containers; it reads the line in place. (Where the native vetter is not
-   built, simdjson stands in, refusing a little more.) A leading UTF-8 BOM, which orjson
+   a given number of containers; it reads the line in place, and in the same pass makes the
+   copy of step 3 (:func:`health.payload_spans.decode_strict_if_vetted`). (Where the native
+   vetter is not built, simdjson stands in, refusing a little more.) A leading UTF-8 BOM, which orjson
    refuses, is ruled out by the required leading ``{``. ``tests/health/test_fast_path.py``
    and ``tests/health/test_json_vet.py`` hold the edge cases.
 2. **The canonical dump cannot fail.** It fails only on a free-form value nested more than
@@ -43,7 +44,7 @@ from msgspec import Raw
 from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
 from .json_vet import vet
-from .payload_spans import decode_strict_skipping_payloads
+from .payload_spans import NOT_JSON, NotJson, decode_strict_from_copy, decode_strict_if_vetted_from_copy
 from .rejection import RejectedRecord, read_rejected_record
 from .strict_conversation import everyday_items_ok
 from .strict_schema import StrictRecord, StrictTrajectory, contract_rules_hold
@@ -90,9 +91,10 @@ def _conversation_adapter() -> TypeAdapter[list[Any]]:
     return TypeAdapter(Conversation)
 
 
-def _is_shallow_json_for_orjson(data: bytes) -> bool:
+def _is_shallow_json_for_orjson(data: bytes | memoryview) -> bool:
     """True only if orjson would parse ``data`` to the values msgspec decodes, and it is an
-    object at most 257 containers deep (see the module notes)."""
+    object at most 257 containers deep (see the module notes): step 1 alone, as
+    ``benchmarks/record_step.py --stages`` times it."""
     return data[:1] == b"{" and vet(data, _MAX_RECORD_DEPTH)
 
 
@@ -167,18 +169,31 @@ def read_everyday_record(data: bytes, *, shallow_json: bool = False) -> Everyday
     return outcome if isinstance(outcome, EverydayRecord) else None
 
 
-def read_stripped_line(data: bytes, *, shallow_json: bool = False) -> EverydayRecord | RejectedRecord | None:
+def read_stripped_line(
+    data: bytes | memoryview, *, shallow_json: bool = False
+) -> EverydayRecord | RejectedRecord | None:
     """:func:`read_everyday_record`, or, for a line that fails the strict decode, the
     :class:`~health.rejection.RejectedRecord` whose trajectory surely fails validation."""
     return _read(data, shallow_json=shallow_json, rejections=True)
 
 
-def _read(data: bytes, *, shallow_json: bool, rejections: bool) -> EverydayRecord | RejectedRecord | None:
-    if not (shallow_json and data[:1] == b"{") and not _is_shallow_json_for_orjson(data):
+def _read(
+    data: bytes | memoryview, *, shallow_json: bool, rejections: bool
+) -> EverydayRecord | RejectedRecord | None:
+    if data[:1] != b"{":
         return None
-    record = decode_strict_skipping_payloads(data, typed_conversations=_decode_order.typed_first())
-    if record is None:
-        return read_rejected_record(data) if rejections else None
+    typed_first = _decode_order.typed_first()
+    record: StrictRecord | NotJson | None
+    if shallow_json:
+        record, decoded = decode_strict_from_copy(data, typed_conversations=typed_first)
+    else:  # steps 1 and 3 share one pass over the line (see health.payload_spans)
+        record, decoded = decode_strict_if_vetted_from_copy(
+            data, _MAX_RECORD_DEPTH, typed_conversations=typed_first
+        )
+        if record is NOT_JSON:
+            return None
+    if record is None:  # the rejection reads no value the payload-free copy cuts out
+        return read_rejected_record(decoded) if rejections else None
     _decode_order.saw(record)
     return _vouched(record)
 

@@ -9,12 +9,14 @@ reports the offending key, and the caller treats the line as unreadable.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter, ValidationError
+from .check_terms import TaskIndex
 
-from .types import TaskIndex
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = [
     "ROLLOUT_ID_KEY",
@@ -33,8 +35,17 @@ ROLLOUT_INDEX_KEY = "_ng_rollout_index"
 ROLLOUT_ID_KEY = "_ng_rollout_id"
 STAGE_INDEX_KEY = "stage_index"
 
-_INDEX = TypeAdapter[TaskIndex](TaskIndex)
-_STAGE = TypeAdapter[TaskIndex | None](TaskIndex | None)
+
+class _Uncoercible(Exception):
+    """An index value pydantic's ``int | str`` refuses."""
+
+
+@functools.cache
+def _index_adapter() -> TypeAdapter[TaskIndex]:
+    """pydantic's ``int | str`` validator, built for the first index that is neither (rare)."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter[TaskIndex](TaskIndex)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +73,12 @@ def _coerce(value: Any) -> TaskIndex:
     # Fast path for the common exact types; bool is an int subclass and must be coerced.
     if type(value) is int or type(value) is str:
         return value
-    return _INDEX.validate_python(value)
+    from pydantic import ValidationError
+
+    try:
+        return _index_adapter().validate_python(value)
+    except ValidationError:
+        raise _Uncoercible from None
 
 
 def resolve_identity(record: dict[str, Any], ordinal: int) -> Identity | InvalidIdentity:
@@ -83,15 +99,15 @@ def identity_of(
     """Identity from a record's raw values (the defaults already applied to absent keys)."""
     try:
         task_index = _coerce(raw_task)
-    except ValidationError:
+    except _Uncoercible:
         return InvalidIdentity(TASK_INDEX_KEY)
     try:
         rollout_index = _coerce(raw_rollout)
-    except ValidationError:
+    except _Uncoercible:
         return InvalidIdentity(ROLLOUT_INDEX_KEY)
     try:
         stage_index = None if raw_stage is None else _coerce(raw_stage)
-    except ValidationError:
+    except _Uncoercible:
         return InvalidIdentity(STAGE_INDEX_KEY)
     if not rollout_id:
         rollout_id = trajectory_rollout_id

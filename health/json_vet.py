@@ -19,6 +19,10 @@ Two vetters, one contract:
   full path). The wrapping also lets a document close it and open another (``1],[2``): the
   fallback accepts several comma-separated values there, so a caller must decode exactly one
   value afterwards (a msgspec decode does).
+
+The native walk can also note where values lie as it passes them, so a caller need not scan
+the document again: :func:`vet_event_rows` finds an ingest body's rows (and
+:func:`health.payload_spans.decode_strict_if_vetted` a rollout line's payloads).
 """
 
 from __future__ import annotations
@@ -29,7 +33,16 @@ from typing import Final, Literal
 
 import simdjson
 
-__all__ = ["MAX_DEPTH", "VETTER", "Vetter", "native_vet", "simdjson_vet", "vet"]
+__all__ = [
+    "MAX_DEPTH",
+    "VETTER",
+    "EventRows",
+    "Vetter",
+    "native_vet",
+    "simdjson_vet",
+    "vet",
+    "vet_event_rows",
+]
 
 Vetter = Literal["native", "simdjson"]
 
@@ -66,12 +79,17 @@ def simdjson_vet(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPT
     return True
 
 
+EventRows = tuple[bytes, list[tuple[int, int]]]
+"""An ingest body without its events' rows, and each row's span (see :func:`vet_event_rows`)."""
+
 native_vet: Callable[[bytes | bytearray | memoryview, int], bool] | None
 """The native vetter, or ``None`` where the package was installed without a C compiler."""
+_native_event_rows: Callable[[bytes | bytearray | memoryview, int], EventRows | bool] | None
 try:
     from ._json_vet import vet as native_vet
+    from ._json_vet import vet_event_rows as _native_event_rows
 except ImportError:  # see setup.py
-    native_vet = None
+    native_vet = _native_event_rows = None
 
 _vet = simdjson_vet if native_vet is None else native_vet
 VETTER: Final[Vetter] = "simdjson" if native_vet is None else "native"
@@ -86,3 +104,18 @@ def vet(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH) -> boo
     ``max_depth`` deep, and accept ``1],[2`` when ``max_depth < 1024`` (see the module notes).
     ``max_depth`` past 1024 acts as 1024."""
     return _vet(data, max_depth)
+
+
+def vet_event_rows(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH) -> EventRows | bool:
+    """:func:`vet` and, with the native vetter, each event's row in the same pass.
+
+    ``False``: refused (as :func:`vet`). ``True``: vetted, but no spans (the body is not a
+    plain array of events or ``{"events": [...]}`` with that one member, a key of the envelope
+    or of an event holds a backslash, or the native vetter is not built): decode it whole.
+    Else ``(skeleton, spans)``: ``spans[i]`` is the ``(start, end)`` offsets in ``data`` of
+    element ``i``'s ``"row"`` value (the last one where the key repeats, as msgspec keeps it;
+    ``(-1, -1)`` without one), and ``skeleton`` is ``data`` with each ``"row"`` value of an
+    event replaced by ``0``."""
+    if _native_event_rows is None:
+        return vet(data, max_depth)
+    return _native_event_rows(data, max_depth)

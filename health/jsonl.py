@@ -26,9 +26,12 @@ __all__ = [
     "iter_range_records",
     "iter_slices",
     "plan_ranges",
+    "stripped",
 ]
 
 _NON_WHITESPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")
+_WHITESPACE_BYTES = frozenset(b" \t\n\r\x0b\x0c")
+_OPEN_BRACE, _CLOSE_BRACE = ord("{"), ord("}")
 _BLOCK_BYTES = 1 << 22
 _HAS_PREAD = hasattr(os, "pread")
 
@@ -62,9 +65,26 @@ class ByteRange:
     """``(offset, length without the newline, line number)`` of each non-blank line, in order."""
 
 
-def is_blank(data: bytes, start: int = 0, end: int | None = None) -> bool:
+def is_blank(data: bytes | memoryview, start: int = 0, end: int | None = None) -> bool:
     """True if ``data[start:end]`` holds only ASCII whitespace (no copy is made)."""
     return _NON_WHITESPACE.search(data, start, len(data) if end is None else end) is None
+
+
+def stripped(data: bytes | memoryview) -> bytes | memoryview:
+    """``data`` without leading and trailing ASCII whitespace, as ``bytes.strip()`` trims it; a
+    memoryview stays a view (no copy), and a line that starts with ``{`` and ends with ``}``
+    (every record line) is returned as it is."""
+    if type(data) is bytes:
+        return data.strip()
+    if len(data) and data[0] == _OPEN_BRACE and data[-1] == _CLOSE_BRACE:
+        return data
+    first = _NON_WHITESPACE.search(data)
+    if first is None:
+        return data[:0]
+    end = len(data)
+    while data[end - 1] in _WHITESPACE_BYTES:
+        end -= 1
+    return data[first.start() : end]
 
 
 def _iter_lines(path: str) -> Iterator[tuple[int, int, int, bool]]:

@@ -21,21 +21,44 @@ Why it decodes the same record as the line itself:
 
 Where the extension is not built, or the scan gives up, :func:`decode_strict_skipping_payloads`
 is :func:`health.strict_schema.decode_strict` on the line.
+
+A line not yet vetted goes through :func:`decode_strict_if_vetted`: the native vetter
+(:func:`health._json_vet.vet_compact`) makes the same copy in its own pass over the line, so
+the line is read once before the decode of its copy, not twice.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Literal
 
 from msgspec import Raw
 
+from .json_vet import vet
 from .strict_schema import StrictRecord, decode_strict
 
-__all__ = ["NATIVE", "decode_strict_skipping_payloads"]
+__all__ = [
+    "NATIVE",
+    "NOT_JSON",
+    "NotJson",
+    "decode_strict_from_copy",
+    "decode_strict_if_vetted",
+    "decode_strict_if_vetted_from_copy",
+    "decode_strict_skipping_payloads",
+]
 
 _Payloads = tuple["Raw | None", ...]
-_Compact = Callable[[bytes], "tuple[bytes, _Payloads, _Payloads] | None"]
+_Copy = tuple[bytes, _Payloads, _Payloads]
+_Compact = Callable[[bytes | memoryview], "_Copy | None"]
+_VetCompact = Callable[[bytes | memoryview, int], "_Copy | Literal[False] | None"]
+
+
+def _in_step_with_the_schema(kept_top_level_keys: tuple[str, ...]) -> bool:
+    """A native scan built with other top-level fields than the record's would cut a member
+    the record decodes: such a build is not used."""
+    return set(kept_top_level_keys) == set(StrictRecord.__struct_encode_fields__)
+
 
 _compact: _Compact | None
 try:
@@ -44,30 +67,90 @@ try:
 except ImportError:  # see setup.py
     _compact = None
 else:
-    if set(KEPT_TOP_LEVEL_KEYS) != set(StrictRecord.__struct_encode_fields__):
-        # The scan would cut a member the record decodes: a build out of step with the schema.
+    if not _in_step_with_the_schema(KEPT_TOP_LEVEL_KEYS):
         _compact = None
+
+_vet_compact: _VetCompact | None
+try:
+    from ._json_vet import KEPT_TOP_LEVEL_KEYS as _VETTER_KEPT_KEYS
+    from ._json_vet import vet_compact as _vet_compact
+except ImportError:  # see setup.py
+    _vet_compact = None
+else:
+    if not _in_step_with_the_schema(_VETTER_KEPT_KEYS):
+        _vet_compact = None
 
 NATIVE: Final = _compact is not None
 """Whether the native scan is built (else the strict decode reads every line whole)."""
 
 
+class NotJson(enum.Enum):
+    """:func:`decode_strict_if_vetted`'s answer for a line the vetter refuses."""
+
+    REFUSED = "refused"
+
+
+NOT_JSON: Final = NotJson.REFUSED
+
+
+def decode_strict_if_vetted(
+    data: bytes, max_depth: int, *, typed_conversations: bool = True
+) -> StrictRecord | NotJson | None:
+    """:data:`NOT_JSON` where :func:`health.json_vet.vet` refuses ``data`` at ``max_depth``,
+    else :func:`decode_strict_skipping_payloads` of it (the same record, or ``None``). With
+    the native vetter built, one pass over the line vets it and makes the copy."""
+    return decode_strict_if_vetted_from_copy(data, max_depth, typed_conversations=typed_conversations)[0]
+
+
+def decode_strict_if_vetted_from_copy(
+    data: bytes | memoryview, max_depth: int, *, typed_conversations: bool = True
+) -> tuple[StrictRecord | NotJson | None, bytes | memoryview]:
+    """:func:`decode_strict_if_vetted`, also handing back the bytes it decoded last: the copy
+    without payloads, or ``data`` itself where no copy was made (or the copy's calls
+    disagreed). The copy differs from ``data`` only in the values listed in the module notes,
+    each replaced by ``0``, so a caller that reads none of them may decode it instead of the
+    line (:mod:`health.rejection` does, for a line the strict decode refuses)."""
+    if _vet_compact is None:
+        if not vet(data, max_depth):
+            return NOT_JSON, data
+        return decode_strict_from_copy(data, typed_conversations=typed_conversations)
+    found = _vet_compact(data, max_depth)
+    if found is False:
+        return NOT_JSON, data
+    return _decode_copy(data, found, typed_conversations)
+
+
 def decode_strict_skipping_payloads(data: bytes, *, typed_conversations: bool = True) -> StrictRecord | None:
     """:func:`~health.strict_schema.decode_strict` of ``data``, which must be vetted JSON
     (:mod:`health.json_vet`): the same record, or ``None`` for the same lines."""
-    found = None if _compact is None else _compact(data)
+    return decode_strict_from_copy(data, typed_conversations=typed_conversations)[0]
+
+
+def decode_strict_from_copy(
+    data: bytes | memoryview, *, typed_conversations: bool = True
+) -> tuple[StrictRecord | None, bytes | memoryview]:
+    """:func:`decode_strict_skipping_payloads`, also handing back the bytes it decoded last
+    (see :func:`decode_strict_if_vetted_from_copy`)."""
+    return _decode_copy(data, None if _compact is None else _compact(data), typed_conversations)
+
+
+def _decode_copy(
+    data: bytes | memoryview, found: _Copy | None, typed_conversations: bool
+) -> tuple[StrictRecord | None, bytes | memoryview]:
+    """The strict decode of the line ``data`` from its copy (``None``: from the line itself),
+    and the bytes it decoded last."""
     if found is None:
-        return decode_strict(data, typed_conversations=typed_conversations)
+        return decode_strict(data, typed_conversations=typed_conversations), data
     copy, requests, responses = found
     record = decode_strict(copy, typed_conversations=typed_conversations)
     if record is None or record.ng_trajectory is None:
-        return record
+        return record, copy
     calls = record.ng_trajectory.model_calls
     if len(calls) != len(requests):  # never expected: the scan and msgspec disagree on the calls
-        return decode_strict(data, typed_conversations=typed_conversations)
+        return decode_strict(data, typed_conversations=typed_conversations), data
     for call, request, response in zip(calls, requests, responses, strict=True):
         if request is not None:
             call.request = request
         if response is not None:
             call.response = response
-    return record
+    return record, copy

@@ -21,11 +21,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import msgspec
 from sortedcontainers import SortedKeyList
 
+from .check_terms import TaskIndex
 from .compact import (
     CAPTURE_OBSERVED,
     DUPLICATE_CHECK_POS,
@@ -41,7 +42,9 @@ from .ignored import normalize_ignored_checks
 from .registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
 from .report import index_sort_part, render_rows, render_summary, row_sort_key, task_sort_key, write_reports
 from .tasks import RepeatInput, TaskOutcome, reduce_task, task_findings
-from .types import Finding, RolloutDigest, TaskIndex
+
+if TYPE_CHECKING:
+    from .types import Finding, RolloutDigest
 
 __all__ = ["GroupStore", "HealthReducer", "release_gradually"]
 

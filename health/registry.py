@@ -2,17 +2,30 @@
 
 Registry order is load-bearing: findings, ``unobserved`` lists, coverage and issue counts
 all follow it.
+
+The registry is a plain table; its :class:`~health.types.CheckSpec` models (pydantic) are built
+on first access to :data:`CHECK_REGISTRY` or :func:`check_spec`, so the batch path, which only
+needs the IDs and what each check reads (:func:`check_reads`), never imports pydantic.
 """
 
 from __future__ import annotations
 
-from .types import CheckInput, CheckScope, CheckSpec, CheckSubject
+import functools
+from typing import TYPE_CHECKING, NamedTuple
+
+from .check_terms import CheckInput, CheckScope, CheckSubject
+
+if TYPE_CHECKING:
+    from .types import CheckSpec
+
+    CHECK_REGISTRY: tuple[CheckSpec, ...]
 
 __all__ = [
     "CHECK_IDS",
     "CHECK_REGISTRY",
     "ROLLOUT_CHECK_IDS",
     "TASK_CHECK_IDS",
+    "check_reads",
     "check_spec",
 ]
 
@@ -20,14 +33,23 @@ _R = CheckInput.RECORD
 _T = CheckInput.TRAJECTORY
 
 
-def _spec(check_id: str, scope: CheckScope, subject: CheckSubject, *reads: CheckInput) -> CheckSpec:
-    return CheckSpec(id=check_id, evaluation_scope=scope, subject=subject, reads=frozenset(reads))
+class _Entry(NamedTuple):
+    """A check's spec as plain values (the fields of ``CheckSpec``)."""
+
+    id: str
+    evaluation_scope: CheckScope
+    subject: CheckSubject
+    reads: frozenset[CheckInput]
+
+
+def _spec(check_id: str, scope: CheckScope, subject: CheckSubject, *reads: CheckInput) -> _Entry:
+    return _Entry(check_id, scope, subject, frozenset(reads))
 
 
 _ROLLOUT = CheckScope.ROLLOUT
 _TASK = CheckScope.TASK
 
-CHECK_REGISTRY: tuple[CheckSpec, ...] = (
+_TABLE: tuple[_Entry, ...] = (
     _spec("check_execution_error", _ROLLOUT, CheckSubject.CHECK_EXECUTION, _R),
     _spec("record_unreadable", _ROLLOUT, CheckSubject.RECORD, _R),
     _spec("rollout_duplicate_identity", _ROLLOUT, CheckSubject.ROLLOUT, _R),
@@ -79,16 +101,38 @@ CHECK_REGISTRY: tuple[CheckSpec, ...] = (
     _spec("task_no_successful_model_calls", _TASK, CheckSubject.TASK, CheckInput.REPEAT_DIGESTS),
 )
 
-CHECK_IDS: tuple[str, ...] = tuple(spec.id for spec in CHECK_REGISTRY)
-ROLLOUT_CHECK_IDS: tuple[str, ...] = tuple(s.id for s in CHECK_REGISTRY if s.evaluation_scope is _ROLLOUT)
-TASK_CHECK_IDS: tuple[str, ...] = tuple(s.id for s in CHECK_REGISTRY if s.evaluation_scope is _TASK)
+CHECK_IDS: tuple[str, ...] = tuple(entry.id for entry in _TABLE)
+ROLLOUT_CHECK_IDS: tuple[str, ...] = tuple(e.id for e in _TABLE if e.evaluation_scope is _ROLLOUT)
+TASK_CHECK_IDS: tuple[str, ...] = tuple(e.id for e in _TABLE if e.evaluation_scope is _TASK)
 
-_BY_ID = {spec.id: spec for spec in CHECK_REGISTRY}
+_BY_ID = {entry.id: entry for entry in _TABLE}
 
 
-def check_spec(check_id: str) -> CheckSpec:
-    """The spec of ``check_id``; ``KeyError`` names the unknown ID."""
+@functools.cache
+def _registry() -> tuple[CheckSpec, ...]:
+    from .types import CheckSpec
+
+    return tuple(CheckSpec(**entry._asdict()) for entry in _TABLE)
+
+
+def _entry(check_id: str) -> _Entry:
     try:
         return _BY_ID[check_id]
     except KeyError:
         raise KeyError(f"unknown health check {check_id!r}") from None
+
+
+def check_reads(check_id: str) -> frozenset[CheckInput]:
+    """What ``check_id`` reads (its spec's ``reads``); ``KeyError`` names the unknown ID."""
+    return _entry(check_id).reads
+
+
+def check_spec(check_id: str) -> CheckSpec:
+    """The spec of ``check_id``; ``KeyError`` names the unknown ID."""
+    return _registry()[CHECK_IDS.index(_entry(check_id).id)]
+
+
+def __getattr__(name: str) -> object:
+    if name == "CHECK_REGISTRY":
+        return _registry()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -121,11 +121,14 @@ def _conversations_route_safely(invocations: Any) -> bool:
     return True
 
 
-def read_rejected_record(data: bytes) -> RejectedRecord | None:
+def read_rejected_record(data: bytes | memoryview) -> RejectedRecord | None:
     """The record's identity and ``response`` if its trajectory surely fails validation, else ``None``.
 
     ``data`` must be a line already shown to be JSON orjson reads to the same values, at most
-    257 levels deep (see ``health.fast_path``).
+    257 levels deep (see ``health.fast_path``), or that line's payload-free copy
+    (:func:`health.payload_spans.decode_strict_from_copy`): the witnesses never read the calls'
+    ``request`` / ``response``, and of the top-level ``response`` only ``usage`` counts (the
+    transcript usage), which the copy keeps.
     """
     try:
         record = _DECODER.decode(data)

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
+from .check_terms import TaskIndex
 from .compact import VERDICTS, CompactDigest, dumps_compact, unobserved_ids
-from .types import TaskIndex
 
 __all__ = [
     "SUMMARY_FILE",

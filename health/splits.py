@@ -12,9 +12,9 @@ driver turns those into global positions (:class:`SplitOutcome` and :func:`globa
 Only two things in a digest depend on position besides its ``ordinal`` field: an unreadable
 line's identity and locator (input index and line number) and the identity of a record without
 ``_ng_task_index`` (the global ordinal, and the rollout id when it derives from it). The task
-learns which lines those are from the per-record step (:func:`~health.digest.digest_line_packed`)
+learns which lines those are from the per-record step (:func:`~health.digest.digest_line_compact`)
 and sends what the driver needs to finish them: an unreadable line's reason (the driver builds
-its digest, :func:`~health.unreadable.unreadable_digest`), a record's digest and how its rollout
+its digest, :func:`~health.unreadable.unreadable_compact`), a record's digest and how its rollout
 id derives (the driver writes the global ordinal in). No line travels back or is digested twice.
 
 Digests travel as plain tuples of :class:`~health.compact.CompactDigest`'s fields: pickle writes
@@ -30,9 +30,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .compact import CompactDigest, compact_digest
+from .compact import CompactDigest
 from .jsonl import is_blank
-from .unreadable import unreadable_digest
+from .unreadable import unreadable_compact
 
 __all__ = [
     "FileSplit",
@@ -128,10 +128,19 @@ def _read_into(handle: int, view: memoryview, position: int) -> int:
 
 
 def iter_split_lines(path: str, start: int, end: int) -> Iterator[bytes]:
-    """Every physical line (without its ``\\n``) whose first byte lies in ``[start, end)``.
+    """Every physical line (without its ``\\n``) whose first byte lies in ``[start, end)``."""
+    for line in _iter_split_views(path, start, end):
+        yield line if type(line) is bytes else bytes(line)
 
-    Blocks are read into one reused buffer and each line is copied out of it once, so a
-    split costs no allocation per block.
+
+def _iter_split_views(path: str, start: int, end: int) -> Iterator[bytes | memoryview]:
+    """:func:`iter_split_lines`, each line a view of the read buffer where it lies in one block.
+
+    Blocks are read into one reused buffer, so a split costs no allocation per block, and a
+    line inside a block is handed over in place rather than copied out (a 72 KB copy into
+    fresh memory costs about as much as the vetter's pass over it). A view is valid until the
+    next line is asked for: the caller must be done with it (and with anything it lent
+    ``msgspec.Raw`` slices to) by then. A line that straddles two blocks comes as ``bytes``.
     """
     with open(path, "rb", buffering=0) as file:
         handle = file.fileno()
@@ -159,10 +168,10 @@ def iter_split_lines(path: str, start: int, end: int) -> Iterator[bytes]:
                     break
                 if unfinished:
                     unfinished += view[cursor:newline]
-                    line = bytes(unfinished)
+                    line: bytes | memoryview = bytes(unfinished)
                     unfinished.clear()
                 else:
-                    line = bytes(view[cursor:newline])
+                    line = view[cursor:newline]
                 yield line
                 cursor = newline + 1
                 if block_offset + cursor >= end:
@@ -171,7 +180,7 @@ def iter_split_lines(path: str, start: int, end: int) -> Iterator[bytes]:
 
 def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutcome:
     """Digest the lines ``split`` owns, with split-local line numbers and ordinals."""
-    from .digest import UnreadableLine, digest_line_packed
+    from .digest import UnreadableLine, digest_line_compact
 
     lines = records = 0
     digests: list[WireDigest] = []
@@ -180,11 +189,11 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for line in iter_split_lines(split.file, split.start, split.end):
+        for line in _iter_split_views(split.file, split.start, split.end):
             lines += 1
             if is_blank(line):
                 continue
-            packed, dependence = digest_line_packed(
+            digest, dependence = digest_line_compact(
                 line,
                 source_path=split.path,
                 source_index=split.source_index,
@@ -193,11 +202,11 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
                 ignored_checks=ignored_checks,
             )
             if dependence is None:
-                digests.append(tuple(packed))
+                digests.append(tuple(digest))
             elif isinstance(dependence, UnreadableLine):
                 unreadable.append((lines, records, dependence.detail))
             else:
-                by_ordinal.append((tuple(packed), dependence.rollout_suffix))
+                by_ordinal.append((tuple(digest), dependence.rollout_suffix))
             records += 1
     finally:
         if collecting:
@@ -224,15 +233,16 @@ def globalize(
         rollout_id = digest.rollout_id if rollout_suffix is None else f"{ordinal}-{rollout_suffix}"
         placed.append(digest._replace(ordinal=ordinal, task_index=ordinal, rollout_id=rollout_id))
     for line_number, ordinal, detail in outcome.unreadable:
-        unreadable = unreadable_digest(
-            detail,
-            split.path,
-            split.source_index,
-            line_base + line_number,
-            ordinal_base + ordinal,
-            ignored_checks,
+        placed.append(
+            unreadable_compact(
+                detail,
+                split.path,
+                split.source_index,
+                line_base + line_number,
+                ordinal_base + ordinal,
+                ignored_checks,
+            )
         )
-        placed.append(compact_digest(unreadable))
     return placed
 
 

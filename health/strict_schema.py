@@ -209,7 +209,7 @@ _PLAIN_DECODER = msgspec.json.Decoder(_PlainRecord)
 _CONVERSATION_FIELD = ".conversation"
 
 
-def decode_strict(data: bytes, *, typed_conversations: bool = True) -> StrictRecord | None:
+def decode_strict(data: bytes | memoryview, *, typed_conversations: bool = True) -> StrictRecord | None:
     """The record, or ``None`` when it is not JSON or falls outside the strict subset.
 
     Conversations are decoded as typed everyday items where they all are; a record with any

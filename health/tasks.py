@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from .types import Finding, TaskIndex, Verdict
+from .check_terms import TaskIndex, Verdict
+
+if TYPE_CHECKING:
+    from .types import Finding
 
 __all__ = ["CoverageState", "RepeatInput", "TaskOutcome", "reduce_task", "task_findings"]
 
@@ -109,6 +112,8 @@ def reduce_task(
 
 def task_findings(outcome: TaskOutcome) -> list[Finding]:
     """The task-scope findings behind ``outcome.flags``, in registry order."""
+    from .types import Finding
+
     subject: dict[str, int | str] = {"_ng_task_index": outcome.task_index}
     findings: list[Finding] = []
     if CONSISTENTLY_UNHEALTHY in outcome.flags:

@@ -7,11 +7,12 @@ Field names and defaults follow NeMo Gym 0.7.0's ``nemo_gym.health.types``.
 
 from __future__ import annotations
 
-import enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .check_terms import CheckInput, CheckScope, CheckSubject, TaskIndex, Verdict
 
 __all__ = [
     "CheckInput",
@@ -24,38 +25,6 @@ __all__ = [
     "TaskIndex",
     "Verdict",
 ]
-
-Verdict = Literal["healthy", "unhealthy", "unobserved"]
-TaskIndex = int | str
-
-
-class CheckScope(enum.Enum):
-    ROLLOUT = "rollout"
-    TASK = "task"
-    RUN = "run"
-
-
-class CheckSubject(enum.Enum):
-    CHECK_EXECUTION = "check_execution"
-    RECORD = "record"
-    ROLLOUT = "rollout"
-    AGENT_TURN = "agent_turn"
-    MODEL_CALL = "model_call"
-    TRAJECTORY_CAPTURE = "trajectory_capture"
-    TASK = "task"
-
-
-class CheckInput(enum.Enum):
-    """Persisted or derived evidence a check needs; missing evidence makes it unobserved."""
-
-    RECORD = "record"
-    TRAJECTORY = "trajectory"
-    AGENT_TURNS = "agent_turns"
-    BOUND_CALLS = "bound_calls"
-    OWNED_MODEL_CALLS = "owned_model_calls"
-    OBSERVED_MODEL_CALLS = "observed_model_calls"
-    REPEAT_VERDICTS = "repeat_verdicts"
-    REPEAT_DIGESTS = "repeat_digests"
 
 
 class CheckSpec(BaseModel):

@@ -9,13 +9,16 @@ without importing the per-record step.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .compact import CompactDigest, PlainFinding, compact_values, materialized_digest
 from .identity import unreadable_identity
 from .registry import ROLLOUT_CHECK_IDS
-from .types import Finding, RolloutDigest
 
-__all__ = ["RECORD_UNREADABLE", "unreadable_digest"]
+if TYPE_CHECKING:
+    from .types import RolloutDigest
+
+__all__ = ["RECORD_UNREADABLE", "unreadable_compact", "unreadable_digest", "unreadable_values"]
 
 RECORD_UNREADABLE = "record_unreadable"
 
@@ -29,41 +32,64 @@ def unreadable_digest(
     ignored_checks: frozenset[str],
 ) -> RolloutDigest:
     """The digest of unreadable line ``line_number`` of input ``source_index``; ``detail`` says why."""
+    values = unreadable_values(detail, source_path, source_index, line_number, ordinal, ignored_checks)
+    return materialized_digest(values)
+
+
+def unreadable_compact(
+    detail: dict[str, Any],
+    source_path: str,
+    source_index: int,
+    line_number: int,
+    ordinal: int,
+    ignored_checks: frozenset[str],
+) -> CompactDigest:
+    """:func:`unreadable_digest` packed as a compact digest, without the pydantic models."""
+    values = unreadable_values(detail, source_path, source_index, line_number, ordinal, ignored_checks)
+    return compact_values(values)
+
+
+def unreadable_values(
+    detail: dict[str, Any],
+    source_path: str,
+    source_index: int,
+    line_number: int,
+    ordinal: int,
+    ignored_checks: frozenset[str],
+) -> dict[str, Any]:
+    """:func:`unreadable_digest`'s field values by name, its finding a
+    :class:`~health.compact.PlainFinding`."""
     identity = unreadable_identity(source_index, line_number)
-    findings: list[Finding] = []
+    findings: list[PlainFinding] = []
     unobserved: list[str] = []
     for check_id in ROLLOUT_CHECK_IDS:
         if check_id in ignored_checks:
             continue
         if check_id == RECORD_UNREADABLE:
-            subject: dict[str, int | str] = {
-                "_ng_task_index": identity.task_index,
-                "_ng_rollout_index": identity.rollout_index,
-            }
             locator: dict[str, Any] = {"source_file": source_path, "line": line_number}
-            findings.append(Finding(check=check_id, subject=subject, locator=locator, detail=detail))
+            findings.append(PlainFinding(check_id, locator, detail))
         else:
             unobserved.append(check_id)
     verdict = "unhealthy" if findings else "unobserved" if unobserved else "healthy"
-    return RolloutDigest(
-        task_index=identity.task_index,
-        rollout_index=identity.rollout_index,
-        stage_index=None,
-        rollout_id=identity.rollout_id,
-        verdict=verdict,
-        findings=findings,
-        unobserved=unobserved,
-        capture_observed=False,
-        policy_calls_observed=False,
-        model_calls=0,
-        successful_model_calls=0,
-        model_call_errors=0,
-        errors_by_status={},
-        ended_on_error=False,
-        duplicated_calls=0,
-        transcript_prompt_tokens=0,
-        transcript_completion_tokens=0,
-        capture_prompt_tokens=0,
-        capture_completion_tokens=0,
-        ordinal=ordinal,
-    )
+    return {
+        "task_index": identity.task_index,
+        "rollout_index": identity.rollout_index,
+        "stage_index": None,
+        "rollout_id": identity.rollout_id,
+        "verdict": verdict,
+        "findings": findings,
+        "unobserved": unobserved,
+        "capture_observed": False,
+        "policy_calls_observed": False,
+        "model_calls": 0,
+        "successful_model_calls": 0,
+        "model_call_errors": 0,
+        "errors_by_status": {},
+        "ended_on_error": False,
+        "duplicated_calls": 0,
+        "transcript_prompt_tokens": 0,
+        "transcript_completion_tokens": 0,
+        "capture_prompt_tokens": 0,
+        "capture_completion_tokens": 0,
+        "ordinal": ordinal,
+    }

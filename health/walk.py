@@ -2,8 +2,8 @@
 
 A check whose inputs were not observed is *unobserved* (no finding); one whose rule raises is
 unobserved too and yields a ``check_execution_error`` finding instead. The walk's outcome is
-the raw findings, ``(check_id, locator, detail)`` in emission order, and the unobserved IDs in
-registry order; :mod:`health.digest` turns them into a digest.
+the findings as :class:`~health.compact.PlainFinding` in emission order, and the unobserved IDs
+in registry order; :mod:`health.digest_forms` turns them into a digest.
 
 :func:`walk_plain` is the same walk for the everyday rollout (no observation gap, no unusual
 call, no check ignored), where most checks can have no finding and their gates reduce to
@@ -13,24 +13,24 @@ whether a binding view holds calls: it runs only the rules that can find somethi
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from .check_terms import CheckInput
 from .checks import ROLLOUT_RULES, CheckRule
+from .compact import PlainFinding
 from .evidence import Evidence
-from .registry import ROLLOUT_CHECK_IDS, check_spec
-from .types import CheckInput
+from .registry import ROLLOUT_CHECK_IDS, check_reads
 
-__all__ = ["PLAIN_WALK_APPLIES", "BindingView", "RawFindings", "WalkOutcome", "walk", "walk_plain"]
+__all__ = ["PLAIN_WALK_APPLIES", "BindingView", "WalkOutcome", "walk", "walk_plain"]
 
 CHECK_EXECUTION_ERROR = "check_execution_error"
 RECORD_UNREADABLE = "record_unreadable"
 
-RawFindings = list[tuple[str, dict[str, Any] | None, dict[str, Any]]]
-"""``(check_id, locator, detail)`` per finding, in the order the walk emits them."""
-
 
 class WalkOutcome(NamedTuple):
-    findings: RawFindings
+    """The findings in the order the walk emits them, and the unobserved check IDs."""
+
+    findings: list[PlainFinding]
     unobserved: list[str]
 
 
@@ -58,7 +58,7 @@ class _Step(NamedTuple):
 
 
 def _step(check_id: str) -> _Step:
-    reads = check_spec(check_id).reads
+    reads = check_reads(check_id)
     if CheckInput.BOUND_CALLS in reads:
         view = BindingView.TURN
     elif CheckInput.OWNED_MODEL_CALLS in reads:
@@ -96,10 +96,10 @@ def _run_rule(
                 "failed_check": check_id,
                 "error": type(exc).__name__,
             }
-            outcome.findings.append((CHECK_EXECUTION_ERROR, None, detail))
+            outcome.findings.append(PlainFinding(CHECK_EXECUTION_ERROR, None, detail))
         return
     if raw_findings:
-        outcome.findings.extend([(check_id, locator, detail) for locator, detail in raw_findings])
+        outcome.findings.extend([PlainFinding(check_id, locator, detail) for locator, detail in raw_findings])
 
 
 def walk(evidence: Evidence, trajectory_error: str | None, ignored_checks: frozenset[str]) -> WalkOutcome:
@@ -119,7 +119,7 @@ def walk(evidence: Evidence, trajectory_error: str | None, ignored_checks: froze
         if check_id == RECORD_UNREADABLE:
             if trajectory_error is not None:
                 detail = {"reason": "canonical trajectory is unreadable", "error": trajectory_error}
-                outcome.findings.append((check_id, None, detail))
+                outcome.findings.append(PlainFinding(check_id, None, detail))
             continue
         if (
             (reads_trajectory and not trajectory_observed)

@@ -7,6 +7,9 @@ connections: one more evicts that peer's oldest connection still waiting for its
 slow or idle client), and is refused only when all of them are busy with requests. So
 half-sent requests cannot pile up to uvicorn's ``limit_concurrency``, and a client that sends
 whole requests (``/drain_margin`` polls) keeps getting answers while they are attempted.
+
+A request body's chunks are held as they arrive (:class:`BodyChunks`) and joined once when the
+app reads them, instead of being appended to one growing buffer that is then copied again.
 """
 
 from __future__ import annotations
@@ -17,7 +20,34 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["ConnectionGuard", "guarded_protocol"]
+__all__ = ["BodyChunks", "ConnectionGuard", "guarded_protocol"]
+
+
+class BodyChunks:
+    """The body chunks that arrived since the app last read, as uvicorn's ``cycle.body``.
+
+    uvicorn appends each chunk with ``+=``, compares ``len`` with its flow-control mark and
+    hands the app ``bytes(...)``: here the chunks are kept as they are and joined only then,
+    so a body that arrived as one chunk reaches the app as that very chunk.
+    """
+
+    __slots__ = ("_chunks", "_size")
+
+    def __init__(self) -> None:
+        self._chunks: list[bytes] = []
+        self._size = 0
+
+    def __iadd__(self, chunk: bytes) -> BodyChunks:
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        return self
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bytes__(self) -> bytes:
+        chunks = self._chunks
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 class ConnectionGuard:
@@ -109,6 +139,10 @@ class _GuardedProtocol(HttpToolsProtocol):
 
     def on_body(self, body: bytes) -> None:
         self._arm(self.guard.body_timeout_s, self._body_expired)
+        cycle = self.cycle
+        # Only uvicorn's own empty buffer is swapped: its reader copies it out with bytes().
+        if type(cycle.body) is bytearray and not cycle.body:
+            cycle.body = BodyChunks()  # type: ignore[assignment]  # (it reads as one)
         super().on_body(body)
 
     def on_message_complete(self) -> None:

@@ -9,13 +9,14 @@ compared in constant time and never logged; no row content is ever logged.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import itertools
 import json
 import math
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,19 +25,26 @@ import structlog
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from health.reduce import release_gradually
+from sidecar._plain_route import PlainPostRoute
 from sidecar.events import EVENT_KINDS, MAX_SECONDS, Completed, Event, EventBatch, RunStarted
 from sidecar.ingest import PlanError, UnknownRun
 from sidecar.journal import JournalUnavailable
 from sidecar.metrics import render
 from sidecar.openapi import openapi_document
 from sidecar.raw_rows import RawRow, decode_request, row_spans
-from sidecar.request_errors import RequestError, error_body, json_response, request_error_handler
+from sidecar.request_errors import (
+    RequestError,
+    error_body,
+    json_response,
+    render_request_error,
+    request_error_handler,
+)
 from sidecar.runs import RunState
 from sidecar.service import Service
 from sidecar.wire import RUN_ID_PATTERN
@@ -58,6 +66,8 @@ _OPENERS = frozenset(b"[{")
 _JSON = "application/json"
 _INFLIGHT_DEFAULT_LIMIT = 20
 _INFLIGHT_MAX_LIMIT = 1000
+#: The ingest route's path (Starlette's ``/v1/runs/{run_id}/events``), served as plain ASGI.
+_EVENTS_PATH = re.compile(r"/v1/runs/([^/]+)/events")
 
 
 def json_depth(data: bytes | bytearray, limit: int | None = None) -> int:
@@ -194,6 +204,34 @@ def _with_raw_rows(events: list[Event], body: bytes | bytearray) -> list[Event]:
     ]
 
 
+#: An ASGI request's headers: (lower-case name, value) byte pairs, as the server sent them.
+_RawHeaders = Iterable[tuple[bytes, bytes]]
+
+
+def _header(headers: _RawHeaders, name: bytes) -> str | None:
+    """The first value of header ``name`` (lower case), as text, or ``None``."""
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
+    """The request body's non-empty chunks as they arrive; a client that closes the connection
+    before the body's end is refused."""
+    more = True
+    while more:
+        message = await receive()
+        kind = message["type"]
+        if kind == "http.request":
+            more = message.get("more_body", False)
+            chunk = message.get("body", b"")
+            if chunk:
+                yield chunk
+        elif kind == "http.disconnect":
+            raise RequestError(400, "bad_request", "the client closed the connection mid-body", "body")
+
+
 class _Handlers:
     def __init__(self, service: Service) -> None:
         self.service = service
@@ -202,12 +240,12 @@ class _Handlers:
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _authorize(self, request: Request) -> None:
+    def _authorize(self, header: str | None) -> None:
+        """Refuse a request whose ``Authorization`` header does not carry the bearer token."""
         token = self.settings.token
         if token is None:
             return
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
+        scheme, _, given = (header or "").partition(" ")
         expected = token.get().encode()
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
             raise RequestError(
@@ -218,55 +256,42 @@ class _Handlers:
                 {"WWW-Authenticate": "Bearer"},
             )
 
-    async def _body(self, request: Request, declared: int | None) -> bytes | bytearray:
+    async def _body(self, receive: Receive, declared: int | None) -> bytes | bytearray:
         """The whole body, at most the cap. With a declared length it is read straight into one
         buffer of that size (no list of chunks joined into a second copy at the end)."""
         cap = self.settings.body_cap
         if declared is not None:
-            return await self._body_into(request, declared)
+            return await self._body_into(receive, declared)
         chunks: list[bytes] = []
         size = 0
-        stream = request.stream()
-        try:
-            async for chunk in stream:
-                size += len(chunk)
-                if size > cap:
-                    raise RequestError(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
-                chunks.append(chunk)
-        except ClientDisconnect:
-            raise RequestError(
-                400, "bad_request", "the client closed the connection mid-body", "body"
-            ) from None
+        async for chunk in _chunks(receive):
+            size += len(chunk)
+            if size > cap:
+                raise RequestError(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
+            chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _body_into(self, request: Request, declared: int) -> bytes | bytearray:
+    async def _body_into(self, receive: Receive, declared: int) -> bytes | bytearray:
         """A body of ``declared`` bytes. One that arrives as one chunk (the usual case: the HTTP
         layer gathers what has arrived before the handler reads) is that chunk, never copied;
         else the chunks are written into one buffer of the declared size."""
         first = b""
         buffer: bytearray | None = None
         size = 0
-        try:
-            async for chunk in request.stream():
-                if not chunk:  # (the stream ends with an empty one)
-                    continue
-                end = size + len(chunk)
-                if end > declared:  # the HTTP layer enforces Content-Length; never write past it
-                    raise RequestError(
-                        400, "bad_request", f"body longer than its Content-Length {declared}", "body"
-                    )
-                if not size:
-                    first = chunk
-                else:
-                    if buffer is None:
-                        buffer = bytearray(declared)
-                        buffer[:size] = first
-                    buffer[size:end] = chunk
-                size = end
-        except ClientDisconnect:
-            raise RequestError(
-                400, "bad_request", "the client closed the connection mid-body", "body"
-            ) from None
+        async for chunk in _chunks(receive):
+            end = size + len(chunk)
+            if end > declared:  # the HTTP layer enforces Content-Length; never write past it
+                raise RequestError(
+                    400, "bad_request", f"body longer than its Content-Length {declared}", "body"
+                )
+            if not size:
+                first = chunk
+            else:
+                if buffer is None:
+                    buffer = bytearray(declared)
+                    buffer[:size] = first
+                buffer[size:end] = chunk
+            size = end
         if size < declared:
             raise RequestError(
                 400,
@@ -347,7 +372,7 @@ class _Handlers:
             )
 
     @asynccontextmanager
-    async def _held_body(self, request: Request) -> AsyncIterator[bytes | bytearray]:
+    async def _held_body(self, declared: str | None, receive: Receive) -> AsyncIterator[bytes | bytearray]:
         """The request body, counted against ``max_body_bytes_in_flight`` until the block ends.
 
         What a request declares is reserved before a byte is read (a body without a length
@@ -355,7 +380,6 @@ class _Handlers:
         buffered side by side.
         """
         cap = self.settings.body_cap
-        declared = request.headers.get("content-length")
         size = int(declared) if declared is not None and declared.isdigit() else cap
         if size > cap:
             raise RequestError(
@@ -374,7 +398,7 @@ class _Handlers:
         self._held += size
         try:
             yield await self._body(
-                request, int(declared) if declared is not None and declared.isdigit() else None
+                receive, int(declared) if declared is not None and declared.isdigit() else None
             )
         finally:
             self._held -= size
@@ -400,7 +424,8 @@ class _Handlers:
             parsed = parsed["events"]
         return _validate(parsed)
 
-    async def _ingest(self, run_id: str, events: list[Event]) -> Response:
+    async def _ingest(self, run_id: str, events: list[Event]) -> bytes:
+        """Store ``events`` and answer with their outcomes (a 200's JSON body)."""
         self._check_caps(run_id, events)
         try:
             outcomes = await self.service.ingestor.submit(run_id, events)
@@ -413,14 +438,14 @@ class _Handlers:
             raise RequestError(
                 503, "journal_unavailable", f"events not stored: {exc}", None, {"Retry-After": "1"}
             ) from exc
-        return _json({"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]})
+        return dumps_json({"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]})
 
-    async def events(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        self._authorize(request)
+    async def events(self, run_id: str, headers: _RawHeaders, receive: Receive) -> bytes:
+        """``POST /v1/runs/{run_id}/events``: a batch of events; the 200 answer's body."""
+        self._authorize(_header(headers, b"authorization"))
         self._check_run_id(run_id)
         self._require_ready()
-        async with self._held_body(request) as body:
+        async with self._held_body(_header(headers, b"content-length"), receive) as body:
             events = self._parse_events(body)
             del body  # parsed: the raw body need not stay resident while the batch is stored
             return await self._ingest(run_id, events)
@@ -432,7 +457,7 @@ class _Handlers:
         follower sends a line this way when escaping it into an event would pass the body cap.
         """
         run_id = request.path_params["run_id"]
-        self._authorize(request)
+        self._authorize(request.headers.get("authorization"))
         self._check_run_id(run_id)
         self._require_ready()
         event: dict[str, Any] = {"kind": "completed"}
@@ -447,11 +472,11 @@ class _Handlers:
                 raise RequestError(400, "validation", detail, name) from exc
         if "line_number" not in event:
             raise RequestError(400, "validation", "line_number is required", "line_number")
-        async with self._held_body(request) as body:
+        async with self._held_body(request.headers.get("content-length"), request.receive) as body:
             with memoryview(body) as view:  # no copy of the body without its newline
                 event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
             del body
-            return await self._ingest(run_id, _validate([event]))
+            return json_response(await self._ingest(run_id, _validate([event])))
 
     async def drain_margin(self, request: Request) -> Response:
         run = self._run(request.query_params.get("run_id"))
@@ -596,8 +621,14 @@ def create_app(service: Service) -> Starlette:
         finally:
             await service.stop()
 
+    async def events(request: Request) -> Response:
+        """The ingest route as Starlette serves it, for a request the plain route passes on."""
+        run_id = request.path_params["run_id"]
+        return json_response(await handlers.events(run_id, request.scope["headers"], request.receive))
+
+    render_error = functools.partial(render_request_error, dumps=dumps_json, count=service.metrics.on_error)
     routes = [
-        Route("/v1/runs/{run_id}/events", handlers.events, methods=["POST"]),
+        Route("/v1/runs/{run_id}/events", events, methods=["POST"]),
         Route("/v1/runs/{run_id}/lines", handlers.lines, methods=["POST"]),
         Route("/v1/runs", handlers.runs, methods=["GET"]),
         Route("/v1/runs/{run_id}/inflight", handlers.inflight, methods=["GET"]),
@@ -635,7 +666,12 @@ def create_app(service: Service) -> Starlette:
             405: not_allowed,
             Exception: internal,
         },
-        middleware=[Middleware(ServerTiming)],
+        middleware=[
+            Middleware(
+                PlainPostRoute, pattern=_EVENTS_PATH, handler=handlers.events, render_error=render_error
+            ),
+            Middleware(ServerTiming),
+        ],
     )
     app.state.service = service
     return app

@@ -25,7 +25,7 @@ import msgspec
 import orjson
 from msgspec import UNSET, Raw, Struct, field
 
-from health.json_vet import MAX_DEPTH, vet
+from health.json_vet import MAX_DEPTH, EventRows, vet, vet_event_rows
 
 __all__ = [
     "ROW_SERVICE_KEYS",
@@ -198,6 +198,19 @@ class _Wrapped(Struct, forbid_unknown_fields=True):
 _REQUEST_DECODER = msgspec.json.Decoder(list[_Envelope] | _Wrapped)
 
 
+class _Skeletal(_Envelope, forbid_unknown_fields=True):
+    """An event of a body whose rows were cut out (each ``row`` value is ``0``)."""
+
+    row: Any = UNSET
+
+
+class _WrappedSkeletal(Struct, forbid_unknown_fields=True):
+    events: list[_Skeletal]
+
+
+_SKELETON_DECODER = msgspec.json.Decoder(list[_Skeletal] | _WrappedSkeletal)
+
+
 def raw_line(data: bytes) -> RawRow | None:
     """A stripped line as a :class:`RawRow` when it is vetted JSON and an object, else ``None``."""
     if data[:1] != b"{":
@@ -210,6 +223,14 @@ def raw_line(data: bytes) -> RawRow | None:
 _ENVELOPE_FIELDS: Final = _Envelope.__struct_fields__
 
 
+def _row_value(span: bytes, kind: Any, shallow: bool) -> Any:
+    """A completion's object row as a :class:`RawRow`; a small failure/drain row, or a value
+    the models refuse with their own words, parsed."""
+    if span[:1] == b"{" and kind == "completed":
+        return RawRow(span, vetted=True, shallow=shallow)
+    return orjson.loads(span)
+
+
 def _event_body(envelope: _Envelope, shallow: bool) -> dict[str, Any]:
     body = {
         name: value
@@ -218,20 +239,60 @@ def _event_body(envelope: _Envelope, shallow: bool) -> dict[str, Any]:
     }
     span = bytes(body.pop("row"))
     if span:
-        if span[:1] == b"{" and envelope.kind == "completed":
-            body["row"] = RawRow(span, vetted=True, shallow=shallow)
-        else:  # a small failure/drain row, or a value the models refuse with their own words
-            body["row"] = orjson.loads(span)
+        body["row"] = _row_value(span, envelope.kind, shallow)
     return body
+
+
+def _vetted(body: bytes | bytearray, max_depth: int) -> EventRows | bool:
+    """:func:`health.json_vet.vet_event_rows` within :func:`vetted_json`'s bounds."""
+    if body[:1] not in (b"[", b"{") or not 1 <= max_depth <= MAX_DEPTH:
+        return False
+    return vet_event_rows(body, max_depth)
+
+
+def _from_skeleton(body: bytes | bytearray, rows: EventRows, shallow: bool) -> list[dict[str, Any]] | None:
+    """The events of a vetted body from its skeleton (the body without its rows) and the rows'
+    spans; ``None`` when the skeleton does not decode (the models word the refusal)."""
+    skeleton, spans = rows
+    try:
+        decoded = _SKELETON_DECODER.decode(skeleton)
+    except msgspec.DecodeError:
+        return None
+    skeletals = decoded.events if isinstance(decoded, _WrappedSkeletal) else decoded
+    if len(skeletals) != len(spans):  # one span per event, always: anything else is not this shape
+        return None
+    events = []
+    with memoryview(body) as view:
+        for skeletal, (start, end) in zip(skeletals, spans, strict=True):
+            event = {
+                name: value
+                for name, value in zip(_ENVELOPE_FIELDS, msgspec.structs.astuple(skeletal), strict=True)
+                if value is not UNSET
+            }
+            if start >= 0:
+                event["row"] = _row_value(bytes(view[start:end]), skeletal.kind, shallow)
+            elif "row" in event:  # a row the pass did not cut: not the shape it reports
+                return None
+            events.append(event)
+    return events
 
 
 def decode_request(body: bytes | bytearray, max_depth: int) -> list[dict[str, Any]] | None:
     """The events of an ingest body (a JSON array, or ``{"events": [...]}``), each a dict for
     the event models with a completion's object ``row`` as a :class:`RawRow`; ``None`` when the
     body must take the full path (not vetted JSON within ``max_depth``, or a key the models
-    forbid: they word the refusal)."""
-    shallow = max_depth >= _SHALLOW_BODY_DEPTH and vetted_json(body, _SHALLOW_BODY_DEPTH)
-    if not shallow and not vetted_json(body, max_depth):
+    forbid: they word the refusal).
+
+    The vetting pass also cuts the rows out of an ordinary body, so msgspec decodes only the
+    events' own keys and each row is one copy of its bytes; any other vetted body is decoded
+    whole, each row kept as its raw span."""
+    vetted = _vetted(body, _SHALLOW_BODY_DEPTH) if max_depth >= _SHALLOW_BODY_DEPTH else False
+    shallow = vetted is not False
+    if not shallow:
+        vetted = _vetted(body, max_depth)
+    if isinstance(vetted, tuple):
+        return _from_skeleton(body, vetted, shallow)
+    if not vetted:
         return None
     try:
         decoded = _REQUEST_DECODER.decode(body)

@@ -16,7 +16,14 @@ import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["ErrorCode", "RequestError", "error_body", "json_response", "request_error_handler"]
+__all__ = [
+    "ErrorCode",
+    "RequestError",
+    "error_body",
+    "json_response",
+    "render_request_error",
+    "request_error_handler",
+]
 
 _log = structlog.get_logger("sidecar.app")
 _JSON = "application/json"
@@ -72,6 +79,17 @@ def error_body(error: str, field: str | None, detail: str) -> dict[str, Any]:
     return {"error": error, "field": field, "detail": detail}
 
 
+def render_request_error(
+    exc: RequestError, dumps: Callable[[Any], bytes], count: Callable[[str], None]
+) -> bytes:
+    """Count ``exc`` under its reason, log it, and return its JSON body (every route's refusal
+    goes through here, whichever layer answers it)."""
+    if exc.reason is not None:
+        count(exc.reason)
+        _log.info("request rejected", reason=exc.reason, status=exc.status, field=exc.field)
+    return dumps(error_body(exc.error, exc.field, exc.detail))
+
+
 def request_error_handler(
     dumps: Callable[[Any], bytes], count: Callable[[str], None]
 ) -> Callable[[Request, Exception], Awaitable[Response]]:
@@ -79,9 +97,6 @@ def request_error_handler(
 
     async def handle(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestError)
-        if exc.reason is not None:
-            count(exc.reason)
-            _log.info("request rejected", reason=exc.reason, status=exc.status, field=exc.field)
-        return json_response(dumps(error_body(exc.error, exc.field, exc.detail)), exc.status, exc.headers)
+        return json_response(render_request_error(exc, dumps, count), exc.status, exc.headers)
 
     return handle

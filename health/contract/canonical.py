@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from pydantic import ValidationError
-
 if TYPE_CHECKING:
     from .models import TrajectoryRecord
 
@@ -42,6 +40,8 @@ def check_trajectory(raw: object) -> tuple[TrajectoryRecord, None] | tuple[None,
     ``"ValidationError"``; any other exception raised while validating is reported by its
     own name (``"TypeError"`` for an unhashable conversation-item discriminator).
     """
+    from pydantic import ValidationError  # imported, like the models, only when a record needs them
+
     from .models import TrajectoryRecord  # built on the first record that needs the contract
 
     try:

@@ -27,10 +27,11 @@ from health.compact import compact_digest
 from health.contract import check_trajectory
 from health.digest import (
     _digest_everyday,
+    _digest_form,
     _digest_parsed,
-    digest_everyday_packed,
+    digest_everyday_compact,
     digest_line,
-    digest_line_packed,
+    digest_line_compact,
 )
 from health.fast_path import read_everyday_record, read_stripped_line
 from health.parse import parse_line
@@ -50,7 +51,8 @@ LOCATION = ("run/rollouts.jsonl", 0, 7, 3)
 def full_path_digest(line: bytes, ignored: frozenset[str] = frozenset()) -> RolloutDigest:
     """The reference: orjson parse plus the pydantic contract (``health.digest._digest_parsed``)."""
     record, error = parse_line(line)
-    return _digest_parsed(record, error, LOCATION, ignored, len(line), None)[0]
+    walked = _digest_parsed(record, error, LOCATION, ignored, len(line), None)[0]
+    return _digest_form(walked, LOCATION, ignored)
 
 
 def fast_path_digest(line: bytes, ignored: frozenset[str] = frozenset()) -> RolloutDigest | None:
@@ -98,13 +100,13 @@ def assert_paths_agree(line: bytes, ignored: frozenset[str] = frozenset()) -> bo
     if fast is not None:
         assert_same_digest(fast, full, line)
     assert_same_digest(digest_line_at(line, ignored), full, line)
-    assert_same_packed(line, full, ignored)
+    assert_same_compact(line, full, ignored)
     return fast is not None
 
 
-def assert_same_packed(line: bytes, full: RolloutDigest, ignored: frozenset[str] = frozenset()) -> None:
-    """The packed entry points (which build no ``RolloutDigest`` for what the fast path reads)
-    give exactly the full path's digest as ``compact_digest`` packs it."""
+def assert_same_compact(line: bytes, full: RolloutDigest, ignored: frozenset[str] = frozenset()) -> None:
+    """The compact entry points (which build no ``RolloutDigest``), on the line's bytes or on a
+    view of them, give exactly the full path's digest as ``compact_digest`` packs it."""
     want = compact_digest(full)
     source_path, source_index, line_number, ordinal = LOCATION
     location = {
@@ -114,12 +116,14 @@ def assert_same_packed(line: bytes, full: RolloutDigest, ignored: frozenset[str]
         "ordinal": ordinal,
         "ignored_checks": ignored,
     }
-    packed, _ = digest_line_packed(line, **location)
-    assert packed == want, f"packed digests differ for line {_shown(line)}"
-    assert repr(packed) == repr(want), f"packed digests differ in value types for line {_shown(line)}"
-    everyday = digest_everyday_packed(line.strip(), **location)
+    compact, _ = digest_line_compact(line, **location)
+    assert compact == want, f"compact digests differ for line {_shown(line)}"
+    assert repr(compact) == repr(want), f"compact digests differ in value types for line {_shown(line)}"
+    in_place, _ = digest_line_compact(memoryview(line), **location)
+    assert repr(in_place) == repr(want), f"compact digest of a view differs for line {_shown(line)}"
+    everyday = digest_everyday_compact(line.strip(), **location)
     if everyday is not None:
-        assert repr(everyday[0]) == repr(want), f"packed fast-path digest differs for line {_shown(line)}"
+        assert repr(everyday[0]) == repr(want), f"compact fast-path digest differs for line {_shown(line)}"
 
 
 def assert_contract_rejects(line: bytes) -> None:

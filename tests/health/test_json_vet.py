@@ -29,6 +29,11 @@ from health.json_vet import MAX_DEPTH, native_vet, simdjson_vet, vet
 from .fast_path_support import synthetic_corpus
 from .test_fast_path import VALUE_EDGES
 
+try:
+    from health._json_vet import vet_compact
+except ImportError:
+    vet_compact = None  # type: ignore[assignment]
+
 NOT_BUILT = "health._json_vet is not built (installed without a C compiler): health.json_vet uses simdjson"
 needs_native = pytest.mark.skipif(native_vet is None, reason=NOT_BUILT)
 
@@ -81,6 +86,8 @@ def assert_vets_like_the_oracle(data: bytes, max_depth: int = MAX_DEPTH) -> bool
     expected = oracle(data, max_depth)
     if native_vet is not None:
         assert native_vet(data, max_depth) == expected, (data[:300], max_depth)
+        # the vetter's pass that also copies the line refuses exactly the same documents
+        assert (vet_compact(data, max_depth) is not False) == expected, (data[:300], max_depth)
     if simdjson_vet(data, max_depth):
         # (the fallback's wrapping admits "1],[2" below 1024: a single document never is that)
         assert expected or (max_depth < MAX_DEPTH and not _one_text(data)), (data[:300], max_depth)

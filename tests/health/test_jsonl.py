@@ -13,6 +13,7 @@ from health.jsonl import (
     iter_range_records,
     iter_slices,
     plan_ranges,
+    stripped,
 )
 
 CONTENT = b'{"a":1}\n\n  \t\r\n{"b":\r2}\r\n\x0b\x0c\nnot json\n   {"c":3}   \n{"last":true}'
@@ -92,3 +93,14 @@ class TestRanges:
             OSError, match="changed while being checked: expected 4 bytes at offset 0, read 1"
         ):
             list(iter_range_records(byte_range))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"  ", b"{}", b" {} ", b"\t\x0b{x}\r\n", b"x", b"{ ", b" }", b"\xa0{}\x85", b" \x0c\x0b\r\n\t"],
+)
+def test_stripped_views_match_bytes_strip(data: bytes) -> None:
+    view = memoryview(bytearray(b"<" + data + b">"))[1:-1]
+    result = stripped(view)
+    assert isinstance(result, memoryview)
+    assert bytes(result) == data.strip() == stripped(data)

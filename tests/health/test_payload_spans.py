@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from health import payload_spans
 from health.json_vet import vet
-from health.payload_spans import decode_strict_skipping_payloads
+from health.payload_spans import NOT_JSON, decode_strict_if_vetted, decode_strict_skipping_payloads
 from health.strict_schema import StrictModelCall, StrictRecord, StrictTrajectory, _PlainRecord, decode_strict
 
 from .fast_path_support import (
@@ -42,6 +42,12 @@ try:
 except ImportError:
     compact = None  # type: ignore[assignment]
     KEPT_TOP_LEVEL_KEYS = ()  # type: ignore[misc]
+try:
+    from health._json_vet import KEPT_TOP_LEVEL_KEYS as VETTER_KEPT_KEYS
+    from health._json_vet import vet_compact
+except ImportError:
+    vet_compact = None  # type: ignore[assignment]
+    VETTER_KEPT_KEYS = ()  # type: ignore[misc]
 
 needs_native = pytest.mark.skipif(
     compact is None, reason="health._payload_spans is not built (no C compiler at install; see setup.py)"
@@ -58,7 +64,16 @@ def _record_bytes(record: StrictRecord | None) -> bytes | None:
 
 def _scanned(line: bytes) -> Any:
     """What the scan returns, payloads as bytes."""
-    found = compact(line)
+    return _as_bytes(compact(line))
+
+
+def _vetted_and_scanned(line: bytes) -> Any:
+    """What the vetter's own pass returns (False: refused), payloads as bytes."""
+    found = vet_compact(line, _VETTED_DEPTH)
+    return False if found is False else _as_bytes(found)
+
+
+def _as_bytes(found: Any) -> Any:
     if found is None:
         return None
     copy_, requests, responses = found
@@ -79,8 +94,14 @@ def _scanned_by_the_baseline_loop(line: bytes) -> Any:
 
 
 def assert_same_decode(line: bytes) -> bool:
-    """The invariant, for a line the fast path would decode. Returns whether it was vetted."""
-    if not (line[:1] == b"{" and vet(line, _VETTED_DEPTH)):
+    """The invariant, for a line the fast path would decode. Returns whether it was vetted.
+    The vetter's pass (``vet_compact``) refuses what ``vet`` refuses and copies as the scan does."""
+    vetted = vet(line, _VETTED_DEPTH)
+    if vet_compact is not None:
+        assert _vetted_and_scanned(line) == (_scanned(line) if vetted else False), line[:300]
+    if not vetted:
+        assert decode_strict_if_vetted(line, _VETTED_DEPTH) is NOT_JSON, line[:300]
+    if not (line[:1] == b"{" and vetted):
         return False
     if compact is not None:
         assert _scanned(line) == _scanned_by_the_baseline_loop(line), line[:300]
@@ -89,6 +110,9 @@ def assert_same_decode(line: bytes) -> bool:
         got = decode_strict_skipping_payloads(line, typed_conversations=typed)
         assert got == want, line[:300]
         assert _record_bytes(got) == _record_bytes(want), line[:300]
+        fused = decode_strict_if_vetted(line, _VETTED_DEPTH, typed_conversations=typed)
+        assert fused == want, line[:300]
+        assert _record_bytes(fused) == _record_bytes(want), line[:300]
     return True
 
 
@@ -100,6 +124,7 @@ def assert_same_decode(line: bytes) -> bool:
 def test_kept_keys_are_the_strict_records_fields() -> None:
     for record_type in (StrictRecord, _PlainRecord):
         assert set(record_type.__struct_encode_fields__) == set(KEPT_TOP_LEVEL_KEYS)
+        assert set(record_type.__struct_encode_fields__) == set(VETTER_KEPT_KEYS)
 
 
 @needs_native
@@ -109,6 +134,7 @@ def test_the_fast_path_uses_the_scan_when_it_is_built() -> None:
     from health import payload_spans
 
     assert payload_spans.NATIVE
+    assert payload_spans._vet_compact is not None
 
 
 def test_msgspec_keeps_the_last_value_of_a_repeated_key() -> None:
@@ -191,6 +217,7 @@ def test_an_escaped_key_on_the_path_decodes_the_line_itself(line: bytes) -> None
 )
 def test_nothing_to_cut_decodes_the_line_itself(line: bytes) -> None:
     assert compact(line) is None
+    assert vet_compact(line) is (False if line == b"" else None)
 
 
 @needs_native
@@ -207,6 +234,9 @@ def test_unvetted_bytes_never_read_past_the_line() -> None:
         b'{"ng_trajectory":{"model_calls":[{"request":"',
     ):
         compact(garbage)
+        assert vet_compact(garbage) is False
+    for end in range(0, len(line) - 1, 7):
+        assert vet_compact(line[:end]) is False
 
 
 @needs_native
@@ -217,14 +247,20 @@ def test_no_reference_leaks() -> None:
         found = compact(line)
         assert found is not None
         del found
+        fused = vet_compact(line, _VETTED_DEPTH)
+        assert fused
+        del fused
     assert sys.getrefcount(line) == before
 
 
 def test_without_the_extension_the_line_is_decoded_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(payload_spans, "_compact", None)
+    monkeypatch.setattr(payload_spans, "_vet_compact", None)
     for row in corpus_rows()[:20]:
         line = orjson.dumps(row)
         assert decode_strict_skipping_payloads(line) == decode_strict(line)
+        assert decode_strict_if_vetted(line, _VETTED_DEPTH) == decode_strict(line)
+        assert decode_strict_if_vetted(line[:-1], _VETTED_DEPTH) is NOT_JSON
 
 
 # --------------------------------------------------------------------------------------------

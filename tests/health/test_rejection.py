@@ -13,8 +13,10 @@ import pytest
 
 from health.contract import check_trajectory
 from health.digest import _parsed_dependence, digest_line_placed
+from health.evidence import transcript_usage
 from health.fast_path import read_stripped_line
-from health.rejection import RejectedRecord
+from health.payload_spans import NATIVE, decode_strict_from_copy
+from health.rejection import RejectedRecord, read_rejected_record
 from tests.health.fast_path_support import (
     DELETE,
     DupObject,
@@ -145,6 +147,36 @@ def test_the_synthetic_fault_corpus_agrees_and_uses_the_rejection_path() -> None
         assert_paths_agree(item.line)
         rejected += _rejected(item.line.strip())
     assert rejected > 0
+
+
+USAGE = {"input_tokens": 7, "output_tokens": 3}
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        {"id": "r", "output": [{"type": "message", "content": "x" * 50}], "usage": USAGE},
+        DupObject((("usage", {"input_tokens": 1}), ("output", []), ("usage", USAGE))),
+        {"output": [], "usage": "not an object"},
+        ["not", "an", "object"],
+        None,
+    ],
+    ids=["usage among other members", "repeated usage key", "usage not an object", "a list", "null"],
+)
+def test_a_rejection_read_from_the_payload_free_copy_keeps_the_transcript_usage(response: Any) -> None:
+    record = with_changes(base_record(), ((*CALL, "duration_ms"), -1))
+    record["response"] = response
+    line = encode(record)
+    rejected, decoded = decode_strict_from_copy(line)
+    assert rejected is None
+    assert (decoded != line) is NATIVE  # the scan made a copy wherever it is built
+    from_copy, from_line = read_rejected_record(decoded), read_rejected_record(line)
+    assert from_copy is not None and from_line is not None
+    assert from_copy[:5] == from_line[:5]
+    usage = transcript_usage({"response": from_line.response})
+    assert transcript_usage({"response": from_copy.response}) == usage
+    assert _rejected(line)
+    assert_paths_agree(line)
 
 
 def test_the_witness_key_sets_are_the_contract_models_fields() -> None:

@@ -187,3 +187,32 @@ def test_placed_digests_equal_digesting_each_line_at_its_global_position(
     for split in reversed(splits):
         reducer.extend(placer.add(digest_split(split, ignored)))
     assert reducer.compact_digests() == expected
+
+
+@pytest.mark.parametrize("block_bytes", [4096, 1 << 20])
+def test_lines_read_in_place_digest_as_their_bytes_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_bytes: int
+) -> None:
+    """Workers digest a line as a view of the read buffer (a copy only where it straddles two
+    blocks): every digest equals the one of the line's own bytes."""
+    from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
+
+    monkeypatch.setattr(splits, "_BLOCK_BYTES", block_bytes)
+    config = SyntheticConfig(num_tasks=5, repeats_per_task=4, faults=FaultRates.mixed(0.05))
+    lines = [orjson.dumps(row) for row in generate_rows(config, 11)]
+    lines[3] = b" \t" + lines[3] + b" \r"  # whitespace around a record is stripped as bytes.strip() does
+    lines[5] = lines[5][: len(lines[5]) // 2]  # torn
+    lines[7] = b"\x0b\x0c"  # blank
+    path = tmp_path / "rollouts.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    expected = []
+    ordinal = 0
+    for line_number, line in enumerate(lines, start=1):
+        if line.strip():
+            digest = digest_line(
+                line, source_path=str(path), source_index=0, line_number=line_number, ordinal=ordinal
+            )
+            expected.append(compact_digest(digest))
+            ordinal += 1
+    reducer = _placed_reducer([str(path)], 1 << 20)
+    assert reducer.compact_digests() == expected

@@ -142,3 +142,23 @@ class TestRequestBodies:
                 json=[{"kind": "completed", "seconds": 1.0, "row": row} for row in rows],
             ).json()["results"]
             assert [r["status"] for r in again] == ["duplicate"] * 4
+
+
+def test_serve_runs_with_a_raised_collector_threshold_and_restores_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import gc
+
+    from sidecar import server
+    from sidecar.settings import ServiceSettings
+
+    seen: list[tuple[int, ...]] = []
+
+    async def fake_serve(settings: ServiceSettings, *, follower: object = None) -> None:
+        seen.append(gc.get_threshold())
+
+    before = gc.get_threshold()
+    monkeypatch.setattr(server, "serve", fake_serve)
+    server.run_service(ServiceSettings(journal_path=tmp_path / "j.sqlite3"))
+    assert seen == [(server.SERVE_GC_THRESHOLD, *before[1:])]
+    assert gc.get_threshold() == before
