@@ -14,18 +14,22 @@ machine is shared), over every row:
   ``model_dump(mode="json")``), the work the reference does before any check runs;
 * ``full path``: the per-record step as it runs for any line: orjson parse, identity, pydantic
   validation, depth guard, evidence, the checks, the digest;
-* ``digest_line``: the step as the batch check runs it: the fast path (simdjson validation,
-  strict msgspec decode with the payloads left raw, ``health.fast_path``) for plainly valid
-  records, the full path for the rest.
+* ``digest_line``: the step's digest: the fast path (simdjson validation, strict msgspec
+  decode with the payloads left raw, ``health.fast_path``) for plainly valid records, the full
+  path for the rest;
+* ``runner step (packed)``: the step as a batch worker runs it, ``digest_line_compact``, the
+  same digest in its compact form, packed without the pydantic digest (run against a build
+  without it, ``digest_line_placed`` + ``compact_digest``).
 
 It prints the medians and the ratios of ``digest_line`` to the others, in the same run.
 
 ``--stages`` then splits ``digest_line`` into its stages, each timed alone over the rows that
 reach it (µs per row of the whole corpus, so the stages add up to about ``digest_line``): the
 simdjson validation, the strict msgspec decode, the contract's cross-field rules and the
-conversation check, then evidence + checks + digest, the compact form the workers send, the
-definite-rejection decode (``health.rejection``) of the rows the strict decode refuses and the
-digest of those it proves invalid, and the full path of the rows left.
+conversation check, then evidence + checks + digest, the compact form the workers send (and
+both at once, packed, as the runner does), the definite-rejection decode
+(``health.rejection``) of the rows the strict decode refuses and the digest of those it proves
+invalid, and the full path of the rows left.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ from collections.abc import Callable
 
 import orjson
 
+import health.digest
 from health import fast_path
-from health.compact import compact_values
+from health.compact import CompactDigest, compact_digest
 from health.contract import canonical_trajectory
 from health.digest import _digest_everyday, _digest_parsed, _digest_rejected, digest_line
 from health.parse import parse_line
@@ -48,6 +53,10 @@ from health.strict_schema import StrictRecord, contract_rules_hold, decode_stric
 from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
 
 SEED = 20261202
+_everyday_walked = getattr(health.digest, "_everyday_walked", None)
+_DIGEST_STAGE = "evidence+checks+digest"
+_COMPACT_STAGE = "compact digest"
+_PACKED_STAGE = "evidence+checks, packed"
 
 
 def _cpu_us_per_row(rows: list[bytes], step: Callable[[int, bytes], object]) -> float:
@@ -78,6 +87,35 @@ def _digest(position: int, line: bytes) -> object:
     )
 
 
+_digest_line_compact = getattr(health.digest, "digest_line_compact", None)
+
+
+def _runner_step(position: int, line: bytes) -> object:
+    """What a batch worker runs per line: the compact digest (on a build without
+    ``digest_line_compact``, e.g. a baseline run with this script, ``digest_line_placed`` and
+    ``compact_digest``, which is what its runner runs)."""
+    if _digest_line_compact is not None:
+        return _digest_line_compact(
+            line, source_path="rollouts.jsonl", source_index=0, line_number=position + 1, ordinal=position
+        )
+    digest, _ = health.digest.digest_line_placed(
+        line, source_path="rollouts.jsonl", source_index=0, line_number=position + 1, ordinal=position
+    )
+    return compact_digest(digest)
+
+
+def _pack_everyday(
+    found: fast_path.EverydayRecord, location: tuple[str, int, int, int]
+) -> CompactDigest | None:
+    """The fast path's record walked and packed straight into its compact form, as
+    ``digest_line_compact`` does (only on a build with the walk apart from the digest)."""
+    from health.digest_forms import compact_from_walk
+
+    assert _everyday_walked is not None
+    walked = _everyday_walked(found, location[3], frozenset())
+    return None if walked is None else compact_from_walk(*walked, location[3])
+
+
 def _vouch(record: StrictRecord) -> bool:
     trajectory = record.ng_trajectory
     if trajectory is None:
@@ -99,11 +137,15 @@ def stages(rows: list[bytes], repeats: int) -> None:
         "simdjson validation": (list(rows), fast_path._is_shallow_json_for_orjson),  # type: ignore[dict-item]
         "strict msgspec decode": (list(valid), decode_strict_skipping_payloads),  # type: ignore[dict-item]
         "rules + conversation": (list(decoded), _vouch),  # type: ignore[dict-item]
-        "evidence+checks+digest": (
+        _DIGEST_STAGE: (
             list(everyday),
             lambda found: _digest_everyday(found, location, frozenset()),  # type: ignore[arg-type]
         ),
-        "compact digest": (list(digests), compact_values),  # type: ignore[dict-item]
+        _COMPACT_STAGE: (list(digests), compact_digest),  # type: ignore[dict-item]
+        _PACKED_STAGE: (
+            list(everyday) if _everyday_walked is not None else [],
+            lambda found: _pack_everyday(found, location),  # type: ignore[arg-type]
+        ),
         "definite rejection": (list(unstrict), read_rejected_record),  # type: ignore[dict-item]
         "rejected: checks+digest": (
             list(rejected),
@@ -126,12 +168,15 @@ def stages(rows: list[bytes], repeats: int) -> None:
     cut = "payloads cut natively first" if NATIVE else "payload scan not built"
     print(f"stages of digest_line, µs per corpus row ({len(deferred)} of {len(rows)} rows deferred; {cut}):")
     total = 0.0
-    for name, values in timings.items():
-        value = statistics.median(values)
-        if name != "digest_line":
+    medians = {name: statistics.median(values) for name, values in timings.items()}
+    for name, value in medians.items():
+        if name not in ("digest_line", _PACKED_STAGE):
             total += value
         print(f"  {name:26s} {value:8.1f}")
     print(f"  {'sum of the stages':26s} {total:8.1f}")
+    if _everyday_walked is not None:  # the runner packs in one step what the two stages above do
+        packed = total - medians[_DIGEST_STAGE] - medians[_COMPACT_STAGE] + medians[_PACKED_STAGE]
+        print(f"  {'sum, packed (as the runner)':26s} {packed:8.1f}")
 
 
 def main() -> None:
@@ -153,6 +198,7 @@ def main() -> None:
         "validate+dump baseline": _validate_and_dump,
         "full path": _full_path,
         "digest_line": _digest,
+        "runner step (packed)": _runner_step,
     }
     timings: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(args.repeats):

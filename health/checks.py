@@ -199,8 +199,13 @@ def _model_call_failed(ev: Evidence) -> list[RawFinding]:
 
 def _token_count_mismatch(ev: Evidence) -> list[RawFinding]:
     matched = ev.turn_binding.matched_calls
-    capture_prompt = sum(call.tokens_in or 0 for call in matched)
-    capture_completion = sum(call.tokens_out or 0 for call in matched)
+    if len(matched) == len(ev.calls):  # distinct calls, so every one: the evidence has the sums
+        capture_prompt, capture_completion = ev.capture_prompt, ev.capture_completion
+    else:
+        capture_prompt = capture_completion = 0
+        for call in matched:
+            capture_prompt += call.tokens_in or 0
+            capture_completion += call.tokens_out or 0
     transcript_prompt = ev.transcript_prompt or 0
     transcript_completion = ev.transcript_completion or 0
     if transcript_prompt == capture_prompt and transcript_completion == capture_completion:

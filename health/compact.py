@@ -10,7 +10,7 @@ digest costs a few hundred bytes instead of several kilobytes of pydantic object
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -31,9 +31,12 @@ __all__ = [
     "compact_values",
     "dumps_compact",
     "expand_digest",
+    "finding_positions",
     "materialized_digest",
+    "render_findings",
     "rollout_subject",
     "unobserved_ids",
+    "unobserved_mask",
 ]
 
 VERDICTS: tuple[Verdict, Verdict, Verdict] = ("healthy", "unhealthy", "unobserved")
@@ -100,7 +103,8 @@ def rollout_subject(task_index: TaskIndex, rollout_index: TaskIndex) -> dict[str
     return {"_ng_task_index": task_index, "_ng_rollout_index": rollout_index}
 
 
-def _render_findings(findings: list[PlainFinding] | list[Finding]) -> bytes:
+def render_findings(findings: Sequence[PlainFinding] | Sequence[Finding]) -> bytes:
+    """:attr:`CompactDigest.findings` for a digest's findings, in order."""
     if not findings:
         return b"[]"
     rendered: list[dict[str, Any]] = []
@@ -113,7 +117,13 @@ def _render_findings(findings: list[PlainFinding] | list[Finding]) -> bytes:
     return dumps_compact(rendered)
 
 
-def _unobserved_mask(unobserved: list[str]) -> int | tuple[str, ...]:
+def finding_positions(findings: Sequence[PlainFinding] | Sequence[Finding]) -> tuple[int, ...]:
+    """:attr:`CompactDigest.finding_checks` for a digest's findings, in order."""
+    return tuple([_CHECK_POS.get(finding.check, -1) for finding in findings]) if findings else ()
+
+
+def unobserved_mask(unobserved: list[str]) -> int | tuple[str, ...]:
+    """:attr:`CompactDigest.unobserved` for the unobserved check IDs, in the order marked."""
     mask = 0
     last = 0
     for check in unobserved:
@@ -151,9 +161,9 @@ def compact_values(values: Mapping[str, Any]) -> CompactDigest:
         values["stage_index"],
         values["rollout_id"],
         _VERDICT_CODE[values["verdict"]],
-        _render_findings(findings),
-        tuple([_CHECK_POS.get(finding.check, -1) for finding in findings]) if findings else (),
-        _unobserved_mask(values["unobserved"]),
+        render_findings(findings),
+        finding_positions(findings),
+        unobserved_mask(values["unobserved"]),
         flags,
         values["model_calls"],
         values["successful_model_calls"],

@@ -16,17 +16,15 @@ unreadable line, and the statistics are all zero.
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import orjson
 from msgspec import UNSET
 
-from .check_terms import CheckInput, Verdict
-from .checks import ROLLOUT_RULES, CheckRule, chains_ended_on_failure
-from .compact import CompactDigest, PlainFinding, compact_values, materialized_digest
+from .compact import CompactDigest
 from .contract.canonical import VALIDATION_ERROR, check_trajectory
-from .evidence import Evidence, build_evidence
+from .digest_forms import compact_from_walk, digest_from_walk
+from .evidence import Evidence, build_evidence, usage_tokens
 from .fast_path import EverydayRecord, read_everyday_record, read_stripped_line
 from .identity import (
     ROLLOUT_ID_KEY,
@@ -39,10 +37,10 @@ from .identity import (
 )
 from .jsonl import stripped
 from .parse import parse_line
-from .registry import ROLLOUT_CHECK_IDS, check_reads
 from .rejection import RejectedRecord
 from .strict_schema import StrictRecord
-from .unreadable import unreadable_values
+from .unreadable import unreadable_compact, unreadable_digest
+from .walk import PLAIN_WALK_APPLIES, BindingView, WalkOutcome, walk, walk_plain
 
 if TYPE_CHECKING:
     from .contract.models import TrajectoryRecord
@@ -55,6 +53,7 @@ __all__ = [
     "TrajectoryCheck",
     "UnreadableLine",
     "digest_everyday",
+    "digest_everyday_compact",
     "digest_line",
     "digest_line_compact",
     "digest_line_placed",
@@ -62,53 +61,10 @@ __all__ = [
     "digest_record_with_trajectory",
 ]
 
-_CHECK_EXECUTION_ERROR = "check_execution_error"
-_RECORD_UNREADABLE = "record_unreadable"
 _DUMP_DEPTH_LIMIT = 254
+_NO_RECORD: dict[str, Any] = {}
+_NO_USAGE: tuple[int | None, int | None] = (None, None)
 
-
-class BindingView(IntEnum):
-    """Which resolved references a check reads; the value indexes the walk's views tuple."""
-
-    NONE = 0
-    """Reads no binding: only the other evidence gates apply."""
-    TURN = 1
-    """The turns' references (``bound_calls``)."""
-    OWNED = 2
-    """Every owned reference, turns first then invocation-only (``owned_model_calls``)."""
-
-
-class _Step(NamedTuple):
-    """One rollout check with the evidence gates its ``reads`` imply: no finding where that
-    evidence was not observed."""
-
-    check_id: str
-    reads_trajectory: bool
-    reads_turns: bool
-    reads_observed_calls: bool
-    view: BindingView
-    rule: CheckRule
-
-
-def _step(check_id: str) -> _Step:
-    reads = check_reads(check_id)
-    if CheckInput.BOUND_CALLS in reads:
-        view = BindingView.TURN
-    elif CheckInput.OWNED_MODEL_CALLS in reads:
-        view = BindingView.OWNED
-    else:
-        view = BindingView.NONE
-    return _Step(
-        check_id,
-        CheckInput.TRAJECTORY in reads,
-        CheckInput.AGENT_TURNS in reads,
-        CheckInput.OBSERVED_MODEL_CALLS in reads,
-        view,
-        ROLLOUT_RULES[check_id],
-    )
-
-
-_STEPS: tuple[_Step, ...] = tuple(_step(check_id) for check_id in ROLLOUT_CHECK_IDS)
 
 TrajectoryCheck: TypeAlias = "tuple[TrajectoryRecord, None] | tuple[None, str]"
 """``check_trajectory``'s outcome for a record's ``ng_trajectory``: the validated record or the
@@ -132,11 +88,6 @@ class UnreadableLine(NamedTuple):
 PositionDependence: TypeAlias = OrdinalIdentity | UnreadableLine | None
 """How a line's digest depends on its position besides the ``ordinal`` field (``None``: it does not)."""
 
-_DigestValues: TypeAlias = "dict[str, Any]"
-"""A digest's field values by ``RolloutDigest`` field name, its findings plain
-(:class:`~health.compact.PlainFinding`): the batch path packs them straight into a compact
-digest, other callers get the pydantic model."""
-
 
 def digest_line(
     data: bytes,
@@ -154,7 +105,7 @@ def digest_line(
     validated in full, and the outcome is the same either way.
     """
     location = (source_path, source_index, line_number, ordinal)
-    return materialized_digest(_digest_line(data, location, ignored_checks)[0])
+    return _digest_form(_walk_line(data, location, ignored_checks)[0], location, ignored_checks)
 
 
 def digest_line_placed(
@@ -174,8 +125,8 @@ def digest_line_placed(
     id derives from the ordinal.
     """
     location = (source_path, source_index, line_number, ordinal)
-    values, dependence = _digest_line(data, location, ignored_checks)
-    return materialized_digest(values), dependence
+    walked, dependence = _walk_line(data, location, ignored_checks)
+    return _digest_form(walked, location, ignored_checks), dependence
 
 
 def digest_line_compact(
@@ -187,47 +138,73 @@ def digest_line_compact(
     ordinal: int,
     ignored_checks: frozenset[str] = frozenset(),
 ) -> tuple[CompactDigest, PositionDependence]:
-    """:func:`digest_line_placed` with the digest packed as a compact digest, never building the
-    pydantic ``RolloutDigest`` / ``Finding`` models (what a batch worker sends back).
+    """:func:`digest_line_placed` with the digest in its compact form, packed straight from the
+    walk (what a batch worker sends back and the one way a line becomes a compact digest): no
+    ``RolloutDigest`` or ``Finding`` model is built, so pydantic is imported only for a line
+    the fast path leaves to the contract.
 
     ``data`` may be a view of a read buffer: it is read in place, and nothing returned refers
     to it."""
     location = (source_path, source_index, line_number, ordinal)
-    values, dependence = _digest_line(data, location, ignored_checks)
-    return compact_values(values), dependence
+    walked, dependence = _walk_line(data, location, ignored_checks)
+    return _compact_form(walked, location, ignored_checks), dependence
 
 
-def _digest_line(
+class _Walked(NamedTuple):
+    """A record's identity, evidence and walk: what either digest form is made of."""
+
+    identity: Identity
+    evidence: Evidence
+    outcome: WalkOutcome
+
+
+def _digest_form(
+    walked: _Walked | UnreadableLine, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> RolloutDigest:
+    if isinstance(walked, UnreadableLine):
+        return unreadable_digest(walked.detail, *location, ignored_checks)
+    return digest_from_walk(*walked, location[3])
+
+
+def _compact_form(
+    walked: _Walked | UnreadableLine, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> CompactDigest:
+    if isinstance(walked, UnreadableLine):
+        return unreadable_compact(walked.detail, *location, ignored_checks)
+    return compact_from_walk(*walked, location[3])
+
+
+def _walk_line(
     data: bytes | memoryview, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
-) -> tuple[_DigestValues, PositionDependence]:
+) -> tuple[_Walked | UnreadableLine, PositionDependence]:
+    """The line's walk (or why it has no readable identity) and its position dependence:
+    the fast path where it reads the line or proves its trajectory invalid, else the full
+    path (orjson, the contract, the walk)."""
+    ordinal = location[3]
     outcome = read_stripped_line(stripped(data))
     if isinstance(outcome, EverydayRecord):
-        digest = _digest_everyday(outcome, location, ignored_checks)
-        if digest is not None:
-            return digest, _everyday_dependence(outcome.record)
+        walked = _everyday_walked(outcome, ordinal, ignored_checks)
+        if walked is not None:
+            return walked, _everyday_dependence(outcome.record)
     elif outcome is not None:
-        rejected = _digest_rejected(outcome, location, ignored_checks)
-        if rejected is not None:
-            return rejected
+        walked = _rejected_walked(outcome, ordinal, ignored_checks)
+        if walked is not None:
+            return walked, _rejected_dependence(outcome)
     if type(data) is not bytes:  # a view of a batch worker's read buffer (the full path is rare)
         data = bytes(data)
     record, error = parse_line(data)
-    identity = _readable_identity(record, error, location[3])
-    if not isinstance(identity, Identity):
-        source_path, source_index, line_number, ordinal = location
-        digest = unreadable_values(identity, source_path, source_index, line_number, ordinal, ignored_checks)
-        return digest, UnreadableLine(identity)
-    digest = _digest_parsed(record, error, location, ignored_checks, len(data), None)[0]
+    parsed = _digest_parsed(record, error, location, ignored_checks, len(data), None)[0]
+    if isinstance(parsed, UnreadableLine):
+        return parsed, parsed
     assert record is not None
-    return digest, _parsed_dependence(record)
+    return parsed, _parsed_dependence(record)
 
 
-def _digest_rejected(
-    rejected: RejectedRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
-) -> tuple[_DigestValues, PositionDependence] | None:
-    """The full path's digest of a record whose trajectory fails validation, without parsing it
+def _rejected_walked(
+    rejected: RejectedRecord, ordinal: int, ignored_checks: frozenset[str]
+) -> _Walked | None:
+    """The full path's walk of a record whose trajectory fails validation, without parsing it
     again; ``None`` defers an invalid identity."""
-    ordinal = location[3]
     identity = identity_of(
         ordinal if rejected.task_index is UNSET else rejected.task_index,
         0 if rejected.rollout_index is UNSET else rejected.rollout_index,
@@ -238,12 +215,24 @@ def _digest_rejected(
     if isinstance(identity, InvalidIdentity):
         return None
     evidence = build_evidence(None, {"response": rejected.response})
-    digest = _walk(identity, evidence, VALIDATION_ERROR, ordinal, ignored_checks)
+    return _Walked(identity, evidence, _outcome(evidence, VALIDATION_ERROR, ignored_checks, plain=False))
+
+
+def _digest_rejected(
+    rejected: RejectedRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> tuple[RolloutDigest, PositionDependence] | None:
+    """The digest of a record whose trajectory surely fails validation (see :func:`_rejected_walked`)."""
+    ordinal = location[3]
+    walked = _rejected_walked(rejected, ordinal, ignored_checks)
+    return None if walked is None else (digest_from_walk(*walked, ordinal), _rejected_dependence(rejected))
+
+
+def _rejected_dependence(rejected: RejectedRecord) -> OrdinalIdentity | None:
     if rejected.task_index is not UNSET:
-        return digest, None
+        return None
     own_id = rejected.rollout_id or rejected.trajectory_rollout_id
     raw_rollout = 0 if rejected.rollout_index is UNSET else rejected.rollout_index
-    return digest, OrdinalIdentity(None if own_id else f"{raw_rollout}")
+    return OrdinalIdentity(None if own_id else f"{raw_rollout}")
 
 
 def _everyday_dependence(record: StrictRecord) -> OrdinalIdentity | None:
@@ -282,8 +271,27 @@ def digest_everyday(
     everyday = read_everyday_record(data, shallow_json=shallow_json)
     if everyday is None:
         return None
-    digest = _digest_everyday(everyday, (source_path, source_index, line_number, ordinal), ignored_checks)
-    return None if digest is None else (materialized_digest(digest), everyday.record)
+    walked = _everyday_walked(everyday, ordinal, ignored_checks)
+    return None if walked is None else (digest_from_walk(*walked, ordinal), everyday.record)
+
+
+def digest_everyday_compact(
+    data: bytes,
+    *,
+    source_path: str,
+    source_index: int,
+    line_number: int,
+    ordinal: int,
+    ignored_checks: frozenset[str] = frozenset(),
+    shallow_json: bool = False,
+) -> tuple[CompactDigest, StrictRecord] | None:
+    """:func:`digest_everyday` with the digest in its compact form (as
+    :func:`~health.compact.compact_digest` packs it), built without the pydantic digest."""
+    everyday = read_everyday_record(data, shallow_json=shallow_json)
+    if everyday is None:
+        return None
+    walked = _everyday_walked(everyday, ordinal, ignored_checks)
+    return None if walked is None else (compact_from_walk(*walked, ordinal), everyday.record)
 
 
 def digest_record(
@@ -298,7 +306,8 @@ def digest_record(
 ) -> RolloutDigest:
     """Digest a record parsed with orjson semantics; ``parse_error`` marks an unreadable line."""
     location = (source_path, source_index, line_number, ordinal)
-    return materialized_digest(_digest_parsed(record, parse_error, location, ignored_checks, None, None)[0])
+    walked = _digest_parsed(record, parse_error, location, ignored_checks, None, None)[0]
+    return _digest_form(walked, location, ignored_checks)
 
 
 def digest_record_with_trajectory(
@@ -321,8 +330,8 @@ def digest_record_with_trajectory(
     step then uses it instead of validating again.
     """
     location = (source_path, source_index, line_number, ordinal)
-    values, checked = _digest_parsed(record, parse_error, location, ignored_checks, None, checked)
-    return materialized_digest(values), checked
+    walked, checked = _digest_parsed(record, parse_error, location, ignored_checks, None, checked)
+    return _digest_form(walked, location, ignored_checks), checked
 
 
 def _digest_parsed(
@@ -332,15 +341,12 @@ def _digest_parsed(
     ignored_checks: frozenset[str],
     line_size: int | None,
     checked: TrajectoryCheck | None,
-) -> tuple[_DigestValues, TrajectoryCheck | None]:
-    """``line_size`` is the raw line's length in bytes, when known; ``checked`` a prior validation."""
-    source_path, source_index, line_number, ordinal = location
-    identity = _readable_identity(record, parse_error, ordinal)
+) -> tuple[_Walked | UnreadableLine, TrajectoryCheck | None]:
+    """The full path's walk of a parsed record, or why it has no readable identity.
+    ``line_size`` is the raw line's length in bytes, when known; ``checked`` a prior validation."""
+    identity = _readable_identity(record, parse_error, location[3])
     if not isinstance(identity, Identity):
-        unreadable = unreadable_values(
-            identity, source_path, source_index, line_number, ordinal, ignored_checks
-        )
-        return unreadable, None
+        return UnreadableLine(identity), None
     assert record is not None
     raw = record.get("ng_trajectory")
     if raw is None:
@@ -349,7 +355,8 @@ def _digest_parsed(
         checked = check_trajectory(raw)
     trajectory, trajectory_error = _depth_guarded(raw, checked, line_size)
     evidence = build_evidence(trajectory, record)
-    return _walk(identity, evidence, trajectory_error, ordinal, ignored_checks), checked
+    outcome = _outcome(evidence, trajectory_error, ignored_checks, plain=False)
+    return _Walked(identity, evidence, outcome), checked
 
 
 def _readable_identity(
@@ -368,65 +375,30 @@ def _readable_identity(
     return identity
 
 
-def _walk(
-    identity: Identity,
-    evidence: Evidence,
-    trajectory_error: str | None,
-    ordinal: int,
-    ignored_checks: frozenset[str],
-) -> _DigestValues:
-    """Walk the rollout checks in registry order with their gates and digest."""
-    findings: list[PlainFinding] = []
-    unobserved: list[str] = []
-    # Hoisted out of the loop: what evidence each kind of input needs.
-    trajectory_observed = evidence.trajectory_observed
-    turns_observed = evidence.turns_observed
-    calls_observed = evidence.model_calls_observed
-    observed_calls = calls_observed and bool(evidence.calls)
-    # Indexed by BindingView: NONE's slot is never read (a NONE step is falsy below).
-    views = (evidence.turn_binding, evidence.turn_binding, evidence.owned_binding)
-    for check_id, reads_trajectory, reads_turns, reads_observed_calls, view, rule in _STEPS:
-        if ignored_checks and check_id in ignored_checks:
-            continue
-        if check_id == _RECORD_UNREADABLE:
-            if trajectory_error is not None:
-                detail = {"reason": "canonical trajectory is unreadable", "error": trajectory_error}
-                findings.append(PlainFinding(check_id, None, detail))
-            continue
-        if (
-            (reads_trajectory and not trajectory_observed)
-            or (reads_turns and not turns_observed)
-            or (reads_observed_calls and not observed_calls)
-            or (
-                view
-                and (not calls_observed or (rule.gate is not None and not rule.gate(evidence, views[view])))
-            )
-        ):
-            unobserved.append(check_id)
-            continue
-        try:
-            raw_findings = rule.run(evidence)
-        except Exception as exc:  # a rule crashing on odd data is itself a reported outcome
-            unobserved.append(check_id)
-            if _CHECK_EXECUTION_ERROR not in ignored_checks:
-                detail = {
-                    "reason": "check raised an unexpected exception",
-                    "failed_check": check_id,
-                    "error": type(exc).__name__,
-                }
-                findings.append(PlainFinding(_CHECK_EXECUTION_ERROR, None, detail))
-            continue
-        if raw_findings:
-            findings.extend(PlainFinding(check_id, loc, detail) for loc, detail in raw_findings)
-    return _digest(identity, findings, unobserved, evidence, ordinal)
+def _outcome(
+    evidence: Evidence, trajectory_error: str | None, ignored_checks: frozenset[str], *, plain: bool
+) -> WalkOutcome:
+    """The checks' walk. ``plain``: it may take :func:`walk_plain` where the evidence allows
+    (the fast path's records only, so that the full path, which always walks in full, keeps
+    checking it)."""
+    if (
+        plain
+        and PLAIN_WALK_APPLIES
+        and not ignored_checks
+        and trajectory_error is None
+        and evidence.trajectory_observed
+        and not evidence.gaps
+        and not evidence.unusual_calls
+    ):
+        return walk_plain(evidence)
+    return walk(evidence, trajectory_error, ignored_checks)
 
 
-def _digest_everyday(
-    everyday: EverydayRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
-) -> _DigestValues | None:
-    """The digest of a record the fast path vouches for; ``None`` defers an invalid identity."""
+def _everyday_walked(
+    everyday: EverydayRecord, ordinal: int, ignored_checks: frozenset[str]
+) -> _Walked | None:
+    """The walk of a record the fast path vouches for; ``None`` defers an invalid identity."""
     record = everyday.record
-    ordinal = location[3]
     trajectory = record.ng_trajectory
     identity = identity_of(
         ordinal if record.task_index is UNSET else record.task_index,
@@ -437,9 +409,18 @@ def _digest_everyday(
     )
     if isinstance(identity, InvalidIdentity):
         return None
-    response = None if record.response is None else {"usage": record.response.usage}
-    evidence = build_evidence(trajectory, {"response": response}, everyday.responses)
-    return _walk(identity, evidence, None, ordinal, ignored_checks)
+    usage = _NO_USAGE if record.response is None else usage_tokens(record.response.usage)
+    evidence = build_evidence(trajectory, _NO_RECORD, everyday.responses, usage=usage)
+    return _Walked(identity, evidence, _outcome(evidence, None, ignored_checks, plain=True))
+
+
+def _digest_everyday(
+    everyday: EverydayRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+) -> RolloutDigest | None:
+    """The digest of a record the fast path vouches for; ``None`` defers an invalid identity."""
+    ordinal = location[3]
+    walked = _everyday_walked(everyday, ordinal, ignored_checks)
+    return None if walked is None else digest_from_walk(*walked, ordinal)
 
 
 def _depth_guarded(
@@ -500,70 +481,3 @@ def _free_form_values(trajectory: TrajectoryRecord, raw: Any) -> list[Any]:
                 append(raw["invocations"][position])
                 break
     return values
-
-
-def _verdict(findings: list[PlainFinding], unobserved: list[str]) -> Verdict:
-    if findings:
-        return "unhealthy"
-    return "unobserved" if unobserved else "healthy"
-
-
-def _digest(
-    identity: Identity,
-    findings: list[PlainFinding],
-    unobserved: list[str],
-    ev: Evidence,
-    ordinal: int,
-) -> _DigestValues:
-    """Attach the digest statistics (calls, failures by status, tokens) to the walk's outcome."""
-    calls = ev.calls
-    failed_calls = ev.failed_calls
-    errors_by_status: dict[str, int] = {}
-    for call in failed_calls:
-        status = "unknown" if call.status_code is None else str(call.status_code)
-        errors_by_status[status] = errors_by_status.get(status, 0) + 1
-    identities: dict[str, int] = {}
-    capture_prompt = capture_completion = keyed = 0
-    for call in calls:
-        call_id = call.model_call_id
-        if call_id:  # the replay identity (``call_identity``), inlined
-            replay_key = "call:" + call_id
-        elif call.response_id:
-            ref = call.model_ref
-            replay_key = (
-                f"response::{call.response_id}"
-                if ref is None
-                else f"response:{ref[0]}:{ref[1]}:{call.response_id}"
-            )
-        else:
-            replay_key = None
-        if replay_key is not None:
-            keyed += 1
-            identities[replay_key] = identities.get(replay_key, 0) + 1
-        capture_prompt += call.tokens_in or 0
-        capture_completion += call.tokens_out or 0
-    turn_binding = ev.turn_binding
-    failed = len(failed_calls)
-    return {
-        "task_index": identity.task_index,
-        "rollout_index": identity.rollout_index,
-        "stage_index": identity.stage_index,
-        "rollout_id": identity.rollout_id,
-        "verdict": _verdict(findings, unobserved),
-        "findings": findings,
-        "unobserved": unobserved,
-        "capture_observed": bool(calls),
-        "policy_calls_observed": ev.turn_call_scope_complete and turn_binding.complete,
-        "model_calls": len(calls),
-        "successful_model_calls": sum(1 for call in turn_binding.matched_calls if call.successful),
-        "model_call_errors": failed,
-        "errors_by_status": errors_by_status,
-        "ended_on_error": bool(failed) and bool(chains_ended_on_failure(calls)),
-        # the sum of (count - 1) over repeated identities
-        "duplicated_calls": keyed - len(identities),
-        "transcript_prompt_tokens": ev.transcript_prompt or 0,
-        "transcript_completion_tokens": ev.transcript_completion or 0,
-        "capture_prompt_tokens": capture_prompt,
-        "capture_completion_tokens": capture_completion,
-        "ordinal": ordinal,
-    }

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from .views import ModelCallView, TrajectoryView
+from .views import CallRefView, ModelCallView, OwnerView, TrajectoryView
 
 __all__ = [
     "CAPTURE_GAP_CODES",
@@ -178,6 +178,14 @@ class Evidence:
     trajectory: TrajectoryView | None
     transcript_prompt: int | None
     transcript_completion: int | None
+    capture_prompt: int = 0
+    """``prompt_tokens`` summed over every captured call (a missing count as 0)."""
+    capture_completion: int = 0
+    """``completion_tokens`` summed likewise."""
+    duplicated_calls: int = 0
+    """Calls whose replay identity (:func:`call_identity`) an earlier call already has."""
+    all_successful: bool = True
+    """Every captured call :attr:`Call.successful`."""
     turn_steps: list[tuple[int, bool, bool, bool]] | None = None
     """Memo of the turn analysis shared by the two turn checks (see ``health.checks``)."""
 
@@ -231,7 +239,11 @@ def transcript_usage(record: Mapping[str, Any]) -> tuple[int | None, int | None]
     response = record.get("response")
     if not isinstance(response, dict):
         return None, None
-    usage = response.get("usage")
+    return usage_tokens(response.get("usage"))
+
+
+def usage_tokens(usage: Any) -> tuple[int | None, int | None]:
+    """:func:`transcript_usage` of a record whose ``response.usage`` is ``usage``."""
     if not isinstance(usage, dict):
         return None, None
     prompt = usage["input_tokens"] if "input_tokens" in usage else usage.get("prompt_tokens")
@@ -239,17 +251,52 @@ def transcript_usage(record: Mapping[str, Any]) -> tuple[int | None, int | None]
     return _int_or_none(prompt), _int_or_none(completion)
 
 
-def _index_by_id(calls: list[Call]) -> dict[str, list[Call]]:
-    by_id: dict[str, list[Call]] = {}
-    for call in calls:
+class _CallScan(NamedTuple):
+    """One pass over the captured calls: their view, the lists the checks read, the
+    ``model_call_id`` index and the digest statistics."""
+
+    calls: list[Call]
+    unusual_calls: list[Call]
+    by_id: dict[str, Call]
+    """The first call naming each ``model_call_id``."""
+    shared_ids: dict[str, list[Call]]
+    """Every call naming an id more than one call names (the contract forbids it), in order."""
+    capture_prompt: int
+    capture_completion: int
+    duplicated_calls: int
+    all_successful: bool
+
+
+def _scan_calls(model_calls: Sequence[ModelCallView], responses: Sequence[Any]) -> _CallScan:
+    calls: list[Call] = []
+    unusual: list[Call] = []
+    by_id: dict[str, Call] = {}
+    shared: dict[str, list[Call]] = {}
+    response_keys: set[str] = set()
+    prompt = completion = duplicated = 0
+    all_successful = True
+    for position, (model_call, response) in enumerate(zip(model_calls, responses, strict=True)):
+        call = Call(position, model_call, response)
+        calls.append(call)
+        if call.unusual:
+            unusual.append(call)
+        if not call.successful:
+            all_successful = False
         call_id = call.model_call_id
-        if call_id:
-            found = by_id.get(call_id)
-            if found is None:
-                by_id[call_id] = [call]
+        if call_id:  # the replay identity (``call_identity``): ``call:<id>`` ...
+            first = by_id.setdefault(call_id, call)
+            if first is not call:
+                duplicated += 1
+                shared.setdefault(call_id, [first]).append(call)
+        elif call.response_id:  # ... else ``response:...``, which never equals a ``call:`` one
+            key = call_identity(call)
+            if key in response_keys:
+                duplicated += 1
             else:
-                found.append(call)
-    return by_id
+                response_keys.add(key)  # type: ignore[arg-type]
+        prompt += call.tokens_in or 0
+        completion += call.tokens_out or 0
+    return _CallScan(calls, unusual, by_id, shared, prompt, completion, duplicated, all_successful)
 
 
 def _index_by_pair(calls: list[Call]) -> dict[tuple[str, str, str], list[Call]]:
@@ -260,20 +307,9 @@ def _index_by_pair(calls: list[Call]) -> dict[tuple[str, str, str], list[Call]]:
     return by_pair
 
 
-def _matching(
-    found: list[Call] | None, pair: tuple[str, str] | None, response_id: str | None
-) -> list[Call] | None:
+def _matching(found: list[Call], pair: tuple[str, str] | None, response_id: str | None) -> list[Call]:
     """The calls of one ``model_call_id`` that also match the reference's ``model_ref`` and
-    ``response_id`` where it gives them; a single call that does not match is no match."""
-    if found is None:
-        return None
-    if len(found) == 1:
-        only = found[0]
-        if (pair is not None and only.model_ref != pair) or (
-            response_id is not None and only.response_id != response_id
-        ):
-            return None
-        return found
+    ``response_id`` where it gives them."""
     if pair is not None:
         found = [call for call in found if call.model_ref == pair]
     if response_id is not None:
@@ -281,126 +317,191 @@ def _matching(
     return found
 
 
-def _bind(trajectory: TrajectoryView, calls: list[Call]) -> tuple[Binding, Binding]:
-    """The turn view and the owned view of the references, resolved against ``calls``.
+def _among(refs: Sequence[CallRefView], owners: Sequence[OwnerView]) -> bool:
+    """Whether one of ``owners`` has exactly the references ``refs`` (equal models or structs
+    have equal signatures), as an invocation usually has its turn's."""
+    count = len(refs)
+    for owner in owners:
+        known = owner.model_calls
+        if len(known) == count and known == refs:
+            return True
+    return False
 
-    References are deduplicated across both views by their signature (model_call_id, type,
-    name, response_id) with ``None`` as ``""``, so ``response_id: null`` and ``""`` collapse
-    to the first one written. Turn references come first; the owned view is the turn view
-    followed by the invocation-only references. Each distinct reference is resolved once, as
-    it is met, by ``model_call_id`` (then filtered by the ref's other keys when present) or
-    else by (model_ref, response_id); the second index is built only when needed.
-    """
-    by_id = _index_by_id(calls)
-    by_pair: dict[tuple[str, str, str], list[Call]] | None = None
-    seen: set[tuple[str, str, str, str]] = set()
-    references: list[str] = []
-    missing: list[str] = []
-    duplicated: list[tuple[str, int]] = []
-    matched: dict[int, Call] = {}
-    turn_binding = Binding()
-    for owners in (trajectory.turns, trajectory.invocations):
+
+class _Binder:
+    """Resolves references against the captured calls, each distinct reference once (see
+    :func:`_bind`); the ``(model_ref, response_id)`` index is built on first use."""
+
+    __slots__ = ("by_pair", "calls", "matched", "scan", "seen")
+
+    def __init__(self, scan: _CallScan) -> None:
+        self.scan = scan
+        self.calls = scan.calls
+        self.seen: set[tuple[str, str, str, str]] = set()
+        self.matched: dict[int, Call] = {}
+        self.by_pair: dict[tuple[str, str, str], list[Call]] | None = None
+
+    def resolve(self, owners: Sequence[OwnerView], view: Binding, met: Sequence[OwnerView] = ()) -> None:
+        """Append the references of ``owners`` not met before to ``view``'s lists; their
+        matched calls go to :attr:`matched`. An owner whose references equal, in order, those
+        of one of ``met`` (owners resolved already) adds nothing and is passed over whole."""
+        seen = self.seen
+        matched = self.matched
+        by_id = self.scan.by_id
+        shared = self.scan.shared_ids
+        references = view.references
+        missing = view.missing_references
         for owner in owners:
-            for ref in owner.model_calls:
+            refs = owner.model_calls
+            if met and _among(refs, met):
+                continue
+            for ref in refs:
                 call_id = ref.model_call_id
                 response_id = ref.response_id
                 model_ref = ref.model_ref
                 if model_ref is None:
-                    ref_type = ref_name = ""
+                    pair = None
+                    signature = (call_id or "", "", "", response_id or "")
                 else:
-                    ref_type, ref_name = model_ref.type, model_ref.name
-                signature = (call_id or "", ref_type, ref_name, response_id or "")
+                    pair = (model_ref.type, model_ref.name)
+                    signature = (call_id or "", pair[0], pair[1], response_id or "")
                 if signature in seen:
                     continue
                 seen.add(signature)
-                found: list[Call] | None
                 if call_id:
                     key = "call:" + call_id
-                    found = by_id.get(call_id)
-                    if found is not None and len(found) == 1:  # the everyday case, inlined
-                        only = found[0]
-                        if (model_ref is not None and only.model_ref != (ref_type, ref_name)) or (
-                            response_id is not None and only.response_id != response_id
-                        ):
-                            found = None
-                    else:
-                        pair = None if model_ref is None else (ref_type, ref_name)
-                        found = _matching(found, pair, response_id)
                 else:
-                    key = f"response:{ref_type}:{ref_name}:{response_id}"
-                    found = None
-                    if model_ref is not None and response_id:
-                        by_pair = by_pair or _index_by_pair(calls)
-                        found = by_pair.get((ref_type, ref_name, response_id))
+                    key = f"response:{signature[1]}:{signature[2]}:{response_id}"
                 references.append(key)
-                if not found:
-                    missing.append(key)
-                elif len(found) > 1:
-                    duplicated.append((key, len(found)))
-                elif found[0].call_index not in matched:
-                    matched[found[0].call_index] = found[0]
-        if owners is trajectory.turns:
-            turn_binding = Binding(
-                list(references),
-                [matched[position] for position in sorted(matched)],
-                list(missing),
-                list(duplicated),
-            )
-    owned_matched = [matched[position] for position in sorted(matched)]
-    owned_binding = Binding(references, owned_matched, missing, duplicated)
+                if call_id and call_id not in shared:  # the everyday case: one call, compared
+                    only = by_id.get(call_id)
+                    if (
+                        only is None
+                        or (pair is not None and only.model_ref != pair)
+                        or (response_id is not None and only.response_id != response_id)
+                    ):
+                        missing.append(key)
+                        continue
+                else:
+                    found = self._found(call_id, pair, response_id)
+                    if len(found) != 1:
+                        if found:
+                            view.duplicated_references.append((key, len(found)))
+                        else:
+                            missing.append(key)
+                        continue
+                    only = found[0]
+                matched.setdefault(only.call_index, only)
+
+    def _found(self, call_id: str | None, pair: ModelRef | None, response_id: str | None) -> list[Call]:
+        """The calls a reference the ``model_call_id`` lookup alone cannot resolve matches: by a
+        shared ``model_call_id``, or else by ``(model_ref, response_id)``."""
+        if call_id:
+            return _matching(self.scan.shared_ids[call_id], pair, response_id)
+        if pair is None or not response_id:
+            return []
+        if self.by_pair is None:
+            self.by_pair = _index_by_pair(self.calls)
+        return self.by_pair.get((pair[0], pair[1], response_id), [])
+
+    def ordered(self) -> list[Call]:
+        """The matched calls in capture order (all of them, as a copy, when every call matched)."""
+        matched = self.matched
+        if len(matched) == len(self.calls):
+            return self.calls[:]
+        return [matched[position] for position in sorted(matched)]
+
+
+def _bind(trajectory: TrajectoryView, scan: _CallScan) -> tuple[Binding, Binding]:
+    """The turn view and the owned view of the references, resolved against the captured calls.
+
+    References are deduplicated across both views by their signature (model_call_id, type,
+    name, response_id) with ``None`` as ``""``, so ``response_id: null`` and ``""`` collapse
+    to the first one written. Turn references come first; the owned view is the turn view
+    followed by the invocation-only references (the same object when there are none). Each
+    distinct reference is resolved once, as it is met, by ``model_call_id`` (then filtered by
+    the ref's other keys when present) or else by (model_ref, response_id). One match binds,
+    none is missing, more are duplicated.
+    """
+    binder = _Binder(scan)
+    turn_binding = Binding()
+    binder.resolve(trajectory.turns, turn_binding)
+    turn_binding.matched_calls = binder.ordered()
+    owned_only = Binding()
+    binder.resolve(trajectory.invocations, owned_only, trajectory.turns)
+    if not owned_only.references:
+        return turn_binding, turn_binding
+    owned_binding = Binding(
+        turn_binding.references + owned_only.references,
+        binder.ordered(),
+        turn_binding.missing_references + owned_only.missing_references,
+        turn_binding.duplicated_references + owned_only.duplicated_references,
+    )
     return turn_binding, owned_binding
 
 
 _NO_CODES: frozenset[str] = frozenset()
+_NO_USAGE: tuple[int | None, int | None] = (None, None)
 
 
 def build_evidence(
     trajectory: TrajectoryView | None,
     record: Mapping[str, Any],
     responses: Sequence[Any] | None = None,
+    *,
+    usage: tuple[int | None, int | None] | None = None,
 ) -> Evidence:
     """Evidence for a validated trajectory (or ``None`` when absent or unreadable).
 
-    ``record`` supplies the top-level ``response`` (transcript usage). ``responses``, when
-    given, stands in for ``model_calls[i].response`` (the fast path keeps payloads raw).
+    ``record`` supplies the top-level ``response`` (transcript usage), unless ``usage`` gives
+    what :func:`transcript_usage` would read from it. ``responses``, when given, stands in for
+    ``model_calls[i].response`` (the fast path keeps payloads raw).
     """
-    prompt, completion = transcript_usage(record)
+    prompt, completion = transcript_usage(record) if usage is None else usage
     gaps: list[Gap] = []
     codes: frozenset[str] | set[str] = _NO_CODES
     if trajectory is not None and trajectory.gaps:
         gaps = [Gap(gap.code, gap.invocation_id, gap.detail) for gap in trajectory.gaps]
         codes = {gap.code for gap in gaps}
     observed = trajectory is not None and "trajectory_projection_failed" not in codes
-    calls: list[Call] = []
-    unusual_calls: list[Call] = []
-    failed_calls: list[Call] = []
-    if observed and trajectory is not None:
-        model_calls = trajectory.model_calls
-        if responses is None:
-            calls = [Call(position, call, call.response) for position, call in enumerate(model_calls)]
-        else:
-            calls = [
-                Call(position, call, response)
-                for position, (call, response) in enumerate(zip(model_calls, responses, strict=True))
-            ]
-        unusual_calls = [call for call in calls if call.unusual]
-        if unusual_calls:
-            failed_calls = [call for call in unusual_calls if call.failed]
-        turn_binding, owned_binding = _bind(trajectory, calls)
-    else:
-        turn_binding, owned_binding = Binding(), Binding()
+    if not observed or trajectory is None:
+        return Evidence(
+            trajectory_observed=False,
+            turns_observed=False,
+            turn_call_scope_complete=False,
+            model_calls_observed=False,
+            calls=[],
+            unusual_calls=[],
+            failed_calls=[],
+            turn_binding=Binding(),
+            owned_binding=Binding(),
+            gaps=gaps,
+            trajectory=None,
+            transcript_prompt=prompt,
+            transcript_completion=completion,
+        )
+    model_calls = trajectory.model_calls
+    if responses is None:
+        responses = [call.response for call in model_calls]
+    scan = _scan_calls(model_calls, responses)
+    unusual_calls = scan.unusual_calls
+    turn_binding, owned_binding = _bind(trajectory, scan)
     return Evidence(
-        trajectory_observed=observed,
-        turns_observed=observed and "turns_unavailable" not in codes,
-        turn_call_scope_complete=observed and "turn_model_call_scope_incomplete" not in codes,
-        model_calls_observed=observed and codes.isdisjoint(CAPTURE_GAP_CODES),
-        calls=calls,
+        trajectory_observed=True,
+        turns_observed="turns_unavailable" not in codes,
+        turn_call_scope_complete="turn_model_call_scope_incomplete" not in codes,
+        model_calls_observed=codes.isdisjoint(CAPTURE_GAP_CODES),
+        calls=scan.calls,
         unusual_calls=unusual_calls,
-        failed_calls=failed_calls,
+        failed_calls=[call for call in unusual_calls if call.failed] if unusual_calls else [],
         turn_binding=turn_binding,
         owned_binding=owned_binding,
         gaps=gaps,
-        trajectory=trajectory if observed else None,
+        trajectory=trajectory,
         transcript_prompt=prompt,
         transcript_completion=completion,
+        capture_prompt=scan.capture_prompt,
+        capture_completion=scan.capture_completion,
+        duplicated_calls=scan.duplicated_calls,
+        all_successful=scan.all_successful,
     )

@@ -117,10 +117,20 @@ def _message_content_ok(message: _Message, training: bool) -> bool:
         return False
     if message.role == "assistant":
         if isinstance(content[0], _OUTPUT_PARTS):
-            return message.id is not UNSET and all(isinstance(part, _OUTPUT_PARTS) for part in content)
+            if message.id is UNSET:
+                return False
+            for part in content:  # noqa: SIM110 - a loop costs less than all() over a generator here
+                if not isinstance(part, _OUTPUT_PARTS):
+                    return False
+            return True
     elif message.status is not UNSET:
         return False
-    return bare and all(part.__class__ is _InputText for part in content)
+    if not bare:
+        return False
+    for part in content:  # noqa: SIM110 - as above
+        if part.__class__ is not _InputText:
+            return False
+    return True
 
 
 def everyday_items_ok(items: list[EverydayItem]) -> bool:

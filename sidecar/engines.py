@@ -147,7 +147,7 @@ def default_engines() -> Engines:
     """The real perf core and health pipeline."""
     from health.compact import compact_digest
     from health.contract import check_trajectory
-    from health.digest import digest_everyday, digest_record_with_trajectory
+    from health.digest import digest_everyday_compact, digest_record_with_trajectory
     from health.reduce import HealthReducer
     from sidecar.rollout_perf import DispatchLatencyTracker, PerfSummaryState, ng_perf_for_trajectory
 
@@ -193,10 +193,10 @@ def default_engines() -> Engines:
 
     def _everyday(data: bytes, rollout_latency_ms: float | None, **location: Any) -> Everyday | None:
         """Digest and ``ng_perf`` from the row's bytes, the payloads never built (``health.fast_path``)."""
-        vouched = digest_everyday(data, **location)
+        vouched = digest_everyday_compact(data, **location)
         if vouched is None:
             return None
-        digest, record = vouched
+        compact, record = vouched
         trajectory = record.ng_trajectory
         # the strict mirror holds the fields ng_perf reads, with the values the contract gives them
         ng_perf = (
@@ -209,7 +209,7 @@ def default_engines() -> Engines:
             "_ng_no_persist": record.no_persist,
             "_ng_failure_class": record.failure_class,
         }
-        return Everyday(compact_digest(digest), ng_perf, service_keys)
+        return Everyday(compact, ng_perf, service_keys)
 
     def _tracker(clock: Clock) -> TrackerLike:
         return DispatchLatencyTracker(clock=clock)

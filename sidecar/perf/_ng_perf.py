@@ -109,9 +109,10 @@ def ng_perf_for_trajectory(
                 owned.append(calls[found])
                 count += 1
         num_turns += turns_per_invocation[invocation.invocation_id] or count or 1
-    num_tool_calls = sum(
-        1 for tool_call in record.tool_calls if tool_call.invocation_id in turns_per_invocation
-    )
+    num_tool_calls = 0
+    for tool_call in record.tool_calls:
+        if tool_call.invocation_id in turns_per_invocation:
+            num_tool_calls += 1
 
     perf: dict[str, Any] = {
         "num_turns": num_turns,
@@ -127,14 +128,21 @@ def ng_perf_for_trajectory(
 def _token_sums(owned: list[TrajectoryModelCall]) -> dict[str, int]:
     """Each ``ng_perf`` token key with the sum of its reported values, in output order; a key no
     owned call reports is left out."""
-    sums: list[int | None] = [None, None, None, None]
-    for call in owned:
+    prompt: int | None = None
+    cached: int | None = None
+    completion: int | None = None
+    reasoning: int | None = None
+    for call in owned:  # summed from 0 in order, exactly as ``sum`` does
         stats = call.token_stats
-        values = (stats.prompt_tokens, stats.cached_tokens, stats.completion_tokens, stats.reasoning_tokens)
-        for slot, value in enumerate(values):
-            if value is not None:  # summed from 0 in order, exactly as ``sum`` does
-                total = sums[slot]
-                sums[slot] = (0 if total is None else total) + value
+        if stats.prompt_tokens is not None:
+            prompt = (0 if prompt is None else prompt) + stats.prompt_tokens
+        if stats.cached_tokens is not None:
+            cached = (0 if cached is None else cached) + stats.cached_tokens
+        if stats.completion_tokens is not None:
+            completion = (0 if completion is None else completion) + stats.completion_tokens
+        if stats.reasoning_tokens is not None:
+            reasoning = (0 if reasoning is None else reasoning) + stats.reasoning_tokens
+    sums = (prompt, cached, completion, reasoning)
     return {key: total for (key, _), total in zip(_TOKEN_FIELDS, sums, strict=True) if total is not None}
 
 

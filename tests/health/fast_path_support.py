@@ -23,9 +23,16 @@ from typing import Any, Protocol, TypeVar
 import orjson
 from hypothesis import strategies as st
 
-from health.compact import materialized_digest
+from health.compact import compact_digest
 from health.contract import check_trajectory
-from health.digest import _digest_everyday, _digest_parsed, digest_line
+from health.digest import (
+    _digest_everyday,
+    _digest_form,
+    _digest_parsed,
+    digest_everyday_compact,
+    digest_line,
+    digest_line_compact,
+)
 from health.fast_path import read_everyday_record, read_stripped_line
 from health.parse import parse_line
 from health.rejection import RejectedRecord
@@ -44,16 +51,14 @@ LOCATION = ("run/rollouts.jsonl", 0, 7, 3)
 def full_path_digest(line: bytes, ignored: frozenset[str] = frozenset()) -> RolloutDigest:
     """The reference: orjson parse plus the pydantic contract (``health.digest._digest_parsed``)."""
     record, error = parse_line(line)
-    return materialized_digest(_digest_parsed(record, error, LOCATION, ignored, len(line), None)[0])
+    walked = _digest_parsed(record, error, LOCATION, ignored, len(line), None)[0]
+    return _digest_form(walked, LOCATION, ignored)
 
 
 def fast_path_digest(line: bytes, ignored: frozenset[str] = frozenset()) -> RolloutDigest | None:
     """The fast path alone: its digest, or ``None`` where it defers (strict decode or identity)."""
     everyday = read_everyday_record(line.strip())
-    if everyday is None:
-        return None
-    values = _digest_everyday(everyday, LOCATION, ignored)
-    return None if values is None else materialized_digest(values)
+    return None if everyday is None else _digest_everyday(everyday, LOCATION, ignored)
 
 
 def digest_line_at(line: bytes, ignored: frozenset[str] = frozenset()) -> RolloutDigest:
@@ -95,7 +100,30 @@ def assert_paths_agree(line: bytes, ignored: frozenset[str] = frozenset()) -> bo
     if fast is not None:
         assert_same_digest(fast, full, line)
     assert_same_digest(digest_line_at(line, ignored), full, line)
+    assert_same_compact(line, full, ignored)
     return fast is not None
+
+
+def assert_same_compact(line: bytes, full: RolloutDigest, ignored: frozenset[str] = frozenset()) -> None:
+    """The compact entry points (which build no ``RolloutDigest``), on the line's bytes or on a
+    view of them, give exactly the full path's digest as ``compact_digest`` packs it."""
+    want = compact_digest(full)
+    source_path, source_index, line_number, ordinal = LOCATION
+    location = {
+        "source_path": source_path,
+        "source_index": source_index,
+        "line_number": line_number,
+        "ordinal": ordinal,
+        "ignored_checks": ignored,
+    }
+    compact, _ = digest_line_compact(line, **location)
+    assert compact == want, f"compact digests differ for line {_shown(line)}"
+    assert repr(compact) == repr(want), f"compact digests differ in value types for line {_shown(line)}"
+    in_place, _ = digest_line_compact(memoryview(line), **location)
+    assert repr(in_place) == repr(want), f"compact digest of a view differs for line {_shown(line)}"
+    everyday = digest_everyday_compact(line.strip(), **location)
+    if everyday is not None:
+        assert repr(everyday[0]) == repr(want), f"compact fast-path digest differs for line {_shown(line)}"
 
 
 def assert_contract_rejects(line: bytes) -> None:

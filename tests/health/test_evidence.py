@@ -153,7 +153,17 @@ def _bound_trajectories(draw: st.DrawFn) -> dict[str, Any]:
 
     base = {"task_id": "t", "rollout_id": "r", "timestamp": 0, "step_count": 0}
     turns = [{**base, "invocation_id": "m", "turn_no": n, "model_calls": refs()} for n in (1, 2)]
-    invocations = [{"invocation_id": "m", "model_calls": refs()}]
+    # an invocation often repeats a turn's references exactly, or with ``None`` for ``""``
+    invocation_refs = draw(
+        st.sampled_from(
+            [
+                refs(),
+                turns[1]["model_calls"],
+                [{**ref, "response_id": ref["response_id"] or None} for ref in turns[0]["model_calls"]],
+            ]
+        )
+    )
+    invocations = [{"invocation_id": "m", "model_calls": invocation_refs}]
     return {
         "task_id": "t",
         "rollout_id": "r",

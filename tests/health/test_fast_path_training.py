@@ -24,10 +24,9 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from health import fast_path
-from health.compact import materialized_digest
 from health.contract._conversation._fast import canonical_list, everyday_list_valid
 from health.contract.conversation import Conversation
-from health.digest import _digest_parsed, digest_line
+from health.digest import _digest_form, _digest_parsed, digest_line
 from health.parse import parse_line
 from health.types import RolloutDigest
 from sidecar.synthetic import SyntheticConfig, generate_rows
@@ -44,7 +43,8 @@ def encode(row: dict[str, Any]) -> bytes:
 
 def full_path_digest(line: bytes) -> RolloutDigest:
     record, error = parse_line(line)
-    return materialized_digest(_digest_parsed(record, error, LOCATION, frozenset(), len(line), None)[0])
+    walked = _digest_parsed(record, error, LOCATION, frozenset(), len(line), None)[0]
+    return _digest_form(walked, LOCATION, frozenset())
 
 
 def digest(line: bytes) -> RolloutDigest:
