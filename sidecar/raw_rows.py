@@ -70,7 +70,6 @@ ROW_SERVICE_KEYS: Final = {
     "ng_perf": "ng_perf",
 }
 _KEYS_DECODER = msgspec.json.Decoder(_ServiceKeys)
-_KEY_FIELDS: Final = tuple(ROW_SERVICE_KEYS.items())
 
 
 class RawRow:
@@ -90,7 +89,7 @@ class RawRow:
         self.vetted = vetted
         self.shallow = vetted and shallow
         self._parsed = parsed
-        self._keys: dict[str, Any] | None = None
+        self._keys: _ServiceKeys | None = None
         #: Service keys read by another decode of these same bytes (``UNSET``: absent).
         self._learned: dict[str, Any] = {}
 
@@ -113,20 +112,17 @@ class RawRow:
             self._parsed = value
         return self._parsed
 
-    def _fast_keys(self) -> dict[str, Any] | None:
-        """The service keys present in the row, by msgspec (a vetted row), else ``None``: read
-        the full parse."""
+    def _fast_keys(self) -> _ServiceKeys | None:
+        """The service keys of the row (``UNSET``: absent), by msgspec (a vetted row), else
+        ``None``: read the full parse."""
         keys = self._keys
         if keys is not None or not self.vetted:
             return keys
         try:
-            decoded = _KEYS_DECODER.decode(self.data)
+            keys = self._keys = _KEYS_DECODER.decode(self.data)
         except msgspec.DecodeError:  # cannot happen to vetted JSON; the full parse then decides
             self.vetted = self.shallow = False
             return None
-        keys = self._keys = {
-            key: value for key, name in _KEY_FIELDS if (value := getattr(decoded, name)) is not UNSET
-        }
         return keys
 
     def learn(self, values: dict[str, Any]) -> None:
@@ -142,15 +138,20 @@ class RawRow:
         learned = self._learned.get(key, _UNLEARNED)
         if learned is not _UNLEARNED:
             return default if learned is UNSET else learned
-        keys = self._fast_keys() if key in ROW_SERVICE_KEYS else None
-        return self.parsed().get(key, default) if keys is None else keys.get(key, default)
+        name = ROW_SERVICE_KEYS.get(key)
+        if name is not None and (keys := self._fast_keys()) is not None:
+            value = getattr(keys, name)
+            return default if value is UNSET else value
+        return self.parsed().get(key, default)
 
     def __contains__(self, key: object) -> bool:
         learned = self._learned.get(key, _UNLEARNED) if isinstance(key, str) else _UNLEARNED
         if learned is not _UNLEARNED:
             return learned is not UNSET
-        keys = self._fast_keys() if key in ROW_SERVICE_KEYS else None
-        return key in self.parsed() if keys is None else key in keys
+        name = ROW_SERVICE_KEYS.get(key) if isinstance(key, str) else None
+        if name is not None and (keys := self._fast_keys()) is not None:
+            return getattr(keys, name) is not UNSET
+        return key in self.parsed()
 
 
 def vetted_json(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH) -> bool:
