@@ -22,6 +22,7 @@ __all__ = [
     "CheckRule",
     "RawFinding",
     "chains_ended_on_failure",
+    "ended_chains",
 ]
 
 RawFinding = tuple[dict[str, Any] | None, dict[str, Any]]
@@ -103,11 +104,21 @@ def chains_ended_on_failure(calls: Iterable[Call]) -> list[tuple[list[Call], Cal
     return ended
 
 
+def ended_chains(ev: Evidence) -> list[tuple[list[Call], Call]]:
+    """:func:`chains_ended_on_failure` of the evidence's calls, computed once per rollout.
+
+    Only a successful result is memoized, so a call that raises raises for every reader.
+    """
+    if ev.ended_chains is None:
+        ev.ended_chains = chains_ended_on_failure(ev.calls) if ev.failed_calls else []
+    return ev.ended_chains
+
+
 def _ended_on_failed_call(ev: Evidence) -> list[RawFinding]:
     findings: list[RawFinding] = []
     if not ev.failed_calls:  # no chain can end on a failure
         return findings
-    for chain, last in chains_ended_on_failure(ev.calls):
+    for chain, last in ended_chains(ev):
         model_ref = None if last.model_ref is None else f"{last.model_ref[0]}/{last.model_ref[1]}"
         locator = {"call_id": str(last.model_call_id or last.response_id or last.call_index)}
         detail = {
