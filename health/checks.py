@@ -22,6 +22,7 @@ __all__ = [
     "CheckRule",
     "RawFinding",
     "chains_ended_on_failure",
+    "ended_chains",
 ]
 
 RawFinding = tuple[dict[str, Any] | None, dict[str, Any]]
@@ -103,11 +104,21 @@ def chains_ended_on_failure(calls: Iterable[Call]) -> list[tuple[list[Call], Cal
     return ended
 
 
+def ended_chains(ev: Evidence) -> list[tuple[list[Call], Call]]:
+    """:func:`chains_ended_on_failure` of the evidence's calls, computed once per rollout.
+
+    Only a successful result is memoized, so a call that raises raises for every reader.
+    """
+    if ev.ended_chains is None:
+        ev.ended_chains = chains_ended_on_failure(ev.calls) if ev.failed_calls else []
+    return ev.ended_chains
+
+
 def _ended_on_failed_call(ev: Evidence) -> list[RawFinding]:
     findings: list[RawFinding] = []
     if not ev.failed_calls:  # no chain can end on a failure
         return findings
-    for chain, last in chains_ended_on_failure(ev.calls):
+    for chain, last in ended_chains(ev):
         model_ref = None if last.model_ref is None else f"{last.model_ref[0]}/{last.model_ref[1]}"
         locator = {"call_id": str(last.model_call_id or last.response_id or last.call_index)}
         detail = {
@@ -121,12 +132,24 @@ def _ended_on_failed_call(ev: Evidence) -> list[RawFinding]:
     return findings
 
 
+def _unusual_owned(ev: Evidence) -> list[tuple[int, Call]]:
+    """The :attr:`Call.unusual` owned calls with their positions among the owned calls, in order:
+    only they can give a per-call check a finding or close the runaway check's gate."""
+    if ev.unusual_owned is None:
+        ev.unusual_owned = (
+            [(position, call) for position, call in enumerate(ev.owned_binding.matched_calls) if call.unusual]
+            if ev.unusual_calls
+            else []
+        )
+    return ev.unusual_owned
+
+
 def _zero_completion_tokens(ev: Evidence) -> list[RawFinding]:
     if not ev.unusual_calls:
         return []
     return [
         (_bound_locator(call, position), {"completion_tokens": 0})
-        for position, call in enumerate(ev.owned_binding.matched_calls)
+        for position, call in _unusual_owned(ev)
         if call.tokens_out == 0
     ]
 
@@ -135,7 +158,7 @@ def _missing_token_counts(ev: Evidence) -> list[RawFinding]:
     findings: list[RawFinding] = []
     if not ev.unusual_calls:
         return findings
-    for position, call in enumerate(ev.owned_binding.matched_calls):
+    for position, call in _unusual_owned(ev):
         missing = []
         if call.tokens_in is None:
             missing.append("prompt_tokens")
@@ -192,7 +215,7 @@ def _model_call_failed(ev: Evidence) -> list[RawFinding]:
                 "terminal": complete and call.call_index == terminal_index,
             },
         )
-        for position, call in enumerate(matched)
+        for position, call in _unusual_owned(ev)
         if call.failed
     ]
 
@@ -224,7 +247,7 @@ def _runaway_generation(ev: Evidence) -> list[RawFinding]:
         return []
     return [
         (_bound_locator(call, position), {"finish_reason": call.finish_reason})
-        for position, call in enumerate(ev.owned_binding.matched_calls)
+        for position, call in _unusual_owned(ev)
         if call.finish_reason in LENGTH_FINISH_REASONS and not response_has_content(call.response)
     ]
 
@@ -260,9 +283,8 @@ def _runaway_gate(ev: Evidence, view: Binding) -> bool:
         return False
     if not ev.unusual_calls:
         return True
-    return not any(
-        call.finish_reason in LENGTH_FINISH_REASONS and call.response is None for call in view.matched_calls
-    )
+    calls = [call for _, call in _unusual_owned(ev)] if view is ev.owned_binding else view.matched_calls
+    return not any(call.finish_reason in LENGTH_FINISH_REASONS and call.response is None for call in calls)
 
 
 ROLLOUT_RULES: dict[str, CheckRule] = {

@@ -388,7 +388,6 @@ def _outcome(
         and trajectory_error is None
         and evidence.trajectory_observed
         and not evidence.gaps
-        and not evidence.unusual_calls
     ):
         return walk_plain(evidence)
     return walk(evidence, trajectory_error, ignored_checks)

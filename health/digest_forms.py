@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from .checks import chains_ended_on_failure
+from .checks import ended_chains
 from .compact import (
     CAPTURE_OBSERVED,
     ENDED_ON_ERROR,
@@ -57,7 +57,7 @@ def _call_statistics(ev: Evidence) -> _CallStatistics:
         ev.turn_call_scope_complete and turn_binding.complete,
         len(matched) if ev.all_successful else sum(1 for call in matched if call.successful),
         errors_by_status,
-        bool(failed_calls) and bool(chains_ended_on_failure(ev.calls)),
+        bool(failed_calls) and bool(ended_chains(ev)),
     )
 
 

@@ -188,6 +188,12 @@ class Evidence:
     """Every captured call :attr:`Call.successful`."""
     turn_steps: list[tuple[int, bool, bool, bool]] | None = None
     """Memo of the turn analysis shared by the two turn checks (see ``health.checks``)."""
+    ended_chains: list[tuple[list[Call], Call]] | None = None
+    """Memo of the per-model chains that ended on a failed call, shared by the rule that
+    reports them and the digest's ``ended_on_error`` (see ``health.checks.ended_chains``)."""
+    unusual_owned: list[tuple[int, Call]] | None = None
+    """Memo of the unusual owned calls with their positions among the owned calls, which the
+    per-call checks read (see ``health.checks``)."""
 
     @property
     def usage_present(self) -> bool:
