@@ -32,10 +32,10 @@
 
 /* max_depth from an optional second argument (default and cap: orjson's); -1 with an
  * exception set. */
-static long depth_argument(const char *name, PyObject *const *args, Py_ssize_t nargs)
+static long depth_argument(const char *name, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t max_nargs)
 {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_Format(PyExc_TypeError, "%s() takes 1 or 2 positional arguments (%zd given)", name, nargs);
+    if (nargs < 1 || nargs > max_nargs) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 1 to %zd positional arguments (%zd given)", name, max_nargs, nargs);
         return -1;
     }
     if (nargs == 1) {
@@ -52,13 +52,15 @@ static long depth_argument(const char *name, PyObject *const *args, Py_ssize_t n
     return max_depth > ORJSON_MAX_DEPTH ? ORJSON_MAX_DEPTH : max_depth;
 }
 
-/* The walk over a buffer from `root`, the GIL released for large ones: 1, 0, -1 as
- * vet_and_cut, or -2 with an exception set (bad arguments). *view is held on 1 and 0. */
 static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs, Role root, Py_buffer *view,
                        Spans *spans)
 {
-    long max_depth = depth_argument(name, args, nargs);
+    int elide_texts = 0;
+    long max_depth = depth_argument(name, args, nargs, root == ROLE_ROOT ? 3 : 2);
     if (max_depth < 0) {
+        return -2;
+    }
+    if (nargs == 3 && (elide_texts = PyObject_IsTrue(args[2])) < 0) {
         return -2;
     }
     if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0) {
@@ -66,6 +68,7 @@ static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs
     }
     cursor start = (cursor)view->buf, end = start + view->len;
     memset(spans, 0, sizeof *spans);
+    spans->elide_texts = elide_texts;
     int outcome;
     if ((size_t)view->len >= RELEASE_GIL_BYTES) {
         /* the cut lists grow with PyMem_Raw*, which needs no GIL; the buffer stays exported */
@@ -87,10 +90,12 @@ static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs
 }
 
 PyDoc_STRVAR(vet_compact_doc,
-"vet_compact(line, max_depth=1024, /) -> False | None | (bytes, tuple, tuple)\n--\n\n"
+"vet_compact(line, max_depth=1024, texts=False, /) -> False | None | (bytes, tuple, tuple)\n--\n\n"
 "vet(line, max_depth) and the payload-span copy of health._payload_spans.compact(line) in\n"
 "one pass: False if vet() refuses the line; else compact()'s answer for it: None (decode\n"
-"the line itself), or (copy, requests, responses) with the payloads as msgspec.Raw slices.");
+"the line itself), or (copy, requests, responses) with the payloads as msgspec.Raw slices.\n"
+"With texts true, the copy also holds \"\" for each string under one of TEXT_KEYS in the\n"
+"trajectory's conversations (at any depth), so their text is never decoded.");
 
 static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -237,7 +242,7 @@ static PyMethodDef json_vet_methods[] = {
 static int json_vet_exec(PyObject *module)
 {
     init_tables();
-    if (add_kept_top_level_keys(module) < 0) {
+    if (add_kept_top_level_keys(module) < 0 || add_name_tuple(module, "TEXT_KEYS", TEXT_KEYS, TEXT_KEY_COUNT) < 0) {
         return -1;
     }
     return PyModule_AddIntConstant(module, "MAX_DEPTH", ORJSON_MAX_DEPTH);

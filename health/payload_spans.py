@@ -25,6 +25,14 @@ is :func:`health.strict_schema.decode_strict` on the line.
 A line not yet vetted goes through :func:`decode_strict_if_vetted`: the native vetter
 (:func:`health._json_vet.vet_compact`) makes the same copy in its own pass over the line, so
 the line is read once before the decode of its copy, not twice.
+
+Where conversations are decoded as typed items first, the vetter's copy also holds ``""`` for
+each free text of the conversations (a string under one of ``health._json_vet.TEXT_KEYS``), so
+msgspec never builds those strings: every typed field of those names accepts any text alike
+(checked at import by :func:`~health.strict_conversation.text_fields_free`), nothing on the fast
+path reads them, so the typed decode gives the same answer and the same record but for those
+texts. A copy the typed decode refuses is decided again from the copy that keeps them (the plain
+retry and :mod:`health.rejection` read conversation values).
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ from typing import Final, Literal
 from msgspec import Raw
 
 from .json_vet import vet
-from .strict_schema import StrictRecord, decode_strict
+from .strict_conversation import text_fields_free
+from .strict_schema import StrictRecord, decode_strict, decode_strict_typed
 
 __all__ = [
     "NATIVE",
@@ -51,7 +60,7 @@ __all__ = [
 _Payloads = tuple["Raw | None", ...]
 _Copy = tuple[bytes, _Payloads, _Payloads]
 _Compact = Callable[[bytes | memoryview], "_Copy | None"]
-_VetCompact = Callable[[bytes | memoryview, int], "_Copy | Literal[False] | None"]
+_VetCompact = Callable[[bytes | memoryview, int, bool], "_Copy | Literal[False] | None"]
 
 
 def _in_step_with_the_schema(kept_top_level_keys: tuple[str, ...]) -> bool:
@@ -72,17 +81,23 @@ else:
         _compact = None
 
 _vet_compact: _VetCompact | None
+_elides_texts = False
 try:
     from ._json_vet import KEPT_TOP_LEVEL_KEYS as _VETTER_KEPT_KEYS
+    from ._json_vet import TEXT_KEYS as _VETTER_TEXT_KEYS
     from ._json_vet import vet_compact as _vet_compact
 except ImportError:  # see setup.py
     _vet_compact = None
 else:
     if not _in_step_with_the_schema(_VETTER_KEPT_KEYS):
         _vet_compact = None
+    _elides_texts = text_fields_free(_VETTER_TEXT_KEYS)
 
 NATIVE: Final = _compact is not None
 """Whether the native scan is built (else the strict decode reads every line whole)."""
+
+ELIDES_TEXTS: Final = _vet_compact is not None and _elides_texts
+"""Whether the vetter's copy leaves the conversations' free text out (see the module notes)."""
 
 
 class NotJson(enum.Enum):
@@ -108,16 +123,24 @@ def decode_strict_if_vetted_from_copy(
 ) -> tuple[StrictRecord | NotJson | None, bytes | memoryview]:
     """:func:`decode_strict_if_vetted`, also handing back the bytes it decoded last: the copy
     without payloads, or ``data`` itself where no copy was made (or the copy's calls
-    disagreed). The copy differs from ``data`` only in the values listed in the module notes,
-    each replaced by ``0``, so a caller that reads none of them may decode it instead of the
-    line (:mod:`health.rejection` does, for a line the strict decode refuses)."""
+    disagreed). For a line the strict decode refuses, the copy differs from ``data`` only in the
+    payloads and skipped values listed in the module notes, each replaced by ``0``, so a caller
+    that reads none of them may decode it instead of the line (:mod:`health.rejection` does);
+    a decoded record's copy may also hold its conversations without their texts."""
     if _vet_compact is None:
         if not vet(data, max_depth):
             return NOT_JSON, data
         return decode_strict_from_copy(data, typed_conversations=typed_conversations)
-    found = _vet_compact(data, max_depth)
+    elide = typed_conversations and ELIDES_TEXTS
+    found = _vet_compact(data, max_depth, elide)
     if found is False:
         return NOT_JSON, data
+    if elide and found is not None:
+        record = decode_strict_typed(found[0])
+        if record is not None:
+            return _with_payloads(record, found, data, typed_conversations)
+        # outside the typed subset: the plain retry and the rejection read conversation texts
+        found = None if _compact is None else _compact(data)
     return _decode_copy(data, found, typed_conversations)
 
 
@@ -142,9 +165,18 @@ def _decode_copy(
     and the bytes it decoded last."""
     if found is None:
         return decode_strict(data, typed_conversations=typed_conversations), data
+    record = decode_strict(found[0], typed_conversations=typed_conversations)
+    if record is None:
+        return record, found[0]
+    return _with_payloads(record, found, data, typed_conversations)
+
+
+def _with_payloads(
+    record: StrictRecord, found: _Copy, data: bytes | memoryview, typed_conversations: bool
+) -> tuple[StrictRecord | None, bytes | memoryview]:
+    """``record``, decoded from the copy ``found``, with its calls' payloads put back."""
     copy, requests, responses = found
-    record = decode_strict(copy, typed_conversations=typed_conversations)
-    if record is None or record.ng_trajectory is None:
+    if record.ng_trajectory is None:
         return record, copy
     calls = record.ng_trajectory.model_calls
     if len(calls) != len(requests):  # never expected: the scan and msgspec disagree on the calls

@@ -40,6 +40,7 @@ __all__ = [
     "StrictTrajectory",
     "contract_rules_hold",
     "decode_strict",
+    "decode_strict_typed",
 ]
 
 _NonNegativeFloat = Annotated[float, Meta(ge=0)] | None
@@ -234,6 +235,16 @@ def decode_strict(data: bytes | memoryview, *, typed_conversations: bool = True)
     try:
         return _PLAIN_DECODER.decode(data)
     except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def decode_strict_typed(data: bytes | memoryview) -> StrictRecord | None:
+    """:func:`decode_strict` without the plain retry: the record when every conversation holds
+    typed everyday items, else ``None`` (whether the record falls outside the subset or only
+    its conversations do)."""
+    try:
+        return _DECODER.decode(data)
+    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
         return None
 
 

@@ -2,7 +2,9 @@
 
 The invariant: for every vetted line, :func:`decode_strict_skipping_payloads` equals
 :func:`health.strict_schema.decode_strict` of the line (the same record, payloads included as
-the same bytes, or ``None`` for both), in both conversation forms. Lines are generated around
+the same bytes, or ``None`` for both), in both conversation forms; the vetter's copy
+(:func:`decode_strict_if_vetted`) gives the same, but for the conversations' free texts of a
+record decoded with typed items, which it may leave as ``""``. Lines are generated around
 the places the native scan cuts: repeated keys at and around them, escaped keys, quotes,
 backslashes and brackets inside payload strings, payloads of every JSON kind, nested up to
 the depth the fast path vets, odd whitespace; plus mutated synthetic rows.
@@ -35,6 +37,7 @@ from .fast_path_support import (
     encode,
     mutated_line,
     pick,
+    without_texts,
 )
 
 try:
@@ -44,7 +47,7 @@ except ImportError:
     KEPT_TOP_LEVEL_KEYS = ()  # type: ignore[misc]
 try:
     from health._json_vet import KEPT_TOP_LEVEL_KEYS as VETTER_KEPT_KEYS
-    from health._json_vet import vet_compact
+    from health._json_vet import TEXT_KEYS, vet_compact
 except ImportError:
     vet_compact = None  # type: ignore[assignment]
     VETTER_KEPT_KEYS = ()  # type: ignore[misc]
@@ -71,6 +74,16 @@ def _vetted_and_scanned(line: bytes) -> Any:
     """What the vetter's own pass returns (False: refused), payloads as bytes."""
     found = vet_compact(line, _VETTED_DEPTH)
     return False if found is False else _as_bytes(found)
+
+
+def _without_texts(record: StrictRecord | None) -> Any:
+    """A record as JSON values, its conversations' free texts blanked as the vetter's copy may."""
+    if record is None:
+        return None
+    value = orjson.loads(_record_bytes(record) or b"null")
+    for invocation in (value.get("ng_trajectory") or {}).get("invocations", []):
+        invocation["conversation"] = without_texts(invocation.get("conversation"))
+    return value, record.typed_conversations
 
 
 def _as_bytes(found: Any) -> Any:
@@ -111,8 +124,12 @@ def assert_same_decode(line: bytes) -> bool:
         assert got == want, line[:300]
         assert _record_bytes(got) == _record_bytes(want), line[:300]
         fused = decode_strict_if_vetted(line, _VETTED_DEPTH, typed_conversations=typed)
-        assert fused == want, line[:300]
-        assert _record_bytes(fused) == _record_bytes(want), line[:300]
+        assert fused is not NOT_JSON
+        if typed and fused is not None and fused.typed_conversations:
+            assert _without_texts(fused) == _without_texts(want), line[:300]
+        else:  # the copy the vetter's answer came from kept every text
+            assert fused == want, line[:300]
+            assert _record_bytes(fused) == _record_bytes(want), line[:300]
     return True
 
 
@@ -409,3 +426,151 @@ def test_every_synthetic_row_is_cut_and_decodes_the_same() -> None:
         assert found is not None and len(found[0]) < len(line)
         assert assert_same_decode(line)
         assert assert_same_decode(mutated_line(SeededChooser(seed), row, 2)) in (True, False)
+
+
+# --------------------------------------------------------------------------------------------
+# The conversations' free texts, left out of the vetter's copy
+
+
+@needs_native
+def test_the_vetters_copy_leaves_out_the_conversations_texts_when_asked() -> None:
+    line = (
+        b'{"text":"top","ng_trajectory":{"task_id":"t","rollout_id":"r",'
+        b'"turns":[{"answer":"kept","text":"kept"}],"invocations":[{"invocation_id":"i","conversation":['
+        b'{"type":"message","role":"user","content":"hi \\"there\\""},'
+        b'{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a\\u00e9"}]},'
+        b'{"type":"function_call","arguments":"{}","name":"f","call_id":"c","te\\u0078t":"escaped"},'
+        b'{"type":"reasoning","summary":[{"type":"summary_text","text":"s"}],"content":null,"output":7}'
+        b'],"conversation":[{"output":["x",{"text":"deep"}]}]}]}}'
+    )
+    elided = vet_compact(line, _VETTED_DEPTH, True)
+    assert elided
+    assert elided[0] == (
+        b'{"text":0,"ng_trajectory":{"task_id":"t","rollout_id":"r",'
+        b'"turns":[{"answer":"kept","text":"kept"}],"invocations":[{"invocation_id":"i","conversation":['
+        b'{"type":"message","role":"user","content":""},'
+        b'{"type":"message","role":"assistant","content":[{"type":"output_text","text":""}]},'
+        b'{"type":"function_call","arguments":"","name":"f","call_id":"c","te\\u0078t":"escaped"},'
+        b'{"type":"reasoning","summary":[{"type":"summary_text","text":""}],"content":null,"output":7}'
+        b'],"conversation":[{"output":["x",{"text":""}]}]}]}}'
+    )
+    kept, asked_not, by_default = compact(line), vet_compact(line, _VETTED_DEPTH, False), vet_compact(line)
+    assert kept and asked_not and by_default
+    assert asked_not[0] == by_default[0] == kept[0]
+    assert_same_decode(line)
+
+
+@needs_native
+def test_the_fast_path_leaves_out_the_texts_when_the_build_allows() -> None:
+    """Every typed field the copy blanks accepts any text alike; a field whose answer depends on
+    its text (a literal such as ``role`` or ``type``) would turn the elision off."""
+    from health.strict_conversation import text_fields_free
+
+    assert payload_spans.ELIDES_TEXTS
+    assert text_fields_free(TEXT_KEYS)
+    for literal_field in ("role", "type", "status", "phase"):
+        assert not text_fields_free([*TEXT_KEYS, literal_field])
+
+
+_ITEM_TYPES = st.sampled_from(
+    ["message", "message", "function_call", "function_call_output", "reasoning", "output_text", "x", 1]
+)
+_TEXT_STRINGS = st.one_of(st.lists(_PAYLOAD_STRINGS, max_size=3).map("".join), st.text(max_size=8))
+_TEXT_VALUES = st.one_of(_TEXT_STRINGS, _TEXT_STRINGS, _PAYLOADS)
+
+
+@st.composite
+def _everyday_item(draw: st.DrawFn) -> Any:
+    """A typed everyday item with generated texts (escapes, quotes, brackets, any code point)."""
+    text = _TEXT_STRINGS
+    return draw(
+        st.sampled_from(
+            [
+                {"type": "message", "role": "user", "content": draw(text)},
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": draw(text)}]},
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "id": "m",
+                    "content": [{"type": "output_text", "text": draw(text), "annotations": []}],
+                },
+                {"type": "function_call", "arguments": draw(text), "call_id": draw(text), "name": "f"},
+                {"type": "function_call_output", "call_id": "c", "output": draw(text)},
+                {
+                    "type": "reasoning",
+                    "id": "r",
+                    "summary": [{"type": "summary_text", "text": draw(text)}],
+                    "encrypted_content": draw(st.one_of(st.none(), text)),
+                },
+            ]
+        )
+    )
+
+
+_CONVERSATION_KEYS = (
+    *("type", "role", "content", "text", "arguments", "output", "refusal", "encrypted_content"),
+    *("call_id", "name", "id", "status", "summary", "annotations"),
+)
+
+
+@st.composite
+def _conversation_object(draw: st.DrawFn, depth: int) -> Any:
+    """A conversation item or content part: typed-looking keys, text keys holding strings or
+    anything else, nested parts."""
+    keys = draw(
+        st.lists(
+            st.sampled_from(_CONVERSATION_KEYS),
+            max_size=6,
+        )
+    )
+    pairs: list[tuple[str, Any]] = []
+    for key in keys:
+        if key == "type":
+            value: Any = draw(_ITEM_TYPES)
+        elif key == "role":
+            value = draw(st.sampled_from(["user", "assistant", "x"]))
+        elif key in ("content", "summary", "output") and depth < 2 and draw(st.booleans()):
+            value = draw(st.lists(_conversation_object(depth + 1), max_size=3))
+        elif key == "annotations":
+            value = draw(st.sampled_from([[], ["x"]]))
+        else:
+            value = draw(_TEXT_VALUES)
+        pairs.append((key, value))
+    return DupObject(tuple(pairs))
+
+
+@st.composite
+def conversation_line(draw: st.DrawFn) -> bytes:
+    """A record whose invocations hold generated conversations, among typed everyday items."""
+    everyday = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]},
+        {"type": "function_call", "arguments": '{"a":1}', "call_id": "c", "name": "f"},
+        {"type": "function_call_output", "call_id": "c", "output": "o"},
+    ]
+    invocations = []
+    for number in range(draw(st.integers(1, 2))):
+        items = [
+            *everyday[: draw(st.integers(0, 3))],
+            *draw(st.lists(_everyday_item(), max_size=4)),
+            *draw(st.lists(_conversation_object(0), max_size=draw(st.sampled_from([0, 0, 2])))),
+        ]
+        pairs: list[tuple[str, Any]] = [("invocation_id", f"i{number}"), ("conversation", items)]
+        if draw(st.booleans()):
+            pairs.append(("conversation", draw(st.sampled_from([[], everyday, "x", None]))))
+        invocations.append(DupObject(tuple(pairs)))
+    trajectory = DupObject((("task_id", "t"), ("rollout_id", "r"), ("invocations", invocations)))
+    line = encode(DupObject((("_ng_task_index", 0), ("ng_trajectory", trajectory))))
+    if draw(st.booleans()):  # an escaped key may spell a text key: its value is kept
+        line = line.replace(b'"text":', b'"te\\u0078t":', 1).replace(b'"content":', b'"c\\u006fntent":', 1)
+    return line
+
+
+@needs_native
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(line=conversation_line())
+def test_generated_conversations(line: bytes) -> None:
+    if not assert_same_decode(line):
+        event("not vetted")  # nested deeper than the fast path vets
+        return
+    record = decode_strict(line)
+    event("no record" if record is None else "typed" if record.typed_conversations else "plain")

@@ -65,6 +65,7 @@ from tests.health.fast_path_support import (
     pick,
     synthetic_corpus,
     with_changes,
+    without_texts,
 )
 from tests.health.test_fast_path import (
     CALL,
@@ -189,7 +190,8 @@ def _strict_python(value: Any) -> Any:
     JSON objects they were decoded from, without null values."""
     if isinstance(value, StrictInvocation) and isinstance(value.conversation, list):
         fields = {field: _strict_python(getattr(value, field)) for field in value.__struct_fields__}
-        return {**fields, "conversation": _typed(_without_nulls(msgspec.to_builtins(value.conversation)))}
+        items = without_texts(_without_nulls(msgspec.to_builtins(value.conversation)))
+        return {**fields, "conversation": _typed(items)}
     if isinstance(value, msgspec.Struct):
         return {field: _strict_python(getattr(value, field)) for field in value.__struct_fields__}
     if isinstance(value, msgspec.Raw):
@@ -200,9 +202,10 @@ def _strict_python(value: Any) -> Any:
 
 
 def _strict_conversation(items: Any, strict: Any) -> Any:
-    """The line's conversation, normalized as :func:`_strict_python` normalizes typed items."""
+    """The line's conversation, normalized as :func:`_strict_python` normalizes typed items
+    (their free texts, which the fast path may leave undecoded, blanked on both sides)."""
     if isinstance(strict, StrictInvocation) and isinstance(strict.conversation, list):
-        return _without_nulls(items)
+        return without_texts(_without_nulls(items))
     return items
 
 
