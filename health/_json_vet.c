@@ -55,12 +55,12 @@ static long depth_argument(const char *name, PyObject *const *args, Py_ssize_t n
 static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs, Role root, Py_buffer *view,
                        Spans *spans)
 {
-    int elide_texts = 0;
+    int elide_unread = 0;
     long max_depth = depth_argument(name, args, nargs, root == ROLE_ROOT ? 3 : 2);
     if (max_depth < 0) {
         return -2;
     }
-    if (nargs == 3 && (elide_texts = PyObject_IsTrue(args[2])) < 0) {
+    if (nargs == 3 && (elide_unread = PyObject_IsTrue(args[2])) < 0) {
         return -2;
     }
     if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0) {
@@ -68,7 +68,7 @@ static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs
     }
     cursor start = (cursor)view->buf, end = start + view->len;
     memset(spans, 0, sizeof *spans);
-    spans->elide_texts = elide_texts;
+    spans->elide_unread = elide_unread;
     int outcome;
     if ((size_t)view->len >= RELEASE_GIL_BYTES) {
         /* the cut lists grow with PyMem_Raw*, which needs no GIL; the buffer stays exported */
@@ -90,12 +90,13 @@ static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs
 }
 
 PyDoc_STRVAR(vet_compact_doc,
-"vet_compact(line, max_depth=1024, texts=False, /) -> False | None | (bytes, tuple, tuple)\n--\n\n"
+"vet_compact(line, max_depth=1024, unread=False, /) -> False | None | (bytes, tuple, tuple)\n--\n\n"
 "vet(line, max_depth) and the payload-span copy of health._payload_spans.compact(line) in\n"
 "one pass: False if vet() refuses the line; else compact()'s answer for it: None (decode\n"
 "the line itself), or (copy, requests, responses) with the payloads as msgspec.Raw slices.\n"
-"With texts true, the copy also holds \"\" for each string under one of TEXT_KEYS in the\n"
-"trajectory's conversations (at any depth), so their text is never decoded.");
+"With unread true, it also leaves out what the batch fast path never reads: each string under\n"
+"one of TEXT_KEYS in the trajectory's conversations (at any depth) becomes \"\", and every\n"
+"request is handed back as None (the copy's 0 stands in for it).");
 
 static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -117,6 +118,9 @@ static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t
         result = Py_NewRef(Py_None);
     }
     else {
+        for (Py_ssize_t i = 0; spans.elide_unread && i < spans.call_count; i++) {
+            spans.calls[i].request_start = -1; /* not read: not handed back */
+        }
         result = build_result(spans.cuts, spans.cut_count, spans.calls, spans.call_count, (cursor)view.buf, view.len,
                               args[0]);
     }

@@ -12,7 +12,7 @@ TEXT_KEYS: Final[tuple[str, ...]]
 
 def vet(data: bytes | bytearray | memoryview, max_depth: int = 1024, /) -> bool: ...
 def vet_compact(
-    line: bytes | bytearray | memoryview, max_depth: int = 1024, texts: bool = False, /
+    line: bytes | bytearray | memoryview, max_depth: int = 1024, unread: bool = False, /
 ) -> tuple[bytes, tuple[Raw | None, ...], tuple[Raw | None, ...]] | Literal[False] | None: ...
 def vet_event_rows(
     body: bytes | bytearray | memoryview, max_depth: int = 1024, /

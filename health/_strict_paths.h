@@ -12,7 +12,7 @@
  *   the top-level response usage is kept; the rest is skipped.
  *
  *
- * Texts (vet_compact, when asked): in each invocation's conversation, a string under one of
+ * Texts (vet_compact, with unread): in each invocation's conversation, a string under one of
  * TEXT_KEYS, at any depth, becomes "". Every typed conversation field of those names is a free
  * string (health.strict_conversation), so the typed decode passes or fails alike; nothing on
  * the fast path reads their content. health.payload_spans checks the first at import.

@@ -30,7 +30,7 @@ typedef enum {
     ROLE_ENVELOPE,
     ROLE_EVENTS,
     ROLE_EVENT,
-    ROLE_INVOCATIONS,     /* an ng_trajectory's invocations (with texts elided) */
+    ROLE_INVOCATIONS,     /* an ng_trajectory's invocations (with elide_unread) */
     ROLE_INVOCATION,
     ROLE_CONVERSATION,    /* an invocation's conversation, and any array inside one */
     ROLE_CONVERSATION_OBJECT, /* an object inside a conversation: an item or a content part */
@@ -60,7 +60,7 @@ typedef struct {
     Py_ssize_t call_count, call_capacity;
     int gave_up;      /* a key on the path holds an escape, or the shape is not one the copy
                          covers: the document is decoded itself */
-    int elide_texts;  /* a rollout line: the conversations' free text (TEXT_KEYS) becomes "" */
+    int elide_unread; /* a rollout line: the conversations' free text (TEXT_KEYS) becomes "" */
     int envelope;     /* an ingest body is an object: its one member must be "events" */
     int events_seen;
     int no_memory;
@@ -160,7 +160,7 @@ static ValueAction choose_action(Spans *spans, Role role, cursor key, Py_ssize_t
             spans->call_count = 0;
             return VALUE_CALLS;
         case MEMBER_INVOCATIONS:
-            return spans->elide_texts ? VALUE_INVOCATIONS : VALUE_KEEP;
+            return spans->elide_unread ? VALUE_INVOCATIONS : VALUE_KEEP;
         default:
             return VALUE_KEEP;
         }

@@ -26,13 +26,15 @@ A line not yet vetted goes through :func:`decode_strict_if_vetted`: the native v
 (:func:`health._json_vet.vet_compact`) makes the same copy in its own pass over the line, so
 the line is read once before the decode of its copy, not twice.
 
-Where conversations are decoded as typed items first, the vetter's copy also holds ``""`` for
-each free text of the conversations (a string under one of ``health._json_vet.TEXT_KEYS``), so
-msgspec never builds those strings: every typed field of those names accepts any text alike
-(checked at import by :func:`~health.strict_conversation.text_fields_free`), nothing on the fast
-path reads them, so the typed decode gives the same answer and the same record but for those
-texts. A copy the typed decode refuses is decided again from the copy that keeps them (the plain
-retry and :mod:`health.rejection` read conversation values).
+Where conversations are decoded as typed items first, the vetter's copy also leaves out what
+the fast path never reads (:data:`ELIDES_UNREAD`): each free text of the conversations (a
+string under one of ``health._json_vet.TEXT_KEYS``) is ``""``, so msgspec never builds those
+strings, and no call's ``request`` is put back (the copy's ``0`` stands). Every typed field of
+those names accepts any text alike (checked at import by
+:func:`~health.strict_conversation.text_fields_free`), so the typed decode gives the same
+answer, and the same record but for those values. A copy the typed decode refuses is decided
+again from the copy that keeps them (the plain retry and :mod:`health.rejection` read
+conversation values).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ else:
         _compact = None
 
 _vet_compact: _VetCompact | None
-_elides_texts = False
+_elides_unread = False
 try:
     from ._json_vet import KEPT_TOP_LEVEL_KEYS as _VETTER_KEPT_KEYS
     from ._json_vet import TEXT_KEYS as _VETTER_TEXT_KEYS
@@ -91,13 +93,14 @@ except ImportError:  # see setup.py
 else:
     if not _in_step_with_the_schema(_VETTER_KEPT_KEYS):
         _vet_compact = None
-    _elides_texts = text_fields_free(_VETTER_TEXT_KEYS)
+    _elides_unread = text_fields_free(_VETTER_TEXT_KEYS)
 
 NATIVE: Final = _compact is not None
 """Whether the native scan is built (else the strict decode reads every line whole)."""
 
-ELIDES_TEXTS: Final = _vet_compact is not None and _elides_texts
-"""Whether the vetter's copy leaves the conversations' free text out (see the module notes)."""
+ELIDES_UNREAD: Final = _vet_compact is not None and _elides_unread
+"""Whether the vetter's copy leaves out the conversations' free texts and the calls' requests
+for a typed decode (see the module notes)."""
 
 
 class NotJson(enum.Enum):
@@ -126,12 +129,12 @@ def decode_strict_if_vetted_from_copy(
     disagreed). For a line the strict decode refuses, the copy differs from ``data`` only in the
     payloads and skipped values listed in the module notes, each replaced by ``0``, so a caller
     that reads none of them may decode it instead of the line (:mod:`health.rejection` does);
-    a decoded record's copy may also hold its conversations without their texts."""
+    a decoded record may also lack its conversations' texts and its calls' requests."""
     if _vet_compact is None:
         if not vet(data, max_depth):
             return NOT_JSON, data
         return decode_strict_from_copy(data, typed_conversations=typed_conversations)
-    elide = typed_conversations and ELIDES_TEXTS
+    elide = typed_conversations and ELIDES_UNREAD
     found = _vet_compact(data, max_depth, elide)
     if found is False:
         return NOT_JSON, data

@@ -3,8 +3,9 @@
 The invariant: for every vetted line, :func:`decode_strict_skipping_payloads` equals
 :func:`health.strict_schema.decode_strict` of the line (the same record, payloads included as
 the same bytes, or ``None`` for both), in both conversation forms; the vetter's copy
-(:func:`decode_strict_if_vetted`) gives the same, but for the conversations' free texts of a
-record decoded with typed items, which it may leave as ``""``. Lines are generated around
+(:func:`decode_strict_if_vetted`) gives the same, but for what the fast path never reads of a
+record decoded with typed items: its conversations' free texts (``""``) and its calls'
+requests. Lines are generated around
 the places the native scan cuts: repeated keys at and around them, escaped keys, quotes,
 backslashes and brackets inside payload strings, payloads of every JSON kind, nested up to
 the depth the fast path vets, odd whitespace; plus mutated synthetic rows.
@@ -76,13 +77,17 @@ def _vetted_and_scanned(line: bytes) -> Any:
     return False if found is False else _as_bytes(found)
 
 
-def _without_texts(record: StrictRecord | None) -> Any:
-    """A record as JSON values, its conversations' free texts blanked as the vetter's copy may."""
+def _without_unread(record: StrictRecord | None) -> Any:
+    """A record as JSON values without what the vetter's copy may leave out: its conversations'
+    free texts (blanked) and its calls' requests."""
     if record is None:
         return None
     value = orjson.loads(_record_bytes(record) or b"null")
-    for invocation in (value.get("ng_trajectory") or {}).get("invocations", []):
+    trajectory = value.get("ng_trajectory") or {}
+    for invocation in trajectory.get("invocations", []):
         invocation["conversation"] = without_texts(invocation.get("conversation"))
+    for call in trajectory.get("model_calls", []):
+        call.pop("request")
     return value, record.typed_conversations
 
 
@@ -126,7 +131,7 @@ def assert_same_decode(line: bytes) -> bool:
         fused = decode_strict_if_vetted(line, _VETTED_DEPTH, typed_conversations=typed)
         assert fused is not NOT_JSON
         if typed and fused is not None and fused.typed_conversations:
-            assert _without_texts(fused) == _without_texts(want), line[:300]
+            assert _without_unread(fused) == _without_unread(want), line[:300]
         else:  # the copy the vetter's answer came from kept every text
             assert fused == want, line[:300]
             assert _record_bytes(fused) == _record_bytes(want), line[:300]
@@ -444,7 +449,7 @@ def test_the_vetters_copy_leaves_out_the_conversations_texts_when_asked() -> Non
         b'],"conversation":[{"output":["x",{"text":"deep"}]}]}]}}'
     )
     elided = vet_compact(line, _VETTED_DEPTH, True)
-    assert elided
+    assert elided and elided[1] == ()  # no calls
     assert elided[0] == (
         b'{"text":0,"ng_trajectory":{"task_id":"t","rollout_id":"r",'
         b'"turns":[{"answer":"kept","text":"kept"}],"invocations":[{"invocation_id":"i","conversation":['
@@ -461,12 +466,27 @@ def test_the_vetters_copy_leaves_out_the_conversations_texts_when_asked() -> Non
 
 
 @needs_native
+def test_with_unread_the_requests_are_not_handed_back() -> None:
+    line = (
+        b'{"ng_trajectory":{"task_id":"t","rollout_id":"r",'
+        b'"model_calls":[{"request":{"a":1},"response":[2]},{"response":null}]}}'
+    )
+    lean, full = vet_compact(line, _VETTED_DEPTH, True), vet_compact(line, _VETTED_DEPTH)
+    assert lean and full
+    assert lean[0] == full[0]
+    assert lean[1] == (None, None)
+    assert [None if r is None else bytes(r) for r in full[1]] == [b'{"a":1}', None]
+    assert [bytes(r) for r in lean[2] if r] == [bytes(r) for r in full[2] if r] == [b"[2]", b"null"]
+    assert_same_decode(line)
+
+
+@needs_native
 def test_the_fast_path_leaves_out_the_texts_when_the_build_allows() -> None:
     """Every typed field the copy blanks accepts any text alike; a field whose answer depends on
     its text (a literal such as ``role`` or ``type``) would turn the elision off."""
     from health.strict_conversation import text_fields_free
 
-    assert payload_spans.ELIDES_TEXTS
+    assert payload_spans.ELIDES_UNREAD
     assert text_fields_free(TEXT_KEYS)
     for literal_field in ("role", "type", "status", "phase"):
         assert not text_fields_free([*TEXT_KEYS, literal_field])
