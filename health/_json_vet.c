@@ -95,8 +95,9 @@ PyDoc_STRVAR(vet_compact_doc,
 "one pass: False if vet() refuses the line; else compact()'s answer for it: None (decode\n"
 "the line itself), or (copy, requests, responses) with the payloads as msgspec.Raw slices.\n"
 "With unread true, it also leaves out what the batch fast path never reads: each string under\n"
-"one of TEXT_KEYS in the trajectory's conversations (at any depth) becomes \"\", and every\n"
-"request is handed back as None (the copy's 0 stands in for it).");
+"one of TEXT_KEYS in the trajectory's conversations (at any depth) becomes \"\", each turn's\n"
+"question and tool call's output becomes 0, and every request is handed back as None (the\n"
+"copy's 0 stands in for it).");
 
 static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {

@@ -7,15 +7,17 @@
  *   the top-level object   ng_trajectory and response are read further (when objects); the
  *                          other StrictRecord fields are kept; any other member is skipped.
  *   an ng_trajectory       model_calls is read further (when an array); the rest is kept.
- *                          invocations is read further when texts are elided (below).
+ *                          invocations, turns and tool_calls are read further for the
+ *                          lean copy (below).
  *   a model call           request and response are kept raw (the payloads); the rest is kept.
  *   the top-level response usage is kept; the rest is skipped.
  *
  *
- * Texts (vet_compact, with unread): in each invocation's conversation, a string under one of
- * TEXT_KEYS, at any depth, becomes "". Every typed conversation field of those names is a free
- * string (health.strict_conversation), so the typed decode passes or fails alike; nothing on
- * the fast path reads their content. health.payload_spans checks the first at import.
+ * The lean copy (vet_compact, with unread) also leaves out what the fast path never reads: in
+ * each invocation's conversation, a string under one of TEXT_KEYS, at any depth, becomes "";
+ * each turn's question and each tool call's output (kept raw) become 0. Every typed
+ * conversation field of those names is a free string (health.strict_conversation), so the
+ * typed decode passes or fails alike; health.payload_spans checks that at import.
  *
  * Both modules export KEPT_TOP_LEVEL_KEYS; health.payload_spans compares it with
  * StrictRecord's fields at import and does not use a build where they differ, so a field
@@ -57,6 +59,8 @@ typedef enum {
     MEMBER_RESPONSE,         /* the top-level response: likewise */
     MEMBER_MODEL_CALLS,      /* its elements are model calls when it is an array */
     MEMBER_INVOCATIONS,      /* its elements are invocations when it is an array */
+    MEMBER_TURNS,            /* its elements are turns when it is an array */
+    MEMBER_TOOL_CALLS,       /* its elements are tool calls when it is an array */
     MEMBER_REQUEST_PAYLOAD,  /* a call's request: kept raw */
     MEMBER_RESPONSE_PAYLOAD, /* a call's response: kept raw */
 } RecordMember;
@@ -89,7 +93,13 @@ static ALWAYS_INLINE RecordMember record_member(RecordObject object, cursor key,
         if (key_is(key, length, "model_calls")) {
             return MEMBER_MODEL_CALLS;
         }
-        return key_is(key, length, "invocations") ? MEMBER_INVOCATIONS : MEMBER_KEPT;
+        if (key_is(key, length, "invocations")) {
+            return MEMBER_INVOCATIONS;
+        }
+        if (key_is(key, length, "turns")) {
+            return MEMBER_TURNS;
+        }
+        return key_is(key, length, "tool_calls") ? MEMBER_TOOL_CALLS : MEMBER_KEPT;
     case RECORD_CALL:
         if (key_is(key, length, "request")) {
             return MEMBER_REQUEST_PAYLOAD;

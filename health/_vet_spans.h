@@ -30,8 +30,12 @@ typedef enum {
     ROLE_ENVELOPE,
     ROLE_EVENTS,
     ROLE_EVENT,
-    ROLE_INVOCATIONS,     /* an ng_trajectory's invocations (with elide_unread) */
+    ROLE_INVOCATIONS, /* with elide_unread: an ng_trajectory's invocations, turns, tool calls */
     ROLE_INVOCATION,
+    ROLE_TURNS,
+    ROLE_TURN,
+    ROLE_TOOL_CALLS,
+    ROLE_TOOL_CALL,
     ROLE_CONVERSATION,    /* an invocation's conversation, and any array inside one */
     ROLE_CONVERSATION_OBJECT, /* an object inside a conversation: an item or a content part */
 } Role;
@@ -48,6 +52,8 @@ typedef enum {
     VALUE_CUT_RESPONSE,
     VALUE_CUT_ROW, /* recorded as the element's "request" span */
     VALUE_INVOCATIONS,   /* an array value becomes ROLE_INVOCATIONS, else kept */
+    VALUE_TURNS,         /* an array value becomes ROLE_TURNS, else kept */
+    VALUE_TOOL_CALLS,    /* an array value becomes ROLE_TOOL_CALLS, else kept */
     VALUE_CONVERSATION,  /* an array value becomes ROLE_CONVERSATION, else kept */
     VALUE_IN_CONVERSATION, /* a container value stays in the conversation's roles, else kept */
     VALUE_CUT_TEXT,      /* a string value becomes "", a container stays in the conversation */
@@ -60,7 +66,7 @@ typedef struct {
     Py_ssize_t call_count, call_capacity;
     int gave_up;      /* a key on the path holds an escape, or the shape is not one the copy
                          covers: the document is decoded itself */
-    int elide_unread; /* a rollout line: the conversations' free text (TEXT_KEYS) becomes "" */
+    int elide_unread; /* a rollout line: the lean copy (_strict_paths.h) */
     int envelope;     /* an ingest body is an object: its one member must be "events" */
     int events_seen;
     int no_memory;
@@ -126,6 +132,8 @@ static ALWAYS_INLINE ValueAction escaped_key_action(Spans *spans, Role role)
 {
     switch (role) {
     case ROLE_INVOCATION:
+    case ROLE_TURN:
+    case ROLE_TOOL_CALL:
         return VALUE_KEEP;
     case ROLE_CONVERSATION_OBJECT:
         return VALUE_IN_CONVERSATION;
@@ -161,11 +169,19 @@ static ValueAction choose_action(Spans *spans, Role role, cursor key, Py_ssize_t
             return VALUE_CALLS;
         case MEMBER_INVOCATIONS:
             return spans->elide_unread ? VALUE_INVOCATIONS : VALUE_KEEP;
+        case MEMBER_TURNS:
+            return spans->elide_unread ? VALUE_TURNS : VALUE_KEEP;
+        case MEMBER_TOOL_CALLS:
+            return spans->elide_unread ? VALUE_TOOL_CALLS : VALUE_KEEP;
         default:
             return VALUE_KEEP;
         }
     case ROLE_INVOCATION:
         return key_is(key, length, "conversation") ? VALUE_CONVERSATION : VALUE_KEEP;
+    case ROLE_TURN:
+        return key_is(key, length, "question") ? VALUE_CUT_SKIPPED : VALUE_KEEP;
+    case ROLE_TOOL_CALL:
+        return key_is(key, length, "output") ? VALUE_CUT_SKIPPED : VALUE_KEEP;
     case ROLE_CONVERSATION_OBJECT:
         return is_text_key(key, length) ? VALUE_CUT_TEXT : VALUE_IN_CONVERSATION;
     case ROLE_CALL:
@@ -216,6 +232,12 @@ static inline int path_value(Spans *spans, Role role, ValueAction pending, unsig
     case ROLE_INVOCATIONS:
         *child = c == '{' ? ROLE_INVOCATION : ROLE_NONE;
         return 0;
+    case ROLE_TURNS:
+        *child = c == '{' ? ROLE_TURN : ROLE_NONE;
+        return 0;
+    case ROLE_TOOL_CALLS:
+        *child = c == '{' ? ROLE_TOOL_CALL : ROLE_NONE;
+        return 0;
     case ROLE_CONVERSATION:
         *child = conversation_child(c);
         return 0;
@@ -238,6 +260,12 @@ static inline int path_value(Spans *spans, Role role, ValueAction pending, unsig
         return 0;
     case VALUE_INVOCATIONS:
         *child = c == '[' ? ROLE_INVOCATIONS : ROLE_NONE;
+        return 0;
+    case VALUE_TURNS:
+        *child = c == '[' ? ROLE_TURNS : ROLE_NONE;
+        return 0;
+    case VALUE_TOOL_CALLS:
+        *child = c == '[' ? ROLE_TOOL_CALLS : ROLE_NONE;
         return 0;
     case VALUE_CONVERSATION:
         *child = c == '[' ? ROLE_CONVERSATION : ROLE_NONE;

@@ -29,7 +29,8 @@ the line is read once before the decode of its copy, not twice.
 Where conversations are decoded as typed items first, the vetter's copy also leaves out what
 the fast path never reads (:data:`ELIDES_UNREAD`): each free text of the conversations (a
 string under one of ``health._json_vet.TEXT_KEYS``) is ``""``, so msgspec never builds those
-strings, and no call's ``request`` is put back (the copy's ``0`` stands). Every typed field of
+strings; each turn's ``question`` and tool call's ``output`` (kept raw) is ``0``; and no call's
+``request`` is put back (the copy's ``0`` stands). Every typed field of
 those names accepts any text alike (checked at import by
 :func:`~health.strict_conversation.text_fields_free`), so the typed decode gives the same
 answer, and the same record but for those values. A copy the typed decode refuses is decided
@@ -99,8 +100,8 @@ NATIVE: Final = _compact is not None
 """Whether the native scan is built (else the strict decode reads every line whole)."""
 
 ELIDES_UNREAD: Final = _vet_compact is not None and _elides_unread
-"""Whether the vetter's copy leaves out the conversations' free texts and the calls' requests
-for a typed decode (see the module notes)."""
+"""Whether the vetter's copy leaves out the conversations' free texts, the turns' questions, the
+tool calls' outputs and the calls' requests for a typed decode (see the module notes)."""
 
 
 class NotJson(enum.Enum):
@@ -129,7 +130,7 @@ def decode_strict_if_vetted_from_copy(
     disagreed). For a line the strict decode refuses, the copy differs from ``data`` only in the
     payloads and skipped values listed in the module notes, each replaced by ``0``, so a caller
     that reads none of them may decode it instead of the line (:mod:`health.rejection` does);
-    a decoded record may also lack its conversations' texts and its calls' requests."""
+    a decoded record may also lack the values the lean copy leaves out (module notes)."""
     if _vet_compact is None:
         if not vet(data, max_depth):
             return NOT_JSON, data

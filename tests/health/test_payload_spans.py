@@ -4,8 +4,8 @@ The invariant: for every vetted line, :func:`decode_strict_skipping_payloads` eq
 :func:`health.strict_schema.decode_strict` of the line (the same record, payloads included as
 the same bytes, or ``None`` for both), in both conversation forms; the vetter's copy
 (:func:`decode_strict_if_vetted`) gives the same, but for what the fast path never reads of a
-record decoded with typed items: its conversations' free texts (``""``) and its calls'
-requests. Lines are generated around
+record decoded with typed items: its conversations' free texts (``""``), its turns'
+questions, its tool calls' outputs and its calls' requests. Lines are generated around
 the places the native scan cuts: repeated keys at and around them, escaped keys, quotes,
 backslashes and brackets inside payload strings, payloads of every JSON kind, nested up to
 the depth the fast path vets, odd whitespace; plus mutated synthetic rows.
@@ -78,16 +78,18 @@ def _vetted_and_scanned(line: bytes) -> Any:
 
 
 def _without_unread(record: StrictRecord | None) -> Any:
-    """A record as JSON values without what the vetter's copy may leave out: its conversations'
-    free texts (blanked) and its calls' requests."""
+    """A record as JSON values without what the vetter's lean copy may leave out: its
+    conversations' free texts (blanked), its calls' requests, its turns' questions and its tool
+    calls' outputs."""
     if record is None:
         return None
     value = orjson.loads(_record_bytes(record) or b"null")
     trajectory = value.get("ng_trajectory") or {}
     for invocation in trajectory.get("invocations", []):
         invocation["conversation"] = without_texts(invocation.get("conversation"))
-    for call in trajectory.get("model_calls", []):
-        call.pop("request")
+    for key, unread in (("model_calls", "request"), ("turns", "question"), ("tool_calls", "output")):
+        for element in trajectory.get(key, []):
+            element.pop(unread)
     return value, record.typed_conversations
 
 
@@ -462,6 +464,21 @@ def test_the_vetters_copy_leaves_out_the_conversations_texts_when_asked() -> Non
     kept, asked_not, by_default = compact(line), vet_compact(line, _VETTED_DEPTH, False), vet_compact(line)
     assert kept and asked_not and by_default
     assert asked_not[0] == by_default[0] == kept[0]
+    assert_same_decode(line)
+
+
+@needs_native
+def test_the_lean_copy_leaves_out_questions_and_tool_outputs() -> None:
+    line = (
+        b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","turns":[{"question":{"q":[1]},"answer":"a",'
+        b'"qu\\u0065stion":"kept"},7],"tool_calls":[{"output":"o","tool_call_id":"c"}],"output":"kept"}}'
+    )
+    lean = vet_compact(line, _VETTED_DEPTH, True)
+    assert lean and lean[0] == (
+        b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","turns":[{"question":0,"answer":"a",'
+        b'"qu\\u0065stion":"kept"},7],"tool_calls":[{"output":0,"tool_call_id":"c"}],"output":"kept"}}'
+    )
+    assert vet_compact(line, _VETTED_DEPTH) is None  # nothing the full copy cuts
     assert_same_decode(line)
 
 

@@ -226,12 +226,15 @@ def _contract_python(
     return dumped
 
 
-def _without_requests(trajectory: dict[str, Any]) -> dict[str, Any]:
-    """A trajectory without its calls' requests, which the fast path never reads (nor decodes)."""
-    calls = [
-        {key: value for key, value in call.items() if key != "request"} for call in trajectory["model_calls"]
-    ]
-    return {**trajectory, "model_calls": calls}
+def _without_unread(trajectory: dict[str, Any]) -> dict[str, Any]:
+    """A trajectory without the raw values the fast path never reads (nor decodes): its calls'
+    requests, its turns' questions, its tool calls' outputs."""
+    lean = dict(trajectory)
+    for key, unread in (("model_calls", "request"), ("turns", "question"), ("tool_calls", "output")):
+        lean[key] = [
+            {name: value for name, value in item.items() if name != unread} for item in trajectory[key]
+        ]
+    return lean
 
 
 def _identity(record: dict[str, Any], key: str, absent: Any) -> Any:
@@ -259,7 +262,7 @@ def assert_decoded_like_the_contract(line: bytes) -> EverydayRecord | None:
         return everyday
     trajectory, error = check_trajectory(raw["ng_trajectory"])
     assert error is None and trajectory is not None, f"fast path vouched for an invalid trajectory: {line!r}"
-    assert _without_requests(_strict_python(strict.ng_trajectory)) == _without_requests(
+    assert _without_unread(_strict_python(strict.ng_trajectory)) == _without_unread(
         _contract_python(trajectory, raw["ng_trajectory"], strict.ng_trajectory)
     )
     assert len(everyday.responses) == len(trajectory.model_calls)
