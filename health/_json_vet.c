@@ -21,6 +21,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdint.h>
 #include <string.h>
 
 #include "_vet_walk.h"
@@ -32,10 +33,10 @@
 
 /* max_depth from an optional second argument (default and cap: orjson's); -1 with an
  * exception set. */
-static long depth_argument(const char *name, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t max_nargs)
+static long depth_argument(const char *name, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > max_nargs) {
-        PyErr_Format(PyExc_TypeError, "%s() takes 1 to %zd positional arguments (%zd given)", name, max_nargs, nargs);
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 1 or 2 positional arguments (%zd given)", name, nargs);
         return -1;
     }
     if (nargs == 1) {
@@ -52,15 +53,11 @@ static long depth_argument(const char *name, PyObject *const *args, Py_ssize_t n
     return max_depth > ORJSON_MAX_DEPTH ? ORJSON_MAX_DEPTH : max_depth;
 }
 
-static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs, Role root, Py_buffer *view,
-                       Spans *spans)
+static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs, Role root, int elide_unread,
+                       Py_buffer *view, Spans *spans)
 {
-    int elide_unread = 0;
-    long max_depth = depth_argument(name, args, nargs, root == ROLE_ROOT ? 3 : 2);
+    long max_depth = depth_argument(name, args, nargs);
     if (max_depth < 0) {
-        return -2;
-    }
-    if (nargs == 3 && (elide_unread = PyObject_IsTrue(args[2])) < 0) {
         return -2;
     }
     if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0) {
@@ -90,14 +87,10 @@ static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs
 }
 
 PyDoc_STRVAR(vet_compact_doc,
-"vet_compact(line, max_depth=1024, unread=False, /) -> False | None | (bytes, tuple, tuple)\n--\n\n"
+"vet_compact(line, max_depth=1024, /) -> False | None | (bytes, tuple, tuple)\n--\n\n"
 "vet(line, max_depth) and the payload-span copy of health._payload_spans.compact(line) in\n"
 "one pass: False if vet() refuses the line; else compact()'s answer for it: None (decode\n"
-"the line itself), or (copy, requests, responses) with the payloads as msgspec.Raw slices.\n"
-"With unread true, it also leaves out what the batch fast path never reads: each string under\n"
-"one of TEXT_KEYS in the trajectory's conversations (at any depth) becomes \"\", each turn's\n"
-"question and tool call's output becomes 0, and every request is handed back as None (the\n"
-"copy's 0 stands in for it).");
+"the line itself), or (copy, requests, responses) with the payloads as msgspec.Raw slices.");
 
 static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -107,7 +100,7 @@ static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t
     }
     Py_buffer view;
     Spans spans;
-    int outcome = walk_buffer("vet_compact", args, nargs, ROLE_ROOT, &view, &spans);
+    int outcome = walk_buffer("vet_compact", args, nargs, ROLE_ROOT, 0, &view, &spans);
     if (outcome < 0) {
         return NULL;
     }
@@ -119,11 +112,62 @@ static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t
         result = Py_NewRef(Py_None);
     }
     else {
-        for (Py_ssize_t i = 0; spans.elide_unread && i < spans.call_count; i++) {
-            spans.calls[i].request_start = -1; /* not read: not handed back */
-        }
         result = build_result(spans.cuts, spans.cut_count, spans.calls, spans.call_count, (cursor)view.buf, view.len,
                               args[0]);
+    }
+    PyMem_RawFree(spans.cuts);
+    PyMem_RawFree(spans.calls);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* Each call's response span as native 64-bit (start, end) pairs ((-1, -1): none in the copy). */
+static PyObject *response_spans(const Spans *spans)
+{
+    PyObject *packed = PyBytes_FromStringAndSize(NULL, spans->call_count * 2 * (Py_ssize_t)sizeof(int64_t));
+    if (packed == NULL) {
+        return NULL;
+    }
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(packed);
+    for (Py_ssize_t i = 0; i < spans->call_count; i++) {
+        out[2 * i] = spans->calls[i].response_start;
+        out[2 * i + 1] = spans->calls[i].response_end;
+    }
+    return packed;
+}
+
+PyDoc_STRVAR(vet_lean_doc,
+"vet_lean(line, max_depth=1024, /) -> False | None | (bytes, bytes)\n--\n\n"
+"vet(line, max_depth) and, in the same pass, the lean copy the batch fast path decodes: False\n"
+"if vet() refuses the line; None where vet_compact() gives None (decode the line itself); else\n"
+"(copy, responses). The copy is vet_compact()'s, but that a null response stays null, and it\n"
+"also leaves out what the fast path never reads: each string under one of TEXT_KEYS in the\n"
+"trajectory's conversations (at any depth) becomes \"\", each turn's question and tool call's\n"
+"output becomes 0. responses packs each call's (start, end) response offsets in the line as\n"
+"native signed 64-bit integers, (-1, -1) where the copy holds no 0 for one.");
+
+static PyObject *vet_lean(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    Py_buffer view;
+    Spans spans;
+    int outcome = walk_buffer("vet_lean", args, nargs, ROLE_ROOT, 1, &view, &spans);
+    if (outcome < 0) {
+        return NULL;
+    }
+    PyObject *result;
+    if (outcome == 0) {
+        result = Py_NewRef(Py_False);
+    }
+    else if (spans.gave_up || spans.cut_count == 0) {
+        result = Py_NewRef(Py_None);
+    }
+    else {
+        PyObject *copy = build_copy(spans.cuts, spans.cut_count, (cursor)view.buf, view.len);
+        PyObject *responses = copy == NULL ? NULL : response_spans(&spans);
+        result = responses == NULL ? NULL : PyTuple_Pack(2, copy, responses);
+        Py_XDECREF(copy);
+        Py_XDECREF(responses);
     }
     PyMem_RawFree(spans.cuts);
     PyMem_RawFree(spans.calls);
@@ -163,7 +207,7 @@ static PyObject *vet_event_rows(PyObject *module, PyObject *const *args, Py_ssiz
     (void)module;
     Py_buffer view;
     Spans spans;
-    int outcome = walk_buffer("vet_event_rows", args, nargs, ROLE_BODY, &view, &spans);
+    int outcome = walk_buffer("vet_event_rows", args, nargs, ROLE_BODY, 0, &view, &spans);
     if (outcome < 0) {
         return NULL;
     }
@@ -240,6 +284,7 @@ static PyObject *vet(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef json_vet_methods[] = {
     {"vet", (PyCFunction)(void (*)(void))vet, METH_FASTCALL, vet_doc},
     {"vet_compact", (PyCFunction)(void (*)(void))vet_compact, METH_FASTCALL, vet_compact_doc},
+    {"vet_lean", (PyCFunction)(void (*)(void))vet_lean, METH_FASTCALL, vet_lean_doc},
     {"vet_event_rows", (PyCFunction)(void (*)(void))vet_event_rows, METH_FASTCALL, vet_event_rows_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -13,9 +13,10 @@
  *   the top-level response usage is kept; the rest is skipped.
  *
  *
- * The lean copy (vet_compact, with unread) also leaves out what the fast path never reads: in
- * each invocation's conversation, a string under one of TEXT_KEYS, at any depth, becomes "";
- * each turn's question and each tool call's output (kept raw) become 0. Every typed
+ * The lean copy (vet_lean) also leaves out what the fast path never reads: in each invocation's
+ * conversation, a string under one of TEXT_KEYS, at any depth, becomes ""; each turn's question
+ * and each tool call's output (kept raw) become 0; a call's request becomes 0 and is not handed
+ * back; a null response stays null. Every typed
  * conversation field of those names is a free string (health.strict_conversation), so the
  * typed decode passes or fails alike; health.payload_spans checks that at import.
  *

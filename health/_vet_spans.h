@@ -276,9 +276,16 @@ static inline int path_value(Spans *spans, Role role, ValueAction pending, unsig
     case VALUE_CUT_TEXT:
         *child = conversation_child(c);
         return c == '"';
+    case VALUE_CUT_RESPONSE:
+        if (spans->elide_unread && c == 'n') {
+            /* the lean copy keeps a null response, which the record reads as none */
+            CallSpans *call = &spans->calls[spans->call_count - 1];
+            call->response_start = call->response_end = -1;
+            return 0;
+        }
+        return 1;
     case VALUE_CUT_SKIPPED:
     case VALUE_CUT_REQUEST:
-    case VALUE_CUT_RESPONSE:
     case VALUE_CUT_ROW:
         return 1;
     default:

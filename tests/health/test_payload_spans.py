@@ -2,10 +2,11 @@
 
 The invariant: for every vetted line, :func:`decode_strict_skipping_payloads` equals
 :func:`health.strict_schema.decode_strict` of the line (the same record, payloads included as
-the same bytes, or ``None`` for both), in both conversation forms; the vetter's copy
-(:func:`decode_strict_if_vetted`) gives the same, but for what the fast path never reads of a
-record decoded with typed items: its conversations' free texts (``""``), its turns'
-questions, its tool calls' outputs and its calls' requests. Lines are generated around
+the same bytes, or ``None`` for both), in both conversation forms, and so does the vetter's
+copy (:func:`decode_strict_if_vetted`); its lean copy (:func:`decode_strict_lean`) gives the
+same but for what the fast path never reads of a record decoded with typed items: its
+conversations' free texts (``""``), its turns' questions, its tool calls' outputs and its
+calls' payloads (each response's place in the line handed back instead). Lines are generated around
 the places the native scan cuts: repeated keys at and around them, escaped keys, quotes,
 backslashes and brackets inside payload strings, payloads of every JSON kind, nested up to
 the depth the fast path vets, odd whitespace; plus mutated synthetic rows.
@@ -25,8 +26,21 @@ from hypothesis import strategies as st
 
 from health import payload_spans
 from health.json_vet import vet
-from health.payload_spans import NOT_JSON, decode_strict_if_vetted, decode_strict_skipping_payloads
-from health.strict_schema import StrictModelCall, StrictRecord, StrictTrajectory, _PlainRecord, decode_strict
+from health.payload_spans import (
+    NOT_JSON,
+    decode_strict_if_vetted,
+    decode_strict_lean,
+    decode_strict_skipping_payloads,
+    response_span,
+)
+from health.strict_schema import (
+    _NULL,
+    StrictModelCall,
+    StrictRecord,
+    StrictTrajectory,
+    _PlainRecord,
+    decode_strict,
+)
 
 from .fast_path_support import (
     DrawChooser,
@@ -48,7 +62,7 @@ except ImportError:
     KEPT_TOP_LEVEL_KEYS = ()  # type: ignore[misc]
 try:
     from health._json_vet import KEPT_TOP_LEVEL_KEYS as VETTER_KEPT_KEYS
-    from health._json_vet import TEXT_KEYS, vet_compact
+    from health._json_vet import TEXT_KEYS, vet_compact, vet_lean
 except ImportError:
     vet_compact = None  # type: ignore[assignment]
     VETTER_KEPT_KEYS = ()  # type: ignore[misc]
@@ -79,7 +93,7 @@ def _vetted_and_scanned(line: bytes) -> Any:
 
 def _without_unread(record: StrictRecord | None) -> Any:
     """A record as JSON values without what the vetter's lean copy may leave out: its
-    conversations' free texts (blanked), its calls' requests, its turns' questions and its tool
+    conversations' free texts (blanked), its calls' payloads, its turns' questions and its tool
     calls' outputs."""
     if record is None:
         return None
@@ -87,10 +101,33 @@ def _without_unread(record: StrictRecord | None) -> Any:
     trajectory = value.get("ng_trajectory") or {}
     for invocation in trajectory.get("invocations", []):
         invocation["conversation"] = without_texts(invocation.get("conversation"))
-    for key, unread in (("model_calls", "request"), ("turns", "question"), ("tool_calls", "output")):
+    for key, unread in (("turns", "question"), ("tool_calls", "output")):
         for element in trajectory.get(key, []):
             element.pop(unread)
+    for call in trajectory.get("model_calls", []):
+        call.pop("request")
+        call.pop("response")
     return value, record.typed_conversations
+
+
+def assert_same_lean_decode(line: bytes, want: StrictRecord | None, typed: bool) -> None:
+    """The lean decode: ``want`` but for what it leaves out, every response at its place."""
+    lean = decode_strict_lean(line, _VETTED_DEPTH, typed_conversations=typed)
+    assert lean.record is not NOT_JSON
+    if lean.responses is None:
+        assert lean.record == want, line[:300]
+        assert _record_bytes(lean.record) == _record_bytes(want), line[:300]
+        return
+    assert want is not None and lean.record is not None, line[:300]
+    assert _without_unread(lean.record) == _without_unread(want), line[:300]
+    wanted_calls = [] if want.ng_trajectory is None else want.ng_trajectory.model_calls
+    lean_calls = [] if lean.record.ng_trajectory is None else lean.record.ng_trajectory.model_calls
+    for index, (wanted, found) in enumerate(zip(wanted_calls, lean_calls, strict=True)):
+        start, end = response_span(lean.responses, index)
+        if wanted.response == _NULL:  # absent or null: the record holds none
+            assert (start, end, found.response) == (-1, -1, _NULL), line[:300]
+        else:
+            assert line[start:end] == bytes(wanted.response) and found.response != _NULL, line[:300]
 
 
 def _as_bytes(found: Any) -> Any:
@@ -131,12 +168,9 @@ def assert_same_decode(line: bytes) -> bool:
         assert got == want, line[:300]
         assert _record_bytes(got) == _record_bytes(want), line[:300]
         fused = decode_strict_if_vetted(line, _VETTED_DEPTH, typed_conversations=typed)
-        assert fused is not NOT_JSON
-        if typed and fused is not None and fused.typed_conversations:
-            assert _without_unread(fused) == _without_unread(want), line[:300]
-        else:  # the copy the vetter's answer came from kept every text
-            assert fused == want, line[:300]
-            assert _record_bytes(fused) == _record_bytes(want), line[:300]
+        assert fused == want, line[:300]
+        assert _record_bytes(fused) == _record_bytes(want), line[:300]
+        assert_same_lean_decode(line, want, typed)
     return True
 
 
@@ -450,8 +484,8 @@ def test_the_vetters_copy_leaves_out_the_conversations_texts_when_asked() -> Non
         b'{"type":"reasoning","summary":[{"type":"summary_text","text":"s"}],"content":null,"output":7}'
         b'],"conversation":[{"output":["x",{"text":"deep"}]}]}]}}'
     )
-    elided = vet_compact(line, _VETTED_DEPTH, True)
-    assert elided and elided[1] == ()  # no calls
+    elided = vet_lean(line, _VETTED_DEPTH)
+    assert elided and elided[1] == b""  # no calls
     assert elided[0] == (
         b'{"text":0,"ng_trajectory":{"task_id":"t","rollout_id":"r",'
         b'"turns":[{"answer":"kept","text":"kept"}],"invocations":[{"invocation_id":"i","conversation":['
@@ -461,9 +495,8 @@ def test_the_vetters_copy_leaves_out_the_conversations_texts_when_asked() -> Non
         b'{"type":"reasoning","summary":[{"type":"summary_text","text":""}],"content":null,"output":7}'
         b'],"conversation":[{"output":["x",{"text":""}]}]}]}}'
     )
-    kept, asked_not, by_default = compact(line), vet_compact(line, _VETTED_DEPTH, False), vet_compact(line)
-    assert kept and asked_not and by_default
-    assert asked_not[0] == by_default[0] == kept[0]
+    kept, vetted = compact(line), vet_compact(line, _VETTED_DEPTH)
+    assert kept and vetted and vetted[0] == kept[0] and b"a\\u00e9" in kept[0]
     assert_same_decode(line)
 
 
@@ -473,7 +506,7 @@ def test_the_lean_copy_leaves_out_questions_and_tool_outputs() -> None:
         b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","turns":[{"question":{"q":[1]},"answer":"a",'
         b'"qu\\u0065stion":"kept"},7],"tool_calls":[{"output":"o","tool_call_id":"c"}],"output":"kept"}}'
     )
-    lean = vet_compact(line, _VETTED_DEPTH, True)
+    lean = vet_lean(line, _VETTED_DEPTH)
     assert lean and lean[0] == (
         b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","turns":[{"question":0,"answer":"a",'
         b'"qu\\u0065stion":"kept"},7],"tool_calls":[{"output":0,"tool_call_id":"c"}],"output":"kept"}}'
@@ -483,17 +516,26 @@ def test_the_lean_copy_leaves_out_questions_and_tool_outputs() -> None:
 
 
 @needs_native
-def test_with_unread_the_requests_are_not_handed_back() -> None:
+def test_the_lean_copy_hands_back_where_each_response_is() -> None:
     line = (
-        b'{"ng_trajectory":{"task_id":"t","rollout_id":"r",'
-        b'"model_calls":[{"request":{"a":1},"response":[2]},{"response":null}]}}'
+        b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","model_calls":[{"request":{"a":1},"response":[2]},'
+        b'{"response":null},{},{"response":{"x":1},"response":null},{"response":null,"response":"s"}]}}'
     )
-    lean, full = vet_compact(line, _VETTED_DEPTH, True), vet_compact(line, _VETTED_DEPTH)
-    assert lean and full
-    assert lean[0] == full[0]
-    assert lean[1] == (None, None)
-    assert [None if r is None else bytes(r) for r in full[1]] == [b'{"a":1}', None]
-    assert [bytes(r) for r in lean[2] if r] == [bytes(r) for r in full[2] if r] == [b"[2]", b"null"]
+    lean = vet_lean(line, _VETTED_DEPTH)
+    assert lean
+    copy_, responses = lean
+    assert copy_ == (
+        b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","model_calls":[{"request":0,"response":0},'
+        b'{"response":null},{},{"response":0,"response":null},{"response":null,"response":0}]}}'
+    )
+    spans = [response_span(responses, index) for index in range(5)]
+    assert [line[start:end] if start >= 0 else None for start, end in spans] == [
+        b"[2]",
+        None,
+        None,
+        None,
+        b'"s"',
+    ]
     assert_same_decode(line)
 
 
@@ -503,7 +545,7 @@ def test_the_fast_path_leaves_out_the_texts_when_the_build_allows() -> None:
     its text (a literal such as ``role`` or ``type``) would turn the elision off."""
     from health.strict_conversation import text_fields_free
 
-    assert payload_spans.ELIDES_UNREAD
+    assert payload_spans.LEAN
     assert text_fields_free(TEXT_KEYS)
     for literal_field in ("role", "type", "status", "phase"):
         assert not text_fields_free([*TEXT_KEYS, literal_field])

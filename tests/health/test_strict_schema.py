@@ -227,10 +227,15 @@ def _contract_python(
 
 
 def _without_unread(trajectory: dict[str, Any]) -> dict[str, Any]:
-    """A trajectory without the raw values the fast path never reads (nor decodes): its calls'
-    requests, its turns' questions, its tool calls' outputs."""
+    """A trajectory without the raw values the fast path never decodes: its calls' payloads (the
+    responses it reads are compared as ``EverydayRecord.responses``), its turns' questions, its
+    tool calls' outputs."""
     lean = dict(trajectory)
-    for key, unread in (("model_calls", "request"), ("turns", "question"), ("tool_calls", "output")):
+    lean["model_calls"] = [
+        {name: value for name, value in call.items() if name not in ("request", "response")}
+        for call in trajectory["model_calls"]
+    ]
+    for key, unread in (("turns", "question"), ("tool_calls", "output")):
         lean[key] = [
             {name: value for name, value in item.items() if name != unread} for item in trajectory[key]
         ]
