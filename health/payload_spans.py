@@ -35,9 +35,10 @@ call's ``request`` stays the copy's ``0``, its ``response`` too, or ``null`` whe
 null, and the response's place in the line is handed back for the few the fast path parses.
 Every typed field of those names accepts any text alike (checked at import by
 :func:`~health.strict_conversation.text_fields_free`), so the typed decode gives the same
-answer, and the same record but for those values. A lean copy the typed decode refuses is
-decided again from the full copy (the plain retry and :mod:`health.rejection` read
-conversation values).
+answer, and the same record but for those values. Where the typed decode refuses the lean
+copy outside a conversation, the full copy fails at the same value, and :mod:`health.rejection`
+reads the lean copy (it reads conversations only for the types of their values); where it
+refuses a conversation, the plain retry decodes the full copy.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from msgspec import Raw
 
 from .json_vet import vet
 from .strict_conversation import text_fields_free
-from .strict_schema import StrictRecord, decode_strict, decode_strict_typed
+from .strict_schema import StrictRecord, TypedRefusal, decode_strict, decode_strict_typed
 
 __all__ = [
     "NATIVE",
@@ -180,11 +181,16 @@ def decode_strict_lean(
         return LeanDecode(*_decode_copy(data, None, typed_conversations), None)
     copy, responses = found
     record = decode_strict_typed(copy)
-    if record is not None and (
+    if record is TypedRefusal.OUTSIDE_SUBSET:
+        # the full copy stops at the same value (the lean one differs only in values any type
+        # that reads them accepts alike), and the rejection reads none of what it leaves out
+        return LeanDecode(None, copy, None)
+    if record is not TypedRefusal.CONVERSATION and (
         record.ng_trajectory is None or len(record.ng_trajectory.model_calls) * _SPAN.size == len(responses)
     ):
         return LeanDecode(record, copy, responses)
-    # outside the typed subset: the plain retry and the rejection read what the copy left out
+    # conversation items to decode as plain values (which the lean copy blanks), or calls the
+    # scan and msgspec disagree on: decided from the full copy
     return LeanDecode(
         *_decode_copy(data, None if _compact is None else _compact(data), typed_conversations), None
     )

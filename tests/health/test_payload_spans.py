@@ -29,10 +29,12 @@ from health.json_vet import vet
 from health.payload_spans import (
     NOT_JSON,
     decode_strict_if_vetted,
+    decode_strict_if_vetted_from_copy,
     decode_strict_lean,
     decode_strict_skipping_payloads,
     response_span,
 )
+from health.rejection import read_rejected_record
 from health.strict_schema import (
     _NULL,
     StrictModelCall,
@@ -117,6 +119,9 @@ def assert_same_lean_decode(line: bytes, want: StrictRecord | None, typed: bool)
     if lean.responses is None:
         assert lean.record == want, line[:300]
         assert _record_bytes(lean.record) == _record_bytes(want), line[:300]
+        if want is None:  # the rejection reads the copy it was refused from: the same answer
+            full_copy = decode_strict_if_vetted_from_copy(line, _VETTED_DEPTH, typed_conversations=typed)[1]
+            assert read_rejected_record(lean.decoded) == read_rejected_record(full_copy), line[:300]
         return
     assert want is not None and lean.record is not None, line[:300]
     assert _without_unread(lean.record) == _without_unread(want), line[:300]
@@ -653,3 +658,25 @@ def test_generated_conversations(line: bytes) -> None:
         return
     record = decode_strict(line)
     event("no record" if record is None else "typed" if record.typed_conversations else "plain")
+
+
+@needs_native
+def test_a_rejected_line_is_read_from_the_lean_copy_alike() -> None:
+    """A line whose trajectory a witness refuses, with conversations of every everyday kind: the
+    lean copy is refused where the full one is, and the rejection reads both alike."""
+    leaner = 0
+    for row in corpus_rows()[:40]:
+        rejected = copy.deepcopy(row)
+        calls = (rejected.get("ng_trajectory") or {}).get("model_calls") or []
+        if not calls:
+            continue
+        calls[-1]["duration_ms"] = -1.0  # a witness: the contract refuses a negative duration
+        line = orjson.dumps(rejected)
+        lean = decode_strict_lean(line, _VETTED_DEPTH)
+        assert (lean.record, lean.responses) == (None, None)
+        full_copy = decode_strict_if_vetted_from_copy(line, _VETTED_DEPTH)[1]
+        leaner += len(lean.decoded) < len(full_copy)  # the lean copy was read
+        found = read_rejected_record(lean.decoded)
+        assert found is not None and found == read_rejected_record(full_copy)
+        assert_same_decode(line)
+    assert leaner > 10
