@@ -21,6 +21,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdint.h>
 #include <string.h>
 
 #include "_vet_walk.h"
@@ -52,10 +53,8 @@ static long depth_argument(const char *name, PyObject *const *args, Py_ssize_t n
     return max_depth > ORJSON_MAX_DEPTH ? ORJSON_MAX_DEPTH : max_depth;
 }
 
-/* The walk over a buffer from `root`, the GIL released for large ones: 1, 0, -1 as
- * vet_and_cut, or -2 with an exception set (bad arguments). *view is held on 1 and 0. */
-static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs, Role root, Py_buffer *view,
-                       Spans *spans)
+static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs, Role root, int elide_unread,
+                       Py_buffer *view, Spans *spans)
 {
     long max_depth = depth_argument(name, args, nargs);
     if (max_depth < 0) {
@@ -66,6 +65,7 @@ static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs
     }
     cursor start = (cursor)view->buf, end = start + view->len;
     memset(spans, 0, sizeof *spans);
+    spans->elide_unread = elide_unread;
     int outcome;
     if ((size_t)view->len >= RELEASE_GIL_BYTES) {
         /* the cut lists grow with PyMem_Raw*, which needs no GIL; the buffer stays exported */
@@ -100,7 +100,7 @@ static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t
     }
     Py_buffer view;
     Spans spans;
-    int outcome = walk_buffer("vet_compact", args, nargs, ROLE_ROOT, &view, &spans);
+    int outcome = walk_buffer("vet_compact", args, nargs, ROLE_ROOT, 0, &view, &spans);
     if (outcome < 0) {
         return NULL;
     }
@@ -114,6 +114,60 @@ static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t
     else {
         result = build_result(spans.cuts, spans.cut_count, spans.calls, spans.call_count, (cursor)view.buf, view.len,
                               args[0]);
+    }
+    PyMem_RawFree(spans.cuts);
+    PyMem_RawFree(spans.calls);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* Each call's response span as native 64-bit (start, end) pairs ((-1, -1): none in the copy). */
+static PyObject *response_spans(const Spans *spans)
+{
+    PyObject *packed = PyBytes_FromStringAndSize(NULL, spans->call_count * 2 * (Py_ssize_t)sizeof(int64_t));
+    if (packed == NULL) {
+        return NULL;
+    }
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(packed);
+    for (Py_ssize_t i = 0; i < spans->call_count; i++) {
+        out[2 * i] = spans->calls[i].response_start;
+        out[2 * i + 1] = spans->calls[i].response_end;
+    }
+    return packed;
+}
+
+PyDoc_STRVAR(vet_lean_doc,
+"vet_lean(line, max_depth=1024, /) -> False | None | (bytes, bytes)\n--\n\n"
+"vet(line, max_depth) and, in the same pass, the lean copy the batch fast path decodes: False\n"
+"if vet() refuses the line; None where vet_compact() gives None (decode the line itself); else\n"
+"(copy, responses). The copy is vet_compact()'s, but that a null response stays null, and it\n"
+"also leaves out what the fast path never reads: each string under one of TEXT_KEYS in the\n"
+"trajectory's conversations (at any depth) becomes \"\", each turn's question and tool call's\n"
+"output becomes 0. responses packs each call's (start, end) response offsets in the line as\n"
+"native signed 64-bit integers, (-1, -1) where the copy holds no 0 for one.");
+
+static PyObject *vet_lean(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    Py_buffer view;
+    Spans spans;
+    int outcome = walk_buffer("vet_lean", args, nargs, ROLE_ROOT, 1, &view, &spans);
+    if (outcome < 0) {
+        return NULL;
+    }
+    PyObject *result;
+    if (outcome == 0) {
+        result = Py_NewRef(Py_False);
+    }
+    else if (spans.gave_up || spans.cut_count == 0) {
+        result = Py_NewRef(Py_None);
+    }
+    else {
+        PyObject *copy = build_copy(spans.cuts, spans.cut_count, (cursor)view.buf, view.len);
+        PyObject *responses = copy == NULL ? NULL : response_spans(&spans);
+        result = responses == NULL ? NULL : PyTuple_Pack(2, copy, responses);
+        Py_XDECREF(copy);
+        Py_XDECREF(responses);
     }
     PyMem_RawFree(spans.cuts);
     PyMem_RawFree(spans.calls);
@@ -153,7 +207,7 @@ static PyObject *vet_event_rows(PyObject *module, PyObject *const *args, Py_ssiz
     (void)module;
     Py_buffer view;
     Spans spans;
-    int outcome = walk_buffer("vet_event_rows", args, nargs, ROLE_BODY, &view, &spans);
+    int outcome = walk_buffer("vet_event_rows", args, nargs, ROLE_BODY, 0, &view, &spans);
     if (outcome < 0) {
         return NULL;
     }
@@ -230,6 +284,7 @@ static PyObject *vet(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef json_vet_methods[] = {
     {"vet", (PyCFunction)(void (*)(void))vet, METH_FASTCALL, vet_doc},
     {"vet_compact", (PyCFunction)(void (*)(void))vet_compact, METH_FASTCALL, vet_compact_doc},
+    {"vet_lean", (PyCFunction)(void (*)(void))vet_lean, METH_FASTCALL, vet_lean_doc},
     {"vet_event_rows", (PyCFunction)(void (*)(void))vet_event_rows, METH_FASTCALL, vet_event_rows_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -237,7 +292,7 @@ static PyMethodDef json_vet_methods[] = {
 static int json_vet_exec(PyObject *module)
 {
     init_tables();
-    if (add_kept_top_level_keys(module) < 0) {
+    if (add_kept_top_level_keys(module) < 0 || add_name_tuple(module, "TEXT_KEYS", TEXT_KEYS, TEXT_KEY_COUNT) < 0) {
         return -1;
     }
     return PyModule_AddIntConstant(module, "MAX_DEPTH", ORJSON_MAX_DEPTH);

@@ -12,8 +12,15 @@
 #include "_json_cursor.h"
 
 typedef struct {
-    Py_ssize_t start, end; /* offsets of a value replaced by 0 in the copy */
+    Py_ssize_t start, end; /* offsets of a value replaced in the copy */
+    int text;              /* 0: replaced by 0 (a skipped or raw value); 1: a string replaced by "" */
 } Cut;
+
+/* The bytes a cut value becomes in the copy. */
+static ALWAYS_INLINE Py_ssize_t cut_filler_size(const Cut *cut)
+{
+    return cut->text ? 2 : 1;
+}
 
 typedef struct {
     Py_ssize_t request_start, request_end, response_start, response_end; /* -1: absent */
@@ -53,12 +60,13 @@ static PyObject *raw_span(PyObject *view, Py_ssize_t start, Py_ssize_t end)
     return raw;
 }
 
-/* The `length` bytes at base with each of the cut_count cuts (in order) replaced by 0. */
+/* The `length` bytes at base with each of the cut_count cuts (in order) replaced by 0, or a
+ * string cut by "". */
 static PyObject *build_copy(const Cut *cuts, Py_ssize_t cut_count, cursor base, Py_ssize_t length)
 {
     Py_ssize_t size = length;
     for (Py_ssize_t i = 0; i < cut_count; i++) {
-        size -= cuts[i].end - cuts[i].start - 1;
+        size -= cuts[i].end - cuts[i].start - cut_filler_size(&cuts[i]);
     }
     PyObject *copy = PyBytes_FromStringAndSize(NULL, size);
     if (copy == NULL) {
@@ -70,7 +78,13 @@ static PyObject *build_copy(const Cut *cuts, Py_ssize_t cut_count, cursor base, 
         const Cut *cut = &cuts[i];
         memcpy(out, base + done, (size_t)(cut->start - done));
         out += cut->start - done;
-        *out++ = '0';
+        if (cut->text) {
+            *out++ = '"';
+            *out++ = '"';
+        }
+        else {
+            *out++ = '0';
+        }
         done = cut->end;
     }
     memcpy(out, base + done, (size_t)(length - done));

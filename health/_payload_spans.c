@@ -69,7 +69,7 @@ static int reserve(Scan *scan, void **items, Py_ssize_t count, Py_ssize_t *capac
 static int add_cut(Scan *scan, Action action, cursor start, cursor end) {
     if (reserve(scan, (void **)&scan->cuts, scan->cut_count, &scan->cut_capacity, sizeof(Cut)) < 0) return -1;
     Py_ssize_t from = start - scan->base, to = end - scan->base;
-    scan->cuts[scan->cut_count++] = (Cut){from, to};
+    scan->cuts[scan->cut_count++] = (Cut){from, to, 0};
     if (action == CUT_REQUEST || action == CUT_RESPONSE) {
         CallSpans *call = &scan->calls[scan->call_count - 1]; /* the element being scanned */
         if (action == CUT_REQUEST) {

@@ -1,9 +1,10 @@
 /*
  * Where the vet-and-copy walk records values as it passes them: the roles of the objects and
  * arrays on the path, what a member's key says of its value, and the cut list. A rollout line
- * (vet_compact) leads to its calls' payloads and the values the strict decode skips; an ingest
- * body (vet_event_rows) to each event's "row". Apart from the walk (_vet_walk.h) so the walk
- * reads as the grammar it checks; the lists grow with PyMem_Raw*, so no GIL is needed.
+ * (vet_compact) leads to its calls' payloads and the values the strict decode skips, and, when
+ * asked, to the free text of its conversations; an ingest body (vet_event_rows) to each
+ * event's "row". Apart from the walk (_vet_walk.h) so the walk reads as the grammar it checks;
+ * the lists grow with PyMem_Raw*, so no GIL is needed.
  */
 #ifndef HEALTH_VET_SPANS_H
 #define HEALTH_VET_SPANS_H
@@ -29,6 +30,14 @@ typedef enum {
     ROLE_ENVELOPE,
     ROLE_EVENTS,
     ROLE_EVENT,
+    ROLE_INVOCATIONS, /* with elide_unread: an ng_trajectory's invocations, turns, tool calls */
+    ROLE_INVOCATION,
+    ROLE_TURNS,
+    ROLE_TURN,
+    ROLE_TOOL_CALLS,
+    ROLE_TOOL_CALL,
+    ROLE_CONVERSATION,    /* an invocation's conversation, and any array inside one */
+    ROLE_CONVERSATION_OBJECT, /* an object inside a conversation: an item or a content part */
 } Role;
 
 /* What a member's key says of its value. */
@@ -42,6 +51,12 @@ typedef enum {
     VALUE_CUT_REQUEST,
     VALUE_CUT_RESPONSE,
     VALUE_CUT_ROW, /* recorded as the element's "request" span */
+    VALUE_INVOCATIONS,   /* an array value becomes ROLE_INVOCATIONS, else kept */
+    VALUE_TURNS,         /* an array value becomes ROLE_TURNS, else kept */
+    VALUE_TOOL_CALLS,    /* an array value becomes ROLE_TOOL_CALLS, else kept */
+    VALUE_CONVERSATION,  /* an array value becomes ROLE_CONVERSATION, else kept */
+    VALUE_IN_CONVERSATION, /* a container value stays in the conversation's roles, else kept */
+    VALUE_CUT_TEXT,      /* a string value becomes "", a container stays in the conversation */
 } ValueAction;
 
 typedef struct {
@@ -51,6 +66,7 @@ typedef struct {
     Py_ssize_t call_count, call_capacity;
     int gave_up;      /* a key on the path holds an escape, or the shape is not one the copy
                          covers: the document is decoded itself */
+    int elide_unread; /* a rollout line: the lean copy (_strict_paths.h) */
     int envelope;     /* an ingest body is an object: its one member must be "events" */
     int events_seen;
     int no_memory;
@@ -78,8 +94,8 @@ static int add_cut(Spans *spans, ValueAction action, Py_ssize_t from, Py_ssize_t
     if (reserve(spans, (void **)&spans->cuts, spans->cut_count, &spans->cut_capacity, sizeof(Cut)) < 0) {
         return -1;
     }
-    spans->cuts[spans->cut_count++] = (Cut){from, to};
-    if (action != VALUE_CUT_SKIPPED) {
+    spans->cuts[spans->cut_count++] = (Cut){from, to, action == VALUE_CUT_TEXT};
+    if (action != VALUE_CUT_SKIPPED && action != VALUE_CUT_TEXT) {
         CallSpans *call = &spans->calls[spans->call_count - 1]; /* the element being walked */
         /* a repeated key: the last value, as msgspec keeps it */
         if (action != VALUE_CUT_RESPONSE) {
@@ -103,6 +119,30 @@ static int add_call(Spans *spans)
     return 0;
 }
 
+/* The role of a container at c inside a conversation (ROLE_NONE: c opens no container). */
+static ALWAYS_INLINE Role conversation_child(unsigned char c)
+{
+    return c == '{' ? ROLE_CONVERSATION_OBJECT : c == '[' ? ROLE_CONVERSATION : ROLE_NONE;
+}
+
+/* What an escaped key in an object of `role` says of its value, where an escape cannot be read
+ * as a field name: inside an invocation or a conversation, the value is walked on as an
+ * unnamed member (a text it may spell is kept, never elided); elsewhere the copy is given up. */
+static ALWAYS_INLINE ValueAction escaped_key_action(Spans *spans, Role role)
+{
+    switch (role) {
+    case ROLE_INVOCATION:
+    case ROLE_TURN:
+    case ROLE_TOOL_CALL:
+        return VALUE_KEEP;
+    case ROLE_CONVERSATION_OBJECT:
+        return VALUE_IN_CONVERSATION;
+    default:
+        spans->gave_up = 1;
+        return VALUE_KEEP;
+    }
+}
+
 /* What the walk does with the value of key [key, key + length) in an object of `role`: in a
  * record, what the strict decode does with it (_strict_paths.h); in an ingest body, the
  * events and their rows. msgspec keeps the last value of a repeated key, so the calls
@@ -123,11 +163,27 @@ static ValueAction choose_action(Spans *spans, Role role, cursor key, Py_ssize_t
             return VALUE_KEEP;
         }
     case ROLE_TRAJECTORY:
-        if (record_member(RECORD_TRAJECTORY, key, length) == MEMBER_MODEL_CALLS) {
+        switch (record_member(RECORD_TRAJECTORY, key, length)) {
+        case MEMBER_MODEL_CALLS:
             spans->call_count = 0;
             return VALUE_CALLS;
+        case MEMBER_INVOCATIONS:
+            return spans->elide_unread ? VALUE_INVOCATIONS : VALUE_KEEP;
+        case MEMBER_TURNS:
+            return spans->elide_unread ? VALUE_TURNS : VALUE_KEEP;
+        case MEMBER_TOOL_CALLS:
+            return spans->elide_unread ? VALUE_TOOL_CALLS : VALUE_KEEP;
+        default:
+            return VALUE_KEEP;
         }
-        return VALUE_KEEP;
+    case ROLE_INVOCATION:
+        return key_is(key, length, "conversation") ? VALUE_CONVERSATION : VALUE_KEEP;
+    case ROLE_TURN:
+        return key_is(key, length, "question") ? VALUE_CUT_SKIPPED : VALUE_KEEP;
+    case ROLE_TOOL_CALL:
+        return key_is(key, length, "output") ? VALUE_CUT_SKIPPED : VALUE_KEEP;
+    case ROLE_CONVERSATION_OBJECT:
+        return is_text_key(key, length) ? VALUE_CUT_TEXT : VALUE_IN_CONVERSATION;
     case ROLE_CALL:
         switch (record_member(RECORD_CALL, key, length)) {
         case MEMBER_REQUEST_PAYLOAD:
@@ -173,6 +229,18 @@ static inline int path_value(Spans *spans, Role role, ValueAction pending, unsig
     case ROLE_EVENTS:
         *child = c == '{' ? ROLE_EVENT : ROLE_NONE;
         return add_call(spans);
+    case ROLE_INVOCATIONS:
+        *child = c == '{' ? ROLE_INVOCATION : ROLE_NONE;
+        return 0;
+    case ROLE_TURNS:
+        *child = c == '{' ? ROLE_TURN : ROLE_NONE;
+        return 0;
+    case ROLE_TOOL_CALLS:
+        *child = c == '{' ? ROLE_TOOL_CALL : ROLE_NONE;
+        return 0;
+    case ROLE_CONVERSATION:
+        *child = conversation_child(c);
+        return 0;
     default:
         break;
     }
@@ -190,9 +258,34 @@ static inline int path_value(Spans *spans, Role role, ValueAction pending, unsig
         *child = c == '[' ? ROLE_EVENTS : ROLE_NONE;
         spans->gave_up |= *child == ROLE_NONE;
         return 0;
+    case VALUE_INVOCATIONS:
+        *child = c == '[' ? ROLE_INVOCATIONS : ROLE_NONE;
+        return 0;
+    case VALUE_TURNS:
+        *child = c == '[' ? ROLE_TURNS : ROLE_NONE;
+        return 0;
+    case VALUE_TOOL_CALLS:
+        *child = c == '[' ? ROLE_TOOL_CALLS : ROLE_NONE;
+        return 0;
+    case VALUE_CONVERSATION:
+        *child = c == '[' ? ROLE_CONVERSATION : ROLE_NONE;
+        return 0;
+    case VALUE_IN_CONVERSATION:
+        *child = conversation_child(c);
+        return 0;
+    case VALUE_CUT_TEXT:
+        *child = conversation_child(c);
+        return c == '"';
+    case VALUE_CUT_RESPONSE:
+        if (spans->elide_unread && c == 'n') {
+            /* the lean copy keeps a null response, which the record reads as none */
+            CallSpans *call = &spans->calls[spans->call_count - 1];
+            call->response_start = call->response_end = -1;
+            return 0;
+        }
+        return 1;
     case VALUE_CUT_SKIPPED:
     case VALUE_CUT_REQUEST:
-    case VALUE_CUT_RESPONSE:
     case VALUE_CUT_ROW:
         return 1;
     default:

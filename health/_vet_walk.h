@@ -164,7 +164,7 @@ member: /* p at an object member's key (whitespace already skipped) */
         if (spans != NULL && role[depth] != ROLE_NONE) {
             Py_ssize_t length = p - 1 - key;
             if (memchr(key, '\\', (size_t)length) != NULL) {
-                spans->gave_up = 1; /* an escaped key may spell a field name */
+                pending = escaped_key_action(spans, (Role)role[depth]); /* it may spell a field name */
             }
             else {
                 pending = choose_action(spans, (Role)role[depth], key, length);

@@ -44,7 +44,7 @@ from msgspec import Raw
 from .checks import LENGTH_FINISH_REASONS
 from .contract._conversation._fast import canonical_list_accepts, everyday_list_valid
 from .json_vet import vet
-from .payload_spans import NOT_JSON, NotJson, decode_strict_from_copy, decode_strict_if_vetted_from_copy
+from .payload_spans import NOT_JSON, NotJson, decode_strict_from_copy, decode_strict_lean, response_span
 from .rejection import RejectedRecord, read_rejected_record
 from .strict_conversation import everyday_items_ok
 from .strict_schema import StrictRecord, StrictTrajectory, contract_rules_hold
@@ -184,10 +184,11 @@ def _read(
         return None
     typed_first = _decode_order.typed_first()
     record: StrictRecord | NotJson | None
+    responses: bytes | None = None
     if shallow_json:
         record, decoded = decode_strict_from_copy(data, typed_conversations=typed_first)
     else:  # steps 1 and 3 share one pass over the line (see health.payload_spans)
-        record, decoded = decode_strict_if_vetted_from_copy(
+        record, decoded, responses = decode_strict_lean(
             data, _MAX_RECORD_DEPTH, typed_conversations=typed_first
         )
         if record is NOT_JSON:
@@ -195,10 +196,15 @@ def _read(
     if record is None:  # the rejection reads no value the payload-free copy cuts out
         return read_rejected_record(decoded) if rejections else None
     _decode_order.saw(record)
-    return _vouched(record)
+    return _vouched(record, data, responses)
 
 
-def _vouched(record: StrictRecord) -> EverydayRecord | None:
+def _vouched(
+    record: StrictRecord, data: bytes | memoryview, responses_at: bytes | None
+) -> EverydayRecord | None:
+    """The everyday record, if the contract's rules hold. ``responses_at``: where the record
+    came from the lean copy, its calls' response offsets in ``data`` (their payloads are not in
+    the record; the checks parse the few cut off at a length limit)."""
     trajectory = record.ng_trajectory
     if trajectory is None:
         return EverydayRecord(record, [])
@@ -207,12 +213,16 @@ def _vouched(record: StrictRecord) -> EverydayRecord | None:
     if not _conversations_vouched(record, trajectory):
         return None
     responses: list[Any] = []
-    for call in trajectory.model_calls:
+    for index, call in enumerate(trajectory.model_calls):
         response = call.response
         if response == _NULL:
             responses.append(None)
         elif call.response_metadata.finish_reason in LENGTH_FINISH_REASONS:  # the checks read these
-            responses.append(orjson.loads(bytes(response)))
+            payload: Raw | bytes | memoryview = response
+            if responses_at is not None:
+                start, end = response_span(responses_at, index)
+                payload = data[start:end]
+            responses.append(orjson.loads(bytes(payload)))
         else:
             responses.append(UNREAD_RESPONSE)
     return EverydayRecord(record, responses)

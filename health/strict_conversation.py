@@ -19,11 +19,13 @@ the typed decode rather than disagreeing with orjson on which ``type`` wins
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated, Literal, cast
 
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
+from msgspec import inspect as msgspec_inspect
 
-__all__ = ["EverydayItem", "everyday_items_ok"]
+__all__ = ["EverydayItem", "everyday_items_ok", "text_fields_free"]
 
 _Status = Literal["in_progress", "completed", "incomplete"]
 
@@ -138,13 +140,77 @@ def everyday_items_ok(items: list[EverydayItem]) -> bool:
     lists or none, and the message rules the types do not express hold; ``False`` means
     undecided, never invalid."""
     for item in items:
-        if isinstance(item, _FunctionCallOutput):
+        kind = item.__class__  # class tests: isinstance on a Struct class costs twice as much
+        if kind is _FunctionCallOutput:
             continue
+        if TYPE_CHECKING:  # what the class test says, for the type checker
+            assert not isinstance(item, _FunctionCallOutput)
         training = item.prompt_token_ids is not UNSET
-        if (item.generation_token_ids is not UNSET) is not training or (
-            item.generation_log_probs is not UNSET
-        ) is not training:
+        if training:
+            if item.generation_token_ids is UNSET or item.generation_log_probs is UNSET:
+                return False
+        elif item.generation_token_ids is not UNSET or item.generation_log_probs is not UNSET:
             return False
-        if isinstance(item, _Message) and not _message_content_ok(item, training):
-            return False
+        if kind is _Message:
+            message = cast(_Message, item)
+            if (training or message.content.__class__ is not str) and not _message_content_ok(
+                message, training
+            ):
+                return False
+    return True
+
+
+_CONTENT_BLIND = (
+    msgspec_inspect.NoneType,
+    msgspec_inspect.BoolType,
+    msgspec_inspect.IntType,
+    msgspec_inspect.FloatType,
+    msgspec_inspect.ListType,
+    msgspec_inspect.StructType,
+)
+"""Types whose acceptance of a JSON string does not depend on its text (they refuse any)."""
+
+
+def _accepts_any_text(kind: msgspec_inspect.Type) -> bool:
+    """Whether ``kind`` accepts or refuses every JSON string alike: a string without length or
+    pattern constraints, or a union of such and of types that refuse strings."""
+    if isinstance(kind, msgspec_inspect.UnionType):
+        return all(map(_accepts_any_text, kind.types))
+    if isinstance(kind, msgspec_inspect.StrType):
+        return kind.min_length is None and kind.max_length is None and kind.pattern is None
+    return isinstance(kind, _CONTENT_BLIND)
+
+
+def _only_empty_raw(kind: msgspec_inspect.Type) -> bool:
+    """Whether ``kind`` holds no raw or untyped value, but in lists that must be empty."""
+    if isinstance(kind, msgspec_inspect.ListType):
+        return kind.max_length == 0 or _only_empty_raw(kind.item_type)
+    if isinstance(kind, msgspec_inspect.UnionType):
+        return all(map(_only_empty_raw, kind.types))
+    return not isinstance(kind, msgspec_inspect.RawType | msgspec_inspect.AnyType)
+
+
+def text_fields_free(keys: Iterable[str]) -> bool:
+    """Whether replacing any string under one of ``keys``, anywhere in a conversation, by
+    another string leaves the typed decode's answer and everything read from it unchanged:
+    every field of those names in :data:`EverydayItem` accepts any text alike, and no item keeps
+    a raw or untyped value (which would hold the replaced text). The copy that elides those
+    texts (:mod:`health.payload_spans`) is used only when this holds."""
+    names = frozenset(keys)
+    pending: list[msgspec_inspect.Type] = [msgspec_inspect.type_info(EverydayItem)]
+    seen: set[type] = set()
+    while pending:
+        kind = pending.pop()
+        if isinstance(kind, msgspec_inspect.UnionType):
+            pending.extend(kind.types)
+        elif isinstance(kind, msgspec_inspect.ListType):
+            pending.append(kind.item_type)
+        elif isinstance(kind, msgspec_inspect.StructType) and kind.cls not in seen:
+            seen.add(kind.cls)
+            for field in kind.fields:
+                if field.encode_name in names and not _accepts_any_text(field.type):
+                    return False
+                if not _only_empty_raw(field.type):
+                    return False
+                pending.append(field.type)
     return True

@@ -25,6 +25,7 @@ contract's own code.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -38,8 +39,10 @@ __all__ = [
     "StrictRecord",
     "StrictResponseUsage",
     "StrictTrajectory",
+    "TypedRefusal",
     "contract_rules_hold",
     "decode_strict",
+    "decode_strict_typed",
 ]
 
 _NonNegativeFloat = Annotated[float, Meta(ge=0)] | None
@@ -222,19 +225,34 @@ def decode_strict(data: bytes | memoryview, *, typed_conversations: bool = True)
     not their UTF-8 or number ranges): the caller must have validated the whole document.
     """
     if typed_conversations:
-        try:
-            return _DECODER.decode(data)
-        except msgspec.ValidationError as error:
-            # Where the first value out of the subset is not inside a conversation, the plain
-            # decode, which differs only there, stops at the same value: only retry the others.
-            if _CONVERSATION_FIELD not in str(error):
-                return None
-        except (msgspec.DecodeError, RecursionError):
-            return None
+        found = decode_strict_typed(data)
+        if found is not TypedRefusal.CONVERSATION:
+            return None if found is TypedRefusal.OUTSIDE_SUBSET else found
     try:
         return _PLAIN_DECODER.decode(data)
     except (msgspec.DecodeError, RecursionError):
         return None
+
+
+class TypedRefusal(enum.Enum):
+    """Why :func:`decode_strict_typed` gave no record."""
+
+    OUTSIDE_SUBSET = "outside_subset"
+    """Not JSON, or a value outside the subset that is not inside a conversation: the plain
+    decode, which differs only in conversations, stops at the same value."""
+    CONVERSATION = "conversation"
+    """The first value out of the typed subset is inside a conversation: the plain decode decides."""
+
+
+def decode_strict_typed(data: bytes | memoryview) -> StrictRecord | TypedRefusal:
+    """:func:`decode_strict`'s first decode, with conversations as typed everyday items: the
+    record, or why there is none."""
+    try:
+        return _DECODER.decode(data)
+    except msgspec.ValidationError as error:
+        return TypedRefusal.CONVERSATION if _CONVERSATION_FIELD in str(error) else TypedRefusal.OUTSIDE_SUBSET
+    except (msgspec.DecodeError, RecursionError):
+        return TypedRefusal.OUTSIDE_SUBSET
 
 
 def contract_rules_hold(trajectory: StrictTrajectory) -> bool:

@@ -145,6 +145,26 @@ class RawJSON:
     data: bytes
 
 
+try:
+    from health._json_vet import TEXT_KEYS
+except ImportError:  # not built: the vetter's copy keeps every text
+    TEXT_KEYS = ()  # type: ignore[misc]
+
+
+def without_texts(value: Any) -> Any:
+    """``value`` (JSON values) with every string under one of the vetter's TEXT_KEYS, at any
+    depth, as ``""``: a conversation as the fast path may decode it
+    (:mod:`health.payload_spans`)."""
+    if isinstance(value, dict):
+        return {
+            key: "" if key in TEXT_KEYS and isinstance(item, str) else without_texts(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [without_texts(item) for item in value]
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class DupObject:
     """An object written with these ``(key, value)`` pairs in order, duplicate keys allowed."""

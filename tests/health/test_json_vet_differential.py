@@ -1,7 +1,8 @@
 """``health._json_vet.vet_compact`` against orjson on thousands of seeded mutations of real lines.
 
-The vetter's pass that also copies the line must refuse exactly what orjson refuses (or reads
-to other values than msgspec, or finds too deep): the oracle of ``test_json_vet``. Every line
+The vetter's passes that also copy the line (``vet_compact``, and ``vet_lean``, which walks
+more of it on the path) must refuse exactly what orjson refuses (or reads to other values than
+msgspec, or finds too deep): the oracle of ``test_json_vet``. Every line
 it accepts must be copied exactly as ``health._payload_spans.compact`` copies it. The lines are
 synthetic rollout rows (and short documents) with seeded edits: byte flips (quotes,
 backslashes, brackets, control and non-ASCII bytes), truncations, invalid UTF-8 and lone
@@ -21,7 +22,7 @@ from .fast_path_support import corpus_rows
 from .test_json_vet import oracle
 
 try:
-    from health._json_vet import vet, vet_compact
+    from health._json_vet import vet, vet_compact, vet_lean
     from health._payload_spans import compact
 except ImportError:
     vet_compact = None  # type: ignore[assignment]
@@ -182,6 +183,7 @@ def _assert_agrees(document: bytes) -> bool:
     expected = oracle(document, _DEPTH)
     found = vet_compact(document, _DEPTH)
     assert (found is not False) == expected, document[:300]
+    assert (vet_lean(document, _DEPTH) is not False) == expected, document[:300]
     assert vet(document, _DEPTH) == expected, document[:300]
     if expected:
         assert _as_bytes(found) == _as_bytes(compact(document)), document[:300]
@@ -226,3 +228,9 @@ def test_nesting_around_the_depth_limit(depth: int) -> None:
         row = orjson.dumps(corpus_rows()[0])
         nested_row = row[:-1] + b',"extra":' + document + b"}"
         _assert_agrees(nested_row)
+        in_a_conversation = (  # on the lean copy's path all the way down
+            b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","invocations":[{"conversation":[{"content":'
+            + document
+            + b"}]}]}}"
+        )
+        _assert_agrees(in_a_conversation)

@@ -2,7 +2,11 @@
 
 The invariant: for every vetted line, :func:`decode_strict_skipping_payloads` equals
 :func:`health.strict_schema.decode_strict` of the line (the same record, payloads included as
-the same bytes, or ``None`` for both), in both conversation forms. Lines are generated around
+the same bytes, or ``None`` for both), in both conversation forms, and so does the vetter's
+copy (:func:`decode_strict_if_vetted`); its lean copy (:func:`decode_strict_lean`) gives the
+same but for what the fast path never reads of a record decoded with typed items: its
+conversations' free texts (``""``), its turns' questions, its tool calls' outputs and its
+calls' payloads (each response's place in the line handed back instead). Lines are generated around
 the places the native scan cuts: repeated keys at and around them, escaped keys, quotes,
 backslashes and brackets inside payload strings, payloads of every JSON kind, nested up to
 the depth the fast path vets, odd whitespace; plus mutated synthetic rows.
@@ -22,8 +26,23 @@ from hypothesis import strategies as st
 
 from health import payload_spans
 from health.json_vet import vet
-from health.payload_spans import NOT_JSON, decode_strict_if_vetted, decode_strict_skipping_payloads
-from health.strict_schema import StrictModelCall, StrictRecord, StrictTrajectory, _PlainRecord, decode_strict
+from health.payload_spans import (
+    NOT_JSON,
+    decode_strict_if_vetted,
+    decode_strict_if_vetted_from_copy,
+    decode_strict_lean,
+    decode_strict_skipping_payloads,
+    response_span,
+)
+from health.rejection import read_rejected_record
+from health.strict_schema import (
+    _NULL,
+    StrictModelCall,
+    StrictRecord,
+    StrictTrajectory,
+    _PlainRecord,
+    decode_strict,
+)
 
 from .fast_path_support import (
     DrawChooser,
@@ -35,6 +54,7 @@ from .fast_path_support import (
     encode,
     mutated_line,
     pick,
+    without_texts,
 )
 
 try:
@@ -44,7 +64,7 @@ except ImportError:
     KEPT_TOP_LEVEL_KEYS = ()  # type: ignore[misc]
 try:
     from health._json_vet import KEPT_TOP_LEVEL_KEYS as VETTER_KEPT_KEYS
-    from health._json_vet import vet_compact
+    from health._json_vet import TEXT_KEYS, vet_compact, vet_lean
 except ImportError:
     vet_compact = None  # type: ignore[assignment]
     VETTER_KEPT_KEYS = ()  # type: ignore[misc]
@@ -71,6 +91,48 @@ def _vetted_and_scanned(line: bytes) -> Any:
     """What the vetter's own pass returns (False: refused), payloads as bytes."""
     found = vet_compact(line, _VETTED_DEPTH)
     return False if found is False else _as_bytes(found)
+
+
+def _without_unread(record: StrictRecord | None) -> Any:
+    """A record as JSON values without what the vetter's lean copy may leave out: its
+    conversations' free texts (blanked), its calls' payloads, its turns' questions and its tool
+    calls' outputs."""
+    if record is None:
+        return None
+    value = orjson.loads(_record_bytes(record) or b"null")
+    trajectory = value.get("ng_trajectory") or {}
+    for invocation in trajectory.get("invocations", []):
+        invocation["conversation"] = without_texts(invocation.get("conversation"))
+    for key, unread in (("turns", "question"), ("tool_calls", "output")):
+        for element in trajectory.get(key, []):
+            element.pop(unread)
+    for call in trajectory.get("model_calls", []):
+        call.pop("request")
+        call.pop("response")
+    return value, record.typed_conversations
+
+
+def assert_same_lean_decode(line: bytes, want: StrictRecord | None, typed: bool) -> None:
+    """The lean decode: ``want`` but for what it leaves out, every response at its place."""
+    lean = decode_strict_lean(line, _VETTED_DEPTH, typed_conversations=typed)
+    assert lean.record is not NOT_JSON
+    if lean.responses is None:
+        assert lean.record == want, line[:300]
+        assert _record_bytes(lean.record) == _record_bytes(want), line[:300]
+        if want is None:  # the rejection reads the copy it was refused from: the same answer
+            full_copy = decode_strict_if_vetted_from_copy(line, _VETTED_DEPTH, typed_conversations=typed)[1]
+            assert read_rejected_record(lean.decoded) == read_rejected_record(full_copy), line[:300]
+        return
+    assert want is not None and lean.record is not None, line[:300]
+    assert _without_unread(lean.record) == _without_unread(want), line[:300]
+    wanted_calls = [] if want.ng_trajectory is None else want.ng_trajectory.model_calls
+    lean_calls = [] if lean.record.ng_trajectory is None else lean.record.ng_trajectory.model_calls
+    for index, (wanted, found) in enumerate(zip(wanted_calls, lean_calls, strict=True)):
+        start, end = response_span(lean.responses, index)
+        if wanted.response == _NULL:  # absent or null: the record holds none
+            assert (start, end, found.response) == (-1, -1, _NULL), line[:300]
+        else:
+            assert line[start:end] == bytes(wanted.response) and found.response != _NULL, line[:300]
 
 
 def _as_bytes(found: Any) -> Any:
@@ -113,6 +175,7 @@ def assert_same_decode(line: bytes) -> bool:
         fused = decode_strict_if_vetted(line, _VETTED_DEPTH, typed_conversations=typed)
         assert fused == want, line[:300]
         assert _record_bytes(fused) == _record_bytes(want), line[:300]
+        assert_same_lean_decode(line, want, typed)
     return True
 
 
@@ -409,3 +472,211 @@ def test_every_synthetic_row_is_cut_and_decodes_the_same() -> None:
         assert found is not None and len(found[0]) < len(line)
         assert assert_same_decode(line)
         assert assert_same_decode(mutated_line(SeededChooser(seed), row, 2)) in (True, False)
+
+
+# --------------------------------------------------------------------------------------------
+# The conversations' free texts, left out of the vetter's copy
+
+
+@needs_native
+def test_the_vetters_copy_leaves_out_the_conversations_texts_when_asked() -> None:
+    line = (
+        b'{"text":"top","ng_trajectory":{"task_id":"t","rollout_id":"r",'
+        b'"turns":[{"answer":"kept","text":"kept"}],"invocations":[{"invocation_id":"i","conversation":['
+        b'{"type":"message","role":"user","content":"hi \\"there\\""},'
+        b'{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a\\u00e9"}]},'
+        b'{"type":"function_call","arguments":"{}","name":"f","call_id":"c","te\\u0078t":"escaped"},'
+        b'{"type":"reasoning","summary":[{"type":"summary_text","text":"s"}],"content":null,"output":7}'
+        b'],"conversation":[{"output":["x",{"text":"deep"}]}]}]}}'
+    )
+    elided = vet_lean(line, _VETTED_DEPTH)
+    assert elided and elided[1] == b""  # no calls
+    assert elided[0] == (
+        b'{"text":0,"ng_trajectory":{"task_id":"t","rollout_id":"r",'
+        b'"turns":[{"answer":"kept","text":"kept"}],"invocations":[{"invocation_id":"i","conversation":['
+        b'{"type":"message","role":"user","content":""},'
+        b'{"type":"message","role":"assistant","content":[{"type":"output_text","text":""}]},'
+        b'{"type":"function_call","arguments":"","name":"f","call_id":"c","te\\u0078t":"escaped"},'
+        b'{"type":"reasoning","summary":[{"type":"summary_text","text":""}],"content":null,"output":7}'
+        b'],"conversation":[{"output":["x",{"text":""}]}]}]}}'
+    )
+    kept, vetted = compact(line), vet_compact(line, _VETTED_DEPTH)
+    assert kept and vetted and vetted[0] == kept[0] and b"a\\u00e9" in kept[0]
+    assert_same_decode(line)
+
+
+@needs_native
+def test_the_lean_copy_leaves_out_questions_and_tool_outputs() -> None:
+    line = (
+        b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","turns":[{"question":{"q":[1]},"answer":"a",'
+        b'"qu\\u0065stion":"kept"},7],"tool_calls":[{"output":"o","tool_call_id":"c"}],"output":"kept"}}'
+    )
+    lean = vet_lean(line, _VETTED_DEPTH)
+    assert lean and lean[0] == (
+        b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","turns":[{"question":0,"answer":"a",'
+        b'"qu\\u0065stion":"kept"},7],"tool_calls":[{"output":0,"tool_call_id":"c"}],"output":"kept"}}'
+    )
+    assert vet_compact(line, _VETTED_DEPTH) is None  # nothing the full copy cuts
+    assert_same_decode(line)
+
+
+@needs_native
+def test_the_lean_copy_hands_back_where_each_response_is() -> None:
+    line = (
+        b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","model_calls":[{"request":{"a":1},"response":[2]},'
+        b'{"response":null},{},{"response":{"x":1},"response":null},{"response":null,"response":"s"}]}}'
+    )
+    lean = vet_lean(line, _VETTED_DEPTH)
+    assert lean
+    copy_, responses = lean
+    assert copy_ == (
+        b'{"ng_trajectory":{"task_id":"t","rollout_id":"r","model_calls":[{"request":0,"response":0},'
+        b'{"response":null},{},{"response":0,"response":null},{"response":null,"response":0}]}}'
+    )
+    spans = [response_span(responses, index) for index in range(5)]
+    assert [line[start:end] if start >= 0 else None for start, end in spans] == [
+        b"[2]",
+        None,
+        None,
+        None,
+        b'"s"',
+    ]
+    assert_same_decode(line)
+
+
+@needs_native
+def test_the_fast_path_leaves_out_the_texts_when_the_build_allows() -> None:
+    """Every typed field the copy blanks accepts any text alike; a field whose answer depends on
+    its text (a literal such as ``role`` or ``type``) would turn the elision off."""
+    from health.strict_conversation import text_fields_free
+
+    assert payload_spans.LEAN
+    assert text_fields_free(TEXT_KEYS)
+    for literal_field in ("role", "type", "status", "phase"):
+        assert not text_fields_free([*TEXT_KEYS, literal_field])
+
+
+_ITEM_TYPES = st.sampled_from(
+    ["message", "message", "function_call", "function_call_output", "reasoning", "output_text", "x", 1]
+)
+_TEXT_STRINGS = st.one_of(st.lists(_PAYLOAD_STRINGS, max_size=3).map("".join), st.text(max_size=8))
+_TEXT_VALUES = st.one_of(_TEXT_STRINGS, _TEXT_STRINGS, _PAYLOADS)
+
+
+@st.composite
+def _everyday_item(draw: st.DrawFn) -> Any:
+    """A typed everyday item with generated texts (escapes, quotes, brackets, any code point)."""
+    text = _TEXT_STRINGS
+    return draw(
+        st.sampled_from(
+            [
+                {"type": "message", "role": "user", "content": draw(text)},
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": draw(text)}]},
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "id": "m",
+                    "content": [{"type": "output_text", "text": draw(text), "annotations": []}],
+                },
+                {"type": "function_call", "arguments": draw(text), "call_id": draw(text), "name": "f"},
+                {"type": "function_call_output", "call_id": "c", "output": draw(text)},
+                {
+                    "type": "reasoning",
+                    "id": "r",
+                    "summary": [{"type": "summary_text", "text": draw(text)}],
+                    "encrypted_content": draw(st.one_of(st.none(), text)),
+                },
+            ]
+        )
+    )
+
+
+_CONVERSATION_KEYS = (
+    *("type", "role", "content", "text", "arguments", "output", "refusal", "encrypted_content"),
+    *("call_id", "name", "id", "status", "summary", "annotations"),
+)
+
+
+@st.composite
+def _conversation_object(draw: st.DrawFn, depth: int) -> Any:
+    """A conversation item or content part: typed-looking keys, text keys holding strings or
+    anything else, nested parts."""
+    keys = draw(
+        st.lists(
+            st.sampled_from(_CONVERSATION_KEYS),
+            max_size=6,
+        )
+    )
+    pairs: list[tuple[str, Any]] = []
+    for key in keys:
+        if key == "type":
+            value: Any = draw(_ITEM_TYPES)
+        elif key == "role":
+            value = draw(st.sampled_from(["user", "assistant", "x"]))
+        elif key in ("content", "summary", "output") and depth < 2 and draw(st.booleans()):
+            value = draw(st.lists(_conversation_object(depth + 1), max_size=3))
+        elif key == "annotations":
+            value = draw(st.sampled_from([[], ["x"]]))
+        else:
+            value = draw(_TEXT_VALUES)
+        pairs.append((key, value))
+    return DupObject(tuple(pairs))
+
+
+@st.composite
+def conversation_line(draw: st.DrawFn) -> bytes:
+    """A record whose invocations hold generated conversations, among typed everyday items."""
+    everyday = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]},
+        {"type": "function_call", "arguments": '{"a":1}', "call_id": "c", "name": "f"},
+        {"type": "function_call_output", "call_id": "c", "output": "o"},
+    ]
+    invocations = []
+    for number in range(draw(st.integers(1, 2))):
+        items = [
+            *everyday[: draw(st.integers(0, 3))],
+            *draw(st.lists(_everyday_item(), max_size=4)),
+            *draw(st.lists(_conversation_object(0), max_size=draw(st.sampled_from([0, 0, 2])))),
+        ]
+        pairs: list[tuple[str, Any]] = [("invocation_id", f"i{number}"), ("conversation", items)]
+        if draw(st.booleans()):
+            pairs.append(("conversation", draw(st.sampled_from([[], everyday, "x", None]))))
+        invocations.append(DupObject(tuple(pairs)))
+    trajectory = DupObject((("task_id", "t"), ("rollout_id", "r"), ("invocations", invocations)))
+    line = encode(DupObject((("_ng_task_index", 0), ("ng_trajectory", trajectory))))
+    if draw(st.booleans()):  # an escaped key may spell a text key: its value is kept
+        line = line.replace(b'"text":', b'"te\\u0078t":', 1).replace(b'"content":', b'"c\\u006fntent":', 1)
+    return line
+
+
+@needs_native
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(line=conversation_line())
+def test_generated_conversations(line: bytes) -> None:
+    if not assert_same_decode(line):
+        event("not vetted")  # nested deeper than the fast path vets
+        return
+    record = decode_strict(line)
+    event("no record" if record is None else "typed" if record.typed_conversations else "plain")
+
+
+@needs_native
+def test_a_rejected_line_is_read_from_the_lean_copy_alike() -> None:
+    """A line whose trajectory a witness refuses, with conversations of every everyday kind: the
+    lean copy is refused where the full one is, and the rejection reads both alike."""
+    leaner = 0
+    for row in corpus_rows()[:40]:
+        rejected = copy.deepcopy(row)
+        calls = (rejected.get("ng_trajectory") or {}).get("model_calls") or []
+        if not calls:
+            continue
+        calls[-1]["duration_ms"] = -1.0  # a witness: the contract refuses a negative duration
+        line = orjson.dumps(rejected)
+        lean = decode_strict_lean(line, _VETTED_DEPTH)
+        assert (lean.record, lean.responses) == (None, None)
+        full_copy = decode_strict_if_vetted_from_copy(line, _VETTED_DEPTH)[1]
+        leaner += len(lean.decoded) < len(full_copy)  # the lean copy was read
+        found = read_rejected_record(lean.decoded)
+        assert found is not None and found == read_rejected_record(full_copy)
+        assert_same_decode(line)
+    assert leaner > 10
