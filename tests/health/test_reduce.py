@@ -266,6 +266,67 @@ class TestTasks:
             once.add(make_digest(task, ordinal % 3, ordinal=ordinal))
         assert reducer.summary_bytes() == once.summary_bytes()
 
+    @pytest.mark.parametrize("seed", range(6))
+    @pytest.mark.parametrize("packed", [False, True])
+    def test_the_summary_tasks_equal_reduce_task_over_the_post_duplicate_digests(
+        self, seed: int, packed: bool
+    ) -> None:
+        """The summary tallies task groups straight from the digests (distinct-repeat groups
+        without the collapse); it equals ``reduce_task`` over every group's post-duplicate
+        verdicts: collisions across stages, duplicates, ``1`` / ``True`` / ``"1"`` indices, both
+        checks ignored or not."""
+        from health.tasks import RepeatInput, reduce_task, task_findings
+
+        rng = random.Random(seed)
+        ignored = rng.choice([(), ("task_consistently_unhealthy",), ("task_no_successful_model_calls",)])
+        reducer = HealthReducer(ignored, packed=packed)
+        for ordinal in range(240):
+            reducer.add(
+                make_digest(
+                    rng.choice([*range(40), "t"]),
+                    rng.choice([0, 1, 2, 3, 4, 5, True, "1"]),
+                    stage=rng.choice([None, None, 0, 1, 2]),
+                    verdict=rng.choice(["healthy", "healthy", "unhealthy", "unobserved"]),
+                    ordinal=ordinal,
+                    policy_calls_observed=rng.random() < 0.8,
+                    successful_model_calls=rng.choice([0, 0, 1, 2]),
+                )
+            )
+        groups: dict[Any, list[RepeatInput]] = {}
+        for digest in reducer.digests():
+            groups.setdefault(digest.task_index, []).append(
+                RepeatInput(
+                    digest.rollout_index,
+                    digest.verdict,
+                    digest.policy_calls_observed,
+                    digest.successful_model_calls,
+                )
+            )
+        outcomes = [reduce_task(task, members, reducer.ignored_checks) for task, members in groups.items()]
+        summary = reducer.summary()
+        assert {str(outcome.task_index): outcome for outcome in outcomes}.keys() == summary["tasks"].keys()
+        for outcome in outcomes:
+            assert summary["tasks"][str(outcome.task_index)] == {
+                "repeats": outcome.repeats,
+                "healthy": outcome.healthy,
+                "unhealthy": outcome.unhealthy,
+                "unobserved": outcome.unobserved,
+                "flags": list(outcome.flags),
+            }
+        coverage = summary["run"]["artifacts"]["coverage"]
+        for check, state in (
+            ("task_consistently_unhealthy", "consistently_unhealthy"),
+            ("task_no_successful_model_calls", "no_successful_calls"),
+        ):
+            states = [getattr(outcome, state) for outcome in outcomes]
+            assert coverage[check] == {
+                key: states.count(key) for key in ("evaluated", "unobserved", "ignored")
+            }
+            flagged = sum(check in outcome.flags for outcome in outcomes)
+            assert summary["run"]["issues"][check] == flagged
+            task = outcomes[0].task_index
+            assert reducer.close_task(task) == task_findings(outcomes[0])
+
     def test_disagreeing_copies_collapse_to_unobserved(self) -> None:
         reducer = HealthReducer()
         reducer.add(make_digest(0, 0, stage=0, ordinal=0))
