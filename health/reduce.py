@@ -42,7 +42,14 @@ from .compact import (
 )
 from .ignored import normalize_ignored_checks
 from .registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
-from .report import index_sort_part, render_rows, render_summary, row_sort_key, task_sort_key, write_reports
+from .report import (
+    RowRenderer,
+    index_sort_part,
+    render_summary,
+    row_sort_key,
+    task_sort_key,
+    write_reports,
+)
 from .tasks import RepeatTally, TaskChecks, TaskOutcome, judge_task, task_checks, task_findings
 
 if TYPE_CHECKING:
@@ -603,20 +610,26 @@ class HealthReducer:
 
     def iter_verdict_lines(self) -> Iterator[bytes]:
         """Exact ``rollout_verdicts.jsonl`` lines, newline included, in report order (task,
-        rollout, stage, input order)."""
+        rollout, stage, input order).
+
+        Row order is task-major and distinct task indices have distinct sort parts, so the rows
+        are rendered one task group at a time (only one packed group is decoded at once).
+        """
         with _gc_paused():
             tasks = sorted(self._tasks, key=index_sort_part)
-        counted = self._check_duplicates and self._duplicates
-        yield from render_rows(self._in_row_order(tasks), self._duplicate_count if counted else None)
-
-    def _in_row_order(self, tasks: list[TaskIndex]) -> Iterator[CompactDigest]:
-        """Every digest in row order, one task group at a time: row order is task-major and
-        distinct task indices have distinct sort parts, so only one group is decoded at once."""
+        duplicated = {task for _, task, _ in self._duplicates} if self._check_duplicates else set()
+        count = self._duplicate_count
+        renderer = RowRenderer()
         groups = self._tasks
+        unpacked = not self._packed
         for task in tasks:
-            members = self._group_members(groups[task])
-            members.sort(key=row_sort_key)
-            yield from members
+            group = groups[task]
+            if unpacked and type(group) is not list and type(group) is not int:
+                members = [cast("CompactDigest", group)]
+            else:
+                members = self._group_members(group)
+                members.sort(key=row_sort_key)
+            yield from renderer.rows(members, count if task in duplicated else None)
 
     def compact_digests(self) -> list[CompactDigest]:
         """The packed digests in input (ordinal) order, before the duplicate pass."""
