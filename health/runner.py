@@ -12,10 +12,13 @@ before the pool starts (other start methods import it in each worker's initializ
 number of splits is in flight, submitted in order, so memory does not grow with the input.
 
 Split size replaces NeMo Gym's chunk size (``ceil(n / (workers * 4))`` lines, at most 128):
-about ``total_bytes / (workers * 4)``, at most 16 MiB, so small inputs still spread over every
-worker and large ones balance to within one small split. Workers hold one line at a time plus
-one read block, so the byte cap only trades the parent's per-split cost (pool round trips)
-against that balance.
+about ``total_bytes / (workers * 4)``, at most 64 MiB (as the Ray map's), so small inputs still
+spread over every worker and large ones balance to within one split. Workers hold one line at
+a time plus one read block, so the byte cap only trades the parent's per-split cost against
+that balance: each split is a round trip through the executor's threads (its manager thread
+woken, a poll over the workers' pipes, a result unpickled and handed over), about 0.3-0.4 ms
+of the parent's CPU whatever the split's size, while a 64 MiB split of ~72 KB rows is ~0.1 s
+of one worker's time at the end of a run.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ ProgressCallback = Callable[[int, int], None]
 PoolFactory = Callable[[int], Executor]
 """Builds the executor for a worker count; the default is :func:`process_pool`."""
 
-_MAX_SPLIT_BYTES = 16 << 20
+_MAX_SPLIT_BYTES = 64 << 20
 _SPLITS_PER_WORKER = 4
 _IN_FLIGHT_PER_WORKER = 2
 _HORIZON_WINDOWS = 4

@@ -140,6 +140,22 @@ class TestFallbacks:
         )
         assert len(reducer) == 1
 
+    @pytest.mark.parametrize(("size", "workers", "splits"), [(3 << 30, 2, 48), (100 << 20, 2, 8), (7, 4, 7)])
+    def test_splits_spread_over_every_worker_up_to_64_mib(
+        self, tmp_path: Path, size: int, workers: int, splits: int
+    ) -> None:
+        """Each split costs the parent a pool round trip whatever its size: a large input is cut
+        into 64 MiB splits, a small one into about four per worker."""
+        from health.runner import _plan
+
+        path = tmp_path / "sparse.jsonl"
+        with open(path, "wb") as handle:
+            handle.truncate(size)  # planning reads sizes only
+        planned = _plan([str(path)], workers, size)
+        assert len(planned) == splits
+        assert max(split.end - split.start for split in planned) <= 64 << 20
+        assert planned[-1].end == size
+
 
 class TestArguments:
     def test_empty_sequence(self) -> None:
