@@ -393,16 +393,8 @@ class HealthReducer:
         self._verdict_counts[digest.verdict] += 1
         if digest.flags & CAPTURE_OBSERVED:
             self._captures += 1
-        unobserved = digest.unobserved
-        if isinstance(unobserved, int):
-            if unobserved:  # most rollouts leave every check observed
-                counts = self._unobserved
-                for pos in _mask_positions(unobserved):
-                    counts[pos] += 1
-        else:
-            for check in set(unobserved):
-                if check in _ROLLOUT_POS:
-                    self._unobserved[_ROLLOUT_POS[check]] += 1
+        if digest.unobserved:  # most rollouts leave every check observed
+            self._count_unobserved(digest.unobserved)
         for pos in digest.finding_checks:
             if pos >= 0:
                 self._issues[pos] += 1
@@ -410,6 +402,79 @@ class HealthReducer:
         for status, count in digest.errors_by_status:
             self._errors_by_status[status] = self._errors_by_status.get(status, 0) + count
         self._tokens.add(digest)
+
+    def _count_unobserved(self, unobserved: int | tuple[str, ...]) -> None:
+        counts = self._unobserved
+        if isinstance(unobserved, int):
+            for pos in _mask_positions(unobserved):
+                counts[pos] += 1
+        else:
+            for check in set(unobserved):
+                if check in _ROLLOUT_POS:
+                    counts[_ROLLOUT_POS[check]] += 1
+
+    def extend(self, digests: Iterable[CompactDigest]) -> None:
+        """:meth:`add_compact` for each digest, the statistics summed over the batch's columns.
+
+        A batch run adds every digest through here, a split's at a time: only the task groups
+        and the rare non-empty fields are walked in Python; counts and sums run in C.
+        """
+        batch = digests if type(digests) is list else list(digests)
+        if not batch:
+            return
+        join_task = self._join_task
+        for digest in batch:
+            join_task(digest)
+        (
+            _ordinal,
+            _task,
+            _rollout,
+            _stage,
+            _rollout_id,
+            verdicts,
+            _findings,
+            finding_checks,
+            unobserved,
+            flags,
+            _calls,
+            _successful,
+            call_errors,
+            errors_by_status,
+            duplicated_calls,
+            prompt,
+            completion,
+            capture_prompt,
+            capture_completion,
+        ) = zip(*batch, strict=True)
+        rows = len(batch)
+        self._count += rows
+        counts = self._verdict_counts
+        for code in range(len(counts)):
+            counts[code] += verdicts.count(code)
+        self._captures += sum(map(CAPTURE_OBSERVED.__and__, flags)) // CAPTURE_OBSERVED
+        for mask in unobserved:
+            if mask:
+                self._count_unobserved(mask)
+        issues = self._issues
+        for positions in finding_checks:
+            for pos in positions:
+                if pos >= 0:
+                    issues[pos] += 1
+        errors = self._errors
+        errors.total += sum(call_errors)
+        errors.rollouts_affected += rows - call_errors.count(0)
+        errors.ended_on_error += sum(map(ENDED_ON_ERROR.__and__, flags)) // ENDED_ON_ERROR
+        errors.replayed += sum(duplicated_calls)
+        errors.replay_rollouts += rows - duplicated_calls.count(0)
+        by_status = self._errors_by_status
+        for statuses in errors_by_status:
+            for status, count in statuses:
+                by_status[status] = by_status.get(status, 0) + count
+        tokens = self._tokens
+        tokens.prompt += sum(prompt)
+        tokens.completion += sum(completion)
+        tokens.capture_prompt += sum(capture_prompt)
+        tokens.capture_completion += sum(capture_completion)
 
     def _join_task(self, digest: CompactDigest) -> None:
         """Add ``digest`` to its task group and count its identity if another digest claims it."""
@@ -450,11 +515,6 @@ class HealthReducer:
             group.append(digest)
         else:
             self._tasks[task] = [group, digest]  # type: ignore[list-item]
-
-    def extend(self, digests: Iterable[CompactDigest]) -> None:
-        """Add many packed digests."""
-        for digest in digests:
-            self.add_compact(digest)
 
     def _duplicate_count(self, digest: CompactDigest) -> int:
         if not self._check_duplicates or not self._duplicates:

@@ -336,6 +336,52 @@ class TestTasks:
 
 
 class TestSummary:
+    @pytest.mark.parametrize("packed", [False, True])
+    def test_extend_equals_adding_one_digest_at_a_time(self, packed: bool) -> None:
+        """``extend`` sums a batch's statistics over its columns; the state it reaches is the
+        state ``add_compact`` reaches digest by digest."""
+        rng = random.Random(7)
+        bad = Finding(check="agent_turn_hollow", subject={}, detail={})
+        digests = []
+        for ordinal in range(400):
+            errors = rng.choice([0, 0, 0, 1, 3])
+            digests.append(
+                compact_digest(
+                    make_digest(
+                        rng.choice([0, 1, 2, "t", 3]),
+                        rng.choice([0, 1, 2, "1"]),
+                        stage=rng.choice([None, None, 1]),
+                        verdict="unhealthy" if errors else rng.choice(["healthy", "unobserved"]),
+                        findings=[bad] * rng.choice([0, 0, 1, 2]),
+                        unobserved=rng.choice(
+                            [[], [], ["model_call_failed"], ["model_call_failed", "agent_turn_hollow"]]
+                        ),
+                        ordinal=ordinal,
+                        capture_observed=rng.random() < 0.7,
+                        policy_calls_observed=rng.random() < 0.8,
+                        model_calls=rng.randint(0, 5),
+                        successful_model_calls=rng.randint(0, 3),
+                        model_call_errors=errors,
+                        errors_by_status={"500": errors, "429": 1} if errors else {},
+                        ended_on_error=bool(errors) and rng.random() < 0.5,
+                        duplicated_calls=rng.choice([0, 0, 2]),
+                        transcript_prompt_tokens=rng.randint(0, 10**6),
+                        transcript_completion_tokens=rng.randint(0, 10**4),
+                        capture_prompt_tokens=rng.randint(0, 10**6),
+                        capture_completion_tokens=rng.randint(0, 10**4),
+                    )
+                )
+            )
+        one_by_one = HealthReducer(packed=packed)
+        for digest in digests:
+            one_by_one.add_compact(digest)
+        batched = HealthReducer(packed=packed)
+        batched.extend(digests[:150])
+        batched.extend([])
+        batched.extend(iter(digests[150:]))
+        assert batched.__getstate__() == one_by_one.__getstate__()
+        assert batched.summary_bytes() == one_by_one.summary_bytes()
+
     def test_empty_run(self) -> None:
         reducer = HealthReducer()
         assert list(reducer.iter_verdict_lines()) == []
