@@ -43,6 +43,7 @@ __all__ = [
     "globalize",
     "iter_split_lines",
     "plan_splits",
+    "plan_tapering_splits",
 ]
 
 _BLOCK_BYTES = 1 << 20
@@ -100,6 +101,31 @@ def plan_splits(paths: Sequence[str], split_bytes: int) -> list[FileSplit]:
         for start in range(0, size, split_bytes):
             end = min(size, start + split_bytes)
             splits.append(FileSplit(len(splits), path, file, source_index, start, end))
+    return splits
+
+
+def plan_tapering_splits(
+    paths: Sequence[str], parts: int, smallest: int, largest: int
+) -> list[FileSplit]:
+    """Cut the files, in order, into splits of ``1 / parts`` of the bytes not yet planned, kept
+    within ``[smallest, largest]`` (the last split of a file shorter), from ``stat`` alone.
+
+    Splits shrink toward the end of the input: few large ones while much is left, small ones
+    last, so workers taking them in order finish within a small split of each other.
+    """
+    if parts < 1 or smallest < 1 or largest < smallest:
+        raise ValueError(f"need parts >= 1 and 1 <= smallest <= largest, got {parts}, {smallest}, {largest}")
+    sizes = [os.path.getsize(path) for path in paths]
+    remaining = sum(sizes)
+    splits: list[FileSplit] = []
+    for source_index, (path, size) in enumerate(zip(paths, sizes, strict=True)):
+        file = os.path.abspath(path)
+        start = 0
+        while start < size:
+            end = min(size, start + max(smallest, min(largest, remaining // parts)))
+            splits.append(FileSplit(len(splits), path, file, source_index, start, end))
+            remaining -= end - start
+            start = end
     return splits
 
 

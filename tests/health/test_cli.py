@@ -245,7 +245,6 @@ def test_a_serial_check_leaves_no_cyclic_garbage(tmp_path: Path) -> None:
     import gc
 
     from health.api import check_rollout_files
-
     from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
 
     config = SyntheticConfig(num_tasks=30, repeats_per_task=4, faults=FaultRates.mixed(0.05))
