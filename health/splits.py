@@ -50,6 +50,7 @@ _BLOCK_BYTES = 1 << 20
 _BOUNDARY_BYTES = 1 << 16
 _HAS_PREADV = hasattr(os, "preadv")
 _new_tuple = tuple.__new__
+_OPEN_BRACE = ord("{")
 
 WireDigest = tuple[Any, ...]
 """A :class:`~health.compact.CompactDigest`'s fields as a plain tuple, as a task sends it back."""
@@ -217,7 +218,7 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
     try:
         for line in _iter_split_views(split.file, split.start, split.end):
             lines += 1
-            if is_blank(line):
+            if (not line or line[0] != _OPEN_BRACE) and is_blank(line):  # a record opens with "{"
                 continue
             digest, dependence = digest_line_compact(
                 line,
