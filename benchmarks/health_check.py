@@ -6,6 +6,7 @@ One command::
     .venv/bin/python benchmarks/health_check.py --shards 4 --ray   # pool vs Ray, 1 -> 2 nodes
     .venv/bin/python benchmarks/health_check.py --fixed-cost --runs 15 --baseline-ref main
     .venv/bin/python benchmarks/health_check.py --row-classes --corpus faulty   # µs per row by path
+    .venv/bin/python benchmarks/health_check.py --corpus faulty --baseline-ref main --split-cpu
 
 generates (once; cached under ``benchmarks/out/health_corpus_<kind>_<N>/``) a run directory of
 rollouts with ~8 KB of payload per model call, an all-healthy one and a fault-heavy one (see
