@@ -18,8 +18,9 @@ of its CPU whatever the split's size. And the last splits decide how evenly the 
 finish. So splits taper (:func:`~health.splits.plan_tapering_splits`): each is a
 ``1 / (workers * 2)`` share of the bytes not yet planned, at most 64 MiB (as the Ray map's)
 and at least 4 MiB (for an input under 32 MiB per worker, a quarter of a worker's share, so
-a small input still spreads over every worker). A 1.4 GB input is 32 splits, 18 of 64 MiB, where fixed 16 MiB splits made 87.
-Workers hold one line at a time plus one read block, whatever a split's size.
+a small input still spreads over every worker). A 1.4 GB input is 32 splits, 18 of 64 MiB,
+where fixed 16 MiB splits made 87. Workers hold one line at a time plus one read block,
+whatever a split's size.
 """
 
 from __future__ import annotations

@@ -105,9 +105,7 @@ def plan_splits(paths: Sequence[str], split_bytes: int) -> list[FileSplit]:
     return splits
 
 
-def plan_tapering_splits(
-    paths: Sequence[str], parts: int, smallest: int, largest: int
-) -> list[FileSplit]:
+def plan_tapering_splits(paths: Sequence[str], parts: int, smallest: int, largest: int) -> list[FileSplit]:
     """Cut the files, in order, into splits of ``1 / parts`` of the bytes not yet planned, kept
     within ``[smallest, largest]`` (the last split of a file shorter), from ``stat`` alone.
 
