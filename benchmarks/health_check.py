@@ -6,6 +6,7 @@ One command::
     .venv/bin/python benchmarks/health_check.py --shards 4 --ray   # pool vs Ray, 1 -> 2 nodes
     .venv/bin/python benchmarks/health_check.py --fixed-cost --runs 15 --baseline-ref main
     .venv/bin/python benchmarks/health_check.py --row-classes --corpus faulty   # µs per row by path
+    .venv/bin/python benchmarks/health_check.py --corpus faulty --baseline-ref main --split-cpu
 
 generates (once; cached under ``benchmarks/out/health_corpus_<kind>_<N>/``) a run directory of
 rollouts with ~8 KB of payload per model call, an all-healthy one and a fault-heavy one (see
@@ -65,6 +66,8 @@ class Measurement:
     """User + system time of the whole process tree (every waited-for descendant)."""
     peak_rss: int
     returncode: int
+    parent_cpu_seconds: float | None = None
+    """The CLI process's own user + system time, without its pool workers (``--split-cpu`` runs)."""
 
 
 def _children(pid: int) -> list[int]:
@@ -124,7 +127,24 @@ def measure(
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if process.returncode:
         sys.stderr.write(stderr.decode(errors="replace"))
-    return Measurement(seconds, cpu, peak, process.returncode)
+    own = [line for line in stderr.decode(errors="replace").splitlines() if line.startswith(_SPLIT_MARK)]
+    parent = float(own[-1].split()[1]) if own else None
+    return Measurement(seconds, cpu, peak, process.returncode, parent)
+
+
+_SPLIT_MARK = "cpu-split:"
+_SPLIT_CPU_CLI = f"""
+import atexit, resource, sys
+
+def _report() -> None:  # registered first, so it runs after the CLI's own exit hooks
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    sys.stderr.write(f"{_SPLIT_MARK} {{own.ru_utime + own.ru_stime}}\\n")
+
+atexit.register(_report)
+from sidecar.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+"""Our CLI, reporting on stderr at exit the CPU it used itself (the pool parent's share)."""
 
 
 CORPORA = ("healthy", "faulty", "realistic")
@@ -239,10 +259,14 @@ def _tools(
     their environments; our bytecode (and the baseline's) compiled first."""
     ours_cli = Path(sys.executable).with_name("rollout-sidecar")
     tools: dict[str, list[str]] = {"ours": [str(ours_cli), "health-check", run_dir.name]}
+    if args.split_cpu:
+        tools["ours"] = [sys.executable, "-c", _SPLIT_CPU_CLI, "health-check", run_dir.name]
     compile_bytecode(HERE.parent)
     envs: dict[str, dict[str, str] | None] = {"ours": None, "reference": None}
     if args.baseline_ref:
         tools["baseline"] = [sys.executable, "-m", "sidecar.cli", "health-check", run_dir.name]
+        if args.split_cpu:
+            tools["baseline"] = [sys.executable, "-c", _SPLIT_CPU_CLI, "health-check", run_dir.name]
         baseline_root = unpack_baseline(args.baseline_ref)
         compile_bytecode(baseline_root)
         envs["baseline"] = {**os.environ, "PYTHONPATH": str(baseline_root)}
@@ -315,6 +339,16 @@ def compare(run_dir: Path, kind: str, args: argparse.Namespace) -> tuple[float |
         rates[label] = rows / seconds
         peak = max(m.peak_rss for m in measurements)
         print(f"  {label:9s} {seconds:8.2f} {rates[label]:8.0f} {cpu[label]:8.2f} {peak / 2**20:13.0f} MB")
+    if args.split_cpu:
+        for label, measurements in results.items():
+            split = [m for m in measurements if m.parent_cpu_seconds is not None]
+            if split:
+                parent = statistics.median(m.parent_cpu_seconds or 0.0 for m in split)
+                workers = statistics.median(m.cpu_seconds - (m.parent_cpu_seconds or 0.0) for m in split)
+                print(
+                    f"  {label:9s} parent {parent:6.3f} s cpu ({parent / rows * 1e6:5.2f} µs/row), "
+                    f"workers {workers:6.3f} s ({workers / rows * 1e6:6.1f} µs/row)"
+                )
     if "baseline" in rates:
         print(
             f"  vs baseline {args.baseline_ref}: {rates['ours'] / rates['baseline']:.2f}x rows/s (wall), "
@@ -514,6 +548,11 @@ def main() -> int:
         help="also time our CLI as of this commit (git archive), alternating, for a before/after",
     )
     parser.add_argument("--regenerate", action="store_true")
+    parser.add_argument(
+        "--split-cpu",
+        action="store_true",
+        help="also print the CLI process's own CPU (the pool parent) apart from its workers'",
+    )
     parser.add_argument(
         "--fixed-cost",
         action="store_true",

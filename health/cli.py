@@ -15,6 +15,10 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .api import HealthRun
 
 __all__ = ["register", "run"]
 
@@ -125,6 +129,30 @@ def _imported_for_good() -> Iterator[None]:
             gc.enable()
 
 
+@contextmanager
+def _collector_paused(pause: bool) -> Iterator[None]:
+    """Run the check without cyclic-collector passes, then freeze what it left (``pause`` set).
+
+    A check keeps one digest per rollout until its reports are written, and digests hold
+    no reference cycles: every pass would re-scan all of them and free nothing (the first
+    allocation after the pool returns would scan every digest the pool delivered). Skipping
+    the passes leaks nothing: reference counting still frees whatever the run drops, frozen
+    objects included, and the check itself leaves no cyclic garbage (a test pins that). The
+    collector is restored afterwards for in-process callers. A ``--ray`` run keeps it: Ray's
+    client runs threads of its own in this process.
+    """
+    collecting = gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if pause:
+            gc.freeze()
+            if collecting:
+                gc.enable()
+
+
 def _no_final_collection() -> None:
     """At exit, move every object out of the collector's reach: the interpreter's last passes
     over a finished run's modules and reports would free nothing the process needs."""
@@ -134,10 +162,7 @@ def _no_final_collection() -> None:
 def run(args: argparse.Namespace) -> int:
     """Handler: check the run directory, print the report; 2 on a bad argument or missing file."""
     with _imported_for_good():
-        from .api import check_rollout_files, emit_run_output, resolve_rollout_path
-        from .explain import explain_unobserved
-        from .progress import terminal_progress
-        from .shards import resolve_shard_paths
+        from . import api, explain, progress, shards  # noqa: F401  (the pipeline, imported once)
 
         if args.ray is None:  # the per-record step runs here or in workers forked from here
             from . import digest  # noqa: F401
@@ -157,24 +182,32 @@ def run(args: argparse.Namespace) -> int:
         missing = ray_missing_message()
         if missing is not None:
             return _error(missing)
-    try:
-        if args.globs:
-            run_dir, paths = resolve_shard_paths(args.run_dir, args.globs)
-        else:
-            run_dir, path = resolve_rollout_path(args.run_dir, args.rollouts_file)
-            paths = [path]
-        total = sum(os.path.getsize(path) for path in paths)
-        with terminal_progress(total, sys.stderr) as progress:
-            result = check_rollout_files(
-                paths, run_dir, args.workers, ignored, progress, ray_address=args.ray
-            )
-    except (FileNotFoundError, ValueError, ConnectionError) as exc:
-        return _error(str(exc))
-    except KeyboardInterrupt:
-        sys.stderr.write(f"{_PROG}: interrupted\n")
-        return 130
-    emit_run_output(result, args.json)
-    reason = explain_unobserved(result.summary)
+    with _collector_paused(args.ray is None):
+        try:
+            result = _check(args, ignored)
+        except (FileNotFoundError, ValueError, ConnectionError) as exc:
+            return _error(str(exc))
+        except KeyboardInterrupt:
+            sys.stderr.write(f"{_PROG}: interrupted\n")
+            return 130
+        api.emit_run_output(result, args.json)
+        reason = explain.explain_unobserved(result.summary)
     if reason is not None:  # stderr: stdout stays byte-identical to NeMo Gym's
         sys.stderr.write(f"{_PROG}: {reason}\n")
     return 0
+
+
+def _check(args: argparse.Namespace, ignored: str | None) -> HealthRun:
+    """Check the rollouts the arguments name and write the reports."""
+    from .api import check_rollout_files, resolve_rollout_path
+    from .progress import terminal_progress
+    from .shards import resolve_shard_paths
+
+    if args.globs:
+        run_dir, paths = resolve_shard_paths(args.run_dir, args.globs)
+    else:
+        run_dir, path = resolve_rollout_path(args.run_dir, args.rollouts_file)
+        paths = [path]
+    total = sum(os.path.getsize(path) for path in paths)
+    with terminal_progress(total, sys.stderr) as progress:
+        return check_rollout_files(paths, run_dir, args.workers, ignored, progress, ray_address=args.ray)

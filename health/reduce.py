@@ -31,8 +31,10 @@ from .compact import (
     CAPTURE_OBSERVED,
     DUPLICATE_CHECK_POS,
     ENDED_ON_ERROR,
+    HEALTHY,
     POLICY_CALLS_OBSERVED,
     UNHEALTHY,
+    UNOBSERVED,
     VERDICTS,
     CompactDigest,
     compact_digest,
@@ -40,8 +42,15 @@ from .compact import (
 )
 from .ignored import normalize_ignored_checks
 from .registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
-from .report import index_sort_part, render_rows, render_summary, row_sort_key, task_sort_key, write_reports
-from .tasks import RepeatInput, TaskOutcome, reduce_task, task_findings
+from .report import (
+    RowRenderer,
+    index_sort_part,
+    render_summary,
+    row_sort_key,
+    task_sort_key,
+    write_reports,
+)
+from .tasks import RepeatTally, TaskChecks, TaskOutcome, judge_task, task_checks, task_findings
 
 if TYPE_CHECKING:
     from .types import Finding, RolloutDigest
@@ -215,6 +224,74 @@ def _mask_positions(mask: int) -> tuple[int, ...]:
     return tuple(pos for pos in range(len(ROLLOUT_CHECK_IDS)) if mask >> pos & 1)
 
 
+def _tally_group(
+    members: list[CompactDigest] | CompactDigest, duplicates: dict[_Identity, int] | None
+) -> RepeatTally:
+    """:func:`~health.tasks.tally_repeats` of a task group's digests, with their verdicts after
+    the duplicate pass (a counted identity is unhealthy; ``duplicates``: the counted identities,
+    ``None`` if none is in this group), read straight from the digests.
+
+    Runs for every task of every summary, so verdicts stay codes, and the usual group (no
+    duplicate, every rollout index once) is counted without the collapse.
+    """
+    if type(members) is not list:
+        members = [cast("CompactDigest", members)]
+    elif duplicates is None:
+        healthy = unhealthy = 0
+        all_policy_observed = True
+        any_successful = False
+        rollouts = set()
+        for digest in members:
+            rollouts.add(digest.rollout_index)
+            verdict = digest.verdict
+            if verdict == HEALTHY:
+                healthy += 1
+            elif verdict == UNHEALTHY:
+                unhealthy += 1
+            if not digest.flags & POLICY_CALLS_OBSERVED:
+                all_policy_observed = False
+            if digest.successful_model_calls > 0:
+                any_successful = True
+        if len(rollouts) == len(members):
+            return _new_tuple(
+                RepeatTally, (len(members), healthy, unhealthy, all_policy_observed, any_successful)
+            )
+    return _collapsed_tally(members, duplicates)
+
+
+def _collapsed_tally(members: list[CompactDigest], duplicates: dict[_Identity, int] | None) -> RepeatTally:
+    """:func:`_tally_group` for any group: repeats collapsed by rollout index."""
+    repeats: dict[TaskIndex, tuple[int, int, int]] = {}
+    for digest in members:
+        verdict = digest.verdict
+        if duplicates and duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index)):
+            verdict = UNHEALTHY
+        rollout = digest.rollout_index
+        previous = repeats.get(rollout)
+        policy = digest.flags & POLICY_CALLS_OBSERVED
+        if previous is None:
+            repeats[rollout] = (verdict, policy, digest.successful_model_calls)
+        else:
+            kept_verdict, kept_policy, kept_successful = previous
+            repeats[rollout] = (
+                kept_verdict if kept_verdict == verdict else UNOBSERVED,
+                kept_policy and policy,
+                max(kept_successful, digest.successful_model_calls),
+            )
+    counts = [0, 0, 0]
+    all_policy_observed = True
+    any_successful = False
+    for verdict, policy, successful in repeats.values():
+        counts[verdict] += 1
+        if not policy:
+            all_policy_observed = False
+        if successful > 0:
+            any_successful = True
+    return _new_tuple(
+        RepeatTally, (len(repeats), counts[HEALTHY], counts[UNHEALTHY], all_policy_observed, any_successful)
+    )
+
+
 class HealthReducer:
     """Accumulates rollout digests and renders the run's reports on demand.
 
@@ -316,16 +393,8 @@ class HealthReducer:
         self._verdict_counts[digest.verdict] += 1
         if digest.flags & CAPTURE_OBSERVED:
             self._captures += 1
-        unobserved = digest.unobserved
-        if isinstance(unobserved, int):
-            if unobserved:  # most rollouts leave every check observed
-                counts = self._unobserved
-                for pos in _mask_positions(unobserved):
-                    counts[pos] += 1
-        else:
-            for check in set(unobserved):
-                if check in _ROLLOUT_POS:
-                    self._unobserved[_ROLLOUT_POS[check]] += 1
+        if digest.unobserved:  # most rollouts leave every check observed
+            self._count_unobserved(digest.unobserved)
         for pos in digest.finding_checks:
             if pos >= 0:
                 self._issues[pos] += 1
@@ -333,6 +402,79 @@ class HealthReducer:
         for status, count in digest.errors_by_status:
             self._errors_by_status[status] = self._errors_by_status.get(status, 0) + count
         self._tokens.add(digest)
+
+    def _count_unobserved(self, unobserved: int | tuple[str, ...]) -> None:
+        counts = self._unobserved
+        if isinstance(unobserved, int):
+            for pos in _mask_positions(unobserved):
+                counts[pos] += 1
+        else:
+            for check in set(unobserved):
+                if check in _ROLLOUT_POS:
+                    counts[_ROLLOUT_POS[check]] += 1
+
+    def extend(self, digests: Iterable[CompactDigest]) -> None:
+        """:meth:`add_compact` for each digest, the statistics summed over the batch's columns.
+
+        A batch run adds every digest through here, a split's at a time: only the task groups
+        and the rare non-empty fields are walked in Python; counts and sums run in C.
+        """
+        batch = digests if type(digests) is list else list(digests)
+        if not batch:
+            return
+        join_task = self._join_task
+        for digest in batch:
+            join_task(digest)
+        (
+            _ordinal,
+            _task,
+            _rollout,
+            _stage,
+            _rollout_id,
+            verdicts,
+            _findings,
+            finding_checks,
+            unobserved,
+            flags,
+            _calls,
+            _successful,
+            call_errors,
+            errors_by_status,
+            duplicated_calls,
+            prompt,
+            completion,
+            capture_prompt,
+            capture_completion,
+        ) = zip(*batch, strict=True)
+        rows = len(batch)
+        self._count += rows
+        counts = self._verdict_counts
+        for code in range(len(counts)):
+            counts[code] += verdicts.count(code)
+        self._captures += sum(map(CAPTURE_OBSERVED.__and__, flags)) // CAPTURE_OBSERVED
+        for mask in unobserved:
+            if mask:
+                self._count_unobserved(mask)
+        issues = self._issues
+        for positions in finding_checks:
+            for pos in positions:
+                if pos >= 0:
+                    issues[pos] += 1
+        errors = self._errors
+        errors.total += sum(call_errors)
+        errors.rollouts_affected += rows - call_errors.count(0)
+        errors.ended_on_error += sum(map(ENDED_ON_ERROR.__and__, flags)) // ENDED_ON_ERROR
+        errors.replayed += sum(duplicated_calls)
+        errors.replay_rollouts += rows - duplicated_calls.count(0)
+        by_status = self._errors_by_status
+        for statuses in errors_by_status:
+            for status, count in statuses:
+                by_status[status] = by_status.get(status, 0) + count
+        tokens = self._tokens
+        tokens.prompt += sum(prompt)
+        tokens.completion += sum(completion)
+        tokens.capture_prompt += sum(capture_prompt)
+        tokens.capture_completion += sum(capture_completion)
 
     def _join_task(self, digest: CompactDigest) -> None:
         """Add ``digest`` to its task group and count its identity if another digest claims it."""
@@ -374,36 +516,16 @@ class HealthReducer:
         else:
             self._tasks[task] = [group, digest]  # type: ignore[list-item]
 
-    def extend(self, digests: Iterable[CompactDigest]) -> None:
-        """Add many packed digests."""
-        for digest in digests:
-            self.add_compact(digest)
-
     def _duplicate_count(self, digest: CompactDigest) -> int:
         if not self._check_duplicates or not self._duplicates:
             return 0
         return self._duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index), 0)
 
     def _task_outcome(self, task_index: TaskIndex, group: _Group) -> TaskOutcome:
-        # Runs for every task of every summary, so the duplicate lookup is inlined.
-        duplicates = self._duplicates if self._check_duplicates else None
-        members = []
-        for digest in self._group_members(group):
-            verdict = digest.verdict
-            if duplicates and duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index)):
-                verdict = UNHEALTHY
-            members.append(
-                _new_tuple(
-                    RepeatInput,
-                    (
-                        digest.rollout_index,
-                        VERDICTS[verdict],
-                        bool(digest.flags & POLICY_CALLS_OBSERVED),
-                        digest.successful_model_calls,
-                    ),
-                )
-            )
-        return reduce_task(task_index, members, self.ignored_checks)
+        members = group if type(group) is list and not self._packed else self._group_members(group)
+        duplicates = self._duplicates if self._check_duplicates and self._duplicates else None
+        tally = _tally_group(members, duplicates)  # type: ignore[arg-type]
+        return judge_task(task_index, tally, self.ignored_checks)
 
     def close_task(self, task_index: TaskIndex) -> list[Finding]:
         """Task-level findings for ``task_index`` given the digests seen so far (empty if unknown)."""
@@ -425,15 +547,15 @@ class HealthReducer:
         records = self._count
         errors = self._errors
         verdicts, duplicate_findings = self._verdicts_after_duplicates()
-        outcomes = self.task_outcomes()
         issues = list(self._issues)
         issues[DUPLICATE_CHECK_POS] += duplicate_findings
+        tasks, judged = self._task_entries()
         task_coverage = {check: {"evaluated": 0, "unobserved": 0, "ignored": 0} for check in TASK_CHECK_IDS}
-        for outcome in outcomes:
-            task_coverage["task_consistently_unhealthy"][outcome.consistently_unhealthy] += 1
-            task_coverage["task_no_successful_model_calls"][outcome.no_successful_calls] += 1
-            for flag in outcome.flags:
-                issues[CHECK_IDS.index(flag)] += 1
+        for (consistency, no_success, flags), count in judged.items():
+            task_coverage["task_consistently_unhealthy"][consistency] += count
+            task_coverage["task_no_successful_model_calls"][no_success] += count
+            for flag in flags:
+                issues[CHECK_IDS.index(flag)] += count
         coverage: dict[str, dict[str, int]] = {}
         for pos, check in enumerate(ROLLOUT_CHECK_IDS):
             if check in self.ignored_checks:
@@ -442,18 +564,6 @@ class HealthReducer:
                 unobserved = self._unobserved[pos]
                 coverage[check] = {"evaluated": records - unobserved, "unobserved": unobserved, "ignored": 0}
         coverage.update(task_coverage)
-        tasks: dict[str, dict[str, Any]] = {}
-        by_task = {outcome.task_index: outcome for outcome in outcomes}
-        del outcomes
-        for outcome in map(by_task.__getitem__, self._ordered_tasks()):
-            tasks[str(outcome.task_index)] = {
-                "repeats": outcome.repeats,
-                "healthy": outcome.healthy,
-                "unhealthy": outcome.unhealthy,
-                "unobserved": outcome.unobserved,
-                "flags": list(outcome.flags),
-            }
-        release_gradually(by_task)
         return {
             "run": {
                 "ignored_checks": sorted(self.ignored_checks),
@@ -473,6 +583,49 @@ class HealthReducer:
             },
             "tasks": tasks,
         }
+
+    def _task_entries(self) -> tuple[dict[str, dict[str, Any]], dict[TaskChecks, int]]:
+        """The summary's ``tasks`` map (in map order) and how many tasks reached each outcome
+        of the task checks.
+
+        Tasks with equal repeat tallies have equal entries and checks, so each distinct tally
+        is judged once and its entry copied (every task gets a dict and a flags list of its own).
+        """
+        duplicates = self._duplicates if self._check_duplicates else {}
+        duplicated_tasks = {task for _, task, _ in duplicates}
+        ignored = self.ignored_checks
+        groups = self._tasks
+        unpacked = not self._packed
+        known: dict[RepeatTally, tuple[dict[str, Any], TaskChecks]] = {}
+        tallies: dict[RepeatTally, int] = {}
+        entries: dict[str, dict[str, Any]] = {}
+        for task in self._ordered_tasks():
+            group = groups[task]
+            members = group if unpacked and type(group) is not int else self._group_members(group)
+            tally = _tally_group(members, duplicates if task in duplicated_tasks else None)  # type: ignore[arg-type]
+            seen = known.get(tally)
+            if seen is None:
+                checks = task_checks(tally, ignored)
+                repeats, healthy, unhealthy = tally.repeats, tally.healthy, tally.unhealthy
+                template: dict[str, Any] = {
+                    "repeats": repeats,
+                    "healthy": healthy,
+                    "unhealthy": unhealthy,
+                    "unobserved": repeats - healthy - unhealthy,
+                    "flags": None,
+                }
+                seen = known[tally] = (template, checks)
+                tallies[tally] = 0
+            template, checks = seen
+            entry = template.copy()
+            entry["flags"] = list(checks.flags)
+            entries[str(task)] = entry
+            tallies[tally] += 1
+        judged: dict[TaskChecks, int] = {}
+        for tally, count in tallies.items():
+            checks = known[tally][1]
+            judged[checks] = judged.get(checks, 0) + count
+        return entries, judged
 
     def _verdicts_after_duplicates(self) -> tuple[list[int], int]:
         """Digests per verdict code after the duplicate pass, and its finding count.
@@ -517,20 +670,26 @@ class HealthReducer:
 
     def iter_verdict_lines(self) -> Iterator[bytes]:
         """Exact ``rollout_verdicts.jsonl`` lines, newline included, in report order (task,
-        rollout, stage, input order)."""
+        rollout, stage, input order).
+
+        Row order is task-major and distinct task indices have distinct sort parts, so the rows
+        are rendered one task group at a time (only one packed group is decoded at once).
+        """
         with _gc_paused():
             tasks = sorted(self._tasks, key=index_sort_part)
-        counted = self._check_duplicates and self._duplicates
-        yield from render_rows(self._in_row_order(tasks), self._duplicate_count if counted else None)
-
-    def _in_row_order(self, tasks: list[TaskIndex]) -> Iterator[CompactDigest]:
-        """Every digest in row order, one task group at a time: row order is task-major and
-        distinct task indices have distinct sort parts, so only one group is decoded at once."""
+        duplicated = {task for _, task, _ in self._duplicates} if self._check_duplicates else set()
+        count = self._duplicate_count
+        renderer = RowRenderer()
         groups = self._tasks
+        unpacked = not self._packed
         for task in tasks:
-            members = self._group_members(groups[task])
-            members.sort(key=row_sort_key)
-            yield from members
+            group = groups[task]
+            if unpacked and type(group) is not list and type(group) is not int:
+                members = [cast("CompactDigest", group)]
+            else:
+                members = self._group_members(group)
+                members.sort(key=row_sort_key)
+            yield from renderer.rows(members, count if task in duplicated else None)
 
     def compact_digests(self) -> list[CompactDigest]:
         """The packed digests in input (ordinal) order, before the duplicate pass."""

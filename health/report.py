@@ -20,6 +20,7 @@ from .compact import VERDICTS, CompactDigest, dumps_compact, unobserved_ids
 __all__ = [
     "SUMMARY_FILE",
     "VERDICTS_FILE",
+    "RowRenderer",
     "index_sort_part",
     "render_row",
     "render_rows",
@@ -114,51 +115,67 @@ def render_rows(
     digests: Iterable[CompactDigest], duplicate_count: Callable[[CompactDigest], int] | None
 ) -> Iterator[bytes]:
     """``render_row(digest, duplicate_count(digest))`` for each digest, in the order given
-    (``None``: no digest is a duplicate).
+    (``None``: no digest is a duplicate)."""
+    return iter(RowRenderer().rows(digests, duplicate_count))
+
+
+class RowRenderer:
+    """Renders rows exactly as :func:`render_row` does, several times faster over a whole run.
 
     A row is ``head + tail``: the head holds the indices and ``rollout_id``, the tail the
     verdict, findings, unobserved list and stage. A rollout without findings (almost all of
     them) shares its tail with every rollout of the same verdict, unobserved set and stage,
-    so each distinct tail is rendered once per call. Duplicates, and indices that are not a
-    plain ``int`` / ``str`` or that orjson refuses, go through :func:`render_row` itself.
+    so each distinct tail is rendered once per renderer. Duplicates, and indices that are not
+    a plain ``int`` / ``str`` or that orjson refuses, go through :func:`render_row` itself.
     """
-    tails: dict[tuple[int, int | tuple[str, ...], TaskIndex | None], bytes] = {}
-    unobserved_parts: dict[int | tuple[str, ...], bytes] = {}
 
-    def shared_tail_row(digest: CompactDigest) -> bytes | None:
-        task, rollout, stage = digest.task_index, digest.rollout_index, digest.stage_index
-        if stage is not None and type(stage) is not int and type(stage) is not str:
-            return None  # equal stages of other types (1 == True) must not share a tail
-        try:
-            if type(task) is int and type(rollout) is int:
-                head = _INT_HEAD % (task, rollout, orjson.dumps(digest.rollout_id))
-            else:
-                head = _HEAD % (_index_json(task), _index_json(rollout), orjson.dumps(digest.rollout_id))
-            shared = digest.findings == b"[]"
-            key = (digest.verdict, digest.unobserved, stage)
-            tail = tails.get(key) if shared else None
-            if tail is None:
-                unobserved = unobserved_parts.get(digest.unobserved)
-                if unobserved is None:
-                    unobserved = b',"unobserved":' + orjson.dumps(unobserved_ids(digest))
-                    unobserved_parts[digest.unobserved] = unobserved
-                stage_part = b"" if stage is None else b',"stage_index":' + _index_json(stage)
-                tail = _VERDICT_PARTS[digest.verdict] + digest.findings + unobserved + stage_part + b"}\n"
-                if shared:
-                    tails[key] = tail
-        except TypeError:
-            return None  # not an int / str index, or a string orjson refuses
-        return head + tail
+    __slots__ = ("_tails", "_unobserved_parts")
 
-    if duplicate_count is None:
+    def __init__(self) -> None:
+        self._tails: dict[tuple[int, int | tuple[str, ...], TaskIndex | None], bytes] = {}
+        self._unobserved_parts: dict[int | tuple[str, ...], bytes] = {}
+
+    def rows(
+        self, digests: Iterable[CompactDigest], duplicate_count: Callable[[CompactDigest], int] | None
+    ) -> list[bytes]:
+        """``render_row(digest, duplicate_count(digest))`` for each digest, in the order given
+        (``duplicate_count`` ``None``: no digest is a duplicate)."""
+        tails = self._tails
+        dumps = orjson.dumps
+        rows: list[bytes] = []
+        append = rows.append
         for digest in digests:
-            row = shared_tail_row(digest)
-            yield render_row(digest) if row is None else row
-        return
-    for digest in digests:
-        count = duplicate_count(digest)
-        row = shared_tail_row(digest) if count < 2 else None
-        yield render_row(digest, count) if row is None else row
+            count = 0 if duplicate_count is None else duplicate_count(digest)
+            task, rollout, stage = digest.task_index, digest.rollout_index, digest.stage_index
+            if count >= 2 or (stage is not None and type(stage) is not int and type(stage) is not str):
+                append(render_row(digest, count))  # equal stages of other types (1 == True) share no tail
+                continue
+            try:
+                if type(task) is int and type(rollout) is int:
+                    head = _INT_HEAD % (task, rollout, dumps(digest.rollout_id))
+                else:
+                    head = _HEAD % (_index_json(task), _index_json(rollout), dumps(digest.rollout_id))
+                if digest.findings == b"[]":
+                    key = (digest.verdict, digest.unobserved, stage)
+                    tail = tails.get(key)
+                    if tail is None:
+                        tail = tails[key] = self._tail(digest)
+                else:
+                    tail = self._tail(digest)
+            except TypeError:  # not an int / str index, or a string orjson refuses
+                append(render_row(digest, count))
+                continue
+            append(head + tail)
+        return rows
+
+    def _tail(self, digest: CompactDigest) -> bytes:
+        unobserved = self._unobserved_parts.get(digest.unobserved)
+        if unobserved is None:
+            unobserved = b',"unobserved":' + orjson.dumps(unobserved_ids(digest))
+            self._unobserved_parts[digest.unobserved] = unobserved
+        stage = digest.stage_index
+        stage_part = b"" if stage is None else b',"stage_index":' + _index_json(stage)
+        return _VERDICT_PARTS[digest.verdict] + digest.findings + unobserved + stage_part + b"}\n"
 
 
 def render_summary(summary: dict[str, Any]) -> bytes:

@@ -43,12 +43,14 @@ __all__ = [
     "globalize",
     "iter_split_lines",
     "plan_splits",
+    "plan_tapering_splits",
 ]
 
 _BLOCK_BYTES = 1 << 20
 _BOUNDARY_BYTES = 1 << 16
 _HAS_PREADV = hasattr(os, "preadv")
 _new_tuple = tuple.__new__
+_OPEN_BRACE = ord("{")
 
 WireDigest = tuple[Any, ...]
 """A :class:`~health.compact.CompactDigest`'s fields as a plain tuple, as a task sends it back."""
@@ -100,6 +102,29 @@ def plan_splits(paths: Sequence[str], split_bytes: int) -> list[FileSplit]:
         for start in range(0, size, split_bytes):
             end = min(size, start + split_bytes)
             splits.append(FileSplit(len(splits), path, file, source_index, start, end))
+    return splits
+
+
+def plan_tapering_splits(paths: Sequence[str], parts: int, smallest: int, largest: int) -> list[FileSplit]:
+    """Cut the files, in order, into splits of ``1 / parts`` of the bytes not yet planned, kept
+    within ``[smallest, largest]`` (the last split of a file shorter), from ``stat`` alone.
+
+    Splits shrink toward the end of the input: few large ones while much is left, small ones
+    last, so workers taking them in order finish within a small split of each other.
+    """
+    if parts < 1 or smallest < 1 or largest < smallest:
+        raise ValueError(f"need parts >= 1 and 1 <= smallest <= largest, got {parts}, {smallest}, {largest}")
+    sizes = [os.path.getsize(path) for path in paths]
+    remaining = sum(sizes)
+    splits: list[FileSplit] = []
+    for source_index, (path, size) in enumerate(zip(paths, sizes, strict=True)):
+        file = os.path.abspath(path)
+        start = 0
+        while start < size:
+            end = min(size, start + max(smallest, min(largest, remaining // parts)))
+            splits.append(FileSplit(len(splits), path, file, source_index, start, end))
+            remaining -= end - start
+            start = end
     return splits
 
 
@@ -191,7 +216,7 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
     try:
         for line in _iter_split_views(split.file, split.start, split.end):
             lines += 1
-            if is_blank(line):
+            if (not line or line[0] != _OPEN_BRACE) and is_blank(line):  # a record opens with "{"
                 continue
             digest, dependence = digest_line_compact(
                 line,

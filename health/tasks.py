@@ -15,7 +15,18 @@ from .check_terms import TaskIndex, Verdict
 if TYPE_CHECKING:
     from .types import Finding
 
-__all__ = ["CoverageState", "RepeatInput", "TaskOutcome", "reduce_task", "task_findings"]
+__all__ = [
+    "CoverageState",
+    "RepeatInput",
+    "RepeatTally",
+    "TaskChecks",
+    "TaskOutcome",
+    "judge_task",
+    "reduce_task",
+    "tally_repeats",
+    "task_checks",
+    "task_findings",
+]
 
 CoverageState = Literal["evaluated", "unobserved", "ignored"]
 
@@ -48,10 +59,20 @@ class TaskOutcome:
     flags: tuple[str, ...]
 
 
-def reduce_task(
-    task_index: TaskIndex, members: Iterable[RepeatInput], ignored: frozenset[str]
-) -> TaskOutcome:
-    """Collapse ``members`` by rollout index and run both task checks."""
+class RepeatTally(NamedTuple):
+    """A task's repeats after the collapse by rollout index: all the task checks read."""
+
+    repeats: int
+    healthy: int
+    unhealthy: int
+    all_policy_observed: bool
+    """Every repeat's policy calls were observed (vacuously true without repeats)."""
+    any_successful: bool
+
+
+def tally_repeats(members: Iterable[RepeatInput]) -> RepeatTally:
+    """Collapse ``members`` by rollout index (copies that disagree on the verdict count as
+    unobserved; policy observed only if every copy's was; the most successful calls) and count."""
     repeats: dict[TaskIndex, tuple[Verdict, bool, int]] = {}
     for rollout_index, verdict, policy_observed, successful in members:
         previous = repeats.get(rollout_index)
@@ -74,7 +95,20 @@ def reduce_task(
             unhealthy += 1
         all_policy_observed = all_policy_observed and policy_observed
         any_successful = any_successful or successful > 0
-    computable = healthy + unhealthy
+    return RepeatTally(len(repeats), healthy, unhealthy, all_policy_observed, any_successful)
+
+
+class TaskChecks(NamedTuple):
+    """Both task checks' coverage states for one task, and the flags they raised (registry order)."""
+
+    consistently_unhealthy: CoverageState
+    no_successful_calls: CoverageState
+    flags: tuple[str, ...]
+
+
+def task_checks(tally: RepeatTally, ignored: frozenset[str]) -> TaskChecks:
+    """Run both task checks over a task's collapsed repeats."""
+    computable = tally.healthy + tally.unhealthy
     flags: list[str] = []
 
     consistency: CoverageState
@@ -82,7 +116,7 @@ def reduce_task(
         consistency = "ignored"
     elif computable >= 2:
         consistency = "evaluated"
-        if unhealthy == computable:
+        if tally.unhealthy == computable:
             flags.append(CONSISTENTLY_UNHEALTHY)
     else:
         consistency = "unobserved"
@@ -90,24 +124,37 @@ def reduce_task(
     no_success: CoverageState
     if NO_SUCCESSFUL_CALLS in ignored:
         no_success = "ignored"
-    elif repeats and all_policy_observed:
+    elif tally.repeats and tally.all_policy_observed:
         no_success = "evaluated"
-        if not any_successful:
+        if not tally.any_successful:
             flags.append(NO_SUCCESSFUL_CALLS)
     else:
         no_success = "unobserved"
+    return TaskChecks(consistency, no_success, tuple(flags))
 
+
+def judge_task(task_index: TaskIndex, tally: RepeatTally, ignored: frozenset[str]) -> TaskOutcome:
+    """A task's outcome from its collapsed repeats."""
+    consistency, no_success, flags = task_checks(tally, ignored)
+    computable = tally.healthy + tally.unhealthy
     return TaskOutcome(
         task_index=task_index,
-        repeats=len(repeats),
-        healthy=healthy,
-        unhealthy=unhealthy,
-        unobserved=len(repeats) - computable,
+        repeats=tally.repeats,
+        healthy=tally.healthy,
+        unhealthy=tally.unhealthy,
+        unobserved=tally.repeats - computable,
         consistently_unhealthy=consistency,
         no_successful_calls=no_success,
         computable_repeats=computable,
-        flags=tuple(flags),
+        flags=flags,
     )
+
+
+def reduce_task(
+    task_index: TaskIndex, members: Iterable[RepeatInput], ignored: frozenset[str]
+) -> TaskOutcome:
+    """Collapse ``members`` by rollout index and run both task checks."""
+    return judge_task(task_index, tally_repeats(members), ignored)
 
 
 def task_findings(outcome: TaskOutcome) -> list[Finding]:

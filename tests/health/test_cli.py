@@ -199,3 +199,66 @@ def test_a_batch_run_of_everyday_and_faulty_rows_never_imports_pydantic(tmp_path
     assert completed.stdout.splitlines()[-1] == "0 []", completed.stdout
     summary = orjson.loads((tmp_path / "quality_summary.json").read_bytes())
     assert summary["run"]["verdicts"]["unhealthy"] > 0
+
+
+def _many_small_rollouts(count: int) -> list[bytes]:
+    """``count`` small rollouts over ``count // 4`` tasks, with a torn line and a string task index."""
+    row = orjson.loads(ROW)
+    lines = []
+    for number in range(count):
+        row["_ng_task_index"], row["_ng_rollout_index"] = number // 4, number % 4
+        lines.append(orjson.dumps(row))
+    lines[1] = lines[1][: len(lines[1]) // 2]  # torn: record_unreadable
+    lines[2] = lines[2].replace(b'"_ng_task_index":0', b'"_ng_task_index":"task-0"')
+    return lines
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_local_check_runs_without_collector_passes_and_restores_the_collector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], workers: str
+) -> None:
+    """The check's digests hold no cycles: the only pass is the one before the pipeline's import."""
+    import gc
+
+    lines = _many_small_rollouts(3000)
+    (tmp_path / "rollouts.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    monkeypatch.chdir(tmp_path)
+    passes: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    gc.callbacks.append(record)
+    try:
+        assert main(["health-check", ".", "--workers", workers]) == 0
+    finally:
+        gc.callbacks.remove(record)
+    assert capsys.readouterr().out.startswith(f"Rollout health: {len(lines)} checked")
+    assert passes == [2]
+    assert gc.isenabled()
+
+
+def test_a_serial_check_leaves_no_cyclic_garbage(tmp_path: Path) -> None:
+    """What makes running a check without collector passes safe: everything it drops is freed by
+    reference counting alone."""
+    import gc
+
+    from health.api import check_rollout_files
+    from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
+
+    config = SyntheticConfig(num_tasks=30, repeats_per_task=4, faults=FaultRates.mixed(0.05))
+    lines = [orjson.dumps(row) for row in generate_rows(config, 5)] + _many_small_rollouts(200)
+    (tmp_path / "rollouts.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    check_rollout_files(tmp_path / "rollouts.jsonl", workers=1)  # imports, caches
+    gc.collect()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        run = check_rollout_files(tmp_path / "rollouts.jsonl", workers=1)
+        assert len(run.reducer) == len(lines)
+        del run
+        assert gc.collect() == 0
+    finally:
+        if collecting:
+            gc.enable()

@@ -266,6 +266,67 @@ class TestTasks:
             once.add(make_digest(task, ordinal % 3, ordinal=ordinal))
         assert reducer.summary_bytes() == once.summary_bytes()
 
+    @pytest.mark.parametrize("seed", range(6))
+    @pytest.mark.parametrize("packed", [False, True])
+    def test_the_summary_tasks_equal_reduce_task_over_the_post_duplicate_digests(
+        self, seed: int, packed: bool
+    ) -> None:
+        """The summary tallies task groups straight from the digests (distinct-repeat groups
+        without the collapse); it equals ``reduce_task`` over every group's post-duplicate
+        verdicts: collisions across stages, duplicates, ``1`` / ``True`` / ``"1"`` indices, both
+        checks ignored or not."""
+        from health.tasks import RepeatInput, reduce_task, task_findings
+
+        rng = random.Random(seed)
+        ignored = rng.choice([(), ("task_consistently_unhealthy",), ("task_no_successful_model_calls",)])
+        reducer = HealthReducer(ignored, packed=packed)
+        for ordinal in range(240):
+            reducer.add(
+                make_digest(
+                    rng.choice([*range(40), "t"]),
+                    rng.choice([0, 1, 2, 3, 4, 5, True, "1"]),
+                    stage=rng.choice([None, None, 0, 1, 2]),
+                    verdict=rng.choice(["healthy", "healthy", "unhealthy", "unobserved"]),
+                    ordinal=ordinal,
+                    policy_calls_observed=rng.random() < 0.8,
+                    successful_model_calls=rng.choice([0, 0, 1, 2]),
+                )
+            )
+        groups: dict[Any, list[RepeatInput]] = {}
+        for digest in reducer.digests():
+            groups.setdefault(digest.task_index, []).append(
+                RepeatInput(
+                    digest.rollout_index,
+                    digest.verdict,
+                    digest.policy_calls_observed,
+                    digest.successful_model_calls,
+                )
+            )
+        outcomes = [reduce_task(task, members, reducer.ignored_checks) for task, members in groups.items()]
+        summary = reducer.summary()
+        assert {str(outcome.task_index): outcome for outcome in outcomes}.keys() == summary["tasks"].keys()
+        for outcome in outcomes:
+            assert summary["tasks"][str(outcome.task_index)] == {
+                "repeats": outcome.repeats,
+                "healthy": outcome.healthy,
+                "unhealthy": outcome.unhealthy,
+                "unobserved": outcome.unobserved,
+                "flags": list(outcome.flags),
+            }
+        coverage = summary["run"]["artifacts"]["coverage"]
+        for check, state in (
+            ("task_consistently_unhealthy", "consistently_unhealthy"),
+            ("task_no_successful_model_calls", "no_successful_calls"),
+        ):
+            states = [getattr(outcome, state) for outcome in outcomes]
+            assert coverage[check] == {
+                key: states.count(key) for key in ("evaluated", "unobserved", "ignored")
+            }
+            flagged = sum(check in outcome.flags for outcome in outcomes)
+            assert summary["run"]["issues"][check] == flagged
+            task = outcomes[0].task_index
+            assert reducer.close_task(task) == task_findings(outcomes[0])
+
     def test_disagreeing_copies_collapse_to_unobserved(self) -> None:
         reducer = HealthReducer()
         reducer.add(make_digest(0, 0, stage=0, ordinal=0))
@@ -275,6 +336,52 @@ class TestTasks:
 
 
 class TestSummary:
+    @pytest.mark.parametrize("packed", [False, True])
+    def test_extend_equals_adding_one_digest_at_a_time(self, packed: bool) -> None:
+        """``extend`` sums a batch's statistics over its columns; the state it reaches is the
+        state ``add_compact`` reaches digest by digest."""
+        rng = random.Random(7)
+        bad = Finding(check="agent_turn_hollow", subject={}, detail={})
+        digests = []
+        for ordinal in range(400):
+            errors = rng.choice([0, 0, 0, 1, 3])
+            digests.append(
+                compact_digest(
+                    make_digest(
+                        rng.choice([0, 1, 2, "t", 3]),
+                        rng.choice([0, 1, 2, "1"]),
+                        stage=rng.choice([None, None, 1]),
+                        verdict="unhealthy" if errors else rng.choice(["healthy", "unobserved"]),
+                        findings=[bad] * rng.choice([0, 0, 1, 2]),
+                        unobserved=rng.choice(
+                            [[], [], ["model_call_failed"], ["model_call_failed", "agent_turn_hollow"]]
+                        ),
+                        ordinal=ordinal,
+                        capture_observed=rng.random() < 0.7,
+                        policy_calls_observed=rng.random() < 0.8,
+                        model_calls=rng.randint(0, 5),
+                        successful_model_calls=rng.randint(0, 3),
+                        model_call_errors=errors,
+                        errors_by_status={"500": errors, "429": 1} if errors else {},
+                        ended_on_error=bool(errors) and rng.random() < 0.5,
+                        duplicated_calls=rng.choice([0, 0, 2]),
+                        transcript_prompt_tokens=rng.randint(0, 10**6),
+                        transcript_completion_tokens=rng.randint(0, 10**4),
+                        capture_prompt_tokens=rng.randint(0, 10**6),
+                        capture_completion_tokens=rng.randint(0, 10**4),
+                    )
+                )
+            )
+        one_by_one = HealthReducer(packed=packed)
+        for digest in digests:
+            one_by_one.add_compact(digest)
+        batched = HealthReducer(packed=packed)
+        batched.extend(digests[:150])
+        batched.extend([])
+        batched.extend(iter(digests[150:]))
+        assert batched.__getstate__() == one_by_one.__getstate__()
+        assert batched.summary_bytes() == one_by_one.summary_bytes()
+
     def test_empty_run(self) -> None:
         reducer = HealthReducer()
         assert list(reducer.iter_verdict_lines()) == []

@@ -140,6 +140,27 @@ class TestFallbacks:
         )
         assert len(reducer) == 1
 
+    @pytest.mark.parametrize(("size", "workers", "splits"), [(3 << 30, 2, 58), (100 << 20, 2, 11), (7, 4, 7)])
+    def test_splits_are_at_most_64_mib_and_shrink_to_4_mib_at_the_end(
+        self, tmp_path: Path, size: int, workers: int, splits: int
+    ) -> None:
+        """Each split costs the parent a pool round trip whatever its size, and the last ones
+        decide how evenly the workers finish: a large input is cut into 64 MiB splits while
+        much is left, then into smaller ones down to 4 MiB (a tiny input into about four per
+        worker)."""
+        from health.runner import _plan
+
+        path = tmp_path / "sparse.jsonl"
+        with open(path, "wb") as handle:
+            handle.truncate(size)  # planning reads sizes only
+        planned = _plan([str(path)], workers, size)
+        lengths = [split.end - split.start for split in planned]
+        assert len(planned) == splits
+        assert max(lengths) <= 64 << 20
+        assert lengths == sorted(lengths, reverse=True)
+        assert max(lengths[-4:]) <= 4 << 20
+        assert planned[-1].end == size
+
 
 class TestArguments:
     def test_empty_sequence(self) -> None:

@@ -14,7 +14,7 @@ from health.digest import digest_line
 from health.jsonl import iter_line_spans
 from health.reduce import HealthReducer
 from health.runner import map_into_reducer
-from health.splits import SplitPlacer, digest_split, iter_split_lines, plan_splits
+from health.splits import SplitPlacer, digest_split, iter_split_lines, plan_splits, plan_tapering_splits
 
 from .shard_corpus import record, write_shards
 
@@ -78,6 +78,46 @@ def test_plan_uses_sizes_only_and_refuses_zero(tmp_path: Path) -> None:
     assert [(s.start, s.end) for s in plan_splits([str(path)], 4)] == [(0, 4), (4, 8), (8, 10)]
     with pytest.raises(ValueError, match="split_bytes must be at least 1"):
         plan_splits([str(path)], 0)
+
+
+def test_tapering_splits_shrink_across_files_within_their_bounds(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(b"x" * 100)
+    second.write_bytes(b"y" * 60)
+    splits = plan_tapering_splits([str(first), str(second)], 4, 5, 30)
+    # a quarter of what is left (160, 130, 100, 75, 60, 45, ...) kept within [5, 30]; each file's
+    # last split as short as the file leaves it
+    assert [(s.source_index, s.start, s.end) for s in splits] == [
+        (0, 0, 30),
+        (0, 30, 60),
+        (0, 60, 85),
+        (0, 85, 100),
+        (1, 0, 15),
+        (1, 15, 26),
+        (1, 26, 34),
+        (1, 34, 40),
+        (1, 40, 45),
+        (1, 45, 50),
+        (1, 50, 55),
+        (1, 55, 60),
+    ]
+    assert [s.index for s in splits] == list(range(len(splits)))
+    with pytest.raises(ValueError, match="need parts >= 1 and 1 <= smallest <= largest"):
+        plan_tapering_splits([str(first)], 2, 8, 4)
+
+
+@pytest.mark.parametrize("split_bytes", [97, 1024, 1 << 20])
+def test_tapering_splits_place_like_the_local_runner(tmp_path: Path, split_bytes: int) -> None:
+    paths = [str(path) for path in write_shards(tmp_path / "run", pad=300)]
+    local = map_into_reducer(paths, workers=1, ignored_checks=frozenset())
+    splits = plan_tapering_splits(paths, 3, split_bytes // 4 + 1, split_bytes)
+    outcomes = [digest_split(split, frozenset()) for split in reversed(splits)]
+    reducer = HealthReducer()
+    placer = SplitPlacer(splits, reducer.ignored_checks)
+    for outcome in outcomes:
+        reducer.extend(placer.add(outcome))
+    assert reducer.summary_bytes() == local.summary_bytes()
+    assert list(reducer.iter_verdict_lines()) == list(local.iter_verdict_lines())
 
 
 def _placed_reducer(paths: list[str], split_bytes: int, order: list[int] | None = None) -> HealthReducer:
