@@ -334,24 +334,50 @@ def _among(refs: Sequence[CallRefView], owners: Sequence[OwnerView]) -> bool:
     return False
 
 
+def _signature(ref: CallRefView) -> tuple[str, str, str, str]:
+    """A reference's identity for deduplication: ``(model_call_id, type, name, response_id)``
+    with ``None`` as ``""``."""
+    model_ref = ref.model_ref
+    if model_ref is None:
+        return (ref.model_call_id or "", "", "", ref.response_id or "")
+    return (ref.model_call_id or "", model_ref.type, model_ref.name, ref.response_id or "")
+
+
 class _Binder:
     """Resolves references against the captured calls, each distinct reference once (see
     :func:`_bind`); the ``(model_ref, response_id)`` index is built on first use."""
 
-    __slots__ = ("by_pair", "calls", "matched", "scan", "seen")
+    __slots__ = ("by_pair", "calls", "first_by_id", "matched", "scan", "seen")
 
     def __init__(self, scan: _CallScan) -> None:
         self.scan = scan
         self.calls = scan.calls
+        self.first_by_id: dict[str, CallRefView] = {}
         self.seen: set[tuple[str, str, str, str]] = set()
         self.matched: dict[int, Call] = {}
         self.by_pair: dict[tuple[str, str, str], list[Call]] | None = None
+
+    def _met(self, ref: CallRefView, first: CallRefView | None) -> bool:
+        """Whether a reference with the signature of ``ref`` was met before; ``first`` is the
+        first reference met with the same non-empty ``model_call_id`` (``None`` for a reference
+        without one).
+
+        Only those share a signature with ``ref``, so a first ``model_call_id`` is remembered
+        by its reference alone, and signatures are compared once an id repeats (rarely)."""
+        seen = self.seen
+        if first is not None:
+            seen.add(_signature(first))
+        signature = _signature(ref)
+        if signature in seen:
+            return True
+        seen.add(signature)
+        return False
 
     def resolve(self, owners: Sequence[OwnerView], view: Binding, met: Sequence[OwnerView] = ()) -> None:
         """Append the references of ``owners`` not met before to ``view``'s lists; their
         matched calls go to :attr:`matched`. An owner whose references equal, in order, those
         of one of ``met`` (owners resolved already) adds nothing and is passed over whole."""
-        seen = self.seen
+        first_by_id = self.first_by_id
         matched = self.matched
         by_id = self.scan.by_id
         shared = self.scan.shared_ids
@@ -363,22 +389,25 @@ class _Binder:
                 continue
             for ref in refs:
                 call_id = ref.model_call_id
+                if call_id:
+                    first = first_by_id.get(call_id)
+                    if first is None:
+                        first_by_id[call_id] = ref
+                    elif self._met(ref, first):
+                        continue
+                    key = "call:" + call_id
+                elif self._met(ref, None):
+                    continue
+                else:
+                    server_ref = ref.model_ref
+                    if server_ref is None:
+                        key = f"response:::{ref.response_id}"
+                    else:
+                        key = f"response:{server_ref.type}:{server_ref.name}:{ref.response_id}"
+                references.append(key)
                 response_id = ref.response_id
                 model_ref = ref.model_ref
-                if model_ref is None:
-                    pair = None
-                    signature = (call_id or "", "", "", response_id or "")
-                else:
-                    pair = (model_ref.type, model_ref.name)
-                    signature = (call_id or "", pair[0], pair[1], response_id or "")
-                if signature in seen:
-                    continue
-                seen.add(signature)
-                if call_id:
-                    key = "call:" + call_id
-                else:
-                    key = f"response:{signature[1]}:{signature[2]}:{response_id}"
-                references.append(key)
+                pair = None if model_ref is None else (model_ref.type, model_ref.name)
                 if call_id and call_id not in shared:  # the everyday case: one call, compared
                     only = by_id.get(call_id)
                     if (
