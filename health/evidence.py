@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from msgspec import Struct
+
 from .views import CallRefView, ModelCallView, OwnerView, TrajectoryView
 
 __all__ = [
@@ -48,31 +50,14 @@ LENGTH_FINISH_REASONS: frozenset[str] = frozenset({"length", "max_output_tokens"
 ModelRef = tuple[str, str]
 
 
-class Call:
-    """One ``model_calls[i]`` entry as the checks see it.
+class Call(Struct, eq=False, gc=False):
+    """One ``model_calls[i]`` entry as the checks see it (see :func:`_call_of`).
 
-    Built straight from the validated model in one constructor call (this runs once per
-    captured call, on the per-record hot path). ``response`` is the call's payload as the
+    A struct, so that it is built in one C call on the per-record hot path (once per
+    captured call); untracked by the cyclic collector, since nothing it holds refers back to
+    it. ``eq=False``: calls compare by identity. ``response`` is the call's payload as the
     checks may read it: the model's own attribute, or what the fast path materialized.
     """
-
-    __slots__ = (
-        "call_index",
-        "error_category",
-        "failed",
-        "finish_reason",
-        "model_call_id",
-        "model_ref",
-        "response",
-        "response_id",
-        "response_status",
-        "started_at",
-        "status_code",
-        "successful",
-        "tokens_in",
-        "tokens_out",
-        "unusual",
-    )
 
     call_index: int
     started_at: float | None
@@ -94,43 +79,44 @@ class Call:
     """Failed, stopped for length, or a token count missing or zero: only such a call can give
     a per-call check a finding or close a per-call gate."""
 
-    def __init__(self, index: int, call: ModelCallView, response: Any) -> None:
-        metadata = call.response_metadata
-        ref = metadata.model_ref
-        stats = call.token_stats
-        status_code = metadata.status_code
-        error_category = metadata.error_category
-        response_status = metadata.response_status
-        self.call_index = index
-        self.started_at = call.started_at
-        self.model_call_id = call.model_call_id
-        self.response_id = metadata.response_id
-        self.model_ref = None if ref is None else (ref.type, ref.name)
-        self.status_code = status_code
-        self.response_status = response_status
-        self.finish_reason = metadata.finish_reason
-        self.error_category = error_category
-        self.tokens_in = stats.prompt_tokens
-        self.tokens_out = stats.completion_tokens
-        self.response = response
-        failed = (
-            (status_code is not None and status_code >= 400)
-            or bool(error_category)
-            or response_status in _FAILED_RESPONSE_STATUSES
-        )
-        self.failed = failed
-        self.successful = not failed and (status_code is None or 200 <= status_code <= 399)
-        tokens_out = self.tokens_out
-        self.unusual = (
-            failed
-            or self.tokens_in is None
-            or tokens_out is None
-            or tokens_out == 0
-            or self.finish_reason in LENGTH_FINISH_REASONS
-        )
-
     def __repr__(self) -> str:
         return f"Call({self.call_index!r}, model_call_id={self.model_call_id!r})"
+
+
+def _call_of(index: int, call: ModelCallView, response: Any) -> Call:
+    """The :class:`Call` of ``model_calls[index]`` whose payload the checks may read as ``response``."""
+    metadata = call.response_metadata
+    stats = call.token_stats
+    ref = metadata.model_ref
+    status_code = metadata.status_code
+    error_category = metadata.error_category
+    response_status = metadata.response_status
+    finish_reason = metadata.finish_reason
+    tokens_in = stats.prompt_tokens
+    tokens_out = stats.completion_tokens
+    failed = (
+        (status_code is not None and status_code >= 400)
+        or bool(error_category)
+        or response_status in _FAILED_RESPONSE_STATUSES
+    )
+    return Call(
+        index,
+        call.started_at,
+        call.model_call_id,
+        metadata.response_id,
+        None if ref is None else (ref.type, ref.name),
+        status_code,
+        response_status,
+        finish_reason,
+        error_category,
+        tokens_in,
+        tokens_out,
+        response,
+        failed,
+        not failed and (status_code is None or 200 <= status_code <= 399),
+        # token counts are ints or None: ``not tokens_out`` is "missing or zero"
+        failed or tokens_in is None or not tokens_out or finish_reason in LENGTH_FINISH_REASONS,
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -282,7 +268,7 @@ def _scan_calls(model_calls: Sequence[ModelCallView], responses: Sequence[Any]) 
     prompt = completion = duplicated = 0
     all_successful = True
     for position, (model_call, response) in enumerate(zip(model_calls, responses, strict=True)):
-        call = Call(position, model_call, response)
+        call = _call_of(position, model_call, response)
         calls.append(call)
         if call.unusual:
             unusual.append(call)
