@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .check_terms import TaskIndex
 
@@ -48,8 +48,9 @@ def _index_adapter() -> TypeAdapter[TaskIndex]:
     return TypeAdapter[TaskIndex](TaskIndex)
 
 
-@dataclass(frozen=True, slots=True)
-class Identity:
+class Identity(NamedTuple):
+    """A rollout's identity as its digest reports it."""
+
     task_index: TaskIndex
     rollout_index: TaskIndex
     stage_index: TaskIndex | None
