@@ -9,7 +9,6 @@ referenced, never copied.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from msgspec import Struct
@@ -119,21 +118,19 @@ def _call_of(index: int, call: ModelCallView, response: Any) -> Call:
     )
 
 
-@dataclass(slots=True, frozen=True)
-class Gap:
+class Gap(Struct, frozen=True):
     code: str
     invocation_id: str | None
     detail: str | None
 
 
-@dataclass(slots=True)
-class Binding:
+class Binding(Struct):
     """References resolved against the captured calls (see :func:`_bind`)."""
 
-    references: list[str] = field(default_factory=list)
-    matched_calls: list[Call] = field(default_factory=list)
-    missing_references: list[str] = field(default_factory=list)
-    duplicated_references: list[tuple[str, int]] = field(default_factory=list)
+    references: list[str] = []
+    matched_calls: list[Call] = []
+    missing_references: list[str] = []
+    duplicated_references: list[tuple[str, int]] = []
 
     @property
     def observed(self) -> bool:
@@ -144,9 +141,11 @@ class Binding:
         return bool(self.references) and not self.missing_references and not self.duplicated_references
 
 
-@dataclass(slots=True)
-class Evidence:
-    """What the rollout checks may read; the ``*_observed`` flags gate them."""
+class Evidence(Struct):
+    """What the rollout checks may read; the ``*_observed`` flags gate them.
+
+    A struct (as are :class:`Binding` and :class:`Gap`): one is built per row, and a struct's
+    constructor runs in C, keywords and defaults included."""
 
     trajectory_observed: bool
     turns_observed: bool
