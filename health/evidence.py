@@ -374,44 +374,53 @@ class _Binder:
                 continue
             for ref in refs:
                 call_id = ref.model_call_id
-                if call_id:
-                    first = first_by_id.get(call_id)
-                    if first is None:
-                        first_by_id[call_id] = ref
-                    elif self._met(ref, first):
-                        continue
-                    key = "call:" + call_id
-                elif self._met(ref, None):
+                if not call_id or (shared and call_id in shared):
+                    self._resolve_other(ref, view)
                     continue
-                else:
-                    server_ref = ref.model_ref
-                    if server_ref is None:
-                        key = f"response:::{ref.response_id}"
-                    else:
-                        key = f"response:{server_ref.type}:{server_ref.name}:{ref.response_id}"
+                # the everyday reference: by an id one call at most has, compared with that call
+                first = first_by_id.get(call_id)
+                if first is None:
+                    first_by_id[call_id] = ref
+                elif self._met(ref, first):
+                    continue
+                key = "call:" + call_id
                 references.append(key)
+                only = by_id.get(call_id)
+                server_ref = ref.model_ref
                 response_id = ref.response_id
-                model_ref = ref.model_ref
-                pair = None if model_ref is None else (model_ref.type, model_ref.name)
-                if call_id and call_id not in shared:  # the everyday case: one call, compared
-                    only = by_id.get(call_id)
-                    if (
-                        only is None
-                        or (pair is not None and only.model_ref != pair)
-                        or (response_id is not None and only.response_id != response_id)
-                    ):
-                        missing.append(key)
-                        continue
+                if (
+                    only is None
+                    or (server_ref is not None and (server_ref.type, server_ref.name) != only.model_ref)
+                    or (response_id is not None and response_id != only.response_id)
+                ):
+                    missing.append(key)
                 else:
-                    found = self._found(call_id, pair, response_id)
-                    if len(found) != 1:
-                        if found:
-                            view.duplicated_references.append((key, len(found)))
-                        else:
-                            missing.append(key)
-                        continue
-                    only = found[0]
-                matched.setdefault(only.call_index, only)
+                    matched.setdefault(only.call_index, only)
+
+    def _resolve_other(self, ref: CallRefView, view: Binding) -> None:
+        """:meth:`resolve` for a reference without a ``model_call_id`` or with one that more
+        than one call has."""
+        if self._met(ref, None):
+            return
+        call_id = ref.model_call_id
+        response_id = ref.response_id
+        server_ref = ref.model_ref
+        pair = None if server_ref is None else (server_ref.type, server_ref.name)
+        if call_id:
+            key = "call:" + call_id
+        elif pair is None:
+            key = f"response:::{response_id}"
+        else:
+            key = f"response:{pair[0]}:{pair[1]}:{response_id}"
+        view.references.append(key)
+        found = self._found(call_id, pair, response_id)
+        if len(found) == 1:
+            only = found[0]
+            self.matched.setdefault(only.call_index, only)
+        elif found:
+            view.duplicated_references.append((key, len(found)))
+        else:
+            view.missing_references.append(key)
 
     def _found(self, call_id: str | None, pair: ModelRef | None, response_id: str | None) -> list[Call]:
         """The calls a reference the ``model_call_id`` lookup alone cannot resolve matches: by a
