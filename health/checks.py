@@ -71,8 +71,9 @@ def _turn_steps(ev: Evidence) -> list[tuple[int, bool, bool, bool]]:
 
 
 def _missing_agent_turns(ev: Evidence) -> list[RawFinding]:
-    if any(message or tools or refs for _, message, tools, refs in _turn_steps(ev)):
-        return []
+    for _, message, tools, refs in _turn_steps(ev):  # a loop: cheaper than any() over a generator
+        if message or tools or refs:
+            return []
     return [(None, dict(_NO_TURN_ACTIVITY))]
 
 
@@ -266,16 +267,13 @@ def _capture_mismatch_gate(ev: Evidence, view: Binding) -> bool:
 
 
 def _token_comparison_gate(ev: Evidence, view: Binding) -> bool:
-    return (
-        ev.turn_call_scope_complete
-        and view.complete
-        and bool(view.matched_calls)
-        and ev.usage_present
-        and (
-            not ev.unusual_calls
-            or all(call.tokens_in is not None and call.tokens_out is not None for call in view.matched_calls)
-        )
-    )
+    if not (ev.turn_call_scope_complete and view.complete and view.matched_calls and ev.usage_present):
+        return False
+    if ev.unusual_calls:  # only an unusual call can lack a token count
+        for call in view.matched_calls:
+            if call.tokens_in is None or call.tokens_out is None:
+                return False
+    return True
 
 
 def _runaway_gate(ev: Evidence, view: Binding) -> bool:
