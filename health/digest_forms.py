@@ -57,7 +57,8 @@ def _call_statistics(ev: Evidence) -> tuple[bool, int, dict[str, int], bool]:
 
 def digest_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> RolloutDigest:
     """The digest: the walk's outcome and the statistics (calls, failures by status, tokens)."""
-    findings, unobserved = outcome
+    findings = outcome.findings
+    unobserved = outcome.unobserved
     calls = ev.calls
     policy_calls_observed, successful_model_calls, errors_by_status, ended_on_error = _call_statistics(ev)
     return materialized_digest(
@@ -89,7 +90,8 @@ def digest_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, ord
 def compact_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> CompactDigest:
     """:func:`digest_from_walk` packed as :func:`~health.compact.compact_digest` packs it, without
     the digest and its ``Finding`` models."""
-    findings, unobserved = outcome
+    findings = outcome.findings
+    unobserved = outcome.unobserved
     calls = ev.calls
     policy_calls_observed, successful_model_calls, errors_by_status, ended_on_error = _call_statistics(ev)
     if findings:
