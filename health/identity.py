@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
 
 from .check_terms import TaskIndex
 
@@ -48,8 +50,8 @@ def _index_adapter() -> TypeAdapter[TaskIndex]:
     return TypeAdapter[TaskIndex](TaskIndex)
 
 
-class Identity(NamedTuple):
-    """A rollout's identity as its digest reports it."""
+class Identity(Struct, frozen=True):
+    """A rollout's identity as its digest reports it (a struct: one is built per row, in C)."""
 
     task_index: TaskIndex
     rollout_index: TaskIndex
