@@ -9,7 +9,7 @@ referenced, never copied.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from msgspec import Struct
 
@@ -242,7 +242,7 @@ def usage_tokens(usage: Any) -> tuple[int | None, int | None]:
     return _int_or_none(prompt), _int_or_none(completion)
 
 
-class _CallScan(NamedTuple):
+class _CallScan(Struct):
     """One pass over the captured calls: their view, the lists the checks read, the
     ``model_call_id`` index and the digest statistics."""
 
@@ -328,19 +328,18 @@ def _signature(ref: CallRefView) -> tuple[str, str, str, str]:
     return (ref.model_call_id or "", model_ref.type, model_ref.name, ref.response_id or "")
 
 
-class _Binder:
+class _Binder(Struct):
     """Resolves references against the captured calls, each distinct reference once (see
     :func:`_bind`); the ``(model_ref, response_id)`` index is built on first use."""
 
-    __slots__ = ("by_pair", "calls", "first_by_id", "matched", "scan", "seen")
-
-    def __init__(self, scan: _CallScan) -> None:
-        self.scan = scan
-        self.calls = scan.calls
-        self.first_by_id: dict[str, CallRefView] = {}
-        self.seen: set[tuple[str, str, str, str]] = set()
-        self.matched: dict[int, Call] = {}
-        self.by_pair: dict[tuple[str, str, str], list[Call]] | None = None
+    scan: _CallScan
+    first_by_id: dict[str, CallRefView] = {}
+    """The first reference met per non-empty ``model_call_id``."""
+    seen: set[tuple[str, str, str, str]] = set()
+    """The signatures met, of the references that need them (see :meth:`_met`)."""
+    matched: dict[int, Call] = {}
+    """The matched calls by position."""
+    by_pair: dict[tuple[str, str, str], list[Call]] | None = None
 
     def _met(self, ref: CallRefView, first: CallRefView | None) -> bool:
         """Whether a reference with the signature of ``ref`` was met before; ``first`` is the
@@ -430,14 +429,15 @@ class _Binder:
         if pair is None or not response_id:
             return []
         if self.by_pair is None:
-            self.by_pair = _index_by_pair(self.calls)
+            self.by_pair = _index_by_pair(self.scan.calls)
         return self.by_pair.get((pair[0], pair[1], response_id), [])
 
     def ordered(self) -> list[Call]:
         """The matched calls in capture order (all of them, as a copy, when every call matched)."""
         matched = self.matched
-        if len(matched) == len(self.calls):
-            return self.calls[:]
+        calls = self.scan.calls
+        if len(matched) == len(calls):
+            return calls[:]
         return [matched[position] for position in sorted(matched)]
 
 
