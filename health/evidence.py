@@ -50,7 +50,7 @@ ModelRef = tuple[str, str]
 
 
 class Call(Struct, eq=False, gc=False):
-    """One ``model_calls[i]`` entry as the checks see it (see :func:`_call_of`).
+    """One ``model_calls[i]`` entry as the checks see it (built by :func:`_scan_calls`).
 
     A struct, so that it is built in one C call on the per-record hot path (once per
     captured call); untracked by the cyclic collector, since nothing it holds refers back to
@@ -80,42 +80,6 @@ class Call(Struct, eq=False, gc=False):
 
     def __repr__(self) -> str:
         return f"Call({self.call_index!r}, model_call_id={self.model_call_id!r})"
-
-
-def _call_of(index: int, call: ModelCallView, response: Any) -> Call:
-    """The :class:`Call` of ``model_calls[index]`` whose payload the checks may read as ``response``."""
-    metadata = call.response_metadata
-    stats = call.token_stats
-    ref = metadata.model_ref
-    status_code = metadata.status_code
-    error_category = metadata.error_category
-    response_status = metadata.response_status
-    finish_reason = metadata.finish_reason
-    tokens_in = stats.prompt_tokens
-    tokens_out = stats.completion_tokens
-    failed = (
-        (status_code is not None and status_code >= 400)
-        or bool(error_category)
-        or response_status in _FAILED_RESPONSE_STATUSES
-    )
-    return Call(
-        index,
-        call.started_at,
-        call.model_call_id,
-        metadata.response_id,
-        None if ref is None else (ref.type, ref.name),
-        status_code,
-        response_status,
-        finish_reason,
-        error_category,
-        tokens_in,
-        tokens_out,
-        response,
-        failed,
-        not failed and (status_code is None or 200 <= status_code <= 399),
-        # token counts are ints or None: ``not tokens_out`` is "missing or zero"
-        failed or tokens_in is None or not tokens_out or finish_reason in LENGTH_FINISH_REASONS,
-    )
 
 
 class Gap(Struct, frozen=True):
@@ -267,26 +231,64 @@ def _scan_calls(model_calls: Sequence[ModelCallView], responses: Sequence[Any]) 
     prompt = completion = duplicated = 0
     all_successful = True
     for position, (model_call, response) in enumerate(zip(model_calls, responses, strict=True)):
-        call = _call_of(position, model_call, response)
+        # Each call's Call is built here, not by a helper, and the scan reads these locals back:
+        # this runs for every captured call of every row.
+        metadata = model_call.response_metadata
+        stats = model_call.token_stats
+        server_ref = metadata.model_ref
+        call_id = model_call.model_call_id
+        response_id = metadata.response_id
+        status_code = metadata.status_code
+        error_category = metadata.error_category
+        response_status = metadata.response_status
+        finish_reason = metadata.finish_reason
+        tokens_in = stats.prompt_tokens
+        tokens_out = stats.completion_tokens
+        failed = (
+            (status_code is not None and status_code >= 400)
+            or bool(error_category)
+            or response_status in _FAILED_RESPONSE_STATUSES
+        )
+        successful = not failed and (status_code is None or 200 <= status_code <= 399)
+        # token counts are ints or None: ``not tokens_out`` is "missing or zero"
+        is_unusual = failed or tokens_in is None or not tokens_out or finish_reason in LENGTH_FINISH_REASONS
+        call = Call(
+            position,
+            model_call.started_at,
+            call_id,
+            response_id,
+            None if server_ref is None else (server_ref.type, server_ref.name),
+            status_code,
+            response_status,
+            finish_reason,
+            error_category,
+            tokens_in,
+            tokens_out,
+            response,
+            failed,
+            successful,
+            is_unusual,
+        )
         calls.append(call)
-        if call.unusual:
+        if is_unusual:
             unusual.append(call)
-        if not call.successful:
+        if not successful:
             all_successful = False
-        call_id = call.model_call_id
         if call_id:  # the replay identity (``call_identity``): ``call:<id>`` ...
             first = by_id.setdefault(call_id, call)
             if first is not call:
                 duplicated += 1
                 shared.setdefault(call_id, [first]).append(call)
-        elif call.response_id:  # ... else ``response:...``, which never equals a ``call:`` one
+        elif response_id:  # ... else ``response:...``, which never equals a ``call:`` one
             key = call_identity(call)
             if key in response_keys:
                 duplicated += 1
             else:
                 response_keys.add(key)  # type: ignore[arg-type]
-        prompt += call.tokens_in or 0
-        completion += call.tokens_out or 0
+        if tokens_in:
+            prompt += tokens_in
+        if tokens_out:
+            completion += tokens_out
     return _CallScan(calls, unusual, by_id, shared, prompt, completion, duplicated, all_successful)
 
 
