@@ -93,15 +93,20 @@ def chains_ended_on_failure(calls: Iterable[Call]) -> list[tuple[list[Call], Cal
     """Per-model chains whose last call failed, with that last call."""
     chains: dict[tuple[str, str] | None, list[Call]] = {}
     for call in calls:
-        chains.setdefault(call.model_ref, []).append(call)
+        chain = chains.get(call.model_ref)
+        if chain is None:
+            chains[call.model_ref] = [call]
+        else:
+            chain.append(call)
     ended: list[tuple[list[Call], Call]] = []
     for chain in chains.values():
         failed = [call.failed for call in chain]
-        if not any(failed):
+        if True not in failed:
             continue
-        ordered = sorted(chain, key=_chain_order_key)
-        if all(failed) or (all(call.started_at is not None for call in chain) and ordered[-1].failed):
-            ended.append((chain, ordered[-1]))
+        # the last call of the chain sorted stably by its order key, without the sort
+        last = max(reversed(chain), key=_chain_order_key)
+        if False not in failed or (last.failed and all(call.started_at is not None for call in chain)):
+            ended.append((chain, last))
     return ended
 
 
@@ -282,7 +287,10 @@ def _runaway_gate(ev: Evidence, view: Binding) -> bool:
     if not ev.unusual_calls:
         return True
     calls = [call for _, call in _unusual_owned(ev)] if view is ev.owned_binding else view.matched_calls
-    return not any(call.finish_reason in LENGTH_FINISH_REASONS and call.response is None for call in calls)
+    for call in calls:  # noqa: SIM110 - a loop costs less than any() over a generator here
+        if call.finish_reason in LENGTH_FINISH_REASONS and call.response is None:
+            return False
+    return True
 
 
 ROLLOUT_RULES: dict[str, CheckRule] = {
