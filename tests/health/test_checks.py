@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from health.checks import chains_ended_on_failure
-from health.content import has_tool_call, nonempty, response_has_content
+from health.content import _CONTENT_KEYS_BY_USE, CONTENT_KEYS, has_tool_call, nonempty, response_has_content
 from health.digest import digest_record
 from health.evidence import Call
 from health.types import RolloutDigest
@@ -417,6 +417,11 @@ class TestContent:
     )
     def test_nonempty(self, value: Any, expected: bool) -> None:
         assert nonempty(value) is expected
+
+    def test_content_keys_are_tried_in_an_order_of_their_own(self) -> None:
+        assert sorted(_CONTENT_KEYS_BY_USE) == sorted(CONTENT_KEYS)
+        assert nonempty({"summary": "", "text": " ", "reasoning": "r"})
+        assert not nonempty({"summary": "", "text": " ", "reasoning": [{"other": "x"}]})
 
     def test_nonempty_text_is_text_left_after_strip(self) -> None:
         """Every code point, alone and between whitespace: visible exactly when ``strip`` leaves
