@@ -88,8 +88,12 @@ def has_tool_call(value: Any) -> bool:
     An unhashable ``type`` raises ``TypeError``, as the membership test does in NeMo Gym.
     """
     if isinstance(value, list):
-        for item in value:  # noqa: SIM110 - a loop costs less than any() over a generator here
-            if has_tool_call(item):
+        for item in value:
+            # an object item is tested here, as the branch below tests it: a call less per item
+            if isinstance(item, dict):
+                if item.get("type") in TOOL_CALL_TYPES or item.get("tool_calls"):
+                    return True
+            elif has_tool_call(item):
                 return True
         return False
     if isinstance(value, dict):
