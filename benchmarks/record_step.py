@@ -113,7 +113,9 @@ def _pack_everyday(
 
     assert _everyday_walked is not None
     walked = _everyday_walked(found, location[3], frozenset())
-    return None if walked is None else compact_from_walk(*walked, location[3])
+    if walked is None:
+        return None
+    return compact_from_walk(walked.identity, walked.evidence, walked.outcome, location[3])
 
 
 def _vouch(record: StrictRecord) -> bool:

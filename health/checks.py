@@ -71,8 +71,9 @@ def _turn_steps(ev: Evidence) -> list[tuple[int, bool, bool, bool]]:
 
 
 def _missing_agent_turns(ev: Evidence) -> list[RawFinding]:
-    if any(message or tools or refs for _, message, tools, refs in _turn_steps(ev)):
-        return []
+    for _, message, tools, refs in _turn_steps(ev):  # a loop: cheaper than any() over a generator
+        if message or tools or refs:
+            return []
     return [(None, dict(_NO_TURN_ACTIVITY))]
 
 
@@ -92,15 +93,20 @@ def chains_ended_on_failure(calls: Iterable[Call]) -> list[tuple[list[Call], Cal
     """Per-model chains whose last call failed, with that last call."""
     chains: dict[tuple[str, str] | None, list[Call]] = {}
     for call in calls:
-        chains.setdefault(call.model_ref, []).append(call)
+        chain = chains.get(call.model_ref)
+        if chain is None:
+            chains[call.model_ref] = [call]
+        else:
+            chain.append(call)
     ended: list[tuple[list[Call], Call]] = []
     for chain in chains.values():
         failed = [call.failed for call in chain]
-        if not any(failed):
+        if True not in failed:
             continue
-        ordered = sorted(chain, key=_chain_order_key)
-        if all(failed) or (all(call.started_at is not None for call in chain) and ordered[-1].failed):
-            ended.append((chain, ordered[-1]))
+        # the last call of the chain sorted stably by its order key, without the sort
+        last = max(reversed(chain), key=_chain_order_key)
+        if False not in failed or (last.failed and all(call.started_at is not None for call in chain)):
+            ended.append((chain, last))
     return ended
 
 
@@ -266,16 +272,13 @@ def _capture_mismatch_gate(ev: Evidence, view: Binding) -> bool:
 
 
 def _token_comparison_gate(ev: Evidence, view: Binding) -> bool:
-    return (
-        ev.turn_call_scope_complete
-        and view.complete
-        and bool(view.matched_calls)
-        and ev.usage_present
-        and (
-            not ev.unusual_calls
-            or all(call.tokens_in is not None and call.tokens_out is not None for call in view.matched_calls)
-        )
-    )
+    if not (ev.turn_call_scope_complete and view.complete and view.matched_calls and ev.usage_present):
+        return False
+    if ev.unusual_calls:  # only an unusual call can lack a token count
+        for call in view.matched_calls:
+            if call.tokens_in is None or call.tokens_out is None:
+                return False
+    return True
 
 
 def _runaway_gate(ev: Evidence, view: Binding) -> bool:
@@ -284,7 +287,10 @@ def _runaway_gate(ev: Evidence, view: Binding) -> bool:
     if not ev.unusual_calls:
         return True
     calls = [call for _, call in _unusual_owned(ev)] if view is ev.owned_binding else view.matched_calls
-    return not any(call.finish_reason in LENGTH_FINISH_REASONS and call.response is None for call in calls)
+    for call in calls:  # noqa: SIM110 - a loop costs less than any() over a generator here
+        if call.finish_reason in LENGTH_FINISH_REASONS and call.response is None:
+            return False
+    return True
 
 
 ROLLOUT_RULES: dict[str, CheckRule] = {

@@ -30,6 +30,21 @@ CONTENT_KEYS: tuple[str, ...] = (
     "summary",
 )
 
+_CONTENT_KEYS_BY_USE: tuple[str, ...] = (
+    "text",
+    "content",
+    "summary",
+    "output_text",
+    "answer",
+    "refusal",
+    "encrypted_content",
+    "reasoning",
+    "reasoning_content",
+)
+""":data:`CONTENT_KEYS` with those of output text parts, messages and reasoning items first:
+an object is non-empty if the value under any of them is, so the order cannot change the
+answer, only how soon an everyday item is found to hold text."""
+
 TOOL_CALL_TYPES: frozenset[str] = frozenset(
     {
         "function_call",
@@ -61,7 +76,7 @@ def nonempty(value: Any) -> bool:
                 return True
         return False
     if isinstance(value, dict):
-        for key in CONTENT_KEYS:
+        for key in _CONTENT_KEYS_BY_USE:
             if key in value and nonempty(value[key]):
                 return True
     return False
@@ -73,8 +88,12 @@ def has_tool_call(value: Any) -> bool:
     An unhashable ``type`` raises ``TypeError``, as the membership test does in NeMo Gym.
     """
     if isinstance(value, list):
-        for item in value:  # noqa: SIM110 - a loop costs less than any() over a generator here
-            if has_tool_call(item):
+        for item in value:
+            # an object item is tested here, as the branch below tests it: a call less per item
+            if isinstance(item, dict):
+                if item.get("type") in TOOL_CALL_TYPES or item.get("tool_calls"):
+                    return True
+            elif has_tool_call(item):
                 return True
         return False
     if isinstance(value, dict):

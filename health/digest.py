@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import orjson
-from msgspec import UNSET
+from msgspec import UNSET, Struct
 
 from .compact import CompactDigest
 from .contract.canonical import VALIDATION_ERROR, check_trajectory
@@ -150,12 +150,19 @@ def digest_line_compact(
     return _compact_form(walked, location, ignored_checks), dependence
 
 
-class _Walked(NamedTuple):
-    """A record's identity, evidence and walk: what either digest form is made of."""
+class _Walked(Struct):
+    """A record's identity, evidence and walk: what either digest form is made of (a struct:
+    one is built per row, in C)."""
 
     identity: Identity
     evidence: Evidence
     outcome: WalkOutcome
+
+    def digest(self, ordinal: int) -> RolloutDigest:
+        return digest_from_walk(self.identity, self.evidence, self.outcome, ordinal)
+
+    def compact(self, ordinal: int) -> CompactDigest:
+        return compact_from_walk(self.identity, self.evidence, self.outcome, ordinal)
 
 
 def _digest_form(
@@ -163,7 +170,7 @@ def _digest_form(
 ) -> RolloutDigest:
     if isinstance(walked, UnreadableLine):
         return unreadable_digest(walked.detail, *location, ignored_checks)
-    return digest_from_walk(*walked, location[3])
+    return walked.digest(location[3])
 
 
 def _compact_form(
@@ -171,7 +178,7 @@ def _compact_form(
 ) -> CompactDigest:
     if isinstance(walked, UnreadableLine):
         return unreadable_compact(walked.detail, *location, ignored_checks)
-    return compact_from_walk(*walked, location[3])
+    return walked.compact(location[3])
 
 
 def _walk_line(
@@ -224,7 +231,7 @@ def _digest_rejected(
     """The digest of a record whose trajectory surely fails validation (see :func:`_rejected_walked`)."""
     ordinal = location[3]
     walked = _rejected_walked(rejected, ordinal, ignored_checks)
-    return None if walked is None else (digest_from_walk(*walked, ordinal), _rejected_dependence(rejected))
+    return None if walked is None else (walked.digest(ordinal), _rejected_dependence(rejected))
 
 
 def _rejected_dependence(rejected: RejectedRecord) -> OrdinalIdentity | None:
@@ -272,7 +279,7 @@ def digest_everyday(
     if everyday is None:
         return None
     walked = _everyday_walked(everyday, ordinal, ignored_checks)
-    return None if walked is None else (digest_from_walk(*walked, ordinal), everyday.record)
+    return None if walked is None else (walked.digest(ordinal), everyday.record)
 
 
 def digest_everyday_compact(
@@ -291,7 +298,7 @@ def digest_everyday_compact(
     if everyday is None:
         return None
     walked = _everyday_walked(everyday, ordinal, ignored_checks)
-    return None if walked is None else (compact_from_walk(*walked, ordinal), everyday.record)
+    return None if walked is None else (walked.compact(ordinal), everyday.record)
 
 
 def digest_record(
@@ -419,7 +426,7 @@ def _digest_everyday(
     """The digest of a record the fast path vouches for; ``None`` defers an invalid identity."""
     ordinal = location[3]
     walked = _everyday_walked(everyday, ordinal, ignored_checks)
-    return None if walked is None else digest_from_walk(*walked, ordinal)
+    return None if walked is None else walked.digest(ordinal)
 
 
 def _depth_guarded(

@@ -8,7 +8,7 @@ workers and the live engine would only pack again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from .checks import ended_chains
 from .compact import (
@@ -36,16 +36,10 @@ __all__ = ["compact_from_walk", "digest_from_walk"]
 _NO_FINDINGS = b"[]"
 
 
-class _CallStatistics(NamedTuple):
-    """The digest statistics not read straight off the evidence."""
-
-    policy_calls_observed: bool
-    successful_model_calls: int
-    errors_by_status: dict[str, int]
-    ended_on_error: bool
-
-
-def _call_statistics(ev: Evidence) -> _CallStatistics:
+def _call_statistics(ev: Evidence) -> tuple[bool, int, dict[str, int], bool]:
+    """The digest statistics not read straight off the evidence: whether the policy calls
+    were observed, the successful model calls, the failed calls by status, whether the
+    rollout ended on an error (a plain tuple: one is built per row)."""
     failed_calls = ev.failed_calls
     errors_by_status: dict[str, int] = {}
     for call in failed_calls:
@@ -53,7 +47,7 @@ def _call_statistics(ev: Evidence) -> _CallStatistics:
         errors_by_status[status] = errors_by_status.get(status, 0) + 1
     turn_binding = ev.turn_binding
     matched = turn_binding.matched_calls
-    return _CallStatistics(
+    return (
         ev.turn_call_scope_complete and turn_binding.complete,
         len(matched) if ev.all_successful else sum(1 for call in matched if call.successful),
         errors_by_status,
@@ -63,9 +57,10 @@ def _call_statistics(ev: Evidence) -> _CallStatistics:
 
 def digest_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> RolloutDigest:
     """The digest: the walk's outcome and the statistics (calls, failures by status, tokens)."""
-    findings, unobserved = outcome
+    findings = outcome.findings
+    unobserved = outcome.unobserved
     calls = ev.calls
-    statistics = _call_statistics(ev)
+    policy_calls_observed, successful_model_calls, errors_by_status, ended_on_error = _call_statistics(ev)
     return materialized_digest(
         {
             "task_index": identity.task_index,
@@ -76,12 +71,12 @@ def digest_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, ord
             "findings": findings,
             "unobserved": unobserved,
             "capture_observed": bool(calls),
-            "policy_calls_observed": statistics.policy_calls_observed,
+            "policy_calls_observed": policy_calls_observed,
             "model_calls": len(calls),
-            "successful_model_calls": statistics.successful_model_calls,
+            "successful_model_calls": successful_model_calls,
             "model_call_errors": len(ev.failed_calls),
-            "errors_by_status": statistics.errors_by_status,
-            "ended_on_error": statistics.ended_on_error,
+            "errors_by_status": errors_by_status,
+            "ended_on_error": ended_on_error,
             "duplicated_calls": ev.duplicated_calls,
             "transcript_prompt_tokens": ev.transcript_prompt or 0,
             "transcript_completion_tokens": ev.transcript_completion or 0,
@@ -95,9 +90,10 @@ def digest_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, ord
 def compact_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> CompactDigest:
     """:func:`digest_from_walk` packed as :func:`~health.compact.compact_digest` packs it, without
     the digest and its ``Finding`` models."""
-    findings, unobserved = outcome
+    findings = outcome.findings
+    unobserved = outcome.unobserved
     calls = ev.calls
-    statistics = _call_statistics(ev)
+    policy_calls_observed, successful_model_calls, errors_by_status, ended_on_error = _call_statistics(ev)
     if findings:
         verdict = UNHEALTHY
         rendered = render_findings(findings)
@@ -106,7 +102,6 @@ def compact_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, or
         verdict = UNOBSERVED if unobserved else HEALTHY
         rendered = _NO_FINDINGS
         positions = ()
-    errors_by_status = statistics.errors_by_status
     return CompactDigest(
         ordinal,
         identity.task_index,
@@ -118,10 +113,10 @@ def compact_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, or
         positions,
         unobserved_mask(unobserved),
         (CAPTURE_OBSERVED if calls else 0)
-        | (POLICY_CALLS_OBSERVED if statistics.policy_calls_observed else 0)
-        | (ENDED_ON_ERROR if statistics.ended_on_error else 0),
+        | (POLICY_CALLS_OBSERVED if policy_calls_observed else 0)
+        | (ENDED_ON_ERROR if ended_on_error else 0),
         len(calls),
-        statistics.successful_model_calls,
+        successful_model_calls,
         len(ev.failed_calls),
         tuple(errors_by_status.items()) if errors_by_status else (),
         ev.duplicated_calls,

@@ -9,8 +9,9 @@ referenced, never copied.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
+
+from msgspec import Struct
 
 from .views import CallRefView, ModelCallView, OwnerView, TrajectoryView
 
@@ -48,31 +49,14 @@ LENGTH_FINISH_REASONS: frozenset[str] = frozenset({"length", "max_output_tokens"
 ModelRef = tuple[str, str]
 
 
-class Call:
-    """One ``model_calls[i]`` entry as the checks see it.
+class Call(Struct, eq=False, gc=False):
+    """One ``model_calls[i]`` entry as the checks see it (built by :func:`_scan_calls`).
 
-    Built straight from the validated model in one constructor call (this runs once per
-    captured call, on the per-record hot path). ``response`` is the call's payload as the
+    A struct, so that it is built in one C call on the per-record hot path (once per
+    captured call); untracked by the cyclic collector, since nothing it holds refers back to
+    it. ``eq=False``: calls compare by identity. ``response`` is the call's payload as the
     checks may read it: the model's own attribute, or what the fast path materialized.
     """
-
-    __slots__ = (
-        "call_index",
-        "error_category",
-        "failed",
-        "finish_reason",
-        "model_call_id",
-        "model_ref",
-        "response",
-        "response_id",
-        "response_status",
-        "started_at",
-        "status_code",
-        "successful",
-        "tokens_in",
-        "tokens_out",
-        "unusual",
-    )
 
     call_index: int
     started_at: float | None
@@ -94,60 +78,23 @@ class Call:
     """Failed, stopped for length, or a token count missing or zero: only such a call can give
     a per-call check a finding or close a per-call gate."""
 
-    def __init__(self, index: int, call: ModelCallView, response: Any) -> None:
-        metadata = call.response_metadata
-        ref = metadata.model_ref
-        stats = call.token_stats
-        status_code = metadata.status_code
-        error_category = metadata.error_category
-        response_status = metadata.response_status
-        self.call_index = index
-        self.started_at = call.started_at
-        self.model_call_id = call.model_call_id
-        self.response_id = metadata.response_id
-        self.model_ref = None if ref is None else (ref.type, ref.name)
-        self.status_code = status_code
-        self.response_status = response_status
-        self.finish_reason = metadata.finish_reason
-        self.error_category = error_category
-        self.tokens_in = stats.prompt_tokens
-        self.tokens_out = stats.completion_tokens
-        self.response = response
-        failed = (
-            (status_code is not None and status_code >= 400)
-            or bool(error_category)
-            or response_status in _FAILED_RESPONSE_STATUSES
-        )
-        self.failed = failed
-        self.successful = not failed and (status_code is None or 200 <= status_code <= 399)
-        tokens_out = self.tokens_out
-        self.unusual = (
-            failed
-            or self.tokens_in is None
-            or tokens_out is None
-            or tokens_out == 0
-            or self.finish_reason in LENGTH_FINISH_REASONS
-        )
-
     def __repr__(self) -> str:
         return f"Call({self.call_index!r}, model_call_id={self.model_call_id!r})"
 
 
-@dataclass(slots=True, frozen=True)
-class Gap:
+class Gap(Struct, frozen=True):
     code: str
     invocation_id: str | None
     detail: str | None
 
 
-@dataclass(slots=True)
-class Binding:
+class Binding(Struct):
     """References resolved against the captured calls (see :func:`_bind`)."""
 
-    references: list[str] = field(default_factory=list)
-    matched_calls: list[Call] = field(default_factory=list)
-    missing_references: list[str] = field(default_factory=list)
-    duplicated_references: list[tuple[str, int]] = field(default_factory=list)
+    references: list[str] = []
+    matched_calls: list[Call] = []
+    missing_references: list[str] = []
+    duplicated_references: list[tuple[str, int]] = []
 
     @property
     def observed(self) -> bool:
@@ -158,9 +105,11 @@ class Binding:
         return bool(self.references) and not self.missing_references and not self.duplicated_references
 
 
-@dataclass(slots=True)
-class Evidence:
-    """What the rollout checks may read; the ``*_observed`` flags gate them."""
+class Evidence(Struct):
+    """What the rollout checks may read; the ``*_observed`` flags gate them.
+
+    A struct (as are :class:`Binding` and :class:`Gap`): one is built per row, and a struct's
+    constructor runs in C, keywords and defaults included."""
 
     trajectory_observed: bool
     turns_observed: bool
@@ -257,7 +206,7 @@ def usage_tokens(usage: Any) -> tuple[int | None, int | None]:
     return _int_or_none(prompt), _int_or_none(completion)
 
 
-class _CallScan(NamedTuple):
+class _CallScan(Struct):
     """One pass over the captured calls: their view, the lists the checks read, the
     ``model_call_id`` index and the digest statistics."""
 
@@ -282,26 +231,64 @@ def _scan_calls(model_calls: Sequence[ModelCallView], responses: Sequence[Any]) 
     prompt = completion = duplicated = 0
     all_successful = True
     for position, (model_call, response) in enumerate(zip(model_calls, responses, strict=True)):
-        call = Call(position, model_call, response)
+        # Each call's Call is built here, not by a helper, and the scan reads these locals back:
+        # this runs for every captured call of every row.
+        metadata = model_call.response_metadata
+        stats = model_call.token_stats
+        server_ref = metadata.model_ref
+        call_id = model_call.model_call_id
+        response_id = metadata.response_id
+        status_code = metadata.status_code
+        error_category = metadata.error_category
+        response_status = metadata.response_status
+        finish_reason = metadata.finish_reason
+        tokens_in = stats.prompt_tokens
+        tokens_out = stats.completion_tokens
+        failed = (
+            (status_code is not None and status_code >= 400)
+            or bool(error_category)
+            or response_status in _FAILED_RESPONSE_STATUSES
+        )
+        successful = not failed and (status_code is None or 200 <= status_code <= 399)
+        # token counts are ints or None: ``not tokens_out`` is "missing or zero"
+        is_unusual = failed or tokens_in is None or not tokens_out or finish_reason in LENGTH_FINISH_REASONS
+        call = Call(
+            position,
+            model_call.started_at,
+            call_id,
+            response_id,
+            None if server_ref is None else (server_ref.type, server_ref.name),
+            status_code,
+            response_status,
+            finish_reason,
+            error_category,
+            tokens_in,
+            tokens_out,
+            response,
+            failed,
+            successful,
+            is_unusual,
+        )
         calls.append(call)
-        if call.unusual:
+        if is_unusual:
             unusual.append(call)
-        if not call.successful:
+        if not successful:
             all_successful = False
-        call_id = call.model_call_id
         if call_id:  # the replay identity (``call_identity``): ``call:<id>`` ...
             first = by_id.setdefault(call_id, call)
             if first is not call:
                 duplicated += 1
                 shared.setdefault(call_id, [first]).append(call)
-        elif call.response_id:  # ... else ``response:...``, which never equals a ``call:`` one
+        elif response_id:  # ... else ``response:...``, which never equals a ``call:`` one
             key = call_identity(call)
             if key in response_keys:
                 duplicated += 1
             else:
                 response_keys.add(key)  # type: ignore[arg-type]
-        prompt += call.tokens_in or 0
-        completion += call.tokens_out or 0
+        if tokens_in:
+            prompt += tokens_in
+        if tokens_out:
+            completion += tokens_out
     return _CallScan(calls, unusual, by_id, shared, prompt, completion, duplicated, all_successful)
 
 
@@ -334,24 +321,49 @@ def _among(refs: Sequence[CallRefView], owners: Sequence[OwnerView]) -> bool:
     return False
 
 
-class _Binder:
+def _signature(ref: CallRefView) -> tuple[str, str, str, str]:
+    """A reference's identity for deduplication: ``(model_call_id, type, name, response_id)``
+    with ``None`` as ``""``."""
+    model_ref = ref.model_ref
+    if model_ref is None:
+        return (ref.model_call_id or "", "", "", ref.response_id or "")
+    return (ref.model_call_id or "", model_ref.type, model_ref.name, ref.response_id or "")
+
+
+class _Binder(Struct):
     """Resolves references against the captured calls, each distinct reference once (see
     :func:`_bind`); the ``(model_ref, response_id)`` index is built on first use."""
 
-    __slots__ = ("by_pair", "calls", "matched", "scan", "seen")
+    scan: _CallScan
+    first_by_id: dict[str, CallRefView] = {}
+    """The first reference met per non-empty ``model_call_id``."""
+    seen: set[tuple[str, str, str, str]] = set()
+    """The signatures met, of the references that need them (see :meth:`_met`)."""
+    matched: dict[int, Call] = {}
+    """The matched calls by position."""
+    by_pair: dict[tuple[str, str, str], list[Call]] | None = None
 
-    def __init__(self, scan: _CallScan) -> None:
-        self.scan = scan
-        self.calls = scan.calls
-        self.seen: set[tuple[str, str, str, str]] = set()
-        self.matched: dict[int, Call] = {}
-        self.by_pair: dict[tuple[str, str, str], list[Call]] | None = None
+    def _met(self, ref: CallRefView, first: CallRefView | None) -> bool:
+        """Whether a reference with the signature of ``ref`` was met before; ``first`` is the
+        first reference met with the same non-empty ``model_call_id`` (``None`` for a reference
+        without one).
+
+        Only those share a signature with ``ref``, so a first ``model_call_id`` is remembered
+        by its reference alone, and signatures are compared once an id repeats (rarely)."""
+        seen = self.seen
+        if first is not None:
+            seen.add(_signature(first))
+        signature = _signature(ref)
+        if signature in seen:
+            return True
+        seen.add(signature)
+        return False
 
     def resolve(self, owners: Sequence[OwnerView], view: Binding, met: Sequence[OwnerView] = ()) -> None:
         """Append the references of ``owners`` not met before to ``view``'s lists; their
         matched calls go to :attr:`matched`. An owner whose references equal, in order, those
         of one of ``met`` (owners resolved already) adds nothing and is passed over whole."""
-        seen = self.seen
+        first_by_id = self.first_by_id
         matched = self.matched
         by_id = self.scan.by_id
         shared = self.scan.shared_ids
@@ -363,41 +375,53 @@ class _Binder:
                 continue
             for ref in refs:
                 call_id = ref.model_call_id
-                response_id = ref.response_id
-                model_ref = ref.model_ref
-                if model_ref is None:
-                    pair = None
-                    signature = (call_id or "", "", "", response_id or "")
-                else:
-                    pair = (model_ref.type, model_ref.name)
-                    signature = (call_id or "", pair[0], pair[1], response_id or "")
-                if signature in seen:
+                if not call_id or (shared and call_id in shared):
+                    self._resolve_other(ref, view)
                     continue
-                seen.add(signature)
-                if call_id:
-                    key = "call:" + call_id
-                else:
-                    key = f"response:{signature[1]}:{signature[2]}:{response_id}"
+                # the everyday reference: by an id one call at most has, compared with that call
+                first = first_by_id.get(call_id)
+                if first is None:
+                    first_by_id[call_id] = ref
+                elif self._met(ref, first):
+                    continue
+                key = "call:" + call_id
                 references.append(key)
-                if call_id and call_id not in shared:  # the everyday case: one call, compared
-                    only = by_id.get(call_id)
-                    if (
-                        only is None
-                        or (pair is not None and only.model_ref != pair)
-                        or (response_id is not None and only.response_id != response_id)
-                    ):
-                        missing.append(key)
-                        continue
+                only = by_id.get(call_id)
+                server_ref = ref.model_ref
+                response_id = ref.response_id
+                if (
+                    only is None
+                    or (server_ref is not None and (server_ref.type, server_ref.name) != only.model_ref)
+                    or (response_id is not None and response_id != only.response_id)
+                ):
+                    missing.append(key)
                 else:
-                    found = self._found(call_id, pair, response_id)
-                    if len(found) != 1:
-                        if found:
-                            view.duplicated_references.append((key, len(found)))
-                        else:
-                            missing.append(key)
-                        continue
-                    only = found[0]
-                matched.setdefault(only.call_index, only)
+                    matched.setdefault(only.call_index, only)
+
+    def _resolve_other(self, ref: CallRefView, view: Binding) -> None:
+        """:meth:`resolve` for a reference without a ``model_call_id`` or with one that more
+        than one call has."""
+        if self._met(ref, None):
+            return
+        call_id = ref.model_call_id
+        response_id = ref.response_id
+        server_ref = ref.model_ref
+        pair = None if server_ref is None else (server_ref.type, server_ref.name)
+        if call_id:
+            key = "call:" + call_id
+        elif pair is None:
+            key = f"response:::{response_id}"
+        else:
+            key = f"response:{pair[0]}:{pair[1]}:{response_id}"
+        view.references.append(key)
+        found = self._found(call_id, pair, response_id)
+        if len(found) == 1:
+            only = found[0]
+            self.matched.setdefault(only.call_index, only)
+        elif found:
+            view.duplicated_references.append((key, len(found)))
+        else:
+            view.missing_references.append(key)
 
     def _found(self, call_id: str | None, pair: ModelRef | None, response_id: str | None) -> list[Call]:
         """The calls a reference the ``model_call_id`` lookup alone cannot resolve matches: by a
@@ -407,14 +431,15 @@ class _Binder:
         if pair is None or not response_id:
             return []
         if self.by_pair is None:
-            self.by_pair = _index_by_pair(self.calls)
+            self.by_pair = _index_by_pair(self.scan.calls)
         return self.by_pair.get((pair[0], pair[1], response_id), [])
 
     def ordered(self) -> list[Call]:
         """The matched calls in capture order (all of them, as a copy, when every call matched)."""
         matched = self.matched
-        if len(matched) == len(self.calls):
-            return self.calls[:]
+        calls = self.scan.calls
+        if len(matched) == len(calls):
+            return calls[:]
         return [matched[position] for position in sorted(matched)]
 
 

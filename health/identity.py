@@ -13,6 +13,8 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from msgspec import Struct
+
 from .check_terms import TaskIndex
 
 if TYPE_CHECKING:
@@ -48,8 +50,9 @@ def _index_adapter() -> TypeAdapter[TaskIndex]:
     return TypeAdapter[TaskIndex](TaskIndex)
 
 
-@dataclass(frozen=True, slots=True)
-class Identity:
+class Identity(Struct, frozen=True):
+    """A rollout's identity as its digest reports it (a struct: one is built per row, in C)."""
+
     task_index: TaskIndex
     rollout_index: TaskIndex
     stage_index: TaskIndex | None

@@ -15,6 +15,8 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import NamedTuple
 
+from msgspec import Struct
+
 from .check_terms import CheckInput
 from .checks import ROLLOUT_RULES, CheckRule
 from .compact import PlainFinding
@@ -27,8 +29,9 @@ CHECK_EXECUTION_ERROR = "check_execution_error"
 RECORD_UNREADABLE = "record_unreadable"
 
 
-class WalkOutcome(NamedTuple):
-    """The findings in the order the walk emits them, and the unobserved check IDs."""
+class WalkOutcome(Struct):
+    """The findings in the order the walk emits them, and the unobserved check IDs (a struct:
+    one is built per row, in C)."""
 
     findings: list[PlainFinding]
     unobserved: list[str]

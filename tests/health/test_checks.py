@@ -5,9 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from health.content import has_tool_call, nonempty, response_has_content
+from health.checks import chains_ended_on_failure
+from health.content import _CONTENT_KEYS_BY_USE, CONTENT_KEYS, has_tool_call, nonempty, response_has_content
 from health.digest import digest_record
+from health.evidence import Call
 from health.types import RolloutDigest
 
 POLICY = {"type": "responses_api_models", "name": "policy"}
@@ -197,6 +201,44 @@ class TestChains:
         digest = _run([_turn(1)], calls)
         assert _findings(digest, "rollout_ended_on_failed_model_call")[0][0] == {"call_id": "a"}
 
+    @pytest.mark.parametrize(("statuses", "fires"), [((200, 500), True), ((500, 200), False)])
+    def test_equal_start_times_end_on_the_later_call(self, statuses: tuple[int, int], fires: bool) -> None:
+        calls = [_call(f"c{n}", status, started_at=1.0) for n, status in enumerate(statuses)]
+        digest = _run([_turn(1)], calls)
+        expected = [{"call_id": "c1"}] if fires else []
+        assert [locator for locator, _ in _findings(digest, "rollout_ended_on_failed_model_call")] == expected
+
+    @settings(max_examples=300)
+    @given(
+        st.lists(
+            st.tuples(
+                st.sampled_from([None, ("responses_api_models", "policy")]),
+                st.sampled_from([None, 0.0, 1.0, 2.0]),
+                st.integers(0, 2),
+                st.booleans(),
+            ),
+            max_size=6,
+        )
+    )
+    def test_chains_end_on_their_last_call_in_start_order(
+        self, drawn: list[tuple[tuple[str, str] | None, float | None, int, bool]]
+    ) -> None:
+        """Each chain's last call is the last of the chain stably sorted by (start, index),
+        ties (equal keys, which distinct calls may have here) included."""
+        calls = [
+            Call(n, started, None, None, ref, None, None, None, None, 1, 1, None, bad, not bad, bad)
+            for ref, started, n, bad in drawn
+        ]
+        expected = []
+        for ref in dict.fromkeys(call.model_ref for call in calls):
+            chain = [call for call in calls if call.model_ref == ref]
+            last = sorted(chain, key=lambda call: (call.started_at or 0.0, call.call_index))[-1]
+            timed = all(call.started_at is not None for call in chain)
+            failed = [call.failed for call in chain]
+            if any(failed) and (all(failed) or (timed and last.failed)):
+                expected.append((chain, last))
+        assert chains_ended_on_failure(calls) == expected
+
     def test_status_below_200_is_neither(self) -> None:
         digest = _run([_turn(1, [{"model_call_id": "c1"}])], [_call("c1", 100)], usage=USAGE)
         assert digest.verdict == "healthy"
@@ -375,6 +417,11 @@ class TestContent:
     )
     def test_nonempty(self, value: Any, expected: bool) -> None:
         assert nonempty(value) is expected
+
+    def test_content_keys_are_tried_in_an_order_of_their_own(self) -> None:
+        assert sorted(_CONTENT_KEYS_BY_USE) == sorted(CONTENT_KEYS)
+        assert nonempty({"summary": "", "text": " ", "reasoning": "r"})
+        assert not nonempty({"summary": "", "text": " ", "reasoning": [{"other": "x"}]})
 
     def test_nonempty_text_is_text_left_after_strip(self) -> None:
         """Every code point, alone and between whitespace: visible exactly when ``strip`` leaves

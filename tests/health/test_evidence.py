@@ -126,7 +126,8 @@ def test_no_line_raises(data: bytes) -> None:
 
 _ids = st.sampled_from([None, "", "c1", "c2"])
 _response_ids = st.sampled_from([None, "", "r1", "r2"])
-_server_refs = st.sampled_from([None, POLICY, {**POLICY, "name": "judge"}])
+# an unknown key in a model_ref is dropped: it must not keep a reference from binding
+_server_refs = st.sampled_from([None, POLICY, {**POLICY, "name": "judge"}, {**POLICY, "extra": 1}])
 
 
 @st.composite
