@@ -86,11 +86,52 @@ static int walk_buffer(const char *name, PyObject *const *args, Py_ssize_t nargs
     return outcome;
 }
 
+/* What an entry point answers for a document the walk accepted, from its spans. */
+typedef PyObject *(*Answer)(const Spans *spans, const Py_buffer *view, PyObject *document);
+
+/* The walk of args[0] from `root`, then: False if it is refused, else answer()'s object; the
+ * spans and the buffer released either way. */
+static PyObject *walk_and_answer(const char *name, PyObject *const *args, Py_ssize_t nargs, Role root,
+                                 int elide_unread, Answer answer)
+{
+    Py_buffer view;
+    Spans spans;
+    int outcome = walk_buffer(name, args, nargs, root, elide_unread, &view, &spans);
+    if (outcome < 0) {
+        return NULL;
+    }
+    PyObject *result = outcome == 0 ? Py_NewRef(Py_False) : answer(&spans, &view, args[0]);
+    PyMem_RawFree(spans.cuts);
+    PyMem_RawFree(spans.calls);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* (copy, spans) as a tuple, each built by its function; NULL if either fails. */
+static PyObject *copy_and(const Spans *spans, const Py_buffer *view, PyObject *(*extra)(const Spans *))
+{
+    PyObject *copy = build_copy(spans->cuts, spans->cut_count, (cursor)view->buf, view->len);
+    PyObject *second = copy == NULL ? NULL : extra(spans);
+    PyObject *result = second == NULL ? NULL : PyTuple_Pack(2, copy, second);
+    Py_XDECREF(copy);
+    Py_XDECREF(second);
+    return result;
+}
+
 PyDoc_STRVAR(vet_compact_doc,
 "vet_compact(line, max_depth=1024, /) -> False | None | (bytes, tuple, tuple)\n--\n\n"
 "vet(line, max_depth) and the payload-span copy of health._payload_spans.compact(line) in\n"
 "one pass: False if vet() refuses the line; else compact()'s answer for it: None (decode\n"
 "the line itself), or (copy, requests, responses) with the payloads as msgspec.Raw slices.");
+
+static PyObject *compact_answer(const Spans *spans, const Py_buffer *view, PyObject *line)
+{
+    if (spans->gave_up || spans->cut_count == 0) {
+        Py_RETURN_NONE;
+    }
+    return build_result(spans->cuts, spans->cut_count, spans->calls, spans->call_count, (cursor)view->buf, view->len,
+                        line);
+}
 
 static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -98,27 +139,7 @@ static PyObject *vet_compact(PyObject *module, PyObject *const *args, Py_ssize_t
     if (import_raw_type() < 0) {
         return NULL;
     }
-    Py_buffer view;
-    Spans spans;
-    int outcome = walk_buffer("vet_compact", args, nargs, ROLE_ROOT, 0, &view, &spans);
-    if (outcome < 0) {
-        return NULL;
-    }
-    PyObject *result;
-    if (outcome == 0) {
-        result = Py_NewRef(Py_False);
-    }
-    else if (spans.gave_up || spans.cut_count == 0) {
-        result = Py_NewRef(Py_None);
-    }
-    else {
-        result = build_result(spans.cuts, spans.cut_count, spans.calls, spans.call_count, (cursor)view.buf, view.len,
-                              args[0]);
-    }
-    PyMem_RawFree(spans.cuts);
-    PyMem_RawFree(spans.calls);
-    PyBuffer_Release(&view);
-    return result;
+    return walk_and_answer("vet_compact", args, nargs, ROLE_ROOT, 0, compact_answer);
 }
 
 /* Each call's response span as native 64-bit (start, end) pairs ((-1, -1): none in the copy). */
@@ -146,33 +167,19 @@ PyDoc_STRVAR(vet_lean_doc,
 "output becomes 0. responses packs each call's (start, end) response offsets in the line as\n"
 "native signed 64-bit integers, (-1, -1) where the copy holds no 0 for one.");
 
+static PyObject *lean_answer(const Spans *spans, const Py_buffer *view, PyObject *line)
+{
+    (void)line;
+    if (spans->gave_up || spans->cut_count == 0) {
+        Py_RETURN_NONE;
+    }
+    return copy_and(spans, view, response_spans);
+}
+
 static PyObject *vet_lean(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    Py_buffer view;
-    Spans spans;
-    int outcome = walk_buffer("vet_lean", args, nargs, ROLE_ROOT, 1, &view, &spans);
-    if (outcome < 0) {
-        return NULL;
-    }
-    PyObject *result;
-    if (outcome == 0) {
-        result = Py_NewRef(Py_False);
-    }
-    else if (spans.gave_up || spans.cut_count == 0) {
-        result = Py_NewRef(Py_None);
-    }
-    else {
-        PyObject *copy = build_copy(spans.cuts, spans.cut_count, (cursor)view.buf, view.len);
-        PyObject *responses = copy == NULL ? NULL : response_spans(&spans);
-        result = responses == NULL ? NULL : PyTuple_Pack(2, copy, responses);
-        Py_XDECREF(copy);
-        Py_XDECREF(responses);
-    }
-    PyMem_RawFree(spans.cuts);
-    PyMem_RawFree(spans.calls);
-    PyBuffer_Release(&view);
-    return result;
+    return walk_and_answer("vet_lean", args, nargs, ROLE_ROOT, 1, lean_answer);
 }
 
 /* [(start, end), ...] of each event's row ((-1, -1): none). */
@@ -202,33 +209,19 @@ PyDoc_STRVAR(vet_event_rows_doc,
 "value of element i ((-1, -1) without one, or when the element is not an object), and\n"
 "skeleton the body with every such value (each occurrence) replaced by 0.");
 
+static PyObject *event_rows_answer(const Spans *spans, const Py_buffer *view, PyObject *body)
+{
+    (void)body;
+    if (spans->gave_up || (spans->envelope && !spans->events_seen)) {
+        Py_RETURN_TRUE;
+    }
+    return copy_and(spans, view, row_spans);
+}
+
 static PyObject *vet_event_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    Py_buffer view;
-    Spans spans;
-    int outcome = walk_buffer("vet_event_rows", args, nargs, ROLE_BODY, 0, &view, &spans);
-    if (outcome < 0) {
-        return NULL;
-    }
-    PyObject *result;
-    if (outcome == 0) {
-        result = Py_NewRef(Py_False);
-    }
-    else if (spans.gave_up || (spans.envelope && !spans.events_seen)) {
-        result = Py_NewRef(Py_True);
-    }
-    else {
-        PyObject *skeleton = build_copy(spans.cuts, spans.cut_count, (cursor)view.buf, view.len);
-        PyObject *rows = skeleton == NULL ? NULL : row_spans(&spans);
-        result = rows == NULL ? NULL : PyTuple_Pack(2, skeleton, rows);
-        Py_XDECREF(skeleton);
-        Py_XDECREF(rows);
-    }
-    PyMem_RawFree(spans.cuts);
-    PyMem_RawFree(spans.calls);
-    PyBuffer_Release(&view);
-    return result;
+    return walk_and_answer("vet_event_rows", args, nargs, ROLE_BODY, 0, event_rows_answer);
 }
 
 /* ---- the Python function ------------------------------------------------------------- */

@@ -314,6 +314,9 @@ def test_no_reference_leaks() -> None:
         fused = vet_compact(line, _VETTED_DEPTH)
         assert fused
         del fused
+        lean = vet_lean(line, _VETTED_DEPTH)
+        assert lean
+        del lean
     assert sys.getrefcount(line) == before
 
 
