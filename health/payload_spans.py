@@ -140,8 +140,7 @@ def decode_strict_if_vetted_from_copy(
     without payloads, or ``data`` itself where no copy was made (or the copy's calls
     disagreed). For a line the strict decode refuses, the copy differs from ``data`` only in the
     payloads and skipped values listed in the module notes, each replaced by ``0``, so a caller
-    that reads none of them may decode it instead of the line (:mod:`health.rejection` does);
-    """
+    that reads none of them may decode it instead of the line (:mod:`health.rejection` does)."""
     if _vet_compact is None:
         if not vet(data, max_depth):
             return NOT_JSON, data
@@ -224,18 +223,9 @@ def _decode_copy(
     and the bytes it decoded last."""
     if found is None:
         return decode_strict(data, typed_conversations=typed_conversations), data
-    record = decode_strict(found[0], typed_conversations=typed_conversations)
-    if record is None:
-        return record, found[0]
-    return _with_payloads(record, found, data, typed_conversations)
-
-
-def _with_payloads(
-    record: StrictRecord, found: _Copy, data: bytes | memoryview, typed_conversations: bool
-) -> tuple[StrictRecord | None, bytes | memoryview]:
-    """``record``, decoded from the copy ``found``, with its calls' payloads put back."""
     copy, requests, responses = found
-    if record.ng_trajectory is None:
+    record = decode_strict(copy, typed_conversations=typed_conversations)
+    if record is None or record.ng_trajectory is None:
         return record, copy
     calls = record.ng_trajectory.model_calls
     if len(calls) != len(requests):  # never expected: the scan and msgspec disagree on the calls
