@@ -16,9 +16,10 @@
  * The lean copy (vet_lean) also leaves out what the fast path never reads: in each invocation's
  * conversation, a string under one of TEXT_KEYS, at any depth, becomes ""; each turn's question
  * and each tool call's output (kept raw) become 0; a call's request becomes 0 and is not handed
- * back; a null response stays null. Every typed
- * conversation field of those names is a free string (health.strict_conversation), so the
- * typed decode passes or fails alike; health.payload_spans checks that at import.
+ * back; a null response stays null (RECORD_INVOCATION, RECORD_TURN and RECORD_TOOL_CALL name
+ * those members). Every typed conversation field of those names is a free string
+ * (health.strict_conversation), so the typed decode passes or fails alike; health.payload_spans
+ * checks that at import.
  *
  * Both modules export KEPT_TOP_LEVEL_KEYS; health.payload_spans compares it with
  * StrictRecord's fields at import and does not use a build where they differ, so a field
@@ -50,6 +51,9 @@ typedef enum {
     RECORD_TRAJECTORY,
     RECORD_CALL,
     RECORD_RESPONSE,
+    RECORD_INVOCATION, /* read for the lean copy only, as are the two below */
+    RECORD_TURN,
+    RECORD_TOOL_CALL,
 } RecordObject;
 
 /* What the strict decode does with a member's value. */
@@ -64,6 +68,8 @@ typedef enum {
     MEMBER_TOOL_CALLS,       /* its elements are tool calls when it is an array */
     MEMBER_REQUEST_PAYLOAD,  /* a call's request: kept raw */
     MEMBER_RESPONSE_PAYLOAD, /* a call's response: kept raw */
+    MEMBER_CONVERSATION,     /* an invocation's conversation: its items' free texts */
+    MEMBER_UNREAD_RAW,       /* a turn's question, a tool call's output: kept raw, never read */
 } RecordMember;
 
 /* Is the key [key, key + length) (no escapes) exactly `name`? */
@@ -108,6 +114,12 @@ static ALWAYS_INLINE RecordMember record_member(RecordObject object, cursor key,
         return key_is(key, length, "response") ? MEMBER_RESPONSE_PAYLOAD : MEMBER_KEPT;
     case RECORD_RESPONSE:
         return key_is(key, length, "usage") ? MEMBER_KEPT : MEMBER_SKIPPED;
+    case RECORD_INVOCATION:
+        return key_is(key, length, "conversation") ? MEMBER_CONVERSATION : MEMBER_KEPT;
+    case RECORD_TURN:
+        return key_is(key, length, "question") ? MEMBER_UNREAD_RAW : MEMBER_KEPT;
+    case RECORD_TOOL_CALL:
+        return key_is(key, length, "output") ? MEMBER_UNREAD_RAW : MEMBER_KEPT;
     }
     return MEMBER_KEPT;
 }

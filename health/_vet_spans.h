@@ -177,11 +177,11 @@ static ValueAction choose_action(Spans *spans, Role role, cursor key, Py_ssize_t
             return VALUE_KEEP;
         }
     case ROLE_INVOCATION:
-        return key_is(key, length, "conversation") ? VALUE_CONVERSATION : VALUE_KEEP;
+        return record_member(RECORD_INVOCATION, key, length) == MEMBER_CONVERSATION ? VALUE_CONVERSATION : VALUE_KEEP;
     case ROLE_TURN:
-        return key_is(key, length, "question") ? VALUE_CUT_SKIPPED : VALUE_KEEP;
+        return record_member(RECORD_TURN, key, length) == MEMBER_UNREAD_RAW ? VALUE_CUT_SKIPPED : VALUE_KEEP;
     case ROLE_TOOL_CALL:
-        return key_is(key, length, "output") ? VALUE_CUT_SKIPPED : VALUE_KEEP;
+        return record_member(RECORD_TOOL_CALL, key, length) == MEMBER_UNREAD_RAW ? VALUE_CUT_SKIPPED : VALUE_KEEP;
     case ROLE_CONVERSATION_OBJECT:
         return is_text_key(key, length) ? VALUE_CUT_TEXT : VALUE_IN_CONVERSATION;
     case ROLE_CALL:
