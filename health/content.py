@@ -30,16 +30,10 @@ CONTENT_KEYS: tuple[str, ...] = (
     "summary",
 )
 
+_TRIED_FIRST = ("text", "content", "summary")
 _CONTENT_KEYS_BY_USE: tuple[str, ...] = (
-    "text",
-    "content",
-    "summary",
-    "output_text",
-    "answer",
-    "refusal",
-    "encrypted_content",
-    "reasoning",
-    "reasoning_content",
+    *_TRIED_FIRST,
+    *(key for key in CONTENT_KEYS if key not in _TRIED_FIRST),
 )
 """:data:`CONTENT_KEYS` with those of output text parts, messages and reasoning items first:
 an object is non-empty if the value under any of them is, so the order cannot change the
