@@ -67,7 +67,10 @@ class ByteRange:
 
 def is_blank(data: bytes | memoryview, start: int = 0, end: int | None = None) -> bool:
     """True if ``data[start:end]`` holds only ASCII whitespace (no copy is made)."""
-    return _NON_WHITESPACE.search(data, start, len(data) if end is None else end) is None
+    stop = len(data) if end is None else end
+    if start < stop and data[start] not in _WHITESPACE_BYTES:  # a record line: its "{" decides
+        return False
+    return _NON_WHITESPACE.search(data, start, stop) is None
 
 
 def stripped(data: bytes | memoryview) -> bytes | memoryview:

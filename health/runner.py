@@ -1,6 +1,6 @@
 """The batch map phase: digest every line of the inputs and feed a reducer.
 
-Work is cut into byte splits planned from file sizes alone (:func:`~health.splits.plan_splits`),
+Work is cut into byte splits planned from file sizes alone (:func:`~health.splits.plan_tapering_splits`),
 so the parent never reads the inputs: a worker reads its split sequentially, owns the lines
 whose first byte falls inside it, digests them with split-local positions and sends back
 compact digests as plain tuples and its line counts (~50 pickled bytes per everyday rollout,

@@ -50,7 +50,6 @@ _BLOCK_BYTES = 1 << 20
 _BOUNDARY_BYTES = 1 << 16
 _HAS_PREADV = hasattr(os, "preadv")
 _new_tuple = tuple.__new__
-_OPEN_BRACE = ord("{")
 
 WireDigest = tuple[Any, ...]
 """A :class:`~health.compact.CompactDigest`'s fields as a plain tuple, as a task sends it back."""
@@ -95,14 +94,7 @@ def plan_splits(paths: Sequence[str], split_bytes: int) -> list[FileSplit]:
     """Cut every file into ``split_bytes`` pieces (the last one shorter) from ``stat`` alone."""
     if split_bytes < 1:
         raise ValueError(f"split_bytes must be at least 1, got {split_bytes}")
-    splits: list[FileSplit] = []
-    for source_index, path in enumerate(paths):
-        size = os.path.getsize(path)
-        file = os.path.abspath(path)
-        for start in range(0, size, split_bytes):
-            end = min(size, start + split_bytes)
-            splits.append(FileSplit(len(splits), path, file, source_index, start, end))
-    return splits
+    return plan_tapering_splits(paths, 1, split_bytes, split_bytes)
 
 
 def plan_tapering_splits(paths: Sequence[str], parts: int, smallest: int, largest: int) -> list[FileSplit]:
@@ -216,7 +208,7 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
     try:
         for line in _iter_split_views(split.file, split.start, split.end):
             lines += 1
-            if (not line or line[0] != _OPEN_BRACE) and is_blank(line):  # a record opens with "{"
+            if is_blank(line):
                 continue
             digest, dependence = digest_line_compact(
                 line,
