@@ -303,6 +303,10 @@ class TestTasks:
                 )
             )
         outcomes = [reduce_task(task, members, reducer.ignored_checks) for task, members in groups.items()]
+        by_task = {(type(outcome.task_index), outcome.task_index): outcome for outcome in outcomes}
+        assert {
+            (type(found.task_index), found.task_index): found for found in reducer.task_outcomes()
+        } == by_task
         summary = reducer.summary()
         assert {str(outcome.task_index): outcome for outcome in outcomes}.keys() == summary["tasks"].keys()
         for outcome in outcomes:
