@@ -25,7 +25,8 @@ It prints the medians and the ratios of ``digest_line`` to the others, in the sa
 
 ``--stages`` then splits ``digest_line`` into its stages, each timed alone over the rows that
 reach it (µs per row of the whole corpus, so the stages add up to about ``digest_line``): the
-simdjson validation, the strict msgspec decode, the contract's cross-field rules and the
+native vet and its lean copy (``health._json_vet.vet_lean``; the simdjson validation on a build
+without it), the strict msgspec decode of that copy, the contract's cross-field rules and the
 conversation check, then evidence + checks + digest, the compact form the workers send (and
 both at once, packed, as the runner does), the definite-rejection decode
 (``health.rejection``) of the rows the strict decode refuses and the digest of those it proves
@@ -42,7 +43,8 @@ from collections.abc import Callable
 import orjson
 
 import health.digest
-from health import fast_path
+import health.strict_schema
+from health import fast_path, payload_spans
 from health.compact import CompactDigest, compact_digest
 from health.contract import canonical_trajectory
 from health.digest import _digest_everyday, _digest_parsed, _digest_rejected, digest_line
@@ -51,6 +53,9 @@ from health.payload_spans import NATIVE, decode_strict_skipping_payloads
 from health.rejection import read_rejected_record
 from health.strict_schema import StrictRecord, contract_rules_hold, decode_strict
 from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
+
+_VETTED_DEPTH = 257
+"""The depth the fast path vets a line to."""
 
 SEED = 20261202
 _everyday_walked = getattr(health.digest, "_everyday_walked", None)
@@ -129,6 +134,21 @@ def stages(rows: list[bytes], repeats: int) -> None:
     """Time each stage of ``digest_line`` alone, over the rows that reach it; µs per corpus row."""
     location = ("rollouts.jsonl", 0, 1, 0)
     valid = [line for line in rows if fast_path._is_shallow_json_for_orjson(line)]
+    vet_lean = getattr(payload_spans, "_vet_lean", None)  # None: a build without the lean copy
+    if vet_lean is not None:
+        vetting: tuple[str, Callable[[bytes], object]] = (
+            "vet + lean copy",
+            lambda line: vet_lean(line, _VETTED_DEPTH),
+        )
+        lean = [found[0] for found in (vet_lean(line, _VETTED_DEPTH) for line in valid) if found]
+        decoding: tuple[str, list[bytes], Callable[[bytes], object]] = (
+            "strict decode (lean copy)",
+            lean,
+            health.strict_schema.decode_strict_typed,
+        )
+    else:
+        vetting = ("simdjson validation", fast_path._is_shallow_json_for_orjson)
+        decoding = ("strict msgspec decode", valid, decode_strict_skipping_payloads)
     decoded = [record for record in map(decode_strict_skipping_payloads, valid) if record is not None]
     everyday = [found for found in map(fast_path.read_everyday_record, rows) if found is not None]
     digests = [_digest_everyday(found, location, frozenset()) for found in everyday]
@@ -136,8 +156,8 @@ def stages(rows: list[bytes], repeats: int) -> None:
     rejected = [found for found in map(read_rejected_record, unstrict) if found is not None]
     deferred = [line for line in rows if fast_path.read_stripped_line(line) is None]
     work: dict[str, tuple[list[object], Callable[[object], object]]] = {
-        "simdjson validation": (list(rows), fast_path._is_shallow_json_for_orjson),  # type: ignore[dict-item]
-        "strict msgspec decode": (list(valid), decode_strict_skipping_payloads),  # type: ignore[dict-item]
+        vetting[0]: (list(rows), vetting[1]),  # type: ignore[dict-item]
+        decoding[0]: (list(decoding[1]), decoding[2]),  # type: ignore[dict-item]
         "rules + conversation": (list(decoded), _vouch),  # type: ignore[dict-item]
         _DIGEST_STAGE: (
             list(everyday),
