@@ -27,4 +27,4 @@ def floors(pyproject: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    print("\n".join(floors(Path(__file__).resolve().parent.parent / "pyproject.toml")))
+    sys.stdout.write("\n".join(floors(Path(__file__).resolve().parent.parent / "pyproject.toml")) + "\n")
