@@ -261,6 +261,8 @@ class RunState:
         if "timeline" not in state:  # a snapshot from before timelines: one starts at the next fact
             self.starts = 0
             self.timeline = Timeline(None)
+            if self.ended_at is not None:
+                self.timeline.freeze()
 
     def attach(
         self,
