@@ -82,7 +82,9 @@ def _body(timeline: Timeline, run: Run) -> tuple[list[float], dict[str, list[Any
 class TestGrid:
     def test_points_close_at_their_end_with_the_state_the_next_fact_finds(self) -> None:
         timeline, run = Timeline(ORIGIN), Run()
-        _feed(timeline, run, [(ORIGIN + 0.2, "started"), (ORIGIN + 0.5, "started"), (ORIGIN + 1.5, "completed")])
+        _feed(
+            timeline, run, [(ORIGIN + 0.2, "started"), (ORIGIN + 0.5, "started"), (ORIGIN + 1.5, "completed")]
+        )
         _feed(timeline, run, [(ORIGIN + 3.25, "failed")])
         t, series = _body(timeline, run)
         # points end at 1, 2, 3 (closed), then the open one as of the last fact
@@ -125,7 +127,11 @@ class TestGrid:
 
     @pytest.mark.parametrize(
         ("options", "field"),
-        [({"bucket_s": 0.0}, "bucket_s"), ({"max_points": 1}, "max_points"), ({"origin": float("nan")}, "origin")],
+        [
+            ({"bucket_s": 0.0}, "bucket_s"),
+            ({"max_points": 1}, "max_points"),
+            ({"origin": float("nan")}, "origin"),
+        ],
     )
     def test_bad_settings_are_refused_naming_the_setting(self, options: dict[str, Any], field: str) -> None:
         origin = options.pop("origin", ORIGIN)
@@ -195,7 +201,9 @@ class TestMerging:
 class TestFrozen:
     def test_an_ended_run_keeps_its_timeline_whatever_comes_later(self) -> None:
         timeline, run = Timeline(ORIGIN), Run()
-        _feed(timeline, run, [(ORIGIN + 0.5, "started"), (ORIGIN + 1.5, "started"), (ORIGIN + 2.2, "completed")])
+        _feed(
+            timeline, run, [(ORIGIN + 0.5, "started"), (ORIGIN + 1.5, "started"), (ORIGIN + 2.2, "completed")]
+        )
         timeline.end(ORIGIN + 2.7, run)
         before = _body(timeline, run)
         assert timeline.frozen and before[0] == [ORIGIN + 1, ORIGIN + 2, ORIGIN + 2.7]
@@ -272,7 +280,9 @@ def _long_run() -> list[tuple[float, list[dict[str, Any]]]]:
     """A generated run spread over ~50 simulated minutes: every start at once, then the rest
     four events a minute, past its 40-minute budget; ``(arrival time, batch)``."""
     run = generate_run(num_tasks=60, repeats=3, seed=5, duplicates=False)
-    starts = [progress_event("started", event["row"]) for event in run.events if isinstance(event.get("row"), dict)]
+    starts = [
+        progress_event("started", event["row"]) for event in run.events if isinstance(event.get("row"), dict)
+    ]
     head = {"kind": "run_started", "plan": run.plan, "dispatch_budget_s": 2400.0, "task_timeout_s": 30.0}
     batches = [(ORIGIN, [head]), (ORIGIN + 0.5, [start for start in starts if start is not None])]
     for index in range(0, len(run.events), 4):
@@ -281,8 +291,13 @@ def _long_run() -> list[tuple[float, list[dict[str, Any]]]]:
     return batches
 
 
-async def _serve(path: Path, batches: list[tuple[float, list[dict[str, Any]]]], *, snapshot_after: int | None,
-                 snapshots: bool) -> bytes:  # fmt: skip
+async def _serve(
+    path: Path,
+    batches: list[tuple[float, list[dict[str, Any]]]],
+    *,
+    snapshot_after: int | None,
+    snapshots: bool,
+) -> bytes:
     """Feed ``batches`` to an ingestor over ``path`` (a snapshot after ``snapshot_after`` batches),
     then return the timeline a restart rebuilds (from the snapshot + tail, or the journal alone)."""
     clock = _Clock()
@@ -309,10 +324,14 @@ RUN = "timeline"
 
 
 class TestRunState:
-    async def test_the_run_timeline_is_rebuilt_exactly_from_the_journal_or_a_snapshot(self, tmp_path: Path) -> None:
+    async def test_the_run_timeline_is_rebuilt_exactly_from_the_journal_or_a_snapshot(
+        self, tmp_path: Path
+    ) -> None:
         batches = _long_run()
         reference = await _serve(tmp_path / "a" / "j.sqlite3", batches, snapshot_after=None, snapshots=False)
-        mid = await _serve(tmp_path / "b" / "j.sqlite3", batches, snapshot_after=len(batches) // 2, snapshots=True)
+        mid = await _serve(
+            tmp_path / "b" / "j.sqlite3", batches, snapshot_after=len(batches) // 2, snapshots=True
+        )
         assert mid == reference
         body = orjson.loads(reference)
         assert body["status"] == "ended" and body["frozen"] is True
