@@ -17,6 +17,7 @@ from dispatcher_client._events import progress_event
 from sidecar.app import dumps_json
 from sidecar.engines import default_engines
 from sidecar.events import EventBatch
+from sidecar.inflight import InflightRegistry
 from sidecar.journal._snapshot import SnapshotStore
 from sidecar.runs import RunState
 from sidecar.timeline import MAX_POINTS, Timeline, TimelineSample
@@ -395,3 +396,20 @@ class TestRunState:
         body = restored.timeline_body()
         assert body["t"][0] == batches[10][0] + 1.0
         assert sum(body["series"]["completed"]) == restored.completed - completed
+
+
+class TestStragglerCounts:
+    """``InflightRegistry.straggler_counts``: the timeline's straggler series (kept here, beside
+    its one user): the count ``view`` gives at each time, by one pass or one sort."""
+
+    def test_equals_the_view_at_every_time(self) -> None:
+        rng = random.Random(9)
+        registry = InflightRegistry()
+        for index in range(300):
+            registry.started((index, 0), 0, ORIGIN + rng.uniform(0, 100))
+        times = [ORIGIN + step * 2.5 for step in range(60)]
+        for threshold in (None, 0.0, 7.5, 30.0):
+            expected = [registry.view(at, threshold).stragglers for at in times]
+            assert registry.straggler_counts(times, threshold) == expected
+            assert [registry.straggler_counts([at], threshold)[0] for at in times] == expected
+        assert InflightRegistry().straggler_counts(times[:3], 1.0) == [0, 0, 0]
