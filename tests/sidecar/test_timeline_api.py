@@ -119,6 +119,10 @@ class TestRoute:
                 "detail": "unknown run 'no-such-run'",
             }
             assert client.post("/v1/runs/x/timeline").status_code == 405
+            for hostile in ("%2E%2E", "a%00b", "%3Cscript%3Ealert(1)%3C%2Fscript%3E", "é" * 300, "x" * 5000):
+                response = client.get(f"/v1/runs/{hostile}/timeline")
+                assert response.status_code in (400, 404), (hostile[:20], response.text[:200])
+                assert set(response.json()) == {"error", "field", "detail"}
 
 
 @pytest.fixture
