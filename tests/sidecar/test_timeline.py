@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sidecar.timeline as timeline_module
 from dispatcher_client._events import progress_event
@@ -413,3 +415,37 @@ class TestStragglerCounts:
             assert registry.straggler_counts(times, threshold) == expected
             assert [registry.straggler_counts([at], threshold)[0] for at in times] == expected
         assert InflightRegistry().straggler_counts(times[:3], 1.0) == [0, 0, 0]
+
+
+_FACT = st.tuples(
+    st.floats(min_value=-2.0, max_value=40.0, allow_nan=False),
+    st.sampled_from(("started", "completed", "failed")),
+)
+
+
+class TestMergeProperty:
+    @settings(max_examples=200, deadline=None)
+    @given(facts=st.lists(_FACT, max_size=120), capacity=st.integers(min_value=2, max_value=16))
+    def test_a_small_timeline_is_the_wide_one_coarsened(
+        self, facts: list[tuple[float, str]], capacity: int
+    ) -> None:
+        """Whatever the arrivals (gaps, bursts, time going back), a timeline that had to merge holds
+        exactly the points of an unmerged one at every ``bucket_s`` boundary: the merge loses
+        resolution, never a count or a value."""
+        at, timed = ORIGIN, []
+        for step, kind in facts:
+            at += step
+            timed.append((at, kind))
+        small, wide = Timeline(ORIGIN, max_points=capacity), Timeline(ORIGIN, max_points=1 << 20)
+        _feed(small, Run(), timed)
+        _feed(wide, Run(), timed)
+        factor = int(small.bucket_s / wide.bucket_s)
+        small_state, wide_state = small.__getstate__(), wide.__getstate__()
+        assert small.closed <= capacity
+        for position in range(len(small_state["_columns"])):
+            coarse = list(wide_state["_columns"][position])[factor - 1 :: factor][: small.closed]
+            assert _exact(small_state["_columns"][position]) == _exact(coarse)
+
+
+def _exact(values: Sequence[float]) -> list[float | None]:
+    return [None if value != value else value for value in values]  # NaN (a null) equals itself
