@@ -322,8 +322,8 @@ class RunState:
         """Apply one committed fact; a completion returns its ``ng_perf`` (or ``None``)."""
         self._version += 1
         self._clock.pinned = fact.received_at
-        self.timeline.advance(fact.received_at, self)
         try:
+            self.timeline.advance(fact.received_at, self)  # closes points with the state before the fact
             if isinstance(fact, CompletedFact):
                 self.inflight.ended((fact.task, fact.rollout), None)
                 return self._completed(fact)
