@@ -311,8 +311,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _otlp(cli_endpoint: str | None) -> tuple[str | None, float]:
     """The OTLP metrics URL and interval; ``--otlp-endpoint`` without the ``otel`` extra is an error,
-    the NeMo Gym environment switch without it only a warning (the job must still run)."""
+    the NeMo Gym environment switch without it only a warning (the job must still run). A protocol,
+    header, timeout or TLS file the push cannot use is refused here, before the service starts."""
     from sidecar.otlp import otlp_available, resolve_endpoint, resolve_interval
+    from sidecar.otlp_transport import http_settings
 
     endpoint = resolve_endpoint(cli_endpoint)
     if endpoint is None:
@@ -323,6 +325,7 @@ def _otlp(cli_endpoint: str | None) -> tuple[str | None, float]:
             raise SettingsError(f"--otlp-endpoint: {message}")
         structlog.get_logger("sidecar.otlp").warning("otlp push off", reason=message, endpoint=endpoint)
         return None, resolve_interval()
+    http_settings(endpoint)
     return endpoint, resolve_interval()
 
 
