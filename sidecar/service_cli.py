@@ -81,9 +81,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--otlp-endpoint",
         default=None,
         metavar="URL",
-        help="also push metrics over OTLP/HTTP to URL/v1/metrics (e.g. http://127.0.0.1:4318; "
-        "needs rollout-sidecar[otel]; on by default with NEMO_GYM_OTEL_ENABLED=1 and "
-        "OTEL_EXPORTER_OTLP_ENDPOINT; interval: OTEL_METRIC_EXPORT_INTERVAL ms, default 15000)",
+        help="also push metrics over OTLP/HTTP (http/protobuf) to URL/v1/metrics (e.g. "
+        "http://127.0.0.1:4318; needs the otel extra). On without the flag with NEMO_GYM_OTEL_ENABLED=1 "
+        "(as in a gym eval submit job), to OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT; interval "
+        "OTEL_METRIC_EXPORT_INTERVAL ms (default 15000), total deadline per push "
+        "OTEL_EXPORTER_OTLP_TIMEOUT s (default 10); see docs/operations.md",
     )
     rules = InflightRules()
     serve.add_argument(
