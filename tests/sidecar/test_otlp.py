@@ -428,7 +428,7 @@ def test_an_outage_is_counted_failed_and_logged_once_with_its_end(tmp_path: Path
                 deadline = time.monotonic() + 30
                 while "otlp collector back" not in sidecar.log_since() and time.monotonic() < deadline:
                     time.sleep(INTERVAL_S)
-        log = sidecar.log_since()
+                log = sidecar.log_since()  # before the receiver goes away again (a second outage)
     finally:
         sidecar.stop()
     assert down["failed"] >= 3 and down["busy"] == 0, down  # refused: failed at once, never busy
