@@ -50,6 +50,7 @@ MAX_RESPONSE_BYTES = 64 * 1024
 DEFAULT_TIMEOUT_S = 10.0
 MAX_TIMEOUT_S = 600.0
 _MAX_HEADERS = 64
+_MAX_HEADER_VALUE = 8192
 
 
 class OtlpConfigError(ValueError):
@@ -106,6 +107,10 @@ def _headers(variable: str, raw: str) -> tuple[tuple[str, str], ...]:
             raise OtlpConfigError(f"{variable}: {item.strip()[:80]!r} is not a header such as key=value")
         if any(c in value for c in "\r\n\0"):
             raise OtlpConfigError(f"{variable}: the value of {key!r} holds a line break")
+        if len(value) > _MAX_HEADER_VALUE:
+            raise OtlpConfigError(
+                f"{variable}: the value of {key!r} has {len(value)} characters, at most 8192"
+            )
         out.append((key, value))
     if len(out) > _MAX_HEADERS:
         raise OtlpConfigError(f"{variable}: {len(out)} headers, at most {_MAX_HEADERS}")
@@ -278,7 +283,7 @@ def post(settings: HttpSettings, body: bytes, *, clock: Callable[[], float] = ti
     try:
         sock = _connect(settings, deadline)
         sock.settimeout(deadline.left())
-        sock.sendall(_request(settings, payload, parts.netloc, target))
+        sock.sendall(_request(settings, payload, parts.netloc.rpartition("@")[2], target))
         return _read_answer(sock, deadline)
     except TimeoutError:
         return SendResult(SendOutcome.TIMED_OUT, f"no complete answer within {settings.timeout_s:g} s")

@@ -51,6 +51,8 @@ class TestHttpSettings:
             ("OTEL_EXPORTER_OTLP_HEADERS", "novalue", "'novalue' is not a header"),
             ("OTEL_EXPORTER_OTLP_HEADERS", "a b=c", "'a b=c' is not a header"),
             ("OTEL_EXPORTER_OTLP_HEADERS", "x=1%0D%0AEvil: 1", "line break"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x=" + "a" * 8193, "8193 characters, at most 8192"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", ",".join(f"h{i}=1" for i in range(65)), "65 headers, at most 64"),
             ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon", "must be seconds, got 'soon'"),
             ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "0", r"must be in \(0, 600\] seconds, got '0'"),
             ("OTEL_EXPORTER_OTLP_TIMEOUT", "10000", "got '10000'"),
