@@ -7,13 +7,17 @@ scenario and repeat, interleaved:
 * ``off``: no OTLP push (the baseline);
 * ``healthy``: pushing to a loopback receiver that answers at once;
 * ``down``: pushing to a port nothing listens on (every push fails after the exporter's retries);
-* ``slow``: pushing to a receiver that answers after 5 s, longer than the exporter's timeout.
+* ``slow``: pushing to a receiver that answers after 5 s, longer than the exporter's timeout;
+* ``drip``: a receiver that sends ``HTTP/1.1 200 `` and then one byte every 100 ms for ever;
+* ``huge``: a receiver that answers 200 with a 600 MB body.
 
 Pushes every 100 ms (``OTEL_METRIC_EXPORT_INTERVAL=100``), 150x the default rate, to make the
-push's cost visible. Each repeat posts the same generated completions (16 per request, 4
-concurrent posters) into a fresh run while one poller reads ``/drain_margin`` every 10 ms.
-Reported: median rows/s and its ratio to ``off``, median drain-margin p50/p99, and the
-pushes the service counted as sent and dropped.
+push's cost visible; ``OTEL_EXPORTER_OTLP_TIMEOUT=2``. Each repeat posts the same generated
+completions (16 per request, 4 concurrent posters) into a fresh run while one poller reads
+``/drain_margin`` every 10 ms. Reported: median rows/s and its ratio to ``off``, median
+drain-margin p50/p99, the pushes the service counted as sent and dropped (``failed`` /
+``busy``), the service's peak RSS (``VmHWM``) and how long SIGTERM took to end it (a service
+still alive after 10 s is killed and shows as 10+).
 """
 
 from __future__ import annotations
@@ -35,20 +39,38 @@ from prometheus_client.parser import text_string_to_metric_families
 from benchmarks.reliability.sidecar_process import SidecarProcess
 from sidecar.synthetic import SyntheticConfig, api_steps, generate_events
 
-SCENARIOS = ("off", "healthy", "down", "slow")
+SCENARIOS = ("off", "healthy", "down", "slow", "drip", "huge")
+HUGE_BYTES = 600 * 1000 * 1000
+STOP_TIMEOUT_S = 10.0
 
 
 class _Receiver:
-    """Loopback OTLP/HTTP endpoint that answers 200 after ``delay_s`` (bodies are not decoded here)."""
+    """Loopback OTLP/HTTP endpoint (bodies are not decoded here): ``answer`` "ok" answers 200 after
+    ``delay_s``, "drip" drips a status line that never ends, "huge" answers a 600 MB body."""
 
-    def __init__(self, delay_s: float) -> None:
+    def __init__(self, delay_s: float, answer: str = "ok") -> None:
         delay = delay_s
+        stopping = self.stopping = threading.Event()
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length", "0")))
-                time.sleep(delay)
                 with contextlib.suppress(OSError):
+                    if answer == "drip":
+                        self.wfile.write(b"HTTP/1.1 200 ")
+                        while not stopping.wait(0.1):
+                            self.wfile.write(b"K")
+                        return
+                    if answer == "huge":
+                        self.send_response(200)
+                        self.send_header("content-length", str(HUGE_BYTES))
+                        self.end_headers()
+                        chunk, left = b"x" * (1 << 20), HUGE_BYTES
+                        while left > 0 and not stopping.is_set():
+                            self.wfile.write(chunk[:left])
+                            left -= len(chunk)
+                        return
+                    time.sleep(delay)
                     self.send_response(200)
                     self.send_header("content-length", "0")
                     self.end_headers()
@@ -62,6 +84,7 @@ class _Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
+        self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -107,16 +130,31 @@ async def _load(url: str, run_id: str, events: list[dict[str, Any]]) -> tuple[fl
     return len(events) / elapsed, latencies
 
 
-def _pushes(url: str) -> tuple[float, float]:
+def _pushes(url: str) -> tuple[float, float, float]:
+    """Pushes sent, dropped as ``failed`` and dropped as ``busy``."""
     text = httpx.get(f"{url}/metrics", timeout=10).text
-    sent = dropped = 0.0
+    sent = failed = busy = 0.0
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "rollout_sidecar_otlp_exports_total":
                 sent += sample.value
             elif sample.name == "rollout_sidecar_otlp_exports_dropped_total":
-                dropped += sample.value
-    return sent, dropped
+                if sample.labels.get("reason") == "busy":
+                    busy += sample.value
+                else:
+                    failed += sample.value
+    return sent, failed, busy
+
+
+def _peak_rss_mib(pid: int | None) -> float:
+    """``VmHWM`` of ``pid`` in MiB (NaN where /proc is not there)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -131,10 +169,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     events = _events(args.events)
-    healthy, slow = _Receiver(0.0), _Receiver(5.0)
+    receivers = {
+        "healthy": _Receiver(0.0),
+        "slow": _Receiver(5.0),
+        "drip": _Receiver(0.0, "drip"),
+        "huge": _Receiver(0.0, "huge"),
+    }
+    Row = tuple[float, float, float, float, float, float, float, float]
+    results: dict[str, list[Row]] = {s: [] for s in SCENARIOS}
     with socketless_port() as dead_port:
-        targets = {"healthy": healthy.url, "down": f"http://127.0.0.1:{dead_port}", "slow": slow.url}
-        results: dict[str, list[tuple[float, float, float, float, float]]] = {s: [] for s in SCENARIOS}
+        targets = {name: receiver.url for name, receiver in receivers.items()}
+        targets["down"] = f"http://127.0.0.1:{dead_port}"
         with tempfile.TemporaryDirectory() as tmp:
             for repeat in range(args.repeats):
                 for scenario in SCENARIOS:
@@ -150,29 +195,43 @@ def main(argv: list[str] | None = None) -> int:
                     try:
                         time.sleep(1.0)  # a few pushes (and failures) before the load
                         rate, latencies = asyncio.run(_load(url, f"bench-{scenario}-{repeat}", events))
-                        sent, dropped = _pushes(url)
+                        sent, failed, busy = _pushes(url)
+                        rss = _peak_rss_mib(sidecar.pid)
                     finally:
-                        sidecar.stop()
+                        began = time.perf_counter()
+                        sidecar.stop(timeout=STOP_TIMEOUT_S)
+                        stop_s = time.perf_counter() - began
                     p50, p99 = _quantile(latencies, 0.5), _quantile(latencies, 0.99)
-                    results[scenario].append((rate, p50, p99, sent, dropped))
+                    results[scenario].append((rate, p50, p99, sent, failed, busy, rss, stop_s))
                     print(
                         f"  repeat {repeat + 1} {scenario:8s} {rate:8.0f} rows/s  drain_margin "
-                        f"p50 {p50 * 1e3:.2f} ms p99 {p99 * 1e3:.2f} ms  "
-                        f"pushes sent {sent:.0f} dropped {dropped:.0f}",
+                        f"p50 {p50 * 1e3:.2f} ms p99 {p99 * 1e3:.2f} ms  pushes sent {sent:.0f} "
+                        f"failed {failed:.0f} busy {busy:.0f}  peak RSS {rss:.0f} MiB  stop {stop_s:.2f} s",
                         flush=True,
                     )
-    healthy.close()
-    slow.close()
+    for receiver in receivers.values():
+        receiver.close()
     base = statistics.median(r[0] for r in results["off"])
     print(f"\n{len(events)} completions per repeat, {args.repeats} repeats, medians:")
-    header = ("scenario", "rows/s", "ratio", "dm p50 ms", "dm p99 ms", "sent", "dropped")
-    print("{:10s} {:>8s} {:>6s} {:>10s} {:>10s} {:>6s} {:>8s}".format(*header))
+    header = (
+        "scenario",
+        "rows/s",
+        "ratio",
+        "dm p50 ms",
+        "dm p99 ms",
+        "sent",
+        "failed",
+        "busy",
+        "RSS MiB",
+        "stop s",
+    )
+    print("{:10s} {:>8s} {:>6s} {:>10s} {:>10s} {:>6s} {:>7s} {:>6s} {:>8s} {:>7s}".format(*header))
     for scenario in SCENARIOS:
         columns = zip(*results[scenario], strict=True)
-        rate, p50, p99, sent, dropped = (statistics.median(column) for column in columns)
+        rate, p50, p99, sent, failed, busy, rss, stop_s = (statistics.median(column) for column in columns)
         print(
             f"{scenario:10s} {rate:8.0f} {rate / base:6.3f} {p50 * 1e3:10.2f} {p99 * 1e3:10.2f} "
-            f"{sent:6.0f} {dropped:8.0f}"
+            f"{sent:6.0f} {failed:7.0f} {busy:6.0f} {rss:8.0f} {stop_s:7.2f}"
         )
     return 0
 

@@ -17,20 +17,25 @@ same values. Translation rules:
   its journal continues the same cumulative series; the service's own series start when the
   process started (a restart is a reset, as in Prometheus);
 - the ``run_id`` label becomes the ``rollout_sidecar.run_id`` attribute, leaving ``run_id`` to
-  the collector's resource attributes.
+  the collector's resource attributes; the resource is NeMo Gym's (``sidecar.otlp_resource``).
 
 The OpenTelemetry packages are the optional extra ``otel`` and are imported only when a push
 is configured. Pushing never blocks the event loop: the loop collects (a scrape's cost) and
-one worker thread sends; while a send is still running the next push is dropped and counted.
+one daemon thread sends (``sidecar.otlp_transport``: a total deadline, a capped read); while a
+send is still running the next push is dropped and counted ``busy``, a send that fails is
+counted ``failed``, and an outage is logged once when it starts and once when it ends.
+Shutdown waits for the last push briefly and never past that: the thread is a daemon.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import importlib.util
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -40,21 +45,27 @@ from urllib.parse import urlsplit
 
 import structlog
 
+from sidecar.otlp_resource import resource_attributes
+from sidecar.otlp_transport import HttpSettings, OtlpConfigError, SendOutcome, SendResult, post
+
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
     from prometheus_client.registry import CollectorRegistry
 
 __all__ = [
     "DEFAULT_INTERVAL_S",
+    "PROTOCOL",
     "RUN_ID_ATTRIBUTE",
     "OtlpConfigError",
     "OtlpPusher",
     "SeriesTimes",
+    "make_resource",
     "otel_name",
     "otlp_available",
     "prometheus_name",
     "resolve_endpoint",
     "resolve_interval",
+    "resolve_protocol",
     "to_metrics_data",
 ]
 
@@ -62,7 +73,10 @@ _log = structlog.get_logger("sidecar.otlp")
 
 DEFAULT_INTERVAL_S = 15.0
 RUN_ID_ATTRIBUTE = "rollout_sidecar.run_id"
-SERVICE_NAME = "rollout-sidecar"
+#: The one OTLP protocol the push speaks.
+PROTOCOL = "http/protobuf"
+#: Where the OTel SDKs push http/protobuf when no endpoint variable is set.
+_DEFAULT_ENDPOINT = "http://localhost:4318"
 _PREFIX = "rollout_sidecar_"
 #: Prometheus unit suffix -> OTel (UCUM) unit; the collector translates them back.
 _UNITS = (("_seconds", "s"), ("_per_hour", "1/h"), ("_bytes", "By"))
@@ -70,16 +84,12 @@ _SUFFIX_OF_UNIT = {unit: suffix for suffix, unit in _UNITS}
 _NEMO_GYM_SWITCH = "NEMO_GYM_OTEL_ENABLED"
 
 
-class OtlpConfigError(ValueError):
-    """An OTLP setting is unusable; the message names it and where it came from."""
-
-
 def otlp_available() -> bool:
-    """True when the ``otel`` extra (SDK and OTLP/HTTP exporter) is installed."""
+    """True when the ``otel`` extra (SDK and the OTLP protobuf encoder) is installed."""
     try:
         return all(
             importlib.util.find_spec(name) is not None
-            for name in ("opentelemetry.sdk.metrics", "opentelemetry.exporter.otlp.proto.http")
+            for name in ("opentelemetry.sdk.metrics", "opentelemetry.exporter.otlp.proto.common")
         )
     except ModuleNotFoundError:  # a parent package is missing
         return False
@@ -109,26 +119,57 @@ def _check_url(url: str, where: str) -> str:
     return url
 
 
+def _on(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def resolve_protocol(env: Mapping[str, str] | None = None) -> str:
+    """``http/protobuf``, or :class:`OtlpConfigError` naming the variable that asks for another."""
+    environ = os.environ if env is None else env
+    for variable in ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        value = environ.get(variable, "").strip()
+        if value:
+            if value.lower() != PROTOCOL:
+                raise OtlpConfigError(
+                    f"{variable}={value!r}: the sidecar pushes {PROTOCOL} only "
+                    f"(set OTEL_EXPORTER_OTLP_METRICS_PROTOCOL={PROTOCOL} for it)"
+                )
+            return PROTOCOL
+    return PROTOCOL
+
+
 def resolve_endpoint(cli_endpoint: str | None, env: Mapping[str, str] | None = None) -> str | None:
     """The metrics URL to push to, or ``None`` (no push).
 
     ``--otlp-endpoint`` is an OTLP/HTTP base URL: metrics go to ``<url>/v1/metrics``. Without
-    it, ``NEMO_GYM_OTEL_ENABLED=1`` turns the push on with the standard variables:
-    ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` as given, else ``OTEL_EXPORTER_OTLP_ENDPOINT``
-    plus ``/v1/metrics``.
+    it, ``NEMO_GYM_OTEL_ENABLED=1`` turns the push on (unless ``NEMO_GYM_OTEL_METRICS_ENABLED=0``
+    or ``NEMO_GYM_OTEL_EXPORTER`` is not ``otlp``) with the standard variables:
+    ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` as given, else ``OTEL_EXPORTER_OTLP_ENDPOINT`` plus
+    ``/v1/metrics``, else the SDKs' default ``http://localhost:4318/v1/metrics``. A push that is
+    on checks the protocol (:func:`resolve_protocol`).
     """
     environ = os.environ if env is None else env
     if cli_endpoint:
-        return _check_url(cli_endpoint, "--otlp-endpoint").rstrip("/") + "/v1/metrics"
-    if environ.get(_NEMO_GYM_SWITCH, "").strip().lower() not in ("1", "true", "yes"):
+        url = _check_url(cli_endpoint, "--otlp-endpoint").rstrip("/") + "/v1/metrics"
+        resolve_protocol(environ)
+        return url
+    if not _on(environ.get(_NEMO_GYM_SWITCH, "")):
         return None
+    if environ.get("NEMO_GYM_OTEL_METRICS_ENABLED", "1").strip().lower() in ("0", "false", "no", "off"):
+        _log.info("otlp push off", reason="NEMO_GYM_OTEL_METRICS_ENABLED is off")
+        return None
+    exporter = environ.get("NEMO_GYM_OTEL_EXPORTER", "otlp").strip().lower() or "otlp"
+    if exporter != "otlp":
+        _log.info("otlp push off", reason=f"NEMO_GYM_OTEL_EXPORTER={exporter!r}, not otlp")
+        return None
+    resolve_protocol(environ)
     signal = environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()
     if signal:
         return _check_url(signal, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
     base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
     if base:
         return _check_url(base, "OTEL_EXPORTER_OTLP_ENDPOINT").rstrip("/") + "/v1/metrics"
-    return None
+    return _DEFAULT_ENDPOINT + "/v1/metrics"
 
 
 def resolve_interval(env: Mapping[str, str] | None = None) -> float:
@@ -163,6 +204,14 @@ def _version() -> str:
         return "unknown"
 
 
+def make_resource(attributes: Mapping[str, str] | None = None) -> Any:
+    """The OTel ``Resource`` of the pushes: ``attributes`` (default: NeMo Gym's, from the
+    environment) over ``OTEL_RESOURCE_ATTRIBUTES``."""
+    from opentelemetry.sdk.resources import Resource
+
+    return Resource.create(dict(resource_attributes() if attributes is None else attributes))
+
+
 def _attributes(labels: Mapping[str, str]) -> dict[str, str]:
     return {RUN_ID_ATTRIBUTE if key == "run_id" else key: value for key, value in labels.items()}
 
@@ -171,7 +220,9 @@ def _ns(seconds: float) -> int:
     return int(seconds * 1e9)
 
 
-def to_metrics_data(families: Iterable[Metric], times: SeriesTimes, *, now: float) -> Any:
+def to_metrics_data(
+    families: Iterable[Metric], times: SeriesTimes, *, now: float, resource: Any = None
+) -> Any:
     """An OTel ``MetricsData`` of the collected Prometheus ``families`` at ``now``."""
     from opentelemetry.sdk.metrics.export import (
         AggregationTemporality,
@@ -185,7 +236,6 @@ def to_metrics_data(families: Iterable[Metric], times: SeriesTimes, *, now: floa
         Sum,
     )
     from opentelemetry.sdk.metrics.export import Metric as OtelMetric
-    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
     cumulative = AggregationTemporality.CUMULATIVE
@@ -212,9 +262,9 @@ def to_metrics_data(families: Iterable[Metric], times: SeriesTimes, *, now: floa
             data = Histogram(_histogram_points(family, times, now_ns, HistogramDataPoint), cumulative)
         if data is not None and data.data_points:
             metrics.append(OtelMetric(name, family.documentation, unit, data))
-    release = _version()
-    resource = Resource.create({"service.name": SERVICE_NAME, "service.version": release})
-    scope = InstrumentationScope("rollout_sidecar", release)
+    if resource is None:
+        resource = make_resource()
+    scope = InstrumentationScope("rollout_sidecar", _version())
     return MetricsData([ResourceMetrics(resource, [ScopeMetrics(scope, metrics, "")], "")])
 
 
@@ -254,36 +304,97 @@ def _histogram_points(family: Metric, times: SeriesTimes, now_ns: int, point_typ
     return points
 
 
+class _Outage:
+    """Logs an outage once when it starts and once when it ends, with the pushes it dropped."""
+
+    def __init__(self, endpoint: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self._endpoint = endpoint
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._dropped = 0
+
+    def record(self, result: SendResult) -> None:
+        with self._lock:
+            if result.outcome is SendOutcome.SENT:
+                if self._since is not None:
+                    _log.info(
+                        "otlp collector back",
+                        endpoint=self._endpoint,
+                        outage_s=round(self._clock() - self._since, 3),
+                        pushes_dropped=self._dropped,
+                    )
+                    self._since = None
+                return
+            if self._since is None:
+                self._since, self._dropped = self._clock(), 0
+                _log.warning(
+                    "otlp collector unavailable, pushes dropped until it answers",
+                    endpoint=self._endpoint,
+                    outcome=result.outcome.value,
+                    detail=result.detail,
+                )
+            self._dropped += 1
+
+    def busy(self) -> None:
+        with self._lock:
+            if self._since is not None:
+                self._dropped += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._since is not None:
+                _log.warning(
+                    "otlp push stopped during an outage",
+                    endpoint=self._endpoint,
+                    outage_s=round(self._clock() - self._since, 3),
+                    pushes_dropped=self._dropped,
+                )
+                self._since = None
+
+
 class OtlpPusher:
-    """Every ``interval_s``: collect ``registry`` on the loop, send from one worker thread."""
+    """Every ``interval_s``: collect ``registry`` on the loop, send from one daemon thread."""
 
     def __init__(
         self,
         registry: CollectorRegistry,
-        endpoint: str,
+        settings: HttpSettings,
         interval_s: float,
         times: SeriesTimes,
         *,
         on_result: Callable[[str], None],
-        exporter: Any = None,
+        resource: Mapping[str, str] | None = None,
+        send: Callable[[HttpSettings, bytes], SendResult] = post,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-
         self.registry = registry
-        self.endpoint = endpoint
+        self.settings = settings
+        self.endpoint = settings.url
         self.interval_s = interval_s
         self._times = times
         self._clock = clock  # the clock run start times are read on
         self._on_result = on_result  # "sent" | "failed" | "busy"
-        self._exporter = exporter if exporter is not None else OTLPMetricExporter(endpoint=endpoint)
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="otlp-push")
-        self._sending: concurrent.futures.Future[None] | None = None
+        self._send_fn = send
+        self._resource = make_resource(resource)
+        self._outage = _Outage(settings.url)
+        self._sending: concurrent.futures.Future[None] | None = None  # done when the send ended
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def resource_attributes(self) -> dict[str, Any]:
+        return dict(self._resource.attributes)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="otlp-push")
-        _log.info("otlp push on", endpoint=self.endpoint, interval_s=self.interval_s)
+        _log.info(
+            "otlp push on",
+            endpoint=self.endpoint,
+            interval_s=self.interval_s,
+            timeout_s=self.settings.timeout_s,
+            service_name=self._resource.attributes.get("service.name"),
+            nemo_run_id=self._resource.attributes.get("nemo.run.id"),
+        )
 
     async def _run(self) -> None:
         while True:
@@ -295,34 +406,45 @@ class OtlpPusher:
                 self._on_result("failed")
 
     def push(self) -> bool:
-        """Collect now and hand the data to the worker; False (counted ``busy``) if it is still sending."""
+        """Collect now and hand the data to a sender thread; False (counted ``busy``) if one still sends."""
         if self._sending is not None and not self._sending.done():
             self._on_result("busy")
+            self._outage.busy()
             return False
-        data = to_metrics_data(self.registry.collect(), self._times, now=self._clock())
-        self._sending = self._pool.submit(self._send, data)
+        now = self._clock()
+        data = to_metrics_data(self.registry.collect(), self._times, now=now, resource=self._resource)
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._sending = done
+        threading.Thread(target=self._send, args=(data, done), name="otlp-push", daemon=True).start()
         return True
 
-    def _send(self, data: Any) -> None:
-        from opentelemetry.sdk.metrics.export import MetricExportResult
+    def _send(self, data: Any, done: concurrent.futures.Future[None]) -> None:
+        from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 
         try:
-            result = self._exporter.export(data)
-        except Exception as exc:  # the exporter logs and returns FAILURE; anything else is counted too
-            _log.warning("otlp export raised", error=f"{type(exc).__name__}: {exc}"[:300])
-            result = None
-        ok = result == MetricExportResult.SUCCESS
-        self._on_result("sent" if ok else "failed")
+            try:
+                result = self._send_fn(self.settings, encode_metrics(data).SerializeToString())
+            except Exception as exc:  # an encoding bug is counted and logged like an outage, never raised
+                result = SendResult(SendOutcome.REJECTED, f"{type(exc).__name__}: {exc}"[:300])
+            self._on_result("sent" if result.outcome is SendOutcome.SENT else "failed")
+            self._outage.record(result)
+        finally:
+            done.set_result(None)
 
     async def stop(self, final_timeout_s: float = 2.0) -> None:
-        """Stop pushing; one last push (so the end of a run reaches the collector), waited on briefly."""
+        """Stop pushing; one last push (so the end of a run reaches the collector), waited on at
+        most ``final_timeout_s`` and never past it: the sender is a daemon thread with its own deadline."""
         if self._task is not None:
             self._task.cancel()
             self._task = None
         try:
-            if self.push() and self._sending is not None:
-                await asyncio.wait_for(asyncio.wrap_future(self._sending), final_timeout_s)
-        except Exception:  # a collector that does not answer at shutdown is not an error
-            _log.info("final otlp push not confirmed", timeout_s=final_timeout_s)
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._exporter.shutdown(timeout_millis=500)
+            self.push()
+        except Exception:  # collecting at shutdown must not stop the shutdown
+            _log.exception("final otlp push failed")
+        if self._sending is not None:
+            wait = min(final_timeout_s, self.settings.timeout_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self._sending)), wait)
+            if not self._sending.done():
+                _log.info("final otlp push not confirmed, not waited on", timeout_s=wait)
+        self._outage.close()

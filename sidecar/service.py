@@ -214,10 +214,11 @@ class Service:
 
     def _start_otlp(self, endpoint: str) -> None:
         from sidecar.otlp import OtlpPusher, SeriesTimes
+        from sidecar.otlp_transport import http_settings
 
         self.otlp = OtlpPusher(
             self.metrics.registry,
-            endpoint,
+            http_settings(endpoint),
             self.settings.otlp_interval_s,
             SeriesTimes(self.series_start, self.histogram_extremes),
             on_result=self.metrics.on_otlp_result,

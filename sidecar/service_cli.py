@@ -81,9 +81,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--otlp-endpoint",
         default=None,
         metavar="URL",
-        help="also push metrics over OTLP/HTTP to URL/v1/metrics (e.g. http://127.0.0.1:4318; "
-        "needs rollout-sidecar[otel]; on by default with NEMO_GYM_OTEL_ENABLED=1 and "
-        "OTEL_EXPORTER_OTLP_ENDPOINT; interval: OTEL_METRIC_EXPORT_INTERVAL ms, default 15000)",
+        help="also push metrics over OTLP/HTTP (http/protobuf) to URL/v1/metrics (e.g. "
+        "http://127.0.0.1:4318; needs the otel extra). On without the flag with NEMO_GYM_OTEL_ENABLED=1 "
+        "(as in a gym eval submit job), to OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT; interval "
+        "OTEL_METRIC_EXPORT_INTERVAL ms (default 15000), total deadline per push "
+        "OTEL_EXPORTER_OTLP_TIMEOUT s (default 10); see docs/operations.md",
     )
     rules = InflightRules()
     serve.add_argument(
@@ -311,8 +313,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _otlp(cli_endpoint: str | None) -> tuple[str | None, float]:
     """The OTLP metrics URL and interval; ``--otlp-endpoint`` without the ``otel`` extra is an error,
-    the NeMo Gym environment switch without it only a warning (the job must still run)."""
+    the NeMo Gym environment switch without it only a warning (the job must still run). A protocol,
+    header, timeout or TLS file the push cannot use is refused here, before the service starts."""
     from sidecar.otlp import otlp_available, resolve_endpoint, resolve_interval
+    from sidecar.otlp_transport import http_settings
 
     endpoint = resolve_endpoint(cli_endpoint)
     if endpoint is None:
@@ -323,6 +327,7 @@ def _otlp(cli_endpoint: str | None) -> tuple[str | None, float]:
             raise SettingsError(f"--otlp-endpoint: {message}")
         structlog.get_logger("sidecar.otlp").warning("otlp push off", reason=message, endpoint=endpoint)
         return None, resolve_interval()
+    http_settings(endpoint)
     return endpoint, resolve_interval()
 
 

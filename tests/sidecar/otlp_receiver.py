@@ -9,6 +9,7 @@ OTel Collector's Prometheus exporter names series, written here independently of
 from __future__ import annotations
 
 import contextlib
+import gzip
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,13 +23,20 @@ _UNIT_SUFFIX = {"s": "_seconds", "1/h": "_per_hour", "By": "_bytes"}
 
 
 class OtlpReceiver:
-    """``with OtlpReceiver() as url``; ``mode`` "ok" answers 200, "fail" 400, "slow" waits ``delay_s``."""
+    """``with OtlpReceiver() as url``; ``mode`` "ok" answers 200, "fail" 400, "slow" waits ``delay_s``,
+    "huge" answers 200 with a body of ``huge_bytes``, "drip" sends ``HTTP/1.1 200 `` and then one
+    byte every ``delay_s`` for ever (the status line never ends). ``port`` 0: any free port."""
 
-    def __init__(self, mode: str = "ok", delay_s: float = 0.0) -> None:
+    def __init__(self, mode: str = "ok", delay_s: float = 0.0, *, huge_bytes: int = 0, port: int = 0) -> None:
         self.mode = mode
         self.delay_s = delay_s
+        self.huge_bytes = huge_bytes
         self.requests: list[Any] = []
+        self.headers: list[dict[str, str]] = []
         self.posts = 0
+        #: Bytes of "huge" answers the receiver managed to write before the client hung up.
+        self.written = 0
+        self._stop = threading.Event()
         self._lock = threading.Condition()
         receiver = self
 
@@ -40,8 +48,18 @@ class OtlpReceiver:
                 )
 
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                if self.headers.get("content-encoding") == "gzip":
+                    body = gzip.decompress(body)
                 with receiver._lock:
                     receiver.posts += 1
+                    receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    receiver._lock.notify_all()
+                if receiver.mode == "huge":
+                    receiver._answer_huge(self)
+                    return
+                if receiver.mode == "drip":
+                    receiver._drip(self)
+                    return
                 if receiver.mode == "slow":
                     time.sleep(receiver.delay_s)
                     with contextlib.suppress(OSError):  # the exporter has given up waiting
@@ -67,7 +85,7 @@ class OtlpReceiver:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -77,8 +95,38 @@ class OtlpReceiver:
         return self.url
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
         self._server.shutdown()
         self._server.server_close()
+
+    def _answer_huge(self, handler: BaseHTTPRequestHandler) -> None:
+        chunk = b"x" * (1 << 20)
+        with contextlib.suppress(OSError):
+            handler.send_response(200)
+            handler.send_header("content-type", "application/x-protobuf")
+            handler.send_header("content-length", str(self.huge_bytes))
+            handler.end_headers()
+            left = self.huge_bytes
+            while left > 0 and not self._stop.is_set():
+                part = chunk[: min(left, len(chunk))]
+                handler.wfile.write(part)
+                left -= len(part)
+                with self._lock:
+                    self.written += len(part)
+
+    def _drip(self, handler: BaseHTTPRequestHandler) -> None:
+        with contextlib.suppress(OSError):
+            handler.wfile.write(b"HTTP/1.1 200 ")
+            handler.wfile.flush()
+            while not self._stop.wait(self.delay_s):
+                handler.wfile.write(b"K")
+                handler.wfile.flush()
+
+    def wait_for_posts(self, count: int, timeout_s: float = 30.0) -> None:
+        """Block until ``count`` POSTs arrived (whatever was answered)."""
+        with self._lock:
+            if not self._lock.wait_for(lambda: self.posts >= count, timeout_s):
+                raise TimeoutError(f"{self.posts} OTLP posts after {timeout_s} s, wanted {count}")
 
     def wait_for(self, count: int, timeout_s: float = 30.0) -> Any:
         """Block until ``count`` requests arrived; returns the latest."""
