@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .cli_types import whole
+
 if TYPE_CHECKING:
     from .api import HealthRun
 
@@ -64,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--workers",
-        type=int,
+        type=whole(1, 256),
         default=None,
         metavar="N",
         help=(

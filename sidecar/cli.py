@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -74,8 +74,25 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors in one line naming the (sub)command and where its usage is, not the
+    whole usage text (subparsers are made of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
+
+
+def _subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name`` (where its own errors belong)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            chosen: argparse.ArgumentParser = action.choices[name]
+            return chosen
+    return parser
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rollout-sidecar",
         description=(
             "Latency, drain margin, ng_perf, metrics and rollout health beside a NeMo Gym dispatcher."
@@ -91,7 +108,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_chosen_command(arguments))
-    args = parser.parse_args(arguments)
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown:  # the subcommand's words: its usage, not the top-level one, says what it takes
+        _subcommand_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     handler: Callable[[argparse.Namespace], int] = args.handler
     return handler(args)
 

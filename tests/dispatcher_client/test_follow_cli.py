@@ -87,7 +87,7 @@ class TestOptions:
     def test_ignore_checks_is_one_option_under_health_checks_name(self) -> None:
         parser = build_parser("follow")
         for flag in ("--ignore-checks", "--ignore", "--ignored-checks"):
-            args = parser.parse_args(["follow", "r", "--sidecar", "u", flag, "a,b", flag, "c"])
+            args = parser.parse_args(["follow", "r", "--sidecar", "http://u", flag, "a,b", flag, "c"])
             assert args.ignore_checks == ["a,b", "c"]
         follow_help = parser._subparsers._group_actions[0].choices["follow"].format_help()  # type: ignore[union-attr]
         assert "--ignore-checks" in follow_help and "--ignored-checks" not in follow_help
