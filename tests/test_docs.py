@@ -12,7 +12,7 @@ import httpx
 
 from health.registry import CHECK_IDS
 from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.settings import Secret, ServiceSettings
 from tests.sidecar.service_support import generate_run, post_events
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,6 +41,31 @@ def test_the_client_snippet_runs_against_a_real_sidecar(tmp_path: Path) -> None:
         report = httpx.get(f"{url}/report", params={"run_id": "run-8"}).json()
     assert (margin["samples"], margin["drain_margin"]) == (5, 900.0)  # forwarded, not only local
     assert report["events"]["completed"] == 1
+
+
+def _run_snippet(url: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "ROLLOUT_SIDECAR_TOKEN"}
+    env["ROLLOUT_SIDECAR_URL"] = url
+    return subprocess.run(
+        [sys.executable, "-c", _client_snippet()], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_client_snippet_without_a_sidecar_ends_in_one_line_naming_the_url() -> None:
+    done = _run_snippet("http://127.0.0.1:9")
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: cannot reach the sidecar at http://127.0.0.1:9: GET /report failed")
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_the_client_snippet_without_the_token_says_401_not_unknown_run(tmp_path: Path) -> None:
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3", token=Secret("s3cret"))
+    with ServiceThread(settings) as url:
+        done = _run_snippet(url)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"error: the sidecar at {url} has no run 'run-8' because it refused")
+    assert "HTTP 401" in done.stderr and "ROLLOUT_SIDECAR_TOKEN" in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
 
 
 def test_report_doc_names_every_field_and_check(tmp_path: Path) -> None:
