@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="ADDRESS",
         default=None,
         help="map over a Ray cluster: 'auto' joins the job's cluster, 'local' starts one, or HOST:PORT "
-        "(needs rollout-sidecar[ray]; default: the local process pool)",
+        "(needs the ray extra: pip install '.[ray]' in the clone; default: the local process pool)",
     )
     parser.add_argument(
         "--workers",

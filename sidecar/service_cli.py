@@ -75,7 +75,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         metavar="URL",
         help="also push metrics over OTLP/HTTP to URL/v1/metrics (e.g. http://127.0.0.1:4318; "
-        "needs rollout-sidecar[otel]; on by default with NEMO_GYM_OTEL_ENABLED=1 and "
+        "needs the otel extra: pip install '.[otel]' in the clone; "
+        "on by default with NEMO_GYM_OTEL_ENABLED=1 and "
         "OTEL_EXPORTER_OTLP_ENDPOINT; interval: OTEL_METRIC_EXPORT_INTERVAL ms, default 15000)",
     )
     rules = InflightRules()
@@ -316,7 +317,10 @@ def _otlp(cli_endpoint: str | None) -> tuple[str | None, float]:
     if endpoint is None:
         return None, resolve_interval()
     if not otlp_available():
-        message = "OTLP export needs the otel extra: pip install 'rollout-sidecar[otel]'"
+        message = (
+            "OTLP export needs the otel extra: pip install '.[otel]' in the rollout-sidecar clone "
+            "(it is not on PyPI)"
+        )
         if cli_endpoint:
             raise SettingsError(f"--otlp-endpoint: {message}")
         structlog.get_logger("sidecar.otlp").warning("otlp push off", reason=message, endpoint=endpoint)
