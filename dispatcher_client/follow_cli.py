@@ -180,6 +180,7 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
     # about the same events would only repeat them.
     logging.getLogger("dispatcher_client").setLevel(logging.ERROR)
     logging.getLogger("dispatcher_client.follow").setLevel(logging.WARNING)
+    _log_to_stderr()
 
     follower = Follower(
         args.run_dir,
@@ -224,6 +225,23 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
         f"{follower.lines_sent} line(s), generation {follower.generation}"
     )
     return 0
+
+
+class _Stderr(logging.Handler):
+    """Bare messages to whatever ``sys.stderr`` is when one is logged (as Python's last resort does)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # logging's contract: a failing handler reports, never raises
+            self.handleError(record)
+
+
+def _log_to_stderr() -> None:
+    """The follower's own lines on stderr (the library's loggers print nothing until asked)."""
+    package = logging.getLogger("dispatcher_client")
+    if not any(isinstance(handler, _Stderr) for handler in package.handlers):
+        package.addHandler(_Stderr(logging.WARNING))
 
 
 def _error(message: str, code: int = 2) -> int:

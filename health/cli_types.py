@@ -72,14 +72,12 @@ class Ranged:
 
     def describe(self) -> str:
         """The range in words, as the refusal and the docs give it."""
-        low, high = (
-            (_bytes(self.low), _bytes(self.high))
-            if self.kind == "size"
-            else (
-                f"{self.low:g}",
-                f"{self.high:g}",
-            )
-        )
+        if self.kind == "size":
+            low, high = _bytes(self.low), _bytes(self.high)
+        elif self.kind == "int":
+            low, high = str(int(self.low)), str(int(self.high))
+        else:
+            low, high = f"{self.low:g}", f"{self.high:g}"
         if self.open_low:
             return f"> {low} and <= {high}{self.unit}"
         return f"in {low}..{high}{self.unit}"
