@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -100,8 +100,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for register in _registrars(command):
-        register(sub)
+    for register in _registrars(command):  # each adds a _Parser; registrars only need the base API
+        register(cast("argparse._SubParsersAction[argparse.ArgumentParser]", sub))
     return parser
 
 
