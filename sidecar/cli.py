@@ -112,7 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:  # the subcommand's words: its usage, not the top-level one, says what it takes
         _subcommand_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     handler: Callable[[argparse.Namespace], int] = args.handler
-    return handler(args)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:  # any subcommand without its own answer (report, ...): one line, 130
+        sys.stderr.write(f"{parser.prog} {args.command}: interrupted\n")
+        return 130
 
 
 if __name__ == "__main__":

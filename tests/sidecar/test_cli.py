@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import socket
 import subprocess
 import sys
 from importlib.metadata import version
@@ -198,3 +200,19 @@ class TestServeFollow:
         assert len(following) == 1, lines
         assert following[0]["run_dir"] == str(run_dir) and following[0]["run_id"] == "run-5"
         assert following[0]["rollouts"] == str(run_dir / "rollouts.jsonl")
+
+
+def test_ctrl_c_during_report_exits_130_in_one_line(tmp_path: Path) -> None:
+    """A real process and a real SIGINT, sent while it waits on a 'sidecar' that accepts and never answers."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        argv = [sys.executable, "-m", "sidecar.cli", "report", "--sidecar", f"http://127.0.0.1:{port}"]
+        argv += ["--run-id", "r", "--out", str(tmp_path / "out")]
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+            connection, _ = silent.accept()  # the request is on its way: the process waits for an answer
+            with connection:
+                process.send_signal(signal.SIGINT)
+                out, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert (out, err) == ("", "rollout-sidecar report: interrupted\n")
+    assert not (tmp_path / "out").exists()
