@@ -338,6 +338,10 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
     refused = refuse_run_dir(args.follow, None, serve=True)
     if refused is not None:
         raise SettingsError(f"--follow: {refused}")
+    if settings.port == 0:  # the follower posts to the port given; it cannot learn the one picked
+        raise SettingsError(
+            "--follow needs a fixed --port (with --port 0 the follower cannot know where to post)"
+        )
     host = "127.0.0.1" if settings.host in ("", "0.0.0.0", "::") else settings.host
     url = f"http://[{host}]:{settings.port}" if ":" in host else f"http://{host}:{settings.port}"
     token = settings.token.get() if settings.token is not None else None

@@ -216,3 +216,21 @@ def test_ctrl_c_during_report_exits_130_in_one_line(tmp_path: Path) -> None:
     assert process.returncode == 130
     assert (out, err) == ("", "rollout-sidecar report: interrupted\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_serve_follow_refuses_port_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "run").mkdir()
+    argv = [
+        "serve",
+        "--port",
+        "0",
+        "--journal",
+        str(tmp_path / "j.sqlite3"),
+        "--follow",
+        str(tmp_path / "run"),
+    ]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        "rollout-sidecar serve: --follow needs a fixed --port (with --port 0 the follower cannot know where "
+        "to post)\n"
+    )
