@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, cast
 
+from health.cli_types import Ranged
+
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
@@ -74,9 +76,23 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _Help(argparse.HelpFormatter):
+    """Help that also gives each numeric option's range (``[in 0..65535]``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        if text and isinstance(action.type, Ranged):
+            text += f" [{action.type.describe()}]"
+        return text
+
+
 class _Parser(argparse.ArgumentParser):
     """Argument errors in one line naming the (sub)command and where its usage is, not the
     whole usage text (subparsers are made of this class too)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")

@@ -106,6 +106,15 @@ def test_every_numeric_option_has_a_range(command: str) -> None:
             assert action.type(str(action.default)) == action.default, where
 
 
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_help_gives_each_range(command: str) -> None:
+    parser = _subcommands()[command]
+    text = " ".join(parser.format_help().split())  # unwrapped
+    for action in parser._actions:
+        if isinstance(action.type, Ranged):
+            assert f"[{action.type.describe()}]" in text, action.option_strings
+
+
 @pytest.mark.parametrize(("command", "flag", "kind"), _ranged_options())
 def test_values_past_a_range_are_refused_in_one_line(
     command: str, flag: str, kind: Ranged, capsys: pytest.CaptureFixture[str]
