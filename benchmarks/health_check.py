@@ -373,7 +373,7 @@ def ray_scaling(run_dir: Path, shards: int, args: argparse.Namespace) -> bool:
         import ray
         from ray.cluster_utils import Cluster
     except ImportError:
-        raise SystemExit("--ray needs Ray: pip install 'rollout-sidecar[ray]'") from None
+        raise SystemExit("--ray needs Ray: pip install '.[ray]' in the rollout-sidecar clone") from None
     from health.api import check_rollout_files
     from health.shards import resolve_shard_paths
 

@@ -9,18 +9,26 @@ Never imports the server (starlette, uvicorn, prometheus, structlog, sqlite).
 
 from __future__ import annotations
 
-from ._core import ClientClosed, SidecarError
+import logging
+
+from ._core import ClientClosed, SidecarAuthError, SidecarError, SidecarUnreachable
 from .client import SidecarClient
 from .config import ClientConfig, ClientStats
 from .remote_tracker import RemoteLatencyTracker
 from .sync import SyncSidecarClient
+
+# A library's loggers print nothing until the application configures logging (Python's
+# convention): without it, the last-resort handler would put every fail-open warning on stderr.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "ClientClosed",
     "ClientConfig",
     "ClientStats",
     "RemoteLatencyTracker",
+    "SidecarAuthError",
     "SidecarClient",
     "SidecarError",
+    "SidecarUnreachable",
     "SyncSidecarClient",
 ]

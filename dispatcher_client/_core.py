@@ -22,7 +22,15 @@ from sidecar.wire import RUN_ID_PATTERN, EventNumber, source_id
 from ._events import run_started_event
 from .config import ClientConfig, ClientStats, resolve_token
 
-__all__ = ["ClientClosed", "ClientCore", "SidecarError", "renamed_timeout"]
+__all__ = [
+    "ClientClosed",
+    "ClientCore",
+    "SidecarAuthError",
+    "SidecarError",
+    "SidecarUnreachable",
+    "read_error",
+    "renamed_timeout",
+]
 
 #: How long reads go to the local tracker after the sidecar failed to answer one.
 _READS_DOWN_S = 1.0
@@ -43,6 +51,57 @@ class SidecarError(RuntimeError):
 
 class ClientClosed(SidecarError):
     """The client is not open (never opened, or closed): nothing can be sent or read."""
+
+
+class SidecarUnreachable(SidecarError):
+    """No sidecar answered at the client's URL (refused, timed out, name not found)."""
+
+
+class SidecarAuthError(SidecarError):
+    """The sidecar refused this client's bearer token (HTTP 401/403), on the read itself or on
+    the events before it: a read of a run whose events were refused finds no such run, and
+    the refusal, not the missing run, is what needs fixing."""
+
+
+_TOKEN_FIX = "set $ROLLOUT_SIDECAR_TOKEN, or pass token=..., to the token the service reads from --token-file"
+
+
+def read_error(
+    base_url: str,
+    path: str,
+    *,
+    run_id: str,
+    stats: ClientStats,
+    error: httpx.HTTPError | None = None,
+    response: httpx.Response | None = None,
+) -> SidecarError:
+    """The error of a read that got no answer (``error``) or a non-200 one (``response``), in
+    one line naming the URL and the cause."""
+    if response is None:
+        cause = f"{type(error).__name__}: {error}" if error is not None else "no answer"
+        return SidecarUnreachable(
+            f"cannot reach the sidecar at {base_url}: GET {path} failed ({cause}); "
+            "is `rollout-sidecar serve` running there?"
+        )
+    status = response.status_code
+    if status in (401, 403):
+        return SidecarAuthError(
+            f"the sidecar at {base_url} refused this client's token: GET {path} answered HTTP {status} "
+            f"(no or wrong bearer token; {_TOKEN_FIX})",
+            status=status,
+            response=response,
+        )
+    refused = stats.last_error or ""
+    if status == 404 and b"unknown_run" in response.content and refused.startswith(("HTTP 401", "HTTP 403")):
+        return SidecarAuthError(
+            f"the sidecar at {base_url} has no run {run_id!r} because it refused this client's events "
+            f"with {refused.split(':', 1)[0]} (no or wrong bearer token; {_TOKEN_FIX})",
+            status=status,
+            response=response,
+        )
+    return SidecarError(
+        f"GET {base_url}{path}: HTTP {status}: {response.text[:300]}", status=status, response=response
+    )
 
 
 def renamed_timeout(timeout_s: float | None, timeout: float | None, default: float | None) -> float | None:

@@ -24,7 +24,7 @@ import orjson
 from sidecar.wire import RUN_ID_PATTERN
 
 from ._batcher import Batcher
-from ._core import ClientClosed, ClientCore, SidecarError
+from ._core import ClientClosed, ClientCore, SidecarError, read_error
 from ._events import (
     completed_event,
     drained_event,
@@ -231,13 +231,9 @@ class SidecarClient(ClientCore):
                 path, params=params, headers=self._auth_headers(), timeout=timeout_s
             )
         except httpx.HTTPError as exc:
-            raise SidecarError(f"GET {self.base_url}{path} failed: {type(exc).__name__}: {exc}") from exc
+            raise read_error(self.base_url, path, run_id=self.run_id, stats=self.stats, error=exc) from exc
         if response.status_code != 200:
-            raise SidecarError(
-                f"GET {self.base_url}{path}: HTTP {response.status_code}: {response.text[:300]}",
-                status=response.status_code,
-                response=response,
-            )
+            raise read_error(self.base_url, path, run_id=self.run_id, stats=self.stats, response=response)
         return response
 
     async def drain_margin(

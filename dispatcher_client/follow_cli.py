@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from health.cli_types import seconds, sidecar_url
+
 if TYPE_CHECKING:
     from dispatcher_client.follow import Follower
 
-__all__ = ["register"]
+__all__ = ["refuse_run_dir", "register"]
 
 _PROG = "rollout-sidecar follow"
 
@@ -36,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PATH",
         help="rollouts JSONL, relative to RUN_DIR (default: rollouts.jsonl)",
     )
-    parser.add_argument("--sidecar", required=True, help="base URL, e.g. http://127.0.0.1:9400 (required)")
+    parser.add_argument(
+        "--sidecar", type=sidecar_url, required=True, help="base URL, e.g. http://127.0.0.1:9400 (required)"
+    )
     parser.add_argument("--run-id", default=None, help="run id (default: the run directory's name)")
     parser.add_argument(
         "--token-file",
@@ -52,19 +56,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--poll-interval",
-        type=float,
+        type=seconds(60.0, low=0.001, open_low=False),
         default=0.2,
         metavar="SECONDS",
         help="seconds between polls (default: 0.2)",
     )
-    parser.add_argument(
+    ending = parser.add_mutually_exclusive_group()
+    ending.add_argument(
         "--until-idle",
-        type=float,
+        type=seconds(1e7),
         default=None,
         metavar="SECONDS",
         help="end the run and exit once no file grew for SECONDS (default: follow until interrupted)",
     )
-    parser.add_argument(
+    ending.add_argument(
         "--once",
         action="store_true",
         help="send what is there now, end the run, exit (default: keep following)",
@@ -89,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--give-up-after",
-        type=float,
+        type=seconds(1e7),
         default=60.0,
         metavar="SECONDS",
         help="with --once or --until-idle: exit 1 once the sidecar has been unreachable this long "
@@ -98,17 +103,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=_follow)
 
 
-def _refuse_run_dir(run_dir: Path, rollouts_file: str | None) -> str | None:
-    """The message for a RUN_DIR that cannot be followed, naming the fix; else None."""
+def refuse_run_dir(run_dir: Path, rollouts_file: str | None, *, serve: bool = False) -> str | None:
+    """The message for a RUN_DIR that cannot be followed, naming the fix; else None
+    (``follow`` and ``serve --follow`` refuse alike; ``serve`` words the fix for its flag)."""
     if run_dir.is_file():
+        if serve:
+            return f"a file, not a run directory: {run_dir} (pass --follow {run_dir.parent})"
         fix = f"{_PROG} {run_dir.parent}"
         if run_dir.name != "rollouts.jsonl":
             fix += f" --rollouts-file {run_dir.name}"
         return f"RUN_DIR is a file, not a directory: {run_dir} (pass its run directory: {fix} ...)"
     if not run_dir.is_dir():
+        waits = "it may be empty" if serve else "without --once it may be empty"
         return (
             f"run directory not found: {run_dir} (pass the directory NeMo Gym writes rollouts.jsonl "
-            "into; without --once it may be empty, the follower waits for the files)"
+            f"into; {waits}, the follower waits for the files)"
         )
     return None
 
@@ -171,6 +180,7 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
     # about the same events would only repeat them.
     logging.getLogger("dispatcher_client").setLevel(logging.ERROR)
     logging.getLogger("dispatcher_client.follow").setLevel(logging.WARNING)
+    _log_to_stderr()
 
     follower = Follower(
         args.run_dir,
@@ -217,6 +227,23 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
     return 0
 
 
+class _Stderr(logging.Handler):
+    """Bare messages to whatever ``sys.stderr`` is when one is logged (as Python's last resort does)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # logging's contract: a failing handler reports, never raises
+            self.handleError(record)
+
+
+def _log_to_stderr() -> None:
+    """The follower's own lines on stderr (the library's loggers print nothing until asked)."""
+    package = logging.getLogger("dispatcher_client")
+    if not any(isinstance(handler, _Stderr) for handler in package.handlers):
+        package.addHandler(_Stderr(logging.WARNING))
+
+
 def _error(message: str, code: int = 2) -> int:
     print(f"{_PROG}: {message}", file=sys.stderr)  # noqa: T201
     return code
@@ -225,7 +252,7 @@ def _error(message: str, code: int = 2) -> int:
 def _follow(args: argparse.Namespace) -> int:
     from sidecar.settings import SettingsError, load_token
 
-    refused = _refuse_run_dir(args.run_dir, args.rollouts_file)
+    refused = refuse_run_dir(args.run_dir, args.rollouts_file)
     if refused is not None:
         return _error(refused)
     try:
@@ -240,3 +267,5 @@ def _follow(args: argparse.Namespace) -> int:
         return _error(str(exc))
     except FollowerError as exc:  # the checkpoint was left in place: a restart loses nothing
         return _error(str(exc), 1)
+    except KeyboardInterrupt:  # --once has no signal handler: Ctrl-C ends it as it ends health-check
+        return _error("interrupted (the checkpoint holds what the sidecar acknowledged)", 130)

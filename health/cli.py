@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .cli_types import whole
+
 if TYPE_CHECKING:
     from .api import HealthRun
 
@@ -60,11 +62,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="ADDRESS",
         default=None,
         help="map over a Ray cluster: 'auto' joins the job's cluster, 'local' starts one, or HOST:PORT "
-        "(needs rollout-sidecar[ray]; default: the local process pool)",
+        "(needs the ray extra: pip install '.[ray]' in the clone; default: the local process pool)",
     )
     parser.add_argument(
         "--workers",
-        type=int,
+        type=whole(1, 256),
         default=None,
         metavar="N",
         help=(

@@ -29,7 +29,7 @@ from .splits import FileSplit, SplitOutcome, SplitPlacer, digest_split, plan_spl
 
 __all__ = ["INSTALL_HINT", "RayMapStats", "default_split_bytes", "map_on_ray", "ray_missing_message"]
 
-INSTALL_HINT = "--ray needs Ray: pip install 'rollout-sidecar[ray]'"
+INSTALL_HINT = "--ray needs Ray: pip install '.[ray]' in the rollout-sidecar clone (it is not on PyPI)"
 _MIN_SPLIT_BYTES = 1 << 20
 _MAX_SPLIT_BYTES = 64 << 20
 _SPLITS_PER_CPU = 4

@@ -12,7 +12,9 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn, cast
+
+from health.cli_types import Ranged
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -74,8 +76,39 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _Help(argparse.HelpFormatter):
+    """Help that also gives each numeric option's range (``[in 0..65535]``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        if text and isinstance(action.type, Ranged):
+            text += f" [{action.type.describe()}]"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argument errors in one line naming the (sub)command and where its usage is, not the
+    whole usage text (subparsers are made of this class too)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
+
+
+def _subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name`` (where its own errors belong)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            chosen: argparse.ArgumentParser = action.choices[name]
+            return chosen
+    return parser
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rollout-sidecar",
         description=(
             "Latency, drain margin, ng_perf, metrics and rollout health beside a NeMo Gym dispatcher."
@@ -83,17 +116,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for register in _registrars(command):
-        register(sub)
+    for register in _registrars(command):  # each adds a _Parser; registrars only need the base API
+        register(cast("argparse._SubParsersAction[argparse.ArgumentParser]", sub))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_chosen_command(arguments))
-    args = parser.parse_args(arguments)
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown:  # the subcommand's words: its usage, not the top-level one, says what it takes
+        _subcommand_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     handler: Callable[[argparse.Namespace], int] = args.handler
-    return handler(args)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:  # any subcommand without its own answer (report, ...): one line, 130
+        sys.stderr.write(f"{parser.prog} {args.command}: interrupted\n")
+        return 130
 
 
 if __name__ == "__main__":

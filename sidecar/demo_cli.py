@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 
+from health.cli_types import number, seconds, whole
 from sidecar.demo.config import DEFAULT_DURATION_S, DEFAULT_TIME_SCALE
 
 __all__ = ["register"]
-
-
-def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
-    def parse(text: str) -> int | float:
-        try:
-            value = kind(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not a {kind.__name__}: {text!r}") from exc
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-        return value
-
-    return parse
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     demo.add_argument(
         "--duration",
-        type=_positive(float),
+        type=seconds(86400),
         default=DEFAULT_DURATION_S,
         metavar="SECONDS",
         help=f"real seconds of dispatch budget (default {DEFAULT_DURATION_S:g}); "
@@ -45,29 +32,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     demo.add_argument(
         "--tasks",
-        type=_positive(int),
+        type=whole(1, 10**6),
         default=None,
         help="tasks to dispatch (default: 10%% more than the budget can take, so some are drained)",
     )
-    demo.add_argument("--repeats", type=_positive(int), default=4, help="rollouts per task (default 4)")
+    demo.add_argument("--repeats", type=whole(1, 10**4), default=4, help="rollouts per task (default 4)")
     demo.add_argument(
-        "--concurrency", type=_positive(int), default=8, help="rollouts in flight at once (default 8)"
+        "--concurrency", type=whole(1, 10**4), default=8, help="rollouts in flight at once (default 8)"
     )
     demo.add_argument(
         "--time-scale",
-        type=_positive(float),
+        type=number(1e6),
         default=DEFAULT_TIME_SCALE,
         metavar="FACTOR",
         help=f"simulated seconds per real second (default {DEFAULT_TIME_SCALE:g}: 1 minute = 0.1 s)",
     )
     demo.add_argument(
         "--task-timeout",
-        type=_positive(float),
+        type=number(1e6),
         default=60.0,
         metavar="MINUTES",
         help="simulated minutes after which the agent gives up on a task (default 60)",
     )
-    demo.add_argument("--seed", type=int, default=2026, help="seed of the synthetic agent (default 2026)")
+    demo.add_argument(
+        "--seed", type=whole(0, 2**32 - 1), default=2026, help="seed of the synthetic agent (default 2026)"
+    )
     demo.add_argument(
         "--out",
         type=Path,

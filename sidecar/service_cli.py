@@ -9,6 +9,7 @@ from typing import Any
 
 import structlog
 
+from health.cli_types import number, seconds, sidecar_url, size, whole
 from sidecar.inflight import InflightRules
 from sidecar.settings import (
     DEFAULT_BODY_CAP,
@@ -23,17 +24,6 @@ from sidecar.settings import (
 __all__ = ["register"]
 
 
-def _size(text: str) -> int:
-    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
-    text = text.strip().lower().removesuffix("ib").removesuffix("b")
-    factor = units.get(text[-1:], 1)
-    number = text[:-1] if text[-1:] in units else text
-    try:
-        return int(float(number) * factor)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 64M, 1048576)") from exc
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = subparsers.add_parser(
         "serve",
@@ -41,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Run the ingest / drain margin / metrics / report service.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=9400, help="port (default 9400)")
+    serve.add_argument("--port", type=whole(0, 65535), default=9400, help="port (default 9400)")
     serve.add_argument(
         "--journal",
         type=Path,
@@ -55,24 +45,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"file holding the bearer token (default: ${TOKEN_ENV_VAR}, else no token: loopback only)",
     )
     serve.add_argument(
-        "--body-cap", type=_size, default=DEFAULT_BODY_CAP, help="max request body (default 64M)"
+        "--body-cap",
+        type=size(1024, 16 << 30),
+        default=DEFAULT_BODY_CAP,
+        help="max request body (default 64M)",
     )
     serve.add_argument(
         "--max-json-depth",
-        type=int,
+        type=whole(8, 1024),
         default=DEFAULT_MAX_JSON_DEPTH,
         help=f"max JSON nesting of a request (default {DEFAULT_MAX_JSON_DEPTH})",
     )
     serve.add_argument(
         "--workers",
-        type=int,
+        type=whole(0, 64),
         default=0,
         help="deprecated, accepted and ignored (default 0): rows are digested inline from their bytes, "
         "which a worker pool only slowed down (benchmarks/README.md)",
     )
     serve.add_argument(
         "--retain-ended",
-        type=float,
+        type=seconds(1e9, open_low=False),
         default=None,
         metavar="SECONDS",
         help="forget runs this long after they ended (default: keep them)",
@@ -82,35 +75,35 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         metavar="URL",
         help="also push metrics over OTLP/HTTP (http/protobuf) to URL/v1/metrics (e.g. "
-        "http://127.0.0.1:4318; needs the otel extra). On without the flag with NEMO_GYM_OTEL_ENABLED=1 "
-        "(as in a gym eval submit job), to OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT; interval "
-        "OTEL_METRIC_EXPORT_INTERVAL ms (default 15000), total deadline per push "
-        "OTEL_EXPORTER_OTLP_TIMEOUT s (default 10); see docs/operations.md",
+        "http://127.0.0.1:4318; needs the otel extra: pip install '.[otel]' in the clone). On without "
+        "the flag with NEMO_GYM_OTEL_ENABLED=1 (as in a gym eval submit job), to "
+        "OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT; interval OTEL_METRIC_EXPORT_INTERVAL ms (default "
+        "15000), total deadline per push OTEL_EXPORTER_OTLP_TIMEOUT s (default 10); see docs/operations.md",
     )
     rules = InflightRules()
     serve.add_argument(
         "--straggler-factor",
-        type=float,
+        type=number(1e6),
         default=rules.straggler_factor,
         help="in-flight rollouts older than this many times the run's p95 task duration straggle "
         f"(default {rules.straggler_factor:g}; the run's task_timeout_s caps the threshold)",
     )
     serve.add_argument(
         "--straggler-min-samples",
-        type=int,
+        type=whole(1, 10**9),
         default=rules.min_samples,
         help=f"latency samples before the p95 rule applies (default {rules.min_samples})",
     )
     serve.add_argument(
         "--stall-after",
-        type=float,
+        type=seconds(1e7),
         default=rules.stall_after_s,
         metavar="SECONDS",
         help=f"a heartbeating rollout stalls after this long without one (default {rules.stall_after_s:g})",
     )
     serve.add_argument(
         "--inflight-interval",
-        type=float,
+        type=seconds(86400),
         default=rules.eval_interval_s,
         metavar="SECONDS",
         help=f"seconds between straggler/stall evaluations (default {rules.eval_interval_s:g})",
@@ -123,21 +116,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     serve.add_argument(
         "--snapshot-every-events",
-        type=int,
+        type=whole(0, 10**12),
         default=100_000,
         metavar="N",
         help="snapshot the state after N journaled events (default 100000; 0: not by count)",
     )
     serve.add_argument(
         "--snapshot-every-seconds",
-        type=float,
+        type=seconds(1e9, open_low=False),
         default=300.0,
         metavar="S",
         help="... or S seconds after the last snapshot (default 300; 0: not by time)",
     )
     serve.add_argument(
         "--snapshot-keep",
-        type=int,
+        type=whole(1, 100),
         default=2,
         metavar="K",
         help="snapshots kept; journal records older than the oldest are compacted (default 2)",
@@ -160,7 +153,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Write quality_summary.json, rollout_verdicts.jsonl and "
         "report.json of a run into a directory.",
     )
-    report.add_argument("--sidecar", required=True, help="base URL, e.g. http://127.0.0.1:9400 (required)")
+    report.add_argument(
+        "--sidecar", type=sidecar_url, required=True, help="base URL, e.g. http://127.0.0.1:9400 (required)"
+    )
     report.add_argument("--run-id", required=True, help="the run's id (required; GET /v1/runs lists them)")
     report.add_argument(
         "--out", type=Path, required=True, help="output directory, created if missing (required)"
@@ -188,56 +183,59 @@ def _add_limits(serve: argparse.ArgumentParser) -> None:
     )
     limits.add_argument(
         "--max-input-line",
-        type=_size,
+        type=size(1024, 4 << 30),
         default=d.max_input_line_bytes,
         metavar="SIZE",
         help="longest materialized-inputs line read (default 16M)",
     )
     limits.add_argument(
         "--max-plan-tasks",
-        type=int,
+        type=whole(1, 10**9),
         default=d.max_plan_tasks,
         help=f"tasks per plan (default {d.max_plan_tasks})",
     )
     limits.add_argument(
-        "--max-runs", type=int, default=d.max_runs, help=f"runs held at once (default {d.max_runs})"
+        "--max-runs",
+        type=whole(1, 10**6),
+        default=d.max_runs,
+        help=f"runs held at once (default {d.max_runs})",
     )
     limits.add_argument(
         "--max-identity-chars",
-        type=int,
+        type=whole(1, 1 << 20),
         default=d.max_identity_chars,
         help=f"longest string task_index / rollout_index (default {d.max_identity_chars})",
     )
     limits.add_argument(
         "--max-body-bytes-in-flight",
-        type=_size,
+        type=size(1024, 1 << 40),
         default=d.max_body_bytes_in_flight,
         metavar="SIZE",
         help="request body bytes held at once over all requests (default 256M)",
     )
     limits.add_argument(
         "--header-timeout",
-        type=float,
+        type=seconds(86400),
         default=d.header_timeout_s,
         metavar="SECONDS",
         help=f"close a connection without complete headers after this long (default {d.header_timeout_s:g})",
     )
     limits.add_argument(
         "--body-timeout",
-        type=float,
+        type=seconds(86400),
         default=d.body_timeout_s,
         metavar="SECONDS",
         help=f"close a connection whose request body stalls this long (default {d.body_timeout_s:g})",
     )
     limits.add_argument(
         "--max-connections-per-peer",
-        type=int,
+        type=whole(1, 10**6),
         default=d.max_connections_per_peer,
         help=f"open connections per client address (default {d.max_connections_per_peer})",
     )
     limits.add_argument(
         "--metrics-retain-ended",
-        type=float,
+        type=seconds(1e9),
         default=d.metrics_retain_ended_s,
         metavar="SECONDS",
         help=f"ended runs leave /metrics after this long (default {d.metrics_retain_ended_s:g})",
@@ -322,7 +320,10 @@ def _otlp(cli_endpoint: str | None) -> tuple[str | None, float]:
     if endpoint is None:
         return None, resolve_interval()
     if not otlp_available():
-        message = "OTLP export needs the otel extra: pip install 'rollout-sidecar[otel]'"
+        message = (
+            "OTLP export needs the otel extra: pip install '.[otel]' in the rollout-sidecar clone "
+            "(it is not on PyPI)"
+        )
         if cli_endpoint:
             raise SettingsError(f"--otlp-endpoint: {message}")
         structlog.get_logger("sidecar.otlp").warning("otlp push off", reason=message, endpoint=endpoint)
@@ -336,7 +337,15 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
     if getattr(args, "follow", None) is None:
         return None
     from dispatcher_client.follow import FollowerThread
+    from dispatcher_client.follow_cli import refuse_run_dir
 
+    refused = refuse_run_dir(args.follow, None, serve=True)
+    if refused is not None:
+        raise SettingsError(f"--follow: {refused}")
+    if settings.port == 0:  # the follower posts to the port given; it cannot learn the one picked
+        raise SettingsError(
+            "--follow needs a fixed --port (with --port 0 the follower cannot know where to post)"
+        )
     host = "127.0.0.1" if settings.host in ("", "0.0.0.0", "::") else settings.host
     url = f"http://[{host}]:{settings.port}" if ":" in host else f"http://{host}:{settings.port}"
     token = settings.token.get() if settings.token is not None else None
@@ -345,6 +354,13 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
     except ValueError as exc:
         raise SettingsError(f"--follow {str(args.follow)!r}: {exc}") from exc
     thread.start()
+    structlog.get_logger("sidecar.follow").info(
+        "following",
+        run_dir=str(args.follow),
+        rollouts=str(thread.follower.paths.rollouts),
+        run_id=thread.follower.run_id,
+        sidecar=url,
+    )
     return thread
 
 

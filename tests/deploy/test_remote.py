@@ -4,8 +4,11 @@ for reads), the example Prometheus config scrapes it, and init-secrets makes com
 from __future__ import annotations
 
 import configparser
+import os
+import re
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -21,17 +24,76 @@ from .conftest import COMPOSE_FILE, DEPLOY_DIR, load_yaml
 UNIT = DEPLOY_DIR / "remote" / "rollout-sidecar.service"
 REMOTE_PROMETHEUS = DEPLOY_DIR / "remote" / "prometheus.yml"
 INIT_SECRETS = DEPLOY_DIR / "init-secrets.sh"
+REPO = DEPLOY_DIR.parent
+_PREFIX = "/opt/rollout-sidecar"
+
+
+def _unit_service() -> configparser.SectionProxy:
+    unit = configparser.ConfigParser(interpolation=None, strict=False)
+    unit.read(UNIT, encoding="utf-8")
+    return unit["Service"]
 
 
 def _exec_start() -> dict[str, str]:
     """The unit's ``serve`` options, as ``{"--host": "0.0.0.0", ...}``."""
-    unit = configparser.ConfigParser(interpolation=None, strict=False)
-    unit.read(UNIT, encoding="utf-8")
-    argv = shlex.split(unit["Service"]["ExecStart"])
+    argv = shlex.split(_unit_service()["ExecStart"])
     assert argv[0].endswith("/rollout-sidecar") and argv[1] == "serve", argv
     options = argv[2:]
     assert len(options) % 2 == 0, options
     return dict(zip(options[::2], options[1::2], strict=True))
+
+
+def _install_steps() -> list[str]:
+    """The header's install commands that build what ``ExecStart`` runs (those under ``/opt``)."""
+    text = UNIT.read_text(encoding="utf-8")
+    steps = re.findall(r"^#   (.+)$", text, re.M)
+    return [step for step in steps if _PREFIX in step]
+
+
+def test_the_install_steps_create_the_venv_the_unit_runs() -> None:
+    binary = shlex.split(_unit_service()["ExecStart"])[0]
+    venv = binary.removesuffix("/bin/rollout-sidecar")
+    steps = [shlex.split(step, comments=True) for step in _install_steps()]
+    assert ["sudo", "python3", "-m", "venv", venv] in steps
+    assert ["sudo", f"{venv}/bin/pip", "install", "."] in steps  # from the clone: not on PyPI
+
+
+@pytest.mark.timeout(900)
+def test_the_install_steps_run_and_the_unit_starts_from_their_venv(tmp_path: Path) -> None:
+    """Run the documented steps (``/opt/rollout-sidecar`` moved under tmp, no sudo) in this
+    clone, then the unit's ExecStart from the venv they made, outside the clone."""
+    prefix = str(tmp_path / "opt")
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env.pop("VIRTUAL_ENV", None)
+    for step in _install_steps():
+        command = step.replace(_PREFIX, prefix).removeprefix("sudo ")
+        done = subprocess.run(["bash", "-c", command], cwd=REPO, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
+    argv = shlex.split(_unit_service()["ExecStart"].replace(_PREFIX, prefix))
+    port = str(free_port())
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-from-the-unit\n")
+    swapped = {"--port": port, "--token-file": str(token_file), "--journal": str(tmp_path / "j.sqlite3")}
+    argv = [swapped.get(argv[index - 1], word) if index else word for index, word in enumerate(argv)]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        health = None
+        for _ in range(600):  # until it listens (or exits): polled, not timed
+            if process.poll() is not None:
+                break
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert health is not None and health.status_code == 200, log.read_text()
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        assert 'rollout_sidecar_build_info{version="' in metrics and 'version="unknown"' not in metrics
+    finally:
+        process.terminate()
+        process.wait(30)
 
 
 def test_the_unit_listens_beyond_loopback_with_a_token() -> None:

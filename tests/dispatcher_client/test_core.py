@@ -10,12 +10,14 @@ import pytest
 from dispatcher_client import (
     ClientClosed,
     RemoteLatencyTracker,
+    SidecarAuthError,
     SidecarClient,
     SidecarError,
+    SidecarUnreachable,
     SyncSidecarClient,
 )
 from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.settings import Secret, ServiceSettings
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,6 +52,33 @@ async def test_unreachable_sidecar_error_has_no_answer() -> None:
         with pytest.raises(SidecarError) as raised:
             await client.report(timeout_s=1.0)
     assert raised.value.status is None and raised.value.response is None
+
+
+async def test_unreachable_is_its_own_error_naming_the_url() -> None:
+    async with SidecarClient("http://127.0.0.1:9", run_id="r") as client:
+        with pytest.raises(SidecarUnreachable) as raised:
+            await client.report(timeout_s=1.0)
+    message = str(raised.value)
+    assert "cannot reach the sidecar at http://127.0.0.1:9" in message and "\n" not in message
+    assert isinstance(raised.value, SidecarError)
+
+
+async def test_events_refused_for_the_token_surface_as_an_auth_error_not_unknown_run(tmp_path: Path) -> None:
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3", token=Secret("s3cret"))
+    with ServiceThread(settings) as url:
+        async with SidecarClient(url, run_id="run-8", token="") as client:
+            await client.start_run(plan={0: 1})
+            assert await client.flush(5.0)
+            with pytest.raises(SidecarAuthError) as raised:
+                await client.report()
+        async with SidecarClient(url, run_id="run-8", token="s3cret") as client:  # the fix works
+            await client.start_run(plan={0: 1})
+            assert await client.flush(5.0)
+            assert (await client.report())["run_id"] == "run-8"
+    assert raised.value.status == 404  # what the read answered; the cause is the 401 before it
+    message = str(raised.value)
+    assert f"the sidecar at {url} has no run 'run-8'" in message
+    assert "HTTP 401" in message and "ROLLOUT_SIDECAR_TOKEN" in message
 
 
 async def test_a_client_not_open_raises_client_closed() -> None:

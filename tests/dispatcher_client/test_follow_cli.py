@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +18,7 @@ from sidecar.cli import build_parser
 from sidecar.cli import main as cli_main
 from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
+from tests.dispatcher_client.support import free_port
 from tests.sidecar.service_support import generate_run
 
 
@@ -87,7 +91,7 @@ class TestOptions:
     def test_ignore_checks_is_one_option_under_health_checks_name(self) -> None:
         parser = build_parser("follow")
         for flag in ("--ignore-checks", "--ignore", "--ignored-checks"):
-            args = parser.parse_args(["follow", "r", "--sidecar", "u", flag, "a,b", flag, "c"])
+            args = parser.parse_args(["follow", "r", "--sidecar", "http://u", flag, "a,b", flag, "c"])
             assert args.ignore_checks == ["a,b", "c"]
         follow_help = parser._subparsers._group_actions[0].choices["follow"].format_help()  # type: ignore[union-attr]
         assert "--ignore-checks" in follow_help and "--ignored-checks" not in follow_help
@@ -137,3 +141,51 @@ class TestStatus:
             await follower.end_run()
         events = rows + 2  # run_started and run_ended around the rows
         assert status.line() == f"follow run: {events} event(s) sent, {events} acknowledged, lag 0 byte(s)"
+
+
+class TestRanges:
+    @pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "1e9"])
+    def test_a_poll_interval_that_would_spin_or_never_poll_is_refused(
+        self, tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        with pytest.raises(SystemExit) as exited:
+            cli_main(["follow", str(tmp_path), "--sidecar", "http://127.0.0.1:9", f"--poll-interval={value}"])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err == (
+            f"rollout-sidecar follow: error: argument --poll-interval: must be in 0.001..60 s, got {value!r} "
+            "(usage: rollout-sidecar follow --help)\n"
+        )
+
+    def test_once_and_until_idle_exclude_each_other(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        with pytest.raises(SystemExit) as exited:
+            cli_main(
+                ["follow", str(tmp_path), "--sidecar", "http://127.0.0.1:9", "--once", "--until-idle", "3"]
+            )
+        assert exited.value.code == 2
+        assert capsys.readouterr().err == (
+            "rollout-sidecar follow: error: argument --until-idle: not allowed with argument --once "
+            "(usage: rollout-sidecar follow --help)\n"
+        )
+
+
+def test_ctrl_c_during_once_exits_130_in_one_line(tmp_path: Path) -> None:
+    """A real process and a real SIGINT, sent once the follower is retrying an absent sidecar."""
+    run_dir = tmp_path / "run"
+    _write_run(run_dir)
+    argv = [sys.executable, "-m", "sidecar.cli", "follow", str(run_dir), "--once"]
+    argv += ["--sidecar", f"http://127.0.0.1:{free_port()}"]  # nothing listens there
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stderr is not None and process.stdout is not None
+        retrying = process.stderr.readline()  # the follower's one line about the outage
+        process.send_signal(signal.SIGINT)
+        rest = process.stderr.read()
+        code = process.wait(30)
+        out = process.stdout.read()
+    assert "not answering" in retrying
+    assert code == 130
+    assert (
+        rest == "rollout-sidecar follow: interrupted (the checkpoint holds what the sidecar acknowledged)\n"
+    )
+    assert out == ""

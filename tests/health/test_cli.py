@@ -97,7 +97,6 @@ class TestErrors:
                 " (pass its run directory: rollout-sidecar health-check run)",
             ),
             (["health-check", "run", "--ignore", "nope,zap"], "Unknown rollout health check(s): nope, zap"),
-            (["health-check", "run", "--workers", "0"], "workers must be at least 1"),
         ],
     )
     def test_one_line_error_exit_two(
@@ -107,6 +106,18 @@ class TestErrors:
         out, err = _report(capsys)
         assert out == ""
         assert err == f"rollout-sidecar health-check: error: {message}\n"
+        assert not (run_dir / "quality_summary.json").exists()
+
+    def test_workers_out_of_range_is_refused_by_the_parser_in_one_line(
+        self, run_dir: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        with pytest.raises(SystemExit) as exited:
+            main(["health-check", "run", "--workers", "0"])
+        assert exited.value.code == 2
+        assert _report(capsys)[1] == (
+            "rollout-sidecar health-check: error: argument --workers: must be in 1..256, got '0' "
+            "(usage: rollout-sidecar health-check --help)\n"
+        )
         assert not (run_dir / "quality_summary.json").exists()
 
     def test_a_file_for_the_directory_names_the_flag_too(

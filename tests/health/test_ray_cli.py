@@ -31,12 +31,15 @@ def test_without_ray_one_line_install_hint(
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     assert main(["health-check", str(tmp_path / "run"), "--glob", "*.jsonl", "--ray", "auto"]) == 2
     err = capsys.readouterr().err
-    assert err == "rollout-sidecar health-check: error: --ray needs Ray: pip install 'rollout-sidecar[ray]'\n"
+    assert err == (
+        "rollout-sidecar health-check: error: --ray needs Ray: pip install '.[ray]' in the rollout-sidecar "
+        "clone (it is not on PyPI)\n"
+    )
     assert not (tmp_path / "run" / "quality_summary.json").exists()
 
 
 def test_unreachable_address_fails_fast(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("ray", reason="Ray is not installed (pip install 'rollout-sidecar[ray]')")
+    pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
     write_shards(tmp_path / "run", shards=1)
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     assert main(["health-check", str(tmp_path / "run"), "--glob", "*.jsonl", "--ray", address]) == 2
@@ -83,7 +86,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 @pytest.fixture
 def ray_start_cluster() -> Iterator[str]:
     """``ray start --head`` plus a second ``ray start --address``; yields the cluster address."""
-    pytest.importorskip("ray", reason="Ray is not installed (pip install 'rollout-sidecar[ray]')")
+    pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
     if not (BIN / "ray").exists():
         pytest.skip(f"no ray command beside {sys.executable}")
     from ray._private.services import get_node_ip_address

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'rollout-sidecar[ray]')")
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
 cluster_utils = pytest.importorskip("ray.cluster_utils", reason="this Ray has no ray.cluster_utils")
 
 from health.ray_map import RayMapStats, map_on_ray  # noqa: E402

@@ -266,7 +266,10 @@ class TestConfig:
         with pytest.raises(SystemExit) as exit_info:
             main(["demo", "--duration", "0"])
         assert exit_info.value.code == 2
-        assert "--duration: must be > 0, got '0'" in capsys.readouterr().err
+        assert capsys.readouterr().err == (
+            "rollout-sidecar demo: error: argument --duration: must be > 0 and <= 86400 s, got '0' "
+            "(usage: rollout-sidecar demo --help)\n"
+        )
 
 
 class TestRunFiles:

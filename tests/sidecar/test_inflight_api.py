@@ -189,6 +189,9 @@ async def test_the_service_flags_on_its_clock_within_one_interval(tmp_path: Path
 def test_bad_rule_flags_are_usage_errors(
     flag: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli_main(["serve", "--port", "0", "--journal", str(tmp_path / "j"), flag, value]) == 2
+    with pytest.raises(SystemExit) as exited:  # refused by the parser, before anything starts
+        cli_main(["serve", "--port", "0", "--journal", str(tmp_path / "j"), flag, value])
+    assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert "rollout-sidecar serve:" in err and value in err
+    assert err.startswith(f"rollout-sidecar serve: error: argument {flag}: ") and value in err
+    assert err.count("\n") == 1 and not (tmp_path / "j").exists()
