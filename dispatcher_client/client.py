@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import orjson
 
+from sidecar.event_schema import EventKind, OutcomeStatus
 from sidecar.wire import RUN_ID_PATTERN
 
 from ._batcher import Batcher
@@ -31,12 +32,15 @@ from ._events import (
     encode_event,
     failed_event,
     progress_event,
+    run_ended_event,
 )
 from .config import ClientConfig
 
 __all__ = ["RUN_ID_PATTERN", "ClientClosed", "SidecarClient", "SidecarError"]
 
 _log = logging.getLogger("dispatcher_client")
+#: Answers that mean the sidecar holds the event (so its ``ng_perf`` is the one to use).
+_STORED = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
 
 
 class SidecarClient(ClientCore):
@@ -126,7 +130,7 @@ class SidecarClient(ClientCore):
             if future is not None:
                 future.set_result(None)
             return future
-        if event.get("kind") == "run_started":
+        if event.get("kind") == EventKind.RUN_STARTED:
             sender.run_started = data
         sender.submit(data, future)
         return future
@@ -179,7 +183,7 @@ class SidecarClient(ClientCore):
         except TimeoutError:
             answer = None
             self._slow_since = self.stats.sent  # do not wait again until something is acknowledged
-        if answer is not None and answer.get("status") in ("accepted", "duplicate"):
+        if answer is not None and answer.get("status") in _STORED:
             ng_perf: dict[str, Any] | None = answer.get("ng_perf")
             return ng_perf
         return self._local_ng_perf(result, seconds, latency_ms)
@@ -219,7 +223,7 @@ class SidecarClient(ClientCore):
         self.submit_event(event)
 
     async def run_ended(self) -> None:
-        self.submit_event({"kind": "run_ended"})
+        self.submit_event(run_ended_event())
 
     # -- reads ----------------------------------------------------------------------------
 

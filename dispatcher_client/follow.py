@@ -25,8 +25,10 @@ import httpx
 import orjson
 
 from health.registry import CHECK_IDS
+from sidecar.event_schema import EventKind
 from sidecar.wire import MaterializedInputsError, materialized_lines, plan_from_lines
 
+from ._events import run_ended_event
 from ._tail import FilePosition, SentRange, TailRead, is_blank_line, read_new_lines
 from .client import SidecarClient
 from .config import ClientConfig
@@ -222,7 +224,7 @@ class Follower:
         return event
 
     def _start(self) -> None:
-        event: dict[str, Any] = {"kind": "run_started", "source_path": self.paths.source_path}
+        event: dict[str, Any] = {"kind": EventKind.RUN_STARTED.value, "source_path": self.paths.source_path}
         plan = _plan(self.paths.materialized)
         if plan is not None:
             event["plan"] = plan
@@ -231,7 +233,7 @@ class Follower:
         self.client.submit_event(self._gen(event))
 
     def _completion(self, number: int, line: bytes) -> dict[str, Any]:
-        event: dict[str, Any] = {"kind": "completed", "line_number": number}
+        event: dict[str, Any] = {"kind": EventKind.COMPLETED.value, "line_number": number}
         if len(line) > self.raw_line_bytes:
             event[_RAW] = line
         else:
@@ -250,7 +252,7 @@ class Follower:
             return None
         if not isinstance(row, dict):
             return None
-        return self._gen({"kind": "failed", "row": row})
+        return self._gen({"kind": EventKind.FAILED.value, "row": row})
 
     async def _restart(self) -> None:
         """A file was replaced or truncated: new generation, every file from the start.
@@ -450,7 +452,7 @@ class Follower:
     async def end_run(self) -> None:
         """Send what is left (an unterminated last line included) and ``run_ended``."""
         await self.step(final=True)
-        self.client.submit_event(self._gen({"kind": "run_ended"}))
+        self.client.submit_event(run_ended_event(self.generation))
         await self._commit()
 
     async def run(self, stop: asyncio.Event | None = None, *, idle_exit_s: float | None = None) -> None:

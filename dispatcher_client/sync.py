@@ -24,7 +24,14 @@ from typing import Any, TypeVar
 import httpx
 
 from ._core import ClientClosed, ClientCore, SidecarError, renamed_timeout
-from ._events import completed_event, drained_event, failed_event, progress_event
+from ._events import (
+    completed_event,
+    drained_event,
+    failed_event,
+    latency_event,
+    progress_event,
+    run_ended_event,
+)
 from .client import SidecarClient
 from .config import ClientConfig
 
@@ -122,11 +129,7 @@ class SyncSidecarClient(ClientCore):
         while pending:
             item = pending.popleft()
             if isinstance(item, tuple):
-                op, seconds, source, seq = item
-                event: dict[str, Any] = {"kind": "latency", "op": op, "source": source, "seq": seq}
-                if seconds is not None:
-                    event["seconds"] = seconds
-                client.submit_event(event)
+                client.submit_event(latency_event(*item))
             else:
                 client.submit_event(item)
 
@@ -196,7 +199,7 @@ class SyncSidecarClient(ClientCore):
         self.submit_event(event)
 
     def run_ended(self) -> None:
-        self.submit_event({"kind": "run_ended"})
+        self.submit_event(run_ended_event())
 
     # -- reads and lifecycle --------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from functools import cache
 from importlib import metadata
 from typing import Any
 
+from sidecar.event_schema import OutcomeStatus
 from sidecar.events import EventBatch
 
 __all__ = ["openapi_document"]
@@ -53,7 +54,7 @@ def openapi_document() -> dict[str, Any]:
         "properties": {
             "index": {"type": "integer"},
             "kind": {"type": "string"},
-            "status": {"enum": ["accepted", "duplicate", "unknown_run", "not_in_flight"]},
+            "status": {"enum": [status.value for status in OutcomeStatus]},
             "seq": {"type": "integer"},
             "ng_perf": {"type": ["object", "null"]},
         },
