@@ -46,6 +46,7 @@ from sidecar.journal._facts import (
 )
 from sidecar.journal._snapshot import SnapshotStore, dumps_state, fork_writer, loads_state
 from sidecar.materialized_inputs import PlanError, plan_from_materialized
+from sidecar.responses import EventResult
 from sidecar.runs import RunState, derive_fact
 
 __all__ = [
@@ -90,8 +91,8 @@ class EventOutcome(NamedTuple):
     seq: int | None = None
     ng_perf: dict[str, Any] | None = None
 
-    def as_dict(self, index: int) -> dict[str, Any]:
-        body: dict[str, Any] = {"index": index, "kind": self.kind, "status": self.status}
+    def as_dict(self, index: int) -> EventResult:
+        body: EventResult = {"index": index, "kind": self.kind, "status": self.status}
         if self.seq is not None:
             body["seq"] = self.seq
         if self.kind == "completed":

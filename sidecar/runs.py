@@ -56,6 +56,7 @@ from sidecar.journal._facts import (
     parse_deferred,
 )
 from sidecar.raw_rows import RawRow
+from sidecar.responses import DrainMarginBody
 from sidecar.wire import TASK_KEY
 
 __all__ = [
@@ -487,10 +488,10 @@ class RunState:
             issues[check] = flags.get(check, 0)
         return HealthView(verdicts, issues, len(self._closed), flags)
 
-    def drain_margin(self, configured: float | None, *, now: float | None = None) -> dict[str, Any]:
+    def drain_margin(self, configured: float | None, *, now: float | None = None) -> DrainMarginBody:
         """The tracker's margin, samples, and (with a budget) time left and the start-now decision."""
         margin = self.tracker.drain_margin(configured)
-        body: dict[str, Any] = {
+        body: DrainMarginBody = {
             "run_id": self.run_id,
             "drain_margin": margin,
             "configured": configured,
