@@ -26,7 +26,7 @@ import orjson
 
 from health.registry import CHECK_IDS
 from sidecar.event_schema import EventKind
-from sidecar.wire import MaterializedInputsError, materialized_lines, plan_from_lines
+from sidecar.wire import FollowerState, MaterializedInputsError, materialized_lines, plan_from_lines
 
 from ._events import run_ended_event
 from ._tail import FilePosition, SentRange, TailRead, is_blank_line, read_new_lines
@@ -530,8 +530,7 @@ class FollowerThread:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name="sidecar-follower", daemon=True)
         self.error: BaseException | None = None
-        self.state = "starting"
-        """``starting`` | ``following`` | ``retrying`` (transient error) | ``stopped`` (needs an operator)."""
+        self.state = FollowerState.STARTING
         self.last_error: str | None = None
         self.retries = 0
 
@@ -546,16 +545,16 @@ class FollowerThread:
     async def _follow(self, stop: asyncio.Event) -> None:
         delay = 0.5
         while not stop.is_set():
-            self.state = "following"
+            self.state = FollowerState.FOLLOWING
             try:
                 await self.follower.run(stop)
                 return
             except FollowerError as exc:
-                self.state, self.last_error = "stopped", str(exc)
+                self.state, self.last_error = FollowerState.STOPPED, str(exc)
                 _log.error("follower stopped: %s", exc)
                 return
             except OSError as exc:
-                self.state, self.last_error = "retrying", f"{type(exc).__name__}: {exc}"
+                self.state, self.last_error = FollowerState.RETRYING, f"{type(exc).__name__}: {exc}"
                 self.retries += 1
                 _log.warning("follower error, restarting from its checkpoint in %.1f s: %s", delay, exc)
             with contextlib.suppress(TimeoutError):
@@ -577,7 +576,7 @@ class FollowerThread:
             asyncio.run(main())
         except BaseException as exc:  # reported by stop()
             self.error = exc
-            self.state, self.last_error = "stopped", f"{type(exc).__name__}: {exc}"
+            self.state, self.last_error = FollowerState.STOPPED, f"{type(exc).__name__}: {exc}"
             _log.exception("follower thread failed")
         finally:
             self._ready.set()

@@ -48,7 +48,7 @@ from sidecar.request_errors import (
 from sidecar.responses import HealthzBody, InflightBody, IngestBody, ReadyBody, RunListBody
 from sidecar.runs import RunState
 from sidecar.service import Service
-from sidecar.wire import RUN_ID_PATTERN
+from sidecar.wire import RUN_ID_PATTERN, FollowerState
 
 __all__ = [
     "ServerTiming",
@@ -579,7 +579,7 @@ class _Handlers:
             return _json(
                 {"status": "journal_unavailable", "detail": "the last journal append failed", **extra}, 503
             )
-        if follower is not None and follower.get("state") == "stopped":
+        if follower is not None and follower.get("state") == FollowerState.STOPPED:
             return _json({"status": "follower_stopped", **extra}, 503)
         ready: ReadyBody = {
             "status": "ready",

@@ -15,6 +15,7 @@ from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
 from sidecar.event_schema import OutcomeStatus
+from sidecar.wire import FollowerState
 
 __all__ = [
     "AccountingBody",
@@ -231,7 +232,7 @@ class HealthzBody(TypedDict):
 class FollowerStatus(TypedDict):
     """The in-process follower (``serve --follow``), when there is one."""
 
-    state: str
+    state: FollowerState
     last_error: str | None
     retries: int
     lines_sent: int

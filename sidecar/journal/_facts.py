@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from enum import IntEnum
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
@@ -44,6 +45,7 @@ __all__ = [
     "HEALTH_PIPELINE_VERSION",
     "STATE_SCHEMA",
     "CompletedFact",
+    "Disposition",
     "DrainedFact",
     "Fact",
     "FactError",
@@ -73,11 +75,25 @@ HEALTH_PIPELINE_FINGERPRINTS: Final[Mapping[int, str]] = MappingProxyType({1: "6
 #: What a journal's facts and a snapshot's state were made with; both refuse another value.
 STATE_SCHEMA = f"facts-{FACTS_FORMAT}/health-{HEALTH_PIPELINE_VERSION}"
 
-# Completion dispositions: where the collector writes the row, hence what it feeds.
-DIGESTED = 0  # main rollouts file: health digest, perf summary, accounting success
-NOT_PERSISTED = 1  # ``_ng_no_persist``: tracker only
-NOT_PERSISTED_DRAINED = 2  # ``_ng_no_persist`` + ``_ng_dispatch_drained``: a drained rollout
-FAILURE_ROW = 3  # ``_ng_failure_class``: the failure sidecar file, a failed attempt
+
+class Disposition(IntEnum):
+    """Where the collector writes a completion's row, hence what it feeds. A fact holds it as
+    the plain int (the module constants below), so the journal's bytes are the code's."""
+
+    #: The main rollouts file: health digest, perf summary, accounting success.
+    DIGESTED = 0
+    #: ``_ng_no_persist``: the tracker only.
+    NOT_PERSISTED = 1
+    #: ``_ng_no_persist`` + ``_ng_dispatch_drained``: a drained rollout.
+    NOT_PERSISTED_DRAINED = 2
+    #: ``_ng_failure_class``: the failure sidecar file, a failed attempt.
+    FAILURE_ROW = 3
+
+
+DIGESTED: Final = int(Disposition.DIGESTED)
+NOT_PERSISTED: Final = int(Disposition.NOT_PERSISTED)
+NOT_PERSISTED_DRAINED: Final = int(Disposition.NOT_PERSISTED_DRAINED)
+FAILURE_ROW: Final = int(Disposition.FAILURE_ROW)
 
 
 def health_pipeline_fingerprint() -> str:
@@ -115,6 +131,7 @@ class CompletedFact(NamedTuple):
     """Normalized task index of the event's identity (a digested row's task comes from its digest)."""
     rollout: Any
     disposition: int
+    """A :class:`Disposition` (decoded from the journal as its plain int)."""
     failure_class: str
     """For ``FAILURE_ROW``: the exported failure-class label (``other`` for unknown classes)."""
     terminal: bool

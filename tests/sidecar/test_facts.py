@@ -45,3 +45,13 @@ class TestHealthPipelineVersion:
         before = health_pipeline_fingerprint()
         monkeypatch.setattr(module, name, changed)
         assert health_pipeline_fingerprint() != before
+
+
+class TestNamedCodes:
+    def test_dispositions_are_named_and_stored_as_their_ints(self) -> None:
+        assert [int(code) for code in _facts.Disposition] == [0, 1, 2, 3]
+        assert type(_facts.DIGESTED) is int and _facts.FAILURE_ROW == _facts.Disposition.FAILURE_ROW
+
+    def test_verdict_codes_index_their_names(self) -> None:
+        assert compact.VERDICTS == tuple(code.name.lower() for code in compact.VerdictCode)
+        assert type(compact.UNOBSERVED) is int and compact.VERDICTS[compact.UNOBSERVED] == "unobserved"
