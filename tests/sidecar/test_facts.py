@@ -53,5 +53,5 @@ class TestNamedCodes:
         assert type(_facts.DIGESTED) is int and _facts.FAILURE_ROW == _facts.Disposition.FAILURE_ROW
 
     def test_verdict_codes_index_their_names(self) -> None:
-        assert compact.VERDICTS == tuple(code.name.lower() for code in compact.VerdictCode)
+        assert tuple(code.name.lower() for code in compact.VerdictCode) == compact.VERDICTS
         assert type(compact.UNOBSERVED) is int and compact.VERDICTS[compact.UNOBSERVED] == "unobserved"
