@@ -33,18 +33,25 @@ from sidecar.events import (
     idempotency_key,
 )
 from sidecar.inflight import InflightRules
-from sidecar.journal import JournalCompacted, JournalError, JournalEvent, JournalUnavailable
-from sidecar.journal._closed_groups import ClosedGroupFile, ClosedGroupsMark
-from sidecar.journal._facts import (
+from sidecar.journal import (
+    ClosedGroupFile,
+    ClosedGroupsMark,
     CompletedFact,
     Fact,
+    JournalCompacted,
+    JournalError,
+    JournalEvent,
+    JournalUnavailable,
     LatencyFact,
     RunStartedFact,
+    SnapshotStore,
     decode_fact,
+    dumps_state,
     encode_fact,
+    fork_writer,
     is_legacy_payload,
+    loads_state,
 )
-from sidecar.journal._snapshot import SnapshotStore, dumps_state, fork_writer, loads_state
 from sidecar.materialized_inputs import PlanError, plan_from_materialized
 from sidecar.responses import EventResult
 from sidecar.runs import RunState, derive_fact

@@ -38,12 +38,9 @@ from sidecar.events import (
     row_of,
 )
 from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
-from sidecar.journal._facts import (
-    DIGESTED,
-    FAILURE_ROW,
-    NOT_PERSISTED,
-    NOT_PERSISTED_DRAINED,
+from sidecar.journal import (
     CompletedFact,
+    Disposition,
     DrainedFact,
     Fact,
     FailedFact,
@@ -58,6 +55,12 @@ from sidecar.journal._facts import (
 from sidecar.raw_rows import RawRow
 from sidecar.responses import DrainMarginBody
 from sidecar.wire import TASK_KEY
+
+# A fact's disposition is journaled as the plain int of its :class:`Disposition`.
+DIGESTED = int(Disposition.DIGESTED)
+NOT_PERSISTED = int(Disposition.NOT_PERSISTED)
+NOT_PERSISTED_DRAINED = int(Disposition.NOT_PERSISTED_DRAINED)
+FAILURE_ROW = int(Disposition.FAILURE_ROW)
 
 __all__ = [
     "DURATION_BUCKETS",

@@ -55,6 +55,7 @@ __all__ = [
     "RunStartedFact",
     "StartedFact",
     "decode_fact",
+    "digest_fields",
     "encode_fact",
     "health_pipeline_fingerprint",
     "is_legacy_payload",
