@@ -54,9 +54,14 @@ from health import health_check_run_dir  # noqa: E402
 from sidecar.engines import default_engines  # noqa: E402
 from sidecar.events import EventBatch, RunStarted  # noqa: E402
 from sidecar.ingest import Ingestor  # noqa: E402
-from sidecar.journal import Journal, JournalEvent  # noqa: E402
-from sidecar.journal._facts import CompletedFact, RunStartedFact, encode_fact  # noqa: E402
-from sidecar.journal._snapshot import SnapshotStore  # noqa: E402
+from sidecar.journal import (  # noqa: E402
+    CompletedFact,
+    Journal,
+    JournalEvent,
+    RunStartedFact,
+    SnapshotStore,
+    encode_fact,
+)
 from sidecar.runs import derive_fact  # noqa: E402
 from sidecar.synthetic import SyntheticConfig, generate_rows  # noqa: E402
 

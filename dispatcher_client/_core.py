@@ -1,10 +1,13 @@
-"""What the async and the sync client share: identity, errors, the local fallbacks, ``start_run``.
+"""What the async and the sync client share: identity, errors, the local fallbacks, and every
+event call's bookkeeping (number it, feed the local tracker, build the event).
 
 Both clients fail open in the same way: a local :class:`DispatchLatencyTracker` fed with the
 client's own events answers the drain margin while the sidecar is down or slow (then for a
-second before asking again), and ``ng_perf`` is built locally when no answer comes. The
-client subclasses only move the events (the async one on the caller's loop, the sync one via
-a background thread).
+second before asking again), and ``ng_perf`` is built locally when no answer comes. There is
+one core per client: :class:`~dispatcher_client.SidecarClient` is one, and
+:class:`~dispatcher_client.SyncSidecarClient` is a facade over the ``SidecarClient`` it runs on
+its background loop (one source, one sequence, one local tracker); the two only differ in how
+they move the events.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import httpx
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf
 from sidecar.wire import RUN_ID_PATTERN, EventNumber, source_id
 
-from ._events import run_started_event
+from ._events import completed_event, drained_event, failed_event, progress_event, run_started_event
 from .config import ClientConfig, ClientStats, resolve_token
 
 __all__ = [
@@ -171,6 +174,39 @@ class ClientCore:
             materialized_inputs=materialized_inputs,
             fields=fields,
         )
+
+    def _completion(
+        self,
+        row: Mapping[str, Any] | None,
+        result: Mapping[str, Any],
+        seconds: float,
+        latency_ms: float | None,
+    ) -> dict[str, Any]:
+        """A numbered ``completed`` event, its duration recorded locally."""
+        self.local.record(seconds)
+        return completed_event(row, result, seconds, latency_ms, self.next_number())
+
+    def _failure(
+        self, row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], seconds: float | None
+    ) -> dict[str, Any]:
+        """A numbered ``failed`` event, its duration (when known) recorded locally."""
+        if seconds is not None:
+            self.local.record_failure(seconds)
+        return failed_event(row, failure_row, seconds, self.next_number())
+
+    def _drain(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None) -> dict[str, Any]:
+        """A numbered ``drained`` event, recorded locally."""
+        self.local.record_drained()
+        return drained_event(row, result, self.next_number())
+
+    def _progress(self, kind: str, row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """A ``started`` / ``heartbeat`` event; ``None`` (counted as rejected) for a row without
+        a task index, which cannot be tracked."""
+        event = progress_event(kind, row)
+        if event is None:
+            self.stats.submitted += 1
+            self.stats.rejected += 1
+        return event
 
     def _ask_sidecar(self, now: float, strict: bool) -> bool:
         """Whether a drain-margin read goes to the sidecar (else to the local tracker)."""

@@ -1,7 +1,8 @@
 """The API event dicts a dispatcher sends, built in one place for the async and sync clients.
 
-Field names follow ``sidecar.events``; absent optional values are left out rather than sent
-as ``null`` so an older sidecar's closed models still accept them.
+Kinds, ops and field names follow :mod:`sidecar.event_schema` (the models of ``sidecar.events``
+are checked against it); absent optional values are left out rather than sent as ``null`` so
+an older sidecar's closed models still accept them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from sidecar.event_schema import EventKind
 from sidecar.wire import EventNumber, dump_row, row_identity, source_id
 
 __all__ = [
@@ -19,7 +21,9 @@ __all__ = [
     "encode_event",
     "failed_event",
     "identity",
+    "latency_event",
     "progress_event",
+    "run_ended_event",
     "run_started_event",
     "source_id",
 ]
@@ -42,7 +46,7 @@ def run_started_event(
     fields: Mapping[str, Any],
 ) -> dict[str, Any]:
     """``run_started``; the plan's task indices become strings, as the API's JSON object keys."""
-    event: dict[str, Any] = {"kind": "run_started", **fields}
+    event: dict[str, Any] = {"kind": EventKind.RUN_STARTED.value, **fields}
     if plan is not None:
         event["plan"] = {str(task): repeats for task, repeats in plan.items()}
     if materialized_inputs is not None:
@@ -69,7 +73,12 @@ def completed_event(
 ) -> dict[str, Any]:
     """``number`` is the client-assigned identity ``(source, seq)``; ``None`` sends none (the
     sidecar then keys the event by its content)."""
-    event: dict[str, Any] = {"kind": "completed", **identity(row), "seconds": seconds, "row": result}
+    event: dict[str, Any] = {
+        "kind": EventKind.COMPLETED.value,
+        **identity(row),
+        "seconds": seconds,
+        "row": result,
+    }
     _numbered(event, number)
     if latency_ms is not None:
         event["latency_ms"] = latency_ms
@@ -82,7 +91,7 @@ def failed_event(
     seconds: float | None,
     number: EventNumber | None = None,
 ) -> dict[str, Any]:
-    event: dict[str, Any] = {"kind": "failed", **identity(row), "row": failure_row}
+    event: dict[str, Any] = {"kind": EventKind.FAILED.value, **identity(row), "row": failure_row}
     _numbered(event, number)
     if seconds is not None:
         event["seconds"] = seconds
@@ -92,7 +101,7 @@ def failed_event(
 def drained_event(
     row: Mapping[str, Any] | None, result: Mapping[str, Any] | None, number: EventNumber | None = None
 ) -> dict[str, Any]:
-    event: dict[str, Any] = {"kind": "drained", **identity(row)}
+    event: dict[str, Any] = {"kind": EventKind.DRAINED.value, **identity(row)}
     _numbered(event, number)
     if result is not None:
         event["row"] = result
@@ -105,6 +114,23 @@ def progress_event(kind: str, row: Mapping[str, Any] | None) -> dict[str, Any] |
     if "task_index" not in ids:
         return None
     return {"kind": kind, **ids}
+
+
+def latency_event(op: str, seconds: float | None, source: str, seq: int) -> dict[str, Any]:
+    """``latency`` (a ``RemoteLatencyTracker`` call, ``op`` a ``LatencyOp``); ``seconds`` left
+    out when unknown."""
+    event: dict[str, Any] = {"kind": EventKind.LATENCY.value, "op": op, "source": source, "seq": seq}
+    if seconds is not None:
+        event["seconds"] = seconds
+    return event
+
+
+def run_ended_event(generation: int | None = None) -> dict[str, Any]:
+    """``run_ended`` (``generation``: a follower's; left out when ``None`` or 0)."""
+    event: dict[str, Any] = {"kind": EventKind.RUN_ENDED.value}
+    if generation:
+        event["generation"] = generation
+    return event
 
 
 def encode_event(event: Mapping[str, Any]) -> bytes:

@@ -21,22 +21,19 @@ from typing import Any
 import httpx
 import orjson
 
+from sidecar.event_schema import EventKind, OutcomeStatus
 from sidecar.wire import RUN_ID_PATTERN
 
 from ._batcher import Batcher
 from ._core import ClientClosed, ClientCore, SidecarError, read_error
-from ._events import (
-    completed_event,
-    drained_event,
-    encode_event,
-    failed_event,
-    progress_event,
-)
+from ._events import encode_event, run_ended_event
 from .config import ClientConfig
 
 __all__ = ["RUN_ID_PATTERN", "ClientClosed", "SidecarClient", "SidecarError"]
 
 _log = logging.getLogger("dispatcher_client")
+#: Answers that mean the sidecar holds the event (so its ``ng_perf`` is the one to use).
+_STORED = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
 
 
 class SidecarClient(ClientCore):
@@ -126,7 +123,7 @@ class SidecarClient(ClientCore):
             if future is not None:
                 future.set_result(None)
             return future
-        if event.get("kind") == "run_started":
+        if event.get("kind") == EventKind.RUN_STARTED:
             sender.run_started = data
         sender.submit(data, future)
         return future
@@ -160,8 +157,20 @@ class SidecarClient(ClientCore):
         or after an answer came too late, until acknowledgements flow again.
         """
         self._sender()
-        event = completed_event(row, result, seconds, latency_ms, self.next_number())
-        self.local.record(seconds)
+        event = self._completion(row, result, seconds, latency_ms)
+        return await self.deliver_completion(event, result, seconds, latency_ms, wait=wait)
+
+    async def deliver_completion(
+        self,
+        event: Mapping[str, Any],
+        result: Mapping[str, Any],
+        seconds: float,
+        latency_ms: float | None,
+        *,
+        wait: bool,
+    ) -> dict[str, Any] | None:
+        """Send a ``completed`` event already built (and recorded) by this core, and answer its
+        ``ng_perf``: the sidecar's, waited for as :meth:`completed` says, or built locally."""
         if self._slow_since is not None and self.stats.sent != self._slow_since:
             self._slow_since = None  # acknowledgements flow again
         if (
@@ -179,7 +188,7 @@ class SidecarClient(ClientCore):
         except TimeoutError:
             answer = None
             self._slow_since = self.stats.sent  # do not wait again until something is acknowledged
-        if answer is not None and answer.get("status") in ("accepted", "duplicate"):
+        if answer is not None and answer.get("status") in _STORED:
             ng_perf: dict[str, Any] | None = answer.get("ng_perf")
             return ng_perf
         return self._local_ng_perf(result, seconds, latency_ms)
@@ -188,14 +197,13 @@ class SidecarClient(ClientCore):
         self, row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], *, seconds: float | None = None
     ) -> None:
         """Report a failed attempt (``seconds`` feeds ``record_failure``; ``None``: not measured)."""
-        self.submit_event(failed_event(row, failure_row, seconds, self.next_number()))
-        if seconds is not None:
-            self.local.record_failure(seconds)
+        self._sender()
+        self.submit_event(self._failure(row, failure_row, seconds))
 
     async def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
         """Report a rollout the dispatch budget never started (``record_drained``)."""
-        self.submit_event(drained_event(row, result, self.next_number()))
-        self.local.record_drained()
+        self._sender()
+        self.submit_event(self._drain(row, result))
 
     async def started(self, row: Mapping[str, Any] | None) -> None:
         """Report that a rollout attempt was dispatched (in flight until its end event).
@@ -210,16 +218,13 @@ class SidecarClient(ClientCore):
 
     def submit_progress(self, kind: str, row: Mapping[str, Any] | None) -> None:
         """Queue a ``started`` or ``heartbeat`` event for ``row``; never waits."""
-        event = progress_event(kind, row)
-        if event is None:
-            self._sender()
-            self.stats.submitted += 1
-            self.stats.rejected += 1
-            return
-        self.submit_event(event)
+        self._sender()
+        event = self._progress(kind, row)
+        if event is not None:
+            self.submit_event(event)
 
     async def run_ended(self) -> None:
-        self.submit_event({"kind": "run_ended"})
+        self.submit_event(run_ended_event())
 
     # -- reads ----------------------------------------------------------------------------
 

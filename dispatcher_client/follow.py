@@ -25,8 +25,10 @@ import httpx
 import orjson
 
 from health.registry import CHECK_IDS
-from sidecar.wire import MaterializedInputsError, materialized_lines, plan_from_lines
+from sidecar.event_schema import EventKind
+from sidecar.wire import FollowerState, MaterializedInputsError, materialized_lines, plan_from_lines
 
+from ._events import run_ended_event
 from ._tail import FilePosition, SentRange, TailRead, is_blank_line, read_new_lines
 from .client import SidecarClient
 from .config import ClientConfig
@@ -222,7 +224,7 @@ class Follower:
         return event
 
     def _start(self) -> None:
-        event: dict[str, Any] = {"kind": "run_started", "source_path": self.paths.source_path}
+        event: dict[str, Any] = {"kind": EventKind.RUN_STARTED.value, "source_path": self.paths.source_path}
         plan = _plan(self.paths.materialized)
         if plan is not None:
             event["plan"] = plan
@@ -231,7 +233,7 @@ class Follower:
         self.client.submit_event(self._gen(event))
 
     def _completion(self, number: int, line: bytes) -> dict[str, Any]:
-        event: dict[str, Any] = {"kind": "completed", "line_number": number}
+        event: dict[str, Any] = {"kind": EventKind.COMPLETED.value, "line_number": number}
         if len(line) > self.raw_line_bytes:
             event[_RAW] = line
         else:
@@ -250,7 +252,7 @@ class Follower:
             return None
         if not isinstance(row, dict):
             return None
-        return self._gen({"kind": "failed", "row": row})
+        return self._gen({"kind": EventKind.FAILED.value, "row": row})
 
     async def _restart(self) -> None:
         """A file was replaced or truncated: new generation, every file from the start.
@@ -450,7 +452,7 @@ class Follower:
     async def end_run(self) -> None:
         """Send what is left (an unterminated last line included) and ``run_ended``."""
         await self.step(final=True)
-        self.client.submit_event(self._gen({"kind": "run_ended"}))
+        self.client.submit_event(run_ended_event(self.generation))
         await self._commit()
 
     async def run(self, stop: asyncio.Event | None = None, *, idle_exit_s: float | None = None) -> None:
@@ -528,8 +530,7 @@ class FollowerThread:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name="sidecar-follower", daemon=True)
         self.error: BaseException | None = None
-        self.state = "starting"
-        """``starting`` | ``following`` | ``retrying`` (transient error) | ``stopped`` (needs an operator)."""
+        self.state = FollowerState.STARTING
         self.last_error: str | None = None
         self.retries = 0
 
@@ -544,16 +545,16 @@ class FollowerThread:
     async def _follow(self, stop: asyncio.Event) -> None:
         delay = 0.5
         while not stop.is_set():
-            self.state = "following"
+            self.state = FollowerState.FOLLOWING
             try:
                 await self.follower.run(stop)
                 return
             except FollowerError as exc:
-                self.state, self.last_error = "stopped", str(exc)
+                self.state, self.last_error = FollowerState.STOPPED, str(exc)
                 _log.error("follower stopped: %s", exc)
                 return
             except OSError as exc:
-                self.state, self.last_error = "retrying", f"{type(exc).__name__}: {exc}"
+                self.state, self.last_error = FollowerState.RETRYING, f"{type(exc).__name__}: {exc}"
                 self.retries += 1
                 _log.warning("follower error, restarting from its checkpoint in %.1f s: %s", delay, exc)
             with contextlib.suppress(TimeoutError):
@@ -575,7 +576,7 @@ class FollowerThread:
             asyncio.run(main())
         except BaseException as exc:  # reported by stop()
             self.error = exc
-            self.state, self.last_error = "stopped", f"{type(exc).__name__}: {exc}"
+            self.state, self.last_error = FollowerState.STOPPED, f"{type(exc).__name__}: {exc}"
             _log.exception("follower thread failed")
         finally:
             self._ready.set()

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from sidecar.event_schema import LatencyOp
 from sidecar.rollout_perf import DispatchLatencyTracker
 from sidecar.wire import source_id
 
@@ -72,15 +73,15 @@ class RemoteLatencyTracker:
 
     def record(self, seconds: float) -> None:
         self.local.record(seconds)
-        self.client.submit_latency("record", seconds, self.source, next(self._seq))
+        self.client.submit_latency(LatencyOp.RECORD.value, seconds, self.source, next(self._seq))
 
     def record_failure(self, seconds: float) -> None:
         self.local.record_failure(seconds)
-        self.client.submit_latency("record_failure", seconds, self.source, next(self._seq))
+        self.client.submit_latency(LatencyOp.RECORD_FAILURE.value, seconds, self.source, next(self._seq))
 
     def record_drained(self) -> None:
         self.local.record_drained()
-        self.client.submit_latency("record_drained", None, self.source, next(self._seq))
+        self.client.submit_latency(LatencyOp.RECORD_DRAINED.value, None, self.source, next(self._seq))
 
     @property
     def drained(self) -> int:

@@ -1,6 +1,8 @@
 """``SyncSidecarClient``: the same client for dispatchers that are not async.
 
-A background thread runs its own event loop with a :class:`SidecarClient` on it. Event
+A background thread runs its own event loop with a :class:`SidecarClient` on it, and the sync
+client is a facade over that one client: its source, sequence, local tracker, stats and
+fallback rules are the async client's (``ClientCore``), never a second copy. Event
 calls build a small dict and append it to a deque: the caller's thread does no encoding, no
 network I/O and no system call. The loop collects the deque every ``handoff_interval_s``
 (and is woken early only when a full batch is waiting), because waking it per event would
@@ -23,21 +25,25 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ._core import ClientClosed, ClientCore, SidecarError, renamed_timeout
-from ._events import completed_event, drained_event, failed_event, progress_event
+from sidecar.rollout_perf import DispatchLatencyTracker
+from sidecar.wire import EventNumber
+
+from ._core import ClientClosed, SidecarError, renamed_timeout
+from ._events import latency_event, run_ended_event
 from .client import SidecarClient
-from .config import ClientConfig
+from .config import ClientConfig, ClientStats
 
 __all__ = ["SyncSidecarClient"]
 
 T = TypeVar("T")
 
 
-class SyncSidecarClient(ClientCore):
+class SyncSidecarClient:
     """Thread-safe, blocking-free facade: ``with SyncSidecarClient(url, run_id=...) as c: ...``.
 
     ``token`` and ``transport`` as :class:`SidecarClient`'s: ``None`` reads
-    ``$ROLLOUT_SIDECAR_TOKEN``; the transport serves the background thread's async client.
+    ``$ROLLOUT_SIDECAR_TOKEN``; the transport serves the background thread's async client,
+    which is this facade's one core (:attr:`core`).
     """
 
     def __init__(
@@ -50,10 +56,6 @@ class SyncSidecarClient(ClientCore):
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._client = SidecarClient(base_url, run_id=run_id, token=token, config=config, transport=transport)
-        super().__init__(
-            base_url, run_id=run_id, token=token, config=self._client.config, transport=transport,
-            stats=self._client.stats,
-        )  # fmt: skip
         # API event dicts, or (op, seconds, source, seq) tuples of latency events (cheaper to make).
         self._pending: deque[Mapping[str, Any] | tuple[str, float | None, str, int]] = deque()
         self._scheduled = False
@@ -65,6 +67,48 @@ class SyncSidecarClient(ClientCore):
         self._poller: asyncio.Task[None] | None = None
         self._call(self._open(), timeout_s=10.0)
         atexit.register(self.close)
+
+    # -- the one core ---------------------------------------------------------------------
+
+    @property
+    def core(self) -> SidecarClient:
+        """The async client this facade drives: its identity, tracker and stats are this one's."""
+        return self._client
+
+    @property
+    def base_url(self) -> str:
+        return self._client.base_url
+
+    @property
+    def run_id(self) -> str:
+        return self._client.run_id
+
+    @property
+    def config(self) -> ClientConfig:
+        return self._client.config
+
+    @property
+    def stats(self) -> ClientStats:
+        return self._client.stats
+
+    @property
+    def local(self) -> DispatchLatencyTracker:
+        """The local tracker of this client's own events (the core's)."""
+        return self._client.local
+
+    @property
+    def source(self) -> str:
+        """This client's name in event identities (the core's)."""
+        return self._client.source
+
+    def next_number(self) -> EventNumber:
+        """A fresh ``(source, seq)`` from the core's one sequence."""
+        return self._client.next_number()
+
+    def _closed_error(self) -> ClientClosed:
+        return ClientClosed(
+            f"{type(self).__name__} is not open: use it as a context manager, or open it first"
+        )
 
     async def _open(self) -> None:
         await self._client.open()
@@ -122,11 +166,7 @@ class SyncSidecarClient(ClientCore):
         while pending:
             item = pending.popleft()
             if isinstance(item, tuple):
-                op, seconds, source, seq = item
-                event: dict[str, Any] = {"kind": "latency", "op": op, "source": source, "seq": seq}
-                if seconds is not None:
-                    event["seconds"] = seconds
-                client.submit_event(event)
+                client.submit_event(latency_event(*item))
             else:
                 client.submit_event(item)
 
@@ -143,7 +183,7 @@ class SyncSidecarClient(ClientCore):
     ) -> None:
         """As :meth:`SidecarClient.start_run`."""
         self.submit_event(
-            self._run_started(plan, dispatch_budget_s, drain_margin_s, materialized_inputs, fields)
+            self._client._run_started(plan, dispatch_budget_s, drain_margin_s, materialized_inputs, fields)
         )
 
     def completed(
@@ -157,27 +197,26 @@ class SyncSidecarClient(ClientCore):
     ) -> dict[str, Any] | None:
         """Report a completion; returns its ``ng_perf`` (the sidecar's, or built locally)."""
         client = self._client
-        self.local.record(seconds)
+        event = client._completion(row, result, seconds, latency_ms)
         if not wait or not client.stats.connected:
-            self.submit_event(completed_event(row, result, seconds, latency_ms, self.next_number()))
-            return self._local_ng_perf(result, seconds, latency_ms)
+            self.submit_event(event)
+            return client._local_ng_perf(result, seconds, latency_ms)
 
         async def ask() -> dict[str, Any] | None:
             self._pump()  # earlier hand-overs first: order is preserved
-            return await client.completed(row, result, seconds=seconds, latency_ms=latency_ms)
+            return await client.deliver_completion(event, result, seconds, latency_ms, wait=True)
 
         return self._call(ask(), None)
 
     def failed(
         self, row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], *, seconds: float | None = None
     ) -> None:
-        if seconds is not None:
-            self.local.record_failure(seconds)
-        self.submit_event(failed_event(row, failure_row, seconds, self.next_number()))
+        """As :meth:`SidecarClient.failed`."""
+        self.submit_event(self._client._failure(row, failure_row, seconds))
 
     def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
-        self.local.record_drained()
-        self.submit_event(drained_event(row, result, self.next_number()))
+        """As :meth:`SidecarClient.drained`."""
+        self.submit_event(self._client._drain(row, result))
 
     def started(self, row: Mapping[str, Any] | None) -> None:
         """As :meth:`SidecarClient.started`."""
@@ -188,15 +227,12 @@ class SyncSidecarClient(ClientCore):
         self._progress("heartbeat", row)
 
     def _progress(self, kind: str, row: Mapping[str, Any] | None) -> None:
-        event = progress_event(kind, row)
-        if event is None:
-            self.stats.submitted += 1
-            self.stats.rejected += 1
-            return
-        self.submit_event(event)
+        event = self._client._progress(kind, row)
+        if event is not None:
+            self.submit_event(event)
 
     def run_ended(self) -> None:
-        self.submit_event({"kind": "run_ended"})
+        self.submit_event(run_ended_event())
 
     # -- reads and lifecycle --------------------------------------------------------------
 
@@ -212,8 +248,9 @@ class SyncSidecarClient(ClientCore):
         deprecated name): falls back to this facade's local tracker."""
         wait_s = renamed_timeout(timeout_s, timeout, 0.5)
         assert wait_s is not None
+        core = self._client
         now = time.monotonic()
-        if self._ask_sidecar(now, strict):
+        if core._ask_sidecar(now, strict):
             try:
                 return self._call(
                     self._client.drain_margin(configured, timeout_s=wait_s, strict=True), wait_s + 1.0
@@ -223,8 +260,8 @@ class SyncSidecarClient(ClientCore):
             except (SidecarError, concurrent.futures.TimeoutError):
                 if strict:
                     raise
-                self._sidecar_unanswered(now)
-        return self._local_drain_margin(configured)
+                core._sidecar_unanswered(now)
+        return core._local_drain_margin(configured)
 
     def report(self, *, timeout_s: float | None = None, timeout: float | None = None) -> dict[str, Any]:
         """As :meth:`SidecarClient.report` (``timeout_s`` default 30; ``timeout``: deprecated name)."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from enum import IntEnum
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import orjson
 
@@ -26,6 +27,7 @@ __all__ = [
     "VERDICTS",
     "CompactDigest",
     "PlainFinding",
+    "VerdictCode",
     "built_digest",
     "compact_digest",
     "compact_values",
@@ -39,8 +41,21 @@ __all__ = [
     "unobserved_mask",
 ]
 
+
+class VerdictCode(IntEnum):
+    """A compact digest's ``verdict``: the code of its verdict, stored as the plain int (digests
+    cross process pools and the journal) and named by :data:`VERDICTS` (``VERDICTS[code]``)."""
+
+    HEALTHY = 0
+    UNHEALTHY = 1
+    UNOBSERVED = 2
+
+
+#: Each :class:`VerdictCode`'s verdict, indexed by the code.
 VERDICTS: tuple[Verdict, Verdict, Verdict] = ("healthy", "unhealthy", "unobserved")
-HEALTHY, UNHEALTHY, UNOBSERVED = 0, 1, 2
+HEALTHY: Final = int(VerdictCode.HEALTHY)
+UNHEALTHY: Final = int(VerdictCode.UNHEALTHY)
+UNOBSERVED: Final = int(VerdictCode.UNOBSERVED)
 _VERDICT_CODE: dict[str, int] = {verdict: code for code, verdict in enumerate(VERDICTS)}
 _ROLLOUT_BIT: dict[str, int] = {check: 1 << pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
 _CHECK_POS: dict[str, int] = {check: pos for pos, check in enumerate(CHECK_IDS)}
@@ -60,6 +75,7 @@ class CompactDigest(NamedTuple):
     stage_index: TaskIndex | None
     rollout_id: str
     verdict: int
+    """A :class:`VerdictCode` as its int (``VERDICTS[verdict]`` is its name)."""
     findings: bytes
     """Compact JSON array of ``{"check", "locator"?, "detail"}`` objects, as rows write them."""
     finding_checks: tuple[int, ...]

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BindingView",
+    "Location",
     "OrdinalIdentity",
     "PositionDependence",
     "TrajectoryCheck",
@@ -69,6 +70,16 @@ _NO_USAGE: tuple[int | None, int | None] = (None, None)
 TrajectoryCheck: TypeAlias = "tuple[TrajectoryRecord, None] | tuple[None, str]"
 """``check_trajectory``'s outcome for a record's ``ng_trajectory``: the validated record or the
 error name. Validity only: a valid record may still fail the canonical dump (too deep)."""
+
+
+class Location(NamedTuple):
+    """Where a record sits: its file, the file's index among the run's, its line, and its
+    ordinal (position among all the run's records, the task index of a record without one)."""
+
+    source_path: str
+    source_index: int
+    line_number: int
+    ordinal: int
 
 
 class OrdinalIdentity(NamedTuple):
@@ -104,7 +115,7 @@ def digest_line(
     the same inputs without materializing the payloads; every other line is parsed and
     validated in full, and the outcome is the same either way.
     """
-    location = (source_path, source_index, line_number, ordinal)
+    location = Location(source_path, source_index, line_number, ordinal)
     return _digest_form(_walk_line(data, location, ignored_checks)[0], location, ignored_checks)
 
 
@@ -124,7 +135,7 @@ def digest_line_placed(
     ``record_unreadable`` detail, for a record without ``_ng_task_index`` whether its rollout
     id derives from the ordinal.
     """
-    location = (source_path, source_index, line_number, ordinal)
+    location = Location(source_path, source_index, line_number, ordinal)
     walked, dependence = _walk_line(data, location, ignored_checks)
     return _digest_form(walked, location, ignored_checks), dependence
 
@@ -145,7 +156,7 @@ def digest_line_compact(
 
     ``data`` may be a view of a read buffer: it is read in place, and nothing returned refers
     to it."""
-    location = (source_path, source_index, line_number, ordinal)
+    location = Location(source_path, source_index, line_number, ordinal)
     walked, dependence = _walk_line(data, location, ignored_checks)
     return _compact_form(walked, location, ignored_checks), dependence
 
@@ -166,28 +177,28 @@ class _Walked(Struct):
 
 
 def _digest_form(
-    walked: _Walked | UnreadableLine, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+    walked: _Walked | UnreadableLine, location: Location, ignored_checks: frozenset[str]
 ) -> RolloutDigest:
     if isinstance(walked, UnreadableLine):
         return unreadable_digest(walked.detail, *location, ignored_checks)
-    return walked.digest(location[3])
+    return walked.digest(location.ordinal)
 
 
 def _compact_form(
-    walked: _Walked | UnreadableLine, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+    walked: _Walked | UnreadableLine, location: Location, ignored_checks: frozenset[str]
 ) -> CompactDigest:
     if isinstance(walked, UnreadableLine):
         return unreadable_compact(walked.detail, *location, ignored_checks)
-    return walked.compact(location[3])
+    return walked.compact(location.ordinal)
 
 
 def _walk_line(
-    data: bytes | memoryview, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+    data: bytes | memoryview, location: Location, ignored_checks: frozenset[str]
 ) -> tuple[_Walked | UnreadableLine, PositionDependence]:
     """The line's walk (or why it has no readable identity) and its position dependence:
     the fast path where it reads the line or proves its trajectory invalid, else the full
     path (orjson, the contract, the walk)."""
-    ordinal = location[3]
+    ordinal = location.ordinal
     outcome = read_stripped_line(stripped(data))
     if isinstance(outcome, EverydayRecord):
         walked = _everyday_walked(outcome, ordinal, ignored_checks)
@@ -226,10 +237,10 @@ def _rejected_walked(
 
 
 def _digest_rejected(
-    rejected: RejectedRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+    rejected: RejectedRecord, location: Location, ignored_checks: frozenset[str]
 ) -> tuple[RolloutDigest, PositionDependence] | None:
     """The digest of a record whose trajectory surely fails validation (see :func:`_rejected_walked`)."""
-    ordinal = location[3]
+    ordinal = location.ordinal
     walked = _rejected_walked(rejected, ordinal, ignored_checks)
     return None if walked is None else (walked.digest(ordinal), _rejected_dependence(rejected))
 
@@ -312,7 +323,7 @@ def digest_record(
     ignored_checks: frozenset[str] = frozenset(),
 ) -> RolloutDigest:
     """Digest a record parsed with orjson semantics; ``parse_error`` marks an unreadable line."""
-    location = (source_path, source_index, line_number, ordinal)
+    location = Location(source_path, source_index, line_number, ordinal)
     walked = _digest_parsed(record, parse_error, location, ignored_checks, None, None)[0]
     return _digest_form(walked, location, ignored_checks)
 
@@ -336,7 +347,7 @@ def digest_record_with_trajectory(
     ``checked``, when given, must be that same outcome, computed earlier by the caller; the
     step then uses it instead of validating again.
     """
-    location = (source_path, source_index, line_number, ordinal)
+    location = Location(source_path, source_index, line_number, ordinal)
     walked, checked = _digest_parsed(record, parse_error, location, ignored_checks, None, checked)
     return _digest_form(walked, location, ignored_checks), checked
 
@@ -344,14 +355,14 @@ def digest_record_with_trajectory(
 def _digest_parsed(
     record: dict[str, Any] | None,
     parse_error: str | None,
-    location: tuple[str, int, int, int],
+    location: Location,
     ignored_checks: frozenset[str],
     line_size: int | None,
     checked: TrajectoryCheck | None,
 ) -> tuple[_Walked | UnreadableLine, TrajectoryCheck | None]:
     """The full path's walk of a parsed record, or why it has no readable identity.
     ``line_size`` is the raw line's length in bytes, when known; ``checked`` a prior validation."""
-    identity = _readable_identity(record, parse_error, location[3])
+    identity = _readable_identity(record, parse_error, location.ordinal)
     if not isinstance(identity, Identity):
         return UnreadableLine(identity), None
     assert record is not None
@@ -421,10 +432,10 @@ def _everyday_walked(
 
 
 def _digest_everyday(
-    everyday: EverydayRecord, location: tuple[str, int, int, int], ignored_checks: frozenset[str]
+    everyday: EverydayRecord, location: Location, ignored_checks: frozenset[str]
 ) -> RolloutDigest | None:
     """The digest of a record the fast path vouches for; ``None`` defers an invalid identity."""
-    ordinal = location[3]
+    ordinal = location.ordinal
     walked = _everyday_walked(everyday, ordinal, ignored_checks)
     return None if walked is None else walked.digest(ordinal)
 

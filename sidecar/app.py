@@ -45,9 +45,10 @@ from sidecar.request_errors import (
     render_request_error,
     request_error_handler,
 )
+from sidecar.responses import HealthzBody, InflightBody, IngestBody, ReadyBody, RunListBody
 from sidecar.runs import RunState
 from sidecar.service import Service
-from sidecar.wire import RUN_ID_PATTERN
+from sidecar.wire import RUN_ID_PATTERN, FollowerState
 
 __all__ = [
     "ServerTiming",
@@ -438,7 +439,8 @@ class _Handlers:
             raise RequestError(
                 503, "journal_unavailable", f"events not stored: {exc}", None, {"Retry-After": "1"}
             ) from exc
-        return dumps_json({"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]})
+        answer: IngestBody = {"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]}
+        return dumps_json(answer)
 
     async def events(self, run_id: str, headers: _RawHeaders, receive: Receive) -> bytes:
         """``POST /v1/runs/{run_id}/events``: a batch of events; the 200 answer's body."""
@@ -543,8 +545,11 @@ class _Handlers:
             body["oldest"] = body["oldest"][: int(raw)]
             flags = run.inflight.flags  # this process's evaluations, kept after the end
             body["flagged"] = {"stragglers": flags.stragglers, "stalled": flags.stalls}
-            return _json({"run_id": run.run_id, **body, "ended": True})
-        return _json({**run.inflight_body(self.service.clock(), limit=int(raw)), "ended": False})
+            ended: InflightBody = {"run_id": run.run_id, **body, "ended": True}  # type: ignore[typeddict-item]
+            return _json(ended)
+        now = self.service.clock()
+        live: InflightBody = {**run.inflight_body(now, limit=int(raw)), "ended": False}  # type: ignore[typeddict-item]
+        return _json(live)
 
     async def timeline(self, request: Request) -> Response:
         """The run's bounded time series, columnar (``docs/report.md``); frozen once it ended."""
@@ -554,20 +559,19 @@ class _Handlers:
     async def runs(self, request: Request) -> Response:
         self._require_ready(counted=False)  # a listing, not ingest
         runs = self.service.ingestor.runs
-        return _json(
-            {
-                "runs": [
-                    {"run_id": rid, "ended": run.ended, "completed": run.completed}
-                    for rid, run in runs.items()
-                ]
-            }
-        )
+        listing: RunListBody = {
+            "runs": [
+                {"run_id": rid, "ended": run.ended, "completed": run.completed} for rid, run in runs.items()
+            ]
+        }
+        return _json(listing)
 
     async def openapi(self, request: Request) -> Response:
         return _json(openapi_document())
 
     async def healthz(self, request: Request) -> Response:
-        return _json({"status": "ok"})
+        alive: HealthzBody = {"status": "ok"}
+        return _json(alive)
 
     async def readyz(self, request: Request) -> Response:
         service = self.service
@@ -580,16 +584,15 @@ class _Handlers:
             return _json(
                 {"status": "journal_unavailable", "detail": "the last journal append failed", **extra}, 503
             )
-        if follower is not None and follower.get("state") == "stopped":
+        if follower is not None and follower.get("state") == FollowerState.STOPPED:
             return _json({"status": "follower_stopped", **extra}, 503)
-        return _json(
-            {
-                "status": "ready",
-                "runs": len(service.ingestor.runs),
-                "replayed": service.ingestor.replayed,
-                **extra,
-            }
-        )
+        ready: ReadyBody = {
+            "status": "ready",
+            "runs": len(service.ingestor.runs),
+            "replayed": service.ingestor.replayed,
+            **extra,  # type: ignore[typeddict-item]
+        }
+        return _json(ready)
 
 
 class ServerTiming:

@@ -21,7 +21,7 @@ the row's own and are not limited here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, get_args, overload
 
 import orjson
 from pydantic import (
@@ -40,6 +40,7 @@ from xxhash import xxh3_128_hexdigest
 
 from health.parse import parse_line
 from health.registry import CHECK_IDS
+from sidecar.event_schema import EventKind, LatencyOp, check_event_model
 from sidecar.raw_rows import RawRow, raw_line
 from sidecar.wire import (
     ATTEMPT_KEY,
@@ -80,9 +81,8 @@ __all__ = [
     "to_payload",
 ]
 
-EVENT_KINDS = (
-    "run_started", "completed", "failed", "drained", "run_ended", "latency", "started", "heartbeat",
-)  # fmt: skip
+#: Every event kind, in :class:`sidecar.event_schema.EventKind`'s order.
+EVENT_KINDS = tuple(kind.value for kind in EventKind)
 MAX_EVENTS_PER_REQUEST = 10_000
 
 #: Longest duration any field accepts (about 116 days): longer than any allocation, and small
@@ -335,6 +335,35 @@ Event = Annotated[
     RunStarted | Completed | Failed | Drained | RunEnded | Latency | Started | Heartbeat,
     Field(discriminator="kind"),
 ]
+_MODELS: tuple[type[_Event], ...] = (
+    RunStarted,
+    Completed,
+    Failed,
+    Drained,
+    RunEnded,
+    Latency,
+    Started,
+    Heartbeat,
+)
+
+
+def _check_models() -> None:
+    """Each model carries exactly its kind's fields of :data:`sidecar.event_schema.EVENT_FIELDS`
+    (raises naming the field otherwise), and there is one model per kind; ``latency``'s ops are
+    :class:`~sidecar.event_schema.LatencyOp`'s."""
+    kinds = []
+    for model in _MODELS:
+        (kind,) = get_args(model.model_fields["kind"].annotation)
+        check_event_model(kind, model.model_fields)
+        kinds.append(kind)
+    if sorted(kinds) != sorted(EVENT_KINDS):
+        raise TypeError(f"one model per event kind: models {sorted(kinds)}, kinds {sorted(EVENT_KINDS)}")
+    ops = get_args(Latency.model_fields["op"].annotation)
+    if sorted(ops) != sorted(LatencyOp):
+        raise TypeError(f"Latency.op {sorted(ops)} is not sidecar.event_schema.LatencyOp {sorted(LatencyOp)}")
+
+
+_check_models()
 EventBatch: TypeAdapter[list[Event]] = TypeAdapter(
     Annotated[list[Event], Field(min_length=1, max_length=MAX_EVENTS_PER_REQUEST)]
 )

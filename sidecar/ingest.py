@@ -17,13 +17,14 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 import anyio
 import orjson
 import structlog
 
 from sidecar.engines import Engines
+from sidecar.event_schema import OutcomeStatus
 from sidecar.events import (
     Event,
     EventBatch,
@@ -32,19 +33,27 @@ from sidecar.events import (
     idempotency_key,
 )
 from sidecar.inflight import InflightRules
-from sidecar.journal import JournalCompacted, JournalError, JournalEvent, JournalUnavailable
-from sidecar.journal._closed_groups import ClosedGroupFile, ClosedGroupsMark
-from sidecar.journal._facts import (
+from sidecar.journal import (
+    ClosedGroupFile,
+    ClosedGroupsMark,
     CompletedFact,
     Fact,
+    JournalCompacted,
+    JournalError,
+    JournalEvent,
+    JournalUnavailable,
     LatencyFact,
     RunStartedFact,
+    SnapshotStore,
     decode_fact,
+    dumps_state,
     encode_fact,
+    fork_writer,
     is_legacy_payload,
+    loads_state,
 )
-from sidecar.journal._snapshot import SnapshotStore, dumps_state, fork_writer, loads_state
 from sidecar.materialized_inputs import PlanError, plan_from_materialized
+from sidecar.responses import EventResult
 from sidecar.runs import RunState, derive_fact
 
 __all__ = [
@@ -75,9 +84,10 @@ class UnknownRun(LookupError):
         self.run_id = run_id
 
 
-#: ``accepted``; ``duplicate`` (its idempotency key was stored before); ``unknown_run`` (no
-#: ``run_started`` yet); ``not_in_flight`` (a heartbeat of an attempt not in flight).
-OutcomeStatus = Literal["accepted", "duplicate", "unknown_run", "not_in_flight"]
+_ACCEPTED: Final = OutcomeStatus.ACCEPTED
+_DUPLICATE: Final = OutcomeStatus.DUPLICATE
+_UNKNOWN_RUN: Final = OutcomeStatus.UNKNOWN_RUN
+_NOT_IN_FLIGHT: Final = OutcomeStatus.NOT_IN_FLIGHT
 
 
 class EventOutcome(NamedTuple):
@@ -88,8 +98,8 @@ class EventOutcome(NamedTuple):
     seq: int | None = None
     ng_perf: dict[str, Any] | None = None
 
-    def as_dict(self, index: int) -> dict[str, Any]:
-        body: dict[str, Any] = {"index": index, "kind": self.kind, "status": self.status}
+    def as_dict(self, index: int) -> EventResult:
+        body: EventResult = {"index": index, "kind": self.kind, "status": self.status}
         if self.seq is not None:
             body["seq"] = self.seq
         if self.kind == "completed":
@@ -473,8 +483,8 @@ class Ingestor:
                 continue
             beat = state.heartbeat(event, now)
             if self._on_event is not None:
-                self._on_event(event.kind, "accepted" if beat else "not_in_flight", 1)
-            answers.append(EventOutcome("accepted" if beat else "not_in_flight", event.kind))
+                self._on_event(event.kind, _ACCEPTED if beat else _NOT_IN_FLIGHT, 1)
+            answers.append(EventOutcome(_ACCEPTED if beat else _NOT_IN_FLIGHT, event.kind))
         return answers
 
     async def _sequencer(self) -> None:
@@ -551,7 +561,7 @@ class Ingestor:
                         self.applied_seq = stored.seq
                         self._since_snapshot += 1
                     outcome = self._outcome(pending.run_id, event, fact, stored)
-                    pair = (event.kind, "accepted" if stored is not None else "duplicate")
+                    pair = (event.kind, _ACCEPTED if stored is not None else _DUPLICATE)
                     counted[pair] = counted.get(pair, 0) + 1
                     outcomes.append(outcome)
                 if not pending.future.done():
@@ -564,9 +574,9 @@ class Ingestor:
     def _outcome(self, run_id: str, event: Event, fact: Fact, stored: JournalEvent | None) -> EventOutcome:
         if stored is None:
             ng_perf = fact.ng_perf if isinstance(fact, CompletedFact) else None
-            return EventOutcome("duplicate", event.kind, None, ng_perf)
+            return EventOutcome(_DUPLICATE, event.kind, None, ng_perf)
         applied, ng_perf = self._apply(run_id, fact)
-        return EventOutcome("accepted" if applied else "unknown_run", event.kind, stored.seq, ng_perf)
+        return EventOutcome(_ACCEPTED if applied else _UNKNOWN_RUN, event.kind, stored.seq, ng_perf)
 
     def _apply(self, run_id: str, fact: Fact) -> tuple[bool, dict[str, Any] | None]:
         state = self.runs.get(run_id)

@@ -30,6 +30,7 @@ from prometheus_client.samples import Sample
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from sidecar.request_errors import ErrorCode
 from sidecar.runs import TOKEN_KINDS, RunState
+from sidecar.wire import FollowerState
 
 if TYPE_CHECKING:
     from sidecar.ingest import Ingestor
@@ -215,7 +216,7 @@ def _counter_value(total: int) -> float:
 
 
 #: States of ``serve --follow``'s follower, one series each (1 for the current state).
-FOLLOWER_STATES = ("starting", "following", "retrying", "stopped")
+FOLLOWER_STATES = tuple(state.value for state in FollowerState)
 
 
 class _RunCollector(Collector):

@@ -1,166 +1,199 @@
-"""The service's OpenAPI 3.1 description, generated from the request models (for clients and fuzzers)."""
+"""The service's OpenAPI 3.1 description, generated from the request models and the response
+types (:mod:`sidecar.responses`), for clients and fuzzers.
+
+Every route the app registers has one :class:`Operation` in :data:`OPERATIONS`, keyed by
+``(method, path)`` as Starlette spells the path: its 200 body is a JSON type (a ``TypedDict``
+or model, its schema generated) or :class:`NonJSON` (a media type: metrics text, JSON lines,
+HTML pages, static files). ``tests/sidecar/test_openapi.py`` walks the app's routes, so a new
+route without an entry here fails it, naming the route. To add a route: add its response type
+to ``sidecar/responses.py`` (or declare it ``NonJSON``) and its entry below.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
+from types import MappingProxyType
 from typing import Any
 
+from pydantic import TypeAdapter
+
+from sidecar import responses as bodies
 from sidecar.events import EventBatch
 
-__all__ = ["openapi_document"]
+__all__ = ["OPERATIONS", "NonJSON", "Operation", "Param", "openapi_document"]
 
-_ERROR = {
-    "type": "object",
-    "properties": {
-        "error": {"type": "string"},
-        "field": {"type": ["string", "null"]},
-        "detail": {"type": "string"},
-    },
-    "required": ["error", "field", "detail"],
-    "additionalProperties": False,
-}
-_RUN_ID_QUERY = {"name": "run_id", "in": "query", "required": True, "schema": {"type": "string"}}
+_REF = "#/components/schemas/{model}"
+
+
+@dataclass(frozen=True)
+class NonJSON:
+    """A 200 body that is not JSON: its media type, and what it is."""
+
+    media_type: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Param:
+    """A path or query parameter."""
+
+    name: str
+    where: str = "query"
+    required: bool = True
+    schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "string"})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "in": self.where, "required": self.required, "schema": dict(self.schema)}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One route and method: what it answers (``ok``: a JSON type or :class:`NonJSON`), its
+    parameters, the error statuses it may answer (each with :class:`~sidecar.responses.ErrorBody`),
+    other statuses with their own body (``/readyz``'s 503), and a request body schema."""
+
+    summary: str
+    ok: type[Any] | NonJSON
+    params: tuple[Param, ...] = ()
+    errors: tuple[int, ...] = ()
+    other: Mapping[int, type[Any]] = field(default_factory=dict)
+    request: Mapping[str, Any] | None = None
+    secured: bool = False
+
+
+_RUN_ID_PATH = Param("run_id", "path")
+_RUN_ID = Param("run_id")
+_INGEST_ERRORS = (400, 401, 404, 413, 422, 429, 503)
+_RUN_ERRORS = (400, 404, 503)
+_NDJSON = "application/x-ndjson"
+
+
+def _ingest_request() -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": _REF.format(model="EventBatch")}}}
+
+
+#: Every route the app serves, ``(method, path)`` -> its operation.
+OPERATIONS: Mapping[tuple[str, str], Operation] = MappingProxyType(
+    {
+        ("POST", "/v1/runs/{run_id}/events"): Operation(
+            "Ingest a batch of events (acknowledged once durable).",
+            bodies.IngestBody,
+            (_RUN_ID_PATH,),
+            _INGEST_ERRORS,
+            request=_ingest_request(),
+            secured=True,
+        ),
+        ("POST", "/v1/runs/{run_id}/lines"): Operation(
+            "One raw rollout line as the body (a completed event without JSON escaping).",
+            bodies.IngestBody,
+            (
+                _RUN_ID_PATH,
+                Param("line_number", schema={"type": "integer"}),
+                Param("generation", required=False, schema={"type": "integer"}),
+                Param("seconds", required=False, schema={"type": "number"}),
+                Param("latency_ms", required=False, schema={"type": "number"}),
+            ),
+            _INGEST_ERRORS,
+            request={_NDJSON: {"schema": {"type": "string"}}},
+            secured=True,
+        ),
+        ("GET", "/v1/runs"): Operation("Runs held.", bodies.RunListBody, errors=(503,)),
+        ("GET", "/v1/runs/{run_id}/inflight"): Operation(
+            "In-flight rollouts of a run: count, ages, stragglers, the oldest (no payloads).",
+            bodies.InflightBody,
+            (
+                _RUN_ID_PATH,
+                Param(
+                    "limit",
+                    required=False,
+                    schema={"type": "integer", "minimum": 0, "maximum": 1000, "default": 20},
+                ),
+            ),
+            _RUN_ERRORS,
+        ),
+        ("GET", "/v1/runs/{run_id}/timeline"): Operation(
+            "A run's bounded time series (at most 1024 points, columnar; docs/report.md).",
+            bodies.TimelineBody,
+            (_RUN_ID_PATH,),
+            _RUN_ERRORS,
+        ),
+        ("GET", "/drain_margin"): Operation(
+            "Drain margin of a run: margin, samples, and with a budget the time left and start-now.",
+            bodies.DrainMarginBody,
+            (_RUN_ID, Param("configured", required=False)),
+            _RUN_ERRORS,
+        ),
+        ("GET", "/report"): Operation("Post-run report.", bodies.ReportBody, (_RUN_ID,), _RUN_ERRORS),
+        ("GET", "/report/quality_summary.json"): Operation(
+            "quality_summary.json bytes.", bodies.QualitySummaryBody, (_RUN_ID,), _RUN_ERRORS
+        ),
+        ("GET", "/report/verdicts"): Operation(
+            "rollout_verdicts.jsonl bytes.", NonJSON(_NDJSON, "JSON lines"), (_RUN_ID,), _RUN_ERRORS
+        ),
+        ("GET", "/metrics"): Operation("Prometheus exposition.", NonJSON("text/plain", "metrics")),
+        ("GET", "/openapi.json"): Operation("This document.", bodies.OpenAPIBody),
+        ("GET", "/healthz"): Operation("Liveness.", bodies.HealthzBody),
+        ("GET", "/readyz"): Operation("Readiness.", bodies.ReadyBody, other={503: bodies.NotReadyBody}),
+    }
+)
 
 
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _errors(*statuses: int) -> dict[str, Any]:
-    return {str(status): _json({"$ref": "#/components/schemas/Error"}, "rejected") for status in statuses}
+def _ref(kind: type[Any], schemas: dict[str, Any]) -> dict[str, Any]:
+    """A ``$ref`` to ``kind``'s schema, adding it (and what it refers to) to ``schemas``."""
+    schema = TypeAdapter(kind).json_schema(ref_template=_REF)
+    schemas.update(schema.pop("$defs", {}))
+    schemas[kind.__name__] = schema
+    return {"$ref": _REF.format(model=kind.__name__)}
 
 
-def _get(
-    summary: str, ok: dict[str, Any], *params: dict[str, Any], errors: tuple[int, ...] = ()
-) -> dict[str, Any]:
-    return {
-        "get": {"summary": summary, "parameters": list(params), "responses": {"200": ok, **_errors(*errors)}}
+def _operation(operation: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
+    ok = operation.ok
+    if isinstance(ok, NonJSON):
+        answer = {"description": ok.description, "content": {ok.media_type: {"schema": {"type": "string"}}}}
+    else:
+        answer = _json(_ref(ok, schemas), (ok.__doc__ or ok.__name__).split("\n")[0])
+    responses = {"200": answer}
+    for status, kind in operation.other.items():
+        responses[str(status)] = _json(_ref(kind, schemas), (kind.__doc__ or kind.__name__).split("\n")[0])
+    error = _ref(bodies.ErrorBody, schemas)
+    for status in operation.errors:
+        responses[str(status)] = _json(error, "refused")
+    body: dict[str, Any] = {
+        "summary": operation.summary,
+        "parameters": [param.as_dict() for param in operation.params],
+        "responses": responses,
     }
+    if operation.request is not None:
+        body["requestBody"] = {"required": True, "content": dict(operation.request)}
+    if operation.secured:
+        body["security"] = [{"bearer": []}]
+    return body
 
 
 @cache
 def openapi_document() -> dict[str, Any]:
-    batch = EventBatch.json_schema(ref_template="#/components/schemas/{model}")
+    batch = EventBatch.json_schema(ref_template=_REF)
     schemas: dict[str, Any] = batch.pop("$defs", {})
-    schemas["Error"] = _ERROR
+    schemas["EventBatch"] = batch
+    paths: dict[str, dict[str, Any]] = {}
+    for (method, path), operation in OPERATIONS.items():
+        paths.setdefault(path, {})[method.lower()] = _operation(operation, schemas)
+    schemas["Error"] = schemas["ErrorBody"]  # the name the document always had
     try:
         version = metadata.version("rollout-sidecar")
     except metadata.PackageNotFoundError:
         version = "0"
-    result = {
-        "type": "object",
-        "properties": {
-            "index": {"type": "integer"},
-            "kind": {"type": "string"},
-            "status": {"enum": ["accepted", "duplicate", "unknown_run", "not_in_flight"]},
-            "seq": {"type": "integer"},
-            "ng_perf": {"type": ["object", "null"]},
-        },
-        "required": ["index", "kind", "status"],
-    }
-    any_object = {"type": "object"}
     return {
         "openapi": "3.1.0",
         "info": {"title": "rollout-sidecar", "version": version},
-        "paths": {
-            "/v1/runs/{run_id}/events": {
-                "post": {
-                    "summary": "Ingest a batch of events (acknowledged once durable).",
-                    "parameters": [
-                        {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
-                    ],
-                    "requestBody": {"required": True, "content": {"application/json": {"schema": batch}}},
-                    "responses": {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "run_id": {"type": "string"},
-                                    "results": {"type": "array", "items": result},
-                                },
-                            },
-                            "one result per event, in order",
-                        ),
-                        **_errors(400, 401, 404, 413, 422, 503),
-                    },
-                    "security": [{"bearer": []}],
-                }
-            },
-            "/v1/runs/{run_id}/lines": {
-                "post": {
-                    "summary": "One raw rollout line as the body (a completed event without JSON escaping).",
-                    "parameters": [
-                        {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}},
-                        *(
-                            {"name": name, "in": "query", "required": required, "schema": {"type": kind}}
-                            for name, kind, required in (
-                                ("line_number", "integer", True),
-                                ("generation", "integer", False),
-                                ("seconds", "number", False),
-                                ("latency_ms", "number", False),
-                            )
-                        ),
-                    ],
-                    "requestBody": {
-                        "required": True,
-                        "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
-                    },
-                    "responses": {
-                        "200": _json(any_object, "the event's result, as for /events"),
-                        **_errors(400, 401, 404, 413, 422, 503),
-                    },
-                    "security": [{"bearer": []}],
-                }
-            },
-            "/v1/runs": _get("Runs held.", _json(any_object, "runs")),
-            "/v1/runs/{run_id}/inflight": _get(
-                "In-flight rollouts of a run: count, ages, stragglers, the oldest (no payloads).",
-                _json(any_object, "in-flight view"),
-                {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}},
-                {
-                    "name": "limit",
-                    "in": "query",
-                    "required": False,
-                    "schema": {"type": "integer", "minimum": 0, "maximum": 1000, "default": 20},
-                },
-                errors=(400, 404),
-            ),
-            "/v1/runs/{run_id}/timeline": _get(
-                "A run's bounded time series (at most 1024 points, columnar; docs/report.md).",
-                _json(any_object, "timeline"),
-                {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}},
-                errors=(404,),
-            ),
-            "/drain_margin": _get(
-                "Drain margin of a run.",
-                _json(any_object, "margin, samples, budget"),
-                _RUN_ID_QUERY,
-                {"name": "configured", "in": "query", "required": False, "schema": {"type": "string"}},
-                errors=(400, 404),
-            ),
-            "/report": _get(
-                "Post-run report.", _json(any_object, "report"), _RUN_ID_QUERY, errors=(400, 404)
-            ),
-            "/report/quality_summary.json": _get(
-                "quality_summary.json bytes.", _json(any_object, "summary"), _RUN_ID_QUERY, errors=(400, 404)
-            ),
-            "/report/verdicts": _get(
-                "rollout_verdicts.jsonl bytes.",
-                {
-                    "description": "JSON lines",
-                    "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
-                },
-                _RUN_ID_QUERY,
-                errors=(400, 404),
-            ),
-            "/metrics": _get(
-                "Prometheus exposition.",
-                {"description": "metrics", "content": {"text/plain": {"schema": {"type": "string"}}}},
-            ),
-            "/healthz": _get("Liveness.", _json(any_object, "alive")),
-            "/readyz": _get("Readiness.", _json(any_object, "ready")),
-        },
+        "paths": paths,
         "components": {
             "schemas": schemas,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

@@ -26,6 +26,7 @@ import orjson
 from msgspec import UNSET, Raw, Struct, field
 
 from health.json_vet import MAX_DEPTH, EventRows, vet, vet_event_rows
+from sidecar.event_schema import ENVELOPE_FIELDS
 
 __all__ = [
     "ROW_SERVICE_KEYS",
@@ -162,54 +163,33 @@ def vetted_json(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH
     return data[:1] in (b"[", b"{") and 1 <= max_depth <= MAX_DEPTH and vet(data, max_depth)
 
 
-class _Envelope(Struct, forbid_unknown_fields=True):
-    """Any event's keys, values left to the models; ``row`` kept as its raw span."""
+def _envelope(name: str, row: tuple[str, Any, Any]) -> type[Struct]:
+    """A struct of every key any event may carry (:data:`sidecar.event_schema.ENVELOPE_FIELDS`),
+    values left to the models, unknown keys refused; ``row`` is declared by the caller."""
+    fields = [(key, Any, UNSET) if key != "row" else row for key in ENVELOPE_FIELDS]
+    return msgspec.defstruct(name, fields, forbid_unknown_fields=True)
 
-    kind: Any = UNSET
-    generation: Any = UNSET
-    source: Any = UNSET
-    seq: Any = UNSET
-    task_index: Any = UNSET
-    rollout_index: Any = UNSET
-    attempt: Any = UNSET
-    seconds: Any = UNSET
-    latency_ms: Any = UNSET
-    row: Raw = field(default_factory=lambda: Raw(b""))
-    line: Any = UNSET
-    line_number: Any = UNSET
-    failure_class: Any = UNSET
-    terminal: Any = UNSET
-    ended_at: Any = UNSET
-    op: Any = UNSET
-    plan: Any = UNSET
-    materialized_inputs: Any = UNSET
-    dispatch_budget_s: Any = UNSET
-    drain_margin_s: Any = UNSET
-    task_timeout_s: Any = UNSET
-    max_attempts: Any = UNSET
-    started_at: Any = UNSET
-    source_path: Any = UNSET
-    ignored_checks: Any = UNSET
+
+#: Any event's keys; ``row`` kept as its raw span.
+_Envelope = _envelope("_Envelope", ("row", Raw, field(default_factory=lambda: Raw(b""))))
 
 
 class _Wrapped(Struct, forbid_unknown_fields=True):
-    events: list[_Envelope]
+    events: list[_Envelope]  # type: ignore[valid-type]
 
 
-_REQUEST_DECODER = msgspec.json.Decoder(list[_Envelope] | _Wrapped)
+_REQUEST_DECODER = msgspec.json.Decoder(list[_Envelope] | _Wrapped)  # type: ignore[valid-type]
 
 
-class _Skeletal(_Envelope, forbid_unknown_fields=True):
-    """An event of a body whose rows were cut out (each ``row`` value is ``0``)."""
-
-    row: Any = UNSET
+#: An event of a body whose rows were cut out (each ``row`` value is ``0``).
+_Skeletal = _envelope("_Skeletal", ("row", Any, UNSET))
 
 
 class _WrappedSkeletal(Struct, forbid_unknown_fields=True):
-    events: list[_Skeletal]
+    events: list[_Skeletal]  # type: ignore[valid-type]
 
 
-_SKELETON_DECODER = msgspec.json.Decoder(list[_Skeletal] | _WrappedSkeletal)
+_SKELETON_DECODER = msgspec.json.Decoder(list[_Skeletal] | _WrappedSkeletal)  # type: ignore[valid-type]
 
 
 def raw_line(data: bytes) -> RawRow | None:
@@ -232,7 +212,7 @@ def _row_value(span: bytes, kind: Any, shallow: bool) -> Any:
     return orjson.loads(span)
 
 
-def _event_body(envelope: _Envelope, shallow: bool) -> dict[str, Any]:
+def _event_body(envelope: Any, shallow: bool) -> dict[str, Any]:
     body = {
         name: value
         for name, value in zip(_ENVELOPE_FIELDS, msgspec.structs.astuple(envelope), strict=True)

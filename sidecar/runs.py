@@ -13,7 +13,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -38,12 +38,9 @@ from sidecar.events import (
     row_of,
 )
 from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
-from sidecar.journal._facts import (
-    DIGESTED,
-    FAILURE_ROW,
-    NOT_PERSISTED,
-    NOT_PERSISTED_DRAINED,
+from sidecar.journal import (
     CompletedFact,
+    Disposition,
     DrainedFact,
     Fact,
     FailedFact,
@@ -56,8 +53,15 @@ from sidecar.journal._facts import (
     parse_deferred,
 )
 from sidecar.raw_rows import RawRow
+from sidecar.responses import DrainMarginBody, TimelineBody, TimelineSeries
 from sidecar.timeline import Timeline, TimelineSample
 from sidecar.wire import TASK_KEY
+
+# A fact's disposition is journaled as the plain int of its :class:`Disposition`.
+DIGESTED = int(Disposition.DIGESTED)
+NOT_PERSISTED = int(Disposition.NOT_PERSISTED)
+NOT_PERSISTED_DRAINED = int(Disposition.NOT_PERSISTED_DRAINED)
+FAILURE_ROW = int(Disposition.FAILURE_ROW)
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -499,10 +503,10 @@ class RunState:
             issues[check] = flags.get(check, 0)
         return HealthView(verdicts, issues, len(self._closed), flags)
 
-    def drain_margin(self, configured: float | None, *, now: float | None = None) -> dict[str, Any]:
+    def drain_margin(self, configured: float | None, *, now: float | None = None) -> DrainMarginBody:
         """The tracker's margin, samples, and (with a budget) time left and the start-now decision."""
         margin = self.tracker.drain_margin(configured)
-        body: dict[str, Any] = {
+        body: DrainMarginBody = {
             "run_id": self.run_id,
             "drain_margin": margin,
             "configured": configured,
@@ -572,10 +576,11 @@ class RunState:
             for at, count in zip(times, stragglers, strict=True)
         ]
 
-    def timeline_body(self) -> dict[str, Any]:
+    def timeline_body(self) -> TimelineBody:
         """The ``GET /v1/runs/{run_id}/timeline`` body (documented in ``docs/report.md``)."""
         timeline = self.timeline
-        times, series = timeline.columns(self)
+        times, columns = timeline.columns(self)
+        series = cast(TimelineSeries, columns)  # the names are checked by tests/sidecar/test_timeline.py
         return {
             "run_id": self.run_id,
             "status": "ended" if self.ended else "running",

@@ -23,8 +23,7 @@ from sidecar._offloop import OffLoopReads
 from sidecar.engines import Engines, default_engines
 from sidecar.events import MAX_LATENCY_MS, MAX_SECONDS, MAX_TIMESTAMP
 from sidecar.ingest import Ingestor, JournalLike
-from sidecar.journal._facts import STATE_SCHEMA, is_legacy_payload
-from sidecar.journal._snapshot import SnapshotStore
+from sidecar.journal import STATE_SCHEMA, SnapshotStore, is_legacy_payload
 from sidecar.materialized_inputs import plan_from_materialized
 from sidecar.metrics import ServiceMetrics
 from sidecar.settings import ServiceSettings

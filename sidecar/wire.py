@@ -14,6 +14,7 @@ import re
 import socket
 import uuid
 from collections.abc import Iterable, Iterator
+from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
 
 import orjson
@@ -27,6 +28,7 @@ __all__ = [
     "RUN_ID_PATTERN",
     "TASK_KEY",
     "EventNumber",
+    "FollowerState",
     "MaterializedInputsError",
     "TooManyTasks",
     "dump_row",
@@ -52,6 +54,18 @@ MAX_EVENT_SEQ = 2**63 - 1
 #: Longest line of a materialized-inputs file (one task's inputs) either side reads.
 MAX_MATERIALIZED_LINE_BYTES = 16 << 20
 _READ_CHUNK = 1 << 20
+
+
+class FollowerState(StrEnum):
+    """``serve --follow``'s follower (``dispatcher_client.follow.FollowerThread``), as ``/readyz``
+    and the ``follower_state`` metric report it."""
+
+    STARTING = "starting"
+    FOLLOWING = "following"
+    #: A transient error: restarting from its checkpoint.
+    RETRYING = "retrying"
+    #: Needs an operator (``/readyz`` answers 503).
+    STOPPED = "stopped"
 
 
 class EventNumber(NamedTuple):

@@ -15,7 +15,11 @@ PUBLIC_MODULES = [
     "health.digest",
     "sidecar.rollout_perf",
     "sidecar.synthetic",
+    "sidecar.event_schema",
     "sidecar.journal",
+    "sidecar.openapi",
+    "sidecar.perf",
+    "sidecar.responses",
     "sidecar.wire",
     "dispatcher_client",
 ]

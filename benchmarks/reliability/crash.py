@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from sidecar.journal._snapshot import SnapshotStore
+from sidecar.journal import SnapshotStore
 
 from .sidecar_process import Launch, SidecarProcess, reap_orphans
 from .workload import GeneratedRun, batch_files, generate_run, journal_keys, report_files

@@ -9,6 +9,10 @@ second event with a stored key is acknowledged and changes nothing. The journal 
 futures: call its coroutines from an asyncio event loop (anyio's asyncio backend included).
 
 This module is an I/O edge only: no HTTP, no metrics; commit timings go to ``on_commit``.
+
+Its public surface (``__all__``) is also what the service keeps beside the log: the facts each
+record holds (``_facts``), the state snapshots (``_snapshot``) and the closed-groups file
+(``_closed_groups``). Use them from here, never from the private modules.
 """
 
 from __future__ import annotations
@@ -21,12 +25,43 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from sidecar.journal._closed_groups import ClosedGroupFile, ClosedGroupsMark, ClosedGroupsTorn
+from sidecar.journal._facts import (
+    FACTS_FORMAT,
+    HEALTH_PIPELINE_FINGERPRINTS,
+    HEALTH_PIPELINE_VERSION,
+    STATE_SCHEMA,
+    CompletedFact,
+    Disposition,
+    DrainedFact,
+    Fact,
+    FactError,
+    FailedFact,
+    LatencyFact,
+    RunEndedFact,
+    RunStartedFact,
+    StartedFact,
+    decode_fact,
+    digest_fields,
+    encode_fact,
+    health_pipeline_fingerprint,
+    is_legacy_payload,
+    parse_deferred,
+)
 from sidecar.journal._schema import (
     SCHEMA_VERSION,
     WriterConnection,
     file_bytes,
     map_sqlite_error,
     open_reader,
+)
+from sidecar.journal._snapshot import (
+    SNAPSHOT_FORMAT,
+    Snapshot,
+    SnapshotStore,
+    dumps_state,
+    fork_writer,
+    loads_state,
 )
 from sidecar.journal._types import (
     JournalCompacted,
@@ -41,7 +76,21 @@ from sidecar.journal._writer import Append, Control, SetMeta, Writer
 
 __all__ = [
     "DEFAULT_JOURNAL_PATH",
+    "FACTS_FORMAT",
+    "HEALTH_PIPELINE_FINGERPRINTS",
+    "HEALTH_PIPELINE_VERSION",
     "SCHEMA_VERSION",
+    "SNAPSHOT_FORMAT",
+    "STATE_SCHEMA",
+    "ClosedGroupFile",
+    "ClosedGroupsMark",
+    "ClosedGroupsTorn",
+    "CompletedFact",
+    "Disposition",
+    "DrainedFact",
+    "Fact",
+    "FactError",
+    "FailedFact",
     "Journal",
     "JournalCompacted",
     "JournalCorrupt",
@@ -50,6 +99,21 @@ __all__ = [
     "JournalSchemaError",
     "JournalStats",
     "JournalUnavailable",
+    "LatencyFact",
+    "RunEndedFact",
+    "RunStartedFact",
+    "Snapshot",
+    "SnapshotStore",
+    "StartedFact",
+    "decode_fact",
+    "digest_fields",
+    "dumps_state",
+    "encode_fact",
+    "fork_writer",
+    "health_pipeline_fingerprint",
+    "is_legacy_payload",
+    "loads_state",
+    "parse_deferred",
 ]
 
 DEFAULT_JOURNAL_PATH = Path("sidecar-state/journal.sqlite3")

@@ -19,20 +19,33 @@ Facts are MessagePack arrays; a journal written before facts existed holds JSON 
 
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from enum import IntEnum
+from types import MappingProxyType
+from typing import Any, Final, NamedTuple
 
 import msgspec
 import orjson
 
-from health.compact import CompactDigest
+from health.compact import (
+    CAPTURE_OBSERVED,
+    ENDED_ON_ERROR,
+    POLICY_CALLS_OBSERVED,
+    VERDICTS,
+    CompactDigest,
+)
 from health.parse import parse_line
+from health.registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
 
 __all__ = [
     "FACTS_FORMAT",
+    "HEALTH_PIPELINE_FINGERPRINTS",
     "HEALTH_PIPELINE_VERSION",
     "STATE_SCHEMA",
     "CompletedFact",
+    "Disposition",
     "DrainedFact",
     "Fact",
     "FactError",
@@ -42,7 +55,9 @@ __all__ = [
     "RunStartedFact",
     "StartedFact",
     "decode_fact",
+    "digest_fields",
     "encode_fact",
+    "health_pipeline_fingerprint",
     "is_legacy_payload",
     "parse_deferred",
 ]
@@ -53,14 +68,47 @@ FACTS_FORMAT = 2
 #: A journaled digest is the pipeline's output: bump this when that output changes, so an
 #: older journal's digests are not mixed with new ones.
 HEALTH_PIPELINE_VERSION = 1
+#: :func:`health_pipeline_fingerprint` of each version (add an entry with each bump, never edit
+#: one): the check registry's order and the digest's layout that version's digests were made
+#: with (the unobserved bitmask and the finding positions are registry positions).
+#: ``tests/sidecar/test_facts.py`` fails when the current fingerprint is not the current version's.
+HEALTH_PIPELINE_FINGERPRINTS: Final[Mapping[int, str]] = MappingProxyType({1: "62408e15a224c7fe"})
 #: What a journal's facts and a snapshot's state were made with; both refuse another value.
 STATE_SCHEMA = f"facts-{FACTS_FORMAT}/health-{HEALTH_PIPELINE_VERSION}"
 
-# Completion dispositions: where the collector writes the row, hence what it feeds.
-DIGESTED = 0  # main rollouts file: health digest, perf summary, accounting success
-NOT_PERSISTED = 1  # ``_ng_no_persist``: tracker only
-NOT_PERSISTED_DRAINED = 2  # ``_ng_no_persist`` + ``_ng_dispatch_drained``: a drained rollout
-FAILURE_ROW = 3  # ``_ng_failure_class``: the failure sidecar file, a failed attempt
+
+class Disposition(IntEnum):
+    """Where the collector writes a completion's row, hence what it feeds. A fact holds it as
+    the plain int (the module constants below), so the journal's bytes are the code's."""
+
+    #: The main rollouts file: health digest, perf summary, accounting success.
+    DIGESTED = 0
+    #: ``_ng_no_persist``: the tracker only.
+    NOT_PERSISTED = 1
+    #: ``_ng_no_persist`` + ``_ng_dispatch_drained``: a drained rollout.
+    NOT_PERSISTED_DRAINED = 2
+    #: ``_ng_failure_class``: the failure sidecar file, a failed attempt.
+    FAILURE_ROW = 3
+
+
+DIGESTED: Final = int(Disposition.DIGESTED)
+NOT_PERSISTED: Final = int(Disposition.NOT_PERSISTED)
+NOT_PERSISTED_DRAINED: Final = int(Disposition.NOT_PERSISTED_DRAINED)
+FAILURE_ROW: Final = int(Disposition.FAILURE_ROW)
+
+
+def health_pipeline_fingerprint() -> str:
+    """A hash of what a journaled digest's meaning depends on: the registry's check ids in
+    order (all, rollout, task), the verdict codes, the flag bits and the digest's fields."""
+    layout = {
+        "checks": CHECK_IDS,
+        "rollout_checks": ROLLOUT_CHECK_IDS,
+        "task_checks": TASK_CHECK_IDS,
+        "verdicts": VERDICTS,
+        "flags": [CAPTURE_OBSERVED, POLICY_CALLS_OBSERVED, ENDED_ON_ERROR],
+        "digest": CompactDigest._fields,
+    }
+    return hashlib.blake2b(orjson.dumps(layout), digest_size=8).hexdigest()
 
 
 class FactError(ValueError):
@@ -84,6 +132,7 @@ class CompletedFact(NamedTuple):
     """Normalized task index of the event's identity (a digested row's task comes from its digest)."""
     rollout: Any
     disposition: int
+    """A :class:`Disposition` (decoded from the journal as its plain int)."""
     failure_class: str
     """For ``FAILURE_ROW``: the exported failure-class label (``other`` for unknown classes)."""
     terminal: bool

@@ -73,3 +73,29 @@ def test_drain_margin_fails_open_to_the_facades_local_tracker() -> None:
         assert client.drain_margin() == reference.drain_margin(None)
         assert client.local.summary() == reference.summary()
         assert client.stats.local_drain_margin == 1
+
+
+class TestOneCore:
+    """The sync client is a facade over one ``SidecarClient``: one source, one sequence and one
+    local tracker, whichever way an event goes (handed over, or awaited on the loop)."""
+
+    def test_one_source_one_sequence_one_tracker(self, tmp_path: Path) -> None:
+        row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+        with ServiceThread(settings) as url, SyncSidecarClient(url, run_id="one") as client:
+            core = client.core
+            assert client.source == core.source and client.local is core.local and client.stats is core.stats
+            # no second copy of the core's state anywhere on the facade
+            assert not {"_seq", "_run_margin", "_reads_down_until"} & set(vars(client))
+            client.start_run(plan={"0": 3})
+            client.completed(None, row, seconds=2.0)  # awaited on the loop
+            client.completed(None, row, seconds=4.0, wait=False)  # handed over
+            client.failed(None, {"_ng_failure_class": "cancelled"}, seconds=1.0)
+            client.drained(None)
+            assert client.flush(10)
+            assert client.next_number() == (core.source, 4)  # the four events took seqs 0..3
+            assert core.local.count == 2 and core.local.drained == 1  # each sample recorded once
+            assert client.local.samples() == [2.0, 4.0]
+            assert client.stats.duplicates == 0
+            report = client.report()
+        assert report["events"]["completed"] == 2

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from health.compact import compact_digest
 from health.contract import check_trajectory
 from health.digest import (
+    Location,
     _digest_everyday,
     _digest_form,
     _digest_parsed,
@@ -41,7 +42,7 @@ from sidecar.synthetic import FaultRates, SyntheticConfig, generate_events
 
 T = TypeVar("T")
 
-LOCATION = ("run/rollouts.jsonl", 0, 7, 3)
+LOCATION = Location("run/rollouts.jsonl", 0, 7, 3)
 """``(source_path, source_index, line_number, ordinal)`` of every line digested here."""
 
 # --------------------------------------------------------------------------------------------

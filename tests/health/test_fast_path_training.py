@@ -26,12 +26,12 @@ from pydantic import TypeAdapter
 from health import fast_path
 from health.contract._conversation._fast import canonical_list, everyday_list_valid
 from health.contract.conversation import Conversation
-from health.digest import _digest_form, _digest_parsed, digest_line
+from health.digest import Location, _digest_form, _digest_parsed, digest_line
 from health.parse import parse_line
 from health.types import RolloutDigest
 from sidecar.synthetic import SyntheticConfig, generate_rows
 
-LOCATION = ("run/rollouts.jsonl", 0, 5, 4)
+LOCATION = Location("run/rollouts.jsonl", 0, 5, 4)
 TOKEN_KEYS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 CONVERSATION: TypeAdapter[list[Any]] = TypeAdapter(Conversation)
 

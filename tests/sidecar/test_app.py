@@ -355,7 +355,8 @@ class TestReads:
         body = document["paths"]["/v1/runs/{run_id}/events"]["post"]["requestBody"]["content"][
             "application/json"
         ]
-        assert body["schema"]["type"] == "array"
+        assert body["schema"] == {"$ref": "#/components/schemas/EventBatch"}
+        assert document["components"]["schemas"]["EventBatch"]["type"] == "array"
         kinds = {"RunStarted", "Completed", "Failed", "Drained", "RunEnded", "Started", "Heartbeat", "Error"}
         assert kinds <= set(document["components"]["schemas"])
 

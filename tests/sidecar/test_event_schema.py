@@ -1,0 +1,136 @@
+"""One definition of the event contract: the models, the fast envelope, the client's builders
+and ``/openapi.json`` all agree with :mod:`sidecar.event_schema`, and drift names the field."""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+import orjson
+import pytest
+
+from dispatcher_client import _events as client_events
+from sidecar import events, raw_rows
+from sidecar.event_schema import (
+    ENVELOPE_FIELDS,
+    EVENT_FIELDS,
+    EventKind,
+    EventSchemaDrift,
+    LatencyOp,
+    OutcomeStatus,
+    check_event_model,
+)
+from sidecar.openapi import openapi_document
+from sidecar.wire import EventNumber
+
+_MODELS = {
+    get_args(model.model_fields["kind"].annotation)[0]: model
+    for model in (
+        events.RunStarted,
+        events.Completed,
+        events.Failed,
+        events.Drained,
+        events.RunEnded,
+        events.Latency,
+        events.Started,
+        events.Heartbeat,
+    )
+}
+
+
+class TestOneDefinition:
+    def test_every_kind_has_one_model_with_exactly_its_fields(self) -> None:
+        assert set(_MODELS) == {kind.value for kind in EventKind}
+        for kind, model in _MODELS.items():
+            assert set(model.model_fields) == EVENT_FIELDS[EventKind(kind)], kind
+
+    def test_a_field_on_the_model_only_is_named(self) -> None:
+        class Tracked(events.RunStarted):
+            tracking: dict[str, str] | None = None
+
+        with pytest.raises(EventSchemaDrift, match="tracking") as caught:
+            check_event_model("run_started", Tracked.model_fields)
+        assert caught.value.extra == ["tracking"] and caught.value.missing == []
+
+    def test_a_field_in_the_schema_only_is_named(self) -> None:
+        fields = set(events.RunEnded.model_fields) - {"ended_at"}
+        with pytest.raises(EventSchemaDrift, match="ended_at") as caught:
+            check_event_model("run_ended", fields)
+        assert caught.value.missing == ["ended_at"]
+
+    def test_an_unknown_kind_is_drift(self) -> None:
+        with pytest.raises(EventSchemaDrift, match="'bogus'"):
+            check_event_model("bogus", ["kind"])
+
+    def test_latency_ops_are_the_enum(self) -> None:
+        assert set(get_args(events.Latency.model_fields["op"].annotation)) == set(LatencyOp)
+
+
+class TestFastEnvelope:
+    def test_the_envelope_is_every_field_of_every_model(self) -> None:
+        every = set().union(*(model.model_fields for model in _MODELS.values()))
+        assert set(raw_rows._ENVELOPE_FIELDS) == every == set(ENVELOPE_FIELDS)
+
+    @pytest.mark.parametrize("kind", list(EventKind))
+    def test_each_kinds_fields_pass_the_envelope(self, kind: EventKind) -> None:
+        """A body using any of a kind's fields decodes on the fast path (the envelope knows the
+        key), and a key no model has sends the body to the full path."""
+        body = [{name: 0 for name in EVENT_FIELDS[kind] if name != "row"} | {"kind": kind.value}]
+        decoded = raw_rows.decode_request(orjson.dumps(body), 64)
+        assert decoded is not None and set(decoded[0]) == set(body[0])
+        body[0]["not_a_field"] = 1
+        assert raw_rows.decode_request(orjson.dumps(body), 64) is None
+
+
+class TestClientBuilders:
+    def _valid(self, event: dict[str, Any]) -> None:
+        assert set(event) <= EVENT_FIELDS[EventKind(event["kind"])], event
+        events.EventBatch.validate_python([event])  # the server's models accept it as built
+
+    def test_every_builder_builds_what_the_models_accept(self) -> None:
+        row = {"_ng_task_index": 1, "_ng_rollout_index": 0}
+        number = EventNumber("src", 3)
+        built = [
+            client_events.run_started_event(
+                plan={0: 1}, dispatch_budget_s=5.0, drain_margin_s=1.0, materialized_inputs=None, fields={}
+            ),
+            client_events.completed_event(row, {"reward": 1.0}, 1.5, 1500.0, number),
+            client_events.failed_event(row, {"error": "x"}, 1.0, number),
+            client_events.drained_event(row, {"reward": 0.0}, number),
+            client_events.progress_event(EventKind.STARTED, row),
+            client_events.progress_event(EventKind.HEARTBEAT, row),
+            client_events.run_ended_event(),
+            client_events.run_ended_event(7),
+            *(client_events.latency_event(op, 0.5, "src", 1) for op in LatencyOp),
+            client_events.latency_event(LatencyOp.RECORD_DRAINED, None, "src", 2),
+        ]
+        for event in built:
+            assert event is not None
+            self._valid(event)
+        kinds = {event["kind"] for event in built if event is not None}
+        assert kinds == {kind.value for kind in EventKind}
+
+    def test_builders_encode_kinds_as_plain_strings(self) -> None:
+        assert orjson.loads(client_events.encode_event(client_events.run_ended_event())) == {
+            "kind": "run_ended"
+        }
+        assert client_events.latency_event(LatencyOp.RECORD, None, "s", 0) == {
+            "kind": "latency",
+            "op": "record",
+            "source": "s",
+            "seq": 0,
+        }
+
+
+class TestOpenAPI:
+    def test_event_kinds_and_statuses_come_from_the_schema(self) -> None:
+        document = openapi_document()
+        schemas = document["components"]["schemas"]
+        kinds = set()
+        for name, model in ((model.__name__, model) for model in _MODELS.values()):
+            kind = schemas[name]["properties"]["kind"]
+            kinds.add(kind["const"])
+            assert set(schemas[name]["properties"]) == set(model.model_fields), name
+        assert kinds == {kind.value for kind in EventKind}
+        text = orjson.dumps(document).decode()
+        for status in OutcomeStatus:
+            assert f'"{status.value}"' in text

@@ -1,0 +1,57 @@
+"""The journal's facts: ``HEALTH_PIPELINE_VERSION`` moves with what a journaled digest means."""
+
+from __future__ import annotations
+
+import pytest
+
+from health import compact, registry
+from sidecar.journal import _facts
+from sidecar.journal._facts import (
+    HEALTH_PIPELINE_FINGERPRINTS,
+    HEALTH_PIPELINE_VERSION,
+    STATE_SCHEMA,
+    health_pipeline_fingerprint,
+)
+
+
+class TestHealthPipelineVersion:
+    def test_the_registry_and_digest_layout_are_the_current_versions(self) -> None:
+        current = health_pipeline_fingerprint()
+        assert HEALTH_PIPELINE_FINGERPRINTS.get(HEALTH_PIPELINE_VERSION) == current, (
+            "the check registry or the compact digest's layout changed (fingerprint "
+            f"{current}): bump HEALTH_PIPELINE_VERSION in sidecar/journal/_facts.py and add "
+            f"{{{HEALTH_PIPELINE_VERSION + 1}: {current!r}}} to HEALTH_PIPELINE_FINGERPRINTS"
+        )
+
+    def test_each_version_has_its_own_fingerprint_and_the_current_is_the_newest(self) -> None:
+        assert max(HEALTH_PIPELINE_FINGERPRINTS) == HEALTH_PIPELINE_VERSION
+        assert len(set(HEALTH_PIPELINE_FINGERPRINTS.values())) == len(HEALTH_PIPELINE_FINGERPRINTS)
+        assert STATE_SCHEMA.endswith(f"/health-{HEALTH_PIPELINE_VERSION}")
+
+    @pytest.mark.parametrize(
+        ("module", "name", "changed"),
+        [
+            (_facts, "CHECK_IDS", tuple(reversed(registry.CHECK_IDS))),
+            (_facts, "ROLLOUT_CHECK_IDS", (*registry.ROLLOUT_CHECK_IDS, "rollout_new_check")),
+            (_facts, "TASK_CHECK_IDS", registry.TASK_CHECK_IDS[1:]),
+            (_facts, "VERDICTS", ("healthy", "unobserved", "unhealthy")),
+            (_facts, "ENDED_ON_ERROR", 8),
+            (_facts, "CompactDigest", compact.PlainFinding),
+        ],
+    )
+    def test_any_change_of_registry_or_layout_changes_the_fingerprint(
+        self, monkeypatch: pytest.MonkeyPatch, module: object, name: str, changed: object
+    ) -> None:
+        before = health_pipeline_fingerprint()
+        monkeypatch.setattr(module, name, changed)
+        assert health_pipeline_fingerprint() != before
+
+
+class TestNamedCodes:
+    def test_dispositions_are_named_and_stored_as_their_ints(self) -> None:
+        assert [int(code) for code in _facts.Disposition] == [0, 1, 2, 3]
+        assert type(_facts.DIGESTED) is int and _facts.FAILURE_ROW == _facts.Disposition.FAILURE_ROW
+
+    def test_verdict_codes_index_their_names(self) -> None:
+        assert tuple(code.name.lower() for code in compact.VerdictCode) == compact.VERDICTS
+        assert type(compact.UNOBSERVED) is int and compact.VERDICTS[compact.UNOBSERVED] == "unobserved"
