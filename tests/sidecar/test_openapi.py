@@ -144,6 +144,8 @@ class TestRealAnswersConform:
         assert {"budget_deadline", "seconds_left", "start_now"} <= set(margin)
         live = _conforms(await client.get("/v1/runs/r1/inflight"))
         assert live["ended"] is False and live["oldest"]
+        running = _conforms(await client.get("/v1/runs/r1/timeline"))
+        assert running["status"] == "running" and running["t"]
         for get in ("/v1/runs", "/healthz", "/readyz", "/openapi.json", "/metrics"):
             _conforms(await client.get(get))
         _conforms(await client.post("/v1/runs/r1/events", json=[{"kind": "run_ended"}]))
@@ -151,6 +153,9 @@ class TestRealAnswersConform:
         assert ended["ended"] is True
         report = _conforms(await client.get("/report", params={"run_id": "r1"}))
         assert report["inflight_at_end"] is not None
+        frozen = _conforms(await client.get("/v1/runs/r1/timeline"))
+        assert frozen["frozen"] is True
+        assert sum(frozen["series"]["completed"]) == report["events"]["completed"]
 
     async def test_refusals_conform(self, client: httpx.AsyncClient) -> None:
         for response in (
