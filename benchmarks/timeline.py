@@ -46,10 +46,11 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.state import REPEATS_PER_TASK, _rows, _templates, serve  # noqa: E402
 from sidecar.engines import default_engines  # noqa: E402
 from sidecar.events import RunStarted  # noqa: E402
-from sidecar.journal import Journal, JournalEvent  # noqa: E402
-from sidecar.journal._facts import (  # noqa: E402
-    NOT_PERSISTED,
+from sidecar.journal import (  # noqa: E402
     CompletedFact,
+    Disposition,
+    Journal,
+    JournalEvent,
     RunStartedFact,
     StartedFact,
     encode_fact,
@@ -134,7 +135,7 @@ def _state_facts(count: int, span_s: float) -> Iterator[StartedFact | CompletedF
         at = T0 + index * step
         yield StartedFact(at, 0, task, rollout, 0)
         yield CompletedFact(
-            at + step / 2, 0, 1.0 + (index * 7919) % 600, task, rollout, NOT_PERSISTED,
+            at + step / 2, 0, 1.0 + (index * 7919) % 600, task, rollout, int(Disposition.NOT_PERSISTED),
             "", False, None, None, None, None, False, None,
         )  # fmt: skip
 
