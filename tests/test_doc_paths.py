@@ -12,18 +12,10 @@ REPO = Path(__file__).resolve().parents[1]
 #: Paths ARCHITECTURE.md names that arrive with branches being merged (issue 27's map describes
 #: main plus those branches). Drop an entry once its branch is merged; it may exist either way.
 PENDING_PATHS = {
-    "sidecar/event_schema.py": "issue-27-contracts",
-    "sidecar/responses.py": "issue-27-contracts",
-    "tests/health/test_contract_drift.py": "issue-27-contracts",
-    "tests/sidecar/test_event_schema.py": "issue-27-contracts",
-    "tests/sidecar/test_facts.py": "issue-27-contracts",
-    "tests/sidecar/test_openapi.py": "issue-27-contracts",
     "sidecar/web": "issue-25-page",
     "sidecar/web/routes.py": "issue-25-page",
     "sidecar/trackers": "issue-26-trackers",
     "tests/reliability_harness": "the lead's move of benchmarks/reliability under tests/",
-    "docs/http-api.md": "main after 2b4c9c5 (issue-24-edges)",
-    "docs/metrics.md": "main after 2b4c9c5 (issue-24-edges)",
 }
 #: Folders the benchmarks make when they run (git-ignored).
 MADE_BY_RUNS = {"benchmarks/out"}
