@@ -33,7 +33,7 @@ from sidecar.events import (
 )
 from sidecar.inflight import InflightRules
 from sidecar.journal import JournalCompacted, JournalError, JournalEvent, JournalUnavailable
-from sidecar.journal._closed_groups import ClosedGroupFile, ClosedGroupsMark
+from sidecar.journal._closed_groups import ClosedGroupFile
 from sidecar.journal._facts import (
     CompletedFact,
     Fact,
@@ -43,7 +43,8 @@ from sidecar.journal._facts import (
     encode_fact,
     is_legacy_payload,
 )
-from sidecar.journal._snapshot import SnapshotStore, dumps_state, fork_writer, loads_state
+from sidecar.journal._recovery import Recovery, load_usable_snapshot
+from sidecar.journal._snapshot import SnapshotStore, dumps_state, fork_writer
 from sidecar.materialized_inputs import PlanError, plan_from_materialized
 from sidecar.runs import RunState, derive_fact
 
@@ -157,6 +158,8 @@ class Ingestor:
         self.restored_seq = 0
         #: Records migrated from the pre-facts format during replay.
         self.migrated = 0
+        #: Snapshots the replay set aside or could not read.
+        self.recovery = Recovery()
         self.runs: dict[str, RunState] = {}
         self._starting: dict[str, int] = {}
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
@@ -175,70 +178,66 @@ class Ingestor:
     # -- lifecycle ------------------------------------------------------------------------
 
     def _restore_newest_snapshot(self) -> None:
-        """Load the newest snapshot whose state also restores; one whose checksum holds but whose
-        state does not load (another build's layout under the same format number) is set aside
-        like a torn one, and the next older one is tried."""
+        """Load the newest usable snapshot (see ``sidecar.journal._recovery``): damaged ones are
+        set aside as ``.bad``, unreadable ones kept in place, and the next older one is tried."""
         store = self._snapshots
-        while store is not None:
-            began = time.perf_counter()
-            loaded = store.load_newest()
-            if loaded is None:
-                return
-            read_s = time.perf_counter() - began
-            try:
-                body = loads_state(loaded.body)
-                groups = self._closed_groups
-                if groups is not None:
-                    mark = body.get("closed_groups")
-                    groups.restore(ClosedGroupsMark(*mark) if mark is not None else None)
-                rules, clock = self._inflight_rules, self._clock
-                runs = {
-                    run_id: state.attach(
-                        self._engines, inflight_rules=rules, clock=clock, closed_groups=groups
-                    )
-                    for run_id, state in body["runs"].items()
-                }
-            except Exception as exc:
-                store.discard(loaded.path, f"state does not load: {type(exc).__name__}: {exc}"[:500])
-                continue
-            self.runs = runs
-            self.applied_seq = self.snapshot_seq = self.restored_seq = loaded.seq
-            _log.info(
-                "snapshot loaded",
-                path=str(loaded.path),
-                seq=loaded.seq,
-                runs=len(self.runs),
-                read_s=round(read_s, 3),
-                load_s=round(time.perf_counter() - began - read_s, 3),
-            )
+        if store is None:
             return
+        began = time.perf_counter()
+        last_seq = getattr(self._journal, "last_seq", None)
+        rules, clock, groups = self._inflight_rules, self._clock, self._closed_groups
+
+        def attach(state: dict[str, Any]) -> dict[str, RunState]:
+            return {
+                run_id: run.attach(self._engines, inflight_rules=rules, clock=clock, closed_groups=groups)
+                for run_id, run in state["runs"].items()
+            }
+
+        loaded = load_usable_snapshot(
+            store,
+            groups,
+            journal_end=last_seq() if last_seq is not None else None,
+            attach=attach,
+            recovery=self.recovery,
+        )
+        if loaded is None:
+            return
+        seq, path, self.runs = loaded
+        self.applied_seq = self.snapshot_seq = self.restored_seq = seq
+        _log.info(
+            "snapshot loaded",
+            path=str(path),
+            seq=seq,
+            runs=len(self.runs),
+            seconds=round(time.perf_counter() - began, 3),
+        )
 
     def replay(self, progress: Callable[[int], None] | None = None) -> int:
-        """Rebuild every run: the newest valid snapshot, then the journal records after it.
+        """Rebuild every run: the newest usable snapshot, then the journal records after it.
 
         Call once, before :meth:`start`; pure CPU and file reads, so it may run in a worker
         thread. ``progress(records_applied)`` is called every 10,000 records. Returns the number
         of records replayed (after the snapshot). Raises ``JournalCompacted`` when a record it
-        needs was compacted into a snapshot that can no longer be read.
+        needs was compacted into a snapshot that can no longer be used (before anything is
+        emptied: the closed-groups file is left as it was).
         """
         self._restore_newest_snapshot()
+        records = iter(self._journal.replay(after_seq=self.applied_seq))
+        record = next(records, None)
+        if record is not None and record.seq != self.applied_seq + 1:
+            self._refuse_gap(record.seq)
         if self._closed_groups is not None and not self.restored_seq:
             self._closed_groups.restore(None)  # no state refers to any record: start it empty
         count = 0
-        for record in self._journal.replay(after_seq=self.applied_seq):
+        while record is not None:
             if record.seq != self.applied_seq + 1:
-                raise JournalCompacted(
-                    f"journal records {self.applied_seq + 1}..{record.seq - 1} were compacted into a "
-                    "snapshot that cannot be read "
-                    f"(newest usable snapshot: seq {self.snapshot_seq or 'none'}); refusing to start with "
-                    "a wrong state: restore the snapshot directory from a backup, or start on a new "
-                    "journal path and re-feed the run from the dispatcher's rollouts.jsonl with the follower"
-                )
+                self._refuse_gap(record.seq)
             self.apply_record(record)
             self.applied_seq = record.seq
             count += 1
             if progress is not None and count % 10_000 == 0:
                 progress(count)
+            record = next(records, None)
         self.replayed = count
         self._since_snapshot = count
         # What was just rebuilt lives as long as the runs do and holds no garbage cycles: keep it
@@ -246,6 +245,20 @@ class Ingestor:
         gc.freeze()
         _log.info("journal replayed", events=count, runs=len(self.runs), migrated=self.migrated)
         return count
+
+    def _refuse_gap(self, seq: int) -> None:
+        """A record the state needs is gone: refuse, in one line saying what was kept where."""
+        what = self.recovery.describe()
+        directory = self._snapshots.directory if self._snapshots is not None else None
+        kept = (
+            f"; snapshots: {what}" if what else "; no snapshot could be used"
+        ) + (f" (in {directory})" if directory is not None else "")
+        raise JournalCompacted(
+            f"journal records {self.applied_seq + 1}..{seq - 1} were compacted into snapshots that "
+            f"cannot be used{kept}; the journal and every set-aside file are kept as they were; "
+            "refusing to start with a wrong state: start on a new journal path and re-feed the run "
+            "from the dispatcher's rollouts.jsonl with the follower"
+        )
 
     @property
     def snapshot_due(self) -> bool:
@@ -378,13 +391,14 @@ class Ingestor:
         return dropped
 
     def start(self) -> None:
-        """Start the sequencer. After a replay that migrated pre-facts records or skipped a damaged
+        """Start the sequencer. After a replay that migrated pre-facts records or could not use a
         snapshot, a snapshot is taken at once: the migration then happens once, and the damaged
         snapshot is replaced, so the journal is never compacted past the only loadable one."""
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._sequencer(), name="ingest-sequencer")
         store = self._snapshots
-        if store is not None and (self.migrated or store.skipped):
+        recovery = self.recovery
+        if store is not None and (self.migrated or recovery.set_aside or recovery.unreadable):
             self._snapshot_task = loop.create_task(self.snapshot(), name="snapshot")
 
     async def stop(self) -> None:

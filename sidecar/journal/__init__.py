@@ -258,6 +258,23 @@ class Journal:
         """
         return _replay(self._path, after_seq)
 
+    def last_seq(self) -> int:
+        """The newest record's seq (0: none), read from the file: a snapshot past it covers records
+        the journal no longer holds. Safe from any thread and before ``open()``."""
+        opened = open_reader(self._path)
+        if opened is None:
+            return 0
+        conn, version = opened
+        try:
+            if version < 1:
+                return 0
+            row = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
+        except sqlite3.Error as exc:
+            raise _read_error(self._path, exc) from exc
+        finally:
+            conn.close()
+        return int(row[0])
+
     def get_meta(self, name: str) -> bytes | None:
         """The value stored under ``name``, or None. Safe from any thread and before ``open()``."""
         opened = open_reader(self._path)

@@ -172,9 +172,14 @@ class TestSnapshots:
         assert [s for s, _ in Journal(service.path).stored_keys()] == list(range(1, ingestor.applied_seq + 1))
         # Without a usable snapshot the compacted records cannot be rebuilt: refuse, do not guess.
         service.store.path_of(seq).write_bytes(b"torn")
-        with pytest.raises(JournalCompacted, match="compacted into a snapshot"):
+        with pytest.raises(JournalCompacted, match="compacted into snapshots that cannot be used") as refused:
             await service.start()
         await service.stop()
+        # The refusal says what was kept where (never "restore" a file it just moved away).
+        message = str(refused.value)
+        assert "\n" not in message and "restore" not in message
+        assert f"{service.store.path_of(seq).name} set aside as {service.store.path_of(seq).name}.bad" in message
+        assert service.store.path_of(seq).with_name(service.store.path_of(seq).name + ".bad").exists()
 
 
 class TestFacts:
@@ -571,23 +576,49 @@ class TestClosedGroupsOnDisk:
             assert await _restarted_fingerprint(service)() == expected
         assert self._groups_path(service).stat().st_size == second
 
+    @staticmethod
+    def _damage(path: Path, damage: str, at: int) -> None:
+        data = path.read_bytes()
+        if damage == "torn":
+            path.write_bytes(data[:at])
+        else:
+            path.write_bytes(data[:at] + bytes([data[at] ^ 0x40]) + data[at + 1 :])
+
     @pytest.mark.parametrize("damage", ["torn", "flipped"])
-    async def test_a_damaged_groups_file_skips_the_snapshot_that_needs_it(
+    async def test_damage_to_the_groups_file_alone_is_repaired_from_its_copy(
         self, tmp_path: Path, generated: GeneratedRun, damage: str
     ) -> None:
-        """Damage past the older snapshot's mark: the newest snapshot is set aside, the older one
-        and the journal's tail rebuild the same state, and the file is cut back to the older mark."""
+        """One flipped bit in an old record used to fail every snapshot's mark: now the copy
+        holds the segment, the newest snapshot is used and nothing is set aside."""
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b")
+        first, _second = await self._two_snapshots(service, batches)
+        self._damage(self._groups_path(service), damage, first // 2)
+        newest = service.store.seqs()[-1]
+        with structlog.testing.capture_logs() as logs:
+            restarted = await service.start()
+        try:
+            assert restarted.snapshot_seq == newest and restarted.replayed == 0
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+        finally:
+            await service.stop()
+        assert not [entry for entry in logs if entry["event"] == "snapshot skipped"]
+        assert [entry["segments"] for entry in logs if entry["event"] == "closed groups repaired"] == [[0]]
+
+    @pytest.mark.parametrize("damage", ["torn", "flipped"])
+    async def test_damage_to_both_copies_skips_the_snapshot_that_needs_it(
+        self, tmp_path: Path, generated: GeneratedRun, damage: str
+    ) -> None:
+        """Damage past the older snapshot's mark in both copies: the newest snapshot is set aside,
+        the older one and the journal's tail rebuild the same state, both files cut back."""
         batches = _batches(generated)
         expected = await _uninterrupted(tmp_path / "a", batches)
         service = _Service(tmp_path / "b")
         first, second = await self._two_snapshots(service, batches)
-        path = self._groups_path(service)
-        data = path.read_bytes()
-        if damage == "torn":
-            path.write_bytes(data[:-3])
-        else:
-            at = (first + second) // 2
-            path.write_bytes(data[:at] + bytes([data[at] ^ 0x40]) + data[at + 1 :])
+        at = (first + second) // 2 if damage == "flipped" else second - 3
+        for path in (self._groups_path(service), self._groups_path(service).with_name("closed-groups.copy.bin")):
+            self._damage(path, damage, at)
         older = service.store.seqs()[0]
         with structlog.testing.capture_logs() as logs:
             restarted = await service.start()
@@ -597,4 +628,29 @@ class TestClosedGroupsOnDisk:
         finally:
             await service.stop()
         skipped = [entry for entry in logs if entry["event"] == "snapshot skipped"]
-        assert len(skipped) == 1 and "ClosedGroupsTorn" in skipped[0]["reason"]
+        assert len(skipped) == 1 and "damaged in both copies" in skipped[0]["reason"]
+
+    async def test_old_damage_in_both_copies_falls_back_to_what_the_journal_holds(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """Every snapshot with a closed group needs the damaged segment; the journal still holds
+        every record (not compacted: ``keep`` not reached), so the newest snapshot taken before
+        any group closed plus the journal after it rebuild the same state."""
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b", keep=5)
+        ingestor = await service.start()
+        for batch in batches:
+            await service.post(batch)
+            await ingestor.snapshot()
+        await service.stop()
+        for path in (self._groups_path(service), self._groups_path(service).with_name("closed-groups.copy.bin")):
+            self._damage(path, "flipped", 2)
+        restarted = await service.start()
+        try:
+            assert restarted.replayed == restarted.applied_seq - restarted.snapshot_seq > 0
+            assert len(restarted.recovery.set_aside) == len(batches) - restarted.snapshot_seq // 5
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+        finally:
+            await service.stop()
+        assert service.store.seqs()  # the start's own snapshot replaced the ones set aside

@@ -1,0 +1,105 @@
+"""Choosing the state a start rebuilds from: the newest snapshot that is whole, or none.
+
+A snapshot is usable when its file passes every check, its state unpickles and attaches, the
+closed groups it refers to are whole in ``closed-groups.bin`` or its copy, and the journal still
+reaches its seq. Proven damage (a failed checksum, format or CRC; a state that does not load)
+sets the file aside as ``<name>.bad``; a read that fails (``OSError``, ``MemoryError``) proves
+nothing, so the file stays where it is. Either way the next older snapshot is tried, and without
+one the whole journal is replayed (``Ingestor.replay`` refuses if records it needs were
+compacted). :class:`Recovery` remembers what happened, for the log and a refusal's one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from sidecar.journal._closed_groups import ClosedGroupFile, ClosedGroupsMark, ClosedGroupsTorn
+from sidecar.journal._snapshot import SnapshotDamaged, SnapshotStore, loads_state
+
+__all__ = ["Recovery", "load_usable_snapshot"]
+
+_log = structlog.get_logger("sidecar.snapshot")
+_REASON_CHARS = 300
+
+
+@dataclass
+class Recovery:
+    """What a start did with the snapshots it could not use."""
+
+    #: Set aside as ``<name>.bad`` (proven damage), with the reason.
+    set_aside: list[tuple[Path, str]] = field(default_factory=list)
+    #: Could not be read (kept in place), with the error.
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """One line: what was set aside where, and what was kept in place."""
+        parts = [f"{path.name} set aside as {path.name}.bad ({reason})" for path, reason in self.set_aside]
+        parts += [f"{path.name} could not be read ({error}), kept in place" for path, error in self.unreadable]
+        return "; ".join(parts)
+
+
+def load_usable_snapshot(
+    store: SnapshotStore,
+    groups: ClosedGroupFile | None,
+    *,
+    journal_end: int | None,
+    attach: Callable[[dict[str, Any]], Any],
+    recovery: Recovery,
+) -> tuple[int, Path, Any] | None:
+    """``(seq, path, attach(state))`` of the newest usable snapshot, or None.
+
+    ``journal_end`` is the journal's last seq (None: unknown): a snapshot past it covers records
+    the journal lost (a damaged WAL), and records appended from here would reuse its seqs, so
+    it is set aside. ``groups`` is restored to the chosen snapshot's mark.
+    """
+    for seq in reversed(store.seqs()):
+        path = store.path_of(seq)
+        if journal_end is not None and seq > journal_end:
+            reason = (
+                f"it covers journal records up to seq {seq}, but the journal ends at seq {journal_end} "
+                "(records were lost from the journal)"
+            )
+            _set_aside(store, recovery, path, reason)
+            continue
+        try:
+            snapshot = store.load(seq)
+            state = loads_state(snapshot.body)
+            del snapshot
+            if groups is not None:
+                groups.restore(_mark(state.get("closed_groups")))
+            attached = attach(state)
+        except (OSError, MemoryError) as exc:
+            error = f"{type(exc).__name__}: {exc}"[:_REASON_CHARS]
+            _log.warning("snapshot unreadable", path=str(path), error=error, kept=True)
+            recovery.unreadable.append((path, error))
+            continue
+        except SnapshotDamaged as exc:
+            _set_aside(store, recovery, path, str(exc))
+            continue
+        except ClosedGroupsTorn as exc:
+            _set_aside(store, recovery, path, f"closed groups it refers to are damaged: {exc}")
+            continue
+        except Exception as exc:  # the checksum holds but the state does not load: another build's layout
+            _set_aside(store, recovery, path, f"state does not load: {type(exc).__name__}: {exc}")
+            continue
+        return seq, path, attached
+    return None
+
+
+def _mark(stored: Any) -> ClosedGroupsMark | tuple[int, int] | None:
+    """The closed-groups mark a state stored: ``(length, (crc, ...))``, or format 4's ``(length, crc)``."""
+    if stored is None:
+        return None
+    length, crcs = stored
+    return (int(length), crcs) if isinstance(crcs, int) else ClosedGroupsMark(int(length), tuple(crcs))
+
+
+def _set_aside(store: SnapshotStore, recovery: Recovery, path: Path, reason: str) -> None:
+    reason = reason[:_REASON_CHARS].replace("\n", " ")
+    store.discard(path, reason)
+    recovery.set_aside.append((path, reason))
