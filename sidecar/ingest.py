@@ -32,7 +32,7 @@ from sidecar.events import (
     idempotency_key,
 )
 from sidecar.inflight import InflightRules
-from sidecar.journal import JournalCompacted, JournalError, JournalEvent, JournalUnavailable
+from sidecar.journal import LOST_KIND, JournalCompacted, JournalError, JournalEvent, JournalUnavailable
 from sidecar.journal._closed_groups import ClosedGroupFile
 from sidecar.journal._facts import (
     CompletedFact,
@@ -224,14 +224,14 @@ class Ingestor:
         self._restore_newest_snapshot()
         records = iter(self._journal.replay(after_seq=self.applied_seq))
         record = next(records, None)
-        if record is not None and record.seq != self.applied_seq + 1:
-            self._refuse_gap(record.seq)
+        if record is not None and (record.seq != self.applied_seq + 1 or record.kind == LOST_KIND):
+            self._refuse_gap(record.seq, lost=record.kind == LOST_KIND)
         if self._closed_groups is not None and not self.restored_seq:
             self._closed_groups.restore(None)  # no state refers to any record: start it empty
         count = 0
         while record is not None:
-            if record.seq != self.applied_seq + 1:
-                self._refuse_gap(record.seq)
+            if record.seq != self.applied_seq + 1 or record.kind == LOST_KIND:
+                self._refuse_gap(record.seq, lost=record.kind == LOST_KIND)
             self.apply_record(record)
             self.applied_seq = record.seq
             count += 1
@@ -246,16 +246,36 @@ class Ingestor:
         _log.info("journal replayed", events=count, runs=len(self.runs), migrated=self.migrated)
         return count
 
-    def _refuse_gap(self, seq: int) -> None:
+    async def seal_lost_records(self) -> None:
+        """After a replay from a snapshot newer than the journal's last record (the journal lost
+        its newest commits): mark those seqs lost in the journal before anything is appended, so
+        no new record reuses a seq the snapshot covers. Call between :meth:`replay` and :meth:`start`."""
+        lost = self.recovery.lost
+        mark_lost = getattr(self._journal, "mark_lost", None)
+        if lost is None or mark_lost is None:
+            return
+        await mark_lost(*lost)
+        _log.warning(
+            "journal records lost, their effect kept from the snapshot",
+            first_seq=lost[0],
+            last_seq=lost[1],
+            note="their idempotency keys are gone: a retry of one of them is counted again",
+        )
+
+    def _refuse_gap(self, seq: int, *, lost: bool = False) -> None:
         """A record the state needs is gone: refuse, in one line saying what was kept where."""
         what = self.recovery.describe()
         directory = self._snapshots.directory if self._snapshots is not None else None
         kept = (
             f"; snapshots: {what}" if what else "; no snapshot could be used"
         ) + (f" (in {directory})" if directory is not None else "")
+        gone = (
+            f"records {self.applied_seq + 1}..{seq} were lost from the journal and the snapshot that held them"
+            if lost
+            else f"records {self.applied_seq + 1}..{seq - 1} were compacted into snapshots that"
+        )
         raise JournalCompacted(
-            f"journal records {self.applied_seq + 1}..{seq - 1} were compacted into snapshots that "
-            f"cannot be used{kept}; the journal and every set-aside file are kept as they were; "
+            f"journal {gone} cannot be used{kept}; the journal and every set-aside file are kept as they were; "
             "refusing to start with a wrong state: start on a new journal path and re-feed the run "
             "from the dispatcher's rollouts.jsonl with the follower"
         )

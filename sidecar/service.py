@@ -269,6 +269,7 @@ class Service:
             # The newest usable snapshot, then the journal after it; the replay freezes the
             # rebuilt state out of the cyclic collector's way (see ``Ingestor.replay``).
             await asyncio.to_thread(self.ingestor.replay)
+            await self.ingestor.seal_lost_records()
         except Exception as exc:
             self.replay_error = exc
             _log.error("journal replay failed", error=f"{type(exc).__name__}: {exc}")

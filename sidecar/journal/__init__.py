@@ -41,6 +41,7 @@ from sidecar.journal._writer import Append, Control, SetMeta, Writer
 
 __all__ = [
     "DEFAULT_JOURNAL_PATH",
+    "LOST_KIND",
     "SCHEMA_VERSION",
     "Journal",
     "JournalCompacted",
@@ -57,6 +58,8 @@ DEFAULT_JOURNAL_PATH = Path("sidecar-state/journal.sqlite3")
 # most _REPLAY_CHUNK rows, so a slow consumer never pins an old WAL snapshot for the whole replay.
 _REPLAY_CHUNK = 1024
 _FETCH_ROWS = 32
+#: Kind of the placeholder record that marks seqs the journal lost (see :meth:`Journal.mark_lost`).
+LOST_KIND = "lost"
 _COMPACTED_THROUGH = "compacted_through"  # meta: every record up to this seq is compacted
 _SELECT_EVENTS = "SELECT seq, run_id, kind, key, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
 
@@ -217,6 +220,24 @@ class Journal:
         if compacted:
             await self._submit(lambda f, loop: Control(f, loop, apply=_release_free_pages))
         return compacted
+
+    async def mark_lost(self, first: int, last: int) -> None:
+        """Record that seqs ``first..last`` were lost (a snapshot holds their effect, the journal
+        not): one placeholder record of kind :data:`LOST_KIND` at seq ``last``, so the next record
+        is ``last + 1`` and never reuses a seq the snapshot covers. A replay that meets it refuses."""
+        writer = self._writer
+        if writer is None:
+            raise JournalUnavailable(f"journal {self._path} is not open", path=self._path)
+        key = f"~lost|{first}..{last}"
+
+        def apply(wc: WriterConnection) -> None:
+            wc.conn.execute(
+                "INSERT OR IGNORE INTO events (seq, run_id, kind, key, payload) VALUES (?, '', ?, ?, ?)",
+                (last, LOST_KIND, key, b""),
+            )
+            writer.last_seq = max(writer.last_seq, last)
+
+        await self._submit(lambda f, loop: Control(f, loop, apply=apply))
 
     def stored_keys(self) -> Generator[tuple[int, str], None, None]:
         """``(seq, key)`` of every record ever stored, compacted ones included, in seq order."""

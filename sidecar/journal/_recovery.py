@@ -1,8 +1,7 @@
 """Choosing the state a start rebuilds from: the newest snapshot that is whole, or none.
 
 A snapshot is usable when its file passes every check, its state unpickles and attaches, the
-closed groups it refers to are whole in ``closed-groups.bin`` or its copy, and the journal still
-reaches its seq. Proven damage (a failed checksum, format or CRC; a state that does not load)
+closed groups it refers to are whole in ``closed-groups.bin`` or its copy. Proven damage (a failed checksum, format or CRC; a state that does not load)
 sets the file aside as ``<name>.bad``; a read that fails (``OSError``, ``MemoryError``) proves
 nothing, so the file stays where it is. Either way the next older snapshot is tried, and without
 one the whole journal is replayed (``Ingestor.replay`` refuses if records it needs were
@@ -35,6 +34,8 @@ class Recovery:
     set_aside: list[tuple[Path, str]] = field(default_factory=list)
     #: Could not be read (kept in place), with the error.
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    #: ``(first, last)`` seqs the loaded snapshot covers but the journal lost (None: none lost).
+    lost: tuple[int, int] | None = None
 
     def describe(self) -> str:
         """One line: what was set aside where, and what was kept in place."""
@@ -54,18 +55,11 @@ def load_usable_snapshot(
     """``(seq, path, attach(state))`` of the newest usable snapshot, or None.
 
     ``journal_end`` is the journal's last seq (None: unknown): a snapshot past it covers records
-    the journal lost (a damaged WAL), and records appended from here would reuse its seqs, so
-    it is set aside. ``groups`` is restored to the chosen snapshot's mark.
+    the journal lost (a damaged WAL); it is used, and :attr:`Recovery.lost` says which seqs the
+    journal must skip. ``groups`` is restored to the chosen snapshot's mark.
     """
     for seq in reversed(store.seqs()):
         path = store.path_of(seq)
-        if journal_end is not None and seq > journal_end:
-            reason = (
-                f"it covers journal records up to seq {seq}, but the journal ends at seq {journal_end} "
-                "(records were lost from the journal)"
-            )
-            _set_aside(store, recovery, path, reason)
-            continue
         try:
             snapshot = store.load(seq)
             state = loads_state(snapshot.body)
@@ -87,6 +81,12 @@ def load_usable_snapshot(
         except Exception as exc:  # the checksum holds but the state does not load: another build's layout
             _set_aside(store, recovery, path, f"state does not load: {type(exc).__name__}: {exc}")
             continue
+        if journal_end is not None and seq > journal_end:
+            # The journal lost its newest records (a damaged WAL keeps only the commits before
+            # the damage); the snapshot still holds their effect. It is used, and the journal's
+            # seqs are moved past it (``Ingestor.seal_lost_records``) so no new record reuses one.
+            recovery.lost = (journal_end + 1, seq)
+            _log.warning("journal behind its snapshot", path=str(path), seq=seq, journal_end=journal_end)
         return seq, path, attached
     return None
 

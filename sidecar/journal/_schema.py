@@ -17,6 +17,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
+
 from sidecar.journal._types import JournalCorrupt, JournalError, JournalSchemaError, JournalUnavailable
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "open_reader",
     "open_writer",
 ]
+
+_log = structlog.get_logger("sidecar.journal")
 
 APPLICATION_ID = 0x52534A4C  # "RSJL": marks the file as a rollout-sidecar journal
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -147,11 +151,15 @@ def _quick_check(conn: sqlite3.Connection, path: Path) -> None:
     about 0.1 s per 200 MB."""
     problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
     if problems != ["ok"]:
-        raise JournalCorrupt(
+        raise _PagesDamaged(
             f"journal {path} is damaged ({'; '.join(problems)}); refusing to use it: restore a backup "
             "or salvage it with the sqlite3 shell's .recover into a new file",
             path=path,
         )
+
+
+class _PagesDamaged(JournalCorrupt):
+    """An SQLite journal of ours whose pages do not hold together (a WAL may be the cause)."""
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:
@@ -220,7 +228,48 @@ def open_writer(path: Path) -> WriterConnection:
     only a process crash; group commit pays that fsync once per batch rather than per event.
     Automatic checkpoints are off: the caller checkpoints on another connection so that no
     commit waits for one.
+
+    A journal whose pages do not hold together while it has a WAL is tried once more without
+    the WAL (moved aside to ``<journal>-wal.bad``): a damaged WAL frame ends the WAL SQLite reads
+    there, and if the pages after it were already checkpointed into the database file, the two
+    disagree. The database file alone holds every commit up to its last checkpoint; what only the
+    WAL held is lost (a snapshot may still hold its effect, see ``sidecar.journal._recovery``).
+    If the file alone is damaged too, the WAL is put back and the journal refused.
     """
+    try:
+        return _open_writer(path)
+    except _PagesDamaged as damaged:
+        wal = path.with_name(path.name + "-wal")
+        with contextlib.suppress(OSError):
+            if wal.stat().st_size > 0:
+                return _open_without_wal(path, wal, damaged)
+        raise
+
+
+def _open_without_wal(path: Path, wal: Path, damaged: JournalCorrupt) -> WriterConnection:
+    aside = wal.with_name(wal.name + ".bad")
+    os.replace(wal, aside)
+    with contextlib.suppress(FileNotFoundError):  # the WAL's index: rebuilt from what is there
+        path.with_name(path.name + "-shm").unlink()
+    try:
+        opened = _open_writer(path)
+    except JournalError as again:
+        os.replace(aside, wal)
+        raise JournalCorrupt(
+            f"{damaged} (and without its WAL: {again}); the journal and its WAL are kept as they were",
+            path=path,
+        ) from again
+    _log.warning(
+        "journal WAL set aside",
+        path=str(path),
+        kept_as=str(aside),
+        reason=str(damaged),
+        note="commits only the WAL held are lost; the database file holds the rest",
+    )
+    return opened
+
+
+def _open_writer(path: Path) -> WriterConnection:
     existed = _check_header(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -256,7 +305,10 @@ def open_writer(path: Path) -> WriterConnection:
     except sqlite3.Error as exc:
         conn.close()
         os.close(lock_fd)
-        raise map_sqlite_error(path, "open", exc) from exc
+        error = map_sqlite_error(path, "open", exc)
+        if existed and isinstance(error, JournalCorrupt):
+            raise _PagesDamaged(str(error), path=path) from exc
+        raise error from exc
     except BaseException:
         conn.close()
         os.close(lock_fd)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import itertools
 import sqlite3
 from collections.abc import Callable
@@ -22,6 +23,8 @@ from sidecar.engines import Engines, default_engines
 from sidecar.events import EventBatch
 from sidecar.ingest import Ingestor
 from sidecar.journal import Journal, JournalCompacted
+from sidecar.journal import _recovery
+from sidecar.journal._closed_groups import ClosedGroupFile
 from sidecar.journal._facts import STATE_SCHEMA
 from sidecar.journal._snapshot import SNAPSHOT_FORMAT, SnapshotStore, dumps_state
 
@@ -149,6 +152,76 @@ class TestSnapshots:
             await service.stop()
         skipped = [entry for entry in logs if entry["event"] == "snapshot skipped"]
         assert len(skipped) == 1 and skipped[0]["path"] == str(path) and skipped[0]["reason"]
+
+    @pytest.mark.parametrize(
+        "error",
+        [
+            OSError(errno.EIO, "Input/output error"),
+            OSError(errno.EMFILE, "Too many open files"),
+            MemoryError(),
+        ],
+        ids=["EIO", "EMFILE", "MemoryError"],
+    )
+    @pytest.mark.parametrize("where", ["read", "unpickle", "closed_groups"])
+    async def test_a_read_error_never_sets_a_valid_snapshot_aside(
+        self,
+        tmp_path: Path,
+        generated: GeneratedRun,
+        monkeypatch: pytest.MonkeyPatch,
+        error: BaseException,
+        where: str,
+    ) -> None:
+        """Only proven damage moves a snapshot to ``.bad``: a failing read keeps it in place, the
+        older snapshot and the journal's tail are used, and the next start loads the kept one."""
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b", keep=3)
+        ingestor = await service.start()
+        for batch in batches[: len(batches) // 3]:
+            await service.post(batch)
+        older = await ingestor.snapshot()
+        for batch in batches[len(batches) // 3 :]:
+            await service.post(batch)
+        newest = await ingestor.snapshot()
+        await service.stop()
+        assert older is not None and newest is not None
+        failures = [error]
+
+        def fail_once(real: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                if failures:
+                    raise failures.pop()
+                return real(*args, **kwargs)
+
+            return call
+
+        if where == "read":
+            monkeypatch.setattr(SnapshotStore, "_read", fail_once(SnapshotStore._read))
+        elif where == "unpickle":
+            monkeypatch.setattr(_recovery, "loads_state", fail_once(_recovery.loads_state))
+        else:
+            monkeypatch.setattr(ClosedGroupFile, "restore", fail_once(ClosedGroupFile.restore))
+        with structlog.testing.capture_logs() as logs:
+            restarted = await service.start()
+        try:
+            assert restarted.snapshot_seq == older
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+            assert [path for path, _ in restarted.recovery.unreadable] == [service.store.path_of(newest)]
+            assert not restarted.recovery.set_aside
+        finally:
+            await service.stop()
+        assert not [entry for entry in logs if entry["event"] == "snapshot skipped"]
+        assert not list(service.store.directory.glob("*.bad"))
+        assert [entry["kept"] for entry in logs if entry["event"] == "snapshot unreadable"] == [True]
+        # Kept in place (then rewritten, same seq, by the start's own snapshot): the next start
+        # loads it, nothing to replay.
+        assert service.store.seqs() == [older, newest]
+        again = await service.start()
+        try:
+            assert again.snapshot_seq == newest and again.replayed == 0
+            assert state_fingerprint(again.runs[RUN]) == expected
+        finally:
+            await service.stop()
 
     async def test_compaction_keeps_keys_and_refuses_a_wrong_state(
         self, tmp_path: Path, generated: GeneratedRun
