@@ -266,18 +266,22 @@ class Ingestor:
         """A record the state needs is gone: refuse, in one line saying what was kept where."""
         what = self.recovery.describe()
         directory = self._snapshots.directory if self._snapshots is not None else None
-        kept = (
-            f"; snapshots: {what}" if what else "; no snapshot could be used"
-        ) + (f" (in {directory})" if directory is not None else "")
+        if not what and directory is not None:  # set aside by an earlier start
+            earlier = sorted(path.name for path in directory.glob("*.bad"))
+            what = f"set aside earlier: {', '.join(earlier)}" if earlier else ""
+        kept = (f"; snapshots: {what}" if what else "; no snapshot could be used") + (
+            f" (in {directory})" if directory is not None else ""
+        )
+        first = self.applied_seq + 1
         gone = (
-            f"records {self.applied_seq + 1}..{seq} were lost from the journal and the snapshot that held them"
+            f"records {first}..{seq} were lost from the journal and the snapshot that held them"
             if lost
-            else f"records {self.applied_seq + 1}..{seq - 1} were compacted into snapshots that"
+            else f"records {first}..{seq - 1} were compacted into snapshots that"
         )
         raise JournalCompacted(
-            f"journal {gone} cannot be used{kept}; the journal and every set-aside file are kept as they were; "
-            "refusing to start with a wrong state: start on a new journal path and re-feed the run "
-            "from the dispatcher's rollouts.jsonl with the follower"
+            f"journal {gone} cannot be used{kept}; the journal and every set-aside file are kept as "
+            "they were; refusing to start with a wrong state: start on a new journal path and "
+            "re-feed the run from the dispatcher's rollouts.jsonl with the follower"
         )
 
     @property

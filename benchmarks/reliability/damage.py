@@ -26,7 +26,15 @@ from .corrupt import CorruptResult, _check_report, _post
 from .sidecar_process import Launch, SidecarProcess, StartFailed
 from .workload import GeneratedRun, generate_run, journal_keys
 
-__all__ = ["DAMAGES", "STATE_FILES", "DamageResult", "DamagedState", "build_damage_state", "damage_trial"]
+__all__ = [
+    "DAMAGES",
+    "STATE_FILES",
+    "DamageResult",
+    "DamagedState",
+    "build_damage_state",
+    "damage_trial",
+    "unrecoverable_trial",
+]
 
 STATE_FILES = ("journal", "wal", "newest-snapshot", "oldest-snapshot", "closed-groups", "closed-groups-copy")
 DAMAGES = ("flip", "truncate")
@@ -175,3 +183,32 @@ def _check_started(url: str, state: DamagedState, directory: Path, label: str, r
             f"started with {len(kept)} of {state.posted} events (journal {len(keys)}, "
             f"{ready.get('replayed')} replayed)"
         )
+
+
+def unrecoverable_trial(state: DamagedState, workdir: Path, *, launch: Launch = "fork") -> DamageResult:
+    """The issue's case made unrecoverable: the first closed group flipped in both copies, so no
+    snapshot that refers to it can be used and the journal was compacted past the others. The
+    start must exit 2 by itself with one line saying what was set aside where (never serve 503
+    for ever, never say to restore what it moved away), and the set-aside files must exist."""
+    result = DamageResult()
+    directory = workdir / "unrecoverable"
+    shutil.copytree(state.directory, directory)
+    for which in ("closed-groups", "closed-groups-copy"):
+        path = _file(directory, which)
+        data = bytearray(path.read_bytes())
+        data[5] ^= 0x10
+        path.write_bytes(bytes(data))
+    proc = SidecarProcess(_journal(directory), directory / "sidecar.log", launch=launch, extra_args=_ARGS)
+    code = proc.run_to_exit(60)
+    last = proc.log_since().strip().splitlines()[-1]
+    set_aside = sorted(path.name for path in _journal(directory).parent.glob("*.snapshots/*.bad"))
+    problem = _refusal_problem(proc, StartFailed("", returncode=code, log_tail=last))
+    if problem:
+        result.violations.append(f"unrecoverable: {problem}")
+    elif not set_aside or not all(name in last for name in set_aside):
+        result.violations.append(
+            f"unrecoverable: the refusal does not name what was set aside {set_aside}: {last!r}"
+        )
+    else:
+        result.outcomes["unrecoverable"] = last
+    return result

@@ -1,9 +1,10 @@
 """Choosing the state a start rebuilds from: the newest snapshot that is whole, or none.
 
-A snapshot is usable when its file passes every check, its state unpickles and attaches, the
-closed groups it refers to are whole in ``closed-groups.bin`` or its copy. Proven damage (a failed checksum, format or CRC; a state that does not load)
-sets the file aside as ``<name>.bad``; a read that fails (``OSError``, ``MemoryError``) proves
-nothing, so the file stays where it is. Either way the next older snapshot is tried, and without
+A snapshot is usable when its file passes every check, its state unpickles and attaches, and
+the closed groups it refers to are whole in ``closed-groups.bin`` or its copy. Proven damage (a
+failed checksum, format or CRC; a state that does not load) sets the file aside as
+``<name>.bad``; a read that fails (``OSError``, ``MemoryError``) proves nothing, so the file
+stays where it is. Either way the next older snapshot is tried, and without
 one the whole journal is replayed (``Ingestor.replay`` refuses if records it needs were
 compacted). :class:`Recovery` remembers what happened, for the log and a refusal's one line.
 """
@@ -40,7 +41,9 @@ class Recovery:
     def describe(self) -> str:
         """One line: what was set aside where, and what was kept in place."""
         parts = [f"{path.name} set aside as {path.name}.bad ({reason})" for path, reason in self.set_aside]
-        parts += [f"{path.name} could not be read ({error}), kept in place" for path, error in self.unreadable]
+        parts += [
+            f"{path.name} could not be read ({error}), kept in place" for path, error in self.unreadable
+        ]
         return "; ".join(parts)
 
 

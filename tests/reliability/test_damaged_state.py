@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.damage import DAMAGES, STATE_FILES, DamagedState, build_damage_state, damage_trial
+from benchmarks.reliability.damage import (
+    DAMAGES,
+    STATE_FILES,
+    DamagedState,
+    build_damage_state,
+    damage_trial,
+    unrecoverable_trial,
+)
 
 from .conftest import no_violations
 
@@ -38,3 +45,12 @@ def test_one_damaged_file_costs_at_most_its_records(
     (outcome,) = result.outcomes.values()
     if which in _NEVER_REFUSED:
         assert outcome.startswith(f"started with {damaged_state.posted} of"), outcome
+
+
+def test_a_start_that_cannot_recover_exits_2_with_one_line(
+    damaged_state: DamagedState, tmp_path: Path
+) -> None:
+    result = unrecoverable_trial(damaged_state, tmp_path, launch="fork")
+    no_violations(result.violations)
+    (line,) = result.outcomes.values()
+    assert line.startswith("rollout-sidecar serve: journal records 1..") and "damaged in both copies" in line

@@ -109,7 +109,7 @@ def test_damage_to_one_segment_of_both_copies_is_refused_naming_it(tmp_path: Pat
     at = SEGMENT + 1234
     _damage(groups.path, how, at)
     _damage(groups.copy_path, "flip", at + 10 if how == "flip" else at)
-    with pytest.raises(ClosedGroupsTorn, match="segment 1 .* damaged in both copies"):
+    with pytest.raises(ClosedGroupsTorn, match=r"segment 1 .* damaged in both copies"):
         ClosedGroupFile(tmp_path / "g.bin").restore(mark)
 
 

@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 from sidecar.engines import Engines, default_engines
 from sidecar.events import EventBatch
 from sidecar.ingest import Ingestor
-from sidecar.journal import Journal, JournalCompacted
-from sidecar.journal import _recovery
+from sidecar.journal import Journal, JournalCompacted, _recovery
 from sidecar.journal._closed_groups import ClosedGroupFile
 from sidecar.journal._facts import STATE_SCHEMA
 from sidecar.journal._snapshot import SNAPSHOT_FORMAT, SnapshotStore, dumps_state
@@ -223,6 +222,46 @@ class TestSnapshots:
         finally:
             await service.stop()
 
+    async def test_a_journal_that_lost_its_newest_records_keeps_their_effect_from_the_snapshot(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """A damaged WAL keeps only the commits before the damage; the snapshot still holds the
+        rest. It is used, the lost seqs are marked in the journal (the next record never reuses
+        one), and a later replay that would need them refuses, naming them."""
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b", keep=3)
+        ingestor = await service.start()
+        for batch in batches:
+            await service.post(batch)
+        newest = await ingestor.snapshot()
+        await service.stop()
+        assert newest is not None
+        kept = newest - 7
+        with sqlite3.connect(service.path) as conn:  # what the journal holds after the damage
+            conn.execute("DELETE FROM events WHERE seq > ?", (kept,))
+        conn.close()
+        with structlog.testing.capture_logs() as logs:
+            restarted = await service.start()
+        try:
+            assert restarted.snapshot_seq == newest and restarted.recovery.lost == (kept + 1, newest)
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+            assert service.journal is not None and service.journal.stats.events == newest
+        finally:
+            await service.stop()
+        assert any(
+            entry["event"] == "journal records lost, their effect kept from the snapshot" for entry in logs
+        )
+        stored = list(Journal(service.path).stored_keys())
+        assert stored[-1] == (newest, f"~lost|{kept + 1}..{newest}")
+        for seq in service.store.seqs():  # without the snapshot, what it held is gone: refuse
+            service.store.path_of(seq).unlink()
+        with pytest.raises(
+            JournalCompacted, match=f"records {kept + 1}..{newest} were lost from the journal"
+        ):
+            await service.start()
+        await service.stop()
+
     async def test_compaction_keeps_keys_and_refuses_a_wrong_state(
         self, tmp_path: Path, generated: GeneratedRun
     ) -> None:
@@ -251,7 +290,9 @@ class TestSnapshots:
         # The refusal says what was kept where (never "restore" a file it just moved away).
         message = str(refused.value)
         assert "\n" not in message and "restore" not in message
-        assert f"{service.store.path_of(seq).name} set aside as {service.store.path_of(seq).name}.bad" in message
+        assert (
+            f"{service.store.path_of(seq).name} set aside as {service.store.path_of(seq).name}.bad" in message
+        )
         assert service.store.path_of(seq).with_name(service.store.path_of(seq).name + ".bad").exists()
 
 
@@ -690,7 +731,10 @@ class TestClosedGroupsOnDisk:
         service = _Service(tmp_path / "b")
         first, second = await self._two_snapshots(service, batches)
         at = (first + second) // 2 if damage == "flipped" else second - 3
-        for path in (self._groups_path(service), self._groups_path(service).with_name("closed-groups.copy.bin")):
+        for path in (
+            self._groups_path(service),
+            self._groups_path(service).with_name("closed-groups.copy.bin"),
+        ):
             self._damage(path, damage, at)
         older = service.store.seqs()[0]
         with structlog.testing.capture_logs() as logs:
@@ -717,7 +761,10 @@ class TestClosedGroupsOnDisk:
             await service.post(batch)
             await ingestor.snapshot()
         await service.stop()
-        for path in (self._groups_path(service), self._groups_path(service).with_name("closed-groups.copy.bin")):
+        for path in (
+            self._groups_path(service),
+            self._groups_path(service).with_name("closed-groups.copy.bin"),
+        ):
             self._damage(path, "flipped", 2)
         restarted = await service.start()
         try:
