@@ -32,7 +32,14 @@ from sidecar.events import (
     idempotency_key,
 )
 from sidecar.inflight import InflightRules
-from sidecar.journal import LOST_KIND, JournalCompacted, JournalError, JournalEvent, JournalUnavailable
+from sidecar.journal import (
+    DAMAGED_KIND,
+    LOST_KIND,
+    JournalCompacted,
+    JournalError,
+    JournalEvent,
+    JournalUnavailable,
+)
 from sidecar.journal._closed_groups import ClosedGroupFile
 from sidecar.journal._facts import (
     CompletedFact,
@@ -160,6 +167,8 @@ class Ingestor:
         self.migrated = 0
         #: Snapshots the replay set aside or could not read.
         self.recovery = Recovery()
+        #: Seqs of journal records the replay skipped because their CRC did not match.
+        self.damaged_records: list[int] = []
         self.runs: dict[str, RunState] = {}
         self._starting: dict[str, int] = {}
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
@@ -232,7 +241,10 @@ class Ingestor:
         while record is not None:
             if record.seq != self.applied_seq + 1 or record.kind == LOST_KIND:
                 self._refuse_gap(record.seq, lost=record.kind == LOST_KIND)
-            self.apply_record(record)
+            if record.kind == DAMAGED_KIND:  # its CRC failed: it costs this record only
+                self.damaged_records.append(record.seq)
+            else:
+                self.apply_record(record)
             self.applied_seq = record.seq
             count += 1
             if progress is not None and count % 10_000 == 0:
@@ -243,7 +255,13 @@ class Ingestor:
         # What was just rebuilt lives as long as the runs do and holds no garbage cycles: keep it
         # out of the cyclic collector's full passes (each would re-scan millions of objects).
         gc.freeze()
-        _log.info("journal replayed", events=count, runs=len(self.runs), migrated=self.migrated)
+        _log.info(
+            "journal replayed",
+            events=count,
+            runs=len(self.runs),
+            migrated=self.migrated,
+            **({"damaged_skipped": self.damaged_records} if self.damaged_records else {}),
+        )
         return count
 
     async def seal_lost_records(self) -> None:
@@ -294,7 +312,7 @@ class Ingestor:
             interval and time.monotonic() - self._last_snapshot_at >= interval
         )
 
-    async def snapshot(self) -> int | None:
+    async def snapshot(self, *, rewrite: bool = False) -> int | None:
         """Write a snapshot of every run as of :attr:`applied_seq`, then compact the journal up to
         the oldest snapshot kept. Returns the snapshot's seq (None: nothing new, or no store).
 
@@ -303,11 +321,11 @@ class Ingestor:
         previous snapshots and the journal as they were.
         """
         async with self._snapshot_lock:  # one writer at a time: two would share a file name
-            return await self._snapshot()
+            return await self._snapshot(rewrite=rewrite)
 
-    async def _snapshot(self) -> int | None:
+    async def _snapshot(self, *, rewrite: bool = False) -> int | None:
         store = self._snapshots
-        if store is None or self.applied_seq == self.snapshot_seq:
+        if store is None or (self.applied_seq == self.snapshot_seq and not rewrite):
             return None
         # Under the apply lock no batch is half applied and no off-loop read is building on a
         # thread: the forked child (or the serialization below) sees one consistent state.
@@ -422,8 +440,12 @@ class Ingestor:
         self._task = loop.create_task(self._sequencer(), name="ingest-sequencer")
         store = self._snapshots
         recovery = self.recovery
-        if store is not None and (self.migrated or recovery.set_aside or recovery.unreadable):
-            self._snapshot_task = loop.create_task(self.snapshot(), name="snapshot")
+        if store is not None and (
+            self.migrated or recovery.set_aside or recovery.unreadable or recovery.older_format
+        ):
+            # An older format's snapshot is rewritten in this one even with nothing new.
+            rewrite = self.applied_seq == self.snapshot_seq and recovery.older_format
+            self._snapshot_task = loop.create_task(self.snapshot(rewrite=rewrite), name="snapshot")
 
     async def stop(self) -> None:
         """Finish what is queued, then stop the sequencer."""

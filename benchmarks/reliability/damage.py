@@ -18,13 +18,14 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
 
-from .corrupt import CorruptResult, _check_report, _post
+from .corrupt import _post
 from .sidecar_process import Launch, SidecarProcess, StartFailed
-from .workload import GeneratedRun, generate_run, journal_keys
+from .workload import GeneratedRun, batch_files, generate_run, journal_keys, report_files
 
 __all__ = [
     "DAMAGES",
@@ -151,13 +152,16 @@ def _refusal_problem(proc: SidecarProcess, exc: StartFailed) -> str | None:
     return None
 
 
-def _snapshot_seq(directory: Path) -> int:
-    """The seq of the snapshot the start loaded (its ``snapshot loaded`` log line; 0: none)."""
-    seq = 0
+def _log_facts(directory: Path) -> tuple[int, set[int]]:
+    """From the start's log: the seq of the snapshot it loaded (0: none) and the seqs of the
+    journal records it skipped as damaged."""
+    seq, damaged = 0, set()
     for line in (directory / "sidecar.log").read_text(errors="replace").splitlines():
         if '"snapshot loaded"' in line:
             seq = int(orjson.loads(line)["seq"])
-    return seq
+        elif '"journal record damaged, skipped"' in line:
+            damaged.add(int(orjson.loads(line)["seq"]))
+    return seq, damaged
 
 
 def _check_started(url: str, state: DamagedState, directory: Path, label: str, result: DamageResult) -> None:
@@ -168,21 +172,42 @@ def _check_started(url: str, state: DamagedState, directory: Path, label: str, r
         result.violations.append(f"{label}: the journal's keys are not a prefix of the acknowledged events")
         return
     # Records the journal lost (a damaged WAL) whose effect a snapshot still holds count as kept:
-    # seq N is the run's N-th event (one run, posted in order, no duplicates).
-    kept = run.events[: max(len(keys), _snapshot_seq(directory))]
-    if len(kept) > state.posted:
-        result.violations.append(f"{label}: a snapshot past the last acknowledged event ({len(kept)})")
+    # seq N is the run's N-th event (one run, posted in order, no duplicates). A record whose CRC
+    # failed (logged with its seq) is the one record its damage costs.
+    loaded, damaged = _log_facts(directory)
+    held = max(len(keys), loaded)
+    if held > state.posted:
+        result.violations.append(f"{label}: a snapshot past the last acknowledged event ({held})")
         return
-    check = CorruptResult()
-    _check_report(url, run, kept, check, label)
+    kept = [event for seq, event in enumerate(run.events[:held], start=1) if seq not in damaged]
+    problem = _report_problem(url, run, kept)
+    if problem:
+        result.violations.append(f"{label}: {problem}")
+        return
     with httpx.Client(base_url=url, timeout=30) as client:
         ready = client.get("/readyz").json()
-    result.violations += check.violations
-    if not check.violations:
-        result.outcomes[label] = (
-            f"started with {len(kept)} of {state.posted} events (journal {len(keys)}, "
-            f"{ready.get('replayed')} replayed)"
-        )
+    result.outcomes[label] = (
+        f"started with {len(kept)} of {state.posted} events (journal {len(keys)}, "
+        f"{len(damaged)} damaged skipped, {ready.get('replayed')} replayed)"
+    )
+
+
+def _report_problem(url: str, run: GeneratedRun, kept: list[dict[str, Any]]) -> str | None:
+    """The report after ``run_ended`` against the batch check over exactly ``kept``'s rows (each
+    ``completed`` event is one line of the run's main file, in order)."""
+    lines = iter(run.main_lines)
+    rows = [next(lines) if event["kind"] == "completed" else None for event in run.events]
+    kept_ids = {id(event) for event in kept}
+    main = [
+        row for event, row in zip(run.events, rows, strict=True) if row is not None and id(event) in kept_ids
+    ]
+    GeneratedRun(run.run_id, run.run_dir, main_lines=main).write_files()
+    _post(url, run, [{"kind": "run_ended"}])
+    with httpx.Client(base_url=url, timeout=30) as client:
+        files = report_files(client, run.run_id)
+    if files != batch_files(run.run_dir):
+        return f"the report differs from the batch check over the {len(main)} rows kept"
+    return None
 
 
 def unrecoverable_trial(state: DamagedState, workdir: Path, *, launch: Launch = "fork") -> DamageResult:

@@ -21,12 +21,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from sidecar.journal._schema import (
     SCHEMA_VERSION,
     WriterConnection,
     file_bytes,
     map_sqlite_error,
     open_reader,
+    record_crc,
 )
 from sidecar.journal._types import (
     JournalCompacted,
@@ -40,6 +43,7 @@ from sidecar.journal._types import (
 from sidecar.journal._writer import Append, Control, SetMeta, Writer
 
 __all__ = [
+    "DAMAGED_KIND",
     "DEFAULT_JOURNAL_PATH",
     "LOST_KIND",
     "SCHEMA_VERSION",
@@ -53,6 +57,8 @@ __all__ = [
     "JournalUnavailable",
 ]
 
+_log = structlog.get_logger("sidecar.journal")
+
 DEFAULT_JOURNAL_PATH = Path("sidecar-state/journal.sqlite3")
 # Replay reads at most _FETCH_ROWS rows into memory at a time, and each read transaction spans at
 # most _REPLAY_CHUNK rows, so a slow consumer never pins an old WAL snapshot for the whole replay.
@@ -60,8 +66,12 @@ _REPLAY_CHUNK = 1024
 _FETCH_ROWS = 32
 #: Kind of the placeholder record that marks seqs the journal lost (see :meth:`Journal.mark_lost`).
 LOST_KIND = "lost"
+#: Kind of what :meth:`Journal.replay` yields in place of a record whose CRC does not match.
+DAMAGED_KIND = "damaged"
 _COMPACTED_THROUGH = "compacted_through"  # meta: every record up to this seq is compacted
-_SELECT_EVENTS = "SELECT seq, run_id, kind, key, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+_SELECT_EVENTS = (
+    "SELECT seq, run_id, kind, key, payload, {crc} FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+)
 
 
 class Journal:
@@ -275,7 +285,8 @@ class Journal:
         Reads in short chunks (no long-lived read transaction), so events committed while the
         replay runs are yielded too. Safe from any thread and before ``open()``; yields nothing
         when the journal file does not exist yet. ``close()`` the generator (or exhaust it) to
-        release its connection promptly.
+        release its connection promptly. A record whose stored CRC does not match (damaged on
+        disk) is logged and yielded as an empty event of kind :data:`DAMAGED_KIND` with its seq.
         """
         return _replay(self._path, after_seq)
 
@@ -321,16 +332,23 @@ def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
     try:
         if version < 1:
             return
+        # A damaged type byte can turn a column into text that is not UTF-8: decode leniently,
+        # so the record fails its CRC instead of failing the whole replay.
+        conn.text_factory = _lenient_text
         last = after_seq
+        select = _SELECT_EVENTS.format(crc="crc" if version >= 4 else "NULL")
         while True:
             try:
-                cursor = conn.execute(_SELECT_EVENTS, (last, _REPLAY_CHUNK))
+                cursor = conn.execute(select, (last, _REPLAY_CHUNK))
                 rows = cursor.fetchmany(_FETCH_ROWS)
             except sqlite3.Error as exc:
                 raise _read_error(path, exc) from exc
             count = 0
             while rows:
-                for seq, run_id, kind, key, payload in rows:
+                for seq, run_id, kind, key, payload, crc in rows:
+                    if crc is not None and not _intact(run_id, kind, key, payload, crc):
+                        yield _damaged(path, seq, key)
+                        continue
                     yield JournalEvent(run_id=run_id, kind=kind, key=key, payload=payload, seq=seq)
                 count += len(rows)
                 last = rows[-1][0]
@@ -342,6 +360,22 @@ def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
                 return
     finally:
         conn.close()
+
+
+def _lenient_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _intact(run_id: object, kind: object, key: object, payload: object, crc: object) -> bool:
+    if not (isinstance(run_id, str) and isinstance(kind, str) and isinstance(key, str)):
+        return False  # a damaged type byte: SQLite hands back another type
+    return isinstance(payload, bytes) and crc == record_crc(run_id, kind, key, payload)
+
+
+def _damaged(path: Path, seq: int, key: object) -> JournalEvent:
+    """A record whose CRC does not match: the placeholder the replay yields in its place."""
+    _log.warning("journal record damaged, skipped", path=str(path), seq=seq, key=str(key)[:200])
+    return JournalEvent(run_id="", kind=DAMAGED_KIND, key=str(key), payload=b"", seq=seq)
 
 
 def _compact_range(wc: WriterConnection, *, after_seq: int, through_seq: int, done: list[int]) -> None:

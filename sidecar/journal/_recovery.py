@@ -37,6 +37,8 @@ class Recovery:
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
     #: ``(first, last)`` seqs the loaded snapshot covers but the journal lost (None: none lost).
     lost: tuple[int, int] | None = None
+    #: The loaded snapshot is of an older format (4): the start rewrites it in this one.
+    older_format: bool = False
 
     def describe(self) -> str:
         """One line: what was set aside where, and what was kept in place."""
@@ -67,8 +69,9 @@ def load_usable_snapshot(
             snapshot = store.load(seq)
             state = loads_state(snapshot.body)
             del snapshot
+            mark = _mark(state.get("closed_groups"))
             if groups is not None:
-                groups.restore(_mark(state.get("closed_groups")))
+                groups.restore(mark)
             attached = attach(state)
         except (OSError, MemoryError) as exc:
             error = f"{type(exc).__name__}: {exc}"[:_REASON_CHARS]
@@ -84,6 +87,7 @@ def load_usable_snapshot(
         except Exception as exc:  # the checksum holds but the state does not load: another build's layout
             _set_aside(store, recovery, path, f"state does not load: {type(exc).__name__}: {exc}")
             continue
+        recovery.older_format = mark is not None and not isinstance(mark, ClosedGroupsMark)
         if journal_end is not None and seq > journal_end:
             # The journal lost its newest records (a damaged WAL keeps only the commits before
             # the damage); the snapshot still holds their effect. It is used, and the journal's

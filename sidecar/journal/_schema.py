@@ -3,8 +3,10 @@
 A journal is an SQLite database whose ``PRAGMA application_id`` is :data:`APPLICATION_ID` and whose
 ``PRAGMA user_version`` is its schema version. Version 1 is the event log alone; version 2 adds
 the ``meta`` key-value table; version 3 the ``compacted_keys`` of records a snapshot made
-redundant. A fresh file is created at :data:`SCHEMA_VERSION`; an older journal is migrated in
-one transaction; a newer one, a foreign SQLite database or a file that is not SQLite at all is
+redundant; version 4 each record's ``crc`` (:func:`record_crc`: SQLite pages carry no checksums,
+so a damaged record would otherwise be read back as whatever it now says; NULL for older
+records). A fresh file is created at :data:`SCHEMA_VERSION`; an older journal is migrated in one
+transaction; a newer one, a foreign SQLite database or a file that is not SQLite at all is
 refused before anything is written to it.
 """
 
@@ -14,6 +16,7 @@ import contextlib
 import fcntl
 import os
 import sqlite3
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +32,7 @@ __all__ = [
     "map_sqlite_error",
     "open_reader",
     "open_writer",
+    "record_crc",
 ]
 
 _log = structlog.get_logger("sidecar.journal")
@@ -51,6 +55,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     ("CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",),
     ("CREATE TABLE compacted_keys (key TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",),
+    ("ALTER TABLE events ADD COLUMN crc INTEGER",),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -73,11 +78,19 @@ _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 _WRITING: set[str] = set()
 
 
+def record_crc(run_id: str, kind: str, key: str, payload: bytes) -> int:
+    """The CRC-32 a record is stored with: over its run, kind, key and payload."""
+    head = f"{run_id}\x00{kind}\x00{key}\x00".encode(errors="surrogatepass")
+    return zlib.crc32(payload, zlib.crc32(head))
+
+
 def map_sqlite_error(path: Path, action: str, exc: sqlite3.Error) -> JournalError:
     """Translate an SQLite failure into the journal's tree, naming the path, action and cause."""
-    code = exc.sqlite_errorcode & 0xFF if isinstance(exc.sqlite_errorcode, int) else -1
+    errorcode = getattr(exc, "sqlite_errorcode", None)  # absent on errors the module raises itself
+    code = errorcode & 0xFF if isinstance(errorcode, int) else -1
     reason = _REASONS.get(code, "SQLite error")
-    message = f"journal {path}: {action} failed: {reason} ({exc.sqlite_errorname}: {exc})"
+    name = getattr(exc, "sqlite_errorname", type(exc).__name__)
+    message = f"journal {path}: {action} failed: {reason} ({name}: {exc})"
     if code in _CORRUPT_CODES:
         return JournalCorrupt(message, path=path)
     return JournalUnavailable(message, path=path)

@@ -19,6 +19,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from sidecar.journal import (
+    DAMAGED_KIND,
     SCHEMA_VERSION,
     Journal,
     JournalCorrupt,
@@ -305,6 +306,42 @@ class TestReplay:
         replay.close()
         await journal.append([event("after")])
         assert journal.stats.events == 601
+
+    @pytest.mark.parametrize("column", ["payload", "payload_type", "run_id", "key", "crc"])
+    async def test_a_record_whose_crc_fails_is_yielded_as_damaged(self, path: Path, column: str) -> None:
+        """SQLite pages carry no checksums: each record's CRC (over run, kind, key and payload)
+        catches a damaged one, which costs that record alone; older records (NULL) are trusted."""
+        j = Journal(path)
+        await j.open()
+        await j.append([event(i) for i in range(5)])
+        await j.close()
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT count(*) FROM events WHERE crc IS NULL").fetchone() == (0,)
+            flipped = bytearray(conn.execute("SELECT payload FROM events WHERE seq = 3").fetchone()[0])
+            flipped[7] ^= 0x04
+            conn.execute("UPDATE events SET payload = ? WHERE seq = 4", (bytes(flipped),))
+            change = {
+                "payload": "payload = (SELECT payload FROM events WHERE seq = 4)",
+                "payload_type": "payload = 'x' || substr(payload, 2)",  # not UTF-8 text any more
+                "run_id": "run_id = 'run-2'",
+                "key": "key = key || '!'",
+                "crc": "crc = crc + 1",
+            }[column]
+            conn.execute(f"UPDATE events SET {change} WHERE seq = 3")
+            conn.execute("UPDATE events SET payload = ? WHERE seq = 4", (event(3).payload,))
+            conn.execute("UPDATE events SET crc = NULL WHERE seq = 5")  # as a version-3 record
+        conn.close()
+        with capture_logs() as logs:
+            replayed = list(Journal(path).replay())
+        assert [(e.seq, e.kind) for e in replayed] == [
+            (1, "completed"),
+            (2, "completed"),
+            (3, DAMAGED_KIND),
+            (4, "completed"),
+            (5, "completed"),
+        ]
+        assert replayed[2].payload == b"" and replayed[4] == event(4)._replace(seq=5)
+        assert [(e["event"], e["seq"]) for e in logs] == [("journal record damaged, skipped", 3)]
 
 
 class TestCheckpoints:

@@ -8,6 +8,7 @@ import dataclasses
 import errno
 import itertools
 import sqlite3
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -261,6 +262,34 @@ class TestSnapshots:
         ):
             await service.start()
         await service.stop()
+
+    async def test_a_damaged_journal_record_costs_that_record_only(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """A record whose CRC fails is skipped (logged): the state equals a run without it."""
+        batches = _batches(generated)
+        service = _Service(tmp_path / "b")
+        await service.start(snapshots=False)
+        for batch in batches:
+            await service.post(batch)
+        await service.stop()
+        events = [event for batch in batches for event in batch]
+        victim = next(i for i, event in enumerate(events) if event["kind"] == "completed" and i > 10)
+        with sqlite3.connect(service.path) as conn:
+            row = conn.execute("SELECT payload FROM events WHERE seq = ?", (victim + 1,)).fetchone()
+            payload = bytearray(row[0])
+            payload[len(payload) // 2] ^= 0x08
+            conn.execute("UPDATE events SET payload = ? WHERE seq = ?", (bytes(payload), victim + 1))
+        conn.close()
+        without = events[:victim] + events[victim + 1 :]
+        rebatched = [without[i : i + 5] for i in range(0, len(without), 5)]
+        expected = await _uninterrupted(tmp_path / "a", rebatched)
+        restarted = await service.start(snapshots=False)
+        try:
+            assert restarted.damaged_records == [victim + 1] and restarted.applied_seq == len(events)
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+        finally:
+            await service.stop()
 
     async def test_compaction_keeps_keys_and_refuses_a_wrong_state(
         self, tmp_path: Path, generated: GeneratedRun
@@ -689,6 +718,38 @@ class TestClosedGroupsOnDisk:
         for _ in range(2):  # the second restart reads the file the first one kept
             assert await _restarted_fingerprint(service)() == expected
         assert self._groups_path(service).stat().st_size == second
+
+    async def test_a_format_4_snapshot_is_read_and_rewritten_in_format_5(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """Format 4 (the previous build's) marked the groups file with one CRC and wrote no copy:
+        it is still read, the copy is made, and the start rewrites the snapshot in format 5."""
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b")
+        await self._two_snapshots(service, batches)
+        newest = service.store.seqs()[-1]
+        state = _recovery.loads_state(service.store.load(newest).body)
+        groups = self._groups_path(service)
+        data = groups.read_bytes()
+        state["closed_groups"] = (len(data), zlib.crc32(data))
+        service.store.write(newest, dumps_state(state))
+        path = service.store.path_of(newest)
+        path.write_bytes(path.read_bytes().replace(b'"format":5', b'"format":4', 1))
+        groups.with_name("closed-groups.copy.bin").unlink()
+        restarted = await service.start()
+        try:
+            assert restarted.snapshot_seq == newest and restarted.recovery.older_format
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+            assert groups.with_name("closed-groups.copy.bin").read_bytes() == data
+        finally:
+            await service.stop()
+        assert b'"format":5' in path.read_bytes()[:200]
+        again = await service.start()
+        try:
+            assert not again.recovery.older_format and state_fingerprint(again.runs[RUN]) == expected
+        finally:
+            await service.stop()
 
     @staticmethod
     def _damage(path: Path, damage: str, at: int) -> None:
