@@ -332,17 +332,16 @@ def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
     try:
         if version < 1:
             return
-        # A damaged type byte can turn a column into text that is not UTF-8: decode leniently,
-        # so the record fails its CRC instead of failing the whole replay.
-        conn.text_factory = _lenient_text
         last = after_seq
         select = _SELECT_EVENTS.format(crc="crc" if version >= 4 else "NULL")
         while True:
+            rows: list[Any] = []
             try:
                 cursor = conn.execute(select, (last, _REPLAY_CHUNK))
                 rows = cursor.fetchmany(_FETCH_ROWS)
             except sqlite3.Error as exc:
-                raise _read_error(path, exc) from exc
+                _lenient_or_raise(conn, path, exc)
+                continue  # the same chunk again, text decoded leniently
             count = 0
             while rows:
                 for seq, run_id, kind, key, payload, crc in rows:
@@ -355,7 +354,9 @@ def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
                 try:
                     rows = cursor.fetchmany(_FETCH_ROWS)
                 except sqlite3.Error as exc:
-                    raise _read_error(path, exc) from exc
+                    _lenient_or_raise(conn, path, exc)
+                    count = _REPLAY_CHUNK  # not the end: read on from ``last``
+                    break
             if count < _REPLAY_CHUNK:
                 return
     finally:
@@ -364,6 +365,16 @@ def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
 
 def _lenient_text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
+
+
+def _lenient_or_raise(conn: sqlite3.Connection, path: Path, exc: sqlite3.Error) -> None:
+    """A damaged type byte can turn a column into text that is not UTF-8, which the default
+    decoding refuses (failing the whole replay): read on decoding leniently, so that record
+    fails its CRC instead. Any other error is the journal's read error."""
+    if "decode" in str(exc) and conn.text_factory is not _lenient_text:
+        conn.text_factory = _lenient_text
+        return
+    raise _read_error(path, exc) from exc
 
 
 def _intact(run_id: object, kind: object, key: object, payload: object, crc: object) -> bool:
