@@ -34,6 +34,7 @@ __all__ = [
     "DamagedState",
     "build_damage_state",
     "damage_trial",
+    "run_damage_trials",
     "unrecoverable_trial",
 ]
 
@@ -237,3 +238,19 @@ def unrecoverable_trial(state: DamagedState, workdir: Path, *, launch: Launch = 
     else:
         result.outcomes["unrecoverable"] = last
     return result
+
+
+def run_damage_trials(workdir: Path, *, seeds: range = range(1, 6), launch: Launch = "exec") -> DamageResult:
+    """Every file x every damage x ``seeds``, plus the unrecoverable trial, on one built state."""
+    state = build_damage_state(workdir, launch=launch)
+    total = DamageResult()
+    for which in STATE_FILES:
+        for damage in DAMAGES:
+            for seed in seeds:
+                one = damage_trial(state, workdir, which, damage, seed, launch=launch)
+                total.outcomes.update(one.outcomes)
+                total.violations += one.violations
+    last = unrecoverable_trial(state, workdir, launch=launch)
+    total.outcomes.update(last.outcomes)
+    total.violations += last.violations
+    return total
