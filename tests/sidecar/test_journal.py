@@ -14,6 +14,7 @@ import threading
 import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -27,6 +28,7 @@ from sidecar.journal import (
     JournalEvent,
     JournalSchemaError,
     JournalUnavailable,
+    _schema,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -436,6 +438,55 @@ class TestFaults:
             assert key in by_key, f"acknowledged {key} (seq {seq}) lost"
             assert by_key[key].seq == seq
             assert by_key[key].payload == _payload_of_child(key)
+
+    @pytest.mark.parametrize("alone", ["whole", "damaged"])
+    async def test_pages_that_disagree_with_the_wal_are_retried_without_it(
+        self, path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alone: str
+    ) -> None:
+        """A damaged WAL frame ends the WAL SQLite reads; pages checkpointed past it then disagree
+        with what is left (quick_check fails). The database file alone holds every commit up to
+        its last checkpoint: the WAL is set aside as ``-wal.bad`` and the file used; if the file
+        alone is damaged too, the WAL is put back and the journal refused, both kept as they were."""
+        j = Journal(path)
+        await j.open()
+        await j.append([event(i) for i in range(5)])
+        crash = tmp_path / "crash"
+        crash.mkdir()
+        shutil.copy(path, crash / path.name)  # the files as a crash would leave them: a live WAL
+        shutil.copy(path.with_name(path.name + "-wal"), crash / (path.name + "-wal"))
+        await j.close()
+        copy = crash / path.name
+        wal = copy.with_name(copy.name + "-wal")
+        wal_bytes = wal.read_bytes()
+        real = _schema._open_writer
+        calls: list[bool] = []
+
+        def damaged_with_wal(target: Path) -> Any:
+            with_wal = wal.exists()
+            calls.append(with_wal)
+            if with_wal or alone == "damaged":
+                raise _schema._PagesDamaged(f"journal {target} is damaged (test)", path=target)
+            return real(target)
+
+        monkeypatch.setattr(_schema, "_open_writer", damaged_with_wal)
+        recovered = Journal(copy)
+        if alone == "damaged":
+            with pytest.raises(JournalCorrupt, match="and without its WAL") as refused:
+                await recovered.open()
+            assert "kept as they were" in str(refused.value) and "\n" not in str(refused.value)
+            assert wal.read_bytes() == wal_bytes and not wal.with_name(wal.name + ".bad").exists()
+            assert calls == [True, False]
+            return
+        with capture_logs() as logs:
+            await recovered.open()
+        try:
+            assert calls == [True, False]
+            assert wal.with_name(wal.name + ".bad").read_bytes() == wal_bytes
+            assert [e["kept_as"] for e in logs if e["event"] == "journal WAL set aside"] == [
+                str(wal.with_name(wal.name + ".bad"))
+            ]
+        finally:
+            await recovered.close()
 
     async def test_torn_wal_tail_recovers_every_complete_commit(self, path: Path, tmp_path: Path) -> None:
         j = Journal(path)
