@@ -77,6 +77,10 @@ async def _uninterrupted(tmp: Path, batches: list[list[dict[str, Any]]]) -> dict
     return fingerprint
 
 
+def _without_arrivals(fingerprint: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in fingerprint.items() if name != "timeline"}
+
+
 def _restarted_fingerprint(service: _Service) -> Callable[[], Any]:
     async def go() -> dict[str, Any]:
         ingestor = await service.start()
@@ -287,7 +291,10 @@ class TestSnapshots:
         restarted = await service.start(snapshots=False)
         try:
             assert restarted.damaged_records == [victim + 1] and restarted.applied_seq == len(events)
-            assert state_fingerprint(restarted.runs[RUN]) == expected
+            # Arrival times differ by construction (the skipped event took a tick of the test's
+            # clock when it was posted), so a per-arrival-time view is left out of the comparison.
+            restored = state_fingerprint(restarted.runs[RUN])
+            assert _without_arrivals(restored) == _without_arrivals(expected)
         finally:
             await service.stop()
 
