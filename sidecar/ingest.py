@@ -34,8 +34,9 @@ from sidecar.events import (
 )
 from sidecar.inflight import InflightRules
 from sidecar.journal import (
+    DAMAGED_KIND,
+    LOST_KIND,
     ClosedGroupFile,
-    ClosedGroupsMark,
     CompletedFact,
     Fact,
     JournalCompacted,
@@ -43,6 +44,7 @@ from sidecar.journal import (
     JournalEvent,
     JournalUnavailable,
     LatencyFact,
+    Recovery,
     RunStartedFact,
     SnapshotStore,
     decode_fact,
@@ -50,7 +52,7 @@ from sidecar.journal import (
     encode_fact,
     fork_writer,
     is_legacy_payload,
-    loads_state,
+    load_usable_snapshot,
 )
 from sidecar.materialized_inputs import PlanError, plan_from_materialized
 from sidecar.responses import EventResult
@@ -167,6 +169,10 @@ class Ingestor:
         self.restored_seq = 0
         #: Records migrated from the pre-facts format during replay.
         self.migrated = 0
+        #: Snapshots the replay set aside or could not read.
+        self.recovery = Recovery()
+        #: Seqs of journal records the replay skipped because their CRC did not match.
+        self.damaged_records: list[int] = []
         self.runs: dict[str, RunState] = {}
         self._starting: dict[str, int] = {}
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
@@ -185,77 +191,120 @@ class Ingestor:
     # -- lifecycle ------------------------------------------------------------------------
 
     def _restore_newest_snapshot(self) -> None:
-        """Load the newest snapshot whose state also restores; one whose checksum holds but whose
-        state does not load (another build's layout under the same format number) is set aside
-        like a torn one, and the next older one is tried."""
+        """Load the newest usable snapshot (see ``sidecar.journal._recovery``): damaged ones are
+        set aside as ``.bad``, unreadable ones kept in place, and the next older one is tried."""
         store = self._snapshots
-        while store is not None:
-            began = time.perf_counter()
-            loaded = store.load_newest()
-            if loaded is None:
-                return
-            read_s = time.perf_counter() - began
-            try:
-                body = loads_state(loaded.body)
-                groups = self._closed_groups
-                if groups is not None:
-                    mark = body.get("closed_groups")
-                    groups.restore(ClosedGroupsMark(*mark) if mark is not None else None)
-                rules, clock = self._inflight_rules, self._clock
-                runs = {
-                    run_id: state.attach(
-                        self._engines, inflight_rules=rules, clock=clock, closed_groups=groups
-                    )
-                    for run_id, state in body["runs"].items()
-                }
-            except Exception as exc:
-                store.discard(loaded.path, f"state does not load: {type(exc).__name__}: {exc}"[:500])
-                continue
-            self.runs = runs
-            self.applied_seq = self.snapshot_seq = self.restored_seq = loaded.seq
-            _log.info(
-                "snapshot loaded",
-                path=str(loaded.path),
-                seq=loaded.seq,
-                runs=len(self.runs),
-                read_s=round(read_s, 3),
-                load_s=round(time.perf_counter() - began - read_s, 3),
-            )
+        if store is None:
             return
+        began = time.perf_counter()
+        last_seq = getattr(self._journal, "last_seq", None)
+        rules, clock, groups = self._inflight_rules, self._clock, self._closed_groups
+
+        def attach(state: dict[str, Any]) -> dict[str, RunState]:
+            return {
+                run_id: run.attach(self._engines, inflight_rules=rules, clock=clock, closed_groups=groups)
+                for run_id, run in state["runs"].items()
+            }
+
+        loaded = load_usable_snapshot(
+            store,
+            groups,
+            journal_end=last_seq() if last_seq is not None else None,
+            attach=attach,
+            recovery=self.recovery,
+        )
+        if loaded is None:
+            return
+        seq, path, self.runs = loaded
+        self.applied_seq = self.snapshot_seq = self.restored_seq = seq
+        _log.info(
+            "snapshot loaded",
+            path=str(path),
+            seq=seq,
+            runs=len(self.runs),
+            seconds=round(time.perf_counter() - began, 3),
+        )
 
     def replay(self, progress: Callable[[int], None] | None = None) -> int:
-        """Rebuild every run: the newest valid snapshot, then the journal records after it.
+        """Rebuild every run: the newest usable snapshot, then the journal records after it.
 
         Call once, before :meth:`start`; pure CPU and file reads, so it may run in a worker
         thread. ``progress(records_applied)`` is called every 10,000 records. Returns the number
         of records replayed (after the snapshot). Raises ``JournalCompacted`` when a record it
-        needs was compacted into a snapshot that can no longer be read.
+        needs was compacted into a snapshot that can no longer be used (before anything is
+        emptied: the closed-groups file is left as it was).
         """
         self._restore_newest_snapshot()
+        records = iter(self._journal.replay(after_seq=self.applied_seq))
+        record = next(records, None)
+        if record is not None and (record.seq != self.applied_seq + 1 or record.kind == LOST_KIND):
+            self._refuse_gap(record.seq, lost=record.kind == LOST_KIND)
         if self._closed_groups is not None and not self.restored_seq:
             self._closed_groups.restore(None)  # no state refers to any record: start it empty
         count = 0
-        for record in self._journal.replay(after_seq=self.applied_seq):
-            if record.seq != self.applied_seq + 1:
-                raise JournalCompacted(
-                    f"journal records {self.applied_seq + 1}..{record.seq - 1} were compacted into a "
-                    "snapshot that cannot be read "
-                    f"(newest usable snapshot: seq {self.snapshot_seq or 'none'}); refusing to start with "
-                    "a wrong state: restore the snapshot directory from a backup, or start on a new "
-                    "journal path and re-feed the run from the dispatcher's rollouts.jsonl with the follower"
-                )
-            self.apply_record(record)
+        while record is not None:
+            if record.seq != self.applied_seq + 1 or record.kind == LOST_KIND:
+                self._refuse_gap(record.seq, lost=record.kind == LOST_KIND)
+            if record.kind == DAMAGED_KIND:  # its CRC failed: it costs this record only
+                self.damaged_records.append(record.seq)
+            else:
+                self.apply_record(record)
             self.applied_seq = record.seq
             count += 1
             if progress is not None and count % 10_000 == 0:
                 progress(count)
+            record = next(records, None)
         self.replayed = count
         self._since_snapshot = count
         # What was just rebuilt lives as long as the runs do and holds no garbage cycles: keep it
         # out of the cyclic collector's full passes (each would re-scan millions of objects).
         gc.freeze()
-        _log.info("journal replayed", events=count, runs=len(self.runs), migrated=self.migrated)
+        _log.info(
+            "journal replayed",
+            events=count,
+            runs=len(self.runs),
+            migrated=self.migrated,
+            **({"damaged_skipped": self.damaged_records} if self.damaged_records else {}),
+        )
         return count
+
+    async def seal_lost_records(self) -> None:
+        """After a replay from a snapshot newer than the journal's last record (the journal lost
+        its newest commits): mark those seqs lost in the journal before anything is appended, so
+        no new record reuses a seq the snapshot covers. Call between :meth:`replay` and :meth:`start`."""
+        lost = self.recovery.lost
+        mark_lost = getattr(self._journal, "mark_lost", None)
+        if lost is None or mark_lost is None:
+            return
+        await mark_lost(*lost)
+        _log.warning(
+            "journal records lost, their effect kept from the snapshot",
+            first_seq=lost[0],
+            last_seq=lost[1],
+            note="their idempotency keys are gone: a retry of one of them is counted again",
+        )
+
+    def _refuse_gap(self, seq: int, *, lost: bool = False) -> None:
+        """A record the state needs is gone: refuse, in one line saying what was kept where."""
+        what = self.recovery.describe()
+        directory = self._snapshots.directory if self._snapshots is not None else None
+        if not what and directory is not None:  # set aside by an earlier start
+            earlier = sorted(path.name for path in directory.glob("*.bad"))
+            what = f"set aside earlier: {', '.join(earlier)}" if earlier else ""
+        kept = (f"; snapshots: {what}" if what else "; no snapshot could be used") + (
+            f" (in {directory})" if directory is not None else ""
+        )
+        first = self.applied_seq + 1
+        gone = (
+            f"records {first}..{seq} were lost from the journal and the snapshot that held them"
+            if lost
+            else f"records {first}..{seq - 1} were compacted into snapshots that"
+        )
+        raise JournalCompacted(
+            f"journal {gone} cannot be used{kept}; the journal and every set-aside file are kept as "
+            "they were; refusing to start with a wrong state: start on a new journal path and "
+            "re-feed the run from the dispatcher's rollouts.jsonl with the follower"
+        )
 
     @property
     def snapshot_due(self) -> bool:
@@ -267,7 +316,7 @@ class Ingestor:
             interval and time.monotonic() - self._last_snapshot_at >= interval
         )
 
-    async def snapshot(self) -> int | None:
+    async def snapshot(self, *, rewrite: bool = False) -> int | None:
         """Write a snapshot of every run as of :attr:`applied_seq`, then compact the journal up to
         the oldest snapshot kept. Returns the snapshot's seq (None: nothing new, or no store).
 
@@ -276,11 +325,11 @@ class Ingestor:
         previous snapshots and the journal as they were.
         """
         async with self._snapshot_lock:  # one writer at a time: two would share a file name
-            return await self._snapshot()
+            return await self._snapshot(rewrite=rewrite)
 
-    async def _snapshot(self) -> int | None:
+    async def _snapshot(self, *, rewrite: bool = False) -> int | None:
         store = self._snapshots
-        if store is None or self.applied_seq == self.snapshot_seq:
+        if store is None or (self.applied_seq == self.snapshot_seq and not rewrite):
             return None
         # Under the apply lock no batch is half applied and no off-loop read is building on a
         # thread: the forked child (or the serialization below) sees one consistent state.
@@ -388,14 +437,19 @@ class Ingestor:
         return dropped
 
     def start(self) -> None:
-        """Start the sequencer. After a replay that migrated pre-facts records or skipped a damaged
+        """Start the sequencer. After a replay that migrated pre-facts records or could not use a
         snapshot, a snapshot is taken at once: the migration then happens once, and the damaged
         snapshot is replaced, so the journal is never compacted past the only loadable one."""
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._sequencer(), name="ingest-sequencer")
         store = self._snapshots
-        if store is not None and (self.migrated or store.skipped):
-            self._snapshot_task = loop.create_task(self.snapshot(), name="snapshot")
+        recovery = self.recovery
+        if store is not None and (
+            self.migrated or recovery.set_aside or recovery.unreadable or recovery.older_format
+        ):
+            # An older format's snapshot is rewritten in this one even with nothing new.
+            rewrite = self.applied_seq == self.snapshot_seq and recovery.older_format
+            self._snapshot_task = loop.create_task(self.snapshot(rewrite=rewrite), name="snapshot")
 
     async def stop(self) -> None:
         """Finish what is queued, then stop the sequencer."""

@@ -22,6 +22,7 @@ from sidecar._guarded_http import ConnectionGuard, guarded_protocol
 from sidecar._server_thread import ServerThread, loop_factory
 from sidecar.app import create_app
 from sidecar.engines import Engines
+from sidecar.journal import JournalError
 from sidecar.service import Service
 from sidecar.settings import ServiceSettings, SettingsError
 
@@ -133,10 +134,33 @@ async def serve(
         raise
     service.begin()
     server = _AnnouncingServer(_config(service), settings)
+    watch = asyncio.get_running_loop().create_task(_exit_if_replay_fails(service, server))
     try:
         await server.serve(sockets=[listener])
     finally:
+        watch.cancel()
         await service.stop()
+    if service.replay_error is not None:
+        raise _refusal(settings, service.replay_error) from service.replay_error
+
+
+async def _exit_if_replay_fails(service: Service, server: uvicorn.Server) -> None:
+    """A start that cannot rebuild the state stops serving (``serve`` then raises the refusal),
+    rather than answering 503 ``replay_failed`` for ever."""
+    if await service.replay_outcome() is not None:
+        server.should_exit = True
+
+
+def _refusal(settings: ServiceSettings, error: BaseException) -> JournalError:
+    """The one-line ``JournalError`` a failed replay is refused with (the CLI prints it, exit 2)."""
+    if isinstance(error, JournalError):
+        return error
+    message = " ".join(f"{type(error).__name__}: {error}".split())[:1000]
+    return JournalError(
+        f"journal {settings.journal_path}: the state cannot be rebuilt ({message}); the journal and the "
+        "snapshot directory are kept as they were",
+        path=settings.journal_path,
+    )
 
 
 class _AnnouncingServer(uvicorn.Server):

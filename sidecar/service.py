@@ -257,14 +257,22 @@ class Service:
         assert self._replay is not None
         await self._replay
 
+    async def replay_outcome(self) -> BaseException | None:
+        """Wait for the replay :meth:`begin` started; its error (None: the service is ready)."""
+        if self._replay is not None:
+            with contextlib.suppress(Exception):
+                await self._replay
+        return self.replay_error
+
     async def _replay_then_start(self) -> None:
         try:
-            # The newest valid snapshot, then the journal after it; the replay freezes the
+            # The newest usable snapshot, then the journal after it; the replay freezes the
             # rebuilt state out of the cyclic collector's way (see ``Ingestor.replay``).
             await asyncio.to_thread(self.ingestor.replay)
+            await self.ingestor.seal_lost_records()
         except Exception as exc:
             self.replay_error = exc
-            _log.exception("journal replay failed")
+            _log.error("journal replay failed", error=f"{type(exc).__name__}: {exc}")
             raise
         self._replayed = True
         self.ingestor.start()

@@ -302,7 +302,8 @@ def _serve(args: argparse.Namespace) -> int:
             if follower is not None:
                 follower.stop()
     except (SettingsError, JournalError) as exc:
-        print(f"rollout-sidecar serve: {exc}", file=sys.stderr)  # noqa: T201
+        reason = " ".join(str(exc).split())  # one line, whatever the cause's text holds
+        print(f"rollout-sidecar serve: {reason}", file=sys.stderr)  # noqa: T201
         return 2
     except KeyboardInterrupt:
         return 0

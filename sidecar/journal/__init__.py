@@ -25,6 +25,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from sidecar.journal._closed_groups import ClosedGroupFile, ClosedGroupsMark, ClosedGroupsTorn
 from sidecar.journal._facts import (
     FACTS_FORMAT,
@@ -48,12 +50,14 @@ from sidecar.journal._facts import (
     is_legacy_payload,
     parse_deferred,
 )
+from sidecar.journal._recovery import Recovery, load_usable_snapshot
 from sidecar.journal._schema import (
     SCHEMA_VERSION,
     WriterConnection,
     file_bytes,
     map_sqlite_error,
     open_reader,
+    record_crc,
 )
 from sidecar.journal._snapshot import (
     SNAPSHOT_FORMAT,
@@ -75,10 +79,12 @@ from sidecar.journal._types import (
 from sidecar.journal._writer import Append, Control, SetMeta, Writer
 
 __all__ = [
+    "DAMAGED_KIND",
     "DEFAULT_JOURNAL_PATH",
     "FACTS_FORMAT",
     "HEALTH_PIPELINE_FINGERPRINTS",
     "HEALTH_PIPELINE_VERSION",
+    "LOST_KIND",
     "SCHEMA_VERSION",
     "SNAPSHOT_FORMAT",
     "STATE_SCHEMA",
@@ -100,6 +106,7 @@ __all__ = [
     "JournalStats",
     "JournalUnavailable",
     "LatencyFact",
+    "Recovery",
     "RunEndedFact",
     "RunStartedFact",
     "Snapshot",
@@ -112,17 +119,26 @@ __all__ = [
     "fork_writer",
     "health_pipeline_fingerprint",
     "is_legacy_payload",
+    "load_usable_snapshot",
     "loads_state",
     "parse_deferred",
 ]
+
+_log = structlog.get_logger("sidecar.journal")
 
 DEFAULT_JOURNAL_PATH = Path("sidecar-state/journal.sqlite3")
 # Replay reads at most _FETCH_ROWS rows into memory at a time, and each read transaction spans at
 # most _REPLAY_CHUNK rows, so a slow consumer never pins an old WAL snapshot for the whole replay.
 _REPLAY_CHUNK = 1024
 _FETCH_ROWS = 32
+#: Kind of the placeholder record that marks seqs the journal lost (see :meth:`Journal.mark_lost`).
+LOST_KIND = "lost"
+#: Kind of what :meth:`Journal.replay` yields in place of a record whose CRC does not match.
+DAMAGED_KIND = "damaged"
 _COMPACTED_THROUGH = "compacted_through"  # meta: every record up to this seq is compacted
-_SELECT_EVENTS = "SELECT seq, run_id, kind, key, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+_SELECT_EVENTS = (
+    "SELECT seq, run_id, kind, key, payload, {crc} FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+)
 
 
 class Journal:
@@ -282,6 +298,24 @@ class Journal:
             await self._submit(lambda f, loop: Control(f, loop, apply=_release_free_pages))
         return compacted
 
+    async def mark_lost(self, first: int, last: int) -> None:
+        """Record that seqs ``first..last`` were lost (a snapshot holds their effect, the journal
+        not): one placeholder record of kind :data:`LOST_KIND` at seq ``last``, so the next record
+        is ``last + 1`` and never reuses a seq the snapshot covers. A replay that meets it refuses."""
+        writer = self._writer
+        if writer is None:
+            raise JournalUnavailable(f"journal {self._path} is not open", path=self._path)
+        key = f"~lost|{first}..{last}"
+
+        def apply(wc: WriterConnection) -> None:
+            wc.conn.execute(
+                "INSERT OR IGNORE INTO events (seq, run_id, kind, key, payload) VALUES (?, '', ?, ?, ?)",
+                (last, LOST_KIND, key, b""),
+            )
+            writer.last_seq = max(writer.last_seq, last)
+
+        await self._submit(lambda f, loop: Control(f, loop, apply=apply))
+
     def stored_keys(self) -> Generator[tuple[int, str], None, None]:
         """``(seq, key)`` of every record ever stored, compacted ones included, in seq order."""
         opened = open_reader(self._path)
@@ -318,9 +352,27 @@ class Journal:
         Reads in short chunks (no long-lived read transaction), so events committed while the
         replay runs are yielded too. Safe from any thread and before ``open()``; yields nothing
         when the journal file does not exist yet. ``close()`` the generator (or exhaust it) to
-        release its connection promptly.
+        release its connection promptly. A record whose stored CRC does not match (damaged on
+        disk) is logged and yielded as an empty event of kind :data:`DAMAGED_KIND` with its seq.
         """
         return _replay(self._path, after_seq)
+
+    def last_seq(self) -> int:
+        """The newest record's seq (0: none), read from the file: a snapshot past it covers records
+        the journal no longer holds. Safe from any thread and before ``open()``."""
+        opened = open_reader(self._path)
+        if opened is None:
+            return 0
+        conn, version = opened
+        try:
+            if version < 1:
+                return 0
+            row = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
+        except sqlite3.Error as exc:
+            raise _read_error(self._path, exc) from exc
+        finally:
+            conn.close()
+        return int(row[0])
 
     def get_meta(self, name: str) -> bytes | None:
         """The value stored under ``name``, or None. Safe from any thread and before ``open()``."""
@@ -348,26 +400,60 @@ def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
         if version < 1:
             return
         last = after_seq
+        select = _SELECT_EVENTS.format(crc="crc" if version >= 4 else "NULL")
         while True:
+            rows: list[Any] = []
             try:
-                cursor = conn.execute(_SELECT_EVENTS, (last, _REPLAY_CHUNK))
+                cursor = conn.execute(select, (last, _REPLAY_CHUNK))
                 rows = cursor.fetchmany(_FETCH_ROWS)
             except sqlite3.Error as exc:
-                raise _read_error(path, exc) from exc
+                _lenient_or_raise(conn, path, exc)
+                continue  # the same chunk again, text decoded leniently
             count = 0
             while rows:
-                for seq, run_id, kind, key, payload in rows:
+                for seq, run_id, kind, key, payload, crc in rows:
+                    if crc is not None and not _intact(run_id, kind, key, payload, crc):
+                        yield _damaged(path, seq, key)
+                        continue
                     yield JournalEvent(run_id=run_id, kind=kind, key=key, payload=payload, seq=seq)
                 count += len(rows)
                 last = rows[-1][0]
                 try:
                     rows = cursor.fetchmany(_FETCH_ROWS)
                 except sqlite3.Error as exc:
-                    raise _read_error(path, exc) from exc
+                    _lenient_or_raise(conn, path, exc)
+                    count = _REPLAY_CHUNK  # not the end: read on from ``last``
+                    break
             if count < _REPLAY_CHUNK:
                 return
     finally:
         conn.close()
+
+
+def _lenient_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _lenient_or_raise(conn: sqlite3.Connection, path: Path, exc: sqlite3.Error) -> None:
+    """A damaged type byte can turn a column into text that is not UTF-8, which the default
+    decoding refuses (failing the whole replay): read on decoding leniently, so that record
+    fails its CRC instead. Any other error is the journal's read error."""
+    if "decode" in str(exc) and conn.text_factory is not _lenient_text:
+        conn.text_factory = _lenient_text
+        return
+    raise _read_error(path, exc) from exc
+
+
+def _intact(run_id: object, kind: object, key: object, payload: object, crc: object) -> bool:
+    if not (isinstance(run_id, str) and isinstance(kind, str) and isinstance(key, str)):
+        return False  # a damaged type byte: SQLite hands back another type
+    return isinstance(payload, bytes) and crc == record_crc(run_id, kind, key, payload)
+
+
+def _damaged(path: Path, seq: int, key: object) -> JournalEvent:
+    """A record whose CRC does not match: the placeholder the replay yields in its place."""
+    _log.warning("journal record damaged, skipped", path=str(path), seq=seq, key=str(key)[:200])
+    return JournalEvent(run_id="", kind=DAMAGED_KIND, key=str(key), payload=b"", seq=seq)
 
 
 def _compact_range(wc: WriterConnection, *, after_seq: int, through_seq: int, done: list[int]) -> None:

@@ -3,8 +3,10 @@
 A journal is an SQLite database whose ``PRAGMA application_id`` is :data:`APPLICATION_ID` and whose
 ``PRAGMA user_version`` is its schema version. Version 1 is the event log alone; version 2 adds
 the ``meta`` key-value table; version 3 the ``compacted_keys`` of records a snapshot made
-redundant. A fresh file is created at :data:`SCHEMA_VERSION`; an older journal is migrated in
-one transaction; a newer one, a foreign SQLite database or a file that is not SQLite at all is
+redundant; version 4 each record's ``crc`` (:func:`record_crc`: SQLite pages carry no checksums,
+so a damaged record would otherwise be read back as whatever it now says; NULL for older
+records). A fresh file is created at :data:`SCHEMA_VERSION`; an older journal is migrated in one
+transaction; a newer one, a foreign SQLite database or a file that is not SQLite at all is
 refused before anything is written to it.
 """
 
@@ -14,8 +16,11 @@ import contextlib
 import fcntl
 import os
 import sqlite3
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
+
+import structlog
 
 from sidecar.journal._types import JournalCorrupt, JournalError, JournalSchemaError, JournalUnavailable
 
@@ -27,7 +32,10 @@ __all__ = [
     "map_sqlite_error",
     "open_reader",
     "open_writer",
+    "record_crc",
 ]
+
+_log = structlog.get_logger("sidecar.journal")
 
 APPLICATION_ID = 0x52534A4C  # "RSJL": marks the file as a rollout-sidecar journal
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -47,6 +55,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     ("CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",),
     ("CREATE TABLE compacted_keys (key TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",),
+    ("ALTER TABLE events ADD COLUMN crc INTEGER",),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -69,11 +78,19 @@ _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 _WRITING: set[str] = set()
 
 
+def record_crc(run_id: str, kind: str, key: str, payload: bytes) -> int:
+    """The CRC-32 a record is stored with: over its run, kind, key and payload."""
+    head = f"{run_id}\x00{kind}\x00{key}\x00".encode(errors="surrogatepass")
+    return zlib.crc32(payload, zlib.crc32(head))
+
+
 def map_sqlite_error(path: Path, action: str, exc: sqlite3.Error) -> JournalError:
     """Translate an SQLite failure into the journal's tree, naming the path, action and cause."""
-    code = exc.sqlite_errorcode & 0xFF if isinstance(exc.sqlite_errorcode, int) else -1
+    errorcode = getattr(exc, "sqlite_errorcode", None)  # absent on errors the module raises itself
+    code = errorcode & 0xFF if isinstance(errorcode, int) else -1
     reason = _REASONS.get(code, "SQLite error")
-    message = f"journal {path}: {action} failed: {reason} ({exc.sqlite_errorname}: {exc})"
+    name = getattr(exc, "sqlite_errorname", type(exc).__name__)
+    message = f"journal {path}: {action} failed: {reason} ({name}: {exc})"
     if code in _CORRUPT_CODES:
         return JournalCorrupt(message, path=path)
     return JournalUnavailable(message, path=path)
@@ -147,11 +164,19 @@ def _quick_check(conn: sqlite3.Connection, path: Path) -> None:
     about 0.1 s per 200 MB."""
     problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
     if problems != ["ok"]:
-        raise JournalCorrupt(
+        raise _PagesDamaged(
             f"journal {path} is damaged ({'; '.join(problems)}); refusing to use it: restore a backup "
             "or salvage it with the sqlite3 shell's .recover into a new file",
             path=path,
         )
+
+
+class _PagesDamaged(JournalCorrupt):
+    """An SQLite journal of ours whose pages do not hold together (a WAL may be the cause)."""
+
+
+def _has_crc(conn: sqlite3.Connection) -> bool:
+    return any(row[1] == "crc" for row in conn.execute("PRAGMA table_info(events)"))
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:
@@ -160,6 +185,8 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
     try:
         for step in _MIGRATIONS[version:]:
             for statement in step:
+                if statement.startswith("ALTER TABLE events ADD COLUMN crc") and _has_crc(conn):
+                    continue  # a file whose version was set back by hand: the column is there
                 conn.execute(statement)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -220,7 +247,48 @@ def open_writer(path: Path) -> WriterConnection:
     only a process crash; group commit pays that fsync once per batch rather than per event.
     Automatic checkpoints are off: the caller checkpoints on another connection so that no
     commit waits for one.
+
+    A journal whose pages do not hold together while it has a WAL is tried once more without
+    the WAL (moved aside to ``<journal>-wal.bad``): a damaged WAL frame ends the WAL SQLite reads
+    there, and if the pages after it were already checkpointed into the database file, the two
+    disagree. The database file alone holds every commit up to its last checkpoint; what only the
+    WAL held is lost (a snapshot may still hold its effect, see ``sidecar.journal._recovery``).
+    If the file alone is damaged too, the WAL is put back and the journal refused.
     """
+    try:
+        return _open_writer(path)
+    except _PagesDamaged as damaged:
+        wal = path.with_name(path.name + "-wal")
+        with contextlib.suppress(OSError):
+            if wal.stat().st_size > 0:
+                return _open_without_wal(path, wal, damaged)
+        raise
+
+
+def _open_without_wal(path: Path, wal: Path, damaged: JournalCorrupt) -> WriterConnection:
+    aside = wal.with_name(wal.name + ".bad")
+    os.replace(wal, aside)
+    with contextlib.suppress(FileNotFoundError):  # the WAL's index: rebuilt from what is there
+        path.with_name(path.name + "-shm").unlink()
+    try:
+        opened = _open_writer(path)
+    except JournalError as again:
+        os.replace(aside, wal)
+        raise JournalCorrupt(
+            f"{damaged} (and without its WAL: {again}); the journal and its WAL are kept as they were",
+            path=path,
+        ) from again
+    _log.warning(
+        "journal WAL set aside",
+        path=str(path),
+        kept_as=str(aside),
+        reason=str(damaged),
+        note="commits only the WAL held are lost; the database file holds the rest",
+    )
+    return opened
+
+
+def _open_writer(path: Path) -> WriterConnection:
     existed = _check_header(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -256,7 +324,10 @@ def open_writer(path: Path) -> WriterConnection:
     except sqlite3.Error as exc:
         conn.close()
         os.close(lock_fd)
-        raise map_sqlite_error(path, "open", exc) from exc
+        error = map_sqlite_error(path, "open", exc)
+        if existed and isinstance(error, JournalCorrupt):
+            raise _PagesDamaged(str(error), path=path) from exc
+        raise error from exc
     except BaseException:
         conn.close()
         os.close(lock_fd)

@@ -5,14 +5,16 @@ and replays only the records after that seq. Files live in ``<journal>.snapshots
 ``snapshot-<seq>.bin``::
 
     ROLLOUT-SIDECAR-SNAPSHOT\\n
-    {"format": 2, "state_schema": "...", "seq": N, "body_bytes": L, "sha256": "..."}\\n
+    {"format": 5, "state_schema": "...", "seq": N, "body_bytes": L, "sha256": "..."}\\n
     <L bytes of body>
 
 A file is written to a temporary name, fsynced, renamed into place and the directory fsynced,
 so a crash leaves either the whole file or none. Reading checks the magic, the header, the
 formats, the length and the checksum; a file failing any check (torn, corrupt, written by a
-newer build) is skipped with a log line naming the file and the reason, moved aside to
-``<name>.bad``, and the next older one is tried. The body is a pickle restricted to this
+newer build) raises :class:`SnapshotDamaged`, and the caller moves it aside to ``<name>.bad``
+with a log line naming the file and the reason (:meth:`SnapshotStore.discard`). A read that
+fails with ``OSError`` or ``MemoryError`` proves nothing about the file: it propagates, and the
+file stays where it is. The body is a pickle restricted to this
 project's classes (see :func:`loads_state`); the snapshot directory is as trusted as the
 journal beside it.
 """
@@ -39,6 +41,7 @@ from sidecar.journal._facts import STATE_SCHEMA
 __all__ = [
     "SNAPSHOT_FORMAT",
     "Snapshot",
+    "SnapshotDamaged",
     "SnapshotStore",
     "dumps_state",
     "fork_writer",
@@ -49,9 +52,11 @@ _log = structlog.get_logger("sidecar.snapshot")
 
 #: Version of the file layout and of the pickled state's layout (it changes whenever a state
 #: class's attributes do: 4 is the packed reducer with closed groups on disk, verdict counts keyed
-#: by name, and the perf core and the journal under their sub-packages); a file of another
-#: version is skipped, never misread.
-SNAPSHOT_FORMAT = 4
+#: by name, and the perf core and the journal under their sub-packages; 5 the closed-groups mark
+#: as per-segment CRCs); a file of another version is skipped, never misread.
+SNAPSHOT_FORMAT = 5
+#: Formats this build reads: 4 differs from 5 only in the closed-groups mark (one CRC).
+READABLE_FORMATS = frozenset({4, 5})
 _MAGIC = b"ROLLOUT-SIDECAR-SNAPSHOT\n"
 _MAX_HEADER = 4096
 _MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536
@@ -206,57 +211,67 @@ class SnapshotStore:
         seqs = self.seqs()
         return seqs[0] if seqs else None
 
+    def load(self, seq: int) -> Snapshot:
+        """The snapshot of ``seq``, checked; raises :class:`SnapshotDamaged` (proven damage) or
+        ``OSError`` / ``MemoryError`` (a failed read, which proves nothing about the file)."""
+        path = self.path_of(seq)
+        return Snapshot(seq, path, self._read(path, seq))
+
     def load_newest(self) -> Snapshot | None:
         """The newest snapshot that passes every check, or None.
 
-        Each one skipped is logged and moved aside to ``<name>.bad``, so it no longer counts
+        Each damaged one is logged and moved aside to ``<name>.bad``, so it no longer counts
         among the ``keep`` snapshots: the journal is then never compacted past the oldest
-        snapshot that can actually be loaded.
+        snapshot that can actually be loaded. A read error propagates (nothing is moved).
         """
         for seq in reversed(self.seqs()):
-            path = self.path_of(seq)
             try:
-                return Snapshot(seq, path, self._read(path, seq))
-            except _Invalid as exc:
-                self.discard(path, str(exc))
+                return self.load(seq)
+            except SnapshotDamaged as exc:
+                self.discard(self.path_of(seq), str(exc))
         return None
 
     def discard(self, path: Path, reason: str) -> None:
         """Set a snapshot aside (``<name>.bad``) with a log line: it is never loaded again."""
-        _log.warning("snapshot skipped", path=str(path), reason=reason)
+        _log.warning("snapshot skipped", path=str(path), reason=reason, kept_as=path.name + ".bad")
         self.skipped.append(path)
         with contextlib.suppress(OSError):
             os.replace(path, path.with_name(path.name + ".bad"))
 
     def _read(self, path: Path, seq: int) -> bytes:
-        try:  # the body is read on its own: slicing it out of the whole file would copy it
-            with path.open("rb") as file:
-                data = file.read(len(_MAGIC) + _MAX_HEADER)
-                end = data.find(b"\n", len(_MAGIC), len(_MAGIC) + _MAX_HEADER)
-                file.seek(end + 1)
-                body = file.read() if end >= 0 else b""
-        except OSError as exc:
-            raise _Invalid(f"cannot read it: {exc}") from exc
+        # The body is read on its own: slicing it out of the whole file would copy it. A failing
+        # read raises OSError, which is not damage (the caller keeps the file).
+        with path.open("rb") as file:
+            data = file.read(len(_MAGIC) + _MAX_HEADER)
+            end = data.find(b"\n", len(_MAGIC), len(_MAGIC) + _MAX_HEADER)
+            file.seek(end + 1)
+            body = file.read() if end >= 0 else b""
         if not data.startswith(_MAGIC):
-            raise _Invalid("not a snapshot file (bad magic)")
+            raise SnapshotDamaged("not a snapshot file (bad magic)")
         if end < 0:
-            raise _Invalid("torn or corrupt header")
+            raise SnapshotDamaged("torn or corrupt header")
         try:
             header = orjson.loads(data[len(_MAGIC) : end])
         except orjson.JSONDecodeError as exc:
-            raise _Invalid(f"corrupt header ({exc})") from exc
+            raise SnapshotDamaged(f"corrupt header ({exc})") from exc
         if not isinstance(header, dict):
-            raise _Invalid("corrupt header (not an object)")
-        if header.get("format") != SNAPSHOT_FORMAT:
-            raise _Invalid(f"snapshot format {header.get('format')!r}, this build reads {SNAPSHOT_FORMAT}")
+            raise SnapshotDamaged("corrupt header (not an object)")
+        if header.get("format") not in READABLE_FORMATS:
+            raise SnapshotDamaged(
+                f"snapshot format {header.get('format')!r}, this build reads {sorted(READABLE_FORMATS)}"
+            )
         if header.get("state_schema") != STATE_SCHEMA:
-            raise _Invalid(f"state schema {header.get('state_schema')!r}, this build uses {STATE_SCHEMA!r}")
+            raise SnapshotDamaged(
+                f"state schema {header.get('state_schema')!r}, this build uses {STATE_SCHEMA!r}"
+            )
         if header.get("seq") != seq:
-            raise _Invalid(f"header seq {header.get('seq')!r} does not match the file name")
+            raise SnapshotDamaged(f"header seq {header.get('seq')!r} does not match the file name")
         if len(body) != header.get("body_bytes"):
-            raise _Invalid(f"torn: body has {len(body)} bytes, header says {header.get('body_bytes')!r}")
+            raise SnapshotDamaged(
+                f"torn: body has {len(body)} bytes, header says {header.get('body_bytes')!r}"
+            )
         if hashlib.sha256(body).hexdigest() != header.get("sha256"):
-            raise _Invalid("checksum mismatch (corrupt body)")
+            raise SnapshotDamaged("checksum mismatch (corrupt body)")
         return body
 
     def _sync_directory(self) -> None:
@@ -268,5 +283,5 @@ class SnapshotStore:
                 os.close(fd)
 
 
-class _Invalid(Exception):
-    """Why a snapshot file cannot be used."""
+class SnapshotDamaged(Exception):
+    """Proven damage: why a snapshot file can never be used (its bytes fail a check)."""

@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 
 from sidecar.journal._checkpoint import Checkpointer
-from sidecar.journal._schema import WriterConnection, map_sqlite_error, open_writer
+from sidecar.journal._schema import WriterConnection, map_sqlite_error, open_writer, record_crc
 from sidecar.journal._types import JournalError, JournalEvent, JournalUnavailable
 
 __all__ = ["Append", "Control", "SetMeta", "Writer"]
@@ -41,17 +41,17 @@ _log = structlog.get_logger("sidecar.journal")
 # ``events`` or (once a snapshot made its record redundant) in ``compacted_keys``; ``ORDER BY``
 # keeps the events' order, so the first of two equal keys is the one stored and seqs follow the
 # append's order; the WHERE clause also disambiguates the upsert's ON for the parser.
-_ROW_PARAMS = 5  # ordinal, run_id, kind, key, payload
-_STATEMENT_MAX_ROWS = 1024  # 5,120 parameters, far below SQLite's 32,766
+_ROW_PARAMS = 6  # ordinal, run_id, kind, key, payload, crc
+_STATEMENT_MAX_ROWS = 1024  # 6,144 parameters, far below SQLite's 32,766
 _ROW_PADDING = (None,) * _ROW_PARAMS
 _SELECT_STORED = "SELECT seq, key FROM events WHERE seq > ? ORDER BY seq"
 
 
 def _insert_events(rows: int) -> str:
-    values = ",".join(["(?,?,?,?,?)"] * rows)
+    values = ",".join(["(?,?,?,?,?,?)"] * rows)
     return (
-        "INSERT INTO events (run_id, kind, key, payload)"
-        f" SELECT column2, column3, column4, column5 FROM (VALUES {values})"
+        "INSERT INTO events (run_id, kind, key, payload, crc)"
+        f" SELECT column2, column3, column4, column5, column6 FROM (VALUES {values})"
         " WHERE column4 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM compacted_keys WHERE key = column4)"
         " ORDER BY column1 ON CONFLICT (key) DO NOTHING"
     )
@@ -340,7 +340,14 @@ def _insert(
         rows = 1 << (len(chunk) - 1).bit_length()
         params: list[object] = []
         for ordinal, event in enumerate(chunk):
-            params += (ordinal, event.run_id, event.kind, event.key, event.payload)
+            params += (
+                ordinal,
+                event.run_id,
+                event.kind,
+                event.key,
+                event.payload,
+                record_crc(event.run_id, event.kind, event.key, event.payload),
+            )
         params += _ROW_PADDING * (rows - len(chunk))
         cursor.execute(_INSERT_EVENTS[rows], params)
         if cursor.rowcount == len(chunk) and cursor.lastrowid == last_seq + len(chunk):

@@ -14,11 +14,13 @@ import threading
 import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
 from sidecar.journal import (
+    DAMAGED_KIND,
     SCHEMA_VERSION,
     Journal,
     JournalCorrupt,
@@ -26,6 +28,7 @@ from sidecar.journal import (
     JournalEvent,
     JournalSchemaError,
     JournalUnavailable,
+    _schema,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -306,6 +309,42 @@ class TestReplay:
         await journal.append([event("after")])
         assert journal.stats.events == 601
 
+    @pytest.mark.parametrize("column", ["payload", "payload_type", "run_id", "key", "crc"])
+    async def test_a_record_whose_crc_fails_is_yielded_as_damaged(self, path: Path, column: str) -> None:
+        """SQLite pages carry no checksums: each record's CRC (over run, kind, key and payload)
+        catches a damaged one, which costs that record alone; older records (NULL) are trusted."""
+        j = Journal(path)
+        await j.open()
+        await j.append([event(i) for i in range(5)])
+        await j.close()
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT count(*) FROM events WHERE crc IS NULL").fetchone() == (0,)
+            flipped = bytearray(conn.execute("SELECT payload FROM events WHERE seq = 3").fetchone()[0])
+            flipped[7] ^= 0x04
+            conn.execute("UPDATE events SET payload = ? WHERE seq = 4", (bytes(flipped),))
+            change = {
+                "payload": "payload = (SELECT payload FROM events WHERE seq = 4)",
+                "payload_type": "payload = 'x' || substr(payload, 2)",  # not UTF-8 text any more
+                "run_id": "run_id = 'run-2'",
+                "key": "key = key || '!'",
+                "crc": "crc = crc + 1",
+            }[column]
+            conn.execute(f"UPDATE events SET {change} WHERE seq = 3")
+            conn.execute("UPDATE events SET payload = ? WHERE seq = 4", (event(3).payload,))
+            conn.execute("UPDATE events SET crc = NULL WHERE seq = 5")  # as a version-3 record
+        conn.close()
+        with capture_logs() as logs:
+            replayed = list(Journal(path).replay())
+        assert [(e.seq, e.kind) for e in replayed] == [
+            (1, "completed"),
+            (2, "completed"),
+            (3, DAMAGED_KIND),
+            (4, "completed"),
+            (5, "completed"),
+        ]
+        assert replayed[2].payload == b"" and replayed[4] == event(4)._replace(seq=5)
+        assert [(e["event"], e["seq"]) for e in logs] == [("journal record damaged, skipped", 3)]
+
 
 class TestCheckpoints:
     async def test_wal_is_reused_instead_of_growing_under_sustained_appends(self, journal: Journal) -> None:
@@ -399,6 +438,55 @@ class TestFaults:
             assert key in by_key, f"acknowledged {key} (seq {seq}) lost"
             assert by_key[key].seq == seq
             assert by_key[key].payload == _payload_of_child(key)
+
+    @pytest.mark.parametrize("alone", ["whole", "damaged"])
+    async def test_pages_that_disagree_with_the_wal_are_retried_without_it(
+        self, path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alone: str
+    ) -> None:
+        """A damaged WAL frame ends the WAL SQLite reads; pages checkpointed past it then disagree
+        with what is left (quick_check fails). The database file alone holds every commit up to
+        its last checkpoint: the WAL is set aside as ``-wal.bad`` and the file used; if the file
+        alone is damaged too, the WAL is put back and the journal refused, both kept as they were."""
+        j = Journal(path)
+        await j.open()
+        await j.append([event(i) for i in range(5)])
+        crash = tmp_path / "crash"
+        crash.mkdir()
+        shutil.copy(path, crash / path.name)  # the files as a crash would leave them: a live WAL
+        shutil.copy(path.with_name(path.name + "-wal"), crash / (path.name + "-wal"))
+        await j.close()
+        copy = crash / path.name
+        wal = copy.with_name(copy.name + "-wal")
+        wal_bytes = wal.read_bytes()
+        real = _schema._open_writer
+        calls: list[bool] = []
+
+        def damaged_with_wal(target: Path) -> Any:
+            with_wal = wal.exists()
+            calls.append(with_wal)
+            if with_wal or alone == "damaged":
+                raise _schema._PagesDamaged(f"journal {target} is damaged (test)", path=target)
+            return real(target)
+
+        monkeypatch.setattr(_schema, "_open_writer", damaged_with_wal)
+        recovered = Journal(copy)
+        if alone == "damaged":
+            with pytest.raises(JournalCorrupt, match="and without its WAL") as refused:
+                await recovered.open()
+            assert "kept as they were" in str(refused.value) and "\n" not in str(refused.value)
+            assert wal.read_bytes() == wal_bytes and not wal.with_name(wal.name + ".bad").exists()
+            assert calls == [True, False]
+            return
+        with capture_logs() as logs:
+            await recovered.open()
+        try:
+            assert calls == [True, False]
+            assert wal.with_name(wal.name + ".bad").read_bytes() == wal_bytes
+            assert [e["kept_as"] for e in logs if e["event"] == "journal WAL set aside"] == [
+                str(wal.with_name(wal.name + ".bad"))
+            ]
+        finally:
+            await recovered.close()
 
     async def test_torn_wal_tail_recovers_every_complete_commit(self, path: Path, tmp_path: Path) -> None:
         j = Journal(path)

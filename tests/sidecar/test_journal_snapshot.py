@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import itertools
 import sqlite3
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,8 @@ from hypothesis import strategies as st
 from sidecar.engines import Engines, default_engines
 from sidecar.events import EventBatch
 from sidecar.ingest import Ingestor
-from sidecar.journal import Journal, JournalCompacted
+from sidecar.journal import Journal, JournalCompacted, _recovery
+from sidecar.journal._closed_groups import ClosedGroupFile
 from sidecar.journal._facts import STATE_SCHEMA
 from sidecar.journal._snapshot import SNAPSHOT_FORMAT, SnapshotStore, dumps_state
 
@@ -72,6 +75,10 @@ async def _uninterrupted(tmp: Path, batches: list[list[dict[str, Any]]]) -> dict
     fingerprint = state_fingerprint(ingestor.runs[RUN])
     await service.stop()
     return fingerprint
+
+
+def _without_arrivals(fingerprint: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in fingerprint.items() if name != "timeline"}
 
 
 def _restarted_fingerprint(service: _Service) -> Callable[[], Any]:
@@ -150,6 +157,147 @@ class TestSnapshots:
         skipped = [entry for entry in logs if entry["event"] == "snapshot skipped"]
         assert len(skipped) == 1 and skipped[0]["path"] == str(path) and skipped[0]["reason"]
 
+    @pytest.mark.parametrize(
+        "error",
+        [
+            OSError(errno.EIO, "Input/output error"),
+            OSError(errno.EMFILE, "Too many open files"),
+            MemoryError(),
+        ],
+        ids=["EIO", "EMFILE", "MemoryError"],
+    )
+    @pytest.mark.parametrize("where", ["read", "unpickle", "closed_groups"])
+    async def test_a_read_error_never_sets_a_valid_snapshot_aside(
+        self,
+        tmp_path: Path,
+        generated: GeneratedRun,
+        monkeypatch: pytest.MonkeyPatch,
+        error: BaseException,
+        where: str,
+    ) -> None:
+        """Only proven damage moves a snapshot to ``.bad``: a failing read keeps it in place, the
+        older snapshot and the journal's tail are used, and the next start loads the kept one."""
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b", keep=3)
+        ingestor = await service.start()
+        for batch in batches[: len(batches) // 3]:
+            await service.post(batch)
+        older = await ingestor.snapshot()
+        for batch in batches[len(batches) // 3 :]:
+            await service.post(batch)
+        newest = await ingestor.snapshot()
+        await service.stop()
+        assert older is not None and newest is not None
+        failures = [error]
+
+        def fail_once(real: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                if failures:
+                    raise failures.pop()
+                return real(*args, **kwargs)
+
+            return call
+
+        if where == "read":
+            monkeypatch.setattr(SnapshotStore, "_read", fail_once(SnapshotStore._read))
+        elif where == "unpickle":
+            monkeypatch.setattr(_recovery, "loads_state", fail_once(_recovery.loads_state))
+        else:
+            monkeypatch.setattr(ClosedGroupFile, "restore", fail_once(ClosedGroupFile.restore))
+        with structlog.testing.capture_logs() as logs:
+            restarted = await service.start()
+        try:
+            assert restarted.snapshot_seq == older
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+            assert [path for path, _ in restarted.recovery.unreadable] == [service.store.path_of(newest)]
+            assert not restarted.recovery.set_aside
+        finally:
+            await service.stop()
+        assert not [entry for entry in logs if entry["event"] == "snapshot skipped"]
+        assert not list(service.store.directory.glob("*.bad"))
+        assert [entry["kept"] for entry in logs if entry["event"] == "snapshot unreadable"] == [True]
+        # Kept in place (then rewritten, same seq, by the start's own snapshot): the next start
+        # loads it, nothing to replay.
+        assert service.store.seqs() == [older, newest]
+        again = await service.start()
+        try:
+            assert again.snapshot_seq == newest and again.replayed == 0
+            assert state_fingerprint(again.runs[RUN]) == expected
+        finally:
+            await service.stop()
+
+    async def test_a_journal_that_lost_its_newest_records_keeps_their_effect_from_the_snapshot(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """A damaged WAL keeps only the commits before the damage; the snapshot still holds the
+        rest. It is used, the lost seqs are marked in the journal (the next record never reuses
+        one), and a later replay that would need them refuses, naming them."""
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b", keep=3)
+        ingestor = await service.start()
+        for batch in batches:
+            await service.post(batch)
+        newest = await ingestor.snapshot()
+        await service.stop()
+        assert newest is not None
+        kept = newest - 7
+        with sqlite3.connect(service.path) as conn:  # what the journal holds after the damage
+            conn.execute("DELETE FROM events WHERE seq > ?", (kept,))
+        conn.close()
+        with structlog.testing.capture_logs() as logs:
+            restarted = await service.start()
+        try:
+            assert restarted.snapshot_seq == newest and restarted.recovery.lost == (kept + 1, newest)
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+            assert service.journal is not None and service.journal.stats.events == newest
+        finally:
+            await service.stop()
+        assert any(
+            entry["event"] == "journal records lost, their effect kept from the snapshot" for entry in logs
+        )
+        stored = list(Journal(service.path).stored_keys())
+        assert stored[-1] == (newest, f"~lost|{kept + 1}..{newest}")
+        for seq in service.store.seqs():  # without the snapshot, what it held is gone: refuse
+            service.store.path_of(seq).unlink()
+        with pytest.raises(
+            JournalCompacted, match=f"records {kept + 1}..{newest} were lost from the journal"
+        ):
+            await service.start()
+        await service.stop()
+
+    async def test_a_damaged_journal_record_costs_that_record_only(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """A record whose CRC fails is skipped (logged): the state equals a run without it."""
+        batches = _batches(generated)
+        service = _Service(tmp_path / "b")
+        await service.start(snapshots=False)
+        for batch in batches:
+            await service.post(batch)
+        await service.stop()
+        events = [event for batch in batches for event in batch]
+        victim = next(i for i, event in enumerate(events) if event["kind"] == "completed" and i > 10)
+        with sqlite3.connect(service.path) as conn:
+            row = conn.execute("SELECT payload FROM events WHERE seq = ?", (victim + 1,)).fetchone()
+            payload = bytearray(row[0])
+            payload[len(payload) // 2] ^= 0x08
+            conn.execute("UPDATE events SET payload = ? WHERE seq = ?", (bytes(payload), victim + 1))
+        conn.close()
+        without = events[:victim] + events[victim + 1 :]
+        rebatched = [without[i : i + 5] for i in range(0, len(without), 5)]
+        expected = await _uninterrupted(tmp_path / "a", rebatched)
+        restarted = await service.start(snapshots=False)
+        try:
+            assert restarted.damaged_records == [victim + 1] and restarted.applied_seq == len(events)
+            # Arrival times differ by construction (the skipped event took a tick of the test's
+            # clock when it was posted), so a per-arrival-time view is left out of the comparison.
+            restored = state_fingerprint(restarted.runs[RUN])
+            assert _without_arrivals(restored) == _without_arrivals(expected)
+        finally:
+            await service.stop()
+
     async def test_compaction_keeps_keys_and_refuses_a_wrong_state(
         self, tmp_path: Path, generated: GeneratedRun
     ) -> None:
@@ -172,9 +320,16 @@ class TestSnapshots:
         assert [s for s, _ in Journal(service.path).stored_keys()] == list(range(1, ingestor.applied_seq + 1))
         # Without a usable snapshot the compacted records cannot be rebuilt: refuse, do not guess.
         service.store.path_of(seq).write_bytes(b"torn")
-        with pytest.raises(JournalCompacted, match="compacted into a snapshot"):
+        with pytest.raises(JournalCompacted, match="compacted into snapshots that cannot be used") as refused:
             await service.start()
         await service.stop()
+        # The refusal says what was kept where (never "restore" a file it just moved away).
+        message = str(refused.value)
+        assert "\n" not in message and "restore" not in message
+        assert (
+            f"{service.store.path_of(seq).name} set aside as {service.store.path_of(seq).name}.bad" in message
+        )
+        assert service.store.path_of(seq).with_name(service.store.path_of(seq).name + ".bad").exists()
 
 
 class TestFacts:
@@ -571,23 +726,84 @@ class TestClosedGroupsOnDisk:
             assert await _restarted_fingerprint(service)() == expected
         assert self._groups_path(service).stat().st_size == second
 
+    async def test_a_format_4_snapshot_is_read_and_rewritten_in_format_5(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """Format 4 (the previous build's) marked the groups file with one CRC and wrote no copy:
+        it is still read, the copy is made, and the start rewrites the snapshot in format 5."""
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b")
+        await self._two_snapshots(service, batches)
+        newest = service.store.seqs()[-1]
+        state = _recovery.loads_state(service.store.load(newest).body)
+        groups = self._groups_path(service)
+        data = groups.read_bytes()
+        state["closed_groups"] = (len(data), zlib.crc32(data))
+        service.store.write(newest, dumps_state(state))
+        path = service.store.path_of(newest)
+        path.write_bytes(path.read_bytes().replace(b'"format":5', b'"format":4', 1))
+        groups.with_name("closed-groups.copy.bin").unlink()
+        restarted = await service.start()
+        try:
+            assert restarted.snapshot_seq == newest and restarted.recovery.older_format
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+            assert groups.with_name("closed-groups.copy.bin").read_bytes() == data
+        finally:
+            await service.stop()
+        assert b'"format":5' in path.read_bytes()[:200]
+        again = await service.start()
+        try:
+            assert not again.recovery.older_format and state_fingerprint(again.runs[RUN]) == expected
+        finally:
+            await service.stop()
+
+    @staticmethod
+    def _damage(path: Path, damage: str, at: int) -> None:
+        data = path.read_bytes()
+        if damage == "torn":
+            path.write_bytes(data[:at])
+        else:
+            path.write_bytes(data[:at] + bytes([data[at] ^ 0x40]) + data[at + 1 :])
+
     @pytest.mark.parametrize("damage", ["torn", "flipped"])
-    async def test_a_damaged_groups_file_skips_the_snapshot_that_needs_it(
+    async def test_damage_to_the_groups_file_alone_is_repaired_from_its_copy(
         self, tmp_path: Path, generated: GeneratedRun, damage: str
     ) -> None:
-        """Damage past the older snapshot's mark: the newest snapshot is set aside, the older one
-        and the journal's tail rebuild the same state, and the file is cut back to the older mark."""
+        """One flipped bit in an old record used to fail every snapshot's mark: now the copy
+        holds the segment, the newest snapshot is used and nothing is set aside."""
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b")
+        first, _second = await self._two_snapshots(service, batches)
+        self._damage(self._groups_path(service), damage, first // 2)
+        newest = service.store.seqs()[-1]
+        with structlog.testing.capture_logs() as logs:
+            restarted = await service.start()
+        try:
+            assert restarted.snapshot_seq == newest and restarted.replayed == 0
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+        finally:
+            await service.stop()
+        assert not [entry for entry in logs if entry["event"] == "snapshot skipped"]
+        assert [entry["segments"] for entry in logs if entry["event"] == "closed groups repaired"] == [[0]]
+
+    @pytest.mark.parametrize("damage", ["torn", "flipped"])
+    async def test_damage_to_both_copies_skips_the_snapshot_that_needs_it(
+        self, tmp_path: Path, generated: GeneratedRun, damage: str
+    ) -> None:
+        """Damage past the older snapshot's mark in both copies: the newest snapshot is set aside,
+        the older one and the journal's tail rebuild the same state, both files cut back."""
         batches = _batches(generated)
         expected = await _uninterrupted(tmp_path / "a", batches)
         service = _Service(tmp_path / "b")
         first, second = await self._two_snapshots(service, batches)
-        path = self._groups_path(service)
-        data = path.read_bytes()
-        if damage == "torn":
-            path.write_bytes(data[:-3])
-        else:
-            at = (first + second) // 2
-            path.write_bytes(data[:at] + bytes([data[at] ^ 0x40]) + data[at + 1 :])
+        at = (first + second) // 2 if damage == "flipped" else second - 3
+        for path in (
+            self._groups_path(service),
+            self._groups_path(service).with_name("closed-groups.copy.bin"),
+        ):
+            self._damage(path, damage, at)
         older = service.store.seqs()[0]
         with structlog.testing.capture_logs() as logs:
             restarted = await service.start()
@@ -597,4 +813,32 @@ class TestClosedGroupsOnDisk:
         finally:
             await service.stop()
         skipped = [entry for entry in logs if entry["event"] == "snapshot skipped"]
-        assert len(skipped) == 1 and "ClosedGroupsTorn" in skipped[0]["reason"]
+        assert len(skipped) == 1 and "damaged in both copies" in skipped[0]["reason"]
+
+    async def test_old_damage_in_both_copies_falls_back_to_what_the_journal_holds(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """Every snapshot with a closed group needs the damaged segment; the journal still holds
+        every record (not compacted: ``keep`` not reached), so the newest snapshot taken before
+        any group closed plus the journal after it rebuild the same state."""
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        service = _Service(tmp_path / "b", keep=5)
+        ingestor = await service.start()
+        for batch in batches:
+            await service.post(batch)
+            await ingestor.snapshot()
+        await service.stop()
+        for path in (
+            self._groups_path(service),
+            self._groups_path(service).with_name("closed-groups.copy.bin"),
+        ):
+            self._damage(path, "flipped", 2)
+        restarted = await service.start()
+        try:
+            assert restarted.replayed == restarted.applied_seq - restarted.snapshot_seq > 0
+            assert len(restarted.recovery.set_aside) == len(batches) - restarted.snapshot_seq // 5
+            assert state_fingerprint(restarted.runs[RUN]) == expected
+        finally:
+            await service.stop()
+        assert service.store.seqs()  # the start's own snapshot replaced the ones set aside
