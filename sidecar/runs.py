@@ -37,7 +37,7 @@ from sidecar.events import (
     event_identity,
     row_of,
 )
-from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
+from sidecar.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold
 from sidecar.journal._facts import (
     DIGESTED,
     FAILURE_ROW,
@@ -192,6 +192,7 @@ class RunState:
         inflight_rules: InflightRules | None = None,
         clock: Callable[[], float] = time.time,
         closed_groups: GroupStore | None = None,
+        inflight_budget: InflightBudget | None = None,
     ) -> None:
         self.run_id = run_id
         self.config = started
@@ -229,7 +230,7 @@ class RunState:
         self._maybe_duplicates = False
         self._version = 0
         self._health_version = -1
-        self.inflight = InflightRegistry(inflight_rules or InflightRules())
+        self.inflight = InflightRegistry(inflight_rules or InflightRules(), budget=inflight_budget)
         #: The ``/inflight`` body at ``run_ended`` (identities and ages at the end), else ``None``.
         self.inflight_at_end: dict[str, Any] | None = None
 
@@ -262,13 +263,16 @@ class RunState:
         inflight_rules: InflightRules | None = None,
         clock: Callable[[], float] = time.time,
         closed_groups: GroupStore | None = None,
+        inflight_budget: InflightBudget | None = None,
     ) -> RunState:
         """Re-attach what a snapshot does not hold after loading one: the engines, the in-flight
-        rules, the wall clock (the clock stays frozen at ``ended_at`` for an ended run) and the
-        store of closed task groups."""
+        rules and service-wide budget (whose count the caller sets from all runs), the wall clock
+        (the clock stays frozen at ``ended_at`` for an ended run) and the store of closed task
+        groups."""
         self._engines = engines
         self._spilling = self._spill_to(closed_groups)
         self.inflight.rules = inflight_rules or InflightRules()
+        self.inflight.budget = inflight_budget
         self._clock.fallback = clock
         self._clock.frozen = self.ended_at
         return self

@@ -116,6 +116,9 @@ class Service:
             snapshots=snapshots,
             snapshot_every_events=settings.snapshot_every_events,
             snapshot_every_s=settings.snapshot_every_s,
+            max_runs=settings.max_runs,
+            max_inflight=settings.max_inflight,
+            max_identity_chars=settings.max_identity_chars,
         )
         self.reads = OffLoopReads(self.ingestor.apply_lock)
         self.metrics.attach(
