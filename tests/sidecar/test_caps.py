@@ -206,9 +206,7 @@ class TestIdentityCap:
                 "/v1/runs/r/lines", params={"line_number": 1}, content=orjson.dumps(long_row) + b"\n"
             )
             assert line.status_code == 422 and line.json()["field"] == "events.0.line._ng_task_index"
-            plan = client.post(
-                "/v1/runs/p/events", json=[{"kind": "run_started", "plan": {"x" * 1025: 1}}]
-            )
+            plan = client.post("/v1/runs/p/events", json=[{"kind": "run_started", "plan": {"x" * 1025: 1}}])
             assert plan.status_code == 422 and plan.json()["field"] == "events.0.plan"
             assert _events_in_journal(settings.journal_path) == before  # nothing of any refused batch
             fine = {"_ng_task_index": "t" * 1024, "_ng_rollout_index": 0, "reward": 1.0}

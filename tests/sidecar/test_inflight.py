@@ -214,7 +214,8 @@ class _Reference:
 
     def __init__(self, rules: InflightRules) -> None:
         self.rules = rules
-        self.entries: dict[tuple[int, int], list[Any]] = {}  # key -> [attempt, started, beat, flagged, stalled]
+        #: key -> [attempt, started, last heartbeat, flagged at, stalled at]
+        self.entries: dict[tuple[int, int], list[Any]] = {}
 
     def started(self, key: tuple[int, int], attempt: int, at: float) -> None:
         current = self.entries.get(key)
