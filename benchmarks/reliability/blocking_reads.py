@@ -1,19 +1,24 @@
-"""Reads that could block the event loop: ``/report`` and ``/metrics`` polled back to back.
+"""Reads that could block the event loop: ``/report``, ``/metrics``, ``/inflight`` and OTLP at once.
 
 A ``num_tasks`` x 2-rollout run is journaled and a real ``rollout-sidecar serve`` started over
-it. ``/drain_margin`` is polled on one keep-alive connection (5 ms apart), first alone (the
-baseline), then while one client polls ``/report`` and another ``/metrics`` back to back and a
-third posts a ``latency`` event every 50 ms (so no cached result stays valid for long and the
-reads are rebuilt). Figures: ``/drain_margin`` latency p50/p99/max in both phases and their
-ratio, and how many reports and scrapes were served. The promise (checked by the long suite):
-p99 under 5 ms while the reads run.
+it, pushing OTLP every second to a receiver in a child process; then ``inflight`` rollouts are
+started (``started`` events over HTTP) and never end. ``/drain_margin`` is polled on one
+keep-alive connection (5 ms apart), first alone (the baseline; the OTLP push already runs),
+then while one client polls ``/report`` and another ``/metrics`` back to back, four poll
+``/v1/runs/{id}/inflight`` back to back, and one posts a ``latency`` event every 50 ms (so no
+cached result stays valid for long and the reads are rebuilt). Figures: ``/drain_margin``
+latency p50/p99/max in both phases and their ratio, and how many reports, scrapes, in-flight
+reads and OTLP pushes were served. The promise (checked by the long suite): p99 under 5 ms
+while the reads run, at 200k in flight.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +26,15 @@ import httpx
 
 from benchmarks.reliability.load import percentile
 from benchmarks.reliability.restart import write_journal
-from benchmarks.reliability.sidecar_process import Launch, SidecarProcess
+from benchmarks.reliability.sidecar_process import Launch, SidecarProcess, free_port
 
 __all__ = ["BlockingReadsResult", "run_blocking_reads"]
 
 RUN = "reads"
+#: ``/inflight`` pollers running back to back (the issue's figure was taken with four).
+INFLIGHT_POLLERS = 4
+#: Task indices of the rollouts started and left in flight (clear of the run's own tasks).
+_FIRST_STUCK = 10_000_000
 
 
 @dataclass
@@ -38,6 +47,10 @@ class BlockingReadsResult:
     report_ms: list[float] = field(default_factory=list)
     scrape_ms: list[float] = field(default_factory=list)
     trickled: int = 0
+    inflight: int = 0
+    inflight_reads: int = 0
+    inflight_ms: list[float] = field(default_factory=list)
+    otlp_pushes: int = 0
     violations: list[str] = field(default_factory=list)
 
     @staticmethod
@@ -83,34 +96,106 @@ def _read_loop(url: str, path: str, stop: Any, outcomes: Any) -> None:
     outcomes.put((path, samples, errors[:10]))
 
 
+def _inflight_loop(url: str, stop: Any, outcomes: Any) -> None:
+    """``INFLIGHT_POLLERS`` threads polling ``/v1/runs/{RUN}/inflight`` back to back until ``stop``."""
+    samples: list[float] = []
+    errors: list[str] = []
+
+    def poll() -> None:
+        with httpx.Client(base_url=url, timeout=120) as client:
+            while not stop.is_set():
+                began = time.perf_counter()
+                response = client.get(f"/v1/runs/{RUN}/inflight")
+                samples.append((time.perf_counter() - began) * 1000)
+                if response.status_code != 200:
+                    errors.append(f"/inflight answered {response.status_code}")
+
+    threads = [threading.Thread(target=poll) for _ in range(INFLIGHT_POLLERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    outcomes.put(("/inflight", samples, errors[:10]))
+
+
+def _otlp_receiver(port: int, stop: Any, outcomes: Any) -> None:
+    """An OTLP/HTTP endpoint that accepts every push (and counts them) until ``stop``."""
+    pushes: list[float] = []
+
+    class Accept(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            pushes.append(time.monotonic())
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    with ThreadingHTTPServer(("127.0.0.1", port), Accept) as server:
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
+        thread.start()
+        stop.wait()
+        server.shutdown()
+        thread.join()
+    outcomes.put(("otlp", pushes, []))
+
+
+def _start_inflight(client: httpx.Client, count: int) -> None:
+    """``count`` rollouts started and left in flight, 5,000 ``started`` events a request."""
+    for first in range(0, count, 5000):
+        events = [
+            {"kind": "started", "task_index": _FIRST_STUCK + index}
+            for index in range(first, min(count, first + 5000))
+        ]
+        response = client.post(f"/v1/runs/{RUN}/events", json=events)
+        response.raise_for_status()
+
+
 def run_blocking_reads(
     workdir: Path,
     *,
     launch: Launch = "exec",
     num_tasks: int = 5000,
+    inflight: int = 200_000,
     seconds: float = 10.0,
     p99_bound_ms: float = 5.0,
 ) -> BlockingReadsResult:
     """See the module docstring; ``p99_bound_ms`` of ``None``-like 0 skips the latency promise."""
-    result = BlockingReadsResult()
+    result = BlockingReadsResult(inflight=inflight)
     journal = workdir / "state" / "journal.sqlite3"
     journal.parent.mkdir(parents=True)
     result.events = write_journal(journal, RUN, num_tasks)
-    sidecar = SidecarProcess(journal, workdir / "sidecar.log", launch=launch)
-    url = sidecar.start(timeout=900)
     context = multiprocessing.get_context("fork")
     stop = context.Event()
     outcomes: multiprocessing.Queue[tuple[str, list[float], list[str]]] = context.Queue()
+    otlp_port = free_port()
+    receiver = context.Process(target=_otlp_receiver, args=(otlp_port, stop, outcomes))
+    receiver.start()
+    sidecar = SidecarProcess(
+        journal,
+        workdir / "sidecar.log",
+        launch=launch,
+        extra_args=["--otlp-endpoint", f"http://127.0.0.1:{otlp_port}"],
+        env={"OTEL_METRIC_EXPORT_INTERVAL": "1000"},
+    )
+    children = [receiver]
     try:
-        with httpx.Client(base_url=url, timeout=30) as client:
+        url = sidecar.start(timeout=900)
+        with httpx.Client(base_url=url, timeout=120) as client:
+            _start_inflight(client, inflight)
             _poll_margin(client, seconds, result.baseline_ms, result.violations)
             # the readers run in other processes: in this one they would contend for its GIL
             # with the poller and inflate the very latency measured
-            children = [
+            readers = [
                 context.Process(target=_read_loop, args=(url, path, stop, outcomes))
                 for path in ("/report", "/metrics", "trickle")
             ]
-            for child in children:
+            readers.append(context.Process(target=_inflight_loop, args=(url, stop, outcomes)))
+            children += readers
+            for child in readers:
                 child.start()
             time.sleep(0.5)
             _poll_margin(client, seconds, result.loaded_ms, result.violations)
@@ -122,16 +207,26 @@ def run_blocking_reads(
                     result.report_ms = samples
                 elif path == "/metrics":
                     result.scrape_ms = samples
+                elif path == "/inflight":
+                    result.inflight_ms = samples
+                elif path == "otlp":
+                    result.otlp_pushes = len(samples)
                 else:
                     result.trickled = len(samples)
-            for child in children:
-                child.join(30)
     finally:
         stop.set()
         sidecar.stop()
+        for child in children:
+            child.join(30)
     result.reports, result.scrapes = len(result.report_ms), len(result.scrape_ms)
-    if result.reports < 2 or result.scrapes < 2:
-        result.violations.append(f"only {result.reports} reports and {result.scrapes} scrapes served")
+    result.inflight_reads = len(result.inflight_ms)
+    if result.reports < 2 or result.scrapes < 2 or result.inflight_reads < 2:
+        result.violations.append(
+            f"only {result.reports} reports, {result.scrapes} scrapes and {result.inflight_reads} "
+            "in-flight reads served"
+        )
+    if result.otlp_pushes < 2:
+        result.violations.append(f"only {result.otlp_pushes} OTLP pushes received")
     p99 = result.figures(result.loaded_ms)[1]
     if p99_bound_ms and p99 >= p99_bound_ms:
         result.violations.append(f"/drain_margin p99 {p99:.2f} ms while reads ran (bound {p99_bound_ms} ms)")

@@ -217,18 +217,19 @@ def _slow_clients(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str
 
 def _blocking_reads(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
     if quick:
-        r = run_blocking_reads(tmp, launch=launch, num_tasks=1500, seconds=3.0, p99_bound_ms=0)
+        r = run_blocking_reads(tmp, launch=launch, num_tasks=1500, inflight=5000, seconds=3.0, p99_bound_ms=0)
     else:
-        r = run_blocking_reads(tmp, launch=launch, num_tasks=100_000, seconds=30.0)
+        r = run_blocking_reads(tmp, launch=launch, num_tasks=100_000, inflight=200_000, seconds=30.0)
     base, loaded = r.figures(r.baseline_ms), r.figures(r.loaded_ms)
-    report, scrape = r.figures(r.report_ms), r.figures(r.scrape_ms)
+    report, scrape, inflight = r.figures(r.report_ms), r.figures(r.scrape_ms), r.figures(r.inflight_ms)
     return (
-        f"{r.events} events journaled; /drain_margin ms p50/p99/max alone "
-        f"{base[0]:.2f}/{base[1]:.2f}/{base[2]:.1f}, "
-        f"with /report and /metrics polled back to back {loaded[0]:.2f}/{loaded[1]:.2f}/{loaded[2]:.1f} "
+        f"{r.events} events journaled, {r.inflight} rollouts in flight; /drain_margin ms p50/p99/max "
+        f"alone {base[0]:.2f}/{base[1]:.2f}/{base[2]:.1f}, with /report, /metrics and 4 /inflight "
+        f"pollers back to back and OTLP every 1 s {loaded[0]:.2f}/{loaded[1]:.2f}/{loaded[2]:.1f} "
         f"(p99 ratio {loaded[1] / base[1]:.2f}); {r.reports} reports (p50 {report[0]:.0f} ms), "
-        f"{r.scrapes} scrapes (p50 {scrape[0]:.1f} ms), {r.trickled} events trickled in; "
-        f"violations {len(r.violations)}",
+        f"{r.scrapes} scrapes (p50 {scrape[0]:.1f} ms), {r.inflight_reads} /inflight reads "
+        f"(p50/p99 {inflight[0]:.1f}/{inflight[1]:.1f} ms), {r.otlp_pushes} OTLP pushes, "
+        f"{r.trickled} events trickled in; violations {len(r.violations)}",
         r.violations,
     )
 
