@@ -10,6 +10,10 @@ cached result stays valid for long and the reads are rebuilt). Figures: ``/drain
 latency p50/p99/max in both phases and their ratio, and how many reports, scrapes, in-flight
 reads and OTLP pushes were served. The promise (checked by the long suite): p99 under 5 ms
 while the reads run, at 200k in flight.
+
+Before/after in one run: ``python -m benchmarks.reliability.blocking_reads --baseline-ref main``
+runs the scenario on ``main``'s build (unpacked by ``benchmarks/baseline.py``) and on this one,
+one after the other, and prints both lines.
 """
 
 from __future__ import annotations
@@ -162,8 +166,10 @@ def run_blocking_reads(
     inflight: int = 200_000,
     seconds: float = 10.0,
     p99_bound_ms: float = 5.0,
+    code: Path | None = None,
 ) -> BlockingReadsResult:
-    """See the module docstring; ``p99_bound_ms`` of ``None``-like 0 skips the latency promise."""
+    """See the module docstring; ``p99_bound_ms`` of ``None``-like 0 skips the latency promise.
+    ``code``: another build's packages to serve from (``benchmarks.baseline``), else this one."""
     result = BlockingReadsResult(inflight=inflight)
     journal = workdir / "state" / "journal.sqlite3"
     journal.parent.mkdir(parents=True)
@@ -180,6 +186,7 @@ def run_blocking_reads(
         launch=launch,
         extra_args=["--otlp-endpoint", f"http://127.0.0.1:{otlp_port}"],
         env={"OTEL_METRIC_EXPORT_INTERVAL": "1000"},
+        cwd=code,
     )
     children = [receiver]
     try:
@@ -231,3 +238,54 @@ def run_blocking_reads(
     if p99_bound_ms and p99 >= p99_bound_ms:
         result.violations.append(f"/drain_margin p99 {p99:.2f} ms while reads ran (bound {p99_bound_ms} ms)")
     return result
+
+
+def describe(r: BlockingReadsResult) -> str:
+    """The scenario's figures as one line (``benchmarks.reliability.run`` prints the same)."""
+    base, loaded = r.figures(r.baseline_ms), r.figures(r.loaded_ms)
+    report, scrape = r.figures(r.report_ms), r.figures(r.scrape_ms)
+    inflight = r.figures(r.inflight_ms) if r.inflight_ms else (0.0, 0.0, 0.0)
+    return (
+        f"{r.events} events journaled, {r.inflight} rollouts in flight; /drain_margin ms p50/p99/max "
+        f"alone {base[0]:.2f}/{base[1]:.2f}/{base[2]:.1f}, with /report, /metrics and "
+        f"{INFLIGHT_POLLERS} /inflight pollers back to back and OTLP every 1 s "
+        f"{loaded[0]:.2f}/{loaded[1]:.2f}/{loaded[2]:.1f} (p99 ratio {loaded[1] / base[1]:.2f}); "
+        f"{r.reports} reports (p50 {report[0]:.0f} ms), {r.scrapes} scrapes (p50 {scrape[0]:.1f} ms), "
+        f"{r.inflight_reads} /inflight reads (p50/p99 {inflight[0]:.1f}/{inflight[1]:.1f} ms), "
+        f"{r.otlp_pushes} OTLP pushes, {r.trickled} events trickled in; violations {len(r.violations)}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Before/after: the scenario on ``--baseline-ref``'s build, then on this one."""
+    import argparse
+    import tempfile
+
+    from benchmarks.baseline import unpack_baseline
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--baseline-ref", default="main")
+    parser.add_argument("--num-tasks", type=int, default=100_000)
+    parser.add_argument("--inflight", type=int, default=200_000)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="blocking-reads-") as tmp:
+        root = Path(tmp)
+        baseline = unpack_baseline(args.baseline_ref, root / "baseline")
+        builds: dict[str, Path | None] = {args.baseline_ref: baseline, "this build": None}
+        for name, code in builds.items():
+            result = run_blocking_reads(
+                root / name.replace(" ", "-"),
+                num_tasks=args.num_tasks,
+                inflight=args.inflight,
+                seconds=args.seconds,
+                code=code,
+            )
+            print(f"{name:>12}: {describe(result)}", flush=True)
+            for violation in result.violations[:5]:
+                print(f"{'':>12}  {violation}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
