@@ -560,11 +560,8 @@ class Ingestor:
         """
         inflight: tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]] | None = None
         while True:
-            while inflight is None:
-                first = await self._queue.get()
-                taken = self._take([first] if self._admit(first) else [])
-                if taken:
-                    inflight = self._begin(taken)
+            while inflight is None:  # (no local keeps a batch alive while the next one is awaited)
+                inflight = self._begin_first(await self._queue.get())
             batch, commit = inflight
             inflight = None
             try:
@@ -611,6 +608,13 @@ class Ingestor:
                 batch.append(pending)
                 size += len(pending.records)
         return batch
+
+    def _begin_first(
+        self, first: _Pending
+    ) -> tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]] | None:
+        """Begin committing ``first`` and what is queued behind it (``None``: all refused)."""
+        batch = self._take([first] if self._admit(first) else [])
+        return self._begin(batch) if batch else None
 
     def _admit(self, pending: _Pending) -> bool:
         """Check ``--max-runs`` for a batch about to be committed; False: refused (answered, and
