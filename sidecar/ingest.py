@@ -541,14 +541,16 @@ class Ingestor:
             raise UnknownRun(run_id)
         now = self._clock()
         answers = []
-        for event in events:
-            if not isinstance(event, Heartbeat):
-                answers.append(next(outcomes))
-                continue
-            beat = state.heartbeat(event, now)
-            if self._on_event is not None:
-                self._on_event(event.kind, "accepted" if beat else "not_in_flight", 1)
-            answers.append(EventOutcome("accepted" if beat else "not_in_flight", event.kind))
+        # under the apply lock: a scrape built on a worker thread reads the in-flight indexes
+        async with self.apply_lock:
+            for event in events:
+                if not isinstance(event, Heartbeat):
+                    answers.append(next(outcomes))
+                    continue
+                beat = state.heartbeat(event, now)
+                if self._on_event is not None:
+                    self._on_event(event.kind, "accepted" if beat else "not_in_flight", 1)
+                answers.append(EventOutcome("accepted" if beat else "not_in_flight", event.kind))
         return answers
 
     async def _sequencer(self) -> None:

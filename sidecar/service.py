@@ -196,7 +196,9 @@ class Service:
         while True:
             await asyncio.sleep(interval_s)
             try:
-                self.evaluate_inflight()
+                # under the apply lock: a scrape built on a worker thread reads the same indexes
+                async with self.ingestor.apply_lock:
+                    self.evaluate_inflight()
             except Exception:  # a bug here must not stop the evaluations
                 _log.exception("in-flight evaluation failed")
 
