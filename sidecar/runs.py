@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,6 +219,8 @@ class RunState:
         self.perf_rollouts = 0
         self._next_ordinal = 0
         self._closed: dict[TaskIndex, tuple[str, ...]] = {}
+        #: Closed tasks flagged by each task check, kept as tasks close (a scrape reads it as is).
+        self._task_flags: dict[str, int] = {}
         #: The configured floor of the summary's refresh interval, and the interval in force
         #: (the floor, stretched to 20x the last summary's cost).
         self._health_min_interval_s = health_interval_s
@@ -253,6 +255,8 @@ class RunState:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         registry = InflightRegistry.from_snapshot(state.pop("inflight"))
+        if "_task_flags" not in state:  # a snapshot from before the counts were kept
+            state["_task_flags"] = _count_flags(state["_closed"].values())
         self.__dict__.update(state)
         self.inflight = registry
 
@@ -450,7 +454,12 @@ class RunState:
 
     def _close(self, task: TaskIndex) -> None:
         findings = self.reducer.close_task(task)
-        self._closed[task] = tuple(finding.check for finding in findings)
+        flags = self._task_flags
+        for check in self._closed.get(task, ()):  # closed again (a late repeat): its old flags go
+            flags[check] -= 1
+        checks = self._closed[task] = tuple(finding.check for finding in findings)
+        for check in checks:
+            flags[check] = flags.get(check, 0) + 1
         if self._spilling:
             self.reducer.spill(task)
 
@@ -465,10 +474,7 @@ class RunState:
         every ``health_interval_s`` (stretched to 20x its own cost) unless ``fresh``. Task-check
         counts are those of closed tasks in both cases (an open task is not judged yet).
         """
-        flags: dict[str, int] = {}
-        for checks in self._closed.values():
-            for check in checks:
-                flags[check] = flags.get(check, 0) + 1
+        flags = {check: count for check, count in self._task_flags.items() if count}
         if not self._maybe_duplicates:
             verdicts = dict(self._verdicts)
             issues = dict(zip(CHECK_IDS, self._issues, strict=True))
@@ -567,6 +573,15 @@ class RunState:
             "health": {"tasks_closed": len(self._closed)},
             "inflight_at_end": self.inflight_at_end,
         }
+
+
+def _count_flags(closed: Iterable[tuple[str, ...]]) -> dict[str, int]:
+    """Closed tasks flagged by each task check, counted over every closed task's checks."""
+    flags: dict[str, int] = {}
+    for checks in closed:
+        for check in checks:
+            flags[check] = flags.get(check, 0) + 1
+    return flags
 
 
 def latency_ms(event: Completed) -> float | None:
