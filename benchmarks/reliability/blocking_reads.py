@@ -1,11 +1,11 @@
 """Reads that could block the event loop: ``/report``, ``/metrics``, ``/inflight`` and OTLP at once.
 
 A ``num_tasks`` x 2-rollout run is journaled and a real ``rollout-sidecar serve`` started over
-it, pushing OTLP every second to a receiver in a child process; then ``inflight`` rollouts are
-started (``started`` events over HTTP) and never end. ``/drain_margin`` is polled on one
+it, pushing OTLP every second to a receiver in a child process; then a second run starts
+``inflight`` rollouts (``started`` events over HTTP) that never end. ``/drain_margin`` is polled on one
 keep-alive connection (5 ms apart), first alone (the baseline; the OTLP push already runs),
-then while one client polls ``/report`` and another ``/metrics`` back to back, four poll
-``/v1/runs/{id}/inflight`` back to back, and one posts a ``latency`` event every 50 ms (so no
+then while one client polls ``/report`` and another ``/metrics`` back to back, four poll the
+second run's ``/v1/runs/{id}/inflight`` back to back, and one posts a ``latency`` event every 50 ms (so no
 cached result stays valid for long and the reads are rebuilt). Figures: ``/drain_margin``
 latency p50/p99/max in both phases and their ratio, and how many reports, scrapes, in-flight
 reads and OTLP pushes were served. The promise (checked by the long suite): p99 under 5 ms
@@ -37,8 +37,8 @@ __all__ = ["BlockingReadsResult", "run_blocking_reads"]
 RUN = "reads"
 #: ``/inflight`` pollers running back to back (the issue's figure was taken with four).
 INFLIGHT_POLLERS = 4
-#: Task indices of the rollouts started and left in flight (clear of the run's own tasks).
-_FIRST_STUCK = 10_000_000
+#: The run whose rollouts are started and left in flight (the journaled run has ended).
+INFLIGHT_RUN = "stuck"
 
 
 @dataclass
@@ -101,7 +101,7 @@ def _read_loop(url: str, path: str, stop: Any, outcomes: Any) -> None:
 
 
 def _inflight_loop(url: str, stop: Any, outcomes: Any) -> None:
-    """``INFLIGHT_POLLERS`` threads polling ``/v1/runs/{RUN}/inflight`` back to back until ``stop``."""
+    """``INFLIGHT_POLLERS`` threads polling the in-flight run's ``/inflight`` back to back until ``stop``."""
     samples: list[float] = []
     errors: list[str] = []
 
@@ -109,7 +109,7 @@ def _inflight_loop(url: str, stop: Any, outcomes: Any) -> None:
         with httpx.Client(base_url=url, timeout=120) as client:
             while not stop.is_set():
                 began = time.perf_counter()
-                response = client.get(f"/v1/runs/{RUN}/inflight")
+                response = client.get(f"/v1/runs/{INFLIGHT_RUN}/inflight")
                 samples.append((time.perf_counter() - began) * 1000)
                 if response.status_code != 200:
                     errors.append(f"/inflight answered {response.status_code}")
@@ -147,15 +147,18 @@ def _otlp_receiver(port: int, stop: Any, outcomes: Any) -> None:
     outcomes.put(("otlp", pushes, []))
 
 
-def _start_inflight(client: httpx.Client, count: int) -> None:
-    """``count`` rollouts started and left in flight, 5,000 ``started`` events a request."""
+def _start_inflight(client: httpx.Client, count: int, violations: list[str]) -> None:
+    """A second run with ``count`` rollouts started and left in flight, 5,000 a request."""
+    client.post(f"/v1/runs/{INFLIGHT_RUN}/events", json=[{"kind": "run_started"}]).raise_for_status()
     for first in range(0, count, 5000):
         events = [
-            {"kind": "started", "task_index": _FIRST_STUCK + index}
-            for index in range(first, min(count, first + 5000))
+            {"kind": "started", "task_index": index} for index in range(first, min(count, first + 5000))
         ]
-        response = client.post(f"/v1/runs/{RUN}/events", json=events)
+        response = client.post(f"/v1/runs/{INFLIGHT_RUN}/events", json=events)
         response.raise_for_status()
+    held = client.get(f"/v1/runs/{INFLIGHT_RUN}/inflight", params={"limit": 0}).json()["count"]
+    if held != count:
+        violations.append(f"{held} rollouts in flight, not {count}")
 
 
 def run_blocking_reads(
@@ -192,7 +195,7 @@ def run_blocking_reads(
     try:
         url = sidecar.start(timeout=900)
         with httpx.Client(base_url=url, timeout=120) as client:
-            _start_inflight(client, inflight)
+            _start_inflight(client, inflight, result.violations)
             _poll_margin(client, seconds, result.baseline_ms, result.violations)
             # the readers run in other processes: in this one they would contend for its GIL
             # with the poller and inflate the very latency measured
