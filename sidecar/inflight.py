@@ -23,7 +23,7 @@ seen straggling or stalled (``flagged_at`` / ``stalled_at``) and counts those fl
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -349,6 +349,18 @@ class InflightRegistry:
             stalled=_prefix(self._by_beat, lambda beat: now - beat > stall_after),
             untracked=self.untracked,
         )
+
+    def straggler_counts(self, times: Sequence[float], threshold: float | None) -> list[int]:
+        """Rollouts straggling (age > ``threshold``, as :meth:`view` counts them) at each of
+        ``times``: a binary search over the start-ordered index per time, O(log^2 n) each."""
+        if threshold is None:
+            return [0] * len(times)
+        limit = threshold
+
+        def counts_at(now: float) -> int:
+            return _prefix(self._by_start, lambda started: now - started > limit)
+
+        return [counts_at(now) for now in times]
 
     def oldest(self, limit: int) -> list[InflightEntry]:
         """The ``limit`` longest-running rollouts, oldest first."""

@@ -324,3 +324,12 @@ class TestOrderedRegistry:
         assert budget.held == 2 and second.started((6, 0), 0, T0)
         with pytest.raises(ValueError, match="0"):
             InflightBudget(0)
+
+    def test_straggler_counts_at_several_times_equal_the_view_at_each(self) -> None:
+        registry = InflightRegistry()
+        for index in range(50):
+            registry.started((index, 0), 0, T0 + (index // 5))  # ties: five start at each moment
+        times = [T0 + offset for offset in (0.0, 3.5, 10.0, 12.0, 60.0)]
+        expected = [registry.view(now, 2.0).stragglers for now in times]
+        assert registry.straggler_counts(times, 2.0) == expected == [0, 10, 40, 50, 50]
+        assert registry.straggler_counts(times, None) == [0] * 5
