@@ -8,6 +8,11 @@ slow or idle client), and is refused only when all of them are busy with request
 half-sent requests cannot pile up to uvicorn's ``limit_concurrency``, and a client that sends
 whole requests (``/drain_margin`` polls) keeps getting answers while they are attempted.
 
+A response may go ``write_timeout_s`` without the client reading any of it: once the transport's
+buffer passes its high-water mark (the client stopped reading a large ``/report``), the buffer
+must shrink within that time, again and again, until it drains; otherwise the connection is
+aborted, which frees the unsent bytes at once (a plain close would keep them until sent).
+
 A request body's chunks are held as they arrive (:class:`BodyChunks`) and joined once when the
 app reads them, instead of being appended to one growing buffer that is then copied again.
 """
@@ -53,13 +58,22 @@ class BodyChunks:
 class ConnectionGuard:
     """Settings and bookkeeping shared by every connection of one server."""
 
-    def __init__(self, header_timeout_s: float, body_timeout_s: float, max_per_peer: int) -> None:
+    def __init__(
+        self,
+        header_timeout_s: float,
+        body_timeout_s: float,
+        max_per_peer: int,
+        write_timeout_s: float = 60.0,
+    ) -> None:
         self.header_timeout_s = header_timeout_s
         self.body_timeout_s = body_timeout_s
+        self.write_timeout_s = write_timeout_s
         self.max_per_peer = max_per_peer
         self.by_peer: dict[str, OrderedDict[int, _GuardedProtocol]] = {}
         self.header_timeouts = 0
         self.body_timeouts = 0
+        #: Connections aborted because their client read nothing of a response for too long.
+        self.write_timeouts = 0
         self.evicted = 0
         self.refused = 0
 
@@ -90,6 +104,8 @@ class _GuardedProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
+        self._write_deadline: asyncio.TimerHandle | None = None
+        self._unsent = 0  # the write buffer's size when the write deadline was last armed
         self.waiting_for_headers = True
         self.peer = ""
         self._admitted = False
@@ -126,8 +142,37 @@ class _GuardedProtocol(HttpToolsProtocol):
         self._admitted = True
         self._arm(self.guard.header_timeout_s, self._header_expired)
 
+    def pause_writing(self) -> None:
+        """The client is not keeping up with a response: it must read some within the deadline."""
+        super().pause_writing()
+        self._arm_write()
+
+    def resume_writing(self) -> None:
+        self._disarm_write()
+        super().resume_writing()
+
+    def _arm_write(self) -> None:
+        self._disarm_write()
+        self._unsent = self.transport.get_write_buffer_size()
+        self._write_deadline = self.loop.call_later(self.guard.write_timeout_s, self._write_expired)
+
+    def _disarm_write(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def _write_expired(self) -> None:
+        self._write_deadline = None
+        if self.transport.get_write_buffer_size() < self._unsent:
+            self._arm_write()  # the client read some since: a new period
+            return
+        self.guard.write_timeouts += 1
+        self._disarm()
+        self.transport.abort()  # drops the unsent bytes now; close() would keep them until sent
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._disarm_write()
         if self._admitted:
             self.guard.release(self)
         super().connection_lost(exc)

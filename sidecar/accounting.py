@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Accounting", "AccountingSnapshot", "RolloutKey", "normalize_index"]
+__all__ = ["Accounting", "AccountingSnapshot", "RolloutKey", "identity_chars", "normalize_index"]
 
 RolloutKey = tuple[int | str, int | str]
 
@@ -53,6 +53,25 @@ def normalize_index(value: Any) -> int | str:
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
         return int(value)
     return orjson.dumps(value).decode()
+
+
+#: Bits of an integer whose decimal text is safely built to be measured (under the
+#: interpreter's 4,300-digit conversion limit).
+_MEASURED_BITS = 14_000
+
+
+def identity_chars(value: int | str) -> int:
+    """Characters of a normalized identity's text (``--max-identity-chars`` counts these).
+
+    An integer past ~4,200 digits is not converted (the interpreter refuses to): its digit count
+    is then estimated from its bit length, never below the true count minus one.
+    """
+    if type(value) is str:
+        return len(value)
+    bits = int(value).bit_length()
+    if bits > _MEASURED_BITS:
+        return int(bits * 0.30102999566398)
+    return len(str(value))
 
 
 @dataclass(frozen=True, slots=True)

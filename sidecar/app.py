@@ -32,8 +32,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from health.reduce import release_gradually
 from sidecar._plain_route import PlainPostRoute
+from sidecar.accounting import identity_chars
 from sidecar.events import EVENT_KINDS, MAX_SECONDS, Completed, Event, EventBatch, RunStarted
-from sidecar.ingest import PlanError, UnknownRun
+from sidecar.ingest import IdentityTooLong, PlanError, TooManyRuns, UnknownRun
 from sidecar.journal import JournalUnavailable
 from sidecar.metrics import render
 from sidecar.openapi import openapi_document
@@ -233,6 +234,16 @@ async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
             raise RequestError(400, "bad_request", "the client closed the connection mid-body", "body")
 
 
+def _too_many_runs(held: int) -> RequestError:
+    return RequestError(
+        429,
+        "too_many_runs",
+        f"the service holds {held} runs, its --max-runs cap; end runs (they are dropped "
+        "after --retain-ended) or raise the cap",
+        "run_id",
+    )
+
+
 class _Handlers:
     def __init__(self, service: Service) -> None:
         self.service = service
@@ -303,39 +314,58 @@ class _Handlers:
         return first if buffer is None else buffer
 
     def _check_caps(self, run_id: str, events: list[Event]) -> None:
-        """The service's configurable caps on what one batch may add to its state."""
+        """The service's configurable caps on what one batch may add to its state.
+
+        A first check, before any row is read further; the ingestor checks ``--max-runs`` again
+        atomically with the commit, and identities read from rows once they are derived.
+        """
         settings = self.settings
+        cap = settings.max_identity_chars
+        creates = False
         for index, event in enumerate(events):
-            if (
-                isinstance(event, RunStarted)
-                and event.plan is not None
-                and len(event.plan) > settings.max_plan_tasks
-            ):
-                raise RequestError(
-                    422,
-                    "validation",
-                    f"plan has {len(event.plan)} tasks, over the service's --max-plan-tasks cap of "
-                    f"{settings.max_plan_tasks}",
-                    f"events.{index}.plan",
-                )
+            if isinstance(event, RunStarted):
+                creates = True
+                self._check_plan(index, event)
             for name in ("task_index", "rollout_index"):
                 value = getattr(event, name, None)
-                if isinstance(value, str) and len(value) > settings.max_identity_chars:
+                if isinstance(value, str):
+                    chars = len(value)
+                elif type(value) is int and (cap < 20 or value.bit_length() > 63):
+                    chars = identity_chars(value)
+                else:
+                    continue
+                if chars > cap:
                     raise RequestError(
                         422,
                         "validation",
-                        f"{name} is {len(value)} characters, over the service's --max-identity-chars cap "
-                        f"of {settings.max_identity_chars}",
+                        f"{name} is {chars} characters, over the service's --max-identity-chars cap of {cap}",
                         f"events.{index}.{name}",
                     )
         runs = self.service.ingestor.runs
-        if run_id not in runs and isinstance(events[0], RunStarted) and len(runs) >= settings.max_runs:
+        if creates and run_id not in runs and len(runs) >= settings.max_runs:
+            raise _too_many_runs(len(runs))
+
+    def _check_plan(self, index: int, event: RunStarted) -> None:
+        plan, settings = event.plan, self.settings
+        if plan is None:
+            return
+        if len(plan) > settings.max_plan_tasks:
             raise RequestError(
-                429,
-                "too_many_runs",
-                f"the service holds {len(runs)} runs, its --max-runs cap; end runs (they are dropped "
-                "after --retain-ended) or raise the cap",
-                "run_id",
+                422,
+                "validation",
+                f"plan has {len(plan)} tasks, over the service's --max-plan-tasks cap of "
+                f"{settings.max_plan_tasks}",
+                f"events.{index}.plan",
+            )
+        cap = settings.max_identity_chars
+        longest = max(plan, key=len, default="")
+        if len(longest) > cap:
+            raise RequestError(
+                422,
+                "validation",
+                f"plan task {longest[:40]!r}... is {len(longest)} characters, over the service's "
+                f"--max-identity-chars cap of {cap}",
+                f"events.{index}.plan",
             )
 
     def _run(self, run_id: str | None) -> RunState:
@@ -432,6 +462,10 @@ class _Handlers:
             outcomes = await self.service.ingestor.submit(run_id, events)
         except UnknownRun as exc:
             raise RequestError(404, "unknown_run", str(exc), "run_id") from exc
+        except TooManyRuns as exc:
+            raise _too_many_runs(exc.held) from exc
+        except IdentityTooLong as exc:
+            raise RequestError(422, "validation", str(exc), exc.field) from exc
         except PlanError as exc:
             raise RequestError(422, "validation", str(exc), f"events.{exc.index}.{exc.field}") from exc
         except JournalUnavailable as exc:

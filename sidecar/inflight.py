@@ -22,14 +22,17 @@ seen straggling or stalled (``flagged_at`` / ``stalled_at``) and counts those fl
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sortedcontainers import SortedList
+
 __all__ = [
+    "DEFAULT_MAX_TOTAL",
     "DEFAULT_MAX_TRACKED",
+    "InflightBudget",
     "InflightEntry",
     "InflightRegistry",
     "InflightRules",
@@ -39,6 +42,8 @@ __all__ = [
 
 #: Rollouts one run tracks at most; ``started`` events past it are counted, not tracked.
 DEFAULT_MAX_TRACKED = 200_000
+#: Rollouts the whole service tracks at most, over all its runs (``serve --max-inflight``).
+DEFAULT_MAX_TOTAL = 1_000_000
 
 Index = int | str
 RolloutKey = tuple[Index, Index]
@@ -97,6 +102,8 @@ class InflightEntry:
     #: The threshold it crossed when flagged (the threshold moves with the run's p95).
     flagged_threshold: float | None = None
     stalled_at: float | None = None
+    #: Insertion number in its registry (orders entries that started at the same moment).
+    seq: int = 0
 
     def stalled(self, now: float, rules: InflightRules) -> bool:
         return self.last_heartbeat is not None and now - self.last_heartbeat > rules.stall_after_s
@@ -138,19 +145,106 @@ class _Flags:
     stalls: int = 0
 
 
+class InflightBudget:
+    """Entries tracked over every run of one service, against one cap (``serve --max-inflight``).
+
+    Shared by the runs' registries: a ``started`` event past it is counted as untracked, as
+    one past a run's own ``max_tracked`` is. ``held`` is the sum of the registries' sizes.
+    """
+
+    __slots__ = ("cap", "held")
+
+    def __init__(self, cap: int) -> None:
+        if cap < 1:
+            raise ValueError(f"the in-flight cap over all runs must be >= 1, got {cap!r}")
+        self.cap = cap
+        self.held = 0
+
+
+#: One entry in an ordered index: (time, insertion number, entry); the number breaks ties so
+#: entries (and identities mixing int and str) are never compared.
+_Slot = tuple[float, int, InflightEntry]
+
+
+def _prefix(slots: SortedList, passes: Callable[[float], bool]) -> int:
+    """How many leading slots of ``slots`` pass ``passes(time)``, which holds for a prefix.
+
+    A binary search over positions (O(log^2 n)): the predicate is evaluated exactly as the
+    per-entry rule is, so rounding can never make the count differ from a full walk.
+    """
+    low, high = 0, len(slots)
+    while low < high:
+        middle = (low + high) // 2
+        if passes(slots[middle][0]):
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
 @dataclass
 class InflightRegistry:
-    """Started-but-unended attempts of one run, one per ``(task, rollout)``, oldest first."""
+    """Started-but-unended attempts of one run, one per ``(task, rollout)``, oldest first.
+
+    Besides the entries by identity it keeps them ordered as events arrive (sorted lists by
+    start time and by last heartbeat, plus the ones not yet stamped), so every read and every
+    evaluation costs O(log n) plus what it returns, never a walk over all entries: a 200k-entry
+    run is read on the event loop without stalling it.
+    """
 
     rules: InflightRules = field(default_factory=InflightRules)
     _entries: dict[RolloutKey, InflightEntry] = field(default_factory=dict)
-    #: ``started`` events refused because ``max_tracked`` rollouts were already in flight.
+    #: ``started`` events refused because ``max_tracked`` rollouts of this run (or the service's
+    #: ``--max-inflight`` over all runs) were already in flight.
     untracked: int = 0
     #: Rollouts ever stamped straggling / stalled by :meth:`evaluate` (this process).
     flags: _Flags = field(default_factory=_Flags)
+    #: The service-wide cap this registry counts against (``None``: only ``max_tracked``).
+    budget: InflightBudget | None = None
+    _by_start: SortedList = field(default_factory=SortedList, repr=False)
+    _unflagged: SortedList = field(default_factory=SortedList, repr=False)
+    _by_beat: SortedList = field(default_factory=SortedList, repr=False)
+    _unstalled: SortedList = field(default_factory=SortedList, repr=False)
+    _next: int = 0
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    # -- the ordered indexes --------------------------------------------------------------
+
+    def _add(self, entry: InflightEntry) -> None:
+        self._entries[(entry.task, entry.rollout)] = entry
+        entry.seq = self._next
+        self._next += 1
+        slot = (entry.started_at, entry.seq, entry)
+        self._by_start.add(slot)
+        if entry.flagged_at is None:
+            self._unflagged.add(slot)
+        if self.budget is not None:
+            self.budget.held += 1
+
+    def _remove(self, key: RolloutKey, entry: InflightEntry) -> None:
+        del self._entries[key]
+        slot = (entry.started_at, entry.seq, entry)
+        self._by_start.remove(slot)
+        if entry.flagged_at is None:
+            self._unflagged.remove(slot)
+        self._unbeat(entry)
+        if self.budget is not None:
+            self.budget.held -= 1
+
+    def _unbeat(self, entry: InflightEntry) -> None:
+        if entry.last_heartbeat is not None:
+            slot = (entry.last_heartbeat, entry.seq, entry)
+            self._by_beat.remove(slot)
+            if entry.stalled_at is None:
+                self._unstalled.remove(slot)
+
+    def _full(self) -> bool:
+        budget = self.budget
+        return len(self._entries) >= self.rules.max_tracked or (
+            budget is not None and budget.held >= budget.cap
+        )
 
     # -- events ---------------------------------------------------------------------------
 
@@ -160,52 +254,71 @@ class InflightRegistry:
         if current is not None:
             if attempt <= current.attempt:
                 return False  # the same (or an older) attempt again: nothing changes
-            del self._entries[key]  # re-inserted so iteration order stays start order
-        elif len(self._entries) >= self.rules.max_tracked:
+            self._remove(key, current)  # re-inserted so iteration order stays start order
+        elif self._full():
             self.untracked += 1
             return False
-        self._entries[key] = InflightEntry(key[0], key[1], attempt, at)
+        self._add(InflightEntry(key[0], key[1], attempt, at))
         return True
 
     def ended(self, key: RolloutKey, attempt: int | None) -> None:
         """The attempt ended (``None``: the rollout ended whatever its attempt, i.e. it succeeded)."""
         current = self._entries.get(key)
         if current is not None and (attempt is None or current.attempt <= attempt):
-            del self._entries[key]
+            self._remove(key, current)
 
     def heartbeat(self, key: RolloutKey, attempt: int, at: float) -> bool:
         """A sign of life; False when the rollout is not in flight (nothing is registered)."""
         current = self._entries.get(key)
         if current is None or current.attempt != attempt:
             return False
-        current.last_heartbeat = at if current.last_heartbeat is None else max(current.last_heartbeat, at)
+        last = current.last_heartbeat
+        if last is not None and at <= last and current.stalled_at is None:
+            return True  # an older (or the same) sign of life: nothing moves
+        self._unbeat(current)
+        current.last_heartbeat = at if last is None else max(last, at)
         current.stalled_at = None  # alive again: a later silence is a new stall
+        slot = (current.last_heartbeat, current.seq, current)
+        self._by_beat.add(slot)
+        self._unstalled.add(slot)
         return True
 
     def clear(self) -> None:
         """The run ended: nothing is in flight any more."""
+        if self.budget is not None:
+            self.budget.held -= len(self._entries)
         self._entries.clear()
+        for index in (self._by_start, self._unflagged, self._by_beat, self._unstalled):
+            index.clear()
 
     # -- evaluation -----------------------------------------------------------------------
 
     def evaluate(
         self, now: float, threshold: float | None
     ) -> tuple[list[InflightEntry], list[InflightEntry]]:
-        """Stamp rollouts that straggle or stall at ``now`` for the first time; returns them."""
+        """Stamp rollouts that straggle or stall at ``now`` for the first time; returns them.
+
+        Only the newly crossing entries are visited (the unstamped ones are kept ordered), so an
+        evaluation costs O(log n) plus what it stamps. A stamp is cleared by the rollout's next
+        heartbeat (stalls) or its end.
+        """
         stragglers: list[InflightEntry] = []
+        if threshold is not None:
+            count = _prefix(self._unflagged, lambda started: now - started > threshold)
+            if count:
+                stragglers = [slot[2] for slot in self._unflagged.islice(0, count)]
+                del self._unflagged[:count]
+                for entry in stragglers:
+                    entry.flagged_at = now
+                    entry.flagged_threshold = threshold
+        stall_after = self.rules.stall_after_s
+        count = _prefix(self._unstalled, lambda beat: now - beat > stall_after)
         stalls: list[InflightEntry] = []
-        rules = self.rules
-        for entry in self._entries.values():
-            if entry.flagged_at is None and threshold is not None and now - entry.started_at > threshold:
-                entry.flagged_at = now
-                entry.flagged_threshold = threshold
-                stragglers.append(entry)
-            stalled = entry.stalled(now, rules)
-            if stalled and entry.stalled_at is None:
+        if count:
+            stalls = [slot[2] for slot in self._unstalled.islice(0, count)]
+            del self._unstalled[:count]
+            for entry in stalls:
                 entry.stalled_at = now
-                stalls.append(entry)
-            elif not stalled:
-                entry.stalled_at = None
         self.flags.stragglers += len(stragglers)
         self.flags.stalls += len(stalls)
         return stragglers, stalls
@@ -213,49 +326,45 @@ class InflightRegistry:
     # -- reading --------------------------------------------------------------------------
 
     def view(self, now: float, threshold: float | None) -> InflightView:
-        """Count, oldest age, exact age quantiles (nearest rank), stragglers and stalls at ``now``."""
-        ages = sorted((now - entry.started_at for entry in self._entries.values()), reverse=True)
+        """Count, oldest age, exact age quantiles (nearest rank), stragglers and stalls at ``now``.
+
+        O(log^2 n): the quantiles are read by position from the start-ordered index (the age of
+        the i-th youngest is ``now`` minus the i-th latest start), the counts by binary search.
+        """
+        by_start = self._by_start
+        count = len(by_start)
         quantiles: dict[str, float] = {}
-        if ages:
-            ascending = ages[::-1]
+        if count:
             for label, q in (("0.5", 0.5), ("0.95", 0.95), ("1.0", 1.0)):
-                quantiles[label] = ascending[max(0, math.ceil(q * len(ascending)) - 1)]
-        stragglers = 0 if threshold is None else sum(1 for age in ages if age > threshold)
-        stalled = sum(1 for entry in self._entries.values() if entry.stalled(now, self.rules))
+                rank = max(0, math.ceil(q * count) - 1)  # in ages ascending
+                quantiles[label] = now - by_start[count - 1 - rank][0]
+        stragglers = 0 if threshold is None else _prefix(by_start, lambda started: now - started > threshold)
+        stall_after = self.rules.stall_after_s
         return InflightView(
-            count=len(ages),
-            oldest_age_s=ages[0] if ages else None,
+            count=count,
+            oldest_age_s=now - by_start[0][0] if count else None,
             age_quantiles=quantiles,
             threshold_s=threshold,
             stragglers=stragglers,
-            stalled=stalled,
+            stalled=_prefix(self._by_beat, lambda beat: now - beat > stall_after),
             untracked=self.untracked,
         )
 
     def straggler_counts(self, times: Sequence[float], threshold: float | None) -> list[int]:
         """Rollouts straggling (age > ``threshold``, as :meth:`view` counts them) at each of
-        ``times``: one pass for one time, one sort for several."""
-        if threshold is None or not self._entries:
+        ``times``: a binary search over the start-ordered index per time, O(log^2 n) each."""
+        if threshold is None:
             return [0] * len(times)
-        if len(times) == 1:
-            now = times[0]
-            return [sum(1 for entry in self._entries.values() if now - entry.started_at > threshold)]
-        starts = sorted(entry.started_at for entry in self._entries.values())
-        counts = []
-        for now in times:
-            low, high = 0, len(starts)  # ages fall along ``starts``: the stragglers are a prefix
-            while low < high:
-                middle = (low + high) // 2
-                if now - starts[middle] > threshold:
-                    low = middle + 1
-                else:
-                    high = middle
-            counts.append(low)
-        return counts
+        limit = threshold
+
+        def counts_at(now: float) -> int:
+            return _prefix(self._by_start, lambda started: now - started > limit)
+
+        return [counts_at(now) for now in times]
 
     def oldest(self, limit: int) -> list[InflightEntry]:
         """The ``limit`` longest-running rollouts, oldest first."""
-        return heapq.nsmallest(limit, self._entries.values(), key=lambda entry: entry.started_at)
+        return [slot[2] for slot in self._by_start.islice(0, limit)]
 
     def as_dict(self, now: float, threshold: float | None, limit: int) -> dict[str, Any]:
         """The ``/inflight`` body (identities and times only, never payloads)."""
@@ -315,8 +424,15 @@ class InflightRegistry:
     def from_snapshot(cls, data: dict[str, Any], rules: InflightRules | None = None) -> InflightRegistry:
         registry = cls(rules or InflightRules())
         for task, rollout, attempt, started_at, flagged_at, flagged_threshold in data["entries"]:
-            registry._entries[(task, rollout)] = InflightEntry(
-                task, rollout, attempt, started_at, flagged_at=flagged_at, flagged_threshold=flagged_threshold
+            registry._add(
+                InflightEntry(
+                    task,
+                    rollout,
+                    attempt,
+                    started_at,
+                    flagged_at=flagged_at,
+                    flagged_threshold=flagged_threshold,
+                )
             )
         registry.untracked = data["untracked"]
         registry.flags = _Flags(*data["flags"])

@@ -23,6 +23,7 @@ import anyio
 import orjson
 import structlog
 
+from sidecar.accounting import identity_chars
 from sidecar.engines import Engines
 from sidecar.event_schema import OutcomeStatus
 from sidecar.events import (
@@ -32,7 +33,7 @@ from sidecar.events import (
     RunStarted,
     idempotency_key,
 )
-from sidecar.inflight import InflightRules
+from sidecar.inflight import InflightBudget, InflightRules
 from sidecar.journal import (
     DAMAGED_KIND,
     LOST_KIND,
@@ -57,13 +58,16 @@ from sidecar.journal import (
 from sidecar.materialized_inputs import PlanError, plan_from_materialized
 from sidecar.responses import EventResult
 from sidecar.runs import RunState, derive_fact
+from sidecar.wire import ROLLOUT_KEY, TASK_KEY
 
 __all__ = [
     "EventOutcome",
+    "IdentityTooLong",
     "Ingestor",
     "JournalLike",
     "OutcomeStatus",
     "PlanError",
+    "TooManyRuns",
     "UnknownRun",
     "plan_from_materialized",
 ]
@@ -84,6 +88,42 @@ class UnknownRun(LookupError):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"unknown run {run_id!r}: post a run_started event first")
         self.run_id = run_id
+
+
+class TooManyRuns(Exception):
+    """The batch would create a run while the service holds ``--max-runs`` runs (nothing stored)."""
+
+    def __init__(self, run_id: str, held: int, cap: int) -> None:
+        super().__init__(
+            f"the service holds {held} runs, its --max-runs cap; end runs (they are dropped after "
+            "--retain-ended) or raise the cap"
+        )
+        self.run_id = run_id
+        self.held = held
+        self.cap = cap
+
+
+class IdentityTooLong(ValueError):
+    """An event's task or rollout identity (explicit, or read from its row or line) is longer than
+    ``--max-identity-chars`` (nothing of the batch stored). ``field`` names where it came from."""
+
+    def __init__(self, field: str, chars: int, cap: int) -> None:
+        super().__init__(
+            f"{field.rsplit('.', 1)[-1]} is {chars} characters, over the service's --max-identity-chars "
+            f"cap of {cap}"
+        )
+        self.field = field
+        self.chars = chars
+        self.cap = cap
+
+
+def _identity_field(index: int, event: Event, rollout: bool) -> str:
+    """Where an event's identity came from, as the ``field`` of a refusal."""
+    explicit = getattr(event, "rollout_index" if rollout else "task_index", None)
+    if explicit is not None:
+        return f"events.{index}.{'rollout_index' if rollout else 'task_index'}"
+    source = "line" if getattr(event, "line", None) is not None else "row"
+    return f"events.{index}.{source}.{ROLLOUT_KEY if rollout else TASK_KEY}"
 
 
 _ACCEPTED: Final = OutcomeStatus.ACCEPTED
@@ -116,6 +156,8 @@ class _Pending:
     records: list[JournalEvent]
     facts: list[Fact]
     future: asyncio.Future[list[EventOutcome]] = field(repr=False)
+    #: It creates its run and was counted against ``max_runs`` until applied.
+    creates: bool = False
 
 
 def _fail(batch: list[_Pending], exc: BaseException) -> None:
@@ -141,6 +183,9 @@ class Ingestor:
         snapshots: SnapshotStore | None = None,
         snapshot_every_events: int = 100_000,
         snapshot_every_s: float = 300.0,
+        max_runs: int | None = None,
+        max_inflight: int | None = None,
+        max_identity_chars: int | None = None,
     ) -> None:
         self._journal = journal
         self._read_plan = read_plan
@@ -149,6 +194,14 @@ class Ingestor:
         self._health_interval_s = health_interval_s
         self._clock = clock
         self._inflight_rules = inflight_rules
+        #: Caps checked here, where they hold whatever path an event took (``None``: no cap).
+        self._max_runs = max_runs
+        self._max_identity_chars = max_identity_chars
+        #: Entries tracked in flight over all runs, against ``serve --max-inflight``.
+        self.inflight_budget = InflightBudget(max_inflight) if max_inflight is not None else None
+        #: Runs that batches being committed (not yet applied) create, with how many such batches:
+        #: each run counted once against ``max_runs``.
+        self._creating: dict[str, int] = {}
         self._keep_rows = keep_rows
         self._snapshots = snapshots
         #: Closed task groups of every run, beside the snapshots that refer to them (none
@@ -199,10 +252,17 @@ class Ingestor:
         began = time.perf_counter()
         last_seq = getattr(self._journal, "last_seq", None)
         rules, clock, groups = self._inflight_rules, self._clock, self._closed_groups
+        budget = self.inflight_budget
 
         def attach(state: dict[str, Any]) -> dict[str, RunState]:
             return {
-                run_id: run.attach(self._engines, inflight_rules=rules, clock=clock, closed_groups=groups)
+                run_id: run.attach(
+                    self._engines,
+                    inflight_rules=rules,
+                    clock=clock,
+                    closed_groups=groups,
+                    inflight_budget=budget,
+                )
                 for run_id, run in state["runs"].items()
             }
 
@@ -235,6 +295,8 @@ class Ingestor:
         emptied: the closed-groups file is left as it was).
         """
         self._restore_newest_snapshot()
+        if self.inflight_budget is not None:  # what the restored runs hold, all runs together
+            self.inflight_budget.held = sum(len(state.inflight) for state in self.runs.values())
         records = iter(self._journal.replay(after_seq=self.applied_seq))
         record = next(records, None)
         if record is not None and (record.seq != self.applied_seq + 1 or record.kind == LOST_KIND):
@@ -501,6 +563,8 @@ class Ingestor:
                 settings = (event.source_path, frozenset(event.ignored_checks))
             known = settings if (event.generation or 0) == generation else None
             fact = self._derive(run_id, event, received_at, plan, known)
+            if self._max_identity_chars is not None:
+                self._check_identity(len(facts), event, fact, self._max_identity_chars)
             facts.append(fact)
             key = idempotency_key(run_id, event)
             records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=encode_fact(fact)))
@@ -518,6 +582,19 @@ class Ingestor:
                 else:
                     del self._starting[run_id]
 
+    @staticmethod
+    def _check_identity(index: int, event: Event, fact: Fact, cap: int) -> None:
+        """Refuse an identity past ``cap`` characters, wherever it came from (the fact holds the
+        normalized identity the event's fields, row or line gave)."""
+        task = getattr(fact, "task", None)
+        if task is None:
+            return
+        for rollout, value in ((False, task), (True, getattr(fact, "rollout", None))):
+            if (type(value) is str and len(value) > cap) or (
+                type(value) is int and (cap < 20 or value.bit_length() > 63) and identity_chars(value) > cap
+            ):
+                raise IdentityTooLong(_identity_field(index, event, rollout), identity_chars(value), cap)
+
     async def _submit_with_heartbeats(self, run_id: str, events: list[Event]) -> list[EventOutcome]:
         """Journal the batch's other events, then apply its heartbeats in memory (never journaled).
 
@@ -531,14 +608,16 @@ class Ingestor:
             raise UnknownRun(run_id)
         now = self._clock()
         answers = []
-        for event in events:
-            if not isinstance(event, Heartbeat):
-                answers.append(next(outcomes))
-                continue
-            beat = state.heartbeat(event, now)
-            if self._on_event is not None:
-                self._on_event(event.kind, _ACCEPTED if beat else _NOT_IN_FLIGHT, 1)
-            answers.append(EventOutcome(_ACCEPTED if beat else _NOT_IN_FLIGHT, event.kind))
+        # under the apply lock: a scrape built on a worker thread reads the in-flight indexes
+        async with self.apply_lock:
+            for event in events:
+                if not isinstance(event, Heartbeat):
+                    answers.append(next(outcomes))
+                    continue
+                beat = state.heartbeat(event, now)
+                if self._on_event is not None:
+                    self._on_event(event.kind, _ACCEPTED if beat else _NOT_IN_FLIGHT, 1)
+                answers.append(EventOutcome(_ACCEPTED if beat else _NOT_IN_FLIGHT, event.kind))
         return answers
 
     async def _sequencer(self) -> None:
@@ -550,8 +629,8 @@ class Ingestor:
         """
         inflight: tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]] | None = None
         while True:
-            if inflight is None:
-                inflight = self._begin(self._take([await self._queue.get()]))
+            while inflight is None:  # (no local keeps a batch alive while the next one is awaited)
+                inflight = self._begin_first(await self._queue.get())
             batch, commit = inflight
             inflight = None
             try:
@@ -560,10 +639,12 @@ class Ingestor:
                     self.journal_ok = True
                 except JournalUnavailable as exc:
                     self.journal_ok = False
+                    self._release(batch)
                     _fail(batch, exc)
                     continue
                 except Exception as exc:  # a journal bug must not stop the sequencer
                     _log.exception("journal append failed unexpectedly")
+                    self._release(batch)
                     _fail(batch, exc)
                     continue
                 queued = self._take([])
@@ -575,6 +656,8 @@ class Ingestor:
                 except Exception as exc:  # committed events are replayed on restart; answer, keep going
                     _log.exception("answering a committed batch failed")
                     _fail(batch, exc)
+                finally:
+                    self._release(batch)
                 self._schedule_snapshot()
             finally:
                 for _ in range(len(batch)):
@@ -586,12 +669,59 @@ class Ingestor:
                 queued = []
 
     def _take(self, batch: list[_Pending]) -> list[_Pending]:
-        """``batch`` plus whatever else is queued, up to one append's worth of events."""
+        """``batch`` plus whatever else is queued and admitted, up to one append's worth of events."""
         size = sum(len(pending.records) for pending in batch)
         while not self._queue.empty() and size < _MAX_EVENTS_PER_APPEND:
-            batch.append(self._queue.get_nowait())
-            size += len(batch[-1].records)
+            pending = self._queue.get_nowait()
+            if self._admit(pending):
+                batch.append(pending)
+                size += len(pending.records)
         return batch
+
+    def _begin_first(
+        self, first: _Pending
+    ) -> tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]] | None:
+        """Begin committing ``first`` and what is queued behind it (``None``: all refused)."""
+        batch = self._take([first] if self._admit(first) else [])
+        return self._begin(batch) if batch else None
+
+    def _admit(self, pending: _Pending) -> bool:
+        """Check ``--max-runs`` for a batch about to be committed; False: refused (answered, and
+        marked done in the queue). Here, in the one sequencer, the check and the commit cannot
+        interleave with another batch's: runs held plus runs that batches already handed to the
+        journal create never pass the cap, whichever event of which batch creates a run."""
+        cap = self._max_runs
+        run_id = pending.run_id
+        if (
+            cap is None
+            or run_id in self.runs
+            or not any(isinstance(fact, RunStartedFact) for fact in pending.facts)
+        ):
+            return True
+        if run_id in self._creating:  # another batch creating the same run: counted once
+            self._creating[run_id] += 1
+            pending.creates = True
+            return True
+        held = len(self.runs) + len(self._creating)
+        if held < cap:
+            self._creating[run_id] = 1
+            pending.creates = True
+            return True
+        if not pending.future.done():
+            pending.future.set_exception(TooManyRuns(run_id, held, cap))
+        self._queue.task_done()
+        return False
+
+    def _release(self, batch: list[_Pending]) -> None:
+        """The batch's runs are applied (or its commit failed): no longer counted as being created."""
+        for pending in batch:
+            if pending.creates:
+                pending.creates = False
+                left = self._creating[pending.run_id] - 1
+                if left:
+                    self._creating[pending.run_id] = left
+                else:
+                    del self._creating[pending.run_id]
 
     def _begin(self, batch: list[_Pending]) -> tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]]:
         records = [record for pending in batch for record in pending.records]
@@ -637,6 +767,8 @@ class Ingestor:
         if isinstance(fact, RunStartedFact):
             # A follower restarts a recreated/truncated file as a new generation: fresh state.
             if state is None or fact.generation > state.generation:
+                if state is not None:
+                    state.inflight.clear()  # the superseded generation's entries leave the budget
                 self.runs[run_id] = RunState(
                     run_id,
                     RunStarted.model_validate_json(fact.config),
@@ -647,6 +779,7 @@ class Ingestor:
                     inflight_rules=self._inflight_rules,
                     clock=self._clock,
                     closed_groups=self._closed_groups,
+                    inflight_budget=self.inflight_budget,
                 )
             return True, None
         if state is None:

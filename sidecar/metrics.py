@@ -108,6 +108,11 @@ class _Families:
             "inflight_stragglers", "In-flight rollouts older than the straggler threshold."
         )
         self.stalled = _gauge("inflight_stalled", "Heartbeating in-flight rollouts whose heartbeats stopped.")
+        self.untracked = _counter(
+            "inflight_untracked",
+            "Started rollouts not tracked in flight: the run's cap or serve --max-inflight over all "
+            "runs was reached.",
+        )
         self.straggler_threshold = _gauge(
             "straggler_threshold_seconds", "Age past which an in-flight rollout straggles (+Inf: no rule)."
         )
@@ -135,6 +140,7 @@ class _Families:
             self.inflight_oldest,
             self.stragglers,
             self.stalled,
+            self.untracked,
             self.straggler_threshold,
         )
 
@@ -202,6 +208,7 @@ class _Families:
         self.inflight_oldest.add_metric([rid], view.oldest_age_s or 0.0)
         self.stragglers.add_metric([rid], view.stragglers)
         self.stalled.add_metric([rid], view.stalled)
+        self.untracked.add_metric([rid], view.untracked)
         if threshold is not None:  # no series before a rule applies: every sample stays finite
             self.straggler_threshold.add_metric([rid], threshold)
 

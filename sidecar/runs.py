@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -37,7 +37,7 @@ from sidecar.events import (
     event_identity,
     row_of,
 )
-from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
+from sidecar.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold
 from sidecar.journal import (
     CompletedFact,
     Disposition,
@@ -197,6 +197,7 @@ class RunState:
         inflight_rules: InflightRules | None = None,
         clock: Callable[[], float] = time.time,
         closed_groups: GroupStore | None = None,
+        inflight_budget: InflightBudget | None = None,
     ) -> None:
         self.run_id = run_id
         self.config = started
@@ -223,6 +224,8 @@ class RunState:
         self.perf_rollouts = 0
         self._next_ordinal = 0
         self._closed: dict[TaskIndex, tuple[str, ...]] = {}
+        #: Closed tasks flagged by each task check, kept as tasks close (a scrape reads it as is).
+        self._task_flags: dict[str, int] = {}
         #: The configured floor of the summary's refresh interval, and the interval in force
         #: (the floor, stretched to 20x the last summary's cost).
         self._health_min_interval_s = health_interval_s
@@ -234,7 +237,7 @@ class RunState:
         self._maybe_duplicates = False
         self._version = 0
         self._health_version = -1
-        self.inflight = InflightRegistry(inflight_rules or InflightRules())
+        self.inflight = InflightRegistry(inflight_rules or InflightRules(), budget=inflight_budget)
         #: The ``/inflight`` body at ``run_ended`` (identities and ages at the end), else ``None``.
         self.inflight_at_end: dict[str, Any] | None = None
         #: ``started`` events applied (the timeline's ``started`` series).
@@ -260,6 +263,8 @@ class RunState:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         registry = InflightRegistry.from_snapshot(state.pop("inflight"))
+        if "_task_flags" not in state:  # a snapshot from before the counts were kept
+            state["_task_flags"] = _count_flags(state["_closed"].values())
         self.__dict__.update(state)
         self.inflight = registry
         if "timeline" not in state:  # a snapshot from before timelines: one starts at the next fact
@@ -275,13 +280,16 @@ class RunState:
         inflight_rules: InflightRules | None = None,
         clock: Callable[[], float] = time.time,
         closed_groups: GroupStore | None = None,
+        inflight_budget: InflightBudget | None = None,
     ) -> RunState:
         """Re-attach what a snapshot does not hold after loading one: the engines, the in-flight
-        rules, the wall clock (the clock stays frozen at ``ended_at`` for an ended run) and the
-        store of closed task groups."""
+        rules and service-wide budget (whose count the caller sets from all runs), the wall clock
+        (the clock stays frozen at ``ended_at`` for an ended run) and the store of closed task
+        groups."""
         self._engines = engines
         self._spilling = self._spill_to(closed_groups)
         self.inflight.rules = inflight_rules or InflightRules()
+        self.inflight.budget = inflight_budget
         self._clock.fallback = clock
         self._clock.frozen = self.ended_at
         return self
@@ -462,7 +470,12 @@ class RunState:
 
     def _close(self, task: TaskIndex) -> None:
         findings = self.reducer.close_task(task)
-        self._closed[task] = tuple(finding.check for finding in findings)
+        flags = self._task_flags
+        for check in self._closed.get(task, ()):  # closed again (a late repeat): its old flags go
+            flags[check] -= 1
+        checks = self._closed[task] = tuple(finding.check for finding in findings)
+        for check in checks:
+            flags[check] = flags.get(check, 0) + 1
         if self._spilling:
             self.reducer.spill(task)
 
@@ -477,10 +490,7 @@ class RunState:
         every ``health_interval_s`` (stretched to 20x its own cost) unless ``fresh``. Task-check
         counts are those of closed tasks in both cases (an open task is not judged yet).
         """
-        flags: dict[str, int] = {}
-        for checks in self._closed.values():
-            for check in checks:
-                flags[check] = flags.get(check, 0) + 1
+        flags = {check: count for check, count in self._task_flags.items() if count}
         if not self._maybe_duplicates:
             verdicts = dict(self._verdicts)
             issues = dict(zip(CHECK_IDS, self._issues, strict=True))
@@ -628,6 +638,15 @@ class RunState:
 
 def _left(deadline: float | None, at: float) -> float | None:
     return None if deadline is None else deadline - at
+
+
+def _count_flags(closed: Iterable[tuple[str, ...]]) -> dict[str, int]:
+    """Closed tasks flagged by each task check, counted over every closed task's checks."""
+    flags: dict[str, int] = {}
+    for checks in closed:
+        for check in checks:
+            flags[check] = flags.get(check, 0) + 1
+    return flags
 
 
 def latency_ms(event: Completed) -> float | None:

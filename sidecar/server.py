@@ -69,7 +69,10 @@ def run_service(settings: ServiceSettings, *, follower: Any = None) -> None:
 def _config(service: Service) -> uvicorn.Config:
     settings = service.settings
     guard = ConnectionGuard(
-        settings.header_timeout_s, settings.body_timeout_s, settings.max_connections_per_peer
+        settings.header_timeout_s,
+        settings.body_timeout_s,
+        settings.max_connections_per_peer,
+        settings.write_timeout_s,
     )
     service.connection_guard = guard
     return uvicorn.Config(

@@ -115,6 +115,9 @@ class Service:
             snapshots=snapshots,
             snapshot_every_events=settings.snapshot_every_events,
             snapshot_every_s=settings.snapshot_every_s,
+            max_runs=settings.max_runs,
+            max_inflight=settings.max_inflight,
+            max_identity_chars=settings.max_identity_chars,
         )
         self.reads = OffLoopReads(self.ingestor.apply_lock)
         self.metrics.attach(
@@ -192,7 +195,9 @@ class Service:
         while True:
             await asyncio.sleep(interval_s)
             try:
-                self.evaluate_inflight()
+                # under the apply lock: a scrape built on a worker thread reads the same indexes
+                async with self.ingestor.apply_lock:
+                    self.evaluate_inflight()
             except Exception:  # a bug here must not stop the evaluations
                 _log.exception("in-flight evaluation failed")
 

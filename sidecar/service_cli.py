@@ -204,7 +204,16 @@ def _add_limits(serve: argparse.ArgumentParser) -> None:
         "--max-identity-chars",
         type=whole(1, 1 << 20),
         default=d.max_identity_chars,
-        help=f"longest string task_index / rollout_index (default {d.max_identity_chars})",
+        help="longest task / rollout identity, explicit or in a row or line "
+        f"(default {d.max_identity_chars})",
+    )
+    limits.add_argument(
+        "--max-inflight",
+        type=int,
+        default=d.max_inflight,
+        metavar="N",
+        help="in-flight rollouts tracked over all runs; later starts are counted as untracked "
+        f"(default {d.max_inflight})",
     )
     limits.add_argument(
         "--max-body-bytes-in-flight",
@@ -226,6 +235,14 @@ def _add_limits(serve: argparse.ArgumentParser) -> None:
         default=d.body_timeout_s,
         metavar="SECONDS",
         help=f"close a connection whose request body stalls this long (default {d.body_timeout_s:g})",
+    )
+    limits.add_argument(
+        "--write-timeout",
+        type=float,
+        default=d.write_timeout_s,
+        metavar="SECONDS",
+        help="drop a connection whose client reads nothing of a response this long "
+        f"(default {d.write_timeout_s:g})",
     )
     limits.add_argument(
         "--max-connections-per-peer",
@@ -252,6 +269,8 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
         "max_plan_tasks": args.max_plan_tasks,
         "max_runs": args.max_runs,
         "max_identity_chars": args.max_identity_chars,
+        "max_inflight": args.max_inflight,
+        "write_timeout_s": args.write_timeout,
         "max_body_bytes_in_flight": max(args.max_body_bytes_in_flight, args.body_cap),
         "header_timeout_s": args.header_timeout,
         "body_timeout_s": args.body_timeout,

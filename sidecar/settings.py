@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sidecar.inflight import InflightRules
+from sidecar.inflight import DEFAULT_MAX_TOTAL, InflightRules
 
 __all__ = [
     "DEFAULT_BODY_CAP",
@@ -116,14 +116,21 @@ class ServiceSettings:
     max_plan_tasks: int = 1_000_000
     #: Most runs held at once; a new run past it is refused with 429 until runs end and are dropped.
     max_runs: int = 1_000
-    #: Longest string ``task_index`` / ``rollout_index`` an event may give.
+    #: Longest task / rollout identity (characters of its text) an event may give, explicitly or
+    #: in its row or line.
     max_identity_chars: int = 1024
+    #: In-flight rollouts tracked over all runs; ``started`` events past it are counted as
+    #: untracked, as past a run's own cap.
+    max_inflight: int = DEFAULT_MAX_TOTAL
     #: Request body bytes the service holds at once over all requests; past it, 503 + Retry-After.
     max_body_bytes_in_flight: int = 256 << 20
     #: Seconds a connection may take to send its complete request headers before it is closed.
     header_timeout_s: float = 10.0
     #: Seconds a request body may go without a byte arriving before the connection is closed.
     body_timeout_s: float = 30.0
+    #: Seconds a response may go without the client reading any of it (its unsent bytes not
+    #: shrinking) before the connection is dropped and those bytes freed.
+    write_timeout_s: float = 60.0
     #: Open connections one peer address may hold; more are closed at once.
     max_connections_per_peer: int = 256
     #: Ended runs leave ``/metrics`` this many seconds after they ended (``/report`` keeps them).
@@ -171,6 +178,7 @@ class ServiceSettings:
             "max_plan_tasks",
             "max_runs",
             "max_identity_chars",
+            "max_inflight",
             "max_connections_per_peer",
         ):
             if getattr(self, name) < 1:
@@ -180,7 +188,7 @@ class ServiceSettings:
                 f"max_body_bytes_in_flight ({self.max_body_bytes_in_flight}) must be >= the body cap "
                 f"({self.body_cap}), or a request at the cap could never be taken"
             )
-        for name in ("header_timeout_s", "body_timeout_s", "metrics_retain_ended_s"):
+        for name in ("header_timeout_s", "body_timeout_s", "write_timeout_s", "metrics_retain_ended_s"):
             value = getattr(self, name)
             if not (value > 0 and value < float("inf")):
                 raise SettingsError(f"{name} must be a finite number of seconds > 0, got {value!r}")

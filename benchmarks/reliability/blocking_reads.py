@@ -1,19 +1,28 @@
-"""Reads that could block the event loop: ``/report`` and ``/metrics`` polled back to back.
+"""Reads that could block the event loop: ``/report``, ``/metrics``, ``/inflight`` and OTLP at once.
 
 A ``num_tasks`` x 2-rollout run is journaled and a real ``rollout-sidecar serve`` started over
-it. ``/drain_margin`` is polled on one keep-alive connection (5 ms apart), first alone (the
-baseline), then while one client polls ``/report`` and another ``/metrics`` back to back and a
-third posts a ``latency`` event every 50 ms (so no cached result stays valid for long and the
-reads are rebuilt). Figures: ``/drain_margin`` latency p50/p99/max in both phases and their
-ratio, and how many reports and scrapes were served. The promise (checked by the long suite):
-p99 under 5 ms while the reads run.
+it, pushing OTLP every second to a receiver in a child process; then a second run starts
+``inflight`` rollouts (``started`` events over HTTP) that never end. ``/drain_margin`` is polled on one
+keep-alive connection (5 ms apart), first alone (the baseline; the OTLP push already runs),
+then while one client polls ``/report`` and another ``/metrics`` back to back, four poll the
+second run's ``/v1/runs/{id}/inflight`` back to back, and one posts a ``latency`` event every 50 ms (so no
+cached result stays valid for long and the reads are rebuilt). Figures: ``/drain_margin``
+latency p50/p99/max in both phases and their ratio, and how many reports, scrapes, in-flight
+reads and OTLP pushes were served. The promise (checked by the long suite): p99 under 5 ms
+while the reads run, at 200k in flight.
+
+Before/after in one run: ``python -m benchmarks.reliability.blocking_reads --baseline-ref main``
+runs the scenario on ``main``'s build (unpacked by ``benchmarks/baseline.py``) and on this one,
+one after the other, and prints both lines.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +30,15 @@ import httpx
 
 from benchmarks.reliability.load import percentile
 from benchmarks.reliability.restart import write_journal
-from benchmarks.reliability.sidecar_process import Launch, SidecarProcess
+from benchmarks.reliability.sidecar_process import Launch, SidecarProcess, free_port
 
 __all__ = ["BlockingReadsResult", "run_blocking_reads"]
 
 RUN = "reads"
+#: ``/inflight`` pollers running back to back (the issue's figure was taken with four).
+INFLIGHT_POLLERS = 4
+#: The run whose rollouts are started and left in flight (the journaled run has ended).
+INFLIGHT_RUN = "stuck"
 
 
 @dataclass
@@ -38,6 +51,10 @@ class BlockingReadsResult:
     report_ms: list[float] = field(default_factory=list)
     scrape_ms: list[float] = field(default_factory=list)
     trickled: int = 0
+    inflight: int = 0
+    inflight_reads: int = 0
+    inflight_ms: list[float] = field(default_factory=list)
+    otlp_pushes: int = 0
     violations: list[str] = field(default_factory=list)
 
     @staticmethod
@@ -83,34 +100,112 @@ def _read_loop(url: str, path: str, stop: Any, outcomes: Any) -> None:
     outcomes.put((path, samples, errors[:10]))
 
 
+def _inflight_loop(url: str, stop: Any, outcomes: Any) -> None:
+    """``INFLIGHT_POLLERS`` threads polling the in-flight run's ``/inflight`` back to back until ``stop``."""
+    samples: list[float] = []
+    errors: list[str] = []
+
+    def poll() -> None:
+        with httpx.Client(base_url=url, timeout=120) as client:
+            while not stop.is_set():
+                began = time.perf_counter()
+                response = client.get(f"/v1/runs/{INFLIGHT_RUN}/inflight")
+                samples.append((time.perf_counter() - began) * 1000)
+                if response.status_code != 200:
+                    errors.append(f"/inflight answered {response.status_code}")
+
+    threads = [threading.Thread(target=poll) for _ in range(INFLIGHT_POLLERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    outcomes.put(("/inflight", samples, errors[:10]))
+
+
+def _otlp_receiver(port: int, stop: Any, outcomes: Any) -> None:
+    """An OTLP/HTTP endpoint that accepts every push (and counts them) until ``stop``."""
+    pushes: list[float] = []
+
+    class Accept(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            pushes.append(time.monotonic())
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    with ThreadingHTTPServer(("127.0.0.1", port), Accept) as server:
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
+        thread.start()
+        stop.wait()
+        server.shutdown()
+        thread.join()
+    outcomes.put(("otlp", pushes, []))
+
+
+def _start_inflight(client: httpx.Client, count: int, violations: list[str]) -> None:
+    """A second run with ``count`` rollouts started and left in flight, 5,000 a request."""
+    client.post(f"/v1/runs/{INFLIGHT_RUN}/events", json=[{"kind": "run_started"}]).raise_for_status()
+    for first in range(0, count, 5000):
+        events = [
+            {"kind": "started", "task_index": index} for index in range(first, min(count, first + 5000))
+        ]
+        response = client.post(f"/v1/runs/{INFLIGHT_RUN}/events", json=events)
+        response.raise_for_status()
+    held = client.get(f"/v1/runs/{INFLIGHT_RUN}/inflight", params={"limit": 0}).json()["count"]
+    if held != count:
+        violations.append(f"{held} rollouts in flight, not {count}")
+
+
 def run_blocking_reads(
     workdir: Path,
     *,
     launch: Launch = "exec",
     num_tasks: int = 5000,
+    inflight: int = 200_000,
     seconds: float = 10.0,
     p99_bound_ms: float = 5.0,
+    code: Path | None = None,
 ) -> BlockingReadsResult:
-    """See the module docstring; ``p99_bound_ms`` of ``None``-like 0 skips the latency promise."""
-    result = BlockingReadsResult()
+    """See the module docstring; ``p99_bound_ms`` of ``None``-like 0 skips the latency promise.
+    ``code``: another build's packages to serve from (``benchmarks.baseline``), else this one."""
+    result = BlockingReadsResult(inflight=inflight)
     journal = workdir / "state" / "journal.sqlite3"
     journal.parent.mkdir(parents=True)
     result.events = write_journal(journal, RUN, num_tasks)
-    sidecar = SidecarProcess(journal, workdir / "sidecar.log", launch=launch)
-    url = sidecar.start(timeout=900)
     context = multiprocessing.get_context("fork")
     stop = context.Event()
     outcomes: multiprocessing.Queue[tuple[str, list[float], list[str]]] = context.Queue()
+    otlp_port = free_port()
+    receiver = context.Process(target=_otlp_receiver, args=(otlp_port, stop, outcomes))
+    receiver.start()
+    sidecar = SidecarProcess(
+        journal,
+        workdir / "sidecar.log",
+        launch=launch,
+        extra_args=["--otlp-endpoint", f"http://127.0.0.1:{otlp_port}"],
+        env={"OTEL_METRIC_EXPORT_INTERVAL": "1000"},
+        cwd=code,
+    )
+    children = [receiver]
     try:
-        with httpx.Client(base_url=url, timeout=30) as client:
+        url = sidecar.start(timeout=900)
+        with httpx.Client(base_url=url, timeout=120) as client:
+            _start_inflight(client, inflight, result.violations)
             _poll_margin(client, seconds, result.baseline_ms, result.violations)
             # the readers run in other processes: in this one they would contend for its GIL
             # with the poller and inflate the very latency measured
-            children = [
+            readers = [
                 context.Process(target=_read_loop, args=(url, path, stop, outcomes))
                 for path in ("/report", "/metrics", "trickle")
             ]
-            for child in children:
+            readers.append(context.Process(target=_inflight_loop, args=(url, stop, outcomes)))
+            children += readers
+            for child in readers:
                 child.start()
             time.sleep(0.5)
             _poll_margin(client, seconds, result.loaded_ms, result.violations)
@@ -122,17 +217,78 @@ def run_blocking_reads(
                     result.report_ms = samples
                 elif path == "/metrics":
                     result.scrape_ms = samples
+                elif path == "/inflight":
+                    result.inflight_ms = samples
+                elif path == "otlp":
+                    result.otlp_pushes = len(samples)
                 else:
                     result.trickled = len(samples)
-            for child in children:
-                child.join(30)
     finally:
         stop.set()
         sidecar.stop()
+        for child in children:
+            child.join(30)
     result.reports, result.scrapes = len(result.report_ms), len(result.scrape_ms)
-    if result.reports < 2 or result.scrapes < 2:
-        result.violations.append(f"only {result.reports} reports and {result.scrapes} scrapes served")
+    result.inflight_reads = len(result.inflight_ms)
+    if result.reports < 2 or result.scrapes < 2 or result.inflight_reads < 2:
+        result.violations.append(
+            f"only {result.reports} reports, {result.scrapes} scrapes and {result.inflight_reads} "
+            "in-flight reads served"
+        )
+    if result.otlp_pushes < 2:
+        result.violations.append(f"only {result.otlp_pushes} OTLP pushes received")
     p99 = result.figures(result.loaded_ms)[1]
     if p99_bound_ms and p99 >= p99_bound_ms:
         result.violations.append(f"/drain_margin p99 {p99:.2f} ms while reads ran (bound {p99_bound_ms} ms)")
     return result
+
+
+def describe(r: BlockingReadsResult) -> str:
+    """The scenario's figures as one line (``benchmarks.reliability.run`` prints the same)."""
+    base, loaded = r.figures(r.baseline_ms), r.figures(r.loaded_ms)
+    report, scrape = r.figures(r.report_ms), r.figures(r.scrape_ms)
+    inflight = r.figures(r.inflight_ms) if r.inflight_ms else (0.0, 0.0, 0.0)
+    return (
+        f"{r.events} events journaled, {r.inflight} rollouts in flight; /drain_margin ms p50/p99/max "
+        f"alone {base[0]:.2f}/{base[1]:.2f}/{base[2]:.1f}, with /report, /metrics and "
+        f"{INFLIGHT_POLLERS} /inflight pollers back to back and OTLP every 1 s "
+        f"{loaded[0]:.2f}/{loaded[1]:.2f}/{loaded[2]:.1f} (p99 ratio {loaded[1] / base[1]:.2f}); "
+        f"{r.reports} reports (p50 {report[0]:.0f} ms), {r.scrapes} scrapes (p50 {scrape[0]:.1f} ms), "
+        f"{r.inflight_reads} /inflight reads (p50/p99 {inflight[0]:.1f}/{inflight[1]:.1f} ms), "
+        f"{r.otlp_pushes} OTLP pushes, {r.trickled} events trickled in; violations {len(r.violations)}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Before/after: the scenario on ``--baseline-ref``'s build, then on this one."""
+    import argparse
+    import tempfile
+
+    from benchmarks.baseline import unpack_baseline
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--baseline-ref", default="main")
+    parser.add_argument("--num-tasks", type=int, default=100_000)
+    parser.add_argument("--inflight", type=int, default=200_000)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="blocking-reads-") as tmp:
+        root = Path(tmp)
+        baseline = unpack_baseline(args.baseline_ref, root / "baseline")
+        builds: dict[str, Path | None] = {args.baseline_ref: baseline, "this build": None}
+        for name, code in builds.items():
+            result = run_blocking_reads(
+                root / name.replace(" ", "-"),
+                num_tasks=args.num_tasks,
+                inflight=args.inflight,
+                seconds=args.seconds,
+                code=code,
+            )
+            print(f"{name:>12}: {describe(result)}", flush=True)
+            for violation in result.violations[:5]:
+                print(f"{'':>12}  {violation}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

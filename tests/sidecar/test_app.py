@@ -161,6 +161,21 @@ class TestSettings:
         ServiceSettings(host="::1").check_bind()
         assert is_loopback("localhost") and is_loopback("127.0.0.2") and not is_loopback("10.0.0.1")
 
+    @pytest.mark.parametrize(
+        ("flag", "value", "named"),
+        [("--max-inflight", "0", "max_inflight"), ("--write-timeout", "-1", "write_timeout_s")],
+    )
+    def test_serve_cli_refuses_new_limits_out_of_range_in_one_line(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, named: str
+    ) -> None:
+        from sidecar.cli import main
+
+        args = ["serve", "--port", "0", "--journal", str(tmp_path / "j"), flag, value]
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert named in err and value in err and "\n" not in err
+        assert not (tmp_path / "j").exists()
+
     def test_serve_cli_refuses_public_bind_without_token(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
     ) -> None:

@@ -6,6 +6,7 @@ import socket
 import time
 from pathlib import Path
 
+import httpx
 import orjson
 
 from sidecar._guarded_http import BodyChunks
@@ -69,3 +70,65 @@ def test_bodies_sent_in_pieces_are_ingested_whole(tmp_path: Path) -> None:
         status, answer = _post_in_pieces(port, "/v1/runs/r/events", body, 1)
         assert status == 200
         assert [r["status"] for r in orjson.loads(answer)["results"]] == ["duplicate"] * len(run.events)
+
+
+def _unsent_bytes(thread: ServiceThread) -> list[int]:
+    """The write-buffer size of every connection the server holds (read from the test thread)."""
+    guard = thread.service.connection_guard if thread.service is not None else None
+    assert guard is not None
+    for _ in range(10):  # the server's loop may change the map while it is copied
+        try:
+            held = [protocol for peers in list(guard.by_peer.values()) for protocol in list(peers.values())]
+            return [protocol.transport.get_write_buffer_size() for protocol in held]
+        except RuntimeError:
+            time.sleep(0.01)
+    raise AssertionError("connections kept changing")
+
+
+class TestWriteDeadline:
+    def test_a_client_that_never_reads_a_large_report_is_dropped_and_its_bytes_freed(
+        self, tmp_path: Path
+    ) -> None:
+        settings = ServiceSettings(journal_path=tmp_path / "j.sqlite3", write_timeout_s=1.0, port=0)
+        thread = ServiceThread(settings)
+        with thread as url:
+            port = int(url.rsplit(":", 1)[1])
+            with httpx.Client(base_url=url, timeout=60) as client:
+                assert client.post("/v1/runs/r/events", json=[{"kind": "run_started"}]).status_code == 200
+                for batch in range(4):  # ~8 MB of report: 8,000 tasks with 1,000-character ids
+                    rows = [
+                        {"kind": "completed", "row": {"_ng_task_index": f"{batch * 2000 + i:0>1000}"}}
+                        for i in range(2000)
+                    ]
+                    assert client.post("/v1/runs/r/events", json=rows).status_code == 200
+                size = len(client.get("/report", params={"run_id": "r"}).content)
+            assert size > 8_000_000
+            with socket.socket() as stuck:
+                stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and never read
+                stuck.connect(("127.0.0.1", port))
+                stuck.sendall(b"GET /report?run_id=r HTTP/1.1\r\nHost: sidecar\r\n\r\n")
+                pinned = 0
+                for _ in range(600):  # until the report sits in the server's write buffer
+                    pinned = max(_unsent_bytes(thread), default=0)
+                    if pinned > size // 2:
+                        break
+                    time.sleep(0.05)
+                assert pinned > size // 2
+                guard = thread.service.connection_guard if thread.service is not None else None
+                assert guard is not None
+                for _ in range(600):  # the deadline (1 s without the client reading) passes
+                    if guard.write_timeouts:
+                        break
+                    time.sleep(0.05)
+                assert guard.write_timeouts == 1
+                assert _unsent_bytes(thread) == []  # the connection is gone, its buffer with it
+                stuck.settimeout(30)
+                received = 0
+                try:  # what reached the client's buffers, then the end of the connection
+                    while chunk := stuck.recv(65536):
+                        received += len(chunk)
+                except ConnectionResetError:
+                    pass
+                assert received < size
+            with httpx.Client(base_url=url, timeout=60) as client:  # a client that reads still gets it
+                assert len(client.get("/report", params={"run_id": "r"}).content) == size

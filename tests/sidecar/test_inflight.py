@@ -11,7 +11,7 @@ import pytest
 from dispatcher_client._events import progress_event
 from sidecar.engines import default_engines
 from sidecar.events import EventBatch, RunStarted
-from sidecar.inflight import InflightRegistry, InflightRules, straggler_threshold
+from sidecar.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold
 from sidecar.runs import RunState
 
 from .service_support import GeneratedRun, generate_run
@@ -206,3 +206,130 @@ class TestStragglersOfAGeneratedRun:
         assert late is not None
         state.apply(_event(late), T0 + 1e6)
         assert len(state.inflight) == 0
+
+
+class _Reference:
+    """The rules computed the obvious way, by walking every entry (what the registry did before it
+    kept its entries ordered): the ordered registry must agree with it exactly."""
+
+    def __init__(self, rules: InflightRules) -> None:
+        self.rules = rules
+        #: key -> [attempt, started, last heartbeat, flagged at, stalled at]
+        self.entries: dict[tuple[int, int], list[Any]] = {}
+
+    def started(self, key: tuple[int, int], attempt: int, at: float) -> None:
+        current = self.entries.get(key)
+        if current is not None and attempt <= current[0]:
+            return
+        self.entries.pop(key, None)
+        if current is None and len(self.entries) >= self.rules.max_tracked:
+            return
+        self.entries[key] = [attempt, at, None, None, None]
+
+    def ended(self, key: tuple[int, int], attempt: int | None) -> None:
+        current = self.entries.get(key)
+        if current is not None and (attempt is None or current[0] <= attempt):
+            del self.entries[key]
+
+    def heartbeat(self, key: tuple[int, int], attempt: int, at: float) -> None:
+        current = self.entries.get(key)
+        if current is not None and current[0] == attempt:
+            current[2] = at if current[2] is None else max(current[2], at)
+            current[4] = None
+
+    def evaluate(self, now: float, threshold: float | None) -> tuple[set[Any], set[Any]]:
+        flagged, stalled = set(), set()
+        for key, entry in self.entries.items():
+            if entry[3] is None and threshold is not None and now - entry[1] > threshold:
+                entry[3] = now
+                flagged.add(key)
+            if entry[2] is not None and now - entry[2] > self.rules.stall_after_s and entry[4] is None:
+                entry[4] = now
+                stalled.add(key)
+        return flagged, stalled
+
+    def view(self, now: float, threshold: float | None) -> tuple[Any, ...]:
+        ages = sorted(now - entry[1] for entry in self.entries.values())
+        quantiles = {
+            label: ages[max(0, math.ceil(q * len(ages)) - 1)]
+            for label, q in (("0.5", 0.5), ("0.95", 0.95), ("1.0", 1.0))
+            if ages
+        }
+        stragglers = 0 if threshold is None else sum(1 for age in ages if age > threshold)
+        stalled = sum(
+            1 for e in self.entries.values() if e[2] is not None and now - e[2] > self.rules.stall_after_s
+        )
+        return len(ages), (ages[-1] if ages else None), quantiles, stragglers, stalled
+
+
+class TestOrderedRegistry:
+    @pytest.mark.parametrize("seed", range(6))
+    def test_agrees_with_a_full_walk_after_random_events(self, seed: int) -> None:
+        import random
+
+        rng = random.Random(seed)
+        rules = InflightRules(stall_after_s=7.0, max_tracked=150)
+        registry, reference = InflightRegistry(rules), _Reference(rules)
+        now = T0
+        for step in range(3000):
+            now += rng.choice((0.0, 0.0, 0.1, 0.37, 1.0))  # ties: a batch shares its arrival time
+            key = (rng.randrange(200), rng.randrange(2))
+            action = rng.random()
+            if action < 0.45:
+                attempt = rng.randrange(3)
+                at = now - rng.choice((0.0, 0.0, 3.0))  # now and then out of arrival order
+                registry.started(key, attempt, at)
+                reference.started(key, attempt, at)
+            elif action < 0.7:
+                attempt = rng.choice((None, 0, 1, 2))
+                registry.ended(key, attempt)
+                reference.ended(key, attempt)
+            elif action < 0.9:
+                attempt = rng.randrange(3)
+                at = now - rng.choice((0.0, 2.0))
+                registry.heartbeat(key, attempt, at)
+                reference.heartbeat(key, attempt, at)
+            elif step % 7 == 0:
+                threshold = rng.choice((None, 2.0, 5.0, 11.0))
+                stragglers, stalls = registry.evaluate(now, threshold)
+                assert ({(e.task, e.rollout) for e in stragglers}, {(e.task, e.rollout) for e in stalls}) == (
+                    reference.evaluate(now, threshold)
+                )
+            threshold = rng.choice((None, 0.5, 4.0))
+            view = registry.view(now, threshold)
+            assert (
+                view.count,
+                view.oldest_age_s,
+                view.age_quantiles,
+                view.stragglers,
+                view.stalled,
+            ) == reference.view(now, threshold)
+            oldest = registry.oldest(5)
+            starts = sorted(entry[1] for entry in reference.entries.values())[:5]
+            assert [entry.started_at for entry in oldest] == starts
+        assert len(registry) == len(reference.entries)
+        again = InflightRegistry.from_snapshot(orjson.loads(orjson.dumps(registry.to_snapshot())), rules)
+        assert again.view(now, 4.0).stragglers == registry.view(now, 4.0).stragglers
+
+    def test_a_budget_caps_entries_over_every_registry_sharing_it(self) -> None:
+        budget = InflightBudget(3)
+        first, second = InflightRegistry(budget=budget), InflightRegistry(budget=budget)
+        assert [first.started((i, 0), 0, T0) for i in range(2)] == [True, True]
+        assert [second.started((i, 0), 0, T0) for i in range(2)] == [True, False]
+        assert (budget.held, first.untracked, second.untracked) == (3, 0, 1)
+        assert first.started((0, 0), 1, T0 + 1)  # a retry replaces its attempt: no new entry
+        first.ended((1, 0), None)
+        assert second.started((5, 0), 0, T0) and budget.held == 3
+        first.clear()  # the run ended: its entries leave the budget
+        assert budget.held == 2 and second.started((6, 0), 0, T0)
+        with pytest.raises(ValueError, match="0"):
+            InflightBudget(0)
+
+    def test_straggler_counts_at_several_times_equal_the_view_at_each(self) -> None:
+        registry = InflightRegistry()
+        for index in range(50):
+            registry.started((index, 0), 0, T0 + (index // 5))  # ties: five start at each moment
+        times = [T0 + offset for offset in (0.0, 3.5, 10.0, 12.0, 60.0)]
+        expected = [registry.view(now, 2.0).stragglers for now in times]
+        assert registry.straggler_counts(times, 2.0) == expected == [0, 10, 40, 50, 50]
+        assert registry.straggler_counts(times, None) == [0] * 5

@@ -142,3 +142,20 @@ class TestFollowerLines:
             assert state.apply(EventBatch.validate_python([body])[0], 1.0e9 + index) is not None  # ng_perf
         assert len(parses) == (0 if fast_path else len(lines))
         assert len(validations) == (0 if fast_path else len(lines))
+
+
+class TestTaskFlags:
+    def test_counts_kept_as_tasks_close_survive_a_snapshot_and_are_rebuilt_for_an_older_one(self) -> None:
+        import pickle
+
+        run = generate_run(num_tasks=12, repeats=3, seed=11, fault_rate=0.06)
+        state = _feed(run)
+        flags = state.health_view().task_flags
+        assert flags and sum(flags.values()) >= 1
+        again = pickle.loads(pickle.dumps(state)).attach(default_engines())
+        assert again.health_view().task_flags == flags
+        older = state.__getstate__()
+        del older["_task_flags"]  # as a snapshot written before the counts were kept
+        rebuilt = RunState.__new__(RunState)
+        rebuilt.__setstate__(older)
+        assert rebuilt.attach(default_engines()).health_view().task_flags == flags
