@@ -19,6 +19,7 @@ from sidecar.settings import (
     SettingsError,
     load_token,
 )
+from sidecar.trackers.cli import add_serve_flags, tracker_settings
 
 __all__ = ["register"]
 
@@ -141,6 +142,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="snapshots kept; journal records older than the oldest are compacted (default 2)",
     )
     _add_limits(serve)
+    add_serve_flags(serve)
     serve.add_argument("--log-level", default="info", help="log level (default info)")
     serve.add_argument(  # dispatcher_client's follower, run beside the service (issue 5)
         "--follow",
@@ -275,7 +277,8 @@ def _serve(args: argparse.Namespace) -> int:
                 eval_interval_s=args.inflight_interval,
             )
             endpoint, interval_s = _otlp(args.otlp_endpoint)
-        except ValueError as exc:  # InflightRules / OtlpConfigError name the value
+            trackers = tracker_settings(args)
+        except ValueError as exc:  # InflightRules / OtlpConfigError / trackers name the value
             raise SettingsError(str(exc)) from exc
         settings = ServiceSettings(
             host=args.host,
@@ -289,6 +292,7 @@ def _serve(args: argparse.Namespace) -> int:
             inflight=inflight,
             otlp_endpoint=endpoint,
             otlp_interval_s=interval_s,
+            trackers=trackers,
             **_limits(args),
             keep_rows=args.keep_rows,
             snapshot_every_events=args.snapshot_every_events,
