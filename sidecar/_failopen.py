@@ -21,10 +21,11 @@ import structlog
 
 __all__ = ["DropReason", "FailOpenWorker", "JobResult"]
 
-#: Why a job did not reach its destination.
-DropReason = Literal["failed", "queue_full"]
+#: Why a job did not reach its destination: it raised, the queue was full, or the caller skipped
+#: it because the same kind of job was still waiting (:meth:`FailOpenWorker.skip_busy`).
+DropReason = Literal["failed", "queue_full", "busy"]
 #: What became of a job: ``sent``, or a drop reason.
-JobResult = Literal["sent", "failed", "queue_full"]
+JobResult = Literal["sent", "failed", "queue_full", "busy"]
 
 _log = structlog.get_logger("sidecar.failopen")
 
@@ -66,6 +67,11 @@ class FailOpenWorker:
             self._note_drop("queue_full")
             return False
         return True
+
+    def skip_busy(self) -> None:
+        """Count a job the caller did not submit because an older one of its kind still waits
+        (a slow destination then gets at most one job of each kind queued, not a backlog)."""
+        self._on_result("busy")
 
     def pending(self) -> int:
         """Jobs queued and not yet started (plus the running one)."""

@@ -322,8 +322,8 @@ class ServiceMetrics:
         )
         self.tracker_dropped = Counter(
             _P + "tracker_exports_dropped",
-            "MLflow / W&B jobs dropped: the tracker failed, refused or timed out (failed), or its "
-            "queue was full because it is slow or hung (queue_full).",
+            "MLflow / W&B jobs dropped: the tracker failed, refused or timed out (failed), the run's "
+            "previous live step had not been taken yet (busy), or the queue was full (queue_full).",
             ["tracker", "reason"],
             registry=self.registry,
         )
@@ -367,7 +367,7 @@ class ServiceMetrics:
         """Zero series for the configured trackers, so a dashboard sees 0 before the first drop."""
         for tracker in trackers:
             self.tracker_exports.labels(tracker)
-            for reason in ("failed", "queue_full"):
+            for reason in ("failed", "busy", "queue_full"):
                 self.tracker_dropped.labels(tracker, reason)
 
     def on_error(self, reason: str) -> None:

@@ -11,7 +11,6 @@ summary of an ended run is retried every interval until the tracker holds it.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +62,21 @@ class _Channel:
         self.worker = worker
         self.finished = finished  # written by the worker thread, read by the loop
         self.final_queued: set[str] = set()
+        self.live_queued: set[str] = set()  # runs whose live step waits for the thread
+
+    def submit_live(self, target: RunTarget, metrics: dict[str, float]) -> None:
+        """Queue one live step, unless the previous one of the run has not even started."""
+        if target.run_id in self.live_queued:
+            self.worker.skip_busy()
+            return
+
+        def job() -> None:
+            self.live_queued.discard(target.run_id)
+            self.session.log_live(target, metrics)
+
+        self.live_queued.add(target.run_id)  # before the thread can take (and discard) it
+        if not self.worker.submit(job):
+            self.live_queued.discard(target.run_id)
 
     @property
     def name(self) -> TrackerName:
@@ -126,9 +140,7 @@ class TrackerExport:
             ("tracker-live", run.run_id, id(run), now), lambda: live_metrics(run, now)
         )
         for channel in self.channels:
-            channel.worker.submit(
-                functools.partial(channel.session.log_live, target_of(run, channel.name), metrics)
-            )
+            channel.submit_live(target_of(run, channel.name), metrics)
 
     async def _final(self, run: RunState) -> None:
         channels = [
