@@ -32,14 +32,6 @@ def run_events(seed: int = 3) -> tuple[GeneratedRun, dict[str, Any]]:
 
 
 def wait_for(probe: Callable[[], T | None], what: str, timeout_s: float = 90.0) -> T:
-    began = time.monotonic()
-    try:
-        return _wait_for(probe, what, timeout_s)
-    finally:
-        print(f"WAITED {what}: {time.monotonic() - began:.2f}s")  # noqa: T201
-
-
-def _wait_for(probe: Callable[[], T | None], what: str, timeout_s: float) -> T:
     """``probe()``'s first true value; fails naming ``what`` after ``timeout_s`` (a hang, not a speed)."""
     deadline = time.monotonic() + timeout_s
     while True:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,11 +82,26 @@ class OfflineRun:
     artifacts: dict[str, dict[str, bytes]] = field(default_factory=dict)
 
 
-def read_run(run_dir: Path) -> OfflineRun:
-    """The records of ``run_dir/run-<id>.wandb`` folded into an :class:`OfflineRun`."""
+def _closed(log: Path) -> list[Any] | None:
+    try:
+        records = read_records(log)
+    except (AssertionError, struct.error):  # a record still being written
+        return None
+    return records if records and records[-1].WhichOneof("record_type") == "exit" else None
+
+
+def read_run(run_dir: Path, timeout_s: float = 60.0) -> OfflineRun:
+    """The records of ``run_dir/run-<id>.wandb`` folded into an :class:`OfflineRun`, once W&B's
+    core process has written the run's ``exit`` record (it writes the log after ``finish()``
+    returns)."""
     (log,) = run_dir.glob("run-*.wandb")
+    deadline = time.monotonic() + timeout_s
+    while (records := _closed(log)) is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{log} has no exit record after {timeout_s} s")
+        time.sleep(0.05)
     run = OfflineRun(log.stem.removeprefix("run-"))
-    for record in read_records(log):
+    for record in records:
         kind = record.WhichOneof("record_type")
         if kind == "history":
             row = {_key(item): json.loads(item.value_json) for item in record.history.item}
