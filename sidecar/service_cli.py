@@ -305,12 +305,31 @@ def _serve(args: argparse.Namespace) -> int:
         finally:
             if follower is not None:
                 follower.stop()
+        if trackers is not None:
+            _exit_past_hung_trackers()
     except (SettingsError, JournalError) as exc:
         print(f"rollout-sidecar serve: {exc}", file=sys.stderr)  # noqa: T201
         return 2
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _exit_past_hung_trackers() -> None:
+    """End the process now if a tracker hung through shutdown: the journal is closed and
+    snapshotted, and a hung tracker library's exit hook would otherwise hold the exit."""
+    import logging
+    import os
+
+    from sidecar.trackers.export import abandoned_trackers
+
+    hung = abandoned_trackers()
+    if hung:
+        structlog.get_logger("sidecar.trackers").warning("exiting past hung trackers", trackers=sorted(hung))
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _otlp(cli_endpoint: str | None) -> tuple[str | None, float]:

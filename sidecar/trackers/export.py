@@ -27,9 +27,20 @@ if TYPE_CHECKING:
     from sidecar.runs import RunState
     from sidecar.service import Service
 
-__all__ = ["TrackerExport", "make_backend"]
+__all__ = ["TrackerExport", "abandoned_trackers", "make_backend"]
 
 _log = structlog.get_logger("sidecar.trackers")
+#: Trackers whose thread was still busy at a shutdown's deadline (see :func:`abandoned_trackers`).
+_ABANDONED: set[str] = set()
+
+
+def abandoned_trackers() -> frozenset[str]:
+    """Trackers left hanging by a shutdown in this process.
+
+    Their library may still hold the interpreter's exit (wandb's exit hook waits for its service
+    to finish sending), so ``serve`` then ends the process at once, journal already closed.
+    """
+    return frozenset(_ABANDONED)
 
 
 def make_backend(name: TrackerName, settings: TrackerSettings) -> Backend:
@@ -184,6 +195,7 @@ class TrackerExport:
         def close(channel: _Channel) -> None:
             channel.worker.submit(channel.session.close)
             if not channel.worker.stop(deadline):
+                _ABANDONED.add(channel.name)
                 _log.warning(
                     "tracker did not answer by the shutdown deadline: abandoned",
                     tracker=channel.name,
