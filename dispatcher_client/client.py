@@ -141,7 +141,11 @@ class SidecarClient(ClientCore):
         tracking: Mapping[str, str] | None = None,
         **fields: Any,
     ) -> None:
-        """Declare the run (plan: task index -> repeats); re-sent automatically to a fresh sidecar."""
+        """Declare the run (plan: task index -> repeats); re-sent automatically to a fresh sidecar.
+
+        ``tracking`` names existing tracker runs the sidecar logs this run into
+        (``{"mlflow_run_id": ..., "wandb_run_path": ...}``, docs/operations.md).
+        """
         if tracking is not None:  # {"mlflow_run_id": ..., "wandb_run_path": ...}: runs to log into
             fields = {**fields, "tracking": dict(tracking)}
         self.submit_event(

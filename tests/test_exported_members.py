@@ -16,6 +16,7 @@ PUBLIC_MODULES = [
     "sidecar.rollout_perf",
     "sidecar.synthetic",
     "sidecar.journal",
+    "sidecar.trackers",
     "sidecar.wire",
     "dispatcher_client",
 ]

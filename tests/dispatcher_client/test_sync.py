@@ -73,3 +73,14 @@ def test_drain_margin_fails_open_to_the_facades_local_tracker() -> None:
         assert client.drain_margin() == reference.drain_margin(None)
         assert client.local.summary() == reference.summary()
         assert client.stats.local_drain_margin == 1
+
+
+def test_start_run_passes_the_tracker_runs_to_log_into(tmp_path: Path) -> None:
+    thread = ServiceThread(ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3"))
+    with thread as url, SyncSidecarClient(url, run_id="tracked") as client:
+        client.start_run(plan={"0": 1}, tracking={"wandb_run_path": "rollouts/abc123"})
+        assert client.flush(10)
+        assert thread.service is not None
+        tracking = thread.service.ingestor.runs["tracked"].config.tracking
+    assert tracking is not None and tracking.wandb_run_path == "rollouts/abc123"
+    assert tracking.mlflow_run_id is None
