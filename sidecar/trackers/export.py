@@ -166,7 +166,7 @@ class TrackerExport:
         lines = await reads.build(("verdicts", rid, key), lambda: list(run.reducer.iter_verdict_lines()))
         report = orjson.loads(report_bytes)
         files = report_files(report, summary, b"".join(lines))
-        config = run.config.model_dump(mode="json", exclude={"plan"})
+        config = {name: getattr(run.config, name, None) for name in _CONFIG_PARAMS}
         for channel in channels:
             package = final_package(config, report, files, channel.name)
             target = target_of(run, channel.name)
@@ -204,6 +204,11 @@ class TrackerExport:
 
         await asyncio.gather(*(asyncio.to_thread(close, channel) for channel in self.channels))
         self.store.close()
+
+
+#: ``run_started`` fields logged as parameters (read with ``getattr``: a run restored from a
+#: snapshot older than a field lacks it).
+_CONFIG_PARAMS = ("dispatch_budget_s", "drain_margin_s", "task_timeout_s", "max_attempts", "ignored_checks")
 
 
 def _dumps_report(run: RunState) -> bytes:

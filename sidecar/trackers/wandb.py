@@ -6,6 +6,10 @@ Each sidecar run is one W&B run, opened with ``reinit="create_new"`` so several 
 trainer's own run in the same process) coexist. A run the sidecar creates gets an id derived
 from the journal's id and the run id, opened with ``resume="allow"``: a restarted sidecar
 continues the same W&B run rather than starting a second one.
+
+W&B has one step counter per run, which a trainer's run already drives; so the sidecar never
+passes ``step=``: its keys are plotted against ``rollout_sidecar/step`` (``define_metric``), logged
+in every row, and W&B's own ``_step`` stays the run owner's.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 
 from sidecar.trackers._core import FinalPackage, OpenedRun, TrackerError
 from sidecar.trackers._settings import RunTarget, TrackerName
-from sidecar.trackers.keys import PREFIX, UNHEALTHY_COLUMNS, UNHEALTHY_TABLE
+from sidecar.trackers.keys import PREFIX, STEP_KEY, UNHEALTHY_COLUMNS, UNHEALTHY_TABLE
 
 __all__ = ["ARTIFACT_TYPE", "WandbBackend", "split_run_path", "wandb_run_id"]
 
@@ -73,6 +77,8 @@ class WandbBackend:
             reinit="create_new",
             settings=wandb.Settings(console="off", silent=True, x_disable_stats=True, x_disable_meta=True),
         )
+        run.define_metric(STEP_KEY)
+        run.define_metric(PREFIX + "*", step_metric=STEP_KEY)
         self._runs[run_id] = run
         return OpenedRun(run_id, last_step=None, created=created)
 
@@ -83,16 +89,16 @@ class WandbBackend:
         return run
 
     def log_metrics(self, ref: str, metrics: dict[str, float], step: int) -> None:
-        self._run(ref).log(dict(metrics), step=step)
+        self._run(ref).log({**metrics, STEP_KEY: step})
 
     def log_final(self, ref: str, package: FinalPackage, step: int, *, finish: bool) -> None:
         wandb = self._wandb
         run = self._run(ref)
         run.config.update(package.params, allow_val_change=True)
-        row: dict[str, Any] = dict(package.metrics)
+        row: dict[str, Any] = {**package.metrics, STEP_KEY: step}
         if package.unhealthy:
             row[UNHEALTHY_TABLE] = wandb.Table(columns=list(UNHEALTHY_COLUMNS), data=package.unhealthy)
-        run.log(row, step=step)
+        run.log(row)
         run.summary.update(package.metrics)
         artifact = wandb.Artifact(f"{PREFIX.rstrip('/')}-{ref}", type=ARTIFACT_TYPE)
         with tempfile.TemporaryDirectory(prefix="rollout-sidecar-") as tmp:

@@ -92,10 +92,11 @@ def mlflow_env(monkeypatch: pytest.MonkeyPatch, mlflow_server: MlflowServer) -> 
 
 
 @pytest.fixture
-def wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """W&B in offline mode with every directory it writes under ``tmp_path``: nothing leaves the
-    machine or lands in the home directory. Returns ``WANDB_DIR``."""
-    pytest.importorskip("wandb", reason="the wandb extra is not installed: pip install '.[wandb]'")
+    machine or lands in the home directory. Yields ``WANDB_DIR``; afterwards wandb's process-wide
+    state (which keeps the first directories it saw) is torn down for the next test."""
+    wandb = pytest.importorskip("wandb", reason="the wandb extra is not installed: pip install '.[wandb]'")
     root = tmp_path / "wandb-env"
     for name in ("dir", "data", "cache", "config", "artifacts"):
         (root / name).mkdir(parents=True)
@@ -107,7 +108,9 @@ def wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("WANDB_CONFIG_DIR", str(root / "config"))
     monkeypatch.setenv("WANDB_ARTIFACT_DIR", str(root / "artifacts"))
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    return root / "dir"
+    wandb.teardown()
+    yield root / "dir"
+    wandb.teardown()
 
 
 def wandb_run_dirs(wandb_dir: Path) -> list[Path]:

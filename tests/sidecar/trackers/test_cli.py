@@ -132,6 +132,9 @@ def test_health_check_logs_its_report_into_the_wandb_run(tmp_path: Path, wandb_o
     verdicts = orjson.loads((run_dir / "quality_summary.json").read_bytes())["run"]["verdicts"]
     for verdict, count in verdicts.items():
         assert logged.summary[f"rollout_sidecar/final/health/{verdict}"] == count
+    (row,) = logged.history
+    assert row["rollout_sidecar/step"] == 0  # the sidecar's own step, a key beside the trainer's
+    assert logged.step_metrics["rollout_sidecar/*"] == "rollout_sidecar/step"
     (report,) = [files for name, files in logged.artifacts.items() if name.startswith("rollout_sidecar-")]
     assert report == {
         "quality_summary.json": (run_dir / "quality_summary.json").read_bytes(),

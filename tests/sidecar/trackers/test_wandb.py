@@ -57,8 +57,9 @@ def test_live_steps_final_summary_table_and_artifacts_equal_the_report(
 
     steps = [row["_step"] for row in logged.history]
     assert steps == list(range(len(steps)))
-    live = [row for row in logged.history if STEP_KEY in row]
-    assert len(live) >= 1 and [row[STEP_KEY] for row in live] == [row["_step"] for row in live]
+    assert [row[STEP_KEY] for row in logged.history] == steps  # the sidecar's own step in every row
+    assert len(steps) >= 2  # live steps, then the final one
+    assert logged.step_metrics["rollout_sidecar/*"] == STEP_KEY  # plotted against the sidecar's step
     final_row = logged.history[-1]
     expected = expected_final(files)
     assert {k: v for k, v in final_row.items() if k.startswith("rollout_sidecar/final/")} == expected

@@ -78,6 +78,8 @@ class OfflineRun:
     history: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    #: ``define_metric`` declarations: metric name or glob -> its step metric.
+    step_metrics: dict[str, str] = field(default_factory=dict)
     #: Artifact name -> {file name: bytes} (read from the files the manifest points at).
     artifacts: dict[str, dict[str, bytes]] = field(default_factory=dict)
 
@@ -112,6 +114,9 @@ def read_run(run_dir: Path, timeout_s: float = 60.0) -> OfflineRun:
         elif kind == "config":
             for item in record.config.update:
                 run.config[_key(item)] = json.loads(item.value_json)
+        elif kind == "metric":
+            metric = record.metric
+            run.step_metrics[metric.glob_name or metric.name] = metric.step_metric
         elif kind == "artifact":
             files = {}
             for entry in record.artifact.manifest.contents:
