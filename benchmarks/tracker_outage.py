@@ -15,8 +15,9 @@ Live steps every 100 ms (``--tracker-interval 0.1``), 150x the default rate, to 
 export's cost visible. The load is ``benchmarks/otlp_outage.py``'s (the same completions, 16
 per request, 4 concurrent posters, one ``/drain_margin`` poller every 10 ms), so the figures
 compare. Reported: median rows/s and its ratio to ``off``, drain-margin p50/p99 and their ratio,
-the jobs the service counted as sent and dropped, and how long ``SIGTERM`` took to stop the
-service (it must not wait on the hung tracker beyond its 2 s deadline).
+the service process's CPU milliseconds per 1,000 rows during the load (steadier than rates on a
+shared machine), the jobs the service counted as sent and dropped, and how long ``SIGTERM`` took
+to stop the service (it must not wait on the hung tracker beyond its 2 s deadline).
 """
 
 from __future__ import annotations
@@ -65,6 +66,14 @@ class _Silent:
             conn.close()
 
 
+def _cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds the process used so far (Linux ``/proc``)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _exports(url: str) -> tuple[float, float]:
     text = httpx.get(f"{url}/metrics", timeout=10).text
     sent = dropped = 0.0
@@ -102,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     events = _events(args.events)
     silent = _Silent()
-    results: dict[str, list[tuple[float, float, float, float, float, float]]] = {s: [] for s in scenarios}
+    results: dict[str, list[tuple[float, ...]]] = {s: [] for s in scenarios}
     with socketless_port() as dead_port, tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
             for scenario in scenarios:
@@ -116,23 +125,26 @@ def main(argv: list[str] | None = None) -> int:
                 url = sidecar.start(timeout=60)
                 try:
                     time.sleep(1.0)  # a few steps (and hangs) before the load
+                    cpu_before = _cpu_s(sidecar.pid)
                     rate, latencies = asyncio.run(_load(url, f"bench-{scenario}-{repeat}", events))
+                    cpu_ms = (_cpu_s(sidecar.pid) - cpu_before) * 1e6 / len(events)
                     sent, dropped = _exports(url)
                 finally:
                     began = time.perf_counter()
                     sidecar.stop()
                     stop_s = time.perf_counter() - began
                 p50, p99 = _quantile(latencies, 0.5), _quantile(latencies, 0.99)
-                results[scenario].append((rate, p50, p99, sent, dropped, stop_s))
+                results[scenario].append((rate, p50, p99, cpu_ms, sent, dropped, stop_s))
                 print(
                     f"  repeat {repeat + 1} {scenario:12s} {rate:8.0f} rows/s  drain_margin "
-                    f"p50 {p50 * 1e3:.2f} ms p99 {p99 * 1e3:.2f} ms  jobs sent {sent:.0f} "
-                    f"dropped {dropped:.0f}  stop {stop_s:.2f} s",
+                    f"p50 {p50 * 1e3:.2f} ms p99 {p99 * 1e3:.2f} ms  cpu {cpu_ms:.0f} ms/1k  "
+                    f"jobs sent {sent:.0f} dropped {dropped:.0f}  stop {stop_s:.2f} s",
                     flush=True,
                 )
     silent.close()
     base_rate = statistics.median(r[0] for r in results["off"])
     base_p99 = statistics.median(r[2] for r in results["off"])
+    base_cpu = statistics.median(r[3] for r in results["off"])
     print(f"\n{len(events)} completions per repeat, {args.repeats} repeats, medians:")
     header = (
         "scenario",
@@ -148,10 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     print("{:12s} {:>8s} {:>6s} {:>10s} {:>10s} {:>9s} {:>6s} {:>8s} {:>7s}".format(*header))
     for scenario in scenarios:
         columns = zip(*results[scenario], strict=True)
-        rate, p50, p99, sent, dropped, stop_s = (statistics.median(column) for column in columns)
+        rate, p50, p99, cpu_ms, sent, dropped, stop_s = (statistics.median(column) for column in columns)
         print(
             f"{scenario:12s} {rate:8.0f} {rate / base_rate:6.3f} {p50 * 1e3:10.2f} {p99 * 1e3:10.2f} "
-            f"{p99 / base_p99:9.3f} {sent:6.0f} {dropped:8.0f} {stop_s:7.2f}"
+            f"{p99 / base_p99:9.3f} {cpu_ms:7.0f} {cpu_ms / base_cpu:6.3f} {sent:6.0f} {dropped:8.0f} "
+            f"{stop_s:7.2f}"
         )
     return 0
 
