@@ -19,13 +19,15 @@ from typing import Literal
 
 import structlog
 
-__all__ = ["DropReason", "FailOpenWorker", "JobResult"]
+__all__ = ["DropReason", "FailOpenWorker", "JobResult", "SkipReason"]
 
 #: Why a job did not reach its destination: it raised, the queue was full, or the caller skipped
-#: it because the same kind of job was still waiting (:meth:`FailOpenWorker.skip_busy`).
-DropReason = Literal["failed", "queue_full", "busy"]
+#: it (:meth:`FailOpenWorker.skip`): ``busy``, the same kind of job was still waiting; ``down``,
+#: the destination is down and this was not a retry.
+DropReason = Literal["failed", "queue_full", "busy", "down"]
+SkipReason = Literal["busy", "down"]
 #: What became of a job: ``sent``, or a drop reason.
-JobResult = Literal["sent", "failed", "queue_full", "busy"]
+JobResult = Literal["sent", "failed", "queue_full", "busy", "down"]
 
 _log = structlog.get_logger("sidecar.failopen")
 
@@ -68,10 +70,11 @@ class FailOpenWorker:
             return False
         return True
 
-    def skip_busy(self) -> None:
-        """Count a job the caller did not submit because an older one of its kind still waits
-        (a slow destination then gets at most one job of each kind queued, not a backlog)."""
-        self._on_result("busy")
+    def skip(self, reason: SkipReason) -> None:
+        """Count a job the caller did not submit: an older one of its kind still waits (``busy``:
+        a slow destination gets no backlog), or the destination is down and it is not time to
+        retry (``down``: an outage costs one attempt per retry interval, not one per job)."""
+        self._on_result(reason)
 
     def pending(self) -> int:
         """Jobs queued and not yet started (plus the running one)."""

@@ -323,7 +323,8 @@ class ServiceMetrics:
         self.tracker_dropped = Counter(
             _P + "tracker_exports_dropped",
             "MLflow / W&B jobs dropped: the tracker failed, refused or timed out (failed), the run's "
-            "previous live step had not been taken yet (busy), or the queue was full (queue_full).",
+            "previous live step had not been taken yet (busy), the tracker is down and the step was "
+            "not a retry (down), or the queue was full (queue_full).",
             ["tracker", "reason"],
             registry=self.registry,
         )
@@ -367,7 +368,7 @@ class ServiceMetrics:
         """Zero series for the configured trackers, so a dashboard sees 0 before the first drop."""
         for tracker in trackers:
             self.tracker_exports.labels(tracker)
-            for reason in ("failed", "busy", "queue_full"):
+            for reason in ("failed", "busy", "down", "queue_full"):
                 self.tracker_dropped.labels(tracker, reason)
 
     def on_error(self, reason: str) -> None:

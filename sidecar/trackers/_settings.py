@@ -59,12 +59,16 @@ class TrackerSettings:
     queue_size: int = 64
     #: Longest the service's shutdown waits for a tracker to take the last jobs.
     stop_deadline_s: float = 2.0
+    #: While a tracker is down it is tried again at most this often (or every interval, if longer).
+    retry_down_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.interval_s) and 0.05 <= self.interval_s <= 86400):
             raise ValueError(f"--tracker-interval must be in 0.05..86400 s, got {self.interval_s!r}")
         if not 1 <= self.queue_size <= 100_000:
             raise ValueError(f"tracker queue size must be in 1..100000, got {self.queue_size!r}")
+        if not (math.isfinite(self.retry_down_s) and 0 <= self.retry_down_s <= 86400):
+            raise ValueError(f"tracker retry interval must be in 0..86400 s, got {self.retry_down_s!r}")
         if not (math.isfinite(self.stop_deadline_s) and 0 <= self.stop_deadline_s <= 600):
             raise ValueError(f"tracker stop deadline must be in 0..600 s, got {self.stop_deadline_s!r}")
 

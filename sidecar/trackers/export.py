@@ -11,6 +11,7 @@ summary of an ended run is retried every interval until the tracker holds it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -68,17 +69,30 @@ def target_of(run: RunState, name: TrackerName) -> RunTarget:
 class _Channel:
     """One tracker: its session (used on its thread only) and the loop's view of its runs."""
 
-    def __init__(self, session: TrackerSession, worker: FailOpenWorker, finished: set[str]) -> None:
+    def __init__(
+        self, session: TrackerSession, worker: FailOpenWorker, finished: set[str], retry_s: float
+    ) -> None:
         self.session = session
         self.worker = worker
         self.finished = finished  # written by the worker thread, read by the loop
         self.final_queued: set[str] = set()
         self.live_queued: set[str] = set()  # runs whose live step waits for the thread
+        self.retry_s = retry_s
+        self._retry_at = 0.0
+
+    def resting(self, now: float) -> bool:
+        """True when the tracker is down and this step is not a retry (one per ``retry_s``)."""
+        if not self.worker.down:
+            return False
+        if now >= self._retry_at:
+            self._retry_at = now + self.retry_s
+            return False
+        return True
 
     def submit_live(self, target: RunTarget, metrics: dict[str, float]) -> None:
         """Queue one live step, unless the previous one of the run has not even started."""
         if target.run_id in self.live_queued:
-            self.worker.skip_busy()
+            self.worker.skip("busy")
             return
 
         def job() -> None:
@@ -117,7 +131,9 @@ class TrackerExport:
                 maxsize=settings.queue_size,
                 on_result=lambda result, name=name: on_result(name, result),  # type: ignore[misc]
             )
-            self.channels.append(_Channel(TrackerSession(backend, store), worker, store.finished(name)))
+            session = TrackerSession(backend, store)
+            retry_s = max(settings.interval_s, settings.retry_down_s)
+            self.channels.append(_Channel(session, worker, store.finished(name), retry_s))
         self._task: asyncio.Task[None] | None = None
         self.ticks = 0
 
@@ -138,25 +154,30 @@ class TrackerExport:
     async def tick(self) -> None:
         """One step of every live run, and the final summary of every ended run not yet summarised."""
         self.ticks += 1
+        moment = time.monotonic()
+        active = [channel for channel in self.channels if not channel.resting(moment)]
+        for channel in self.channels:
+            if channel not in active:
+                channel.worker.skip("down")
+        if not active:
+            return
         for run in list(self.service.ingestor.runs.values()):
             if run.ended:
-                await self._final(run)
+                await self._final(run, active)
             else:
-                await self._live(run)
+                await self._live(run, active)
 
-    async def _live(self, run: RunState) -> None:
+    async def _live(self, run: RunState, active: list[_Channel]) -> None:
         reads = self.service.reads
         now = self.service.clock()
         metrics = await reads.build(
             ("tracker-live", run.run_id, id(run), now), lambda: live_metrics(run, now)
         )
-        for channel in self.channels:
+        for channel in active:
             channel.submit_live(target_of(run, channel.name), metrics)
 
-    async def _final(self, run: RunState) -> None:
-        channels = [
-            c for c in self.channels if run.run_id not in c.finished and run.run_id not in c.final_queued
-        ]
+    async def _final(self, run: RunState, active: list[_Channel]) -> None:
+        channels = [c for c in active if run.run_id not in c.finished and run.run_id not in c.final_queued]
         if not channels:
             return
         reads = self.service.reads

@@ -20,12 +20,18 @@ class TestFailOpenWorker:
             started.set()
             release.wait(30)
 
-        worker.submit(hang)
-        started.wait(10)
-        assert [worker.submit(lambda: None) for _ in range(4)] == [True, True, False, False]
-        assert results == ["queue_full", "queue_full"]
-        assert worker.stop(0.05) is False  # abandoned, not waited for
-        release.set()
+        with capture_logs() as logs:
+            worker.submit(hang)
+            started.wait(10)
+            assert [worker.submit(lambda: None) for _ in range(4)] == [True, True, False, False]
+            assert results == ["queue_full", "queue_full"]
+            assert worker.stop(0.05) is False  # abandoned, not waited for
+            release.set()
+            worker._thread.join(10)
+        assert [entry["event"] for entry in logs] == [
+            "push destination down: dropping until it answers",
+            "push destination back",
+        ]
 
     def test_an_outage_is_logged_once_and_its_end_once(self) -> None:
         results: list[str] = []
@@ -50,10 +56,11 @@ class TestFailOpenWorker:
         ]
         assert "ConnectionError: refused" in logs[0]["error"]
 
-    def test_skip_busy_is_counted_and_nothing_is_submitted_after_stop(self) -> None:
+    def test_skips_are_counted_and_nothing_is_submitted_after_stop(self) -> None:
         results: list[str] = []
         worker = FailOpenWorker("busy", on_result=results.append)
-        worker.skip_busy()
+        worker.skip("busy")
+        worker.skip("down")
         assert worker.stop(10)
         assert worker.submit(lambda: None) is False
-        assert results == ["busy"]
+        assert results == ["busy", "down"]

@@ -25,7 +25,10 @@ INTERVAL_S = 0.2
 
 def _settings(tmp_path: Path, server: MlflowServer, experiment: str) -> ServiceSettings:
     trackers = TrackerSettings(
-        mlflow_tracking_uri=server.url, mlflow_experiment_name=experiment, interval_s=INTERVAL_S
+        mlflow_tracking_uri=server.url,
+        mlflow_experiment_name=experiment,
+        interval_s=INTERVAL_S,
+        retry_down_s=1.0,
     )
     return ServiceSettings(
         port=0, journal_path=tmp_path / "journal.sqlite3", health_metrics_interval_s=0.0, trackers=trackers
@@ -218,7 +221,8 @@ def test_an_outage_is_counted_ingest_goes_on_and_the_summary_arrives_after_it(
             mlflow_env.stop()
             post_events(http, RUN, run.events[third : 2 * third])  # ingest answers during the outage
             assert http.get("/drain_margin", params={"run_id": RUN}).status_code == 200
-            wait_for(lambda: _dropped(http, "mlflow", "failed") >= 3, "failed steps to be counted")
+            wait_for(lambda: _dropped(http, "mlflow", "failed") >= 2, "failed retries to be counted")
+            wait_for(lambda: _dropped(http, "mlflow", "down") >= 3, "steps skipped while down")
             post_events(http, RUN, [*run.events[2 * third :], {"kind": "run_ended"}])
             mlflow_env.start()
             final = wait_for(lambda: _finished(client, ref), "the final summary after the outage")
