@@ -135,9 +135,16 @@ class SidecarClient(ClientCore):
         dispatch_budget_s: float | None = None,
         drain_margin_s: float | None = None,
         materialized_inputs: str | None = None,
+        tracking: Mapping[str, str] | None = None,
         **fields: Any,
     ) -> None:
-        """Declare the run (plan: task index -> repeats); re-sent automatically to a fresh sidecar."""
+        """Declare the run (plan: task index -> repeats); re-sent automatically to a fresh sidecar.
+
+        ``tracking`` names existing tracker runs the sidecar logs this run into
+        (``{"mlflow_run_id": ..., "wandb_run_path": ...}``, docs/operations.md).
+        """
+        if tracking is not None:  # {"mlflow_run_id": ..., "wandb_run_path": ...}: runs to log into
+            fields = {**fields, "tracking": dict(tracking)}
         self.submit_event(
             self._run_started(plan, dispatch_budget_s, drain_margin_s, materialized_inputs, fields)
         )

@@ -179,9 +179,12 @@ class SyncSidecarClient:
         dispatch_budget_s: float | None = None,
         drain_margin_s: float | None = None,
         materialized_inputs: str | None = None,
+        tracking: Mapping[str, str] | None = None,
         **fields: Any,
     ) -> None:
         """As :meth:`SidecarClient.start_run`."""
+        if tracking is not None:  # {"mlflow_run_id": ..., "wandb_run_path": ...}: runs to log into
+            fields = {**fields, "tracking": dict(tracking)}
         self.submit_event(
             self._client._run_started(plan, dispatch_budget_s, drain_margin_s, materialized_inputs, fields)
         )

@@ -22,7 +22,7 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 #: Subcommand name -> the module whose ``register`` adds it, in ``--help`` order.
 COMMANDS: dict[str, str] = {
-    "health-check": "health.cli",
+    "health-check": "sidecar.trackers.cli:register_health_check",
     "serve": "sidecar.service_cli",
     "report": "sidecar.service_cli",
     "follow": "dispatcher_client.follow_cli",
@@ -32,7 +32,11 @@ COMMANDS: dict[str, str] = {
 
 def _registrars(command: str | None) -> list[Register]:
     modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
-    return [importlib.import_module(name).register for name in modules]
+    registrars = []
+    for name in modules:
+        module, _, function = name.partition(":")
+        registrars.append(getattr(importlib.import_module(module), function or "register"))
+    return registrars
 
 
 def _chosen_command(argv: Sequence[str]) -> str | None:

@@ -84,6 +84,7 @@ EVENT_FIELDS: Final[Mapping[EventKind, frozenset[str]]] = MappingProxyType(
                 "started_at",
                 "source_path",
                 "ignored_checks",
+                "tracking",
             )
         ),
         EventKind.COMPLETED: frozenset((*_ROLLOUT, "seconds", "latency_ms", "row", "line", "line_number")),

@@ -42,6 +42,7 @@ from health.parse import parse_line
 from health.registry import CHECK_IDS
 from sidecar.event_schema import EventKind, LatencyOp, check_event_model
 from sidecar.raw_rows import RawRow, raw_line
+from sidecar.trackers._settings import MLFLOW_RUN_ID_PATTERN, WANDB_RUN_PATH_PATTERN
 from sidecar.wire import (
     ATTEMPT_KEY,
     MAX_EVENT_SEQ,
@@ -71,6 +72,7 @@ __all__ = [
     "Latency",
     "RunEnded",
     "RunStarted",
+    "RunTracking",
     "Started",
     "content_hash",
     "dump_row",
@@ -159,6 +161,15 @@ class _Identified(_Event):
         return self
 
 
+class RunTracking(BaseModel):
+    """Existing MLflow / W&B runs the sidecar logs this run into (see docs/operations.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mlflow_run_id: Annotated[StrictStr, Field(pattern=MLFLOW_RUN_ID_PATTERN)] | None = None
+    wandb_run_path: Annotated[StrictStr, Field(max_length=386, pattern=WANDB_RUN_PATH_PATTERN)] | None = None
+
+
 class RunStarted(_Event):
     """A run begins; everything but the kind is optional.
 
@@ -179,6 +190,7 @@ class RunStarted(_Event):
     started_at: Timestamp | None = None
     source_path: Name = "rollouts.jsonl"
     ignored_checks: list[Name] = Field(default_factory=list, max_length=len(CHECK_IDS) * 4)
+    tracking: RunTracking | None = None
 
     @field_validator("ignored_checks")
     @classmethod

@@ -322,6 +322,20 @@ class ServiceMetrics:
         )
         for reason in ("failed", "busy"):
             self.otlp_dropped.labels(reason)
+        self.tracker_exports = Counter(
+            _P + "tracker_exports",
+            "MLflow / W&B jobs (live steps, final summaries) the tracker took.",
+            ["tracker"],
+            registry=self.registry,
+        )
+        self.tracker_dropped = Counter(
+            _P + "tracker_exports_dropped",
+            "MLflow / W&B jobs dropped: the tracker failed, refused or timed out (failed), the run's "
+            "previous live step had not been taken yet (busy), the tracker is down and the step was "
+            "not a retry (down), or the queue was full (queue_full).",
+            ["tracker", "reason"],
+            registry=self.registry,
+        )
         if ingestor is not None:
             self.attach(ingestor)
 
@@ -350,6 +364,20 @@ class ServiceMetrics:
             self.otlp_exports.inc()
         else:
             self.otlp_dropped.labels(result).inc()
+
+    def on_tracker_result(self, tracker: str, result: str) -> None:
+        """``sent`` | ``failed`` | ``queue_full`` of one tracker job (called from any thread)."""
+        if result == "sent":
+            self.tracker_exports.labels(tracker).inc()
+        else:
+            self.tracker_dropped.labels(tracker, result).inc()
+
+    def trackers_on(self, trackers: tuple[str, ...]) -> None:
+        """Zero series for the configured trackers, so a dashboard sees 0 before the first drop."""
+        for tracker in trackers:
+            self.tracker_exports.labels(tracker)
+            for reason in ("failed", "busy", "down", "queue_full"):
+                self.tracker_dropped.labels(tracker, reason)
 
     def on_error(self, reason: str) -> None:
         self.ingest_errors.labels(reason if reason in ERROR_REASONS else "bad_request").inc()

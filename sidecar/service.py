@@ -72,6 +72,8 @@ class Service:
         self.ready = False
         self.metrics = ServiceMetrics()
         snapshots = None
+        #: The journal is the service's own file (trackers keep their side table beside it).
+        self._own_journal = journal is None
         if journal is None:
             from sidecar.journal import Journal, JournalError
 
@@ -131,6 +133,7 @@ class Service:
         self._retention: asyncio.Task[None] | None = None
         self._inflight: asyncio.Task[None] | None = None
         self.otlp: Any = None  # sidecar.otlp.OtlpPusher while pushing
+        self.trackers: Any = None  # sidecar.trackers.export.TrackerExport while exporting
         self.process_started = time.time()
         self._replay: asyncio.Task[None] | None = None
         #: The replay finished: the state is whole and may be snapshotted (never a partial replay's).
@@ -230,6 +233,27 @@ class Service:
         )
         self.otlp.start()
 
+    async def _start_trackers(self) -> None:
+        """MLflow / W&B export; a tracker whose client cannot even be built is logged and left off."""
+        from sidecar.trackers import ExportStore
+        from sidecar.trackers.export import TrackerExport, make_backend
+
+        settings = self.settings.trackers
+        assert settings is not None
+        path = self.settings.journal_path
+        store = ExportStore(path.with_name(path.name + ".trackers.sqlite3") if self._own_journal else None)
+        backends = []
+        for name in settings.enabled:
+            try:
+                backends.append(await asyncio.to_thread(make_backend, name, settings))
+            except Exception as exc:  # fail open: the service runs without this tracker
+                _log.warning("tracker off", tracker=name, error=f"{type(exc).__name__}: {exc}"[:300])
+        self.metrics.trackers_on(tuple(backend.name for backend in backends))
+        self.trackers = TrackerExport(
+            self, settings, store, backends, on_result=self.metrics.on_tracker_result
+        )
+        self.trackers.start()
+
     async def open(self) -> None:
         """Open the journal (raises ``JournalError`` subclasses); nothing is replayed yet."""
         if self.started:
@@ -290,6 +314,8 @@ class Service:
         )
         if self.settings.otlp_endpoint is not None:
             self._start_otlp(self.settings.otlp_endpoint)
+        if self.settings.trackers is not None and self.settings.trackers.enabled:
+            await self._start_trackers()
         self.ready = True
         _log.info(
             "service ready",
@@ -348,6 +374,9 @@ class Service:
         if self.otlp is not None:
             await self.otlp.stop()
             self.otlp = None
+        if self.trackers is not None:
+            await self.trackers.stop()
+            self.trackers = None
         close = getattr(self.journal, "close", None)
         if close is not None:
             await close()

@@ -20,6 +20,7 @@ from sidecar.settings import (
     SettingsError,
     load_token,
 )
+from sidecar.trackers.cli import add_serve_flags, tracker_settings
 
 __all__ = ["register"]
 
@@ -136,6 +137,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="snapshots kept; journal records older than the oldest are compacted (default 2)",
     )
     _add_limits(serve)
+    add_serve_flags(serve)
     serve.add_argument("--log-level", default="info", help="log level (default info)")
     serve.add_argument(  # dispatcher_client's follower, run beside the service (issue 5)
         "--follow",
@@ -209,7 +211,7 @@ def _add_limits(serve: argparse.ArgumentParser) -> None:
     )
     limits.add_argument(
         "--max-inflight",
-        type=int,
+        type=whole(1, 10**8),
         default=d.max_inflight,
         metavar="N",
         help="in-flight rollouts tracked over all runs; later starts are counted as untracked "
@@ -238,7 +240,7 @@ def _add_limits(serve: argparse.ArgumentParser) -> None:
     )
     limits.add_argument(
         "--write-timeout",
-        type=float,
+        type=seconds(86400),
         default=d.write_timeout_s,
         metavar="SECONDS",
         help="drop a connection whose client reads nothing of a response this long "
@@ -294,7 +296,8 @@ def _serve(args: argparse.Namespace) -> int:
                 eval_interval_s=args.inflight_interval,
             )
             endpoint, interval_s = _otlp(args.otlp_endpoint)
-        except ValueError as exc:  # InflightRules / OtlpConfigError name the value
+            trackers = tracker_settings(args)
+        except ValueError as exc:  # InflightRules / OtlpConfigError / trackers name the value
             raise SettingsError(str(exc)) from exc
         settings = ServiceSettings(
             host=args.host,
@@ -308,6 +311,7 @@ def _serve(args: argparse.Namespace) -> int:
             inflight=inflight,
             otlp_endpoint=endpoint,
             otlp_interval_s=interval_s,
+            trackers=trackers,
             **_limits(args),
             keep_rows=args.keep_rows,
             snapshot_every_events=args.snapshot_every_events,
@@ -320,6 +324,8 @@ def _serve(args: argparse.Namespace) -> int:
         finally:
             if follower is not None:
                 follower.stop()
+        if trackers is not None:
+            _exit_past_hung_trackers()
     except (SettingsError, JournalError) as exc:
         reason = " ".join(str(exc).split())  # one line, whatever the cause's text holds
         print(f"rollout-sidecar serve: {reason}", file=sys.stderr)  # noqa: T201
@@ -327,6 +333,23 @@ def _serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _exit_past_hung_trackers() -> None:
+    """End the process now if a tracker hung through shutdown: the journal is closed and
+    snapshotted, and a hung tracker library's exit hook would otherwise hold the exit."""
+    import logging
+    import os
+
+    from sidecar.trackers.export import abandoned_trackers
+
+    hung = abandoned_trackers()
+    if hung:
+        structlog.get_logger("sidecar.trackers").warning("exiting past hung trackers", trackers=sorted(hung))
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _otlp(cli_endpoint: str | None) -> tuple[str | None, float]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidecar.inflight import DEFAULT_MAX_TOTAL, InflightRules
+from sidecar.trackers._settings import TrackerSettings
 
 __all__ = [
     "DEFAULT_BODY_CAP",
@@ -108,6 +109,8 @@ class ServiceSettings:
     otlp_endpoint: str | None = None
     #: Seconds between two OTLP pushes.
     otlp_interval_s: float = 15.0
+    #: MLflow / W&B export (``sidecar.trackers``); ``None``: none.
+    trackers: TrackerSettings | None = None
     #: Only read ``materialized_inputs`` files under this directory (``None``: any such file name).
     inputs_root: Path | None = None
     #: Longest line of a materialized-inputs file the service reads.

@@ -20,6 +20,7 @@ PUBLIC_MODULES = [
     "sidecar.openapi",
     "sidecar.perf",
     "sidecar.responses",
+    "sidecar.trackers",
     "sidecar.wire",
     "dispatcher_client",
 ]

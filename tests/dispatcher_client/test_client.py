@@ -395,3 +395,19 @@ async def test_the_bearer_token_is_sent_and_a_wrong_one_is_refused_without_bisec
             assert bad.stats.rejected == 64 and bad.stats.requests <= 2
         async with SidecarClient(url, run_id="auth", token="s3cret") as good:
             assert (await good.report())["events"]["drained"] == 1
+
+
+async def test_start_run_passes_the_tracker_runs_to_log_into(tmp_path: Path) -> None:
+    tracking = {"mlflow_run_id": "0f" * 16, "wandb_run_path": "team/rollouts/abc123"}
+    thread = ServiceThread(ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3"))
+    with thread as url:
+        async with SidecarClient(url, run_id="tracked") as client:
+            await client.start_run(plan={0: 1}, tracking=tracking)
+            assert await client.flush(10)
+        async with SidecarClient(url, run_id="refused", config=ClientConfig(linger_s=0.05)) as client:
+            await client.start_run(tracking={"mlflow_run_id": "not an id"})
+            assert await client.flush(10)
+            assert client.stats.rejected == 1  # the sidecar's 422 names the field
+        assert thread.service is not None
+        config = thread.service.ingestor.runs["tracked"].config
+    assert config.tracking is not None and config.tracking.model_dump() == tracking

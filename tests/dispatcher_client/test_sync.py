@@ -99,3 +99,14 @@ class TestOneCore:
             assert client.stats.duplicates == 0
             report = client.report()
         assert report["events"]["completed"] == 2
+
+
+def test_start_run_passes_the_tracker_runs_to_log_into(tmp_path: Path) -> None:
+    thread = ServiceThread(ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3"))
+    with thread as url, SyncSidecarClient(url, run_id="tracked") as client:
+        client.start_run(plan={"0": 1}, tracking={"wandb_run_path": "rollouts/abc123"})
+        assert client.flush(10)
+        assert thread.service is not None
+        tracking = thread.service.ingestor.runs["tracked"].config.tracking
+    assert tracking is not None and tracking.wandb_run_path == "rollouts/abc123"
+    assert tracking.mlflow_run_id is None

@@ -44,12 +44,12 @@ class TestOneDefinition:
             assert set(model.model_fields) == EVENT_FIELDS[EventKind(kind)], kind
 
     def test_a_field_on_the_model_only_is_named(self) -> None:
-        class Tracked(events.RunStarted):
-            tracking: dict[str, str] | None = None
+        class Annotated(events.RunStarted):
+            notes: dict[str, str] | None = None
 
-        with pytest.raises(EventSchemaDrift, match="tracking") as caught:
-            check_event_model("run_started", Tracked.model_fields)
-        assert caught.value.extra == ["tracking"] and caught.value.missing == []
+        with pytest.raises(EventSchemaDrift, match="notes") as caught:
+            check_event_model("run_started", Annotated.model_fields)
+        assert caught.value.extra == ["notes"] and caught.value.missing == []
 
     def test_a_field_in_the_schema_only_is_named(self) -> None:
         fields = set(events.RunEnded.model_fields) - {"ended_at"}
