@@ -6,6 +6,14 @@ numbers that overflow to infinity; and orjson reads integers past 64 bits as flo
 msgspec keeps them exact. So a document is vetted first: :func:`vet` is True only if orjson
 accepts it with the values msgspec decodes, nested at most ``max_depth`` containers.
 
+The exact contract (what the native vetter answers, byte for byte): ``orjson.loads(data)``
+succeeds, every integer literal in ``data`` lies in ``[-2**63, 2**64 - 1]``, and ``data``
+nests at most ``max_depth`` containers. Then msgspec decodes the values orjson does. "Every
+integer literal" includes one a later duplicate key hides: ``{"a":-9223372036854775809,"a":0}``
+is refused although both libraries read ``{"a": 0}``. That refusal is deliberate (a refusal
+only sends the document down orjson's full path): accepting it would mean a set of the keys
+seen in every object, normalised for escapes, on the hot path, for input no producer writes.
+
 Two vetters, one contract:
 
 * ``native`` (:mod:`health._json_vet`, built from C when a compiler was present at install):
@@ -103,6 +111,10 @@ VETTER: Final[Vetter] = "simdjson" if native_vet is None else "native"
 def vet(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH) -> bool:
     """True only if ``orjson.loads(data)`` succeeds with the values msgspec decodes and
     ``data`` nests at most ``max_depth`` containers (``{}`` is 1 deep, a scalar 0).
+
+    The native vetter answers exactly: orjson accepts ``data``, every integer literal in it
+    (even one a later duplicate key hides) lies in ``[-2**63, 2**64 - 1]``, and the depth
+    holds (module notes).
 
     The native vetter answers exactly that; the fallback may also refuse a document exactly
     ``max_depth`` deep, and accept ``1],[2`` when ``max_depth < 1024`` (see the module notes).

@@ -140,8 +140,30 @@ def _value_position(line: bytes, rng: random.Random) -> tuple[int, int] | None:
     return None
 
 
+_OUT_OF_RANGE = [b"-9223372036854775809", b"18446744073709551616", b"[99999999999999999999]"]
+
+
+def _duplicate_key_hiding(line: bytes, rng: random.Random) -> bytes:
+    """An object member repeated before itself with an out-of-range integer (or an in-range
+    one) that the later value hides: both libraries keep the later value, the contract
+    refuses the literal."""
+    for _ in range(20):
+        at = line.find(b'":', rng.randrange(len(line)))
+        if at < 0:
+            continue
+        key_start = line.rfind(b'"', 0, at)
+        before = line[key_start - 1 : key_start]
+        if key_start <= 0 or before not in (b"{", b","):
+            continue
+        value = rng.choice([*_OUT_OF_RANGE, b"-9223372036854775808", b"0"])
+        return line[:key_start] + line[key_start : at + 2] + value + b"," + line[key_start:]
+    return line
+
+
 def _mutated(line: bytes, rng: random.Random) -> bytes:
-    kind = rng.randrange(7)
+    kind = rng.randrange(8)
+    if kind == 7:  # a duplicate key hiding an out-of-range integer
+        return _duplicate_key_hiding(line, rng)
     if kind == 0:  # byte flips anywhere
         data = bytearray(line)
         for _ in range(rng.randint(1, 3)):
@@ -217,6 +239,30 @@ def test_short_documents_from_the_same_pieces(seed: int) -> None:
         body = rng.choice([b",", b" , ", b""]).join(parts)
         document = rng.choice([b"[%s]", b'{"a":%s}', b"%s", b' {"ng_trajectory":{"model_calls":[%s]}} '])
         _assert_agrees(document.replace(b"%s", body))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_duplicate_keys_hiding_out_of_range_integers(seed: int) -> None:
+    """The documented contract: every integer literal in range, also one a later duplicate
+    key hides (a deliberate, safe refusal), whatever the other edits."""
+    rng = random.Random(31 + seed)
+    lines = _lines()
+    hidden = 0
+    for _ in range(300):
+        document = _duplicate_key_hiding(rng.choice(lines), rng)
+        if rng.random() < 0.3:
+            document = _mutated(document, rng)
+        if not _assert_agrees(document) and _one_text(document):
+            hidden += 1  # orjson reads it, the contract refuses it: a hidden literal
+    assert hidden > 20, hidden
+
+
+def _one_text(document: bytes) -> bool:
+    try:
+        orjson.loads(document)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize("depth", [1, 2, 100, 255, 256, 257, 258, 300])
