@@ -46,6 +46,11 @@ _SKIPPED = (
 )
 
 
+def _say_skipped(name: str, error: Exception) -> None:
+    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    sys.stderr.write(_SKIPPED.format(name=name, reason=reason) + "\n")
+
+
 class _SayWhenSkipped(build_ext):
     """setuptools only warns in the middle of the compiler's output when an optional extension
     fails: say it in one line a newcomer finds, and which part it costs."""
@@ -54,7 +59,7 @@ class _SayWhenSkipped(build_ext):
         try:
             super().build_extension(ext)
         except Exception as error:  # optional: setuptools raises, then skips it
-            print(_SKIPPED.format(name=ext.name, reason=str(error).splitlines()[0] if str(error) else type(error).__name__), file=sys.stderr)
+            _say_skipped(ext.name, error)
             raise
 
     def run(self) -> None:
@@ -63,7 +68,7 @@ class _SayWhenSkipped(build_ext):
         except Exception as error:  # no compiler at all (before any extension is tried)
             if not all(ext.optional for ext in self.extensions):
                 raise
-            print(_SKIPPED.format(name="health._json_vet, health._payload_spans", reason=error), file=sys.stderr)
+            _say_skipped("health._json_vet, health._payload_spans", error)
 
 
 setup(

@@ -289,7 +289,15 @@ static int json_vet_exec(PyObject *module)
     if (add_kept_top_level_keys(module) < 0 || add_name_tuple(module, "TEXT_KEYS", TEXT_KEYS, TEXT_KEY_COUNT) < 0) {
         return -1;
     }
-    return PyModule_AddIntConstant(module, "MAX_DEPTH", ORJSON_MAX_DEPTH);
+    if (PyModule_AddIntConstant(module, "MAX_DEPTH", ORJSON_MAX_DEPTH) < 0) {
+        return -1;
+    }
+#ifdef VET_SSE2
+    /* 1: built with the vector loops (SSE2, and SSSE3 where the CPU has it); 0: portable only */
+    return PyModule_AddIntConstant(module, "VECTOR_PATHS", 1);
+#else
+    return PyModule_AddIntConstant(module, "VECTOR_PATHS", 0);
+#endif
 }
 
 static PyModuleDef_Slot json_vet_slots[] = {

@@ -277,7 +277,13 @@ static int exec_module(PyObject *module) {
     __builtin_cpu_init();
     has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul");
 #endif
-    return add_kept_top_level_keys(module);
+    if (add_kept_top_level_keys(module) < 0) return -1;
+#ifdef SPANS_SSE2
+    /* 1: built with the vector loops (SSE2, and AVX2 where the CPU has it); 0: portable only */
+    return PyModule_AddIntConstant(module, "VECTOR_PATHS", 1);
+#else
+    return PyModule_AddIntConstant(module, "VECTOR_PATHS", 0);
+#endif
 }
 
 static PyModuleDef_Slot slots[] = {{Py_mod_exec, exec_module}, {0, NULL}};

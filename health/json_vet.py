@@ -19,7 +19,8 @@ Two vetters, one contract:
 * ``native`` (:mod:`health._json_vet`, built from C when a compiler was present at install):
   exactly that acceptance, reading the bytes in place at several GB/s. No well-kept library
   validates with orjson's exact acceptance without building a value or tape first.
-* ``simdjson`` (the fallback): simdjson's acceptance is a subset of orjson's with the same
+* ``simdjson`` (the fallback, also where ``ROLLOUT_SIDECAR_NATIVE=0`` turns the native part
+  off, :mod:`health.native`): simdjson's acceptance is a subset of orjson's with the same
   values, except a leading byte-order mark, which it skips and orjson refuses (so a BOM is
   refused here). Its depth limit is checked by wrapping the document in ``1024 - max_depth``
   arrays; it counts a scalar as a level, so a document exactly ``max_depth`` deep with a
@@ -38,6 +39,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Literal
+
+from .native import native_allowed
 
 if TYPE_CHECKING:
     import simdjson
@@ -95,13 +98,16 @@ EventRows = tuple[bytes, list[tuple[int, int]]]
 """An ingest body without its events' rows, and each row's span (see :func:`vet_event_rows`)."""
 
 native_vet: Callable[[bytes | bytearray | memoryview, int], bool] | None
-"""The native vetter, or ``None`` where the package was installed without a C compiler."""
+"""The native vetter, or ``None`` where the package was installed without a C compiler (or
+``ROLLOUT_SIDECAR_NATIVE=0`` turns it off, :mod:`health.native`)."""
 _native_event_rows: Callable[[bytes | bytearray | memoryview, int], EventRows | bool] | None
-try:
-    from ._json_vet import vet as native_vet
-    from ._json_vet import vet_event_rows as _native_event_rows
-except ImportError:  # see setup.py
-    native_vet = _native_event_rows = None
+native_vet = _native_event_rows = None
+if native_allowed():  # ROLLOUT_SIDECAR_NATIVE=0 turns it off (health.native)
+    try:
+        from ._json_vet import vet as native_vet
+        from ._json_vet import vet_event_rows as _native_event_rows
+    except ImportError:  # see setup.py
+        native_vet = _native_event_rows = None
 
 _vet = simdjson_vet if native_vet is None else native_vet
 VETTER: Final[Vetter] = "simdjson" if native_vet is None else "native"

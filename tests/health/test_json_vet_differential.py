@@ -12,7 +12,9 @@ nesting around the depth limit.
 
 from __future__ import annotations
 
+import os
 import random
+import time
 from typing import Any
 
 import orjson
@@ -161,6 +163,8 @@ def _duplicate_key_hiding(line: bytes, rng: random.Random) -> bytes:
 
 
 def _mutated(line: bytes, rng: random.Random) -> bytes:
+    if not line:  # a chain of edits may have cut it all
+        return line
     kind = rng.randrange(8)
     if kind == 7:  # a duplicate key hiding an out-of-range integer
         return _duplicate_key_hiding(line, rng)
@@ -280,3 +284,32 @@ def test_nesting_around_the_depth_limit(depth: int) -> None:
             + b"}]}]}}"
         )
         _assert_agrees(in_a_conversation)
+
+
+_FUZZ_SECONDS = float(os.environ.get("JSON_VET_FUZZ_SECONDS", "0"))
+"""Set by ``.ci/sanitize.sh`` (a sanitizer build): how long to fuzz with fresh seeds."""
+
+
+@pytest.mark.skipif(
+    _FUZZ_SECONDS <= 0, reason="JSON_VET_FUZZ_SECONDS unset: the bounded fuzz runs in .ci/sanitize.sh"
+)
+def test_fuzz_for_a_bounded_time() -> None:
+    """The seeded mutations above, from a fresh seed, for JSON_VET_FUZZ_SECONDS: under
+    AddressSanitizer and UBSan any bad read or undefined behaviour aborts the run; every
+    answer is still compared with the oracle (the seed is in the message to replay it)."""
+    seed = int(os.environ.get("JSON_VET_FUZZ_SEED", str(time.time_ns() % 2**32)))
+    rng = random.Random(seed)
+    lines = _lines()
+    until = time.monotonic() + _FUZZ_SECONDS
+    checked = 0
+    while time.monotonic() < until:
+        document = rng.choice(lines)
+        for _ in range(rng.randint(1, 3)):
+            document = _mutated(document, rng)
+        try:
+            _assert_agrees(document)
+        except AssertionError as error:
+            raise AssertionError(f"JSON_VET_FUZZ_SEED={seed} after {checked} documents") from error
+        checked += 1
+    print(f"fuzzed {checked} documents from JSON_VET_FUZZ_SEED={seed}")
+    assert checked > 0
