@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +89,31 @@ def test_version_names_the_active_vetter() -> None:
         assert on[1].startswith("JSON vetter: simdjson; payload scan: msgspec (native part not built")
     else:
         assert on[1].startswith("JSON vetter: native; payload scan: native (native part built (")
+
+
+def test_a_skipped_build_says_so_in_one_line(tmp_path: Path) -> None:
+    """``setup.py`` without a working compiler: the build succeeds without the extensions and
+    names what it skipped (``pip install -v .`` shows it; ``--version`` always does)."""
+    root = Path(__file__).resolve().parents[2]
+    for name in ("setup.py", "pyproject.toml", "README.md"):
+        shutil.copyfile(root / name, tmp_path / name)
+    (tmp_path / "health").mkdir()
+    for source in (root / "health").glob("*.[ch]"):
+        shutil.copyfile(source, tmp_path / "health" / source.name)
+    env = {**os.environ, "CC": str(tmp_path / "no-such-compiler")}
+    built = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    said = [line for line in built.stderr.splitlines() if line.startswith("rollout-sidecar: ")]
+    assert [line.split(")", 1)[0] for line in said] == [
+        "rollout-sidecar: the optional native part (health._json_vet",
+        "rollout-sidecar: the optional native part (health._payload_spans",
+    ]
+    assert "no-such-compiler" in said[0] and "Install a C compiler" in said[0]
+    assert not list((tmp_path / "health").glob("*.so"))
