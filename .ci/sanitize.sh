@@ -54,7 +54,11 @@ build() {
   shift 2
   local dir=$scratch/$name
   mkdir -p "$dir"
-  git ls-files -z | tar --null -cf - -T - | tar -xf - -C "$dir"
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -z | tar --null -cf - -T - | tar -xf - -C "$dir"
+  else # an unpacked source tree: everything but the venv and built modules
+    tar --exclude=./.venv --exclude='*.so' --exclude=./build -cf - . | tar -xf - -C "$dir"
+  fi
   (
     cd "$dir"
     env "$@" \
