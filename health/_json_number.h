@@ -6,6 +6,9 @@
  *   syntax      -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
  *   ranges      - an integer (no fraction, no exponent) must lie in [-2^63, 2^64 - 1]: orjson
  *                 reads anything wider as a float where msgspec keeps an exact int;
+ *                 This holds for every literal, also one a later duplicate key hides (both
+ *                 libraries then read the later value): the walk keeps no set of keys, so such
+ *                 a document is refused, which only sends it down orjson's full path.
  *               - any other number must round to a finite double: orjson refuses one that
  *                 parses to infinity. Underflow (to zero or a subnormal) is accepted: both
  *                 libraries round correctly.

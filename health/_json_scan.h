@@ -37,6 +37,10 @@
 
 static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
+/* The tables below and cpu_has_ssse3 are the module's only globals: filled once at import
+ * (init_tables), process-wide and read-only afterwards, so scans in threads without the GIL
+ * share them safely. Nothing tunes a scan through a global: limits come as arguments. */
+
 /* 1 for the bytes a string holds as they are: printable ASCII other than '"' and '\\'. */
 static unsigned char plain_string_byte[256];
 

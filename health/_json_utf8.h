@@ -13,7 +13,8 @@
 #include "_json_cursor.h"
 
 #ifdef VET_SSSE3
-/* Whether the CPU has SSSE3 (set once by init_tables). */
+/* Whether the CPU has SSSE3: set once by init_tables at import, process-wide and never
+ * changed afterwards (both UTF-8 checks give the same answer; this only picks the faster). */
 static int cpu_has_ssse3;
 #endif
 

@@ -228,10 +228,11 @@ static PyObject *vet_event_rows(PyObject *module, PyObject *const *args, Py_ssiz
 
 PyDoc_STRVAR(vet_doc,
 "vet(data, max_depth=1024, /)\n--\n\n"
-"True exactly when orjson.loads(data) succeeds with the values msgspec decodes (no integer\n"
-"outside [-2**63, 2**64 - 1]) and data nests at most max_depth containers ('{}' is 1 deep,\n"
-"a scalar 0; past 1024, orjson's own limit applies). data: any contiguous buffer, read in\n"
-"place without the GIL when it is large.");
+"True exactly when orjson.loads(data) succeeds, every integer literal in data lies in\n"
+"[-2**63, 2**64 - 1] (even one a later duplicate key hides: a deliberate, safe refusal), and\n"
+"data nests at most max_depth containers ('{}' is 1 deep, a scalar 0; past 1024, orjson's\n"
+"own limit applies). msgspec then decodes the values orjson does. data: any contiguous\n"
+"buffer, read in place without the GIL when it is large.");
 
 static PyObject *vet(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -288,7 +289,15 @@ static int json_vet_exec(PyObject *module)
     if (add_kept_top_level_keys(module) < 0 || add_name_tuple(module, "TEXT_KEYS", TEXT_KEYS, TEXT_KEY_COUNT) < 0) {
         return -1;
     }
-    return PyModule_AddIntConstant(module, "MAX_DEPTH", ORJSON_MAX_DEPTH);
+    if (PyModule_AddIntConstant(module, "MAX_DEPTH", ORJSON_MAX_DEPTH) < 0) {
+        return -1;
+    }
+#ifdef VET_SSE2
+    /* 1: built with the vector loops (SSE2, and SSSE3 where the CPU has it); 0: portable only */
+    return PyModule_AddIntConstant(module, "VECTOR_PATHS", 1);
+#else
+    return PyModule_AddIntConstant(module, "VECTOR_PATHS", 0);
+#endif
 }
 
 static PyModuleDef_Slot json_vet_slots[] = {

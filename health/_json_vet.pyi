@@ -9,6 +9,8 @@ from msgspec import Raw
 MAX_DEPTH: Final[int]
 KEPT_TOP_LEVEL_KEYS: Final[tuple[str, ...]]
 TEXT_KEYS: Final[tuple[str, ...]]
+VECTOR_PATHS: Final[int]
+"""1 where built with the SSE2/SSSE3 loops, 0 for a portable build (ROLLOUT_SIDECAR_PORTABLE=1)."""
 
 def vet(data: bytes | bytearray | memoryview, max_depth: int = 1024, /) -> bool: ...
 def vet_compact(

@@ -26,7 +26,19 @@
  *
  * The values are skipped without being checked again (_structural_skip.h); the keys on the
  * path are the strict decode's (_strict_paths.h, shared with health._json_vet's vet_compact,
- * which makes the same copy while it vets). This file walks that path and builds the answer.
+ * which makes the same copy while it vets). This file walks that path and builds the answer. *
+ * Why a walk of its own, and not the vetter's (health._json_vet's vet_compact and vet_lean
+ * already share one walk, _vet_walk.h, told apart by a flag): compact() serves lines that are
+ * already known to be JSON (shallow_json callers of health.fast_path, and the full copy the
+ * lean decode falls back to after vet_lean vetted the same line). The vetter's walk checks
+ * every byte (UTF-8, escapes, number ranges, depth) because its answer is the check; here
+ * the payloads, most of a line, are passed over by bracket counting 64 bytes at a time, with
+ * no check to repeat. Merging would make those callers pay the check a second time (on the
+ * synthetic corpus of tests/health, compact ~1.6 GB/s against vet_compact ~1.2 GB/s on a
+ * loaded 2-core machine; more on payload-heavy lines), or put a "trust the bytes" mode in
+ * the vetter's walk, where a slip would accept what orjson refuses. What the two must agree
+ * on, the path of keys, is one table (_strict_paths.h) and one copy (_payload_copy.h), and
+ * tests/health/test_json_vet_differential.py checks that both copies are byte-identical.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -71,6 +83,10 @@ static int add_cut(Scan *scan, Action action, cursor start, cursor end) {
     Py_ssize_t from = start - scan->base, to = end - scan->base;
     scan->cuts[scan->cut_count++] = (Cut){from, to, 0};
     if (action == CUT_REQUEST || action == CUT_RESPONSE) {
+        /* Invariant: only choose_call_member asks for these cuts, for a member of a model_calls
+         * element, and scan_model_calls ran add_call for that element first: call_count > 0.
+         * Guarded all the same: -1 without no_memory gives the copy up (None: decode the line). */
+        if (scan->call_count <= 0) return -1;
         CallSpans *call = &scan->calls[scan->call_count - 1]; /* the element being scanned */
         if (action == CUT_REQUEST) {
             call->request_start = from; /* a repeated key: the last value, as msgspec keeps it */
@@ -261,7 +277,13 @@ static int exec_module(PyObject *module) {
     __builtin_cpu_init();
     has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul");
 #endif
-    return add_kept_top_level_keys(module);
+    if (add_kept_top_level_keys(module) < 0) return -1;
+#ifdef SPANS_SSE2
+    /* 1: built with the vector loops (SSE2, and AVX2 where the CPU has it); 0: portable only */
+    return PyModule_AddIntConstant(module, "VECTOR_PATHS", 1);
+#else
+    return PyModule_AddIntConstant(module, "VECTOR_PATHS", 0);
+#endif
 }
 
 static PyModuleDef_Slot slots[] = {{Py_mod_exec, exec_module}, {0, NULL}};

@@ -6,6 +6,8 @@ from typing import Final
 from msgspec import Raw
 
 KEPT_TOP_LEVEL_KEYS: Final[tuple[str, ...]]
+VECTOR_PATHS: Final[int]
+"""1 where built with the SSE2/AVX2 loops, 0 for a portable build (ROLLOUT_SIDECAR_PORTABLE=1)."""
 
 def compact(
     line: bytes | bytearray | memoryview, /

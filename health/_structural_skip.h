@@ -44,7 +44,10 @@ static cursor skip_string(cursor p, cursor end) {
         p = find_string_stop(p, end);
         if (p >= end) return NULL;
         if (*p == '"') return p + 1;
-        p += 2; /* a backslash escapes exactly the next byte */
+        /* a backslash escapes exactly the next byte; a backslash as the last byte would put p
+         * past end, which C does not allow even unread: checked first */
+        if (end - p < 2) return NULL;
+        p += 2;
     }
 }
 
@@ -152,11 +155,14 @@ static ALWAYS_INLINE cursor skip_container_with(cursor p, cursor end, Masks (*ma
                 if (open & bit) {
                     depth++;
                 } else if (--depth == 0) {
-                    cursor after = p + __builtin_ctzll(bit) + 1;
-                    return after <= end ? after : NULL;
+                    /* compared as offsets: in the padded last block the bracket may lie past
+                     * end, and a pointer past end may not even be formed */
+                    Py_ssize_t after = (Py_ssize_t)__builtin_ctzll(bit) + 1;
+                    return after <= end - p ? p + after : NULL;
                 }
             }
         }
+        if (end - p <= 64) break; /* the last block (p + 64 would pass end) */
         p += 64;
     }
     return NULL;
@@ -190,7 +196,10 @@ __attribute__((target("avx2,pclmul"))) static cursor skip_container_avx2(cursor 
     return skip_container_with(p, end, block_masks_avx2, prefix_xor_clmul);
 }
 
-static int has_avx2 = 0; /* AVX2 and PCLMUL, checked once at import */
+/* AVX2 and PCLMUL: set once at import from the CPU, so process-wide, like the CPU itself.
+ * Only _use_avx2() (tests, comparing both loops) changes it afterwards, for the whole process:
+ * both loops give the same answer, so a concurrent scan is never wrong, only slower. */
+static int has_avx2 = 0;
 #endif
 
 static cursor skip_container_baseline(cursor p, cursor end) { return skip_container_with(p, end, block_masks, prefix_xor); }

@@ -96,6 +96,14 @@ static int add_cut(Spans *spans, ValueAction action, Py_ssize_t from, Py_ssize_t
     }
     spans->cuts[spans->cut_count++] = (Cut){from, to, action == VALUE_CUT_TEXT};
     if (action != VALUE_CUT_SKIPPED && action != VALUE_CUT_TEXT) {
+        /* Invariant: a request / response / row cut is chosen only for a member of an element
+         * of the calls (or events) array, and add_call ran when that element opened, so
+         * call_count > 0. Guarded all the same: a broken invariant gives the copy up (the
+         * document is decoded itself) instead of writing calls[-1]. */
+        if (spans->call_count <= 0) {
+            spans->gave_up = 1;
+            return 0;
+        }
         CallSpans *call = &spans->calls[spans->call_count - 1]; /* the element being walked */
         /* a repeated key: the last value, as msgspec keeps it */
         if (action != VALUE_CUT_RESPONSE) {
@@ -278,7 +286,12 @@ static inline int path_value(Spans *spans, Role role, ValueAction pending, unsig
         return c == '"';
     case VALUE_CUT_RESPONSE:
         if (spans->elide_unread && c == 'n') {
-            /* the lean copy keeps a null response, which the record reads as none */
+            /* the lean copy keeps a null response, which the record reads as none; a call's
+             * member, so call_count > 0 (as in add_cut, guarded: the copy is given up) */
+            if (spans->call_count <= 0) {
+                spans->gave_up = 1;
+                return 0;
+            }
             CallSpans *call = &spans->calls[spans->call_count - 1];
             call->response_start = call->response_end = -1;
             return 0;

@@ -1,6 +1,8 @@
 /*
  * The walk of health._json_vet: one forward pass over a JSON text that accepts exactly what
- * orjson reads to the values msgspec decodes, nested at most N containers deep, and can
+ * orjson reads to the values msgspec decodes, nested at most N containers deep (less one
+ * deliberate, safe refusal: an out-of-range integer a later duplicate key hides, see
+ * _json_number.h), and can
  * record the copy's cuts (_vet_spans.h) on the way. One walk for vet, vet_compact and
  * vet_event_rows, so the copy's answer is exactly vet()'s.
  *

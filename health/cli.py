@@ -8,16 +8,13 @@ the pool's workers (or serially, with one worker).
 from __future__ import annotations
 
 import argparse
-import atexit
-import gc
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .cli_types import whole
+from .process_tuning import collector_paused, imported_for_good, own_process
 
 if TYPE_CHECKING:
     from .api import HealthRun
@@ -114,62 +111,19 @@ def _refuse_run_dir(run_dir: str, rollouts_file: str | None) -> str | None:
     return None
 
 
-@contextmanager
-def _imported_for_good() -> Iterator[None]:
-    """Import the pipeline without cyclic-collector passes, then freeze what it built: its
-    modules and classes live as long as the process, so passes over them find nothing.
-    Garbage already pending is collected first (a few ms in the CLI's young process), so the
-    freeze never keeps a caller's garbage alive."""
-    gc.collect()
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-        gc.freeze()
-    finally:
-        if collecting:
-            gc.enable()
-
-
-@contextmanager
-def _collector_paused(pause: bool) -> Iterator[None]:
-    """Run the check without cyclic-collector passes, then freeze what it left (``pause`` set).
-
-    A check keeps one digest per rollout until its reports are written, and digests hold
-    no reference cycles: every pass would re-scan all of them and free nothing (the first
-    allocation after the pool returns would scan every digest the pool delivered). Skipping
-    the passes leaks nothing: reference counting still frees whatever the run drops, frozen
-    objects included, and the check itself leaves no cyclic garbage (a test pins that). The
-    collector is restored afterwards for in-process callers. A ``--ray`` run keeps it: Ray's
-    client runs threads of its own in this process.
-    """
-    collecting = gc.isenabled()
-    if pause:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if pause:
-            gc.freeze()
-            if collecting:
-                gc.enable()
-
-
-def _no_final_collection() -> None:
-    """At exit, move every object out of the collector's reach: the interpreter's last passes
-    over a finished run's modules and reports would free nothing the process needs."""
-    gc.freeze()
-
-
 def run(args: argparse.Namespace) -> int:
-    """Handler: check the run directory, print the report; 2 on a bad argument or missing file."""
-    with _imported_for_good():
+    """Handler: check the run directory, print the report; 2 on a bad argument or missing file.
+    The entry point owns the process's collector settings (:mod:`health.process_tuning`)."""
+    with own_process("health-check"):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    with imported_for_good():
         from . import api, explain, progress, shards  # noqa: F401  (the pipeline, imported once)
 
         if args.ray is None:  # the per-record step runs here or in workers forked from here
             from . import digest  # noqa: F401
-    atexit.unregister(_no_final_collection)
-    atexit.register(_no_final_collection)
 
     ignored: str | None = ",".join(args.ignore_checks) if args.ignore_checks else None
     if args.globs and args.rollouts_file is not None:
@@ -184,7 +138,10 @@ def run(args: argparse.Namespace) -> int:
         missing = ray_missing_message()
         if missing is not None:
             return _error(missing)
-    with _collector_paused(args.ray is None):
+    # a check keeps one acyclic digest per rollout until its reports are written: passes would
+    # re-scan them all and free nothing (a test pins that it leaves no cyclic garbage). A --ray
+    # run keeps the collector: Ray's client runs threads of its own in this process.
+    with collector_paused(args.ray is None, freeze_after=True):
         try:
             result = _check(args, ignored)
         except (FileNotFoundError, ValueError, ConnectionError) as exc:

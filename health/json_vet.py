@@ -6,12 +6,21 @@ numbers that overflow to infinity; and orjson reads integers past 64 bits as flo
 msgspec keeps them exact. So a document is vetted first: :func:`vet` is True only if orjson
 accepts it with the values msgspec decodes, nested at most ``max_depth`` containers.
 
+The exact contract (what the native vetter answers, byte for byte): ``orjson.loads(data)``
+succeeds, every integer literal in ``data`` lies in ``[-2**63, 2**64 - 1]``, and ``data``
+nests at most ``max_depth`` containers. Then msgspec decodes the values orjson does. "Every
+integer literal" includes one a later duplicate key hides: ``{"a":-9223372036854775809,"a":0}``
+is refused although both libraries read ``{"a": 0}``. That refusal is deliberate (a refusal
+only sends the document down orjson's full path): accepting it would mean a set of the keys
+seen in every object, normalised for escapes, on the hot path, for input no producer writes.
+
 Two vetters, one contract:
 
 * ``native`` (:mod:`health._json_vet`, built from C when a compiler was present at install):
   exactly that acceptance, reading the bytes in place at several GB/s. No well-kept library
   validates with orjson's exact acceptance without building a value or tape first.
-* ``simdjson`` (the fallback): simdjson's acceptance is a subset of orjson's with the same
+* ``simdjson`` (the fallback, also where ``ROLLOUT_SIDECAR_NATIVE=0`` turns the native part
+  off, :mod:`health.native`): simdjson's acceptance is a subset of orjson's with the same
   values, except a leading byte-order mark, which it skips and orjson refuses (so a BOM is
   refused here). Its depth limit is checked by wrapping the document in ``1024 - max_depth``
   arrays; it counts a scalar as a level, so a document exactly ``max_depth`` deep with a
@@ -30,6 +39,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Literal
+
+from .native import native_allowed
 
 if TYPE_CHECKING:
     import simdjson
@@ -87,13 +98,16 @@ EventRows = tuple[bytes, list[tuple[int, int]]]
 """An ingest body without its events' rows, and each row's span (see :func:`vet_event_rows`)."""
 
 native_vet: Callable[[bytes | bytearray | memoryview, int], bool] | None
-"""The native vetter, or ``None`` where the package was installed without a C compiler."""
+"""The native vetter, or ``None`` where the package was installed without a C compiler (or
+``ROLLOUT_SIDECAR_NATIVE=0`` turns it off, :mod:`health.native`)."""
 _native_event_rows: Callable[[bytes | bytearray | memoryview, int], EventRows | bool] | None
-try:
-    from ._json_vet import vet as native_vet
-    from ._json_vet import vet_event_rows as _native_event_rows
-except ImportError:  # see setup.py
-    native_vet = _native_event_rows = None
+native_vet = _native_event_rows = None
+if native_allowed():  # ROLLOUT_SIDECAR_NATIVE=0 turns it off (health.native)
+    try:
+        from ._json_vet import vet as native_vet
+        from ._json_vet import vet_event_rows as _native_event_rows
+    except ImportError:  # see setup.py
+        native_vet = _native_event_rows = None
 
 _vet = simdjson_vet if native_vet is None else native_vet
 VETTER: Final[Vetter] = "simdjson" if native_vet is None else "native"
@@ -103,6 +117,10 @@ VETTER: Final[Vetter] = "simdjson" if native_vet is None else "native"
 def vet(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH) -> bool:
     """True only if ``orjson.loads(data)`` succeeds with the values msgspec decodes and
     ``data`` nests at most ``max_depth`` containers (``{}`` is 1 deep, a scalar 0).
+
+    The native vetter answers exactly: orjson accepts ``data``, every integer literal in it
+    (even one a later duplicate key hides) lies in ``[-2**63, 2**64 - 1]``, and the depth
+    holds (module notes).
 
     The native vetter answers exactly that; the fallback may also refuse a document exactly
     ``max_depth`` deep, and accept ``1],[2`` when ``max_depth < 1024`` (see the module notes).

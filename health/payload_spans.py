@@ -19,7 +19,8 @@ Why it decodes the same record as the line itself:
 * keys on the path are compared byte for byte, so the scan gives up (and the line is decoded
   itself) where one holds an escape, which could spell a field name in other bytes.
 
-Where the extension is not built, or the scan gives up, :func:`decode_strict_skipping_payloads`
+Where the extension is not built (or ``ROLLOUT_SIDECAR_NATIVE=0`` turns it off,
+:mod:`health.native`), or the scan gives up, :func:`decode_strict_skipping_payloads`
 is :func:`health.strict_schema.decode_strict` on the line.
 
 A line not yet vetted goes through :func:`decode_strict_if_vetted`: the native vetter
@@ -51,6 +52,7 @@ from typing import Final, Literal, NamedTuple
 from msgspec import Raw
 
 from .json_vet import vet
+from .native import native_allowed
 from .strict_conversation import text_fields_free
 from .strict_schema import StrictRecord, TypedRefusal, decode_strict, decode_strict_typed
 
@@ -83,30 +85,30 @@ def _in_step_with_the_schema(kept_top_level_keys: tuple[str, ...]) -> bool:
     return set(kept_top_level_keys) == set(StrictRecord.__struct_encode_fields__)
 
 
-_compact: _Compact | None
-try:
-    from ._payload_spans import KEPT_TOP_LEVEL_KEYS
-    from ._payload_spans import compact as _compact
-except ImportError:  # see setup.py
-    _compact = None
-else:
-    if not _in_step_with_the_schema(KEPT_TOP_LEVEL_KEYS):
+_compact: _Compact | None = None
+_vet_compact: _VetCompact | None = None
+_vet_lean: _VetLean | None = None
+if native_allowed():  # ROLLOUT_SIDECAR_NATIVE=0 turns it off (health.native)
+    try:
+        from ._payload_spans import KEPT_TOP_LEVEL_KEYS
+        from ._payload_spans import compact as _compact
+    except ImportError:  # see setup.py
         _compact = None
-
-_vet_compact: _VetCompact | None
-_vet_lean: _VetLean | None
-try:
-    from ._json_vet import KEPT_TOP_LEVEL_KEYS as _VETTER_KEPT_KEYS
-    from ._json_vet import TEXT_KEYS as _VETTER_TEXT_KEYS
-    from ._json_vet import vet_compact as _vet_compact
-    from ._json_vet import vet_lean as _vet_lean
-except ImportError:  # see setup.py
-    _vet_compact = _vet_lean = None
-else:
-    if not _in_step_with_the_schema(_VETTER_KEPT_KEYS):
+    else:
+        if not _in_step_with_the_schema(KEPT_TOP_LEVEL_KEYS):
+            _compact = None
+    try:
+        from ._json_vet import KEPT_TOP_LEVEL_KEYS as _VETTER_KEPT_KEYS
+        from ._json_vet import TEXT_KEYS as _VETTER_TEXT_KEYS
+        from ._json_vet import vet_compact as _vet_compact
+        from ._json_vet import vet_lean as _vet_lean
+    except ImportError:  # see setup.py
         _vet_compact = _vet_lean = None
-    elif not text_fields_free(_VETTER_TEXT_KEYS):
-        _vet_lean = None
+    else:
+        if not _in_step_with_the_schema(_VETTER_KEPT_KEYS):
+            _vet_compact = _vet_lean = None
+        elif not text_fields_free(_VETTER_TEXT_KEYS):
+            _vet_lean = None
 
 NATIVE: Final = _compact is not None
 """Whether the native scan is built (else the strict decode reads every line whole)."""

@@ -14,10 +14,8 @@ only identities seen twice or more are counted.
 
 from __future__ import annotations
 
-import gc
 import itertools
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -41,6 +39,7 @@ from .compact import (
     expand_digest,
 )
 from .ignored import normalize_ignored_checks
+from .process_tuning import collector_paused
 from .registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
 from .report import (
     RowRenderer,
@@ -142,22 +141,6 @@ def release_gradually(mapping: dict[Any, Any]) -> None:
 
 def _new_task_order() -> SortedKeyList:
     return SortedKeyList(key=task_sort_key)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic collector around a burst of allocations over the whole run's digests.
-
-    The digests (tuples of plain values) hold no cycles, but every generation-2 pass re-scans
-    all of them; sorting or summarizing 100k rollouts would trigger several such passes.
-    """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _same(a: object, b: object) -> bool:
@@ -540,7 +523,7 @@ class HealthReducer:
 
     def summary(self) -> dict[str, Any]:
         """``quality_summary.json`` content as if the run ended now (fields in docs/report.md)."""
-        with _gc_paused():
+        with collector_paused():  # acyclic digests: a full pass would re-scan every one
             return self._summary()
 
     def _summary(self) -> dict[str, Any]:
@@ -675,7 +658,7 @@ class HealthReducer:
         Row order is task-major and distinct task indices have distinct sort parts, so the rows
         are rendered one task group at a time (only one packed group is decoded at once).
         """
-        with _gc_paused():
+        with collector_paused():
             tasks = sorted(self._tasks, key=index_sort_part)
         duplicated = {task for _, task, _ in self._duplicates} if self._check_duplicates else set()
         count = self._duplicate_count
@@ -703,7 +686,7 @@ class HealthReducer:
 
     def digests(self) -> list[RolloutDigest]:
         """Post-duplicate digests in input (ordinal) order, as ``HealthCheckResult.rollouts`` holds them."""
-        with _gc_paused():
+        with collector_paused():
             return [expand_digest(digest, self._duplicate_count(digest)) for digest in self.compact_digests()]
 
     def write(self, output_dir: str | Path) -> tuple[Path, Path]:

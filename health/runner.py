@@ -25,7 +25,6 @@ whatever a split's size.
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import os
 import warnings
@@ -34,6 +33,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExe
 from concurrent.futures.process import BrokenProcessPool
 
 from .jsonl import iter_line_spans
+from .process_tuning import collector_paused, take_over
 from .reduce import HealthReducer
 from .splits import FileSplit, SplitOutcome, SplitPlacer, digest_split, plan_tapering_splits
 
@@ -68,8 +68,9 @@ def default_workers() -> int:
 def _init_worker() -> None:
     import health.digest  # noqa: F401  (import once per worker, before the first range)
 
-    # Module-level objects live as long as the worker: keep the collector from re-scanning them.
-    gc.freeze()
+    # the worker's entry point: what it imported lives as long as it (frozen), and its ranges
+    # run without collector passes where the parent owns its settings too (health.process_tuning)
+    take_over("worker")
 
 
 def process_pool(workers: int) -> Executor:
@@ -171,20 +172,17 @@ def map_into_reducer(
         _run_serially(splits, reducer, progress, total)
         return reducer
     # The parent only accumulates acyclic compact digests: re-scanning them is wasted work.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        _run_pool(pool, splits, reducer, progress, total, workers)
-    except (BrokenProcessPool, OSError) as exc:
-        warnings.warn(
-            f"Process pool failed ({exc}); running rollout health checks serially.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        reducer = HealthReducer(ignored_checks)
-        _run_serially(_plan(paths, 1, total), reducer, progress, total)
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        if collecting:
-            gc.enable()
+    with collector_paused():
+        try:
+            _run_pool(pool, splits, reducer, progress, total, workers)
+        except (BrokenProcessPool, OSError) as exc:
+            warnings.warn(
+                f"Process pool failed ({exc}); running rollout health checks serially.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            reducer = HealthReducer(ignored_checks)
+            _run_serially(_plan(paths, 1, total), reducer, progress, total)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     return reducer

@@ -24,7 +24,6 @@ builds the named tuple once, with its global ordinal already in place.
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Any
 
 from .compact import CompactDigest
 from .jsonl import is_blank
+from .process_tuning import collector_paused
 from .unreadable import unreadable_compact
 
 __all__ = [
@@ -203,9 +203,7 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
     digests: list[WireDigest] = []
     unreadable: list[tuple[int, int, dict[str, Any]]] = []
     by_ordinal: list[tuple[WireDigest, str | None]] = []
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():  # acyclic digests: a pass would re-scan them all
         for line in _iter_split_views(split.file, split.start, split.end):
             lines += 1
             if is_blank(line):
@@ -225,9 +223,6 @@ def digest_split(split: FileSplit, ignored_checks: frozenset[str]) -> SplitOutco
             else:
                 by_ordinal.append((tuple(digest), dependence.rollout_suffix))
             records += 1
-    finally:
-        if collecting:
-            gc.enable()
     return SplitOutcome(split.index, lines, records, digests, unreadable, by_ordinal)
 
 

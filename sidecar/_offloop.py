@@ -3,8 +3,9 @@
 Building either over a large run takes CPU seconds; on the loop that would stall every other
 request (``/drain_margin`` first of all). Here one build runs at a time on a thread while the
 ingest sequencer waits to apply its next batch (``Ingestor.apply_lock``), so the build sees the
-run states still; the loop keeps answering meanwhile. The interpreter's thread switch interval
-is lowered to 0.2 ms so the loop thread regains the GIL quickly from a CPU-bound build. A result
+run states still; the loop keeps answering meanwhile. The ``serve`` entry point lowers the
+interpreter's thread switch interval to 0.2 ms (:mod:`health.process_tuning`) so the loop thread
+regains the GIL quickly from a CPU-bound build. A result
 is reused for ``max_age_s`` while no event was applied, so back-to-back polls of a quiet run
 cost one build per interval, not one per request; on a busy run a build of one kind starts at
 most ``duty`` of the time (a request waits, at most 5 s, for the next build rather than get a
@@ -15,34 +16,29 @@ so back-to-back pollers cannot keep a core and the GIL busy.
 from __future__ import annotations
 
 import asyncio
-import gc
-import sys
 import time
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+from health.process_tuning import collector_paused
+
 __all__ = ["OffLoopReads"]
 
 T = TypeVar("T")
-_SWITCH_INTERVAL_S = 0.0002
 _MAX_CACHED = 64
 _MAX_WAIT_S = 5.0  # a request never waits longer than this for its turn (a scrape has a timeout)
 
 
 def _collector_paused(make: Callable[[], T]) -> T:
-    """``make()`` with the cyclic collector paused until it returns.
+    """``make()`` with the cyclic collector paused until it returns (in a ``serve`` process:
+    :func:`health.process_tuning.collector_paused`).
 
     A build allocates (and, freeing its intermediate maps entry by entry, releases) some 300k
     container objects; a collection triggered while they live scans them all in one C call
     that holds the interpreter lock for ~40 ms. Paused, they are gone before it runs again.
     """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return make()
-    finally:
-        if collecting:
-            gc.enable()
 
 
 class OffLoopReads:
@@ -56,8 +52,6 @@ class OffLoopReads:
         self._applied = 0
         self._cache: dict[Hashable, tuple[int, float, Any]] = {}
         self.builds = 0
-        if sys.getswitchinterval() > _SWITCH_INTERVAL_S:
-            sys.setswitchinterval(_SWITCH_INTERVAL_S)
 
     def note_event(self, kind: str = "", result: str = "") -> None:
         """An event was applied (or run states changed): cached results are stale."""

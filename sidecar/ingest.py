@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ import anyio
 import orjson
 import structlog
 
+from health.process_tuning import freeze_long_lived
 from sidecar.accounting import identity_chars
 from sidecar.engines import Engines
 from sidecar.event_schema import OutcomeStatus
@@ -320,7 +320,7 @@ class Ingestor:
         self._since_snapshot = count
         # What was just rebuilt lives as long as the runs do and holds no garbage cycles: keep it
         # out of the cyclic collector's full passes (each would re-scan millions of objects).
-        gc.freeze()
+        freeze_long_lived()
         _log.info(
             "journal replayed",
             events=count,

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import gc
 import signal
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 import structlog
 import uvicorn
@@ -31,12 +30,6 @@ __all__ = ["ServiceThread", "bind_socket", "loop_factory", "run_service", "serve
 _log = structlog.get_logger("sidecar.server")
 
 
-#: The cyclic collector's youngest-generation threshold in a ``serve`` process (Python's
-#: default is 700). Ingesting a batch holds thousands of container objects alive at once (each
-#: row's decoded record, its evidence and digest), so at 700 a collection ran within nearly
-#: every request and traversed all of them, over and over; cycles are still collected, after
-#: this many net new container objects instead.
-SERVE_GC_THRESHOLD: Final = 10_000
 
 
 class _Terminated(Exception):
@@ -54,8 +47,6 @@ def run_service(settings: ServiceSettings, *, follower: Any = None) -> None:
     re-raises them to the previous handler; ours turns that into a normal return, exit code 0.
     """
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    thresholds = gc.get_threshold()
-    gc.set_threshold(SERVE_GC_THRESHOLD, *thresholds[1:])
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             runner.run(serve(settings, follower=follower))
@@ -63,7 +54,6 @@ def run_service(settings: ServiceSettings, *, follower: Any = None) -> None:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
-        gc.set_threshold(*thresholds)
 
 
 def _config(service: Service) -> uvicorn.Config:

@@ -282,6 +282,7 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from health.process_tuning import own_process
     from sidecar.journal import JournalError
     from sidecar.logging import configure_logging
     from sidecar.server import run_service
@@ -320,7 +321,10 @@ def _serve(args: argparse.Namespace) -> int:
         )
         follower = _start_follower(args, settings)
         try:
-            run_service(settings, follower=follower)
+            # the entry point owns the process: the collector threshold and switch interval
+            # the service is tuned for (health.process_tuning), restored when it returns
+            with own_process("serve"):
+                run_service(settings, follower=follower)
         finally:
             if follower is not None:
                 follower.stop()

@@ -22,7 +22,6 @@ journal beside it.
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import io
 import os
@@ -35,6 +34,7 @@ from typing import Any
 import orjson
 import structlog
 
+from health.process_tuning import collector_paused, take_over
 from sidecar._lifeline import die_with_parent
 from sidecar.journal._facts import STATE_SCHEMA
 
@@ -89,13 +89,8 @@ def dumps_state(state: object) -> bytes:
 def loads_state(body: bytes) -> Any:
     """The state in ``body``; the cyclic collector is paused meanwhile (the state's millions of
     small tuples hold no cycles, but each collection would re-scan all of them: twice the time)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _StateUnpickler(io.BytesIO(body)).load()
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def fork_writer(store: SnapshotStore, seq: int, state: object) -> int | None:
@@ -117,7 +112,7 @@ def fork_writer(store: SnapshotStore, seq: int, state: object) -> int | None:
         return pid
     code = 1
     try:
-        gc.disable()
+        take_over("snapshot-writer")  # this child only serializes: no collector passes
         die_with_parent(parent)
         # Inherited descriptors would keep the parent's listening socket and journal lock alive
         # should the parent die first: a restarted service could not bind or open the journal.

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Instruction", "Stage", "exec_form", "parse_dockerfile"]
+__all__ = ["Instruction", "Stage", "exec_form", "global_args", "parse_dockerfile"]
 
 
 @dataclass(frozen=True)
@@ -48,13 +48,29 @@ def _logical_lines(text: str) -> list[str]:
     return lines
 
 
+def global_args(path: Path) -> dict[str, str | None]:
+    """The ``ARG``s before the first FROM (usable in FROM lines), with their defaults."""
+    found: dict[str, str | None] = {}
+    for line in _logical_lines(path.read_text(encoding="utf-8")):
+        keyword, _, args = line.partition(" ")
+        if keyword.upper() == "FROM":
+            break
+        assert keyword.upper() == "ARG", f"{keyword} before FROM in {path}"
+        name, equals, default = args.strip().partition("=")
+        found[name] = default if equals else None
+    return found
+
+
 def parse_dockerfile(path: Path) -> list[Stage]:
-    """The build stages of ``path``, each with its instructions after FROM."""
+    """The build stages of ``path``, each with its instructions after FROM (the ARGs before the
+    first FROM are :func:`global_args`)."""
     stages: list[Stage] = []
     for line in _logical_lines(path.read_text(encoding="utf-8")):
         keyword, _, args = line.partition(" ")
         keyword = keyword.upper()
         args = args.strip()
+        if not stages and keyword == "ARG":
+            continue
         if keyword == "FROM":
             words = args.split()
             name = words[2] if len(words) == 3 and words[1].upper() == "AS" else None

@@ -2,8 +2,10 @@
 
 The oracle is the two libraries themselves: a document is acceptable when ``orjson.loads``
 succeeds and ``msgspec.json.decode`` yields the same values (same types, floats bit for bit),
-nested at most ``max_depth`` containers. The native vetter must equal the oracle on every
-input; the simdjson fallback must never accept what the oracle refuses.
+nested at most ``max_depth`` containers, and every integer literal in it lies in the 64-bit
+range (the documented contract: also one a later duplicate key hides, which the vetter
+refuses on purpose). The native vetter must equal the oracle on every input; the simdjson
+fallback must never accept what the oracle refuses.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import struct
 import threading
 from collections.abc import Callable
@@ -70,15 +73,33 @@ def _depth(value: Any) -> int:
     return 0
 
 
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|(-?[0-9]+)((?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)')
+"""A string (skipped whole) or a number: its integer part, then its fraction and exponent."""
+
+
+def _integer_literals_in_range(data: bytes) -> bool:
+    """Every integer literal of a document orjson accepted (also one a later duplicate key
+    hides) lies in ``[-2**63, 2**64 - 1]``: read from the text, not from either library's
+    value, which keeps only the last duplicate."""
+    for match in _TOKEN.finditer(data):
+        digits, rest = match.groups()
+        if digits is None or rest:
+            continue
+        if len(digits) > 21 or not -(2**63) <= int(digits) <= 2**64 - 1:  # (int() caps its digits)
+            return False
+    return True
+
+
 def oracle(data: bytes, max_depth: int = MAX_DEPTH) -> bool:
-    """orjson accepts ``data`` with the values msgspec decodes, within ``max_depth`` (shallow
-    documents only: msgspec's decode recurses in Python's stack)."""
+    """orjson accepts ``data`` with the values msgspec decodes, within ``max_depth``, every
+    integer literal in range (shallow documents only: msgspec's decode recurses in Python's
+    stack)."""
     try:
         value = orjson.loads(data)
         decoded = msgspec.json.decode(data)
     except (orjson.JSONDecodeError, msgspec.DecodeError):
         return False
-    return _same(value, decoded) and _depth(value) <= max_depth
+    return _same(value, decoded) and _depth(value) <= max_depth and _integer_literals_in_range(data)
 
 
 def assert_vets_like_the_oracle(data: bytes, max_depth: int = MAX_DEPTH) -> bool:
@@ -189,6 +210,13 @@ EDGES: list[tuple[str, bytes, bool]] = [
     ("minus_nineteen_nines", b"-" + b"9" * 19, False),
     ("big_int_as_float", str(2**64).encode() + b".0", True),
     ("big_int_exponent", b"1e30", True),
+    # an out-of-range integer a later duplicate key hides: both libraries read {"a": 0}, but the
+    # contract covers every literal (a deliberate refusal: the full path reads it)
+    ("hidden_i64_min_minus_1", b'{"a":-9223372036854775809,"a":0}', False),
+    ("hidden_u64_max_plus_1", b'{"a":[18446744073709551616],"a":0}', False),
+    ("hidden_in_range", b'{"a":-9223372036854775808,"a":0}', True),
+    ("later_duplicate_out_of_range", b'{"a":0,"a":18446744073709551616}', False),
+    ("digits_in_a_key_are_no_literal", b'{"18446744073709551616":1}', True),
     # numbers: float range
     ("max_double", b"1.7976931348623157e308", True),
     ("max_double_rounded", b"1.7976931348623158e308", True),

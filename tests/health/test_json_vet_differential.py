@@ -12,7 +12,9 @@ nesting around the depth limit.
 
 from __future__ import annotations
 
+import os
 import random
+import time
 from typing import Any
 
 import orjson
@@ -140,8 +142,32 @@ def _value_position(line: bytes, rng: random.Random) -> tuple[int, int] | None:
     return None
 
 
+_OUT_OF_RANGE = [b"-9223372036854775809", b"18446744073709551616", b"[99999999999999999999]"]
+
+
+def _duplicate_key_hiding(line: bytes, rng: random.Random) -> bytes:
+    """An object member repeated before itself with an out-of-range integer (or an in-range
+    one) that the later value hides: both libraries keep the later value, the contract
+    refuses the literal."""
+    for _ in range(20):
+        at = line.find(b'":', rng.randrange(len(line)))
+        if at < 0:
+            continue
+        key_start = line.rfind(b'"', 0, at)
+        before = line[key_start - 1 : key_start]
+        if key_start <= 0 or before not in (b"{", b","):
+            continue
+        value = rng.choice([*_OUT_OF_RANGE, b"-9223372036854775808", b"0"])
+        return line[:key_start] + line[key_start : at + 2] + value + b"," + line[key_start:]
+    return line
+
+
 def _mutated(line: bytes, rng: random.Random) -> bytes:
-    kind = rng.randrange(7)
+    if not line:  # a chain of edits may have cut it all
+        return line
+    kind = rng.randrange(8)
+    if kind == 7:  # a duplicate key hiding an out-of-range integer
+        return _duplicate_key_hiding(line, rng)
     if kind == 0:  # byte flips anywhere
         data = bytearray(line)
         for _ in range(rng.randint(1, 3)):
@@ -219,6 +245,30 @@ def test_short_documents_from_the_same_pieces(seed: int) -> None:
         _assert_agrees(document.replace(b"%s", body))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_duplicate_keys_hiding_out_of_range_integers(seed: int) -> None:
+    """The documented contract: every integer literal in range, also one a later duplicate
+    key hides (a deliberate, safe refusal), whatever the other edits."""
+    rng = random.Random(31 + seed)
+    lines = _lines()
+    hidden = 0
+    for _ in range(300):
+        document = _duplicate_key_hiding(rng.choice(lines), rng)
+        if rng.random() < 0.3:
+            document = _mutated(document, rng)
+        if not _assert_agrees(document) and _one_text(document):
+            hidden += 1  # orjson reads it, the contract refuses it: a hidden literal
+    assert hidden > 20, hidden
+
+
+def _one_text(document: bytes) -> bool:
+    try:
+        orjson.loads(document)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("depth", [1, 2, 100, 255, 256, 257, 258, 300])
 def test_nesting_around_the_depth_limit(depth: int) -> None:
     for opener, closer, leaf in ((b"[", b"]", b"1"), (b'{"a":', b"}", b"[]"), (b"[", b"]", b"")):
@@ -234,3 +284,32 @@ def test_nesting_around_the_depth_limit(depth: int) -> None:
             + b"}]}]}}"
         )
         _assert_agrees(in_a_conversation)
+
+
+_FUZZ_SECONDS = float(os.environ.get("JSON_VET_FUZZ_SECONDS", "0"))
+"""Set by ``.ci/sanitize.sh`` (a sanitizer build): how long to fuzz with fresh seeds."""
+
+
+@pytest.mark.skipif(
+    _FUZZ_SECONDS <= 0, reason="JSON_VET_FUZZ_SECONDS unset: the bounded fuzz runs in .ci/sanitize.sh"
+)
+def test_fuzz_for_a_bounded_time() -> None:
+    """The seeded mutations above, from a fresh seed, for JSON_VET_FUZZ_SECONDS: under
+    AddressSanitizer and UBSan any bad read or undefined behaviour aborts the run; every
+    answer is still compared with the oracle (the seed is in the message to replay it)."""
+    seed = int(os.environ.get("JSON_VET_FUZZ_SEED", str(time.time_ns() % 2**32)))
+    rng = random.Random(seed)
+    lines = _lines()
+    until = time.monotonic() + _FUZZ_SECONDS
+    checked = 0
+    while time.monotonic() < until:
+        document = rng.choice(lines)
+        for _ in range(rng.randint(1, 3)):
+            document = _mutated(document, rng)
+        try:
+            _assert_agrees(document)
+        except AssertionError as error:
+            raise AssertionError(f"JSON_VET_FUZZ_SEED={seed} after {checked} documents") from error
+        checked += 1
+    print(f"fuzzed {checked} documents from JSON_VET_FUZZ_SEED={seed}")
+    assert checked > 0

@@ -147,18 +147,27 @@ class TestRequestBodies:
 def test_serve_runs_with_a_raised_collector_threshold_and_restores_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """The ``serve`` entry point owns the process's settings (health.process_tuning); the
+    service itself (run_service) changes none of them."""
     import gc
+    import sys
 
+    from health import process_tuning
     from sidecar import server
+    from sidecar.cli import main
     from sidecar.settings import ServiceSettings
 
-    seen: list[tuple[int, ...]] = []
+    seen: list[tuple[object, ...]] = []
 
     async def fake_serve(settings: ServiceSettings, *, follower: object = None) -> None:
-        seen.append(gc.get_threshold())
+        seen.append((gc.get_threshold(), round(sys.getswitchinterval(), 6), process_tuning.owner()))
 
-    before = gc.get_threshold()
+    before = (gc.get_threshold(), round(sys.getswitchinterval(), 6))
     monkeypatch.setattr(server, "serve", fake_serve)
     server.run_service(ServiceSettings(journal_path=tmp_path / "j.sqlite3"))
-    assert seen == [(server.SERVE_GC_THRESHOLD, *before[1:])]
-    assert gc.get_threshold() == before
+    assert seen == [(*before, None)]  # the library alone leaves the process's settings alone
+    seen.clear()
+    assert main(["serve", "--journal", str(tmp_path / "j.sqlite3")]) == 0  # the entry point
+    threshold = (process_tuning.SERVE_GC_THRESHOLD, *before[0][1:])
+    assert seen == [(threshold, min(before[1], process_tuning.SERVE_SWITCH_INTERVAL_S), "serve")]
+    assert (gc.get_threshold(), round(sys.getswitchinterval(), 6)) == before

@@ -1,0 +1,143 @@
+"""Every change this project makes to process-global interpreter settings, in one place: the
+cyclic garbage collector (paused, frozen, its threshold) and the thread switch interval.
+
+Library code never changes them on its own. A process's entry point, which owns the process,
+says so once with :func:`own_process` (the ``health-check`` and ``serve`` commands) or
+:func:`take_over` (a process this project starts and that ends with its work: a batch pool
+worker, the forked snapshot writer); from then on the scoped helpers below act. In a process
+no entry point owns (an application calling :mod:`health.api` or the service in-process),
+they do nothing and its own settings stand. Why each setting pays, where it is asked for:
+
+* the batch check pauses the collector while it holds one acyclic digest per rollout (every
+  full pass would re-scan all of them and free nothing) and freezes what lives as long as the
+  process (modules, the pipeline), also at exit;
+* ``serve`` raises the youngest generation's threshold to :data:`SERVE_GC_THRESHOLD` (an
+  ingest batch holds thousands of containers at once) and lowers the switch interval to
+  :data:`SERVE_SWITCH_INTERVAL_S` (the loop thread regains the GIL quickly from a report built
+  on a thread); its off-loop builds and snapshot loads pause the collector, and the state
+  rebuilt at start is frozen.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final, Literal
+
+__all__ = [
+    "SERVE_GC_THRESHOLD",
+    "SERVE_SWITCH_INTERVAL_S",
+    "Entry",
+    "collector_paused",
+    "freeze_long_lived",
+    "imported_for_good",
+    "own_process",
+    "owner",
+    "take_over",
+]
+
+Entry = Literal["health-check", "serve", "worker", "snapshot-writer"]
+
+SERVE_GC_THRESHOLD: Final = 10_000
+"""The youngest generation's threshold in a ``serve`` process (Python's default is 700).
+Ingesting a batch holds thousands of container objects alive at once (each row's decoded
+record, its evidence and digest), so at 700 a collection ran within nearly every request and
+traversed all of them, over and over; cycles are still collected, after this many net new
+container objects instead."""
+
+SERVE_SWITCH_INTERVAL_S: Final = 0.0002
+"""The interpreter's thread switch interval in a ``serve`` process (default 5 ms): a CPU-bound
+``/report`` or ``/metrics`` build on a worker thread hands the GIL back to the loop quickly."""
+
+_owner: Entry | None = None
+
+
+def owner() -> Entry | None:
+    """The entry point that owns this process's settings (``None``: leave them alone)."""
+    return _owner
+
+
+def take_over(entry: Entry) -> None:
+    """For a process this project starts and that ends with its work (a pool worker, a forked
+    writer): its settings are ours from now on. A worker freezes what it imported (it lives as
+    long as the worker); the snapshot writer pauses the collector (it only serializes)."""
+    global _owner
+    _owner = entry
+    if entry == "worker":
+        gc.freeze()
+    elif entry == "snapshot-writer":
+        gc.disable()
+
+
+def _freeze_at_exit() -> None:
+    """The interpreter's last passes over a finished check's modules and reports free nothing."""
+    gc.freeze()
+
+
+@contextmanager
+def own_process(entry: Entry) -> Iterator[None]:
+    """For an entry point's handler: the settings of ``entry`` while it runs, and those it
+    found afterwards (for a caller that runs the handler in-process, as tests do)."""
+    global _owner
+    previous, thresholds, interval, collecting = (
+        _owner,
+        gc.get_threshold(),
+        sys.getswitchinterval(),
+        gc.isenabled(),
+    )
+    _owner = entry
+    if entry == "serve":
+        gc.set_threshold(SERVE_GC_THRESHOLD, *thresholds[1:])
+        sys.setswitchinterval(min(interval, SERVE_SWITCH_INTERVAL_S))
+    elif entry == "health-check":
+        atexit.unregister(_freeze_at_exit)
+        atexit.register(_freeze_at_exit)
+    try:
+        yield
+    finally:
+        _owner = previous
+        gc.set_threshold(*thresholds)
+        sys.setswitchinterval(interval)
+        if collecting:
+            gc.enable()
+
+
+@contextmanager
+def collector_paused(pause: bool = True, *, freeze_after: bool = False) -> Iterator[None]:
+    """The block without cyclic-collector passes (where the process is owned and ``pause``),
+    then the collector as it was; ``freeze_after`` also freezes what the block left, which
+    lives on (the check's digests until the report is written)."""
+    if _owner is None or not pause:
+        yield
+        return
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if freeze_after:
+            gc.freeze()
+        if collecting:
+            gc.enable()
+
+
+@contextmanager
+def imported_for_good() -> Iterator[None]:
+    """Imports without collector passes, then frozen: modules and classes live as long as the
+    process. Pending garbage is collected first, so the freeze never keeps a caller's alive."""
+    if _owner is None:
+        yield
+        return
+    gc.collect()
+    with collector_paused(freeze_after=True):
+        yield
+
+
+def freeze_long_lived() -> None:
+    """Move what exists now out of the collector's full passes (an owned process only): for
+    state rebuilt once that lives as long as the process and holds no garbage cycles."""
+    if _owner is not None:
+        gc.freeze()
