@@ -35,8 +35,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
-from benchmarks.reliability.sidecar_process import SidecarProcess, free_port
 from sidecar.synthetic import SyntheticConfig, generate_rows
+from tests.reliability_harness.sidecar_process import SidecarProcess, free_port
 
 
 class RawClient:

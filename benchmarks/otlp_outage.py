@@ -36,8 +36,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchmarks.reliability.sidecar_process import SidecarProcess
 from sidecar.synthetic import SyntheticConfig, api_steps, generate_events
+from tests.reliability_harness.sidecar_process import SidecarProcess
 
 SCENARIOS = ("off", "healthy", "down", "slow", "drip", "huge")
 HUGE_BYTES = 600 * 1000 * 1000

@@ -49,7 +49,6 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.baseline import unpack_baseline  # noqa: E402
 from benchmarks.ingest import Bench  # noqa: E402
-from benchmarks.reliability.sidecar_process import SidecarProcess, free_port  # noqa: E402
 from health import health_check_run_dir  # noqa: E402
 from sidecar.engines import default_engines  # noqa: E402
 from sidecar.events import EventBatch, RunStarted  # noqa: E402
@@ -64,6 +63,7 @@ from sidecar.journal import (  # noqa: E402
 )
 from sidecar.runs import derive_fact  # noqa: E402
 from sidecar.synthetic import SyntheticConfig, generate_rows  # noqa: E402
+from tests.reliability_harness.sidecar_process import SidecarProcess, free_port  # noqa: E402
 
 REPEATS_PER_TASK = 4
 

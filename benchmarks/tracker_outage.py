@@ -35,8 +35,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.otlp_outage import _events, _load, _quantile, socketless_port
-from benchmarks.reliability.sidecar_process import SidecarProcess
 from sidecar.trackers import tracker_available
+from tests.reliability_harness.sidecar_process import SidecarProcess
 
 SCENARIOS = ("off", "mlflow-hang", "mlflow-down", "wandb-hang")
 

@@ -14,7 +14,6 @@ REPO = Path(__file__).resolve().parents[1]
 PENDING_PATHS = {
     "sidecar/web": "issue-25-page",
     "sidecar/web/routes.py": "issue-25-page",
-    "tests/reliability_harness": "the lead's move of benchmarks/reliability under tests/",
 }
 #: Folders the benchmarks make when they run (git-ignored).
 MADE_BY_RUNS = {"benchmarks/out"}

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from benchmarks.reliability.sidecar_process import free_port
+from tests.reliability_harness.sidecar_process import free_port
 
 from ..sidecar.service_support import generate_run
 from .conftest import DOCKERFILE, REPO_ROOT

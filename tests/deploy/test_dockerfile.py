@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 import httpx
 import pytest
 
-from benchmarks.reliability.sidecar_process import free_port
+from tests.reliability_harness.sidecar_process import free_port
 
 from ._dockerfile import Stage, exec_form, global_args, parse_dockerfile
 from .conftest import DEPLOY_DIR, DOCKERFILE, REPO_ROOT

@@ -20,9 +20,9 @@ import httpx
 import pytest
 import yaml
 
-from benchmarks.reliability.sidecar_process import free_port
 from sidecar.runs import DURATION_BUCKETS
 from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
+from tests.reliability_harness.sidecar_process import free_port
 
 from ._promql import SIDECAR_PREFIX, metric_names
 from .conftest import RULE_FILES, dashboard_targets, rules_of

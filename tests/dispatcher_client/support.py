@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from benchmarks.reliability.sidecar_process import REPO_ROOT, SidecarProcess, free_port
 from health import health_check_run_dir
+from tests.reliability_harness.sidecar_process import REPO_ROOT, SidecarProcess, free_port
 
 __all__ = ["REPO_ROOT", "SidecarProcess", "batch_files", "free_port", "sidecar_files", "stable_report"]
 

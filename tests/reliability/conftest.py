@@ -1,6 +1,6 @@
-"""The fast part of the reliability suite: each scenario of ``benchmarks.reliability`` at CI size.
+"""The fast part of the reliability suite: each scenario of ``tests.reliability_harness`` at CI size.
 
-Full sizes (and the figures of ``docs/reliability.md``): ``python -m benchmarks.reliability``.
+Full sizes (and the figures of ``docs/reliability.md``): ``python -m tests.reliability_harness``.
 Services run as child processes on 127.0.0.1; CI forks them from this interpreter
 (``launch="fork"``, same ``rollout-sidecar`` entry point, no per-restart import cost).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.sidecar_process import Launch
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Concurrent bodies near the body cap are all accepted, and the service's memory is measured.
 
-The memory figures are benchmark figures (``python -m benchmarks.reliability --only
+The memory figures are benchmark figures (``python -m tests.reliability_harness --only
 big-bodies``); here every body must be answered 200 and the peak must show the bodies arrived.
 """
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.big_bodies import run_big_bodies
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.big_bodies import run_big_bodies
+from tests.reliability_harness.sidecar_process import Launch
 
 from .conftest import no_violations
 

@@ -1,7 +1,7 @@
 """/report, /metrics and /inflight polled back to back, OTLP pushing, while /drain_margin is
 polled: every answer 200.
 
-The latency promise (p99 under 5 ms) is a benchmark figure: ``python -m benchmarks.reliability
+The latency promise (p99 under 5 ms) is a benchmark figure: ``python -m tests.reliability_harness
 --only blocking-reads``; here only correctness is asserted.
 """
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.blocking_reads import run_blocking_reads
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.blocking_reads import run_blocking_reads
+from tests.reliability_harness.sidecar_process import Launch
 
 from .conftest import no_violations
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.corrupt import run_corrupt_trials, run_schema_cases
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.corrupt import run_corrupt_trials, run_schema_cases
+from tests.reliability_harness.sidecar_process import Launch
 
 from .conftest import no_violations
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.crash import run_crash_trials
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.crash import run_crash_trials
+from tests.reliability_harness.sidecar_process import Launch
 
 from .conftest import no_violations
 

@@ -1,6 +1,6 @@
 """Each file of the state damaged at seeded random offsets, then the real service restarted:
 the report equals the batch check over the rows the journal still acknowledges, or the start is
-refused with exit 2 and one line (``benchmarks/reliability/damage.py``)."""
+refused with exit 2 and one line (``tests/reliability_harness/damage.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.damage import (
+from tests.reliability_harness.damage import (
     DAMAGES,
     STATE_FILES,
     DamagedState,

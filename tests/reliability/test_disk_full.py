@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.diskfull import run_disk_full_trials
+from tests.reliability_harness.diskfull import run_disk_full_trials
 
 from .conftest import no_violations
 

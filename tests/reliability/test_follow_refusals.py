@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.follow_refusals import padded_line, run_follow_refusals
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.follow_refusals import padded_line, run_follow_refusals
+from tests.reliability_harness.sidecar_process import Launch
 
 from .conftest import no_violations
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.reliability.follower import run_follower_trials
-from benchmarks.reliability.sidecar_process import Launch
-from benchmarks.reliability.workload import batch_files, generate_run, report_files
 from dispatcher_client.follow import Follower
 from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
+from tests.reliability_harness.follower import run_follower_trials
+from tests.reliability_harness.sidecar_process import Launch
+from tests.reliability_harness.workload import batch_files, generate_run, report_files
 
 from .conftest import no_violations
 

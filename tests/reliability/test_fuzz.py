@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.fuzz import run_fuzz
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.fuzz import run_fuzz
+from tests.reliability_harness.sidecar_process import Launch
 
 from .conftest import no_violations
 

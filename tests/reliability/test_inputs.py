@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.inputs import run_inputs
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.inputs import run_inputs
+from tests.reliability_harness.sidecar_process import Launch
 
 from .conftest import no_violations
 

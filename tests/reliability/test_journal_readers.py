@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.reliability.sidecar_process import Launch, SidecarProcess
-from benchmarks.reliability.workload import generate_run, journal_keys
+from tests.reliability_harness.sidecar_process import Launch, SidecarProcess
+from tests.reliability_harness.workload import generate_run, journal_keys
 
 pytestmark = pytest.mark.timeout(60)
 

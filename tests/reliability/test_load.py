@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.load import run_load
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.load import run_load
+from tests.reliability_harness.sidecar_process import Launch
 
 from .conftest import no_violations
 

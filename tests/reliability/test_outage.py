@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.outage import run_outage
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.outage import run_outage
+from tests.reliability_harness.sidecar_process import Launch
 
 from .conftest import no_violations
 

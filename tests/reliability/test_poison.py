@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.poison import OUT_OF_RANGE, POISON_TOKENS, poison_row, run_poison
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.poison import OUT_OF_RANGE, POISON_TOKENS, poison_row, run_poison
+from tests.reliability_harness.sidecar_process import Launch
 
 from .conftest import no_violations
 

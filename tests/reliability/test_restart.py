@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.restart import run_restart
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.restart import run_restart
+from tests.reliability_harness.sidecar_process import Launch
 
 from .conftest import no_violations
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.security import CANARY, plant_canary, run_security_checks
-from benchmarks.reliability.sidecar_process import Launch
+from tests.reliability_harness.security import CANARY, plant_canary, run_security_checks
+from tests.reliability_harness.sidecar_process import Launch
 
 from .conftest import no_violations
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability.sidecar_process import Launch
-from benchmarks.reliability.slow_clients import run_slow_clients
+from tests.reliability_harness.sidecar_process import Launch
+from tests.reliability_harness.slow_clients import run_slow_clients
 
 from .conftest import no_violations
 

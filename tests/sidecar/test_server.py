@@ -12,8 +12,8 @@ import httpx
 import orjson
 import pytest
 
-from benchmarks.reliability.sidecar_process import SidecarProcess, free_port
 from sidecar.cli import main as cli_main
+from tests.reliability_harness.sidecar_process import SidecarProcess, free_port
 
 
 class TestServeProcess:

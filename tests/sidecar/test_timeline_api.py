@@ -12,7 +12,6 @@ import httpx
 import orjson
 import pytest
 
-from benchmarks.reliability.sidecar_process import SidecarProcess
 from dispatcher_client._events import progress_event
 from sidecar.app import dumps_json
 from sidecar.engines import default_engines
@@ -22,6 +21,7 @@ from sidecar.journal._snapshot import SnapshotStore
 from sidecar.server import ServiceThread
 from sidecar.settings import Secret, ServiceSettings
 from sidecar.timeline import MAX_POINTS
+from tests.reliability_harness.sidecar_process import SidecarProcess
 
 from .service_support import generate_run, post_events
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.reliability.sidecar_process import free_port
+from tests.reliability_harness.sidecar_process import free_port
 
 
 class MlflowServer:

@@ -8,11 +8,11 @@ from typing import Any
 import httpx
 import pytest
 
-from benchmarks.reliability.sidecar_process import SidecarProcess
 from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
 from sidecar.trackers import TrackerSettings
 from sidecar.trackers.keys import LIVE_KEYS, STEP_KEY
+from tests.reliability_harness.sidecar_process import SidecarProcess
 from tests.sidecar.service_support import post_events
 from tests.sidecar.trackers.conftest import MlflowServer
 from tests.sidecar.trackers.support import RUN, expected_final, report_files, run_events, wait_for

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.reliability.sidecar_process import REPO_ROOT, Launch, SidecarProcess, free_port
-from benchmarks.reliability.workload import generate_run
 from sidecar.events import EventBatch, encode_event
 from sidecar.journal import Journal, JournalEvent
+from tests.reliability_harness.sidecar_process import REPO_ROOT, Launch, SidecarProcess, free_port
+from tests.reliability_harness.workload import generate_run
 
 __all__ = ["RestartResult", "run_restart", "write_journal"]
 

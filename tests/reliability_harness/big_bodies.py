@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import orjson
 
-from benchmarks.reliability.inputs import peak_rss_bytes
-from benchmarks.reliability.sidecar_process import Launch, SidecarProcess
+from tests.reliability_harness.inputs import peak_rss_bytes
+from tests.reliability_harness.sidecar_process import Launch, SidecarProcess
 
 __all__ = ["BigBodiesResult", "resident_bytes", "run_big_bodies"]
 

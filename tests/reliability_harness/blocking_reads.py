@@ -11,7 +11,7 @@ latency p50/p99/max in both phases and their ratio, and how many reports, scrape
 reads and OTLP pushes were served. The promise (checked by the long suite): p99 under 5 ms
 while the reads run, at 200k in flight.
 
-Before/after in one run: ``python -m benchmarks.reliability.blocking_reads --baseline-ref main``
+Before/after in one run: ``python -m tests.reliability_harness.blocking_reads --baseline-ref main``
 runs the scenario on ``main``'s build (unpacked by ``benchmarks/baseline.py``) and on this one,
 one after the other, and prints both lines.
 """
@@ -28,9 +28,9 @@ from typing import Any
 
 import httpx
 
-from benchmarks.reliability.load import percentile
-from benchmarks.reliability.restart import write_journal
-from benchmarks.reliability.sidecar_process import Launch, SidecarProcess, free_port
+from tests.reliability_harness.load import percentile
+from tests.reliability_harness.restart import write_journal
+from tests.reliability_harness.sidecar_process import Launch, SidecarProcess, free_port
 
 __all__ = ["BlockingReadsResult", "run_blocking_reads"]
 
@@ -244,7 +244,7 @@ def run_blocking_reads(
 
 
 def describe(r: BlockingReadsResult) -> str:
-    """The scenario's figures as one line (``benchmarks.reliability.run`` prints the same)."""
+    """The scenario's figures as one line (``tests.reliability_harness.run`` prints the same)."""
     base, loaded = r.figures(r.baseline_ms), r.figures(r.loaded_ms)
     report, scrape = r.figures(r.report_ms), r.figures(r.scrape_ms)
     inflight = r.figures(r.inflight_ms) if r.inflight_ms else (0.0, 0.0, 0.0)

@@ -1,8 +1,8 @@
 """The long reliability suite: every scenario at full size, one figure line each.
 
-    .venv/bin/python -m benchmarks.reliability                 # everything (~20 min on 2 cores)
-    .venv/bin/python -m benchmarks.reliability --only crash,fuzz
-    .venv/bin/python -m benchmarks.reliability --quick         # CI sizes (what tests/reliability runs)
+    .venv/bin/python -m tests.reliability_harness                 # everything (~20 min on 2 cores)
+    .venv/bin/python -m tests.reliability_harness --only crash,fuzz
+    .venv/bin/python -m tests.reliability_harness --quick         # CI sizes (what tests/reliability runs)
 
 Exits 1 if any promise did not hold (each violation is printed). Services run as
 ``python -m sidecar.cli serve --port 0`` children on 127.0.0.1 (``--launch fork`` forks
@@ -20,26 +20,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a file: benchmarks/reliability/run.py
+if __package__ in (None, ""):  # run as a file: tests/reliability_harness/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.reliability.big_bodies import run_big_bodies
-from benchmarks.reliability.blocking_reads import describe, run_blocking_reads
-from benchmarks.reliability.corrupt import run_corrupt_trials, run_schema_cases
-from benchmarks.reliability.crash import run_crash_trials
-from benchmarks.reliability.diskfull import run_disk_full_trials
-from benchmarks.reliability.follow_refusals import run_follow_refusals
-from benchmarks.reliability.follower import run_follower_trials
-from benchmarks.reliability.fuzz import run_fuzz
-from benchmarks.reliability.inputs import run_inputs
-from benchmarks.reliability.load import percentile, run_load
-from benchmarks.reliability.outage import run_outage
-from benchmarks.reliability.poison import OUT_OF_RANGE, run_poison
-from benchmarks.reliability.restart import run_restart
-from benchmarks.reliability.security import run_security_checks
-from benchmarks.reliability.sidecar_process import Launch
-from benchmarks.reliability.slow_clients import run_slow_clients
 from sidecar.logging import configure_logging
+from tests.reliability_harness.big_bodies import run_big_bodies
+from tests.reliability_harness.blocking_reads import describe, run_blocking_reads
+from tests.reliability_harness.corrupt import run_corrupt_trials, run_schema_cases
+from tests.reliability_harness.crash import run_crash_trials
+from tests.reliability_harness.diskfull import run_disk_full_trials
+from tests.reliability_harness.follow_refusals import run_follow_refusals
+from tests.reliability_harness.follower import run_follower_trials
+from tests.reliability_harness.fuzz import run_fuzz
+from tests.reliability_harness.inputs import run_inputs
+from tests.reliability_harness.load import percentile, run_load
+from tests.reliability_harness.outage import run_outage
+from tests.reliability_harness.poison import OUT_OF_RANGE, run_poison
+from tests.reliability_harness.restart import run_restart
+from tests.reliability_harness.security import run_security_checks
+from tests.reliability_harness.sidecar_process import Launch
+from tests.reliability_harness.slow_clients import run_slow_clients
 
 __all__ = ["main"]
 

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.reliability.sidecar_process import REPO_ROOT, Launch, SidecarProcess
-from benchmarks.reliability.workload import batch_files, generate_run, report_files
 from sidecar.settings import TOKEN_ENV_VAR
+from tests.reliability_harness.sidecar_process import REPO_ROOT, Launch, SidecarProcess
+from tests.reliability_harness.workload import batch_files, generate_run, report_files
 
 __all__ = ["FollowRefusalsResult", "padded_line", "run_follow_refusals"]
 

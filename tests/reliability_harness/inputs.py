@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-from benchmarks.reliability.sidecar_process import Launch, SidecarProcess
+from tests.reliability_harness.sidecar_process import Launch, SidecarProcess
 
 __all__ = ["InputsResult", "peak_rss_bytes", "run_inputs"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.reliability.load import percentile
-from benchmarks.reliability.sidecar_process import Launch, SidecarProcess
+from tests.reliability_harness.load import percentile
+from tests.reliability_harness.sidecar_process import Launch, SidecarProcess
 
 __all__ = ["SlowClientsResult", "run_slow_clients"]
 
