@@ -20,7 +20,7 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 #: Subcommand name -> the module whose ``register`` adds it, in ``--help`` order.
 COMMANDS: dict[str, str] = {
-    "health-check": "health.cli",
+    "health-check": "sidecar.web.health_cli",  # health.cli plus --html
     "serve": "sidecar.service_cli",
     "report": "sidecar.service_cli",
     "follow": "dispatcher_client.follow_cli",

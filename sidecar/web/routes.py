@@ -1,0 +1,74 @@
+"""The page's routes: ``GET /``, ``GET /runs/{run_id}``, ``GET /static/{name}`` and the page's
+JSON, ``GET /v1/runs/{run_id}/page``. Reads, so no token, as every read of the service.
+
+The only module of :mod:`sidecar.web` that knows about the server; the saved-file writer and the
+batch ``--html`` never import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from sidecar.request_errors import RequestError
+from sidecar.web.data import live_body, unhealthy_rows
+from sidecar.web.page import ASSETS, LIVE_CSP, asset_bytes, index_html, run_html
+
+if TYPE_CHECKING:
+    from sidecar.runs import RunState
+    from sidecar.service import Service
+
+__all__ = ["HTML_HEADERS", "web_routes"]
+
+HTML_HEADERS: Final = {
+    "Content-Security-Policy": LIVE_CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+_TYPES: Final = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+
+
+def web_routes(
+    service: Service, run_of: Callable[[str | None], RunState], dumps: Callable[[Any], bytes]
+) -> list[Route]:
+    """The routes, given the service, its run lookup (raising the 4xx :class:`RequestError`s of
+    the other run routes) and its JSON encoder."""
+
+    async def index(request: Request) -> Response:
+        return Response(index_html(), media_type="text/html; charset=utf-8", headers=HTML_HEADERS)
+
+    async def run_page(request: Request) -> Response:
+        run = run_of(request.path_params["run_id"])  # 404 for a run the service does not hold
+        return Response(run_html(run.run_id), media_type="text/html; charset=utf-8", headers=HTML_HEADERS)
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in ASSETS:
+            raise RequestError(404, "bad_request", f"no static file {name[:80]!r}", "path")
+        suffix = name[name.rfind(".") :]
+        return Response(
+            asset_bytes(name),
+            media_type=_TYPES.get(suffix, "text/plain; charset=utf-8"),
+            headers={"Cache-Control": "public, max-age=300", "X-Content-Type-Options": "nosniff"},
+        )
+
+    async def page(request: Request) -> Response:
+        run = run_of(request.path_params["run_id"])
+        # The unhealthy list is the only part that reads rows: built off the loop, cached per
+        # completion count (verdicts change only with completions).
+        key = ("page-unhealthy", run.run_id, id(run), run.completed, run.ended_at)
+        unhealthy = await service.reads.build(key, lambda: unhealthy_rows(run.reducer.iter_verdict_lines()))
+        body = live_body(run, service.clock(), unhealthy)
+        return Response(dumps(body), media_type="application/json")
+
+    return [
+        Route("/", index, methods=["GET"]),
+        Route("/runs/{run_id}", run_page, methods=["GET"]),
+        Route("/static/{name}", static, methods=["GET"]),
+        Route("/v1/runs/{run_id}/page", page, methods=["GET"]),
+    ]
