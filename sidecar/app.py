@@ -547,6 +547,11 @@ class _Handlers:
             return _json({"run_id": run.run_id, **body, "ended": True})
         return _json({**run.inflight_body(self.service.clock(), limit=int(raw)), "ended": False})
 
+    async def timeline(self, request: Request) -> Response:
+        """The run's bounded time series, columnar (``docs/report.md``); frozen once it ended."""
+        run = self._run(request.path_params["run_id"])
+        return _json(run.timeline_body())
+
     async def runs(self, request: Request) -> Response:
         self._require_ready(counted=False)  # a listing, not ingest
         runs = self.service.ingestor.runs
@@ -633,6 +638,7 @@ def create_app(service: Service) -> Starlette:
         Route("/v1/runs/{run_id}/lines", handlers.lines, methods=["POST"]),
         Route("/v1/runs", handlers.runs, methods=["GET"]),
         Route("/v1/runs/{run_id}/inflight", handlers.inflight, methods=["GET"]),
+        Route("/v1/runs/{run_id}/timeline", handlers.timeline, methods=["GET"]),
         Route("/drain_margin", handlers.drain_margin, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),
         Route("/report", handlers.report, methods=["GET"]),

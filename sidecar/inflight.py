@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -230,6 +231,27 @@ class InflightRegistry:
             stalled=stalled,
             untracked=self.untracked,
         )
+
+    def straggler_counts(self, times: Sequence[float], threshold: float | None) -> list[int]:
+        """Rollouts straggling (age > ``threshold``, as :meth:`view` counts them) at each of
+        ``times``: one pass for one time, one sort for several."""
+        if threshold is None or not self._entries:
+            return [0] * len(times)
+        if len(times) == 1:
+            now = times[0]
+            return [sum(1 for entry in self._entries.values() if now - entry.started_at > threshold)]
+        starts = sorted(entry.started_at for entry in self._entries.values())
+        counts = []
+        for now in times:
+            low, high = 0, len(starts)  # ages fall along ``starts``: the stragglers are a prefix
+            while low < high:
+                middle = (low + high) // 2
+                if now - starts[middle] > threshold:
+                    low = middle + 1
+                else:
+                    high = middle
+            counts.append(low)
+        return counts
 
     def oldest(self, limit: int) -> list[InflightEntry]:
         """The ``limit`` longest-running rollouts, oldest first."""

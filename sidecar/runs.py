@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,7 @@ from sidecar.journal._facts import (
     parse_deferred,
 )
 from sidecar.raw_rows import RawRow
+from sidecar.timeline import Timeline, TimelineSample
 from sidecar.wire import TASK_KEY
 
 __all__ = [
@@ -232,6 +233,9 @@ class RunState:
         self.inflight = InflightRegistry(inflight_rules or InflightRules())
         #: The ``/inflight`` body at ``run_ended`` (identities and ages at the end), else ``None``.
         self.inflight_at_end: dict[str, Any] | None = None
+        #: ``started`` events applied (the timeline's ``started`` series).
+        self.starts = 0
+        self.timeline = Timeline(received_at)
 
     # -- snapshots ------------------------------------------------------------------------
 
@@ -254,6 +258,9 @@ class RunState:
         registry = InflightRegistry.from_snapshot(state.pop("inflight"))
         self.__dict__.update(state)
         self.inflight = registry
+        if "timeline" not in state:  # a snapshot from before timelines: one starts at the next fact
+            self.starts = 0
+            self.timeline = Timeline(None)
 
     def attach(
         self,
@@ -313,6 +320,7 @@ class RunState:
         """Apply one committed fact; a completion returns its ``ng_perf`` (or ``None``)."""
         self._version += 1
         self._clock.pinned = fact.received_at
+        self.timeline.advance(fact.received_at, self)
         try:
             if isinstance(fact, CompletedFact):
                 self.inflight.ended((fact.task, fact.rollout), None)
@@ -327,6 +335,7 @@ class RunState:
             elif isinstance(fact, StartedFact):
                 self._started(fact)
             elif isinstance(fact, RunEndedFact):
+                self.timeline.end(fact.received_at, self)  # what was in flight at the end
                 self._ended(fact.ended_at, fact.received_at)
             elif isinstance(fact, LatencyFact):
                 self._latency(fact)
@@ -425,6 +434,7 @@ class RunState:
     def _started(self, fact: StartedFact) -> None:
         """In flight from its arrival unless the run ended or the rollout already succeeded (a late start)."""
         key = (fact.task, fact.rollout)
+        self.starts += 1
         if self.ended_at is None and not self.accounting.has_succeeded(key):
             self.inflight.started(key, fact.attempt, fact.received_at)
 
@@ -532,6 +542,50 @@ class RunState:
             body["oldest"] = [{key: entry[key] for key in keep} for entry in body["oldest"]]
         return body
 
+    def timeline_samples(self, times: Sequence[float]) -> list[TimelineSample]:
+        """The run now, at each of ``times`` (see :class:`sidecar.timeline.TimelineSource`).
+
+        Quantiles and the drain margin are the tracker's (as ``/drain_margin`` answers them),
+        stragglers the in-flight rule at each time, verdicts the rows' preliminary ones (what
+        ``health_view`` counts before a duplicate identity), tokens prompt plus completion.
+        """
+        tracker = self.tracker
+        p50, p75, p95 = tracker.quantile(0.5), tracker.quantile(0.75), tracker.quantile(0.95)
+        margin = tracker.drain_margin(self.config.drain_margin_s)
+        stragglers = self.inflight.straggler_counts(times, self.straggler_threshold())
+        deadline = self.budget_deadline
+        tokens = self.tokens
+        verdicts = self._verdicts
+        fixed = (
+            self.starts,
+            self.completed,
+            sum(self.failed.values()),
+            self.drained,
+            tokens["prompt"] + tokens["completion"],
+            len(self.inflight),
+        )
+        healthy, unhealthy = verdicts["healthy"], verdicts["unhealthy"]
+        return [
+            TimelineSample(*fixed, count, p50, p75, p95, margin, _left(deadline, at), healthy, unhealthy)
+            for at, count in zip(times, stragglers, strict=True)
+        ]
+
+    def timeline_body(self) -> dict[str, Any]:
+        """The ``GET /v1/runs/{run_id}/timeline`` body (documented in ``docs/report.md``)."""
+        timeline = self.timeline
+        times, series = timeline.columns(self)
+        return {
+            "run_id": self.run_id,
+            "status": "ended" if self.ended else "running",
+            "frozen": timeline.frozen,
+            "bucket_s": timeline.bucket_s,
+            "max_points": timeline.max_points,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "t": times,
+            "series": series,
+        }
+
     def latency(self) -> dict[str, Any]:
         tracker = self.tracker
         return {
@@ -563,6 +617,10 @@ class RunState:
             "health": {"tasks_closed": len(self._closed)},
             "inflight_at_end": self.inflight_at_end,
         }
+
+
+def _left(deadline: float | None, at: float) -> float | None:
+    return None if deadline is None else deadline - at
 
 
 def latency_ms(event: Completed) -> float | None:

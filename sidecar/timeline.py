@@ -1,0 +1,261 @@
+"""A run's timeline: a bounded time series the run page draws, rebuilt exactly on replay.
+
+The timeline is a grid of points anchored at the run's start (``origin``, the arrival time of
+its ``run_started``); point ``k`` covers ``[origin + k * bucket_s, origin + (k + 1) * bucket_s)``.
+It never reads a clock: it moves only when a fact is applied, with that fact's journaled
+``received_at``. When a fact arrives past the open (last) point, every point up to the fact's
+is closed with a :class:`TimelineSample` of the run taken *before* the fact is applied, at the
+point's end: as no fact fell in between, that is the run's state at that moment. So the
+timeline is a deterministic function of the journaled facts, and a replay (or a snapshot, which
+holds it) rebuilds it point for point.
+
+Its size is fixed: at most ``max_points`` points. A fact that would need more first merges
+adjacent points 2:1 and doubles ``bucket_s``, as often as needed. A point stores *cumulative*
+counters and gauges at its end, so a merge keeps the later point of each pair: per-interval
+counts (differences of consecutive points) come out summed, gauges are the later point's.
+Time going backwards (arrival times of concurrent batches are not ordered) counts into the
+open point. :meth:`Timeline.end` closes the last point at the run's end and freezes the
+timeline.
+
+Pure logic, no I/O; the run state supplies samples through :class:`TimelineSource`.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Protocol
+
+__all__ = [
+    "BASE_BUCKET_S",
+    "MAX_POINTS",
+    "Timeline",
+    "TimelineSample",
+    "TimelineSource",
+]
+
+#: Points a timeline holds at most (however long the run).
+MAX_POINTS = 1024
+#: Width of a point before the first merge: 1,024 one-second points cover the first 17 minutes;
+#: each merge doubles it (a week-long run ends with 1,024 s points, ~590 of them).
+BASE_BUCKET_S = 1.0
+#: Merges after which a timeline stops growing its buckets (2**60 s: past any run's length).
+_MAX_MERGES = 60
+_NAN = math.nan
+
+
+class TimelineSample(NamedTuple):
+    """The run at one moment: cumulative counters, then gauges (``None``: not defined then)."""
+
+    started: int
+    completed: int
+    failed: int
+    drained: int
+    tokens: int
+    in_flight: int
+    stragglers: int
+    p50_s: float | None
+    p75_s: float | None
+    p95_s: float | None
+    drain_margin_s: float | None
+    seconds_left: float | None
+    healthy: int
+    unhealthy: int
+
+
+_FIELDS = TimelineSample._fields
+_WIDTH = len(_FIELDS)
+_COUNTS = ("started", "completed", "failed", "drained", "tokens")
+_COUNT_AT = tuple(_FIELDS.index(name) for name in _COUNTS)
+_INTS = frozenset(("started", "completed", "failed", "drained", "tokens", "in_flight", "stragglers",
+                   "healthy", "unhealthy"))  # fmt: skip
+#: Counters are kept as doubles (8 bytes a value): exact up to 2**53, clamped there.
+_INT_CAP = 2**53
+ZERO_SAMPLE = TimelineSample(0, 0, 0, 0, 0, 0, 0, None, None, None, None, None, 0, 0)
+
+
+class TimelineSource(Protocol):
+    """What the timeline samples: the run's state, at each of ``times`` (ascending), all taken
+    from the same state (only the time-dependent gauges differ between them)."""
+
+    def timeline_samples(self, times: Sequence[float]) -> list[TimelineSample]: ...
+
+
+def _stored(value: int | float | None) -> float:
+    if value is None:
+        return _NAN
+    if type(value) is int and not -_INT_CAP <= value <= _INT_CAP:
+        return float(_INT_CAP if value > 0 else -_INT_CAP)
+    return float(value)
+
+
+class Timeline:
+    """The fixed-size time series of one run (see the module docstring).
+
+    ``origin`` is the start of point 0 (``None``: the first fact's time, for a run restored from
+    a snapshot written before timelines existed); ``baseline`` the cumulative counters at
+    ``origin``.
+    """
+
+    __slots__ = ("_columns", "_edge", "_end_t", "_last", "baseline", "bucket_s", "max_points", "origin")
+
+    def __init__(
+        self,
+        origin: float | None,
+        *,
+        baseline: TimelineSample = ZERO_SAMPLE,
+        bucket_s: float = BASE_BUCKET_S,
+        max_points: int = MAX_POINTS,
+    ) -> None:
+        if not (math.isfinite(bucket_s) and bucket_s > 0):
+            raise ValueError(f"bucket_s must be a positive number, got {bucket_s!r}")
+        if not (isinstance(max_points, int) and max_points >= 2):
+            raise ValueError(f"max_points must be an int >= 2, got {max_points!r}")
+        if origin is not None and not math.isfinite(origin):
+            raise ValueError(f"origin must be a finite time, got {origin!r}")
+        self.origin = origin
+        self.baseline = baseline
+        self.bucket_s = bucket_s
+        self.max_points = max_points
+        #: One column per sample field; row ``i`` is closed point ``i`` (``None`` stored as NaN).
+        self._columns: list[array[float]] = [array("d") for _ in range(_WIDTH)]
+        #: Latest fact time seen (the open point's end so far).
+        self._last = origin if origin is not None else -math.inf
+        #: End of the open point: a fact before it changes nothing but ``_last`` (the fast path).
+        self._edge = -math.inf if origin is None else origin + bucket_s
+        #: Time of the final point (the run's end); ``None`` while the run goes on.
+        self._end_t: float | None = None
+
+    def __repr__(self) -> str:
+        state = "frozen" if self.frozen else "open"
+        return f"Timeline(origin={self.origin!r}, bucket_s={self.bucket_s!r}, points={self.closed}, {state})"
+
+    # pickle (snapshots): ``__slots__`` without ``__dict__``; arrays pickle as bytes
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+
+    @property
+    def frozen(self) -> bool:
+        """True once the run ended: nothing changes the timeline any more."""
+        return self._end_t is not None
+
+    @property
+    def closed(self) -> int:
+        """Points closed so far (the final one included once frozen)."""
+        return len(self._columns[0])
+
+    # -- feeding ------------------------------------------------------------------------------
+
+    def advance(self, at: float, source: TimelineSource) -> None:
+        """A fact with arrival time ``at`` is about to be applied to ``source``."""
+        if at < self._edge:
+            if at > self._last:
+                self._last = at
+            return
+        self._cross(at, source)
+
+    def end(self, at: float, source: TimelineSource) -> None:
+        """The run ended at arrival time ``at`` (its ``run_ended`` is about to be applied):
+        close every point up to ``at``, then the last one at ``at``, and freeze."""
+        if self.frozen:
+            return
+        self.advance(at, source)
+        if self.origin is None:  # restored run without a timeline, ended before any fact
+            self.origin = at
+        self._append(source.timeline_samples([self._last]))
+        self._end_t = self._last
+        self._edge = math.inf
+
+    def _cross(self, at: float, source: TimelineSource) -> None:
+        if self.frozen or not math.isfinite(at):
+            return
+        if self.origin is None:
+            self.origin = self._last = at
+            self.baseline = source.timeline_samples([at])[0]
+            self._edge = at + self.bucket_s
+            return
+        if at > self._last:
+            self._last = at
+        origin = self.origin
+        index = math.floor((at - origin) / self.bucket_s)
+        merges = 0
+        while index >= self.max_points and merges < _MAX_MERGES:
+            self._merge()
+            merges += 1
+            index = math.floor((at - origin) / self.bucket_s)
+        index = min(index, self.max_points - 1)
+        width = self.bucket_s
+        open_index = self.closed
+        if index > open_index:
+            ends = [origin + (point + 1) * width for point in range(open_index, index)]
+            self._append(source.timeline_samples(ends))
+            open_index = index
+        self._edge = origin + (open_index + 1) * width
+
+    def _merge(self) -> None:
+        """Adjacent points 2:1, bucket width doubled: point ``j`` becomes old points ``2j`` and
+        ``2j + 1``, whose end (and so values) are those of ``2j + 1``. A last closed point
+        without its pair joins the open point."""
+        for column in self._columns:
+            column[:] = column[1::2]
+        self.bucket_s *= 2
+
+    def _append(self, samples: list[TimelineSample]) -> None:
+        for position, column in enumerate(self._columns):
+            column.extend(_stored(sample[position]) for sample in samples)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def columns(self, source: TimelineSource) -> tuple[list[float], dict[str, list[Any]]]:
+        """``(t, series)``: each point's end time and the series the ``/timeline`` body names.
+
+        While the run goes on, the open point is included as of the latest fact (its ``t``),
+        sampled from ``source`` now; once frozen, only stored points are read.
+        """
+        origin = self.origin
+        if origin is None:
+            return [], {name: [] for name in _SERIES}
+        width = self.bucket_s
+        count = self.closed
+        times = [origin + (point + 1) * width for point in range(count)]
+        raw: list[list[Any]] = [
+            [None if value != value else value for value in column] for column in self._columns
+        ]
+        if self._end_t is not None:
+            times[-1] = self._end_t
+        else:
+            last = source.timeline_samples([self._last])[0]
+            times.append(self._last)
+            for position, column in enumerate(raw):
+                value = _stored(last[position])
+                column.append(None if value != value else value)
+        for position, name in enumerate(_FIELDS):
+            if name in _INTS:
+                raw[position] = [None if value is None else int(value) for value in raw[position]]
+        series: dict[str, list[Any]] = {}
+        starts = [origin, *times[:-1]]
+        for name, position in zip(_COUNTS, _COUNT_AT, strict=True):
+            cumulative = raw[position]
+            previous = [int(_stored(self.baseline[position])), *cumulative[:-1]]
+            series[name] = [now - before for now, before in zip(cumulative, previous, strict=True)]
+        per_hour = []
+        for done, start, stop in zip(series["completed"], starts, times, strict=True):
+            span = stop - start
+            per_hour.append(done * 3600.0 / span if span > 0 else None)
+        for name in _GAUGES:
+            series[name] = raw[_FIELDS.index(name)]
+        series["rollouts_per_hour"] = per_hour
+        return times, {name: series[name] for name in _SERIES}
+
+
+_GAUGES = ("in_flight", "stragglers", "p50_s", "p75_s", "p95_s", "drain_margin_s", "seconds_left",
+           "healthy", "unhealthy")  # fmt: skip
+#: The body's series, in the order they are written.
+_SERIES = ("started", "completed", "failed", "drained", "in_flight", "stragglers",
+           "rollouts_per_hour", "p50_s", "p75_s", "p95_s", "drain_margin_s", "seconds_left",
+           "healthy", "unhealthy", "tokens")  # fmt: skip
