@@ -88,7 +88,7 @@ def _document(head: str, body_attrs: str, title: str, tail: str = "") -> str:
     return (
         "<!doctype html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">'
         f"<title>{html.escape(title)}</title>{head}</head>"
         f'<body {body_attrs}><p id="error" role="status"></p><main id="app">'
         '<p class="muted">Loading\u2026 (this page needs JavaScript)</p></main>'

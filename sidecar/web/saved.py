@@ -19,6 +19,10 @@ from sidecar.web.page import saved_html
 
 __all__ = ["HtmlError", "batch_page", "fetch_page", "write_html"]
 
+_MAX_AGENTS = 100
+"""Agents the batch page lists (the first by name past that are not counted)."""
+_AGENT_TOTALS = ("rollouts", "num_turns", "num_tool_calls", "prompt_tokens", "completion_tokens")
+
 
 class HtmlError(RuntimeError):
     """The page could not be made or written; the message names the URL or file and the reason."""
@@ -66,11 +70,19 @@ def _lines(path: Path) -> Iterator[bytes]:
                 yield line
 
 
-def _perf(rollout_paths: Iterable[Path]) -> dict[str, Any] | None:
-    """NeMo Gym's perf summary over the rows' ``ng_perf`` (their own, else built from the trajectory)."""
+def _agent_name(row: dict[str, Any]) -> str | None:
+    ref = row.get("agent_ref")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return name[:200] if isinstance(name, str) else None
+
+
+def _perf(rollout_paths: Iterable[Path]) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+    """NeMo Gym's perf summary over the rows' ``ng_perf`` (their own, else built from the
+    trajectory), and per agent (rows naming an ``agent_ref``): rollouts, turns, tool calls, tokens."""
     from sidecar.rollout_perf import PerfSummaryState, build_ng_perf
 
     state = PerfSummaryState()
+    agents: dict[str, dict[str, int]] = {}
     rows = 0
     for path in rollout_paths:
         for line in _lines(path):
@@ -85,7 +97,16 @@ def _perf(rollout_paths: Iterable[Path]) -> dict[str, Any] | None:
             perf = own if isinstance(own, dict) else build_ng_perf(row)
             if perf is not None:
                 state.add(perf)
-    return state.result(rows)
+            name = _agent_name(row)
+            if name is not None and (name in agents or len(agents) < _MAX_AGENTS):
+                totals = agents.setdefault(name, dict.fromkeys(_AGENT_TOTALS, 0))
+                totals["rollouts"] += 1
+                for key in _AGENT_TOTALS[1:]:
+                    value = perf.get(key) if perf is not None else None
+                    if type(value) is int:
+                        totals[key] += value
+    listed = [{"agent": name, **totals} for name, totals in sorted(agents.items())]
+    return state.result(rows), (listed or None)
 
 
 def batch_page(run_id: str, output_dir: Path, rollout_paths: Iterable[Path]) -> dict[str, Any]:
@@ -97,4 +118,7 @@ def batch_page(run_id: str, output_dir: Path, rollout_paths: Iterable[Path]) -> 
         unhealthy = unhealthy_rows(_lines(verdicts_path))
     except (OSError, orjson.JSONDecodeError) as exc:
         raise HtmlError(f"cannot read the health check's reports in {str(output_dir)!r}: {exc}") from exc
-    return batch_body(run_id, summary, unhealthy, _perf(rollout_paths))
+    perf, agents = _perf(rollout_paths)
+    body = batch_body(run_id, summary, unhealthy, perf)
+    body["agents"] = agents
+    return body

@@ -377,15 +377,17 @@
   }
 
   function agentsSection(body) {
-    var s = card("agents", "Per agent", "Throughput and latency of each agent side by side, to see an imbalance.");
-    if (!body.agents || !body.agents.length) {
-      s.appendChild(el("p", { class: "muted", text: "No per-agent data for this run." }));
+    var s = card("agents", "Per agent", "Rollouts of each agent (rows naming an agent_ref) and their totals side by side, to see an imbalance.");
+    var agents = body.agents;
+    if (!agents || !agents.length) {
+      s.appendChild(el("p", { class: "muted", text: "No per-agent data for this run (the live sidecar does not keep it yet; the batch page reads it from the rows)." }));
       return s;
     }
-    s.appendChild(barTable("agents", "agent", body.agents.map(function (a) { return [a.agent, a.completed]; }), "completed"));
-    s.appendChild(table(["agent", "completed", "failed", "rollouts/hour", "p50", "p95"], body.agents.map(function (a) {
-      return [a.agent, a.completed, a.failed, a.rollouts_per_hour, duration(a.p50_s), duration(a.p95_s)];
-    }), "agents-latency"));
+    var keys = Object.keys(agents[0]).filter(function (k) { return k !== "agent"; });
+    s.appendChild(barTable("agents", "agent", agents.map(function (a) { return [a.agent, a[keys[0]]]; }), keys[0]));
+    s.appendChild(table(["agent"].concat(keys), agents.map(function (a) {
+      return [a.agent].concat(keys.map(function (k) { return a[k]; }));
+    }), "agents-totals"));
     return s;
   }
 
@@ -414,7 +416,7 @@
     var app = clear(document.getElementById("app"));
     app.appendChild(header(body, timeline));
     var sections = body.source === "batch"
-      ? [healthSection(body, null), perfSection(body)]
+      ? [healthSection(body, null), agentsSection(body), perfSection(body)]
       : [throughputSection(body, timeline), latencySection(body), drainSection(body, timeline),
          inflightSection(body, timeline), healthSection(body, timeline), coverageSection(body),
          agentsSection(body), perfSection(body)];
