@@ -18,7 +18,7 @@ class CheckExplanation(NamedTuple):
 
 
 CHECK_EXPLANATIONS: Final[dict[str, CheckExplanation]] = {
-    'check_execution_error': CheckExplanation(
+    "check_execution_error": CheckExplanation(
         "the other checks' execution",
         "a check raised on this row (detail names `failed_check`); that check is also unobserved",
         (
@@ -26,7 +26,7 @@ CHECK_EXPLANATIONS: Final[dict[str, CheckExplanation]] = {
             "model-call `response`); report it if the row looks valid"
         ),
     ),
-    'record_unreadable': CheckExplanation(
+    "record_unreadable": CheckExplanation(
         "the line itself",
         (
             "the line is not JSON / not an object (locator: file and line), or its "
@@ -37,12 +37,12 @@ CHECK_EXPLANATIONS: Final[dict[str, CheckExplanation]] = {
             "incompatible producer"
         ),
     ),
-    'rollout_duplicate_identity': CheckExplanation(
+    "rollout_duplicate_identity": CheckExplanation(
         "(`stage_index`, `_ng_task_index`, `_ng_rollout_index`) over the whole run",
         "two or more rows claim one identity (detail: `duplicate_count`); all copies become unhealthy",
         "a resumed run appended a rollout twice, or two runs share one file; keep one copy",
     ),
-    'rollout_missing_agent_turns': CheckExplanation(
+    "rollout_missing_agent_turns": CheckExplanation(
         "`ng_trajectory.turns`",
         "no agent turn had model activity (an empty `turns` list included)",
         (
@@ -50,7 +50,7 @@ CHECK_EXPLANATIONS: Final[dict[str, CheckExplanation]] = {
             " address, and its error log"
         ),
     ),
-    'rollout_ended_on_failed_model_call': CheckExplanation(
+    "rollout_ended_on_failed_model_call": CheckExplanation(
         "every captured model call, grouped by model",
         (
             "a model's calls ended on a failure (the last call by `started_at` failed, or all"
@@ -61,20 +61,17 @@ CHECK_EXPLANATIONS: Final[dict[str, CheckExplanation]] = {
             "(status in detail), rate limits, timeouts"
         ),
     ),
-    'agent_turn_hollow': CheckExplanation(
+    "agent_turn_hollow": CheckExplanation(
         "each turn",
         "a turn has neither a message nor tool calls (locator: turn number)",
-        (
-            "the model returned empty output for that turn: check max tokens, stop sequences,"
-            " output parsing"
-        ),
+        ("the model returned empty output for that turn: check max tokens, stop sequences, output parsing"),
     ),
-    'model_call_zero_completion_tokens': CheckExplanation(
+    "model_call_zero_completion_tokens": CheckExplanation(
         "the rollout's own model calls",
         "a call reports 0 completion tokens",
         "the model produced nothing: check max tokens, stop sequences, content filters",
     ),
-    'model_call_missing_token_counts': CheckExplanation(
+    "model_call_missing_token_counts": CheckExplanation(
         "the rollout's own model calls",
         "a call lacks `prompt_tokens` and/or `completion_tokens` (detail lists which)",
         (
@@ -82,7 +79,7 @@ CHECK_EXPLANATIONS: Final[dict[str, CheckExplanation]] = {
             "check for that server"
         ),
     ),
-    'trajectory_capture_mismatch': CheckExplanation(
+    "trajectory_capture_mismatch": CheckExplanation(
         "turn references to model calls vs the captured calls",
         (
             "a turn references a call that was not captured, a call is captured twice, or "
@@ -93,15 +90,12 @@ CHECK_EXPLANATIONS: Final[dict[str, CheckExplanation]] = {
             "between agent and model server"
         ),
     ),
-    'model_call_failed': CheckExplanation(
+    "model_call_failed": CheckExplanation(
         "the rollout's own model calls",
-        (
-            "a call failed (detail: status, error category, `terminal`: the last call of a "
-            "complete capture)"
-        ),
+        ("a call failed (detail: status, error category, `terminal`: the last call of a complete capture)"),
         "as 5; retried failures that later succeeded show here but not in 5",
     ),
-    'rollout_token_count_mismatch': CheckExplanation(
+    "rollout_token_count_mismatch": CheckExplanation(
         "the row's top-level `response.usage` vs the tokens of the turn-bound calls",
         "the two sums differ (detail: both sides)",
         (
@@ -109,7 +103,7 @@ CHECK_EXPLANATIONS: Final[dict[str, CheckExplanation]] = {
             "was counted, or capture missed one"
         ),
     ),
-    'model_call_runaway_generation': CheckExplanation(
+    "model_call_runaway_generation": CheckExplanation(
         "the rollout's own model calls",
         (
             "a call stopped on the length limit (`finish_reason` `length` / "
@@ -120,12 +114,12 @@ CHECK_EXPLANATIONS: Final[dict[str, CheckExplanation]] = {
             "raise the limit or fix the prompt"
         ),
     ),
-    'task_consistently_unhealthy': CheckExplanation(
+    "task_consistently_unhealthy": CheckExplanation(
         "repeat verdicts of one task",
         "at least 2 repeats could be judged and all of them are unhealthy",
         "the task itself (its data, its environment, its verifier) is likely broken, not the model",
     ),
-    'task_no_successful_model_calls': CheckExplanation(
+    "task_no_successful_model_calls": CheckExplanation(
         "repeats' turn-bound model calls",
         "every repeat was fully observed and none had a successful model call",
         "the task never reached the model successfully: check its model server configuration",

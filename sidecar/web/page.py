@@ -79,7 +79,7 @@ def _checks_section() -> str:
     return (
         '<section class="card" id="checks"><h2>The checks</h2>'
         '<p class="caption">What each health check looks at, when it fires and what to do '
-        "(docs/report.md).</p><table data-table=\"checks\"><thead><tr><th>check</th><th>looks at</th>"
+        '(docs/report.md).</p><table data-table="checks"><thead><tr><th>check</th><th>looks at</th>'
         f"<th>fires when</th><th>what to do</th></tr></thead><tbody>{rows}</tbody></table></section>"
     )
 

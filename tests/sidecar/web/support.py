@@ -105,7 +105,9 @@ class SidecarRun:
     def post(self, events: list[Any]) -> None:
         response = self.client.post(f"/v1/runs/{self.run_id}/events", json=events)
         assert response.status_code == 200, response.text
-        assert all(r["status"] in ("accepted", "duplicate") for r in response.json()["results"]), response.text
+        assert all(r["status"] in ("accepted", "duplicate") for r in response.json()["results"]), (
+            response.text
+        )
 
     def advance(self, batches: int, per_batch: int = 4) -> int:
         """Post the next ``batches`` batches of the run, the clock moved :data:`STEP_S` before each."""
@@ -140,7 +142,9 @@ def feed(
         plan = {str(task): 3 for task in range(24)}
         run.post([{"kind": "run_started", "plan": plan, "dispatch_budget_s": budget_s}])
         # three rollouts outside the generated run stay in flight (one with a hostile identity)
-        in_flight: list[Any] = [{"kind": "started", "task_index": 900 + i, "rollout_index": 0} for i in range(2)]
+        in_flight: list[Any] = [
+            {"kind": "started", "task_index": 900 + i, "rollout_index": 0} for i in range(2)
+        ]
         if hostile:
             in_flight.append({"kind": "started", "task_index": HOSTILE, "rollout_index": 0})
         run.post(in_flight)

@@ -121,8 +121,12 @@ class TestLivePage:
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         page.close()
         assert watch.errors == []
-        assert watch.requests and all(url.startswith(live.url + "/") for url in watch.requests), watch.requests
-        assert (out / "run-page-1280.png").stat().st_size > 0 and (out / "run-page-390.png").stat().st_size > 0
+        assert watch.requests and all(url.startswith(live.url + "/") for url in watch.requests), (
+            watch.requests
+        )
+        assert (out / "run-page-1280.png").stat().st_size > 0 and (
+            out / "run-page-390.png"
+        ).stat().st_size > 0
         assert overflow <= 0, "the narrow page scrolls sideways"
 
     def test_index_lists_the_run(self, browser: Any, live: SidecarRun) -> None:
@@ -141,7 +145,9 @@ class TestLivePage:
         report = live.get("/report", run_id=live.run_id)
         body = live.get(f"/v1/runs/{live.run_id}/page")
         series = timeline["series"]
-        charts = {name: _chart(page, name) for name in ("throughput", "drain", "inflight", "verdicts", "latency")}
+        charts = {
+            name: _chart(page, name) for name in ("throughput", "drain", "inflight", "verdicts", "latency")
+        }
         header, latency, health = _facts(page, "header"), _facts(page, "latency"), _facts(page, "health")
         drain = _facts(page, "drain")
         issues = {row[0]: int(row[1].replace(",", "")) for row in _table(page, "issues")}
@@ -155,8 +161,12 @@ class TestLivePage:
         assert _same(charts["throughput"][1], series["rollouts_per_hour"])
         assert _same(charts["drain"][1], series["seconds_left"])
         assert _same(charts["drain"][2], series["drain_margin_s"])
-        assert _same(charts["inflight"][1], series["in_flight"]) and _same(charts["inflight"][2], series["stragglers"])
-        assert _same(charts["verdicts"][1], series["healthy"]) and _same(charts["verdicts"][2], series["unhealthy"])
+        assert _same(charts["inflight"][1], series["in_flight"]) and _same(
+            charts["inflight"][2], series["stragglers"]
+        )
+        assert _same(charts["verdicts"][1], series["healthy"]) and _same(
+            charts["verdicts"][2], series["unhealthy"]
+        )
 
         quantiles = report["latency"]["quantiles"]
         assert float(latency["p50"]) == quantiles["0.5"] and float(latency["p95"]) == quantiles["0.95"]
@@ -178,11 +188,16 @@ class TestLivePage:
         assert coverage["missing"].replace(",", "") == str(accounting["missing"])
         verdicts = report["quality_summary"]["run"]["verdicts"]
         assert {key: int(health[key]) for key in verdicts} == verdicts
-        rollout_issues = {k: v for k, v in report["quality_summary"]["run"]["issues"].items() if not k.startswith("task_")}
+        rollout_issues = {
+            k: v for k, v in report["quality_summary"]["run"]["issues"].items() if not k.startswith("task_")
+        }
         assert {k: issues[k] for k in rollout_issues} == rollout_issues
         assert float(drain["seconds_left"]) == body["drain"]["seconds_left"]
         crossing = next(
-            t for t, left, margin in zip(timeline["t"], series["seconds_left"], series["drain_margin_s"], strict=True)
+            t
+            for t, left, margin in zip(
+                timeline["t"], series["seconds_left"], series["drain_margin_s"], strict=True
+            )
             if left is not None and (left <= 0 or (margin is not None and left < margin))
         )
         assert float(drain["pointless_at"]) == crossing
@@ -215,7 +230,7 @@ class TestLivePage:
         page.close()
         assert injected == 0 and injected_404 == 0 and pwned
         assert watch.dialogs == []
-        assert [HOSTILE, "0"] == oldest[0][:2] or any(row[0] == HOSTILE for row in oldest)
+        assert oldest[0][:2] == [HOSTILE, "0"] or any(row[0] == HOSTILE for row in oldest)
         assert "<img src=x onerror=" in details  # the model name in a failed call's finding (JSON text)
 
 
@@ -243,7 +258,9 @@ class TestSavedFiles:
         self, browser: Any, live: SidecarRun, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
     ) -> None:
         target = tmp_path / "run.html"
-        assert cli_main(["report", "--sidecar", live.url, "--run-id", live.run_id, "--html", str(target)]) == 0
+        assert (
+            cli_main(["report", "--sidecar", live.url, "--run-id", live.run_id, "--html", str(target)]) == 0
+        )
         timeline = live.get(f"/v1/runs/{live.run_id}/timeline")
         page, watch = _open(browser, target.as_uri())
         plotted = _chart(page, "throughput")
