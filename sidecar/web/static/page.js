@@ -89,8 +89,12 @@
     return el("details", null, el("summary", { text: summary }), content);
   }
 
+  var currentGrid = null;
+
   function card(id, title, caption) {
+    // Attached at once: a chart sizes itself from its card's width, which a detached node lacks.
     var section = el("section", { class: "card", id: id });
+    if (currentGrid) currentGrid.appendChild(section);
     section.appendChild(el("h2", { text: title }));
     if (caption) section.appendChild(el("p", { class: "caption", text: caption }));
     return section;
@@ -101,8 +105,9 @@
   var COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2"];
 
   function chartWidth(node) {
-    var w = node.clientWidth || 600;
-    return Math.max(260, Math.min(w - 8, 1100));
+    var style = window.getComputedStyle(node);
+    var w = (node.clientWidth || 600) - (parseFloat(style.paddingLeft) || 0) - (parseFloat(style.paddingRight) || 0);
+    return Math.max(240, Math.min(w, 1200));
   }
 
   function plot(name, holder, opts, data) {
@@ -114,6 +119,7 @@
     holder.appendChild(chartHolder);
     opts.width = chartWidth(holder);
     opts.height = opts.height || 220;
+    opts.legend = { live: false };
     var chart = new window.uPlot(opts, data, chartHolder);
     state.charts[name] = chart;
     return chart;
@@ -225,10 +231,10 @@
   }
 
   function latencySection(body) {
-    var s = card("latency", "Latency distribution", "Cumulative share of rollouts finished within each duration (log scale), completions and failures apart; p50/p75/p95 and the drain margin marked.");
     var latency = body.latency;
     var hist = body.durations;
     if (!latency || !hist) return null;
+    var s = card("latency", "Latency distribution", "Cumulative share of rollouts finished within each duration (log scale), completions and failures apart; p50/p75/p95 and the drain margin marked.");
     var q = latency.quantiles || {};
     s.appendChild(facts([
       ["p50", duration(q["0.5"]), q["0.5"], "p50"],
@@ -246,7 +252,12 @@
       var run = 0;
       return counts.map(function (c) { run += c; return total ? run / total : null; });
     }
-    var data = [xs, cdf(hist.completed.counts), cdf(hist.failed.counts)];
+    // Drawn up to the bucket after the last one holding a duration (the +Inf bucket as twice
+    // the last bound); every bucket stays in the table below.
+    var last = 0;
+    xs.forEach(function (x, i) { if (hist.completed.counts[i] || hist.failed.counts[i]) last = i; });
+    var end = Math.min(xs.length, last + 2);
+    var data = [xs.slice(0, end), cdf(hist.completed.counts).slice(0, end), cdf(hist.failed.counts).slice(0, end)];
     var marks = [
       { x: q["0.5"], label: "p50", color: "#059669", row: 0 },
       { x: q["0.75"], label: "p75", color: "#d97706", row: 1 },
@@ -348,7 +359,7 @@
     if (!h.unhealthy.length) {
       s.appendChild(el("p", { class: "muted", text: "none" }));
     } else {
-      s.appendChild(table(["task", "rollout", "checks fired", "details"], h.unhealthy.map(function (row) {
+      s.appendChild(el("div", { class: "scroll" }, table(["task", "rollout", "checks fired", "details"], h.unhealthy.map(function (row) {
         var fired = el("span", null);
         var det = el("ul", { class: "details" });
         row.findings.forEach(function (f, i) {
@@ -357,7 +368,7 @@
           det.appendChild(el("li", null, el("code", { text: f.check }), ": ", el("span", { class: "detail", text: f.detail })));
         });
         return [row.task_index === null ? "\u2013" : String(row.task_index), row.rollout_index === null ? "\u2013" : String(row.rollout_index), fired, det];
-      }), "unhealthy"));
+      }), "unhealthy")));
     }
     return s;
   }
@@ -391,19 +402,30 @@
     return s;
   }
 
+  var PERF_FACTS = [
+    ["total_prompt_tokens", "prompt tokens"], ["total_completion_tokens", "completion tokens"],
+    ["total_reasoning_tokens", "reasoning tokens"], ["mean_num_turns", "turns per rollout (mean)"],
+    ["max_num_turns", "turns (max)"], ["total_latency_p50_ms", "model-call latency p50 (ms)"],
+    ["total_latency_p90_ms", "latency p90 (ms)"], ["total_latency_p99_ms", "latency p99 (ms)"],
+    ["overall_observability_coverage", "rows with ng_perf"],
+  ];
+
   function perfSection(body) {
     var s = card("perf", "ng_perf totals", "Tokens, turns and model-call latency over the rollouts the health check saw (NeMo Gym's perf summary).");
     var p = body.perf_summary;
     var t = body.tokens || {};
-    var rows = Object.keys(t).map(function (k) { return [k + " tokens", t[k]]; });
+    var rows = Object.keys(t).map(function (k) { return [k + " tokens (sum)", t[k]]; });
     if (p) {
       Object.keys(p).forEach(function (k) { rows.push([k, p[k]]); });
+      s.appendChild(facts(PERF_FACTS.filter(function (f) { return p[f[0]] !== undefined; }).map(function (f) {
+        return [f[1], fmt(p[f[0]], 2), p[f[0]], f[0]];
+      }), "perf"));
     }
     if (!rows.length) {
       s.appendChild(el("p", { class: "muted", text: "No ng_perf data yet." }));
       return s;
     }
-    s.appendChild(table(["measure", "value"], rows, "perf"));
+    s.appendChild(details("All " + rows.length + " figures", table(["measure", "value"], rows, "perf")));
     return s;
   }
 
@@ -415,14 +437,20 @@
     state.charts = {};
     var app = clear(document.getElementById("app"));
     app.appendChild(header(body, timeline));
-    var sections = body.source === "batch"
-      ? [healthSection(body, null), agentsSection(body), perfSection(body)]
-      : [throughputSection(body, timeline), latencySection(body), drainSection(body, timeline),
-         inflightSection(body, timeline), healthSection(body, timeline), coverageSection(body),
-         agentsSection(body), perfSection(body)];
     var grid = el("div", { class: "grid" });
-    sections.forEach(function (section) { if (section) grid.appendChild(section); });
     app.appendChild(grid);
+    currentGrid = grid;
+    try {
+      if (body.source === "batch") {
+        healthSection(body, null); agentsSection(body); perfSection(body);
+      } else {
+        throughputSection(body, timeline); latencySection(body); drainSection(body, timeline);
+        inflightSection(body, timeline); healthSection(body, timeline); coverageSection(body);
+        agentsSection(body); perfSection(body);
+      }
+    } finally {
+      currentGrid = null;
+    }
     document.title = "Run " + body.run_id + " \u00b7 rollout-sidecar";
   }
 
