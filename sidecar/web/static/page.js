@@ -194,9 +194,10 @@
       pairs.push(["tasks", fmt(body.plan_tasks)]);
     }
     box.appendChild(facts(pairs, "header"));
-    var note = body.source === "live"
-      ? "Live: refreshed every " + POLL_MS / 1000 + " s \u00b7 as of " + clock(body.as_of)
-      : (body.source === "batch" ? "Batch health check (no timing in the files: health and ng_perf only)" : "Saved " + clock(body.as_of));
+    var live = document.body.getAttribute("data-mode") === "live";
+    var note = body.source === "batch"
+      ? "Batch health check (the files hold no timing: health and ng_perf only)"
+      : (live ? "Live: refreshed every " + POLL_MS / 1000 + " s" : "Saved file: the sidecar's data") + " \u00b7 as of " + clock(body.as_of);
     box.appendChild(el("p", { class: "muted", id: "as-of", text: note }));
     if (timeline === null && body.source !== "batch") {
       box.appendChild(el("p", { class: "muted", text: "No timeline for this run (the over-time charts are empty)." }));
@@ -212,10 +213,25 @@
       ["completed events", fmt((body.events || {}).completed), (body.events || {}).completed, "completed"],
     ], "throughput"));
     if (timeline) {
-      timeSeriesChart("throughput", s, timeline, ["rollouts_per_hour"], ["rollouts/hour"]);
+      var chart = timeSeriesChart("throughput", s, timeline, ["rollouts_per_hour"], ["rollouts/hour"]);
+      chart.addSeries({ label: "moving average", stroke: "#111827", width: 1.5, dash: [4, 3] }, 2);
+      chart.setData(chart.data.concat([movingAverage(timeline.series.rollouts_per_hour)]));
       s.appendChild(details("Data table", timelineTable(timeline, ["rollouts_per_hour", "completed", "failed", "drained"], "throughput")));
     }
     return s;
+  }
+
+  function movingAverage(values) {
+    // A trailing mean over ~1/40 of the points: per-interval rates are noisy at small buckets.
+    var window = Math.max(1, Math.round(values.length / 40));
+    var out = [], sum = 0, count = 0;
+    for (var i = 0; i < values.length; i++) {
+      if (values[i] !== null) { sum += values[i]; count += 1; }
+      var old = i - window;
+      if (old >= 0 && values[old] !== null) { sum -= values[old]; count -= 1; }
+      out.push(count ? sum / count : null);
+    }
+    return out;
   }
 
   function timelineTable(timeline, keys, name) {
@@ -258,12 +274,13 @@
     xs.forEach(function (x, i) { if (hist.completed.counts[i] || hist.failed.counts[i]) last = i; });
     var end = Math.min(xs.length, last + 2);
     var data = [xs.slice(0, end), cdf(hist.completed.counts).slice(0, end), cdf(hist.failed.counts).slice(0, end)];
+    var marginIsP75 = latency.drain_margin !== null && latency.drain_margin === q["0.75"];
     var marks = [
       { x: q["0.5"], label: "p50", color: "#059669", row: 0 },
-      { x: q["0.75"], label: "p75", color: "#d97706", row: 1 },
+      { x: q["0.75"], label: marginIsP75 ? "p75 = drain margin" : "p75", color: "#d97706", row: 1 },
       { x: q["0.95"], label: "p95", color: "#7c3aed", row: 2 },
-      { x: latency.drain_margin, label: "drain margin", color: "#111827", row: 3 },
     ];
+    if (!marginIsP75) marks.push({ x: latency.drain_margin, label: "drain margin", color: "#111827", row: 3 });
     plot("latency", s, {
       series: [{ label: "seconds" },
         { label: "completed (cum. share)", stroke: COLORS[0], width: 2 },
