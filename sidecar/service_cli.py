@@ -161,14 +161,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     report.add_argument("--sidecar", required=True, help="base URL, e.g. http://127.0.0.1:9400 (required)")
     report.add_argument("--run-id", required=True, help="the run's id (required; GET /v1/runs lists them)")
     report.add_argument(
-        "--out", type=Path, default=None, help="output directory, created if missing (--out, --html or both)"
+        "--out",
+        type=Path,
+        default=None,
+        help="output directory, created if missing (default none; --out, --html or both required)",
     )
     report.add_argument(
         "--html",
         type=Path,
         default=None,
         metavar="FILE",
-        help="write the run's page as one self-contained HTML file (data inside, opens offline)",
+        help="write the run's page as one self-contained HTML file that opens offline (default none)",
     )
     report.add_argument(
         "--token-file",

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         default=None,
         metavar="FILE",
-        help="also write the run's page (health and ng_perf) as one self-contained HTML file",
+        help="also write the run's page (health and ng_perf) as one self-contained HTML file (default none)",
     )
     checked: Callable[[argparse.Namespace], int] = parser.get_default("handler")
     parser.set_defaults(handler=lambda args: _with_html(checked, args))
