@@ -39,10 +39,10 @@ from sidecar.demo.report_view import DemoPaths
 from sidecar.demo.run_files import RunFiles
 from sidecar.inflight import InflightRules
 from sidecar.report import ReportFiles, fetch_report
-from sidecar.web.saved import fetch_page, write_html
 from sidecar.server import ServiceThread, loop_factory
 from sidecar.settings import ServiceSettings
 from sidecar.synthetic import materialized_rows
+from sidecar.web.saved import fetch_page, write_html
 
 __all__ = ["DemoError", "DemoResult", "prepare_out_dir", "run_demo"]
 
@@ -180,7 +180,8 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     with contextlib.ExitStack() as stack:
         sidecar_url = service.start()
         stack.callback(service.stop)
-        console.print(f"Live page: {sidecar_url}/runs/{run_id}", soft_wrap=True, markup=False, highlight=False)
+        page_url = f"{sidecar_url}/runs/{run_id}"
+        console.print(f"Live page: {page_url}", soft_wrap=True, markup=False, highlight=False)
         agent_url = agent.start()
         stack.callback(agent.stop)
         with RunFiles(paths.run_dir) as files, asyncio.Runner(loop_factory=loop_factory()) as runner:
