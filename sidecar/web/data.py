@@ -23,13 +23,15 @@ __all__ = [
     "UNHEALTHY_LIMIT",
     "batch_body",
     "live_body",
+    "recent_unhealthy",
     "unhealthy_rows",
 ]
 
 PAGE_SCHEMA: Final = 1
 """Version of the page body; the script refuses a body it does not know."""
 UNHEALTHY_LIMIT: Final = 50
-"""Unhealthy rollouts the body lists (report order: task, rollout); ``unhealthy_total`` counts all."""
+"""Unhealthy rollouts the body lists: live, the latest (newest first, as the run keeps them);
+batch, the first in report order (task, rollout). ``unhealthy_total`` counts all."""
 OLDEST_LIMIT: Final = 10
 """Oldest in-flight rollouts the body lists."""
 _DETAIL_CAP: Final = 300
@@ -65,13 +67,28 @@ def unhealthy_rows(lines: Iterable[bytes | str | dict[str, Any]], limit: int = U
     return out
 
 
+def recent_unhealthy(run: RunState) -> list[Any]:
+    """The run's latest unhealthy rollouts, newest first, in the shape of :func:`unhealthy_rows`."""
+    return [
+        {
+            "task_index": task,
+            "rollout_index": rollout,
+            "stage_index": stage,
+            "findings": [
+                {"check": str(f.get("check")), "detail": _detail_text(f.get("detail"))}
+                for f in orjson.loads(findings)[:20]
+            ],
+        }
+        for task, rollout, stage, findings in reversed(run.recent_unhealthy)
+    ]
+
+
 def _histogram(counts: list[int], bounds: Iterable[float]) -> dict[str, Any]:
     return {"bounds": list(bounds), "counts": list(counts)}
 
 
-def live_body(run: RunState, now: float, unhealthy: list[Any]) -> dict[str, Any]:
-    """The page body of a run held by the service, at ``now`` (O(1) in the run's size but for
-    ``unhealthy``, which the caller computes and caches)."""
+def live_body(run: RunState, now: float) -> dict[str, Any]:
+    """The page body of a run held by the service, at ``now``: O(1) in the run's size."""
     from sidecar.runs import DURATION_BUCKETS
 
     view = run.health_view()
@@ -107,7 +124,8 @@ def live_body(run: RunState, now: float, unhealthy: list[Any]) -> dict[str, Any]
             "verdicts": view.verdicts,
             "issues": view.issues,
             "tasks_closed": view.tasks_closed,
-            "unhealthy": unhealthy,
+            "unhealthy": recent_unhealthy(run),
+            "unhealthy_order": "latest",
             "unhealthy_total": view.verdicts.get("unhealthy", 0),
         },
         "perf_summary": run.perf.result(run.perf_rollouts),
@@ -144,6 +162,7 @@ def batch_body(
             "issues": run["issues"],
             "tasks_closed": len(summary.get("tasks", {})),
             "unhealthy": unhealthy,
+            "unhealthy_order": "first",
             "unhealthy_total": run["verdicts"].get("unhealthy", 0),
         },
         "perf_summary": perf_summary,

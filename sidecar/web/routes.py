@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from sidecar.request_errors import RequestError
-from sidecar.web.data import live_body, unhealthy_rows
+from sidecar.web.data import live_body
 from sidecar.web.page import ASSETS, LIVE_CSP, asset_bytes, index_html, run_html
 
 if TYPE_CHECKING:
@@ -59,12 +59,7 @@ def web_routes(
 
     async def page(request: Request) -> Response:
         run = run_of(request.path_params["run_id"])
-        # The unhealthy list is the only part that reads rows: built off the loop, cached per
-        # completion count (verdicts change only with completions).
-        key = ("page-unhealthy", run.run_id, id(run), run.completed, run.ended_at)
-        unhealthy = await service.reads.build(key, lambda: unhealthy_rows(run.reducer.iter_verdict_lines()))
-        body = live_body(run, service.clock(), unhealthy)
-        return Response(dumps(body), media_type="application/json")
+        return Response(dumps(live_body(run, service.clock())), media_type="application/json")
 
     return [
         Route("/", index, methods=["GET"]),

@@ -372,7 +372,8 @@
     s.appendChild(el("h3", { text: "Findings per check" }));
     var checks = Object.keys(h.issues);
     s.appendChild(barTable("issues", "check", checks.map(function (c) { return [checkLink(c), h.issues[c]]; }), "findings"));
-    s.appendChild(el("h3", { text: "Unhealthy rollouts" + (h.unhealthy_total > h.unhealthy.length ? " (first " + h.unhealthy.length + " of " + fmt(h.unhealthy_total) + ")" : "") }));
+    var which = h.unhealthy_order === "latest" ? "latest " : "first ";
+    s.appendChild(el("h3", { text: "Unhealthy rollouts" + (h.unhealthy_total > h.unhealthy.length ? " (" + which + h.unhealthy.length + " of " + fmt(h.unhealthy_total) + (which === "latest " ? ", newest first" : "") + ")" : "") }));
     if (!h.unhealthy.length) {
       s.appendChild(el("p", { class: "muted", text: "none" }));
     } else {

@@ -101,6 +101,7 @@ class SidecarRun:
     clock: ManualClock
     run_id: str
     pending: list[Any] = field(default_factory=list)
+    posted: list[Any] = field(default_factory=list)
 
     def post(self, events: list[Any]) -> None:
         response = self.client.post(f"/v1/runs/{self.run_id}/events", json=events)
@@ -118,6 +119,7 @@ class SidecarRun:
             self.clock.now += STEP_S
             batch, self.pending = self.pending[:per_batch], self.pending[per_batch:]
             self.post(batch)
+            self.posted.extend(batch)
             posted += len(batch)
         return posted
 
