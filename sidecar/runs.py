@@ -224,6 +224,8 @@ class RunState:
         self.perf_rollouts = 0
         self._next_ordinal = 0
         self._closed: dict[TaskIndex, tuple[str, ...]] = {}
+        #: Closed tasks per task check that fired, kept with ``_closed`` (read on every scrape).
+        self._flag_counts: dict[str, int] = {}
         #: The configured floor of the summary's refresh interval, and the interval in force
         #: (the floor, stretched to 20x the last summary's cost).
         self._health_min_interval_s = health_interval_s
@@ -265,6 +267,12 @@ class RunState:
     def __setstate__(self, state: dict[str, Any]) -> None:
         registry = InflightRegistry.from_snapshot(state.pop("inflight"))
         state.setdefault("recent_unhealthy", deque(maxlen=RECENT_UNHEALTHY))  # older snapshots
+        if "_flag_counts" not in state:
+            counts: dict[str, int] = {}
+            for checks in state["_closed"].values():
+                for check in checks:
+                    counts[check] = counts.get(check, 0) + 1
+            state["_flag_counts"] = counts
         self.__dict__.update(state)
         self.inflight = registry
         if "timeline" not in state:  # a snapshot from before timelines: one starts at the next fact
@@ -469,7 +477,13 @@ class RunState:
 
     def _close(self, task: TaskIndex) -> None:
         findings = self.reducer.close_task(task)
-        self._closed[task] = tuple(finding.check for finding in findings)
+        checks = tuple(finding.check for finding in findings)
+        counts = self._flag_counts
+        for check in self._closed.get(task, ()):  # a re-closed task's earlier flags
+            counts[check] -= 1
+        for check in checks:
+            counts[check] = counts.get(check, 0) + 1
+        self._closed[task] = checks
         if self._spilling:
             self.reducer.spill(task)
 
@@ -484,10 +498,7 @@ class RunState:
         every ``health_interval_s`` (stretched to 20x its own cost) unless ``fresh``. Task-check
         counts are those of closed tasks in both cases (an open task is not judged yet).
         """
-        flags: dict[str, int] = {}
-        for checks in self._closed.values():
-            for check in checks:
-                flags[check] = flags.get(check, 0) + 1
+        flags = {check: count for check, count in self._flag_counts.items() if count}
         if not self._maybe_duplicates:
             verdicts = dict(self._verdicts)
             issues = dict(zip(CHECK_IDS, self._issues, strict=True))

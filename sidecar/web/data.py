@@ -87,8 +87,9 @@ def _histogram(counts: list[int], bounds: Iterable[float]) -> dict[str, Any]:
     return {"bounds": list(bounds), "counts": list(counts)}
 
 
-def live_body(run: RunState, now: float) -> dict[str, Any]:
-    """The page body of a run held by the service, at ``now``: O(1) in the run's size."""
+def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int) -> dict[str, Any]:
+    """The page body of a run held by the service, at ``now``: O(1) in the run's size, given its
+    perf summary (O(rollouts) to build: the caller keeps one, made over ``perf_rollouts``)."""
     from sidecar.runs import DURATION_BUCKETS
 
     view = run.health_view()
@@ -128,7 +129,8 @@ def live_body(run: RunState, now: float) -> dict[str, Any]:
             "unhealthy_order": "latest",
             "unhealthy_total": view.verdicts.get("unhealthy", 0),
         },
-        "perf_summary": run.perf.result(run.perf_rollouts),
+        "perf_summary": perf_summary,
+        "perf_rollouts": perf_rollouts,
         "tokens": dict(run.tokens),
         "inflight": inflight,
         "agents": None,
@@ -166,6 +168,7 @@ def batch_body(
             "unhealthy_total": run["verdicts"].get("unhealthy", 0),
         },
         "perf_summary": perf_summary,
+        "perf_rollouts": run["artifacts"]["records"],
         "tokens": {"prompt": tokens.get("prompt"), "completion": tokens.get("completion")},
         "inflight": None,
         "agents": None,

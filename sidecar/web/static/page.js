@@ -429,7 +429,7 @@
   ];
 
   function perfSection(body) {
-    var s = card("perf", "ng_perf totals", "Tokens, turns and model-call latency over the rollouts the health check saw (NeMo Gym's perf summary).");
+    var s = card("perf", "ng_perf totals", "Tokens, turns and model-call latency over the rollouts the health check saw (NeMo Gym's perf summary" + (body.perf_rollouts !== undefined ? ", over " + fmt(body.perf_rollouts) + " rollouts" : "") + "; token sums are live).");
     var p = body.perf_summary;
     var t = body.tokens || {};
     var rows = Object.keys(t).map(function (k) { return [k + " tokens (sum)", t[k]]; });
