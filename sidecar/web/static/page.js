@@ -158,7 +158,8 @@
     var series = [{}];
     keys.forEach(function (key, i) {
       data.push(timeline.series[key].slice());
-      series.push({ label: labels[i], stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false });
+      var stroke = (extra && extra.strokes && extra.strokes[i]) || COLORS[i % COLORS.length];
+      series.push({ label: labels[i], stroke: stroke, width: (extra && extra.widths && extra.widths[i]) || 2, spanGaps: false });
     });
     var opts = { title: extra && extra.title, series: series, axes: [{}, { size: 60 }], scales: { x: { time: true } } };
     if (extra && extra.plugins) opts.plugins = extra.plugins;
@@ -213,8 +214,8 @@
       ["completed events", fmt((body.events || {}).completed), (body.events || {}).completed, "completed"],
     ], "throughput"));
     if (timeline) {
-      var chart = timeSeriesChart("throughput", s, timeline, ["rollouts_per_hour"], ["rollouts/hour"]);
-      chart.addSeries({ label: "moving average", stroke: "#111827", width: 1.5, dash: [4, 3] }, 2);
+      var chart = timeSeriesChart("throughput", s, timeline, ["rollouts_per_hour"], ["rollouts/hour (per interval)"], { strokes: ["#93c5fd"], widths: [1] });
+      chart.addSeries({ label: "moving average", stroke: "#1d4ed8", width: 2 }, 2);
       chart.setData(chart.data.concat([movingAverage(timeline.series.rollouts_per_hour)]));
       s.appendChild(details("Data table", timelineTable(timeline, ["rollouts_per_hour", "completed", "failed", "drained"], "throughput")));
     }
@@ -310,7 +311,7 @@
     s.appendChild(facts([
       ["drain margin", duration(drain.drain_margin), drain.drain_margin, "drain_margin"],
       ["time left", drain.seconds_left === undefined ? "no budget" : duration(drain.seconds_left), drain.seconds_left, "seconds_left"],
-      ["pointless from", at === null ? "not (yet)" : clock(at), at === null ? "" : at, "pointless_at"],
+      ["pointless from", at !== null ? clock(at) : (drain.seconds_left === undefined ? "no budget" : "not (yet)"), at === null ? "" : at, "pointless_at"],
     ], "drain"));
     if (timeline) {
       timeSeriesChart("drain", s, timeline, ["seconds_left", "drain_margin_s"], ["time left (s)", "drain margin (s)"], {
