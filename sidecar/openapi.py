@@ -126,6 +126,12 @@ def openapi_document() -> dict[str, Any]:
                 },
                 errors=(400, 404),
             ),
+            "/v1/runs/{run_id}/timeline": _get(
+                "A run's bounded time series (at most 1024 points, columnar; docs/report.md).",
+                _json(any_object, "timeline"),
+                {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                errors=(404,),
+            ),
             "/drain_margin": _get(
                 "Drain margin of a run.",
                 _json(any_object, "margin, samples, budget"),

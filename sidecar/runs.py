@@ -278,6 +278,8 @@ class RunState:
         if "timeline" not in state:  # a snapshot from before timelines: one starts at the next fact
             self.starts = 0
             self.timeline = Timeline(None)
+            if self.ended_at is not None:
+                self.timeline.freeze()
 
     def attach(
         self,
@@ -337,8 +339,8 @@ class RunState:
         """Apply one committed fact; a completion returns its ``ng_perf`` (or ``None``)."""
         self._version += 1
         self._clock.pinned = fact.received_at
-        self.timeline.advance(fact.received_at, self)
         try:
+            self.timeline.advance(fact.received_at, self)  # closes points with the state before the fact
             if isinstance(fact, CompletedFact):
                 self.inflight.ended((fact.task, fact.rollout), None)
                 return self._completed(fact)

@@ -171,6 +171,11 @@ class Timeline:
         self._end_t = self._last
         self._edge = math.inf
 
+    def freeze(self) -> None:
+        """Change no more (a run restored as ended from a snapshot without a timeline keeps none)."""
+        self._end_t = self._last
+        self._edge = math.inf
+
     def _cross(self, at: float, source: TimelineSource) -> None:
         if self.frozen or not math.isfinite(at):
             return
@@ -218,10 +223,10 @@ class Timeline:
         sampled from ``source`` now; once frozen, only stored points are read.
         """
         origin = self.origin
-        if origin is None:
+        count = self.closed
+        if origin is None or (self.frozen and not count):
             return [], {name: [] for name in _SERIES}
         width = self.bucket_s
-        count = self.closed
         times = [origin + (point + 1) * width for point in range(count)]
         raw: list[list[Any]] = [
             [None if value != value else value for value in column] for column in self._columns
