@@ -86,7 +86,30 @@
   }
 
   function details(summary, content) {
-    return el("details", null, el("summary", { text: summary }), content);
+    var node = el("details", null, el("summary", { text: summary }), content);
+    var name = content.getAttribute && content.getAttribute("data-table");
+    if (name) node.setAttribute("data-key", name);
+    return node;
+  }
+
+  function keptView() {
+    // What a refresh must not undo: open tables, scrolled lists (the page's own scroll is kept
+    // by holding the old height while the new content is built).
+    var open = {};
+    Array.prototype.forEach.call(document.querySelectorAll("details[open][data-key]"), function (d) {
+      open[d.getAttribute("data-key")] = true;
+    });
+    var scrolled = Array.prototype.map.call(document.querySelectorAll(".scroll"), function (n) { return n.scrollTop; });
+    return { open: open, scrolled: scrolled };
+  }
+
+  function restoreView(kept) {
+    Array.prototype.forEach.call(document.querySelectorAll("details[data-key]"), function (d) {
+      if (kept.open[d.getAttribute("data-key")]) d.open = true;
+    });
+    Array.prototype.forEach.call(document.querySelectorAll(".scroll"), function (n, i) {
+      if (kept.scrolled[i]) n.scrollTop = kept.scrolled[i];
+    });
   }
 
   var currentGrid = null;
@@ -454,7 +477,10 @@
     if (!body || body.schema !== 1) throw new Error("unknown page body");
     Object.keys(state.charts).forEach(function (k) { state.charts[k].destroy(); });
     state.charts = {};
-    var app = clear(document.getElementById("app"));
+    var kept = keptView();
+    var app = document.getElementById("app");
+    app.style.minHeight = app.offsetHeight + "px";
+    clear(app);
     app.appendChild(header(body, timeline));
     var grid = el("div", { class: "grid" });
     app.appendChild(grid);
@@ -469,7 +495,9 @@
       }
     } finally {
       currentGrid = null;
+      app.style.minHeight = "";
     }
+    restoreView(kept);
     document.title = "Run " + body.run_id + " \u00b7 rollout-sidecar";
   }
 

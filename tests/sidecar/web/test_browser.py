@@ -206,6 +206,8 @@ class TestLivePage:
 
     def test_new_events_show_at_the_next_refresh(self, browser: Any, live: SidecarRun) -> None:
         page, watch = _open(browser, f"{live.url}/runs/{live.run_id}")
+        page.click('details[data-key="throughput"] summary')
+        page.evaluate("window.scrollTo(0, 1500)")
         before = int(_facts(page, "throughput")["completed"])
         seen = page.evaluate("window.sidecarPage.refreshes")
         live.advance(batches=3)
@@ -214,8 +216,12 @@ class TestLivePage:
         # any refresh that began after the post shows it: wait for one, without a clock
         _wait(page, f"window.sidecarPage.refreshes >= {seen + 2}")
         after = int(_facts(page, "throughput")["completed"])
+        kept = page.evaluate(
+            "[window.scrollY, document.querySelector('details[data-key=\"throughput\"]').open]"
+        )
         page.close()
         assert after == expected
+        assert kept == [1500, True]  # a refresh keeps the reader's place and open tables
         assert watch.errors == []
 
     def test_hostile_ids_and_names_render_as_text(self, browser: Any, live: SidecarRun) -> None:
