@@ -138,7 +138,8 @@
     var old = state.charts[name];
     if (old) old.destroy();
     var chartHolder = el("div", { class: "chart", "data-chart": name, role: "img" });
-    chartHolder.setAttribute("aria-label", opts.title || name);
+    var heading = holder.querySelector("h2");
+    chartHolder.setAttribute("aria-label", (heading ? heading.textContent : name) + " chart; its numbers are beside it and in the data table below");
     holder.appendChild(chartHolder);
     opts.width = chartWidth(holder);
     opts.height = opts.height || 220;
