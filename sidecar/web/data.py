@@ -100,7 +100,7 @@ def _latency(run: RunState) -> dict[str, Any]:
     }
 
 
-def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int) -> dict[str, Any]:
+def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int | None) -> dict[str, Any]:
     """The page body of a run held by the service, at ``now``: O(1) in the run's size, given its
     perf summary (O(rollouts) to build: the caller keeps one, made over ``perf_rollouts``)."""
     from sidecar.runs import DURATION_BUCKETS

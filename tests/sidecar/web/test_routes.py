@@ -94,6 +94,14 @@ class TestPageBody:
         assert body["health"]["verdicts"] == report["quality_summary"]["run"]["verdicts"]
         assert body["latency"]["quantiles"] == report["latency"]["quantiles"]
 
+    def test_perf_summary_is_the_reports_once_built(self, run: SidecarRun) -> None:
+        body = run.get(f"/v1/runs/{run.run_id}/page")
+        while body["perf_pending"]:  # built in the background; a poll never waits long for it
+            body = run.get(f"/v1/runs/{run.run_id}/page")
+        report = run.get("/report", run_id=run.run_id)
+        assert body["perf_summary"] == report["perf_summary"] is not None
+        assert body["perf_rollouts"] == report["quality_summary"]["run"]["artifacts"]["records"]
+
     def test_unknown_run_is_a_404(self, run: SidecarRun) -> None:
         response = run.client.get("/v1/runs/nope/page")
         assert response.status_code == 404 and response.json()["error"] == "unknown_run"
