@@ -45,9 +45,9 @@ class _PerfCache:
     The summary sorts and sums every rollout's figures (0.1 s at 1k rollouts, ~7 s cold at 1M on
     two cores), unlike the rest of the page body: ten pages polling every 2 s must not recompute
     it on each poll, and no poll waits for it long. A build runs in the background (off the loop,
-    serialized with ingest, like ``/report``'s); a request waits at most :data:`_PERF_WAIT_S`
-    for it and otherwise answers with the summary held so far (``None`` before the first) and
-    ``perf_pending``. A finished run's is built once.
+    serialized with ingest, like ``/report``'s); a request answers with the summary held so far
+    and ``perf_pending``, and only before the first waits for it, at most :data:`_PERF_WAIT_S`.
+    A finished run's is built once.
     """
 
     def __init__(self, service: Service) -> None:
@@ -77,9 +77,10 @@ class _PerfCache:
             task = self._building.get(key)
             if task is None:
                 task = self._building[key] = asyncio.create_task(self._build(key, run, count))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), _PERF_WAIT_S)
-            held = self._held.get(key)
+            if held is None:  # nothing to show yet: a small run's first build is quicker than a poll
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(task), _PERF_WAIT_S)
+                held = self._held.get(key)
         pending = key in self._building
         return (held[3], held[0], pending) if held is not None else (None, None, pending)
 
