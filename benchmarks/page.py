@@ -5,7 +5,8 @@ size a journal of that many completion facts is written (the facts of ``benchmar
 generated rows with fresh identities, 0.01 s apart, so the timeline merges as a long run's does),
 replayed and snapshotted, and ``rollout-sidecar serve`` started on it. Then every URL the page
 loads (``/runs/{id}``, ``/v1/runs/{id}/page``, ``/v1/runs/{id}/timeline``, the static assets) is
-fetched ``--requests`` times over one keep-alive connection: median and p99 latency, and the
+fetched ``--requests`` times over one keep-alive connection, once the run's perf summary is built
+(the first request and that build are printed apart): median and p99 latency, and the
 response's bytes. The first size is the baseline: the ratio columns divide the largest size's
 figures by it (the issue's target: well under 100 ms, and the same size at 1M as at 1k).
 """
@@ -80,12 +81,17 @@ async def _write_journal(path: Path, templates: list[CompletedFact], count: int,
     await journal.close()
 
 
-def _cold(url: str) -> float:
-    """Milliseconds of the first ``/page`` request (the perf summary is built then)."""
+def _cold(url: str) -> tuple[float, float]:
+    """Milliseconds of the first ``/page`` request (it starts the perf summary's build and waits
+    at most 0.25 s for it), and seconds until the summary is there (polled as the page does)."""
     began = time.perf_counter()
     response = httpx.get(f"{url}/v1/runs/{RUN}/page", timeout=120)
     assert response.status_code == 200, response.text[:200]
-    return (time.perf_counter() - began) * 1000
+    first = (time.perf_counter() - began) * 1000
+    while response.json()["perf_pending"]:
+        time.sleep(0.5)
+        response = httpx.get(f"{url}/v1/runs/{RUN}/page", timeout=120)
+    return first, time.perf_counter() - began
 
 
 def _measure(url: str, requests: int) -> dict[str, tuple[float, float, int]]:
@@ -124,10 +130,10 @@ def main() -> int:
             asyncio.run(_replay_and_snapshot(journal))
             prepared = time.perf_counter() - began
             with serve(journal) as (url, _pid):
-                cold = _cold(url)
+                cold, built = _cold(url)
                 results[count] = _measure(url, args.requests)
             print(f"\n## {count:,} rollouts (journal written and replayed in {prepared:.1f} s)")
-            print(f"first /page request (builds the perf summary, then held): {cold:.1f} ms")
+            print(f"first /page request {cold:.1f} ms; perf summary built in the background in {built:.1f} s")
             print(f"{'path':<34} {'median ms':>10} {'p99 ms':>9} {'bytes':>10}")
             for path, (median, p99, size) in results[count].items():
                 print(f"{path:<34} {median:>10.2f} {p99:>9.2f} {size:>10,}")
