@@ -49,6 +49,7 @@ from sidecar.request_errors import (
 from sidecar.responses import HealthzBody, InflightBody, IngestBody, ReadyBody, RunListBody
 from sidecar.runs import RunState
 from sidecar.service import Service
+from sidecar.web.routes import web_routes
 from sidecar.wire import RUN_ID_PATTERN, FollowerState
 
 __all__ = [
@@ -683,6 +684,7 @@ def create_app(service: Service) -> Starlette:
         Route("/openapi.json", handlers.openapi, methods=["GET"]),
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/readyz", handlers.readyz, methods=["GET"]),
+        *web_routes(service, handlers._run, dumps_json),  # the page (sidecar/web)
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:

@@ -120,6 +120,25 @@ OPERATIONS: Mapping[tuple[str, str], Operation] = MappingProxyType(
             (_RUN_ID_PATH,),
             _RUN_ERRORS,
         ),
+        ("GET", "/v1/runs/{run_id}/page"): Operation(
+            "What the run page draws besides the timeline (O(1) in the run's size; docs/report.md).",
+            bodies.PageBody,
+            (_RUN_ID_PATH,),
+            _RUN_ERRORS,
+        ),
+        ("GET", "/"): Operation("The runs held, as a page (HTML).", NonJSON("text/html", "the run list")),
+        ("GET", "/runs/{run_id}"): Operation(
+            "One run's page (HTML; its data from /v1/runs/{run_id}/page and /timeline).",
+            NonJSON("text/html", "the run page"),
+            (_RUN_ID_PATH,),
+            (404,),
+        ),
+        ("GET", "/static/{name}"): Operation(
+            "The page's script, styles and vendored uPlot (package data; no CDN).",
+            NonJSON("application/octet-stream", "a static file (text/javascript or text/css)"),
+            (Param("name", "path"),),
+            (404,),
+        ),
         ("GET", "/drain_margin"): Operation(
             "Drain margin of a run: margin, samples, and with a budget the time left and start-now.",
             bodies.DrainMarginBody,

@@ -30,6 +30,7 @@ __all__ = [
     "IngestBody",
     "NotReadyBody",
     "OpenAPIBody",
+    "PageBody",
     "QualitySummaryBody",
     "ReadyBody",
     "ReportBody",
@@ -82,6 +83,35 @@ class RunListBody(TypedDict):
     """``GET /v1/runs``: every run the service holds."""
 
     runs: list[RunListing]
+
+
+@with_config(_CLOSED)
+class PageBody(TypedDict):
+    """``GET /v1/runs/{run_id}/page``: what the run page draws besides the timeline, O(1) in the
+    run's size (``docs/report.md`` "The run page"); ``source`` ``live`` here, ``batch`` in a file
+    ``health-check --html`` wrote."""
+
+    schema: int
+    source: Literal["live", "batch"]
+    run_id: str
+    status: Literal["running", "ended"]
+    as_of: float
+    started_at: float | None
+    ended_at: float | None
+    budget_s: float | None
+    plan_tasks: int | None
+    drain: DrainMarginBody
+    latency: dict[str, Any]
+    durations: dict[str, Any]
+    accounting: AccountingBody
+    events: dict[str, Any]
+    health: dict[str, Any]
+    perf_summary: dict[str, Any] | None
+    perf_rollouts: int | None
+    perf_pending: bool
+    tokens: dict[str, int]
+    inflight: dict[str, Any]
+    agents: list[dict[str, Any]] | None
 
 
 @with_config(_CLOSED)

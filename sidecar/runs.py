@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -67,6 +68,7 @@ __all__ = [
     "DURATION_BUCKETS",
     "FAILURE_CLASSES",
     "INFLIGHT_REPORT_LIMIT",
+    "RECENT_UNHEALTHY",
     "TOKEN_KINDS",
     "DurationHistogram",
     "HealthView",
@@ -75,6 +77,9 @@ __all__ = [
     "latency_ms",
 ]
 
+#: Unhealthy rollouts a run keeps for its page (:attr:`RunState.recent_unhealthy`).
+RECENT_UNHEALTHY = 50
+_UNHEALTHY = VERDICTS.index("unhealthy")
 #: In-flight rollouts ``/report`` lists at the run's end (oldest first); the count covers all.
 INFLIGHT_REPORT_LIMIT = 1000
 DURATION_BUCKETS: tuple[float, ...] = (
@@ -233,6 +238,9 @@ class RunState:
         self._health_interval_s = health_interval_s
         #: Rollouts per preliminary verdict, keyed by the verdict's name.
         self._verdicts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
+        #: The latest unhealthy rollouts (task, rollout, stage, findings JSON), newest last: the
+        #: run page's table, fixed in size (the verdict as the row arrived, before duplicates).
+        self.recent_unhealthy: deque[tuple[Any, Any, Any, bytes]] = deque(maxlen=RECENT_UNHEALTHY)
         self._issues = [0] * len(CHECK_IDS)
         self._maybe_duplicates = False
         self._version = 0
@@ -263,6 +271,7 @@ class RunState:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         registry = InflightRegistry.from_snapshot(state.pop("inflight"))
+        state.setdefault("recent_unhealthy", deque(maxlen=RECENT_UNHEALTHY))  # older snapshots
         if "_task_flags" not in state:  # a snapshot from before the counts were kept
             state["_task_flags"] = _count_flags(state["_closed"].values())
         self.__dict__.update(state)
@@ -380,6 +389,10 @@ class RunState:
         task = self._engines.digest_task_index(digest)
         self.reducer.add_compact(digest)
         self._verdicts[VERDICTS[digest.verdict]] += 1
+        if digest.verdict == _UNHEALTHY:
+            self.recent_unhealthy.append(
+                (digest.task_index, digest.rollout_index, digest.stage_index, digest.findings)
+            )
         for position in digest.finding_checks:
             if position >= 0:
                 self._issues[position] += 1

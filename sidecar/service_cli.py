@@ -160,7 +160,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     report.add_argument("--run-id", required=True, help="the run's id (required; GET /v1/runs lists them)")
     report.add_argument(
-        "--out", type=Path, required=True, help="output directory, created if missing (required)"
+        "--out",
+        type=Path,
+        default=None,
+        help="output directory, created if missing (default none; --out, --html or both required)",
+    )
+    report.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the run's page as one self-contained HTML file that opens offline (default none)",
     )
     report.add_argument(
         "--token-file",
@@ -413,12 +423,21 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
 
 def _report(args: argparse.Namespace) -> int:
     from sidecar.report import ReportError, fetch_report
+    from sidecar.web.saved import HtmlError, fetch_page, write_html
 
+    if args.out is None and args.html is None:
+        print("rollout-sidecar report: pass --out DIR, --html FILE or both", file=sys.stderr)  # noqa: T201
+        return 2
     try:
         token = load_token(args.token_file)
-        files = fetch_report(args.sidecar, args.run_id, args.out, token=token.get() if token else None)
-    except (SettingsError, ReportError) as exc:
+        secret = token.get() if token else None
+        if args.out is not None:
+            files = fetch_report(args.sidecar, args.run_id, args.out, token=secret)
+            print(f"Report written: {files.summary}, {files.verdicts}, {files.report}")  # noqa: T201
+        if args.html is not None:
+            page, timeline = fetch_page(args.sidecar, args.run_id, token=secret)
+            print(f"Page written: {write_html(args.html, page, timeline)}")  # noqa: T201
+    except (SettingsError, ReportError, HtmlError) as exc:
         print(f"rollout-sidecar report: {exc}", file=sys.stderr)  # noqa: T201
         return 2
-    print(f"Report written: {files.summary}, {files.verdicts}, {files.report}")  # noqa: T201
     return 0

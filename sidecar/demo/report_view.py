@@ -37,6 +37,10 @@ class DemoPaths:
         return self.out_dir / "journal.sqlite3"
 
     @property
+    def page(self) -> Path:
+        return self.report_dir / "run.html"
+
+    @property
     def metrics(self) -> Path:
         return self.report_dir / "metrics.prom"
 
@@ -146,6 +150,7 @@ def report_lines(
     yield "Where things are:"
     yield f"  run directory (NeMo Gym layout): {paths.run_dir}"
     yield f"  report: {paths.report_dir} (quality_summary.json, rollout_verdicts.jsonl, report.json)"
+    yield f"  page: {paths.page} (one file, opens offline); live at {sidecar_url}/runs/{report['run_id']}"
     yield f"  dispatcher's counters (simulated seconds): {paths.dispatch}"
     yield f"  metrics: {sidecar_url}/metrics during the run; final scrape in {paths.metrics}"
     yield f"  journal: {paths.journal}  (replay: rollout-sidecar serve --journal {paths.journal})"

@@ -42,6 +42,7 @@ from sidecar.report import ReportFiles, fetch_report
 from sidecar.server import ServiceThread, loop_factory
 from sidecar.settings import ServiceSettings
 from sidecar.synthetic import materialized_rows
+from sidecar.web.saved import fetch_page, write_html
 
 __all__ = ["DemoError", "DemoResult", "prepare_out_dir", "run_demo"]
 
@@ -179,6 +180,8 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     with contextlib.ExitStack() as stack:
         sidecar_url = service.start()
         stack.callback(service.stop)
+        page_url = f"{sidecar_url}/runs/{run_id}"
+        console.print(f"Live page: {page_url}", soft_wrap=True, markup=False, highlight=False)
         agent_url = agent.start()
         stack.callback(agent.stop)
         with RunFiles(paths.run_dir) as files, asyncio.Runner(loop_factory=loop_factory()) as runner:
@@ -186,6 +189,7 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
                 _dispatch_phase(config, run_id, sidecar_url, agent_url, files, console, stragglers)
             )
         report_files = fetch_report(sidecar_url, run_id, paths.report_dir)
+        write_html(paths.page, *fetch_page(sidecar_url, run_id))  # the same page, one file
         paths.metrics.write_text(metrics_text, encoding="utf-8")
         dispatch = {"time_scale": config.time_scale.factor, **stats.as_dict()}
         paths.dispatch.write_bytes(orjson.dumps(dispatch, option=orjson.OPT_INDENT_2) + b"\n")

@@ -57,11 +57,14 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def report_files(report: dict[str, Any], summary: bytes, verdicts: bytes) -> dict[str, bytes]:
+def report_files(
+    report: dict[str, Any], summary: bytes, verdicts: bytes, html: bytes | None = None
+) -> dict[str, bytes]:
     """The artifact files of a run, byte-identical to what ``rollout-sidecar report`` writes.
 
     ``report`` is the parsed ``/report`` body (``quality_summary`` included); ``summary`` and
-    ``verdicts`` are ``/report/quality_summary.json`` and ``/report/verdicts`` as served.
+    ``verdicts`` are ``/report/quality_summary.json`` and ``/report/verdicts`` as served; ``html``
+    the run's page as ``report --html`` writes it (``report.html``), where the caller has one.
     """
     body = {key: value for key, value in report.items() if key != "quality_summary"}
     files = {
@@ -71,30 +74,9 @@ def report_files(report: dict[str, Any], summary: bytes, verdicts: bytes) -> dic
     }
     if report.get("perf_summary") is not None:
         files["perf_summary.json"] = orjson.dumps(report["perf_summary"], option=orjson.OPT_INDENT_2) + b"\n"
-    html = _html_report(report)
     if html is not None:
         files["report.html"] = html
     return files
-
-
-def _html_report(report: dict[str, Any]) -> bytes | None:
-    """HOOK (HTML report): ``report.html`` when the build has a page writer.
-
-    The HTML page writer is another branch's work; when a module ``sidecar.report_page`` with a
-    ``render_report_html(report: dict) -> bytes | str`` exists, its page is added as an artifact.
-    Adjust the two names here when that writer lands; nothing else depends on them.
-    """
-    import importlib
-
-    try:
-        module = importlib.import_module("sidecar.report_page")
-    except ImportError:
-        return None
-    writer = getattr(module, "render_report_html", None)
-    if writer is None:
-        return None
-    page = writer(report)
-    return page.encode() if isinstance(page, str) else bytes(page)
 
 
 def final_package(

@@ -20,12 +20,15 @@ __all__ = ["log_run_dir"]
 _FILES = ("quality_summary.json", "rollout_verdicts.jsonl")
 
 
-def log_run_dir(run_dir: Path, targets: dict[TrackerName, str]) -> list[str]:
-    """Log ``run_dir``'s report into each target run; one message per tracker that failed."""
+def log_run_dir(run_dir: Path, targets: dict[TrackerName, str], *, html: Path | None = None) -> list[str]:
+    """Log ``run_dir``'s report into each target run; one message per tracker that failed.
+    ``html``: the run's page written by ``--html``, logged as ``report.html``."""
     from sidecar.trackers.export import make_backend
 
     directory = run_dir.parent if run_dir.is_file() else run_dir
     files = {name: (directory / name).read_bytes() for name in _FILES}
+    if html is not None and html.is_file():
+        files["report.html"] = html.read_bytes()
     report = {"run_id": directory.name, "quality_summary": orjson.loads(files["quality_summary.json"])}
     failed: list[str] = []
     for name, ref in targets.items():

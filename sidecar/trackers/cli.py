@@ -99,8 +99,9 @@ def tracker_settings(args: argparse.Namespace) -> TrackerSettings | None:
 
 
 def register_health_check(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``health-check`` as ``health.cli`` registers it, plus the tracker flags."""
-    from health.cli import register
+    """``health-check`` as ``sidecar.web.health_cli`` registers it (``health.cli`` plus ``--html``),
+    plus the tracker flags: the check runs, its page is written, then both are logged."""
+    from sidecar.web.health_cli import register
 
     register(subparsers)
     parser = subparsers.choices["health-check"]
@@ -160,7 +161,8 @@ def _health_check(args: argparse.Namespace, handler: Callable[[argparse.Namespac
         return code
     from sidecar.trackers.batch import log_run_dir
 
-    failed = log_run_dir(Path(args.run_dir), targets)
+    html: Path | None = getattr(args, "html", None)
+    failed = log_run_dir(Path(args.run_dir), targets, html=html)
     for line in failed:
         sys.stderr.write(f"{_HEALTH_PROG}: report written, but {line}\n")
     return 1 if failed else 0

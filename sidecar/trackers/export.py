@@ -186,7 +186,9 @@ class TrackerExport:
         summary = await reads.build(("summary", rid, key), run.reducer.summary_bytes)
         lines = await reads.build(("verdicts", rid, key), lambda: list(run.reducer.iter_verdict_lines()))
         report = orjson.loads(report_bytes)
-        files = report_files(report, summary, b"".join(lines))
+        now = self.service.clock()
+        html = await reads.build(("tracker-html", rid, key), lambda: _page_html(run, now, report))
+        files = report_files(report, summary, b"".join(lines), html)
         config = {name: getattr(run.config, name, None) for name in _CONFIG_PARAMS}
         for channel in channels:
             package = final_package(config, report, files, channel.name)
@@ -236,3 +238,13 @@ def _dumps_report(run: RunState) -> bytes:
     from sidecar.app import dumps_report
 
     return dumps_report(run.report())
+
+
+def _page_html(run: RunState, now: float, report: dict[str, Any]) -> bytes:
+    """The run's page as one self-contained file, as ``report --html`` writes it."""
+    from sidecar.web.data import live_body
+    from sidecar.web.page import saved_html
+
+    body = live_body(run, now, report.get("perf_summary"), run.perf_rollouts)
+    body["perf_pending"] = False
+    return saved_html(body, dict(run.timeline_body())).encode()

@@ -35,6 +35,7 @@ from tests.reliability_harness.fuzz import run_fuzz
 from tests.reliability_harness.inputs import run_inputs
 from tests.reliability_harness.load import percentile, run_load
 from tests.reliability_harness.outage import run_outage
+from tests.reliability_harness.page_pollers import run_page_pollers
 from tests.reliability_harness.poison import OUT_OF_RANGE, run_poison
 from tests.reliability_harness.restart import run_restart
 from tests.reliability_harness.security import run_security_checks
@@ -223,6 +224,22 @@ def _blocking_reads(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[s
     return describe(r), r.violations
 
 
+def _page_pollers(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
+    if quick:
+        r = run_page_pollers(tmp, launch=launch, num_tasks=1500, seconds=4.0, p99_bound_ms=0)
+    else:
+        r = run_page_pollers(tmp, launch=launch, num_tasks=100_000, seconds=30.0)
+    base, loaded, polls = r.figures(r.baseline_ms), r.figures(r.loaded_ms), r.figures(r.poll_ms)
+    return (
+        f"{r.events} events journaled; /drain_margin ms p50/p99/max alone "
+        f"{base[0]:.2f}/{base[1]:.2f}/{base[2]:.1f}, with {r.browsers} run pages polling every 2 s "
+        f"{loaded[0]:.2f}/{loaded[1]:.2f}/{loaded[2]:.1f} (p99 ratio {loaded[1] / base[1]:.2f}); "
+        f"{r.polls} page/timeline polls (p50 {polls[0]:.1f} ms, p99 {polls[1]:.1f} ms), "
+        f"{r.trickled} events trickled in; violations {len(r.violations)}",
+        r.violations,
+    )
+
+
 def _big_bodies(tmp: Path, launch: Launch, quick: bool) -> tuple[str, list[str]]:
     if quick:
         r = run_big_bodies(tmp, launch=launch, body_cap=8 << 20, concurrent=3, rounds=1)
@@ -252,6 +269,7 @@ SCENARIOS: dict[str, Scenario] = {
     "restart": _restart,
     "slow-clients": _slow_clients,
     "blocking-reads": _blocking_reads,
+    "page-pollers": _page_pollers,
     "big-bodies": _big_bodies,
 }
 

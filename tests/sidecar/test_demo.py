@@ -95,6 +95,15 @@ class TestDemoEndToEnd:
         assert all("rollouts/h" in line and "margin" in line for line in progress)
         assert "\x1b[" not in completed.stdout  # no terminal control codes in a pipe
 
+    def test_prints_the_live_page_and_writes_the_page_file(self, demo_run: DemoRun) -> None:
+        completed, out = demo_run
+        live = re.search(r"^Live page: (http://127\.0\.0\.1:\d+/runs/demo-[\d-]+)$", completed.stdout, re.M)
+        assert live is not None, completed.stdout[:2000]
+        page = (out / "report" / "run.html").read_text()
+        assert '<script type="application/json" id="page-data">' in page
+        where = f"page: {out / 'report' / 'run.html'} (one file, opens offline); live at {live[1]}"
+        assert where in completed.stdout
+
     def test_report_files_equal_the_batch_health_check_over_the_persisted_rows(
         self, demo_run: DemoRun, tmp_path: Path
     ) -> None:

@@ -146,6 +146,8 @@ class TestRealAnswersConform:
         assert live["ended"] is False and live["oldest"]
         running = _conforms(await client.get("/v1/runs/r1/timeline"))
         assert running["status"] == "running" and running["t"]
+        page = _conforms(await client.get("/v1/runs/r1/page"))
+        assert page["run_id"] == "r1" and page["source"] == "live"
         for get in ("/v1/runs", "/healthz", "/readyz", "/openapi.json", "/metrics"):
             _conforms(await client.get(get))
         _conforms(await client.post("/v1/runs/r1/events", json=[{"kind": "run_ended"}]))
@@ -153,6 +155,7 @@ class TestRealAnswersConform:
         assert ended["ended"] is True
         report = _conforms(await client.get("/report", params={"run_id": "r1"}))
         assert report["inflight_at_end"] is not None
+        assert _conforms(await client.get("/v1/runs/r1/page"))["status"] == "ended"
         frozen = _conforms(await client.get("/v1/runs/r1/timeline"))
         assert frozen["frozen"] is True
         assert sum(frozen["series"]["completed"]) == report["events"]["completed"]

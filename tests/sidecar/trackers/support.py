@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ import orjson
 from sidecar.report import fetch_report
 from tests.sidecar.service_support import GeneratedRun, generate_run
 
-__all__ = ["RUN", "expected_final", "report_files", "run_events", "wait_for"]
+__all__ = ["RUN", "assert_artifacts", "expected_final", "report_files", "run_events", "wait_for"]
 
 RUN = "trk-run"
 T = TypeVar("T")
@@ -78,3 +79,15 @@ def expected_final(files: dict[str, bytes]) -> dict[str, float]:
         **{p + "accounting/" + name: value for name, value in accounting.items()},
     }
     return {key: float(value) for key, value in expected.items() if value is not None}
+
+
+def assert_artifacts(logged: dict[str, bytes], files: dict[str, bytes], run_id: str) -> None:
+    """The tracker holds the report's files byte for byte, plus the run's page (``report.html``):
+    the self-contained page of this run, whose data ends the run (its ``as_of`` is the export's)."""
+    logged = dict(logged)
+    page = logged.pop("report.html", None)
+    assert logged == files  # byte for byte
+    assert page is not None, "report.html (the run page) was not logged"
+    text = html.unescape(page.decode())
+    assert text.startswith("<!doctype html>") and "connect-src 'none'" in text  # makes no request
+    assert f'"run_id":"{run_id}"' in text and '"status":"ended"' in text

@@ -104,7 +104,8 @@ def test_health_check_logs_its_report_into_the_mlflow_run(
     ref = client.create_run(experiment).info.run_id
     monkeypatch.setenv("MLFLOW_RUN_ID", ref)  # as `mlflow run` / a trainer's job sets it
     run_dir = _run_dir(tmp_path)
-    assert main(["health-check", str(run_dir), "--workers", "1"]) == 0
+    page = tmp_path / "run.html"
+    assert main(["health-check", str(run_dir), "--workers", "1", "--html", str(page)]) == 0
     run = client.get_run(ref)
     assert run.info.status == "RUNNING"  # not the health check's run to end
     summary = (run_dir / "quality_summary.json").read_bytes()
@@ -116,6 +117,7 @@ def test_health_check_logs_its_report_into_the_mlflow_run(
     assert {p.name: p.read_bytes() for p in local.iterdir()} == {
         "quality_summary.json": summary,
         "rollout_verdicts.jsonl": (run_dir / "rollout_verdicts.jsonl").read_bytes(),
+        "report.html": page.read_bytes(),  # the page --html wrote, logged beside the report
     }
 
 

@@ -15,7 +15,14 @@ from sidecar.trackers.keys import LIVE_KEYS, STEP_KEY
 from tests.reliability_harness.sidecar_process import SidecarProcess
 from tests.sidecar.service_support import post_events
 from tests.sidecar.trackers.conftest import MlflowServer
-from tests.sidecar.trackers.support import RUN, expected_final, report_files, run_events, wait_for
+from tests.sidecar.trackers.support import (
+    RUN,
+    assert_artifacts,
+    expected_final,
+    report_files,
+    run_events,
+    wait_for,
+)
 
 mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed: pip install '.[mlflow]'")
 from mlflow.tracking import MlflowClient  # noqa: E402
@@ -100,7 +107,7 @@ class TestServiceExport:
         assert params["rollout_sidecar/plan_rollouts"] == "30"
         assert params["rollout_sidecar/ignored_checks"] == "model_call_runaway_generation"
         assert params["rollout_sidecar/mlflow_version"] == mlflow.__version__
-        assert _artifacts(client, ref, tmp_path / "down") == files  # byte for byte
+        assert_artifacts(_artifacts(client, ref, tmp_path / "down"), files, RUN)
 
     def test_logs_into_the_run_the_client_names_and_leaves_it_open(
         self, tmp_path: Path, mlflow_env: MlflowServer
@@ -123,7 +130,7 @@ class TestServiceExport:
         assert final.info.status == "RUNNING"  # the trainer's run: the trainer ends it
         assert final.data.metrics["progress/total/rollouts_per_min"] == 3.0  # NeMo Gym's key untouched
         assert _runs_of(client, "unused") == []
-        assert _artifacts(client, trainer, tmp_path / "down") == files
+        assert_artifacts(_artifacts(client, trainer, tmp_path / "down"), files, RUN)
 
     def test_a_bad_tracking_field_is_a_422_naming_it(self, tmp_path: Path, mlflow_env: MlflowServer) -> None:
         with (
@@ -186,7 +193,7 @@ def test_sigkill_mid_run_continues_the_same_run_with_continuous_steps(
     assert {k: v for k, v in final.data.metrics.items() if k.startswith("rollout_sidecar/final/")} == expected
     for key in expected:
         assert len(client.get_metric_history(ref, key)) == 1  # the final summary once
-    assert _artifacts(client, ref, tmp_path / "down") == files
+    assert_artifacts(_artifacts(client, ref, tmp_path / "down"), files, RUN)
 
 
 def _dropped(http: httpx.Client, tracker: str, reason: str) -> float:

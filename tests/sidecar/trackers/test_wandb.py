@@ -15,7 +15,14 @@ from sidecar.trackers import TrackerSettings
 from sidecar.trackers.keys import STEP_KEY, UNHEALTHY_TABLE
 from tests.sidecar.service_support import post_events
 from tests.sidecar.trackers.conftest import wandb_run_dirs
-from tests.sidecar.trackers.support import RUN, expected_final, report_files, run_events, wait_for
+from tests.sidecar.trackers.support import (
+    RUN,
+    assert_artifacts,
+    expected_final,
+    report_files,
+    run_events,
+    wait_for,
+)
 from tests.sidecar.trackers.wandb_records import read_run
 
 wandb = pytest.importorskip("wandb", reason="the wandb extra is not installed: pip install '.[wandb]'")
@@ -70,7 +77,7 @@ def test_live_steps_final_summary_table_and_artifacts_equal_the_report(
     (report_artifact,) = [
         files for name, files in logged.artifacts.items() if name.startswith("rollout_sidecar-")
     ]
-    assert report_artifact == files  # byte for byte
+    assert_artifacts(report_artifact, files, RUN)
     unhealthy = orjson.loads(files["quality_summary.json"])["run"]["verdicts"]["unhealthy"]
     assert unhealthy > 0
     assert final_row[UNHEALTHY_TABLE + "/nrows"] == unhealthy

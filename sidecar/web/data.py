@@ -1,0 +1,188 @@
+"""The page's data: one bounded JSON body per run, from the live service or from batch files.
+
+The body is the same shape in three places (the live ``GET /v1/runs/{run_id}/page``, a saved
+``report --html`` file and the batch ``health-check --html`` file), so one script draws all of
+them. Its size does not grow with the run: counts and quantiles, a fixed number of histogram
+buckets, at most :data:`UNHEALTHY_LIMIT` unhealthy rollouts and :data:`OLDEST_LIMIT` in-flight
+ones. Nothing here imports the server (``health-check --html`` must stay HTTP-free).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+if TYPE_CHECKING:
+    from sidecar.runs import RunState
+
+__all__ = [
+    "OLDEST_LIMIT",
+    "PAGE_SCHEMA",
+    "UNHEALTHY_LIMIT",
+    "batch_body",
+    "live_body",
+    "recent_unhealthy",
+    "unhealthy_rows",
+]
+
+PAGE_SCHEMA: Final = 1
+"""Version of the page body; the script refuses a body it does not know."""
+UNHEALTHY_LIMIT: Final = 50
+"""Unhealthy rollouts the body lists: live, the latest (newest first, as the run keeps them);
+batch, the first in report order (task, rollout). ``unhealthy_total`` counts all."""
+OLDEST_LIMIT: Final = 10
+"""Oldest in-flight rollouts the body lists."""
+_DETAIL_CAP: Final = 300
+"""Characters of one finding's detail kept (as JSON text); the rest is cut with an ellipsis."""
+
+
+def _detail_text(detail: Any) -> str:
+    text = detail if isinstance(detail, str) else orjson.dumps(detail).decode()
+    return text if len(text) <= _DETAIL_CAP else text[: _DETAIL_CAP - 1] + "\u2026"
+
+
+def unhealthy_rows(lines: Iterable[bytes | str | dict[str, Any]], limit: int = UNHEALTHY_LIMIT) -> list[Any]:
+    """The first ``limit`` unhealthy verdict rows of ``rollout_verdicts.jsonl`` lines, reduced to
+    identity and findings (check and detail text); stops reading once it has them."""
+    out: list[Any] = []
+    for line in lines:
+        row = line if isinstance(line, dict) else orjson.loads(line)
+        if row.get("verdict") != "unhealthy":
+            continue
+        out.append(
+            {
+                "task_index": row.get("_ng_task_index"),
+                "rollout_index": row.get("_ng_rollout_index"),
+                "stage_index": row.get("stage_index"),
+                "findings": [
+                    {"check": str(f.get("check")), "detail": _detail_text(f.get("detail"))}
+                    for f in row.get("findings", [])[:20]
+                ],
+            }
+        )
+        if len(out) >= limit:
+            break
+    return out
+
+
+def recent_unhealthy(run: RunState) -> list[Any]:
+    """The run's latest unhealthy rollouts, newest first, in the shape of :func:`unhealthy_rows`."""
+    return [
+        {
+            "task_index": task,
+            "rollout_index": rollout,
+            "stage_index": stage,
+            "findings": [
+                {"check": str(f.get("check")), "detail": _detail_text(f.get("detail"))}
+                for f in orjson.loads(findings)[:20]
+            ],
+        }
+        for task, rollout, stage, findings in reversed(run.recent_unhealthy)
+    ]
+
+
+def _histogram(counts: list[int], bounds: Iterable[float]) -> dict[str, Any]:
+    return {"bounds": list(bounds), "counts": list(counts)}
+
+
+def _latency(run: RunState) -> dict[str, Any]:
+    """``/report``'s ``latency`` without its ``summary`` text (which walks every sample)."""
+    tracker = run.tracker
+    return {
+        "samples": tracker.count,
+        "drained": tracker.drained,
+        "total_seconds": tracker.total_seconds,
+        "quantiles": {str(q): tracker.quantile(q) for q in (0.5, 0.75, 0.9, 0.95, 0.99, 1.0)},
+        "drain_margin": tracker.drain_margin(run.config.drain_margin_s),
+        "completions_per_hour": tracker.completions_per_hour(),
+    }
+
+
+def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int | None) -> dict[str, Any]:
+    """The page body of a run held by the service, at ``now``: O(1) in the run's size, given its
+    perf summary (O(rollouts) to build: the caller keeps one, made over ``perf_rollouts``)."""
+    from sidecar.runs import DURATION_BUCKETS
+
+    view = run.health_view()
+    ended = run.ended_at is not None
+    if ended:
+        inflight = dict(run.inflight_at_end or {"count": 0, "oldest": []})
+        inflight["oldest"] = list(inflight.get("oldest", []))[:OLDEST_LIMIT]
+    else:
+        inflight = run.inflight_body(now, limit=OLDEST_LIMIT)
+    failed = [
+        {"failure_class": label, "terminal": terminal, "count": count}
+        for (label, terminal), count in sorted(run.failed.items())
+    ]
+    return {
+        "schema": PAGE_SCHEMA,
+        "source": "live",
+        "run_id": run.run_id,
+        "status": "ended" if ended else "running",
+        "as_of": now,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+        "budget_s": run.config.dispatch_budget_s,
+        "plan_tasks": len(run.plan) if run.plan is not None else None,
+        "drain": run.drain_margin(run.config.drain_margin_s, now=run.ended_at if ended else now),
+        "latency": _latency(run),
+        "durations": {
+            "completed": _histogram(run.durations["completed"].counts, DURATION_BUCKETS),
+            "failed": _histogram(run.durations["failed"].counts, DURATION_BUCKETS),
+        },
+        "accounting": run.accounting.snapshot(ended=ended).as_dict(),
+        "events": {"completed": run.completed, "failed": failed, "drained": run.drained},
+        "health": {
+            "verdicts": view.verdicts,
+            "issues": view.issues,
+            "tasks_closed": view.tasks_closed,
+            "unhealthy": recent_unhealthy(run),
+            "unhealthy_order": "latest",
+            "unhealthy_total": view.verdicts.get("unhealthy", 0),
+        },
+        "perf_summary": perf_summary,
+        "perf_rollouts": perf_rollouts,
+        "tokens": dict(run.tokens),
+        "inflight": inflight,
+        "agents": None,
+    }
+
+
+def batch_body(
+    run_id: str, summary: dict[str, Any], unhealthy: list[Any], perf_summary: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The page body of a batch health check: health and ``ng_perf`` only (the files hold no
+    timing, accounting or in-flight state, so those parts are ``None`` and the page omits them)."""
+    run = summary["run"]
+    tokens = run.get("stats", {}).get("tokens", {})
+    return {
+        "schema": PAGE_SCHEMA,
+        "source": "batch",
+        "run_id": run_id,
+        "status": "checked",
+        "as_of": None,
+        "started_at": None,
+        "ended_at": None,
+        "budget_s": None,
+        "plan_tasks": len(summary.get("tasks", {})),
+        "drain": None,
+        "latency": None,
+        "durations": None,
+        "accounting": None,
+        "events": None,
+        "health": {
+            "verdicts": run["verdicts"],
+            "issues": run["issues"],
+            "tasks_closed": len(summary.get("tasks", {})),
+            "unhealthy": unhealthy,
+            "unhealthy_order": "first",
+            "unhealthy_total": run["verdicts"].get("unhealthy", 0),
+        },
+        "perf_summary": perf_summary,
+        "perf_rollouts": run["artifacts"]["records"],
+        "tokens": {"prompt": tokens.get("prompt"), "completion": tokens.get("completion")},
+        "inflight": None,
+        "agents": None,
+    }

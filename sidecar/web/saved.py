@@ -1,0 +1,129 @@
+"""Writers of the self-contained page: from a live sidecar (``report --html``) or from the batch
+health check's files (``health-check --html``), both through :func:`sidecar.web.page.saved_html`.
+
+No server import; httpx is imported only by :func:`fetch_page`, so the batch writer loads
+neither HTTP nor the service.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sidecar.web.data import batch_body, unhealthy_rows
+from sidecar.web.page import saved_html
+
+__all__ = ["HtmlError", "batch_page", "fetch_page", "write_html"]
+
+_MAX_AGENTS = 100
+"""Agents the batch page lists (the first by name past that are not counted)."""
+_AGENT_TOTALS = ("rollouts", "num_turns", "num_tool_calls", "prompt_tokens", "completion_tokens")
+
+
+class HtmlError(RuntimeError):
+    """The page could not be made or written; the message names the URL or file and the reason."""
+
+
+def write_html(path: Path, page: dict[str, Any], timeline: dict[str, Any] | None) -> Path:
+    """Write the page of ``page`` (and ``timeline``) to ``path`` atomically (temp file, rename)."""
+    text = saved_html(page, timeline)
+    part = path.with_name(f".{path.name}.part")
+    try:
+        part.write_text(text, encoding="utf-8")
+        os.replace(part, path)
+    except OSError as exc:
+        part.unlink(missing_ok=True)
+        raise HtmlError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from exc
+    return path
+
+
+def fetch_page(
+    sidecar: str, run_id: str, *, token: str | None = None, timeout: float = 60.0
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The run's page body and timeline from a live sidecar (timeline ``None`` where it has none)."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    base = f"/v1/runs/{run_id}"
+    try:
+        with httpx.Client(base_url=sidecar, headers=headers, timeout=timeout) as client:
+            page = client.get(f"{base}/page")
+            deadline = time.monotonic() + timeout
+            while page.status_code == 200 and page.json().get("perf_pending") and time.monotonic() < deadline:
+                time.sleep(0.25)  # a big run's perf summary is still being built: the file wants it
+                page = client.get(f"{base}/page")
+            if page.status_code >= 400:
+                raise HtmlError(f"{page.request.url} answered {page.status_code}: {page.text[:200]}")
+            timeline = client.get(f"{base}/timeline")
+            if timeline.status_code not in (200, 404):
+                detail = timeline.text[:200]
+                raise HtmlError(f"{timeline.request.url} answered {timeline.status_code}: {detail}")
+    except httpx.HTTPError as exc:
+        raise HtmlError(f"cannot reach {sidecar}: {exc}") from exc
+    return page.json(), (timeline.json() if timeline.status_code == 200 else None)
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as handle:
+        for line in handle:
+            if line.strip():
+                yield line
+
+
+def _agent_name(row: dict[str, Any]) -> str | None:
+    ref = row.get("agent_ref")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return name[:200] if isinstance(name, str) else None
+
+
+def _perf(rollout_paths: Iterable[Path]) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+    """NeMo Gym's perf summary over the rows' ``ng_perf`` (their own, else built from the
+    trajectory), and per agent (rows naming an ``agent_ref``): rollouts, turns, tool calls, tokens."""
+    from sidecar.rollout_perf import PerfSummaryState, build_ng_perf
+
+    state = PerfSummaryState()
+    agents: dict[str, dict[str, int]] = {}
+    rows = 0
+    for path in rollout_paths:
+        for line in _lines(path):
+            try:
+                row = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # an unreadable line is a finding of the health check, not a perf record
+            if not isinstance(row, dict):
+                continue
+            rows += 1
+            own = row.get("ng_perf")
+            perf = own if isinstance(own, dict) else build_ng_perf(row)
+            if perf is not None:
+                state.add(perf)
+            name = _agent_name(row)
+            if name is not None and (name in agents or len(agents) < _MAX_AGENTS):
+                totals = agents.setdefault(name, dict.fromkeys(_AGENT_TOTALS, 0))
+                totals["rollouts"] += 1
+                for key in _AGENT_TOTALS[1:]:
+                    value = perf.get(key) if perf is not None else None
+                    if type(value) is int:
+                        totals[key] += value
+    listed = [{"agent": name, **totals} for name, totals in sorted(agents.items())]
+    return state.result(rows), (listed or None)
+
+
+def batch_page(run_id: str, output_dir: Path, rollout_paths: Iterable[Path]) -> dict[str, Any]:
+    """The page body of a batch check whose reports are in ``output_dir``."""
+    summary_path = output_dir / "quality_summary.json"
+    verdicts_path = output_dir / "rollout_verdicts.jsonl"
+    try:
+        summary = orjson.loads(summary_path.read_bytes())
+        unhealthy = unhealthy_rows(_lines(verdicts_path))
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise HtmlError(f"cannot read the health check's reports in {str(output_dir)!r}: {exc}") from exc
+    perf, agents = _perf(rollout_paths)
+    body = batch_body(run_id, summary, unhealthy, perf)
+    body["agents"] = agents
+    return body

@@ -1,0 +1,153 @@
+"""A real sidecar on a hand-moved clock, fed a generated run over HTTP, and a headless Chromium.
+
+The clock moves only when a test moves it (10 simulated seconds per batch of events), so the
+run has a timeline, a budget that runs out and in-flight ages, and every number the page shows
+stays still while a test compares it with the sidecar's JSON.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from sidecar.server import ServiceThread
+from sidecar.settings import ServiceSettings
+from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
+
+__all__ = [
+    "CHROMIUM",
+    "HOSTILE",
+    "ManualClock",
+    "SidecarRun",
+    "artifacts_dir",
+    "chromium",
+    "feed",
+    "launch_args",
+    "run_events",
+]
+
+CHROMIUM = "/usr/bin/chromium"
+HOSTILE = '<img src=x onerror="window.__pwned=1;alert(1)">'
+"""Text that runs script if it were ever parsed as HTML."""
+T0 = 1_800_000_000.0
+STEP_S = 10.0
+
+
+def launch_args() -> list[str]:
+    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run"]  # fmt: skip
+
+
+def artifacts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where screenshots go: ``$ROLLOUT_SIDECAR_ARTIFACTS``, else a pytest temporary directory."""
+    configured = os.environ.get("ROLLOUT_SIDECAR_ARTIFACTS")
+    path = Path(configured) if configured else tmp_path_factory.mktemp("artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium driven by Playwright (never a downloaded browser); skips without them."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no system Chromium at {CHROMIUM} (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=launch_args())
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class ManualClock:
+    """The service's wall clock, moved by the test."""
+
+    def __init__(self, start: float = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run_events(*, num_tasks: int = 24, repeats: int = 3, seed: int = 5, hostile: bool = False) -> list[Any]:
+    """A generated run's API events; ``hostile``: agent and model names are :data:`HOSTILE`."""
+    names = {"agent_name": HOSTILE, "policy_model": HOSTILE} if hostile else {}
+    config = SyntheticConfig(
+        num_tasks=num_tasks,
+        repeats_per_task=repeats,
+        model_calls_per_rollout=2,
+        payload_bytes_per_call=128,
+        faults=FaultRates.mixed(0.06),
+        failure_rate=0.12,
+        drained_fraction=0.05,
+        **names,
+    )
+    return [step.event for step in api_steps(generate_events(config, seed))]
+
+
+@dataclass
+class SidecarRun:
+    url: str
+    client: httpx.Client
+    clock: ManualClock
+    run_id: str
+    pending: list[Any] = field(default_factory=list)
+    posted: list[Any] = field(default_factory=list)
+
+    def post(self, events: list[Any]) -> None:
+        response = self.client.post(f"/v1/runs/{self.run_id}/events", json=events)
+        assert response.status_code == 200, response.text
+        assert all(r["status"] in ("accepted", "duplicate") for r in response.json()["results"]), (
+            response.text
+        )
+
+    def advance(self, batches: int, per_batch: int = 4) -> int:
+        """Post the next ``batches`` batches of the run, the clock moved :data:`STEP_S` before each."""
+        posted = 0
+        for _ in range(batches):
+            if not self.pending:
+                break
+            self.clock.now += STEP_S
+            batch, self.pending = self.pending[:per_batch], self.pending[per_batch:]
+            self.post(batch)
+            self.posted.extend(batch)
+            posted += len(batch)
+        return posted
+
+    def get(self, path: str, **params: Any) -> Any:
+        response = self.client.get(path, params=params)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+@contextmanager
+def feed(
+    tmp: Path, run_id: str = "run-page", *, budget_s: float = 250.0, hostile: bool = False
+) -> Iterator[SidecarRun]:
+    """A real sidecar holding ``run_id``, started with a plan and a budget, nothing else yet."""
+    clock = ManualClock()
+    state = tmp / "state"
+    shutil.rmtree(state, ignore_errors=True)
+    settings = ServiceSettings(port=0, journal_path=state / "journal.sqlite3")
+    events = run_events(hostile=hostile)
+    with ServiceThread(settings, clock=clock) as url, httpx.Client(base_url=url, timeout=30) as client:
+        run = SidecarRun(url, client, clock, run_id, pending=events)
+        plan = {str(task): 3 for task in range(24)}
+        run.post([{"kind": "run_started", "plan": plan, "dispatch_budget_s": budget_s}])
+        # three rollouts outside the generated run stay in flight (one with a hostile identity)
+        in_flight: list[Any] = [
+            {"kind": "started", "task_index": 900 + i, "rollout_index": 0} for i in range(2)
+        ]
+        if hostile:
+            in_flight.append({"kind": "started", "task_index": HOSTILE, "rollout_index": 0})
+        run.post(in_flight)
+        yield run
