@@ -9,17 +9,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-#: Paths ARCHITECTURE.md names that arrive with a branch the lead merges before the page ships
-#: (the run page, issue-25-page). Drop the entries once it is merged; they may exist either way.
-PENDING_PATHS = {
-    "sidecar/web": "issue-25-page",
-    "sidecar/web/checks.py": "issue-25-page",
-    "sidecar/web/data.py": "issue-25-page",
-    "sidecar/web/health_cli.py": "issue-25-page",
-    "sidecar/web/routes.py": "issue-25-page",
-    "sidecar/web/saved.py": "issue-25-page",
-    "tests/sidecar/web/test_page.py": "issue-25-page",
-}
+#: Paths a doc may name before the branch that brings them is merged (none pending now).
+PENDING_PATHS: dict[str, str] = {}
 #: Folders the benchmarks make when they run (git-ignored).
 MADE_BY_RUNS = {"benchmarks/out"}
 
