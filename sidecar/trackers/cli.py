@@ -37,8 +37,8 @@ def add_serve_flags(serve: argparse.ArgumentParser) -> None:
         "--mlflow-tracking-uri",
         metavar="URI",
         default=None,
-        help="log into this MLflow tracking server (needs rollout-sidecar[mlflow]; "
-        "default off; MLFLOW_TRACKING_URI is used with --mlflow-experiment alone)",
+        help="log into this MLflow tracking server (needs the mlflow extra: pip install '.[mlflow]' in "
+        "the clone; default off; MLFLOW_TRACKING_URI is used with --mlflow-experiment alone)",
     )
     group.add_argument(
         "--mlflow-experiment",
@@ -57,8 +57,8 @@ def add_serve_flags(serve: argparse.ArgumentParser) -> None:
         "--wandb-project",
         metavar="NAME",
         default=None,
-        help="log into this W&B project (needs rollout-sidecar[wandb]; default off; "
-        "WANDB_API_KEY, WANDB_MODE, WANDB_DIR are read by wandb)",
+        help="log into this W&B project (needs the wandb extra: pip install '.[wandb]' in the clone; "
+        "default off; WANDB_API_KEY, WANDB_MODE, WANDB_DIR are read by wandb)",
     )
     group.add_argument("--wandb-entity", metavar="E", default=None, help="W&B entity (default: wandb's)")
     group.add_argument(
@@ -77,7 +77,7 @@ def add_serve_flags(serve: argparse.ArgumentParser) -> None:
 
 
 def _missing(name: TrackerName, flag: str) -> str:
-    return f"{flag} needs the {name} extra: pip install 'rollout-sidecar[{name}]'"
+    return f"{flag} needs the {name} extra: pip install '.[{name}]' in the rollout-sidecar clone"
 
 
 def tracker_settings(args: argparse.Namespace) -> TrackerSettings | None:
@@ -111,14 +111,14 @@ def register_health_check(subparsers: argparse._SubParsersAction[argparse.Argume
         metavar="ID",
         default=None,
         help="MLflow run to log into (default: $MLFLOW_RUN_ID; tracking server: "
-        "$MLFLOW_TRACKING_URI; needs rollout-sidecar[mlflow])",
+        "$MLFLOW_TRACKING_URI; needs the mlflow extra: pip install '.[mlflow]' in the clone)",
     )
     group.add_argument(
         "--wandb-run-path",
         metavar="PATH",
         default=None,
         help="W&B run [entity/][project/]id to log into (default: $WANDB_RUN_ID with "
-        "$WANDB_PROJECT / $WANDB_ENTITY; needs rollout-sidecar[wandb])",
+        "$WANDB_PROJECT / $WANDB_ENTITY; needs the wandb extra: pip install '.[wandb]' in the clone)",
     )
     handler: Callable[[argparse.Namespace], int] = parser.get_default("handler")
     parser.set_defaults(handler=lambda args: _health_check(args, handler))

@@ -63,11 +63,14 @@ class BlockingReadsResult:
         return percentile(ordered, 50), percentile(ordered, 99), ordered[-1]
 
 
-def _poll_margin(client: httpx.Client, seconds: float, into: list[float], violations: list[str]) -> None:
+def poll_margin(
+    client: httpx.Client, seconds: float, into: list[float], violations: list[str], run_id: str = RUN
+) -> None:
+    """``/drain_margin`` of ``run_id`` every 5 ms for ``seconds``: each latency (ms) into ``into``."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         began = time.perf_counter()
-        response = client.get("/drain_margin", params={"run_id": RUN})
+        response = client.get("/drain_margin", params={"run_id": run_id})
         into.append((time.perf_counter() - began) * 1000)
         if response.status_code != 200:
             violations.append(f"/drain_margin answered {response.status_code}")
@@ -196,7 +199,7 @@ def run_blocking_reads(
         url = sidecar.start(timeout=900)
         with httpx.Client(base_url=url, timeout=120) as client:
             _start_inflight(client, inflight, result.violations)
-            _poll_margin(client, seconds, result.baseline_ms, result.violations)
+            poll_margin(client, seconds, result.baseline_ms, result.violations)
             # the readers run in other processes: in this one they would contend for its GIL
             # with the poller and inflate the very latency measured
             readers = [
@@ -208,7 +211,7 @@ def run_blocking_reads(
             for child in readers:
                 child.start()
             time.sleep(0.5)
-            _poll_margin(client, seconds, result.loaded_ms, result.violations)
+            poll_margin(client, seconds, result.loaded_ms, result.violations)
             stop.set()
             for _ in children:
                 path, samples, errors = outcomes.get(timeout=300)

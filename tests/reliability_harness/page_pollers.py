@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from tests.reliability_harness.blocking_reads import BlockingReadsResult
+from tests.reliability_harness.blocking_reads import BlockingReadsResult, poll_margin
 from tests.reliability_harness.restart import write_journal
 from tests.reliability_harness.sidecar_process import Launch, SidecarProcess
 
@@ -51,17 +51,6 @@ class PagePollersResult:
     violations: list[str] = field(default_factory=list)
 
     figures = staticmethod(BlockingReadsResult.figures)
-
-
-def _poll_margin(client: httpx.Client, seconds: float, into: list[float], violations: list[str]) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        began = time.perf_counter()
-        response = client.get("/drain_margin", params={"run_id": RUN})
-        into.append((time.perf_counter() - began) * 1000)
-        if response.status_code != 200:
-            violations.append(f"/drain_margin answered {response.status_code}")
-        time.sleep(0.005)
 
 
 def _browser(
@@ -129,11 +118,11 @@ def run_page_pollers(
     outcomes: multiprocessing.Queue[tuple[list[float], list[str], int]] = context.Queue()
     try:
         with httpx.Client(base_url=url, timeout=30) as client:
-            _poll_margin(client, seconds, result.baseline_ms, result.violations)
+            poll_margin(client, seconds, result.baseline_ms, result.violations, RUN)
             child = context.Process(target=_pages, args=(url, browsers, interval_s, stop, outcomes))
             child.start()
             time.sleep(interval_s + 0.5)  # every page open and polling
-            _poll_margin(client, seconds, result.loaded_ms, result.violations)
+            poll_margin(client, seconds, result.loaded_ms, result.violations, RUN)
             stop.set()
             result.poll_ms, errors, result.trickled = outcomes.get(timeout=300)
             result.violations += errors

@@ -53,7 +53,7 @@ class TestWithoutTheExtras:
         completed = _python(_BLOCKED + f"from sidecar.cli import main\nsys.exit(main({argv!r}))\n", tmp_path)
         assert completed.returncode == 2
         assert completed.stderr.count("\n") == 1
-        assert f"pip install 'rollout-sidecar[{extra}]'" in completed.stderr
+        assert f"pip install '.[{extra}]' in the rollout-sidecar clone" in completed.stderr
         assert not (tmp_path / "j.sqlite3").exists()
 
     def test_health_check_flag_without_its_extra_is_one_line_and_exit_2(self, tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ class TestWithoutTheExtras:
         completed = _python(_BLOCKED + f"from sidecar.cli import main\nsys.exit(main({argv!r}))\n", tmp_path)
         assert completed.returncode == 2
         assert completed.stderr.count("\n") == 1
-        assert "pip install 'rollout-sidecar[wandb]'" in completed.stderr
+        assert "pip install '.[wandb]' in the rollout-sidecar clone" in completed.stderr
 
 
 class TestServeFlags:
