@@ -7,8 +7,9 @@ view scrapes ``/metrics``; the run ends, every event is acknowledged, the report
 with the code behind ``rollout-sidecar report``; then both servers stop and their threads
 are joined, whatever happened.
 
-The dispatch budget stays in the dispatcher, as in NeMo Gym, and is not declared to the
-sidecar. The demo's service runs on a simulated wall clock (real start time plus simulated
+The dispatch budget is applied by the dispatcher, as in NeMo Gym, and declared to the sidecar
+too (``dispatch_budget_s``), so its page and ``/drain_margin`` show the time left against the
+drain margin and the moment starting a task became pointless. The demo's service runs on a simulated wall clock (real start time plus simulated
 seconds since), so the ages of in-flight rollouts and the straggler threshold (from simulated
 task durations) are in the same unit; the dispatcher reports each dispatch with ``started``
 and the demo shows the first straggler the sidecar flagged.
@@ -127,6 +128,7 @@ async def _dispatch_phase(
         await sidecar.start_run(
             plan={task: config.repeats for task in range(config.num_tasks)},
             task_timeout_s=config.task_timeout_s,
+            dispatch_budget_s=config.budget_s,
         )
         clock = SimClock(config.time_scale)
         dispatcher = Dispatcher(
