@@ -2,20 +2,45 @@
 
 Importing this package imports neither library: :mod:`sidecar.trackers.mlflow` and
 :mod:`sidecar.trackers.wandb` do, and only they are imported when a tracker is configured.
-Keys and artifact names are in :mod:`sidecar.trackers.keys`; docs/operations.md describes the
-set-up.
+Public names are imported on first access (PEP 562), so ``health-check``, which registers its
+tracker flags through :mod:`sidecar.trackers.cli`, pays nothing for the export machinery (its
+keys' ``importlib.metadata`` and the state store's ``sqlite3``) unless a tracker is given. Keys
+and artifact names are in :mod:`sidecar.trackers.keys`; docs/operations.md describes the set-up.
 """
 
-from sidecar.trackers._core import FinalPackage, OpenedRun, TrackerError, TrackerSession, report_files
-from sidecar.trackers._settings import (
-    DEFAULT_INTERVAL_S,
-    TRACKERS,
-    RunTarget,
-    TrackerName,
-    TrackerSettings,
-    tracker_available,
-)
-from sidecar.trackers._state import ExportState, ExportStore
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sidecar.trackers._core import FinalPackage, OpenedRun, TrackerError, TrackerSession, report_files
+    from sidecar.trackers._settings import (
+        DEFAULT_INTERVAL_S,
+        TRACKERS,
+        RunTarget,
+        TrackerName,
+        TrackerSettings,
+        tracker_available,
+    )
+    from sidecar.trackers._state import ExportState, ExportStore
+
+#: Where each public name lives.
+_SOURCES = {
+    "FinalPackage": "_core",
+    "OpenedRun": "_core",
+    "TrackerError": "_core",
+    "TrackerSession": "_core",
+    "report_files": "_core",
+    "DEFAULT_INTERVAL_S": "_settings",
+    "TRACKERS": "_settings",
+    "RunTarget": "_settings",
+    "TrackerName": "_settings",
+    "TrackerSettings": "_settings",
+    "tracker_available": "_settings",
+    "ExportState": "_state",
+    "ExportStore": "_state",
+}
 
 __all__ = [
     "DEFAULT_INTERVAL_S",
@@ -32,3 +57,16 @@ __all__ = [
     "report_files",
     "tracker_available",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{source}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

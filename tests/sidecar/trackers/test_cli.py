@@ -144,3 +144,18 @@ def test_health_check_logs_its_report_into_the_wandb_run(tmp_path: Path, wandb_o
         "quality_summary.json": (run_dir / "quality_summary.json").read_bytes(),
         "rollout_verdicts.jsonl": (run_dir / "rollout_verdicts.jsonl").read_bytes(),
     }
+
+
+def test_health_check_pays_nothing_for_the_trackers_it_is_not_given() -> None:
+    """Registering the tracker flags loads no export machinery: a plain ``health-check`` process
+    would otherwise pay ~20 ms and ~6 MB for ``sidecar.trackers._core`` (measured by
+    ``benchmarks/health_check.py --fixed-cost``)."""
+    probe = (
+        "import argparse, sys\n"
+        "from sidecar.trackers.cli import register_health_check\n"
+        "register_health_check(argparse.ArgumentParser().add_subparsers())\n"
+        "print(sorted(m for m in ('sqlite3', 'importlib.metadata', 'sidecar.trackers._core',"
+        " 'sidecar.trackers._state', 'mlflow', 'wandb') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
