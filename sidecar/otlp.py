@@ -45,6 +45,7 @@ from urllib.parse import urlsplit
 
 import structlog
 
+from health.process_tuning import collector_paused
 from sidecar.otlp_resource import resource_attributes
 from sidecar.otlp_transport import HttpSettings, OtlpConfigError, SendOutcome, SendResult, post
 
@@ -354,7 +355,14 @@ class _Outage:
 
 
 class OtlpPusher:
-    """Every ``interval_s``: collect ``registry`` on the loop, send from one daemon thread."""
+    """Every ``interval_s``: collect ``registry``, send from one daemon thread.
+
+    With ``apply_lock`` (the service's), the periodic collection runs on a worker thread while
+    ingest waits, as a ``/metrics`` build does: a collection reads every run's health view, which
+    falls back to a whole summary when a run has duplicate identities, so on the loop it could hold
+    ``/drain_margin`` for tens of milliseconds. Without it (tests, the final push at shutdown) it
+    runs where it is called.
+    """
 
     def __init__(
         self,
@@ -367,8 +375,10 @@ class OtlpPusher:
         resource: Mapping[str, str] | None = None,
         send: Callable[[HttpSettings, bytes], SendResult] = post,
         clock: Callable[[], float] = time.time,
+        apply_lock: asyncio.Lock | None = None,
     ) -> None:
         self.registry = registry
+        self._apply_lock = apply_lock
         self.settings = settings
         self.endpoint = settings.url
         self.interval_s = interval_s
@@ -400,19 +410,45 @@ class OtlpPusher:
         while True:
             await asyncio.sleep(self.interval_s)
             try:
-                self.push()
+                await self._push_collected_off_loop()
             except Exception:  # a translation bug must not stop later pushes
                 _log.exception("otlp push failed")
                 self._on_result("failed")
 
-    def push(self) -> bool:
-        """Collect now and hand the data to a sender thread; False (counted ``busy``) if one still sends."""
+    def _still_sending(self) -> bool:
         if self._sending is not None and not self._sending.done():
             self._on_result("busy")
             self._outage.busy()
+            return True
+        return False
+
+    def _collect(self) -> Any:
+        families = self.registry.collect()
+        return to_metrics_data(families, self._times, now=self._clock(), resource=self._resource)
+
+    def _collect_paused(self) -> Any:
+        """:meth:`_collect` with the cyclic collector paused (in a ``serve`` process), as a
+        ``/metrics`` build is: its allocations would otherwise trigger a pass that holds the GIL."""
+        with collector_paused():
+            return self._collect()
+
+    async def _push_collected_off_loop(self) -> bool:
+        """:meth:`push`, the collection on a worker thread serialized with ingest (``apply_lock``)."""
+        if self._apply_lock is None:
+            return self.push()
+        if self._still_sending():
             return False
-        now = self._clock()
-        data = to_metrics_data(self.registry.collect(), self._times, now=now, resource=self._resource)
+        async with self._apply_lock:
+            data = await asyncio.to_thread(self._collect_paused)
+        return self._hand_over(data)
+
+    def push(self) -> bool:
+        """Collect now and hand the data to a sender thread; False (counted ``busy``) if one still sends."""
+        if self._still_sending():
+            return False
+        return self._hand_over(self._collect())
+
+    def _hand_over(self, data: Any) -> bool:
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._sending = done
         threading.Thread(target=self._send, args=(data, done), name="otlp-push", daemon=True).start()

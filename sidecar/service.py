@@ -230,6 +230,7 @@ class Service:
             SeriesTimes(self.series_start, self.histogram_extremes),
             on_result=self.metrics.on_otlp_result,
             clock=self.clock,
+            apply_lock=self.ingestor.apply_lock,
         )
         self.otlp.start()
 

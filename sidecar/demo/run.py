@@ -9,10 +9,11 @@ are joined, whatever happened.
 
 The dispatch budget is applied by the dispatcher, as in NeMo Gym, and declared to the sidecar
 too (``dispatch_budget_s``), so its page and ``/drain_margin`` show the time left against the
-drain margin and the moment starting a task became pointless. The demo's service runs on a simulated wall clock (real start time plus simulated
-seconds since), so the ages of in-flight rollouts and the straggler threshold (from simulated
-task durations) are in the same unit; the dispatcher reports each dispatch with ``started``
-and the demo shows the first straggler the sidecar flagged.
+drain margin and the moment starting a task became pointless. The demo's service runs on a
+simulated wall clock (real start time plus simulated seconds since), so the ages of in-flight
+rollouts and the straggler threshold (from simulated task durations) are in the same unit; the
+dispatcher reports each dispatch with ``started`` and the demo shows the first straggler the
+sidecar flagged.
 """
 
 from __future__ import annotations
