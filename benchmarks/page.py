@@ -30,8 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.state import REPEATS_PER_TASK, _replay_and_snapshot, _rows, _templates, serve  # noqa: E402
 from sidecar.events import RunStarted  # noqa: E402
-from sidecar.journal import Journal, JournalEvent  # noqa: E402
-from sidecar.journal._facts import CompletedFact, RunStartedFact, encode_fact  # noqa: E402
+from sidecar.journal import CompletedFact, Journal, JournalEvent, RunStartedFact, encode_fact  # noqa: E402
 
 RUN = "big"
 URLS = (
