@@ -5,8 +5,9 @@ of them may be down, slow or refusing; none of that may reach the event loop. So
 only ever calls :meth:`FailOpenWorker.submit`, which never blocks: a full queue drops the job
 (counted ``queue_full``). The thread runs the jobs in order; a job that raises is counted
 ``failed``. An outage (the first failure after a success) is logged once, and its end (the
-first success after it) once more with the number of jobs lost meanwhile. The thread is a
-daemon, so :meth:`stop` waits at most its deadline for a hung push and the process can exit.
+first success after it) once more with the number of jobs lost meanwhile
+(:class:`~sidecar._outage.OutageLog`). The thread is a daemon, so :meth:`stop` waits at most
+its deadline for a hung push and the process can exit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from typing import Literal
 
 import structlog
+
+from sidecar._outage import OutageLog
 
 __all__ = ["DropReason", "FailOpenWorker", "JobResult", "SkipReason"]
 
@@ -41,15 +44,23 @@ class FailOpenWorker:
         *,
         maxsize: int = 64,
         on_result: Callable[[JobResult], None] = lambda result: None,
+        outage: OutageLog | None = None,
     ) -> None:
+        """``outage``: how this destination's outages are logged (default: as a push
+        destination named ``name``)."""
         if maxsize < 1:
             raise ValueError(f"{name}: queue size must be >= 1, got {maxsize!r}")
         self.name = name
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize)
         self._on_result = on_result
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
-        self._down_since: float | None = None
-        self._lost = 0
+        self.outage = outage or OutageLog(
+            _log,
+            down="push destination down: dropping until it answers",
+            back="push destination back",
+            stopped="push destination stopped during an outage",
+            worker=name,
+        )
         self._stopping = False
         self.busy = False
         self._thread.start()
@@ -57,7 +68,7 @@ class FailOpenWorker:
     @property
     def down(self) -> bool:
         """True while the last job failed (an outage is going on)."""
-        return self._down_since is not None
+        return self.outage.down
 
     def submit(self, job: Callable[[], None]) -> bool:
         """Queue ``job``; never blocks. False (counted ``queue_full``) when the queue is full."""
@@ -77,31 +88,15 @@ class FailOpenWorker:
         self._on_result(reason)
 
     def pending(self) -> int:
-        """Jobs queued and not yet started (plus the running one)."""
-        return self._queue.qsize() + (1 if self.busy else 0)
+        """Jobs submitted and not yet finished (queued, plus the running one)."""
+        return self._queue.unfinished_tasks
 
     def _note_drop(self, reason: DropReason, error: str = "") -> None:
-        self._lost += 1
-        if self._down_since is None:
-            self._down_since = time.monotonic()
-            _log.warning(
-                "push destination down: dropping until it answers",
-                worker=self.name,
-                reason=reason,
-                error=error[:300],
-            )
+        self.outage.failed(reason=reason, error=error[:300])
         self._on_result(reason)
 
     def _note_sent(self) -> None:
-        if self._down_since is not None:
-            _log.warning(
-                "push destination back",
-                worker=self.name,
-                dropped=self._lost,
-                outage_s=round(time.monotonic() - self._down_since, 3),
-            )
-            self._down_since = None
-            self._lost = 0
+        self.outage.sent()
         self._on_result("sent")
 
     def _work(self) -> None:
@@ -118,6 +113,7 @@ class FailOpenWorker:
                 self._note_sent()
             finally:
                 self.busy = False
+                self._queue.task_done()
 
     def stop(self, deadline_s: float = 2.0) -> bool:
         """Let queued jobs finish for at most ``deadline_s``; True if the thread ended in time.

@@ -21,79 +21,52 @@ same values. Translation rules:
 
 The OpenTelemetry packages are the optional extra ``otel`` and are imported only when a push
 is configured. Pushing never blocks the event loop: the loop collects (a scrape's cost) and
-one daemon thread sends (``sidecar.otlp_transport``: a total deadline, a capped read); while a
-send is still running the next push is dropped and counted ``busy``, a send that fails is
-counted ``failed``, and an outage is logged once when it starts and once when it ends.
-Shutdown waits for the last push briefly and never past that: the thread is a daemon.
+the daemon thread of a :class:`~sidecar._failopen.FailOpenWorker` sends (``sidecar.otlp_transport``:
+a total deadline, a capped read); while a send is still running the next push is dropped and
+counted ``busy``, a send that fails is counted ``failed``, and an outage is logged once when it
+starts and once when it ends. Shutdown waits for the last push briefly and never past that.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
-import importlib.util
 import math
-import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import structlog
 
 from health.process_tuning import collector_paused
+from sidecar._failopen import FailOpenWorker
+from sidecar._outage import OutageLog
 from sidecar.otlp_resource import resource_attributes
-from sidecar.otlp_transport import HttpSettings, OtlpConfigError, SendOutcome, SendResult, post
+from sidecar.otlp_transport import HttpSettings, SendOutcome, SendResult, post
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
     from prometheus_client.registry import CollectorRegistry
 
 __all__ = [
-    "DEFAULT_INTERVAL_S",
-    "PROTOCOL",
     "RUN_ID_ATTRIBUTE",
-    "OtlpConfigError",
     "OtlpPusher",
+    "PushNotAccepted",
     "SeriesTimes",
     "make_resource",
     "otel_name",
-    "otlp_available",
     "prometheus_name",
-    "resolve_endpoint",
-    "resolve_interval",
-    "resolve_protocol",
     "to_metrics_data",
 ]
 
 _log = structlog.get_logger("sidecar.otlp")
 
-DEFAULT_INTERVAL_S = 15.0
 RUN_ID_ATTRIBUTE = "rollout_sidecar.run_id"
-#: The one OTLP protocol the push speaks.
-PROTOCOL = "http/protobuf"
-#: Where the OTel SDKs push http/protobuf when no endpoint variable is set.
-_DEFAULT_ENDPOINT = "http://localhost:4318"
 _PREFIX = "rollout_sidecar_"
 #: Prometheus unit suffix -> OTel (UCUM) unit; the collector translates them back.
 _UNITS = (("_seconds", "s"), ("_per_hour", "1/h"), ("_bytes", "By"))
 _SUFFIX_OF_UNIT = {unit: suffix for suffix, unit in _UNITS}
-_NEMO_GYM_SWITCH = "NEMO_GYM_OTEL_ENABLED"
-
-
-def otlp_available() -> bool:
-    """True when the ``otel`` extra (SDK and the OTLP protobuf encoder) is installed."""
-    try:
-        return all(
-            importlib.util.find_spec(name) is not None
-            for name in ("opentelemetry.sdk.metrics", "opentelemetry.exporter.otlp.proto.common")
-        )
-    except ModuleNotFoundError:  # a parent package is missing
-        return False
 
 
 def otel_name(family: str) -> tuple[str, str]:
@@ -111,81 +84,6 @@ def prometheus_name(name: str, unit: str, *, monotonic_sum: bool = False) -> str
     """The collector's Prometheus name of an OTel metric made by :func:`otel_name`."""
     base = name.replace(".", "_") + _SUFFIX_OF_UNIT.get(unit, "")
     return base + "_total" if monotonic_sum else base
-
-
-def _check_url(url: str, where: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise OtlpConfigError(f"{where} must be an http(s) URL such as http://127.0.0.1:4318, got {url!r}")
-    return url
-
-
-def _on(value: str) -> bool:
-    return value.strip().lower() in ("1", "true", "yes", "on")
-
-
-def resolve_protocol(env: Mapping[str, str] | None = None) -> str:
-    """``http/protobuf``, or :class:`OtlpConfigError` naming the variable that asks for another."""
-    environ = os.environ if env is None else env
-    for variable in ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
-        value = environ.get(variable, "").strip()
-        if value:
-            if value.lower() != PROTOCOL:
-                raise OtlpConfigError(
-                    f"{variable}={value!r}: the sidecar pushes {PROTOCOL} only "
-                    f"(set OTEL_EXPORTER_OTLP_METRICS_PROTOCOL={PROTOCOL} for it)"
-                )
-            return PROTOCOL
-    return PROTOCOL
-
-
-def resolve_endpoint(cli_endpoint: str | None, env: Mapping[str, str] | None = None) -> str | None:
-    """The metrics URL to push to, or ``None`` (no push).
-
-    ``--otlp-endpoint`` is an OTLP/HTTP base URL: metrics go to ``<url>/v1/metrics``. Without
-    it, ``NEMO_GYM_OTEL_ENABLED=1`` turns the push on (unless ``NEMO_GYM_OTEL_METRICS_ENABLED=0``
-    or ``NEMO_GYM_OTEL_EXPORTER`` is not ``otlp``) with the standard variables:
-    ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` as given, else ``OTEL_EXPORTER_OTLP_ENDPOINT`` plus
-    ``/v1/metrics``, else the SDKs' default ``http://localhost:4318/v1/metrics``. A push that is
-    on checks the protocol (:func:`resolve_protocol`).
-    """
-    environ = os.environ if env is None else env
-    if cli_endpoint:
-        url = _check_url(cli_endpoint, "--otlp-endpoint").rstrip("/") + "/v1/metrics"
-        resolve_protocol(environ)
-        return url
-    if not _on(environ.get(_NEMO_GYM_SWITCH, "")):
-        return None
-    if environ.get("NEMO_GYM_OTEL_METRICS_ENABLED", "1").strip().lower() in ("0", "false", "no", "off"):
-        _log.info("otlp push off", reason="NEMO_GYM_OTEL_METRICS_ENABLED is off")
-        return None
-    exporter = environ.get("NEMO_GYM_OTEL_EXPORTER", "otlp").strip().lower() or "otlp"
-    if exporter != "otlp":
-        _log.info("otlp push off", reason=f"NEMO_GYM_OTEL_EXPORTER={exporter!r}, not otlp")
-        return None
-    resolve_protocol(environ)
-    signal = environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()
-    if signal:
-        return _check_url(signal, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-    base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-    if base:
-        return _check_url(base, "OTEL_EXPORTER_OTLP_ENDPOINT").rstrip("/") + "/v1/metrics"
-    return _DEFAULT_ENDPOINT + "/v1/metrics"
-
-
-def resolve_interval(env: Mapping[str, str] | None = None) -> float:
-    """Seconds between pushes: ``OTEL_METRIC_EXPORT_INTERVAL`` (milliseconds, as the SDK reads it)."""
-    environ = os.environ if env is None else env
-    raw = environ.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
-    if not raw:
-        return DEFAULT_INTERVAL_S
-    try:
-        millis = float(raw)
-    except ValueError:
-        raise OtlpConfigError(f"OTEL_METRIC_EXPORT_INTERVAL must be milliseconds, got {raw!r}") from None
-    if not (math.isfinite(millis) and 50 <= millis <= 86_400_000):
-        raise OtlpConfigError(f"OTEL_METRIC_EXPORT_INTERVAL must be in 50..86400000 ms, got {raw!r}")
-    return millis / 1000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,57 +203,16 @@ def _histogram_points(family: Metric, times: SeriesTimes, now_ns: int, point_typ
     return points
 
 
-class _Outage:
-    """Logs an outage once when it starts and once when it ends, with the pushes it dropped."""
+class PushNotAccepted(Exception):
+    """A push the collector did not accept: its :class:`SendOutcome` and the detail for the log."""
 
-    def __init__(self, endpoint: str, clock: Callable[[], float] = time.monotonic) -> None:
-        self._endpoint = endpoint
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._since: float | None = None
-        self._dropped = 0
-
-    def record(self, result: SendResult) -> None:
-        with self._lock:
-            if result.outcome is SendOutcome.SENT:
-                if self._since is not None:
-                    _log.info(
-                        "otlp collector back",
-                        endpoint=self._endpoint,
-                        outage_s=round(self._clock() - self._since, 3),
-                        pushes_dropped=self._dropped,
-                    )
-                    self._since = None
-                return
-            if self._since is None:
-                self._since, self._dropped = self._clock(), 0
-                _log.warning(
-                    "otlp collector unavailable, pushes dropped until it answers",
-                    endpoint=self._endpoint,
-                    outcome=result.outcome.value,
-                    detail=result.detail,
-                )
-            self._dropped += 1
-
-    def busy(self) -> None:
-        with self._lock:
-            if self._since is not None:
-                self._dropped += 1
-
-    def close(self) -> None:
-        with self._lock:
-            if self._since is not None:
-                _log.warning(
-                    "otlp push stopped during an outage",
-                    endpoint=self._endpoint,
-                    outage_s=round(self._clock() - self._since, 3),
-                    pushes_dropped=self._dropped,
-                )
-                self._since = None
+    def __init__(self, result: SendResult) -> None:
+        super().__init__(f"{result.outcome.value}: {result.detail}")
+        self.result = result
 
 
 class OtlpPusher:
-    """Every ``interval_s``: collect ``registry``, send from one daemon thread.
+    """Every ``interval_s``: collect ``registry`` and send it on a fail-open worker of one push.
 
     With ``apply_lock`` (the service's), the periodic collection runs on a worker thread while
     ingest waits, as a ``/metrics`` build does: a collection reads every run's health view, which
@@ -387,8 +244,15 @@ class OtlpPusher:
         self._on_result = on_result  # "sent" | "failed" | "busy"
         self._send_fn = send
         self._resource = make_resource(resource)
-        self._outage = _Outage(settings.url)
-        self._sending: concurrent.futures.Future[None] | None = None  # done when the send ended
+        self._outage = OutageLog(
+            _log,
+            down="otlp collector unavailable, pushes dropped until it answers",
+            back="otlp collector back",
+            stopped="otlp push stopped during an outage",
+            endpoint=settings.url,
+        )
+        # One push at a time: the queue holds one, and a push is only submitted to an idle worker.
+        self._worker = FailOpenWorker("otlp-push", maxsize=1, on_result=on_result, outage=self._outage)
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -416,9 +280,9 @@ class OtlpPusher:
                 self._on_result("failed")
 
     def _still_sending(self) -> bool:
-        if self._sending is not None and not self._sending.done():
-            self._on_result("busy")
-            self._outage.busy()
+        if self._worker.pending():
+            self._worker.skip("busy")
+            self._outage.dropped()
             return True
         return False
 
@@ -440,32 +304,22 @@ class OtlpPusher:
             return False
         async with self._apply_lock:
             data = await asyncio.to_thread(self._collect_paused)
-        return self._hand_over(data)
+        return self._worker.submit(lambda: self._send(data))
 
     def push(self) -> bool:
-        """Collect now and hand the data to a sender thread; False (counted ``busy``) if one still sends."""
+        """Collect now and hand the data to the sender thread; False (counted ``busy``) if it still sends."""
         if self._still_sending():
             return False
-        return self._hand_over(self._collect())
+        data = self._collect()
+        return self._worker.submit(lambda: self._send(data))
 
-    def _hand_over(self, data: Any) -> bool:
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._sending = done
-        threading.Thread(target=self._send, args=(data, done), name="otlp-push", daemon=True).start()
-        return True
-
-    def _send(self, data: Any, done: concurrent.futures.Future[None]) -> None:
+    def _send(self, data: Any) -> None:
+        """On the sender thread; an encoding bug fails the push like an outage, never further."""
         from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 
-        try:
-            try:
-                result = self._send_fn(self.settings, encode_metrics(data).SerializeToString())
-            except Exception as exc:  # an encoding bug is counted and logged like an outage, never raised
-                result = SendResult(SendOutcome.REJECTED, f"{type(exc).__name__}: {exc}"[:300])
-            self._on_result("sent" if result.outcome is SendOutcome.SENT else "failed")
-            self._outage.record(result)
-        finally:
-            done.set_result(None)
+        result = self._send_fn(self.settings, encode_metrics(data).SerializeToString())
+        if result.outcome is not SendOutcome.SENT:
+            raise PushNotAccepted(result)
 
     async def stop(self, final_timeout_s: float = 2.0) -> None:
         """Stop pushing; one last push (so the end of a run reaches the collector), waited on at
@@ -477,10 +331,7 @@ class OtlpPusher:
             self.push()
         except Exception:  # collecting at shutdown must not stop the shutdown
             _log.exception("final otlp push failed")
-        if self._sending is not None:
-            wait = min(final_timeout_s, self.settings.timeout_s)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self._sending)), wait)
-            if not self._sending.done():
-                _log.info("final otlp push not confirmed, not waited on", timeout_s=wait)
+        wait = min(final_timeout_s, self.settings.timeout_s)
+        if not await asyncio.to_thread(self._worker.stop, wait):
+            _log.info("final otlp push not confirmed, not waited on", timeout_s=wait)
         self._outage.close()

@@ -15,14 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.cli import main as cli_main
-from sidecar.otlp import (
-    OtlpConfigError,
-    otel_name,
-    prometheus_name,
-    resolve_endpoint,
-    resolve_interval,
-    resolve_protocol,
-)
+from sidecar.otlp import otel_name, prometheus_name
+from sidecar.otlp_config import OtlpConfigError, resolve_endpoint, resolve_interval, resolve_protocol
 from sidecar.otlp_resource import service_name
 from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
