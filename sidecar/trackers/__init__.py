@@ -10,8 +10,9 @@ and artifact names are in :mod:`sidecar.trackers.keys`; docs/operations.md descr
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from health.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from sidecar.trackers._core import FinalPackage, OpenedRun, TrackerError, TrackerSession, report_files
@@ -59,14 +60,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    source = _SOURCES.get(name)
-    if source is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{source}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _SOURCES, __all__)
