@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.baseline import unpack_baseline  # noqa: E402
-from benchmarks.live_profile import BARE_ROWS, _round, generated_rows  # noqa: E402
+from benchmarks.live_profile import BARE_ROWS, generated_rows, ingest_round  # noqa: E402
 from benchmarks.state import serve  # noqa: E402
 
 
@@ -49,9 +49,9 @@ async def _measured(
     url: str, pid: int, rows: list[dict[str, object]], count: int
 ) -> tuple[float, float, float]:
     """(rows/s, event-loop thread µs per row, other threads µs per row) of one round."""
-    await _round(url, pid, rows, 800, 8, 16)  # warm-up: imports, caches, the run started
+    await ingest_round(url, pid, rows, 800, 8, 16)  # warm-up: imports, caches, the run started
     loop_before, others_before = thread_cpu(pid)
-    rate, _ = await _round(url, pid, rows, count, 8, 16)
+    rate, _ = await ingest_round(url, pid, rows, count, 8, 16)
     loop_after, others_after = thread_cpu(pid)
     done = count // 16 * 16
     return rate, (loop_after - loop_before) / done * 1e6, (others_after - others_before) / done * 1e6

@@ -38,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from sidecar.synthetic import SyntheticConfig, generate_rows
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port
 
+__all__ = ["Bench", "cpu_seconds"]  # what other benchmarks import
+
 
 class RawClient:
     """One keep-alive HTTP/1.1 connection; enough of the protocol for this service's replies."""
@@ -82,7 +84,7 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _cpu_seconds(pid: int) -> tuple[float, float]:
+def cpu_seconds(pid: int) -> tuple[float, float]:
     """(user+system CPU seconds of ``pid``, of its child processes) from ``/proc``."""
     tick = os.sysconf("SC_CLK_TCK")
 
@@ -219,9 +221,9 @@ async def throughput_async(
             latencies.append(time.perf_counter() - started)
             assert status == 200, reply[:200]
 
-        cpu_before = _cpu_seconds(pid)
+        cpu_before = cpu_seconds(pid)
         elapsed = await bench.closed_loop(args.clients, args.rows // batch, post)
-        cpu_after = _cpu_seconds(pid)
+        cpu_after = cpu_seconds(pid)
         count = args.rows // batch * batch
         out[f"batch{batch}"] = (
             count / elapsed,

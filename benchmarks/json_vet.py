@@ -67,7 +67,7 @@ def _corpora(rollouts: int) -> dict[str, list[bytes]]:
     }
 
 
-def _cpu_seconds(documents: list[bytes], step: Callable[[bytes], object]) -> float:
+def cpu_seconds(documents: list[bytes], step: Callable[[bytes], object]) -> float:
     started = time.process_time()
     for document in documents:
         step(document)
@@ -97,7 +97,7 @@ def main() -> None:
         timings: dict[str, list[float]] = {step: [] for step in steps}
         for _ in range(args.repeats):
             for step, run in steps.items():  # interleaved, so load changes hit all of them alike
-                timings[step].append(_cpu_seconds(documents, run))
+                timings[step].append(cpu_seconds(documents, run))
         size = sum(map(len, documents))
         print(
             f"{name}: {len(documents)} documents, {size / len(documents) / 1000:.1f} KB each, "

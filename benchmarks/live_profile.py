@@ -43,7 +43,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.ingest import Bench, _cpu_seconds  # noqa: E402
+from benchmarks.ingest import Bench, cpu_seconds  # noqa: E402
 from benchmarks.state import serve, unpack_baseline  # noqa: E402
 from sidecar.app import too_deep  # noqa: E402
 from sidecar.engines import default_engines  # noqa: E402
@@ -63,6 +63,8 @@ from sidecar.journal import (  # noqa: E402
 from sidecar.raw_rows import decode_request, vetted_json  # noqa: E402
 from sidecar.runs import RunState, derive_fact, latency_ms  # noqa: E402
 from sidecar.synthetic import SyntheticConfig, generate_rows  # noqa: E402
+
+__all__ = ["BARE_ROWS", "generated_rows", "ingest_round"]  # what other benchmarks import
 
 MAX_JSON_DEPTH = 1024  # the service's default --max-json-depth
 SOURCE_PATH = "rollouts.jsonl"
@@ -262,7 +264,7 @@ def print_stages(timings: dict[str, dict[str, list[float]]], header: str) -> Non
 # -- the real service ---------------------------------------------------------------------------
 
 
-async def _round(
+async def ingest_round(
     url: str, pid: int, rows: list[dict[str, Any]], count: int, clients: int, batch: int
 ) -> tuple[float, float]:
     """(rows/s, service CPU seconds per row) of one durable ingest round."""
@@ -273,9 +275,9 @@ async def _round(
         status, reply = await client.request("POST", "/v1/runs/live/events", bench.body("live", batch))
         assert status == 200, reply[:200]
 
-    before = _cpu_seconds(pid)[0]
+    before = cpu_seconds(pid)[0]
     elapsed = await bench.closed_loop(clients, count // batch, post)
-    spent = _cpu_seconds(pid)[0] - before
+    spent = cpu_seconds(pid)[0] - before
     done = count // batch * batch
     return done / elapsed, spent / done
 
@@ -296,7 +298,7 @@ def servers(args: argparse.Namespace, tmp: Path) -> None:
             for scenario, (rows, clients) in scenarios.items():
                 journal = tmp / f"s{repeat}-{build.split()[0]}-{clients}" / "journal.sqlite3"
                 with serve(journal, code=code) as (url, pid):
-                    outcome = asyncio.run(_round(url, pid, rows, args.server_rows, clients, 16))
+                    outcome = asyncio.run(ingest_round(url, pid, rows, args.server_rows, clients, 16))
                 results.setdefault((build, scenario), []).append(outcome)
     for scenario in scenarios:
         print(f"\n## {scenario}, durable acks, {args.server_rows:,} rows, median of {args.repeats}")

@@ -39,6 +39,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sidecar.synthetic import SyntheticConfig, api_steps, generate_events
 from tests.reliability_harness.sidecar_process import SidecarProcess
 
+__all__ = ["completion_events", "post_load", "quantile", "socketless_port"]  # what other benchmarks import
+
 SCENARIOS = ("off", "healthy", "down", "slow", "drip", "huge")
 HUGE_BYTES = 600 * 1000 * 1000
 STOP_TIMEOUT_S = 10.0
@@ -89,13 +91,13 @@ class _Receiver:
         self.server.server_close()
 
 
-def _events(count: int) -> list[dict[str, Any]]:
+def completion_events(count: int) -> list[dict[str, Any]]:
     config = SyntheticConfig(num_tasks=max(1, count // 4), repeats_per_task=4, payload_bytes_per_call=256)
     out = [step.event for step in api_steps(generate_events(config, 3)) if step.event["kind"] == "completed"]
     return out[:count]
 
 
-async def _load(url: str, run_id: str, events: list[dict[str, Any]]) -> tuple[float, list[float]]:
+async def post_load(url: str, run_id: str, events: list[dict[str, Any]]) -> tuple[float, list[float]]:
     """Rows/s of posting ``events`` with 4 posters, and drain-margin latencies meanwhile."""
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         start = {"kind": "run_started", "plan": None}
@@ -157,7 +159,8 @@ def _peak_rss_mib(pid: int | None) -> float:
     return float("nan")
 
 
-def _quantile(values: list[float], q: float) -> float:
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (the nearest rank at or above it)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
@@ -168,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="repeats per scenario (default 3)")
     args = parser.parse_args(argv)
 
-    events = _events(args.events)
+    events = completion_events(args.events)
     receivers = {
         "healthy": _Receiver(0.0),
         "slow": _Receiver(5.0),
@@ -194,14 +197,14 @@ def main(argv: list[str] | None = None) -> int:
                     url = sidecar.start()
                     try:
                         time.sleep(1.0)  # a few pushes (and failures) before the load
-                        rate, latencies = asyncio.run(_load(url, f"bench-{scenario}-{repeat}", events))
+                        rate, latencies = asyncio.run(post_load(url, f"bench-{scenario}-{repeat}", events))
                         sent, failed, busy = _pushes(url)
                         rss = _peak_rss_mib(sidecar.pid)
                     finally:
                         began = time.perf_counter()
                         sidecar.stop(timeout=STOP_TIMEOUT_S)
                         stop_s = time.perf_counter() - began
-                    p50, p99 = _quantile(latencies, 0.5), _quantile(latencies, 0.99)
+                    p50, p99 = quantile(latencies, 0.5), quantile(latencies, 0.99)
                     results[scenario].append((rate, p50, p99, sent, failed, busy, rss, stop_s))
                     print(
                         f"  repeat {repeat + 1} {scenario:8s} {rate:8.0f} rows/s  drain_margin "

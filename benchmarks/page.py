@@ -1,8 +1,9 @@
 """Run page benchmark: the page and its JSON for a small and a 1M-rollout run, time and bytes.
 
 One command: ``.venv/bin/python benchmarks/page.py`` (``--sizes`` for other counts). For each
-size a journal of that many completion facts is written (the facts of ``benchmarks/state.py``:
-generated rows with fresh identities, 0.01 s apart, so the timeline merges as a long run's does),
+size a journal of that many completion facts is written (``benchmarks/fact_journal.py``: generated
+rows with fresh identities, spread over ``--span-hours`` whatever the count, so a small and a big
+run both fill their timeline),
 replayed and snapshotted, and ``rollout-sidecar serve`` started on it. Then every URL the page
 loads (``/runs/{id}``, ``/v1/runs/{id}/page``, ``/v1/runs/{id}/timeline``, the static assets) is
 fetched ``--requests`` times over one keep-alive connection, once the run's perf summary is built
@@ -23,16 +24,20 @@ import time
 from pathlib import Path
 
 import httpx
-import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.state import REPEATS_PER_TASK, _replay_and_snapshot, _rows, _templates, serve  # noqa: E402
-from sidecar.events import RunStarted  # noqa: E402
-from sidecar.journal import CompletedFact, Journal, JournalEvent, RunStartedFact, encode_fact  # noqa: E402
+from benchmarks.fact_journal import (  # noqa: E402
+    RUN_ID,
+    completed_templates,
+    replay_and_snapshot,
+    template_rows,
+    write_journal,
+)
+from benchmarks.state import serve  # noqa: E402
 
-RUN = "big"
+RUN = RUN_ID
 URLS = (
     f"/runs/{RUN}",
     f"/v1/runs/{RUN}/page",
@@ -42,42 +47,6 @@ URLS = (
     "/static/uPlot.iife.min.js",
     "/static/uPlot.min.css",
 )
-
-
-async def _write_journal(path: Path, templates: list[CompletedFact], count: int, span_s: float) -> None:
-    """``benchmarks/state.py``'s journal of ``count`` completions, spread over ``span_s`` seconds
-    whatever the count, so a small and a big run both fill their timeline."""
-    journal = Journal(path, max_batch=20_000)
-    await journal.open()
-    t0 = 1.8e9
-    plan = {str(task): REPEATS_PER_TASK for task in range(max(1, count // REPEATS_PER_TASK))}
-    config = orjson.dumps(RunStarted(kind="run_started", plan=plan).model_dump(exclude_none=True))
-    start = encode_fact(RunStartedFact(t0 - 1, 0, config, None))
-    await journal.append(
-        [JournalEvent(run_id=RUN, kind="run_started", key="bench|run_started", payload=start)]
-    )
-    chunk: list[JournalEvent] = []
-    for index in range(count):
-        task, rollout = divmod(index, REPEATS_PER_TASK)
-        template = templates[index % len(templates)]
-        digest = list(template.digest or ())
-        digest[0], digest[1], digest[3] = task, rollout, f"{task}-{rollout}"
-        fact = template._replace(
-            received_at=t0 + index * span_s / count,
-            seconds=1.0 + (index * 7919) % 3600,
-            task=task,
-            rollout=rollout,
-            digest=tuple(digest),
-        )
-        chunk.append(
-            JournalEvent(run_id=RUN, kind="completed", key=f"bench|{index}", payload=encode_fact(fact))
-        )
-        if len(chunk) == 20_000:
-            await journal.append(chunk)
-            chunk = []
-    if chunk:
-        await journal.append(chunk)
-    await journal.close()
 
 
 def _cold(url: str) -> tuple[float, float]:
@@ -119,14 +88,14 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     print(f"cpus {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}")
-    templates = _templates(_rows()[:200])
+    templates = completed_templates(template_rows()[:200])
     results: dict[int, dict[str, tuple[float, float, int]]] = {}
     with tempfile.TemporaryDirectory() as name:
         for count in sizes:
             journal = Path(name) / f"page-{count}" / "journal.sqlite3"
             began = time.perf_counter()
-            asyncio.run(_write_journal(journal, templates, count, args.span_hours * 3600))
-            asyncio.run(_replay_and_snapshot(journal))
+            asyncio.run(write_journal(journal, templates, count, step_s=args.span_hours * 3600 / count))
+            asyncio.run(replay_and_snapshot(journal))
             prepared = time.perf_counter() - began
             with serve(journal) as (url, _pid):
                 cold, built = _cold(url)

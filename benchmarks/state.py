@@ -48,24 +48,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.baseline import unpack_baseline  # noqa: E402
+from benchmarks.fact_journal import (  # noqa: E402
+    completed_templates,
+    replay_and_snapshot,
+    template_rows,
+    write_journal,
+)
 from benchmarks.ingest import Bench  # noqa: E402
 from health import health_check_run_dir  # noqa: E402
-from sidecar.engines import default_engines  # noqa: E402
-from sidecar.events import EventBatch, RunStarted  # noqa: E402
-from sidecar.ingest import Ingestor  # noqa: E402
-from sidecar.journal import (  # noqa: E402
-    CompletedFact,
-    Journal,
-    JournalEvent,
-    RunStartedFact,
-    SnapshotStore,
-    encode_fact,
-)
-from sidecar.runs import derive_fact  # noqa: E402
-from sidecar.synthetic import SyntheticConfig, generate_rows  # noqa: E402
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port  # noqa: E402
-
-REPEATS_PER_TASK = 4
 
 
 def _rss_bytes(pid: int) -> int:
@@ -73,10 +64,6 @@ def _rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-def _dir_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.glob("*") if p.is_file()) if path.exists() else 0
 
 
 def _journal_bytes(journal: Path) -> int:
@@ -104,13 +91,6 @@ def serve(
         yield url, process.pid
     finally:
         process.stop(timeout=120)
-
-
-def _rows() -> list[dict[str, Any]]:
-    config = SyntheticConfig(
-        num_tasks=400, repeats_per_task=1, model_calls_per_rollout=2, payload_bytes_per_call=1200
-    )
-    return list(generate_rows(config, 1))
 
 
 # -- ingest -----------------------------------------------------------------------------------
@@ -199,71 +179,6 @@ def equality_phase(args: argparse.Namespace, rows: list[dict[str, Any]], tmp: Pa
 # -- state at scale -----------------------------------------------------------------------------
 
 
-def _templates(rows: list[dict[str, Any]]) -> list[CompletedFact]:
-    engines = default_engines()
-    settings = ("rollouts.jsonl", frozenset[str]())
-    out = []
-    for index, row in enumerate(rows):
-        row = {**row, "_ng_task_index": 0, "_ng_rollout_index": 0}
-        event = EventBatch.validate_python([{"kind": "completed", "seconds": 1.0 + index, "row": row}])[0]
-        fact = derive_fact(event, received_at=0.0, engines=engines, settings=settings)
-        assert isinstance(fact, CompletedFact) and fact.digest is not None
-        out.append(fact)
-    return out
-
-
-def _facts(templates: list[CompletedFact], count: int) -> Iterator[tuple[str, bytes]]:
-    t0 = 1.8e9
-    for index in range(count):
-        task, rollout = divmod(index, REPEATS_PER_TASK)
-        template = templates[index % len(templates)]
-        digest = list(template.digest or ())
-        digest[0], digest[1], digest[3] = task, rollout, f"{task}-{rollout}"
-        fact = template._replace(
-            received_at=t0 + index * 0.01,
-            seconds=1.0 + (index * 7919) % 3600,
-            task=task,
-            rollout=rollout,
-            digest=tuple(digest),
-        )
-        yield f"bench|completed|{index}", encode_fact(fact)
-
-
-async def _write_journal(path: Path, templates: list[CompletedFact], count: int) -> None:
-    journal = Journal(path, max_batch=20_000)
-    await journal.open()
-    plan = {str(task): REPEATS_PER_TASK for task in range(count // REPEATS_PER_TASK)}
-    config = orjson.dumps(RunStarted(kind="run_started", plan=plan).model_dump(exclude_none=True))
-    start = encode_fact(RunStartedFact(1.8e9 - 1, 0, config, None))
-    await journal.append(
-        [JournalEvent(run_id="big", kind="run_started", key="bench|run_started", payload=start)]
-    )
-    chunk: list[JournalEvent] = []
-    for key, payload in _facts(templates, count):
-        chunk.append(JournalEvent(run_id="big", kind="completed", key=key, payload=payload))
-        if len(chunk) == 20_000:
-            await journal.append(chunk)
-            chunk = []
-    if chunk:
-        await journal.append(chunk)
-    await journal.close()
-
-
-async def _replay_and_snapshot(path: Path) -> tuple[float, float, int]:
-    journal = Journal(path)
-    await journal.open()
-    store = SnapshotStore.beside(path, keep=1)
-    ingestor = Ingestor(journal, default_engines(), snapshots=store)
-    began = time.perf_counter()
-    await asyncio.to_thread(ingestor.replay)
-    replay_s = time.perf_counter() - began
-    began = time.perf_counter()
-    await ingestor.snapshot()
-    snapshot_s = time.perf_counter() - began
-    await journal.close()
-    return replay_s, snapshot_s, _dir_bytes(store.directory)
-
-
 def _restart(journal: Path, *, run_expected: bool = True) -> tuple[float, int]:
     """Seconds from spawning ``serve`` until /readyz is 200 and /drain_margin answers; its RSS."""
     began = time.perf_counter()
@@ -275,7 +190,7 @@ def _restart(journal: Path, *, run_expected: bool = True) -> tuple[float, int]:
 
 
 def state_phase(args: argparse.Namespace, rows: list[dict[str, Any]], tmp: Path) -> None:
-    templates = _templates(rows[:200])
+    templates = completed_templates(rows[:200])
     empties = [_restart(tmp / "empty" / "journal.sqlite3", run_expected=False) for _ in range(args.restarts)]
     empty_ready = statistics.median(seconds for seconds, _ in empties)
     empty_rss = statistics.median(rss for _, rss in empties)
@@ -286,10 +201,10 @@ def state_phase(args: argparse.Namespace, rows: list[dict[str, Any]], tmp: Path)
     for count in args.sizes:
         journal = tmp / f"state-{count}" / "journal.sqlite3"
         began = time.perf_counter()
-        asyncio.run(_write_journal(journal, templates, count))
+        asyncio.run(write_journal(journal, templates, count))
         write_s = time.perf_counter() - began
         facts_bytes = _journal_bytes(journal)
-        replay_s, snapshot_s, snapshot_bytes = asyncio.run(_replay_and_snapshot(journal))
+        replay_s, snapshot_s, snapshot_bytes = asyncio.run(replay_and_snapshot(journal))
         gc.collect()
         compacted_bytes = _journal_bytes(journal)
         restarts = [_restart(journal) for _ in range(args.restarts)]
@@ -357,7 +272,7 @@ def main() -> int:
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.baseline_ref is None:
         args.baseline_ref = _before_facts()
-    rows = _rows()
+    rows = template_rows()
     phases = set(args.phases.split(","))
     load = os.getloadavg()[0]
     print(f"cpus {os.cpu_count()}; load average {load:.1f}; {len(rows)} distinct generated rows")

@@ -16,7 +16,7 @@ Three phases, each comparing a run of ``--small`` (1,000) rollouts with one of `
   snapshot (the pickled state with its timeline minus without it) and of the journal (the
   facts' encoding: the timeline journals nothing, so its share is 0 by construction, and the
   journal bytes per rollout are printed to show they do not move).
-* **served**: a journal of digested completions (``benchmarks/state.py``'s generated rows)
+* **served**: a journal of digested completions (``benchmarks/fact_journal.py``'s generated rows)
   written directly, ``rollout-sidecar serve`` started on it, then ``GET /v1/runs/big/timeline``
   ``--requests`` times over loopback: body bytes and the median / p95 latency at the client,
   with the handler's own ``Server-Timing``.
@@ -43,22 +43,24 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.state import REPEATS_PER_TASK, _rows, _templates, serve  # noqa: E402
+from benchmarks.fact_journal import (  # noqa: E402
+    REPEATS_PER_TASK,
+    T0,
+    completed_templates,
+    template_rows,
+    write_journal,
+)
+from benchmarks.state import serve  # noqa: E402
 from sidecar.engines import default_engines  # noqa: E402
 from sidecar.events import RunStarted  # noqa: E402
 from sidecar.journal import (  # noqa: E402
     CompletedFact,
     Disposition,
-    Journal,
-    JournalEvent,
-    RunStartedFact,
     StartedFact,
     encode_fact,
 )
 from sidecar.runs import RunState  # noqa: E402
 from sidecar.timeline import MAX_POINTS, Timeline, TimelineSample  # noqa: E402
-
-T0 = 1.8e9
 
 
 class _Counts:
@@ -175,41 +177,6 @@ def state_phase(args: argparse.Namespace) -> None:
     )
 
 
-def _served_facts(templates: list[CompletedFact], count: int, span_s: float) -> Iterator[tuple[str, bytes]]:
-    step = span_s / count
-    for index in range(count):
-        task, rollout = divmod(index, REPEATS_PER_TASK)
-        template = templates[index % len(templates)]
-        digest = list(template.digest or ())
-        digest[0], digest[1], digest[3] = task, rollout, f"{task}-{rollout}"
-        fact = template._replace(
-            received_at=T0 + index * step,
-            seconds=1.0 + (index * 7919) % 3600,
-            task=task,
-            rollout=rollout,
-            digest=tuple(digest),
-        )
-        yield f"bench|completed|{index}", encode_fact(fact)
-
-
-async def _write_journal(path: Path, templates: list[CompletedFact], count: int, span_s: float) -> None:
-    journal = Journal(path, max_batch=20_000)
-    await journal.open()
-    plan = {str(task): REPEATS_PER_TASK for task in range(-(-count // REPEATS_PER_TASK))}
-    head = RunStarted(kind="run_started", plan=plan, dispatch_budget_s=span_s * 1.1)
-    start = encode_fact(RunStartedFact(T0, 0, orjson.dumps(head.model_dump(exclude_none=True)), None))
-    await journal.append([JournalEvent(run_id="big", kind="run_started", key="bench|start", payload=start)])
-    chunk: list[JournalEvent] = []
-    for key, payload in _served_facts(templates, count, span_s):
-        chunk.append(JournalEvent(run_id="big", kind="completed", key=key, payload=payload))
-        if len(chunk) == 20_000:
-            await journal.append(chunk)
-            chunk = []
-    if chunk:
-        await journal.append(chunk)
-    await journal.close()
-
-
 def _timed_gets(url: str, requests: int) -> tuple[int, list[float], list[float], bytes]:
     client_ms, server_ms = [], []
     body = b""
@@ -227,14 +194,16 @@ def _timed_gets(url: str, requests: int) -> tuple[int, list[float], list[float],
 
 def served_phase(args: argparse.Namespace, tmp: Path) -> None:
     span = args.hours * 3600.0
-    templates = _templates(_rows()[:200])
+    templates = completed_templates(template_rows()[:200])
     print(f"## GET /v1/runs/big/timeline from `rollout-sidecar serve`, {args.requests} requests each")
     rows = {}
     for label, count in (("small", args.small), ("big", args.big)):
         journal = tmp / label / "journal.sqlite3"
         journal.parent.mkdir(parents=True)
         began = time.perf_counter()
-        asyncio.run(_write_journal(journal, templates, count, span))
+        asyncio.run(
+            write_journal(journal, templates, count, step_s=span / count, dispatch_budget_s=span * 1.1)
+        )
         written = time.perf_counter() - began
         with serve(journal) as (url, _pid):
             size, client_ms, server_ms, body = _timed_gets(url, args.requests)

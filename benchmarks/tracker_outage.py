@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchmarks.otlp_outage import _events, _load, _quantile, socketless_port
+from benchmarks.otlp_outage import completion_events, post_load, quantile, socketless_port
 from sidecar.trackers import tracker_available
 from tests.reliability_harness.sidecar_process import SidecarProcess
 
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         for s in SCENARIOS
         if s == "off" or tracker_available("mlflow" if s.startswith("mlflow") else "wandb")
     ]
-    events = _events(args.events)
+    events = completion_events(args.events)
     silent = _Silent()
     results: dict[str, list[tuple[float, ...]]] = {s: [] for s in scenarios}
     with socketless_port() as dead_port, tempfile.TemporaryDirectory() as tmp:
@@ -126,14 +126,14 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     time.sleep(1.0)  # a few steps (and hangs) before the load
                     cpu_before = _cpu_s(sidecar.pid)
-                    rate, latencies = asyncio.run(_load(url, f"bench-{scenario}-{repeat}", events))
+                    rate, latencies = asyncio.run(post_load(url, f"bench-{scenario}-{repeat}", events))
                     cpu_ms = (_cpu_s(sidecar.pid) - cpu_before) * 1e6 / len(events)
                     sent, dropped = _exports(url)
                 finally:
                     began = time.perf_counter()
                     sidecar.stop()
                     stop_s = time.perf_counter() - began
-                p50, p99 = _quantile(latencies, 0.5), _quantile(latencies, 0.99)
+                p50, p99 = quantile(latencies, 0.5), quantile(latencies, 0.99)
                 results[scenario].append((rate, p50, p99, cpu_ms, sent, dropped, stop_s))
                 print(
                     f"  repeat {repeat + 1} {scenario:12s} {rate:8.0f} rows/s  drain_margin "
