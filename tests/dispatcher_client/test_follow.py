@@ -21,34 +21,12 @@ from sidecar.cli import main as cli_main
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf, compute_perf_summary
 from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
+from tests.reliability_harness.file_writer import writer_argv
 from tests.sidecar.service_support import generate_run
 
 from .support import REPO_ROOT, SidecarProcess, batch_files, free_port, sidecar_files
 
 pytestmark = pytest.mark.timeout(60)
-
-_WRITER = r"""
-import os, sys, time, orjson
-ops = orjson.loads(open(sys.argv[1], "rb").read())
-handles = {}
-def handle(path):
-    if path not in handles:
-        handles[path] = open(path, "ab", buffering=0)
-    return handles[path]
-for op in ops:
-    kind = op[0]
-    if kind == "write":
-        handle(op[1]).write(bytes.fromhex(op[2]))
-    elif kind == "sleep":
-        time.sleep(op[1])
-    elif kind == "unlink":
-        for path in list(handles):
-            handles.pop(path).close()
-        for path in op[1:]:
-            os.unlink(path)
-    elif kind == "truncate":
-        os.truncate(op[1], op[2])
-"""
 
 
 def _append(path: Path, data: bytes) -> None:
@@ -108,7 +86,7 @@ class TestFollower:
             def follower() -> Follower:
                 return Follower(run_dir, sidecar_url=url, poll_interval_s=0.02)
 
-            writer = await asyncio.create_subprocess_exec(sys.executable, "-c", _WRITER, str(ops_path))
+            writer = await asyncio.create_subprocess_exec(*writer_argv(ops_path))
             restarts = 0
             try:
                 while writer.returncode is None:  # the follower is stopped and restarted at random
@@ -415,7 +393,7 @@ async def test_a_follower_process_killed_at_random_neither_skips_nor_double_coun
     with ServiceThread(settings) as url:
         follow = [sys.executable, "-m", "sidecar.cli", "follow", str(run_dir), "--sidecar", url]
         follow += ["--poll-interval", "0.02"]
-        writer = await asyncio.create_subprocess_exec(sys.executable, "-c", _WRITER, str(ops_path))
+        writer = await asyncio.create_subprocess_exec(*writer_argv(ops_path))
         kills = 0
         while writer.returncode is None:
             proc = await asyncio.create_subprocess_exec(*follow, cwd=REPO_ROOT, stdout=subprocess.DEVNULL)

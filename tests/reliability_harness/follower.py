@@ -21,33 +21,11 @@ from typing import Any
 import httpx
 import orjson
 
+from .file_writer import writer_argv
 from .sidecar_process import REPO_ROOT, Launch, SidecarProcess
 from .workload import batch_files, generate_run, report_files
 
 __all__ = ["FollowerResult", "run_follower_trials"]
-
-_WRITER = r"""
-import os, sys, time, json
-ops = json.load(open(sys.argv[1]))
-handles = {}
-def handle(path):
-    if path not in handles:
-        handles[path] = open(path, "ab", buffering=0)
-    return handles[path]
-for op in ops:
-    if op[0] == "write":
-        handle(op[1]).write(bytes.fromhex(op[2]))
-    elif op[0] == "sleep":
-        time.sleep(op[1])
-    elif op[0] == "unlink":
-        for path in list(handles):
-            handles.pop(path).close()
-        for path in op[1:]:
-            if os.path.exists(path):
-                os.unlink(path)
-    elif op[0] == "truncate":
-        os.truncate(op[1], min(op[2], os.path.getsize(op[1])))
-"""
 
 
 @dataclass
@@ -118,7 +96,7 @@ def _trial(
     run_id = f"followed-{index}"
     env = {"PYTHONPATH": str(REPO_ROOT)}
     with SidecarProcess(base / "journal.sqlite3", base / "sidecar.log", launch=launch) as url:
-        writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(ops_path)])
+        writer = subprocess.Popen(writer_argv(ops_path))
         log = (base / "follower.log").open("ab")
         try:
             while writer.poll() is None:
