@@ -36,9 +36,10 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
 from sidecar.synthetic import SyntheticConfig, generate_rows
+from tests.reliability_harness.proc_stats import cpu_seconds, resident_bytes
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port
 
-__all__ = ["Bench", "cpu_seconds"]  # what other benchmarks import
+__all__ = ["Bench"]  # what other benchmarks import
 
 
 class RawClient:
@@ -82,34 +83,6 @@ class RawClient:
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """(user+system CPU seconds of ``pid``, of its child processes) from ``/proc``."""
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def stat(path: Path) -> list[str] | None:
-        try:
-            return path.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            return None
-
-    own = stat(Path(f"/proc/{pid}/stat"))
-    assert own is not None
-    children = 0.0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = stat(entry / "stat")
-            if fields is not None and fields[1] == str(pid):
-                children += (int(fields[11]) + int(fields[12])) / tick
-    return (int(own[11]) + int(own[12])) / tick, children
-
-
-def _rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
 
 
 class Bench:
@@ -298,10 +271,10 @@ async def rss_async(args: argparse.Namespace, port: int, pid: int, rows: list[di
         assert status == 200, reply[:200]
 
     await bench.closed_loop(8, 2000 // args.batch, rss_post)
-    before = _rss_bytes(pid)
+    before = resident_bytes(pid)
     count = args.rss_rows // args.batch * args.batch
     await bench.closed_loop(8, args.rss_rows // args.batch, rss_post)
-    per_row = (_rss_bytes(pid) - before) / count
+    per_row = (resident_bytes(pid) - before) / count
     print(
         f"resident memory: {per_row:,.0f} bytes per processed rollout over {count:,} rows after a 2,000-row "
         f"warm-up (= {per_row * 100_000 / 2**20:,.1f} MiB per 100k rollouts held)  [target < 1 KB]"

@@ -43,7 +43,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.ingest import Bench, cpu_seconds  # noqa: E402
+from benchmarks.ingest import Bench  # noqa: E402
 from benchmarks.state import serve, unpack_baseline  # noqa: E402
 from sidecar.app import too_deep  # noqa: E402
 from sidecar.engines import default_engines  # noqa: E402
@@ -63,6 +63,7 @@ from sidecar.journal import (  # noqa: E402
 from sidecar.raw_rows import decode_request, vetted_json  # noqa: E402
 from sidecar.runs import RunState, derive_fact, latency_ms  # noqa: E402
 from sidecar.synthetic import SyntheticConfig, generate_rows  # noqa: E402
+from tests.reliability_harness.proc_stats import cpu_seconds  # noqa: E402
 
 __all__ = ["BARE_ROWS", "generated_rows", "ingest_round"]  # what other benchmarks import
 

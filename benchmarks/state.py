@@ -56,14 +56,8 @@ from benchmarks.fact_journal import (  # noqa: E402
 )
 from benchmarks.ingest import Bench  # noqa: E402
 from health import health_check_run_dir  # noqa: E402
+from tests.reliability_harness.proc_stats import resident_bytes  # noqa: E402
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port  # noqa: E402
-
-
-def _rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 def _journal_bytes(journal: Path) -> int:
@@ -186,7 +180,7 @@ def _restart(journal: Path, *, run_expected: bool = True) -> tuple[float, int]:
         response = httpx.get(f"{url}/drain_margin", params={"run_id": "big"}, timeout=30)
         ready_s = time.perf_counter() - began
         assert response.status_code == (200 if run_expected else 404), response.text
-        return ready_s, _rss_bytes(pid)
+        return ready_s, resident_bytes(pid)
 
 
 def state_phase(args: argparse.Namespace, rows: list[dict[str, Any]], tmp: Path) -> None:

@@ -36,6 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.otlp_outage import completion_events, post_load, quantile, socketless_port
 from sidecar.trackers import tracker_available
+from tests.reliability_harness.proc_stats import cpu_seconds
 from tests.reliability_harness.sidecar_process import SidecarProcess
 
 SCENARIOS = ("off", "mlflow-hang", "mlflow-down", "wandb-hang")
@@ -64,14 +65,6 @@ class _Silent:
         self.sock.close()
         for conn in self.held:
             conn.close()
-
-
-def _cpu_s(pid: int | None) -> float:
-    """User + system CPU seconds the process used so far (Linux ``/proc``)."""
-    import os
-
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _exports(url: str) -> tuple[float, float]:
@@ -125,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
                 url = sidecar.start(timeout=60)
                 try:
                     time.sleep(1.0)  # a few steps (and hangs) before the load
-                    cpu_before = _cpu_s(sidecar.pid)
+                    cpu_before = cpu_seconds(sidecar.pid)[0]
                     rate, latencies = asyncio.run(post_load(url, f"bench-{scenario}-{repeat}", events))
-                    cpu_ms = (_cpu_s(sidecar.pid) - cpu_before) * 1e6 / len(events)
+                    cpu_ms = (cpu_seconds(sidecar.pid)[0] - cpu_before) * 1e6 / len(events)
                     sent, dropped = _exports(url)
                 finally:
                     began = time.perf_counter()

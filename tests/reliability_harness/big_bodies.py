@@ -19,10 +19,10 @@ from pathlib import Path
 import httpx
 import orjson
 
-from tests.reliability_harness.inputs import peak_rss_bytes
+from tests.reliability_harness.proc_stats import peak_resident_bytes, resident_bytes
 from tests.reliability_harness.sidecar_process import Launch, SidecarProcess
 
-__all__ = ["BigBodiesResult", "resident_bytes", "run_big_bodies"]
+__all__ = ["BigBodiesResult", "run_big_bodies"]
 
 RUN = "bodies"
 
@@ -41,14 +41,6 @@ class BigBodiesResult:
     def peak_ratio(self) -> float:
         """Peak growth over one round's body bytes."""
         return self.peak_growth_bytes / max(1, self.body_bytes * self.concurrent)
-
-
-def resident_bytes(pid: int) -> int:
-    """``VmRSS`` of ``pid``: its resident memory now."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 def _body(task: int, text_bytes: int) -> bytes:
@@ -113,7 +105,7 @@ def run_big_bodies(
             result.answers += _post_round(url, bodies)
             del bodies
         time.sleep(settle_s)
-        result.peak_growth_bytes = peak_rss_bytes(sidecar.pid) - before
+        result.peak_growth_bytes = peak_resident_bytes(sidecar.pid) - before
         result.after_growth_bytes = resident_bytes(sidecar.pid) - before
     finally:
         sidecar.stop()

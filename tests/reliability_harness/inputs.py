@@ -20,9 +20,10 @@ from pathlib import Path
 import httpx
 import orjson
 
+from tests.reliability_harness.proc_stats import peak_resident_bytes
 from tests.reliability_harness.sidecar_process import Launch, SidecarProcess
 
-__all__ = ["InputsResult", "peak_rss_bytes", "run_inputs"]
+__all__ = ["InputsResult", "run_inputs"]
 
 NAME = "rollouts_materialized_inputs.jsonl"
 
@@ -36,14 +37,6 @@ class InputsResult:
     big_reads: int = 0
     rss_growth_bytes: int = 0
     violations: list[str] = field(default_factory=list)
-
-
-def peak_rss_bytes(pid: int) -> int:
-    """``VmHWM`` of ``pid``: the most resident memory it has had."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def _hostile_paths(tmp: Path, journal: Path) -> list[str]:
@@ -151,9 +144,9 @@ def run_inputs(
             if confined:
                 assert sidecar.pid is not None
                 _big_reads(url, good, readers, result, expect=200)  # warm: threads, arenas
-                before = peak_rss_bytes(sidecar.pid)
+                before = peak_resident_bytes(sidecar.pid)
                 _big_reads(url, big, readers, result)
-                result.rss_growth_bytes = peak_rss_bytes(sidecar.pid) - before
+                result.rss_growth_bytes = peak_resident_bytes(sidecar.pid) - before
                 if result.rss_growth_bytes >= big_line_bytes:
                     result.violations.append(
                         f"{readers} reads of a {big_line_bytes}-byte line grew the service by "

@@ -21,6 +21,7 @@ from sidecar.otlp_resource import service_name
 from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
 from tests.dispatcher_client.support import SidecarProcess, free_port
+from tests.reliability_harness.proc_stats import peak_resident_bytes
 
 from .otlp_receiver import OtlpReceiver, Series, as_prometheus, metric_named
 from .service_support import generate_run, post_events
@@ -332,13 +333,6 @@ def test_the_environment_gym_eval_submit_sets(tmp_path: Path) -> None:
     assert _value_of(point) == len(run.events)
 
 
-def _peak_rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmHWM for pid {pid}")
-
-
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc (Linux) for the peak RSS")
 def test_a_collector_answering_600_mb_does_not_grow_the_process(tmp_path: Path) -> None:
     size = 600 << 20
@@ -353,7 +347,7 @@ def test_a_collector_answering_600_mb_does_not_grow_the_process(tmp_path: Path) 
         try:
             receiver.wait_for_posts(4)
             assert sidecar.pid is not None
-            peak = _peak_rss_bytes(sidecar.pid)
+            peak = peak_resident_bytes(sidecar.pid)
             with httpx.Client(base_url=base, timeout=30) as client:
                 sent = _counter(_scrape(client), "rollout_sidecar_otlp_exports_total")
         finally:
