@@ -38,6 +38,7 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.stats import quantile  # noqa: E402
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SidecarClient  # noqa: E402
 from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf  # noqa: E402
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port  # noqa: E402
@@ -194,8 +195,7 @@ def tight_loops(sidecar_url: str, calls: int) -> tuple[list[int], list[int]]:
 
 
 def _us(ns: list[int], q: float) -> float:
-    ordered = sorted(ns)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000.0
+    return quantile(ns, q) / 1000.0
 
 
 def main() -> int:

@@ -35,6 +35,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
+from benchmarks.stats import quantile
 from sidecar.synthetic import SyntheticConfig, generate_rows
 from tests.reliability_harness.proc_stats import cpu_seconds, resident_bytes
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port
@@ -78,11 +79,6 @@ class RawClient:
     async def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class Bench:
@@ -200,8 +196,8 @@ async def throughput_async(
         count = args.rows // batch * batch
         out[f"batch{batch}"] = (
             count / elapsed,
-            _pct(latencies, 0.5),
-            _pct(latencies, 0.99),
+            quantile(latencies, 0.5),
+            quantile(latencies, 0.99),
             (cpu_after[0] - cpu_before[0]) / count,
             (cpu_after[1] - cpu_before[1]) / count,
         )
@@ -223,9 +219,10 @@ async def latency_async(args: argparse.Namespace, port: int, rows: list[dict[str
     acks, acks_server = await bench.open_loop(200, args.paced_seconds, paced)
     commit_p99 = await _commit_p99(bench)
     print(
-        f"ack latency at 200 rows/s offered ({len(acks)} rows): p50 {1e3 * _pct(acks, 0.5):.2f} ms, "
-        f"p99 {1e3 * _pct(acks, 0.99):.2f} ms (in the service: p50 {1e3 * _pct(acks_server, 0.5):.2f} ms, "
-        f"p99 {1e3 * _pct(acks_server, 0.99):.2f} ms; journal commit p99 <= {commit_p99})"
+        f"ack latency at 200 rows/s offered ({len(acks)} rows): p50 {1e3 * quantile(acks, 0.5):.2f} ms, "
+        f"p99 {1e3 * quantile(acks, 0.99):.2f} ms "
+        f"(in the service: p50 {1e3 * quantile(acks_server, 0.5):.2f} ms, "
+        f"p99 {1e3 * quantile(acks_server, 0.99):.2f} ms; journal commit p99 <= {commit_p99})"
         "  [target p99 < 50 ms]"
     )
 
@@ -237,10 +234,10 @@ async def latency_async(args: argparse.Namespace, port: int, rows: list[dict[str
     margins, margins_server = await bench.open_loop(1000, args.paced_seconds, margin)
     print(
         f"GET /drain_margin at 1,000 req/s offered ({len(margins)} requests, run with "
-        f"{bench.next_task:,} samples): p50 {1e3 * _pct(margins, 0.5):.2f} ms, "
-        f"p99 {1e3 * _pct(margins, 0.99):.2f} ms "
-        f"(in the service: p50 {1e3 * _pct(margins_server, 0.5):.3f} ms, "
-        f"p99 {1e3 * _pct(margins_server, 0.99):.3f} ms)  [target p99 < 2 ms]"
+        f"{bench.next_task:,} samples): p50 {1e3 * quantile(margins, 0.5):.2f} ms, "
+        f"p99 {1e3 * quantile(margins, 0.99):.2f} ms "
+        f"(in the service: p50 {1e3 * quantile(margins_server, 0.5):.3f} ms, "
+        f"p99 {1e3 * quantile(margins_server, 0.99):.3f} ms)  [target p99 < 2 ms]"
     )
 
 

@@ -36,10 +36,11 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.stats import quantile
 from sidecar.synthetic import SyntheticConfig, api_steps, generate_events
 from tests.reliability_harness.sidecar_process import SidecarProcess
 
-__all__ = ["completion_events", "post_load", "quantile", "socketless_port"]  # what other benchmarks import
+__all__ = ["completion_events", "post_load", "socketless_port"]  # what other benchmarks import
 
 SCENARIOS = ("off", "healthy", "down", "slow", "drip", "huge")
 HUGE_BYTES = 600 * 1000 * 1000
@@ -157,12 +158,6 @@ def _peak_rss_mib(pid: int | None) -> float:
     except OSError:
         pass
     return float("nan")
-
-
-def quantile(values: list[float], q: float) -> float:
-    """The ``q`` quantile of ``values`` (the nearest rank at or above it)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main(argv: list[str] | None = None) -> int:
