@@ -13,6 +13,10 @@ buffer passes its high-water mark (the client stopped reading a large ``/report`
 must shrink within that time, again and again, until it drains; otherwise the connection is
 aborted, which frees the unsent bytes at once (a plain close would keep them until sent).
 
+A whole, bodiless ``GET`` on a path of the guard's :class:`~sidecar._priority_lane.PriorityLane`
+(``/drain_margin``) is answered in the callback that read it, ahead of the tasks other requests
+made ready (see that module for when a request takes the ordinary route instead).
+
 A request body's chunks are held as they arrive (:class:`BodyChunks`) and joined once when the
 app reads them, instead of being appended to one growing buffer that is then copied again.
 """
@@ -24,6 +28,8 @@ from collections import OrderedDict
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from sidecar._priority_lane import LaneHandler, PriorityLane
 
 __all__ = ["BodyChunks", "ConnectionGuard", "guarded_protocol"]
 
@@ -69,6 +75,8 @@ class ConnectionGuard:
         self.body_timeout_s = body_timeout_s
         self.write_timeout_s = write_timeout_s
         self.max_per_peer = max_per_peer
+        #: Set by the server once the app exists (``None``: every request takes the app's route).
+        self.priority_lane: PriorityLane | None = None
         self.by_peer: dict[str, OrderedDict[int, _GuardedProtocol]] = {}
         self.header_timeouts = 0
         self.body_timeouts = 0
@@ -109,6 +117,7 @@ class _GuardedProtocol(HttpToolsProtocol):
         self.waiting_for_headers = True
         self.peer = ""
         self._admitted = False
+        self._lane_request: tuple[LaneHandler, bytes] | None = None  # (handler, query) to answer
 
     def _arm(self, seconds: float, on_expiry: Any) -> None:
         if self._deadline is not None:
@@ -180,7 +189,34 @@ class _GuardedProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self.waiting_for_headers = False
         self._arm(self.guard.body_timeout_s, self._body_expired)  # until the body is complete
-        super().on_headers_complete()
+        self._lane_request = self._lane_route()
+        if self._lane_request is None:
+            super().on_headers_complete()
+
+    def _lane_route(self) -> tuple[LaneHandler, bytes] | None:
+        """The lane's handler and query for this request, or ``None`` for the app's route."""
+        lane = self.guard.priority_lane
+        if lane is None or self.root_path:
+            return None
+        path, _, query = self.url.partition(b"?")
+        handler = lane.handler(path)
+        if handler is None:
+            return None
+        parser = self.parser
+        cycle = self.cycle
+        if (
+            parser.get_method() != b"GET"
+            or parser.get_http_version() != "1.1"
+            or not parser.should_keep_alive()
+            or parser.should_upgrade()
+            or (cycle is not None and not cycle.response_complete)
+            or self.pipeline
+        ):
+            return None
+        for name, value in self.headers:
+            if (name == b"content-length" and value != b"0") or name == b"transfer-encoding":
+                return None
+        return handler, query.partition(b"#")[0]
 
     def on_body(self, body: bytes) -> None:
         self._arm(self.guard.body_timeout_s, self._body_expired)
@@ -192,7 +228,15 @@ class _GuardedProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._disarm()
-        super().on_message_complete()
+        request = self._lane_request
+        if request is None:
+            super().on_message_complete()
+            return
+        self._lane_request = None
+        lane = self.guard.priority_lane
+        assert lane is not None
+        self.transport.write(lane.response(*request, self.server_state.default_headers))
+        self.on_response_complete()  # as uvicorn's cycle ends: keep-alive, pipelined requests
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

@@ -24,6 +24,7 @@ import orjson
 import structlog
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.datastructures import QueryParams
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -32,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from health.reduce import release_gradually
 from sidecar._plain_route import PlainPostRoute
+from sidecar._priority_lane import LaneAnswer, PriorityLane
 from sidecar.accounting import identity_chars
 from sidecar.events import EVENT_KINDS, MAX_SECONDS, Completed, Event, EventBatch, RunStarted
 from sidecar.ingest import IdentityTooLong, PlanError, TooManyRuns, UnknownRun
@@ -46,7 +48,7 @@ from sidecar.request_errors import (
     render_request_error,
     request_error_handler,
 )
-from sidecar.responses import HealthzBody, InflightBody, IngestBody, ReadyBody, RunListBody
+from sidecar.responses import DrainMarginBody, HealthzBody, InflightBody, IngestBody, ReadyBody, RunListBody
 from sidecar.runs import RunState
 from sidecar.service import Service
 from sidecar.web.routes import web_routes
@@ -516,8 +518,21 @@ class _Handlers:
             return json_response(await self._ingest(run_id, _validate([event])))
 
     async def drain_margin(self, request: Request) -> Response:
-        run = self._run(request.query_params.get("run_id"))
-        raw = request.query_params.get("configured")
+        status, body, headers = self.drain_margin_answer(request.scope["query_string"])
+        return json_response(body, status, dict(headers) if headers else None)
+
+    def drain_margin_answer(self, query_string: bytes) -> LaneAnswer:
+        """``GET /drain_margin``'s answer, refusals rendered: synchronous and cheap, so the
+        connection's protocol answers it in the callback that read it (:mod:`sidecar._priority_lane`)."""
+        try:
+            return 200, dumps_json(self._drain_margin(QueryParams(query_string))), None
+        except RequestError as exc:
+            refusal = render_request_error(exc, dumps_json, self.service.metrics.on_error)
+            return exc.status, refusal, exc.headers
+
+    def _drain_margin(self, query: QueryParams) -> DrainMarginBody:
+        run = self._run(query.get("run_id"))
+        raw = query.get("configured")
         configured = run.config.drain_margin_s
         if raw is not None and raw not in ("", "null"):
             try:
@@ -529,7 +544,7 @@ class _Handlers:
             if not (math.isfinite(configured) and 0 <= configured <= MAX_SECONDS):
                 detail = f"configured must be in 0..{MAX_SECONDS:g}, got {raw!r}"
                 raise RequestError(400, "validation", detail, "configured")
-        return _json(run.drain_margin(configured))
+        return run.drain_margin(configured)
 
     async def metrics(self, request: Request) -> Response:
         accept = request.headers.get("accept") or ""
@@ -690,9 +705,11 @@ def create_app(service: Service) -> Starlette:
     async def not_found(request: Request, exc: Exception) -> Response:
         return _json(error_body("not_found", "path", f"no route {request.url.path}"), 404)
 
+    internal_error = dumps_json(error_body("internal", None, "internal error; see the service log"))
+
     async def internal(request: Request, exc: Exception) -> Response:
         _log.error("unhandled error", path=request.url.path, error=type(exc).__name__)
-        return _json(error_body("internal", None, "internal error; see the service log"), 500)
+        return json_response(internal_error, 500)
 
     async def not_allowed(request: Request, exc: Exception) -> Response:
         return _json(
@@ -719,4 +736,6 @@ def create_app(service: Service) -> Starlette:
         ],
     )
     app.state.service = service
+    #: What the server's protocol answers itself (``sidecar._priority_lane``).
+    app.state.priority_lane = PriorityLane({b"/drain_margin": handlers.drain_margin_answer}, internal_error)
     return app

@@ -65,8 +65,10 @@ def _config(service: Service) -> uvicorn.Config:
         settings.write_timeout_s,
     )
     service.connection_guard = guard
+    app = create_app(service)
+    guard.priority_lane = app.state.priority_lane
     return uvicorn.Config(
-        create_app(service),
+        app,
         http=guarded_protocol(guard),
         host=service.settings.host,
         port=service.settings.port,
