@@ -52,6 +52,7 @@ from benchmarks.ingest import Bench  # noqa: E402
 from health import health_check_run_dir  # noqa: E402
 from sidecar.engines import default_engines  # noqa: E402
 from sidecar.events import EventBatch, RunStarted  # noqa: E402
+from sidecar.fact_derivation import derive_fact  # noqa: E402
 from sidecar.ingest import Ingestor  # noqa: E402
 from sidecar.journal import (  # noqa: E402
     CompletedFact,
@@ -61,7 +62,6 @@ from sidecar.journal import (  # noqa: E402
     SnapshotStore,
     encode_fact,
 )
-from sidecar.runs import derive_fact  # noqa: E402
 from sidecar.synthetic import SyntheticConfig, generate_rows  # noqa: E402
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port  # noqa: E402
 
