@@ -14,6 +14,7 @@ import orjson
 
 from health.compact import CompactDigest
 from sidecar.accounting import RolloutKey, normalize_index
+from sidecar.agents import agent_name
 from sidecar.engines import Engines, Everyday
 from sidecar.events import (
     Completed,
@@ -154,6 +155,7 @@ def derive_fact(
             terminal,
             attempt,
             kept,
+            agent_name(row),
         )
     return _completed_fact(event, received_at, generation, (task, rollout), engines, settings, kept, vouched)
 
@@ -170,18 +172,22 @@ def _completed_fact(
 ) -> CompletedFact:
     base = (received_at, generation, event.seconds, key[0], key[1])
     if vouched is not None:
-        agent_perf = _agent_perf(row_of(event)) if vouched.ng_perf is None else None
-        return _digested(event, base, vouched.ng_perf, agent_perf, vouched.digest, kept)
+        raw = row_of(event)
+        agent_perf = _agent_perf(raw) if vouched.ng_perf is None else None
+        return _digested(event, base, vouched.ng_perf, agent_perf, vouched.digest, kept, agent_name(raw))
     row = event.parsed[0]
+    agent = agent_name(row)
     ng_perf = None if row is None else engines.build_ng_perf(row, latency_ms(event))
     if row is not None and row.get(_NO_PERSIST_KEY):
         disposition = NOT_PERSISTED_DRAINED if row.get(_DRAINED_KEY) else NOT_PERSISTED
-        return CompletedFact(*base, disposition, "", False, ng_perf, None, None, None, False, None, kept)
+        return CompletedFact(
+            *base, disposition, "", False, ng_perf, None, None, None, False, None, kept, agent
+        )
     if row is not None and row.get(_FAILURE_CLASS_KEY) is not None:
         label = _failure_label(row.get(_FAILURE_CLASS_KEY))
         terminal = bool(row.get(_TERMINAL_KEY))
         return CompletedFact(
-            *base, FAILURE_ROW, label, terminal, ng_perf, None, None, None, False, None, kept
+            *base, FAILURE_ROW, label, terminal, ng_perf, None, None, None, False, None, kept, agent
         )
     agent_perf = _agent_perf(row) if ng_perf is None else None
     digest = None
@@ -196,7 +202,7 @@ def _completed_fact(
             ordinal=0,
             ignored_checks=settings[1],
         )
-    return _digested(event, base, ng_perf, agent_perf, digest, kept)
+    return _digested(event, base, ng_perf, agent_perf, digest, kept, agent)
 
 
 def _agent_perf(row: dict[str, Any] | RawRow | None) -> dict[str, Any] | None:
@@ -247,6 +253,7 @@ def _digested(
     agent_perf: dict[str, Any] | None,
     digest: Any,
     kept: bytes | None,
+    agent: str | None,
 ) -> CompletedFact:
     """The fact of a row for the main file: with its digest, or with the row (``deferred``) when
     the digest depends on the row's position or cannot be journaled."""
@@ -257,7 +264,7 @@ def _digested(
     fact = CompletedFact(
         *base, DIGESTED, "", False, ng_perf, agent_perf,
         None if digest is None else digest_fields(digest),
-        None, False, event.line_number, kept,
+        None, False, event.line_number, kept, agent,
     )  # fmt: skip
     if digest is not None:
         try:

@@ -10,10 +10,9 @@ arrival time, so a replay reproduces the live state exactly.
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from health.compact import VERDICTS
@@ -21,6 +20,8 @@ from health.reduce import GroupStore, release_gradually
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
 from sidecar.accounting import Accounting, normalize_index
+from sidecar.agents import AgentRow, AgentTotals
+from sidecar.durations import DURATION_BUCKETS, DurationHistogram
 from sidecar.engines import Engines
 from sidecar.events import Event, Heartbeat, RunStarted, event_identity
 from sidecar.fact_derivation import derive_fact
@@ -59,9 +60,6 @@ RECENT_UNHEALTHY = 50
 _UNHEALTHY = VERDICTS.index("unhealthy")
 #: In-flight rollouts ``/report`` lists at the run's end (oldest first); the count covers all.
 INFLIGHT_REPORT_LIMIT = 1000
-DURATION_BUCKETS: tuple[float, ...] = (
-    1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600,
-)  # fmt: skip
 #: ``rollout_sidecar_tokens_total`` kind label -> ``ng_perf`` field.
 TOKEN_KINDS = {
     "prompt": "prompt_tokens",
@@ -98,39 +96,6 @@ class _EventClock:
         self.pinned = None
         self.frozen = state[0]
         self.fallback = time.time
-
-
-@dataclass(slots=True)
-class DurationHistogram:
-    """Cumulative-bucket histogram over :data:`DURATION_BUCKETS` (plus ``+Inf``)."""
-
-    counts: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))
-    total: float = 0.0
-    observations: int = 0
-    #: Smallest and largest observation (the OTLP histogram carries them), ``None`` before the first.
-    low: float | None = None
-    high: float | None = None
-
-    def observe(self, seconds: float) -> None:
-        if seconds != seconds:  # NaN has no bucket
-            return
-        self.counts[bisect_left(DURATION_BUCKETS, seconds)] += 1
-        self.total += seconds
-        self.observations += 1
-        low = self.low
-        if low is None or seconds < low:
-            self.low = seconds
-        high = self.high
-        if high is None or seconds > high:
-            self.high = seconds
-
-    def cumulative(self) -> list[tuple[str, int]]:
-        out: list[tuple[str, int]] = []
-        running = 0
-        for bound, count in zip((*DURATION_BUCKETS, float("inf")), self.counts, strict=True):
-            running += count
-            out.append(("+Inf" if bound == float("inf") else repr(float(bound)), running))
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +172,8 @@ class RunState:
         #: ``started`` events applied (the timeline's ``started`` series).
         self.starts = 0
         self.timeline = Timeline(received_at)
+        #: Per agent (rows naming an ``agent_ref``): counts, latency buckets, ``ng_perf`` sums.
+        self.agents = AgentTotals()
 
     # -- snapshots ------------------------------------------------------------------------
 
@@ -228,6 +195,7 @@ class RunState:
     def __setstate__(self, state: dict[str, Any]) -> None:
         registry = InflightRegistry.from_snapshot(state.pop("inflight"))
         state.setdefault("recent_unhealthy", deque(maxlen=RECENT_UNHEALTHY))  # older snapshots
+        state.setdefault("agents", AgentTotals())  # before agents were kept: from the next fact
         if "_task_flags" not in state:  # a snapshot from before the counts were kept
             state["_task_flags"] = _count_flags(state["_closed"].values())
         self.__dict__.update(state)
@@ -338,6 +306,8 @@ class RunState:
             self._settle(self.accounting.drained((fact.task, fact.rollout)))
             return ng_perf
         if disposition == FAILURE_ROW:
+            if fact.agent is not None:
+                self.agents.failure(fact.agent)
             self._count_failure(fact.failure_class, fact.terminal)
             self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
             return ng_perf
@@ -353,6 +323,19 @@ class RunState:
             if position >= 0:
                 self._issues[position] += 1
         perf = ng_perf if ng_perf is not None else fact.agent_perf
+        self._summarize(perf, fact)
+        again, completed_task = self.accounting.succeeded_again((task, fact.rollout))
+        if again or digest.stage_index is not None:
+            self._maybe_duplicates = True  # the reducer's duplicate pass may change verdicts
+        if completed_task is None and task in self._closed:
+            completed_task = task  # a late repeat re-opens a closed task: recompute it
+        self._settle(completed_task)
+        return perf
+
+    def _summarize(self, perf: dict[str, Any] | None, fact: CompletedFact) -> None:
+        """A rollout for the main file: into the perf summary, the token totals and its agent's."""
+        if fact.agent is not None:
+            self.agents.rollout(fact.agent, fact.seconds, perf)
         self.perf_rollouts += 1
         if perf is not None:
             self.perf.add(perf)
@@ -361,13 +344,6 @@ class RunState:
                 value = get(name)
                 if type(value) is int:  # JSON and MessagePack integers; never a bool
                     tokens[kind] += value
-        again, completed_task = self.accounting.succeeded_again((task, fact.rollout))
-        if again or digest.stage_index is not None:
-            self._maybe_duplicates = True  # the reducer's duplicate pass may change verdicts
-        if completed_task is None and task in self._closed:
-            completed_task = task  # a late repeat re-opens a closed task: recompute it
-        self._settle(completed_task)
-        return perf
 
     def _digest(self, fact: CompletedFact) -> Any:
         ordinal = self._next_ordinal
@@ -392,6 +368,8 @@ class RunState:
         if fact.seconds is not None:
             self.tracker.record_failure(fact.seconds)
             self.durations["failed"].observe(fact.seconds)
+        if fact.agent is not None:
+            self.agents.failure(fact.agent)
         self._count_failure(fact.failure_class, fact.terminal)
         self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
 
@@ -571,6 +549,12 @@ class RunState:
             "t": times,
             "series": series,
         }
+
+    def agent_rows(self, now: float) -> list[AgentRow] | None:
+        """The page's per-agent rows at ``now`` (an ended run at its end): each agent's rate over
+        the run's time so far, the same span as the run's ``completions_per_hour``."""
+        at = self.ended_at if self.ended_at is not None else now
+        return self.agents.rows(at - self.received_at)
 
     def latency(self) -> dict[str, Any]:
         tracker = self.tracker

@@ -146,7 +146,7 @@ def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int |
         "perf_rollouts": perf_rollouts,
         "tokens": dict(run.tokens),
         "inflight": inflight,
-        "agents": None,
+        "agents": run.agent_rows(now),
     }
 
 

@@ -180,3 +180,11 @@ def test_the_accounting_body_is_the_snapshots_fields() -> None:
     from sidecar.responses import AccountingBody
 
     assert list(AccountingBody.__annotations__) == [field.name for field in fields(AccountingSnapshot)]
+
+
+def test_the_agent_body_is_the_agent_rows_keys() -> None:
+    """``AgentBody`` (the schema) names exactly the keys of ``sidecar.agents.AgentRow``, in order."""
+    from sidecar.agents import AgentRow
+    from sidecar.responses import AgentBody
+
+    assert list(AgentBody.__annotations__) == list(AgentRow.__annotations__)
