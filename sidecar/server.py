@@ -30,6 +30,8 @@ __all__ = ["ServiceThread", "bind_socket", "loop_factory", "run_service", "serve
 _log = structlog.get_logger("sidecar.server")
 
 
+
+
 class _Terminated(Exception):
     """SIGTERM arrived; uvicorn has already shut down gracefully and re-raises the signal."""
 
