@@ -52,8 +52,8 @@ class DurationHistogram:
 
     def quantile(self, q: float) -> float | None:
         """The ``q`` quantile estimated from the buckets: linear within the bucket that holds
-        its rank (from the previous bound, 0 for the first; to the largest observation for
-        ``+Inf``), then clamped to the smallest and largest observation. ``None`` before any."""
+        its rank, the bucket narrowed to the smallest and largest observation (so the first
+        bucket starts at the smallest, ``+Inf`` ends at the largest). ``None`` before any."""
         low, high = self.low, self.high
         if low is None or high is None or not self.observations:
             return None
@@ -62,9 +62,8 @@ class DurationHistogram:
         last = len(DURATION_BUCKETS)
         for index, count in enumerate(self.counts):
             if count and running + count >= rank:
-                lower = 0.0 if index == 0 else float(DURATION_BUCKETS[index - 1])
-                upper = high if index == last else float(DURATION_BUCKETS[index])
-                estimate = lower + (upper - lower) * max(rank - running, 0.0) / count
-                return min(max(estimate, low), high)
+                lower = low if index == 0 else max(low, float(DURATION_BUCKETS[index - 1]))
+                upper = high if index == last else min(high, float(DURATION_BUCKETS[index]))
+                return lower + (upper - lower) * max(rank - running, 0.0) / count
             running += count
         return high

@@ -431,8 +431,11 @@
   }
 
   function valueCell(value, text) {
-    // The shown text, and the exact number for a reader (or a test) in data-value.
-    return el("span", { text: text, "data-value": value === null || value === undefined ? "null" : String(value) });
+    // The shown text, and the exact value for a reader (or a test) in data-value; a number
+    // stays on one line.
+    var node = el("span", { text: text, "data-value": value === null || value === undefined ? "null" : String(value) });
+    if (typeof value === "number") node.setAttribute("class", "num");
+    return node;
   }
 
   function barCell(value, max, text, color) {
@@ -450,9 +453,11 @@
     var names = agents.map(function (a) { return a.agent; });
     var xs = agents.map(function (a, i) { return i; });
     function label(u, splits) {
+      // as many characters as an agent's share of the width holds (~8 px each), then an ellipsis
+      var room = Math.max(3, Math.floor(u.bbox.width / devicePixelRatio / names.length / 8) - 1);
       return splits.map(function (v) {
         var name = Number.isInteger(v) ? names[v] : undefined;
-        return name === undefined ? "" : (name.length > 24 ? name.slice(0, 23) + "\u2026" : name);
+        return name === undefined ? "" : (name.length > room ? name.slice(0, room - 1) + "\u2026" : name);
       });
     }
     plot("agents", s, {
