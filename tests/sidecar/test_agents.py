@@ -7,7 +7,6 @@ import pickle
 import pytest
 
 from sidecar.agents import AGENT_NAME_CHARS, MAX_AGENTS, OTHER_AGENTS, AgentTotals, agent_name
-from sidecar.durations import DurationHistogram
 
 
 class TestAgentName:
@@ -101,22 +100,3 @@ class TestAgentTotals:
         again = pickle.loads(pickle.dumps(totals))
         assert again.rows(1234.5) == totals.rows(1234.5)
         assert again.folded == totals.folded
-
-
-class TestDurationHistogramQuantile:
-    def test_none_before_any_observation(self) -> None:
-        assert DurationHistogram().quantile(0.5) is None
-
-    def test_linear_within_the_bucket_narrowed_to_the_observations(self) -> None:
-        histogram = DurationHistogram()
-        for seconds in (0.5, 1.5, 1.7, 3.0, 100.0):
-            histogram.observe(seconds)
-        assert histogram.quantile(0.5) == pytest.approx(1.75)  # rank 2.5 of the (1, 2] bucket's 2
-        assert histogram.quantile(0.0) == 0.5 and histogram.quantile(1.0) == 100.0
-
-    def test_the_inf_bucket_reaches_the_largest_observation(self) -> None:
-        histogram = DurationHistogram()
-        for seconds in (30_000.0, 40_000.0):
-            histogram.observe(seconds)
-        assert histogram.quantile(0.5) == 35_000.0  # between the smallest and largest it holds
-        assert histogram.quantile(1.0) == 40_000.0
