@@ -19,6 +19,7 @@ import orjson
 
 from sidecar.engines import default_engines
 from sidecar.events import EventBatch, RunStarted
+from sidecar.fact_derivation import derive_fact
 from sidecar.ingest import Ingestor
 from sidecar.journal import (
     CompletedFact,
@@ -28,7 +29,6 @@ from sidecar.journal import (
     SnapshotStore,
     encode_fact,
 )
-from sidecar.runs import derive_fact
 from sidecar.synthetic import SyntheticConfig, generate_rows
 
 __all__ = [

@@ -55,13 +55,14 @@ from sidecar.events import (  # noqa: E402
     dump_row,
     idempotency_key,
 )
+from sidecar.fact_derivation import derive_fact, latency_ms  # noqa: E402
 from sidecar.journal import (  # noqa: E402
     Journal,
     JournalEvent,
     encode_fact,
 )
 from sidecar.raw_rows import decode_request, vetted_json  # noqa: E402
-from sidecar.runs import RunState, derive_fact, latency_ms  # noqa: E402
+from sidecar.runs import RunState  # noqa: E402
 from sidecar.synthetic import SyntheticConfig, generate_rows  # noqa: E402
 from tests.reliability_harness.proc_stats import cpu_seconds  # noqa: E402
 

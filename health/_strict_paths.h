@@ -35,7 +35,7 @@
 /* The StrictRecord fields' JSON names. */
 static const char *const KEPT_TOP_LEVEL_KEYS[] = {
     "_ng_task_index", "_ng_rollout_index", "_ng_attempt_index", "_ng_no_persist", "_ng_failure_class",
-    "stage_index",    "_ng_rollout_id",    "response",          "ng_trajectory",
+    "stage_index",    "_ng_rollout_id",    "response",          "ng_trajectory",     "agent_ref",
 };
 #define KEPT_TOP_LEVEL_COUNT (sizeof(KEPT_TOP_LEVEL_KEYS) / sizeof(KEPT_TOP_LEVEL_KEYS[0]))
 

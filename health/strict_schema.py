@@ -173,7 +173,8 @@ class StrictRecord(Struct):
     ``UNSET`` marks an absent identity key (absent and ``null`` differ for the task index).
     ``attempt``, ``no_persist`` and ``failure_class`` are read for the live service, which
     needs them to tell an everyday row and would otherwise pass over the row once more
-    (they are scalars, or absent, in every row the collector writes).
+    (they are scalars, or absent, in every row the collector writes); so is ``agent_ref`` (a
+    small object naming the agent), which the live service counts per agent. No check reads it.
     """
 
     task_index: Any = field(default=UNSET, name="_ng_task_index")
@@ -181,6 +182,7 @@ class StrictRecord(Struct):
     attempt: Any = field(default=UNSET, name="_ng_attempt_index")
     no_persist: Any = field(default=UNSET, name="_ng_no_persist")
     failure_class: Any = field(default=UNSET, name="_ng_failure_class")
+    agent_ref: Any = UNSET
     stage_index: Any = None
     rollout_id: Any = field(default=None, name="_ng_rollout_id")
     response: StrictResponseUsage | None = None

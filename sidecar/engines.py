@@ -208,6 +208,7 @@ def default_engines() -> Engines:
             "_ng_attempt_index": record.attempt,
             "_ng_no_persist": record.no_persist,
             "_ng_failure_class": record.failure_class,
+            "agent_ref": record.agent_ref,
         }
         return Everyday(compact, ng_perf, service_keys)
 

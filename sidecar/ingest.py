@@ -33,6 +33,7 @@ from sidecar.events import (
     RunStarted,
     idempotency_key,
 )
+from sidecar.fact_derivation import derive_fact
 from sidecar.inflight import InflightBudget, InflightRules
 from sidecar.journal import (
     DAMAGED_KIND,
@@ -57,7 +58,7 @@ from sidecar.journal import (
 )
 from sidecar.materialized_inputs import PlanError, plan_from_materialized
 from sidecar.responses import EventResult
-from sidecar.runs import RunState, derive_fact
+from sidecar.runs import RunState
 from sidecar.wire import ROLLOUT_KEY, TASK_KEY
 
 __all__ = [

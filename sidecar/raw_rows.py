@@ -57,6 +57,7 @@ class _ServiceKeys(Struct):
     failure_class: Any = field(default=UNSET, name="_ng_failure_class")
     terminal: Any = field(default=UNSET, name="_ng_failure_terminal")
     ng_perf: Any = field(default=UNSET, name="ng_perf")
+    agent_ref: Any = field(default=UNSET, name="agent_ref")
 
 
 #: Row key -> ``_ServiceKeys`` attribute: the keys :meth:`RawRow.get` answers without a full parse.
@@ -69,6 +70,7 @@ ROW_SERVICE_KEYS: Final = {
     "_ng_failure_class": "failure_class",
     "_ng_failure_terminal": "terminal",
     "ng_perf": "ng_perf",
+    "agent_ref": "agent_ref",
 }
 _KEYS_DECODER = msgspec.json.Decoder(_ServiceKeys)
 

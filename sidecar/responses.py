@@ -19,6 +19,7 @@ from sidecar.wire import FollowerState
 
 __all__ = [
     "AccountingBody",
+    "AgentBody",
     "DrainMarginBody",
     "ErrorBody",
     "EventResult",
@@ -111,7 +112,27 @@ class PageBody(TypedDict):
     perf_pending: bool
     tokens: dict[str, int]
     inflight: dict[str, Any]
-    agents: list[dict[str, Any]] | None
+    agents: list[AgentBody] | None
+    """Per agent, by name (rows naming an ``agent_ref``); ``None`` when no row named one."""
+
+
+@with_config(_CLOSED)
+class AgentBody(TypedDict):
+    """One agent on the run page (``sidecar.agents.AgentRow``; ``docs/report.md``, ``agents``).
+    A batch page's ``failed`` and ``rollouts_per_hour`` are ``None`` (the files hold neither)."""
+
+    agent: str
+    other: bool
+    rollouts: int
+    failed: int | None
+    rollouts_per_hour: float | None
+    latency_samples: int
+    latency_p50_s: float | None
+    latency_p95_s: float | None
+    num_turns: int
+    num_tool_calls: int
+    prompt_tokens: int
+    completion_tokens: int
 
 
 @with_config(_CLOSED)

@@ -10,34 +10,21 @@ arrival time, so a replay reproduces the live state exactly.
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
-import orjson
-
-from health.compact import VERDICTS, CompactDigest
+from health.compact import VERDICTS
 from health.reduce import GroupStore, release_gradually
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
-from sidecar.accounting import Accounting, RolloutKey, normalize_index
-from sidecar.engines import Engines, Everyday
-from sidecar.events import (
-    Completed,
-    Drained,
-    Event,
-    Failed,
-    Heartbeat,
-    Latency,
-    RunEnded,
-    RunStarted,
-    Started,
-    dump_row,
-    event_identity,
-    row_of,
-)
+from sidecar.accounting import Accounting, normalize_index
+from sidecar.agents import AgentRow, AgentTotals
+from sidecar.durations import DURATION_BUCKETS, DurationHistogram
+from sidecar.engines import Engines
+from sidecar.events import Event, Heartbeat, RunStarted, event_identity
+from sidecar.fact_derivation import derive_fact
 from sidecar.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold
 from sidecar.journal import (
     CompletedFact,
@@ -47,34 +34,25 @@ from sidecar.journal import (
     FailedFact,
     LatencyFact,
     RunEndedFact,
-    RunStartedFact,
     StartedFact,
-    digest_fields,
-    encode_fact,
     parse_deferred,
 )
-from sidecar.raw_rows import RawRow
 from sidecar.responses import DrainMarginBody, TimelineBody, TimelineSeries
 from sidecar.timeline import Timeline, TimelineSample
-from sidecar.wire import TASK_KEY
 
 # A fact's disposition is journaled as the plain int of its :class:`Disposition`.
-DIGESTED = int(Disposition.DIGESTED)
 NOT_PERSISTED = int(Disposition.NOT_PERSISTED)
 NOT_PERSISTED_DRAINED = int(Disposition.NOT_PERSISTED_DRAINED)
 FAILURE_ROW = int(Disposition.FAILURE_ROW)
 
 __all__ = [
     "DURATION_BUCKETS",
-    "FAILURE_CLASSES",
     "INFLIGHT_REPORT_LIMIT",
     "RECENT_UNHEALTHY",
     "TOKEN_KINDS",
     "DurationHistogram",
     "HealthView",
     "RunState",
-    "derive_fact",
-    "latency_ms",
 ]
 
 #: Unhealthy rollouts a run keeps for its page (:attr:`RunState.recent_unhealthy`).
@@ -82,25 +60,6 @@ RECENT_UNHEALTHY = 50
 _UNHEALTHY = VERDICTS.index("unhealthy")
 #: In-flight rollouts ``/report`` lists at the run's end (oldest first); the count covers all.
 INFLIGHT_REPORT_LIMIT = 1000
-DURATION_BUCKETS: tuple[float, ...] = (
-    1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600,
-)  # fmt: skip
-#: NeMo Gym's failure classes; anything else is exported as ``other`` to keep label values bounded.
-FAILURE_CLASSES = frozenset(
-    {
-        "agent_request_failed",
-        "agent_run_error",
-        "environment_server_failed",
-        "cancelled",
-        "kill_shaped",
-        "judge_invalid",
-        "timeout_exceeded",
-        "skipped",
-        "reference_missing",
-        "eval_missing",
-        "transport_ineligible",
-    }
-)
 #: ``rollout_sidecar_tokens_total`` kind label -> ``ng_perf`` field.
 TOKEN_KINDS = {
     "prompt": "prompt_tokens",
@@ -109,11 +68,6 @@ TOKEN_KINDS = {
     "cached": "cached_prompt_tokens",
 }
 _TOKEN_ITEMS = tuple(TOKEN_KINDS.items())
-_FAILURE_CLASS_KEY = "_ng_failure_class"
-_TERMINAL_KEY = "_ng_failure_terminal"
-_NO_PERSIST_KEY = "_ng_no_persist"
-_DRAINED_KEY = "_ng_dispatch_drained"
-_LINE_LOCATOR = b'"line":'
 
 
 class _EventClock:
@@ -142,39 +96,6 @@ class _EventClock:
         self.pinned = None
         self.frozen = state[0]
         self.fallback = time.time
-
-
-@dataclass(slots=True)
-class DurationHistogram:
-    """Cumulative-bucket histogram over :data:`DURATION_BUCKETS` (plus ``+Inf``)."""
-
-    counts: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))
-    total: float = 0.0
-    observations: int = 0
-    #: Smallest and largest observation (the OTLP histogram carries them), ``None`` before the first.
-    low: float | None = None
-    high: float | None = None
-
-    def observe(self, seconds: float) -> None:
-        if seconds != seconds:  # NaN has no bucket
-            return
-        self.counts[bisect_left(DURATION_BUCKETS, seconds)] += 1
-        self.total += seconds
-        self.observations += 1
-        low = self.low
-        if low is None or seconds < low:
-            self.low = seconds
-        high = self.high
-        if high is None or seconds > high:
-            self.high = seconds
-
-    def cumulative(self) -> list[tuple[str, int]]:
-        out: list[tuple[str, int]] = []
-        running = 0
-        for bound, count in zip((*DURATION_BUCKETS, float("inf")), self.counts, strict=True):
-            running += count
-            out.append(("+Inf" if bound == float("inf") else repr(float(bound)), running))
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +172,8 @@ class RunState:
         #: ``started`` events applied (the timeline's ``started`` series).
         self.starts = 0
         self.timeline = Timeline(received_at)
+        #: Per agent (rows naming an ``agent_ref``): counts, latency buckets, ``ng_perf`` sums.
+        self.agents = AgentTotals()
 
     # -- snapshots ------------------------------------------------------------------------
 
@@ -272,6 +195,7 @@ class RunState:
     def __setstate__(self, state: dict[str, Any]) -> None:
         registry = InflightRegistry.from_snapshot(state.pop("inflight"))
         state.setdefault("recent_unhealthy", deque(maxlen=RECENT_UNHEALTHY))  # older snapshots
+        state.setdefault("agents", AgentTotals())  # before agents were kept: from the next fact
         if "_task_flags" not in state:  # a snapshot from before the counts were kept
             state["_task_flags"] = _count_flags(state["_closed"].values())
         self.__dict__.update(state)
@@ -382,6 +306,8 @@ class RunState:
             self._settle(self.accounting.drained((fact.task, fact.rollout)))
             return ng_perf
         if disposition == FAILURE_ROW:
+            if fact.agent is not None:
+                self.agents.failure(fact.agent)
             self._count_failure(fact.failure_class, fact.terminal)
             self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
             return ng_perf
@@ -397,6 +323,19 @@ class RunState:
             if position >= 0:
                 self._issues[position] += 1
         perf = ng_perf if ng_perf is not None else fact.agent_perf
+        self._summarize(perf, fact)
+        again, completed_task = self.accounting.succeeded_again((task, fact.rollout))
+        if again or digest.stage_index is not None:
+            self._maybe_duplicates = True  # the reducer's duplicate pass may change verdicts
+        if completed_task is None and task in self._closed:
+            completed_task = task  # a late repeat re-opens a closed task: recompute it
+        self._settle(completed_task)
+        return perf
+
+    def _summarize(self, perf: dict[str, Any] | None, fact: CompletedFact) -> None:
+        """A rollout for the main file: into the perf summary, the token totals and its agent's."""
+        if fact.agent is not None:
+            self.agents.rollout(fact.agent, fact.seconds, perf)
         self.perf_rollouts += 1
         if perf is not None:
             self.perf.add(perf)
@@ -405,13 +344,6 @@ class RunState:
                 value = get(name)
                 if type(value) is int:  # JSON and MessagePack integers; never a bool
                     tokens[kind] += value
-        again, completed_task = self.accounting.succeeded_again((task, fact.rollout))
-        if again or digest.stage_index is not None:
-            self._maybe_duplicates = True  # the reducer's duplicate pass may change verdicts
-        if completed_task is None and task in self._closed:
-            completed_task = task  # a late repeat re-opens a closed task: recompute it
-        self._settle(completed_task)
-        return perf
 
     def _digest(self, fact: CompletedFact) -> Any:
         ordinal = self._next_ordinal
@@ -436,6 +368,8 @@ class RunState:
         if fact.seconds is not None:
             self.tracker.record_failure(fact.seconds)
             self.durations["failed"].observe(fact.seconds)
+        if fact.agent is not None:
+            self.agents.failure(fact.agent)
         self._count_failure(fact.failure_class, fact.terminal)
         self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
 
@@ -616,6 +550,12 @@ class RunState:
             "series": series,
         }
 
+    def agent_rows(self, now: float) -> list[AgentRow] | None:
+        """The page's per-agent rows at ``now`` (an ended run at its end): each agent's rate over
+        the run's time so far, the same span as the run's ``completions_per_hour``."""
+        at = self.ended_at if self.ended_at is not None else now
+        return self.agents.rows(at - self.received_at)
+
     def latency(self) -> dict[str, Any]:
         tracker = self.tracker
         return {
@@ -660,202 +600,3 @@ def _count_flags(closed: Iterable[tuple[str, ...]]) -> dict[str, int]:
         for check in checks:
             flags[check] = flags.get(check, 0) + 1
     return flags
-
-
-def latency_ms(event: Completed) -> float | None:
-    """``ng_perf.total_latency_ms`` of a completion: ``latency_ms``, else ``seconds * 1000``, else none."""
-    if event.latency_ms is not None:
-        return event.latency_ms
-    return None if event.seconds is None else event.seconds * 1000.0
-
-
-def _failure_label(failure_class: Any) -> str:
-    """The exported label of a failure class: known classes as-is, anything else ``other``."""
-    return failure_class if isinstance(failure_class, str) and failure_class in FAILURE_CLASSES else "other"
-
-
-def _identity_key(event: Completed | Failed | Drained | Started) -> RolloutKey:
-    task, rollout, _ = event_identity(event)
-    return normalize_index(task), normalize_index(rollout)
-
-
-def _kept(event: Event, keep_rows: bool) -> bytes | None:
-    if not keep_rows or not isinstance(event, Completed | Failed | Drained):
-        return None
-    if isinstance(event, Completed) and event.line is not None:
-        return event.line.encode("utf-8", "surrogatepass")
-    if isinstance(event, Completed) and isinstance(event.row, RawRow):
-        return event.row.data
-    return None if event.row is None else dump_row(event.row)
-
-
-def derive_fact(
-    event: Event,
-    *,
-    received_at: float,
-    engines: Engines,
-    settings: tuple[str, frozenset[str]] | None,
-    plan: dict[str, int] | None = None,
-    keep_rows: bool = False,
-) -> Fact:
-    """What ``event`` contributes to its run, computed once from its row (pure).
-
-    ``settings`` is the run's ``(source_path, ignored_checks)``, which a digest depends on;
-    ``None`` when the run is not started yet: a completion's digest is then left to
-    :meth:`RunState.apply_fact`, as is any digest that depends on the row's position.
-    """
-    generation = event.generation or 0
-    if isinstance(event, RunStarted):
-        config = orjson.dumps(event.model_dump(exclude_none=True))
-        return RunStartedFact(received_at, generation, config, plan)
-    if isinstance(event, RunEnded):
-        ended_at = event.ended_at if event.ended_at is not None else received_at
-        return RunEndedFact(received_at, generation, ended_at)
-    if isinstance(event, Latency):
-        return LatencyFact(received_at, generation, event.op, event.seconds)
-    if isinstance(event, Heartbeat):
-        raise TypeError("a heartbeat has no fact: it is applied in memory and never journaled")
-    # a completion's fast path reads its identity keys too: it goes first
-    vouched = _everyday(event, engines, settings) if isinstance(event, Completed) else None
-    task, rollout = _identity_key(event)
-    if isinstance(event, Started):
-        return StartedFact(received_at, generation, task, rollout, event.attempt)
-    kept = _kept(event, keep_rows)
-    attempt = event_identity(event)[2]
-    if isinstance(event, Drained):
-        return DrainedFact(received_at, generation, task, rollout, attempt, kept)
-    if isinstance(event, Failed):
-        row = event.row
-        failure_class = (
-            event.failure_class if event.failure_class is not None else row.get(_FAILURE_CLASS_KEY)
-        )
-        terminal = event.terminal if event.terminal is not None else bool(row.get(_TERMINAL_KEY))
-        return FailedFact(
-            received_at,
-            generation,
-            event.seconds,
-            task,
-            rollout,
-            _failure_label(failure_class),
-            terminal,
-            attempt,
-            kept,
-        )
-    return _completed_fact(event, received_at, generation, (task, rollout), engines, settings, kept, vouched)
-
-
-def _completed_fact(
-    event: Completed,
-    received_at: float,
-    generation: int,
-    key: RolloutKey,
-    engines: Engines,
-    settings: tuple[str, frozenset[str]] | None,
-    kept: bytes | None,
-    vouched: Everyday | None,
-) -> CompletedFact:
-    base = (received_at, generation, event.seconds, key[0], key[1])
-    if vouched is not None:
-        agent_perf = _agent_perf(row_of(event)) if vouched.ng_perf is None else None
-        return _digested(event, base, vouched.ng_perf, agent_perf, vouched.digest, kept)
-    row = event.parsed[0]
-    ng_perf = None if row is None else engines.build_ng_perf(row, latency_ms(event))
-    if row is not None and row.get(_NO_PERSIST_KEY):
-        disposition = NOT_PERSISTED_DRAINED if row.get(_DRAINED_KEY) else NOT_PERSISTED
-        return CompletedFact(*base, disposition, "", False, ng_perf, None, None, None, False, None, kept)
-    if row is not None and row.get(_FAILURE_CLASS_KEY) is not None:
-        label = _failure_label(row.get(_FAILURE_CLASS_KEY))
-        terminal = bool(row.get(_TERMINAL_KEY))
-        return CompletedFact(
-            *base, FAILURE_ROW, label, terminal, ng_perf, None, None, None, False, None, kept
-        )
-    agent_perf = _agent_perf(row) if ng_perf is None else None
-    digest = None
-    if settings is not None and not (isinstance(row, dict) and TASK_KEY not in row):
-        record, parse_error = event.parsed
-        digest = engines.digest_record(
-            record,
-            parse_error=parse_error,
-            source_path=settings[0],
-            source_index=0,
-            line_number=event.line_number if event.line_number is not None else 0,
-            ordinal=0,
-            ignored_checks=settings[1],
-        )
-    return _digested(event, base, ng_perf, agent_perf, digest, kept)
-
-
-def _agent_perf(row: dict[str, Any] | RawRow | None) -> dict[str, Any] | None:
-    """The row's own ``ng_perf`` object, which ``attach_ng_perf`` keeps when it cannot build one."""
-    value = None if row is None else row.get("ng_perf")
-    return value if isinstance(value, dict) else None
-
-
-def _everyday(
-    event: Completed, engines: Engines, settings: tuple[str, frozenset[str]] | None
-) -> Everyday | None:
-    """Digest and ``ng_perf`` of an everyday row straight from its bytes (the batch fast path);
-    ``None`` for any row the full path must read (not digested here, or not vouched for).
-
-    The fast path runs before anything else reads the row: its one decode also reads the keys
-    that tell an everyday row, which the row then answers (here, and for the event's
-    identity) without a pass over its bytes of its own."""
-    raw = event.raw
-    digest_everyday = engines.digest_everyday
-    if raw is None or digest_everyday is None or settings is None:
-        return None
-    vouched = digest_everyday(
-        raw.data,
-        latency_ms(event),
-        source_path=settings[0],
-        source_index=0,
-        line_number=event.line_number if event.line_number is not None else 0,
-        ordinal=0,
-        ignored_checks=settings[1],
-        shallow_json=raw.shallow,
-    )
-    if vouched is not None:
-        raw.learn(vouched.service_keys)
-    if (
-        vouched is None
-        or TASK_KEY not in raw  # its digest depends on its position: left to apply time
-        or raw.get(_NO_PERSIST_KEY)
-        or raw.get(_FAILURE_CLASS_KEY) is not None
-    ):
-        return None
-    return vouched
-
-
-def _digested(
-    event: Completed,
-    base: tuple[float, int, float | None, Any, Any],
-    ng_perf: dict[str, Any] | None,
-    agent_perf: dict[str, Any] | None,
-    digest: Any,
-    kept: bytes | None,
-) -> CompletedFact:
-    """The fact of a row for the main file: with its digest, or with the row (``deferred``) when
-    the digest depends on the row's position or cannot be journaled."""
-    if not isinstance(digest, CompactDigest) or (
-        event.line_number is None and _LINE_LOCATOR in digest.findings
-    ):
-        digest = None  # its identity or locator depends on the row's position
-    fact = CompletedFact(
-        *base, DIGESTED, "", False, ng_perf, agent_perf,
-        None if digest is None else digest_fields(digest),
-        None, False, event.line_number, kept,
-    )  # fmt: skip
-    if digest is not None:
-        try:
-            encode_fact(fact, again=True)  # the journal's encoding, kept for the ingest
-            return fact
-        except (OverflowError, TypeError, ValueError):
-            pass  # a value MessagePack cannot hold: journal the row and digest it when applied
-    if event.line is not None:
-        deferred, is_line = event.line.encode("utf-8", "surrogatepass"), True
-    elif isinstance(event.row, RawRow):
-        deferred, is_line = event.row.data, False  # the bytes as sent, parsed again when applied
-    else:
-        assert event.row is not None
-        deferred, is_line = dump_row(event.row), False
-    return fact._replace(digest=None, deferred=deferred, deferred_is_line=is_line)

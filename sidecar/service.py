@@ -23,7 +23,7 @@ from sidecar._offloop import OffLoopReads
 from sidecar.engines import Engines, default_engines
 from sidecar.events import MAX_LATENCY_MS, MAX_SECONDS, MAX_TIMESTAMP
 from sidecar.ingest import Ingestor, JournalLike
-from sidecar.journal import STATE_SCHEMA, SnapshotStore, is_legacy_payload
+from sidecar.journal import READABLE_STATE_SCHEMAS, STATE_SCHEMA, SnapshotStore, is_legacy_payload
 from sidecar.materialized_inputs import plan_from_materialized
 from sidecar.metrics import ServiceMetrics
 from sidecar.settings import ServiceSettings
@@ -326,7 +326,8 @@ class Service:
         )
 
     async def _check_state_schema(self) -> None:
-        """Refuse a journal whose facts another build wrote; stamp a new (or pre-facts) one.
+        """Refuse a journal whose facts this build cannot read; stamp a new (or pre-facts) one,
+        and stamp anew one of an older facts format it reads (``READABLE_STATE_SCHEMAS``).
 
         A journal without the stamp was written before facts existed: replay migrates its
         records (derives their facts from the stored rows) and a snapshot right after means
@@ -339,13 +340,16 @@ class Service:
         from sidecar.journal import JournalSchemaError
 
         stamp = get_meta("state_schema")
-        if stamp is None:
+        found = None if stamp is None else stamp.decode(errors="replace")
+        if found is None or (found != STATE_SCHEMA and found in READABLE_STATE_SCHEMAS):
+            # new, pre-facts, or an older facts format this build reads: from now on it also
+            # holds this build's facts, which the build that wrote it could not read
             await set_meta("state_schema", STATE_SCHEMA.encode())
-        elif stamp.decode(errors="replace") != STATE_SCHEMA:
-            found = stamp.decode(errors="replace")
+        elif found != STATE_SCHEMA:
+            readable = ", ".join(repr(schema) for schema in sorted(READABLE_STATE_SCHEMAS))
             raise JournalSchemaError(
                 f"journal {self.settings.journal_path} holds facts in state schema {found!r}; this build "
-                f"reads {STATE_SCHEMA!r}: run the rollout-sidecar version that wrote it, or start on a new "
+                f"reads {readable}: run the rollout-sidecar version that wrote it, or start on a new "
                 "journal path and re-feed the run from the dispatcher's rollouts.jsonl with the follower",
                 path=self.settings.journal_path,
                 found=0,

@@ -43,6 +43,8 @@ __all__ = [
     "FACTS_FORMAT",
     "HEALTH_PIPELINE_FINGERPRINTS",
     "HEALTH_PIPELINE_VERSION",
+    "READABLE_FACTS_FORMATS",
+    "READABLE_STATE_SCHEMAS",
     "STATE_SCHEMA",
     "CompletedFact",
     "Disposition",
@@ -63,7 +65,11 @@ __all__ = [
 ]
 
 #: Version of the facts' layout below; bump on any change of a fact's fields or their meaning.
-FACTS_FORMAT = 2
+#: 3 added ``agent`` (the row's ``agent_ref.name``) at the end of ``CompletedFact`` and ``FailedFact``.
+FACTS_FORMAT = 3
+#: Formats :func:`decode_fact` reads: this one and those whose facts are a prefix of its facts
+#: (fields only ever appended, with a default): a format-2 fact reads with ``agent`` ``None``.
+READABLE_FACTS_FORMATS: Final = frozenset({2, 3})
 #: Version of what the health pipeline puts into a compact digest (checks, findings, verdicts).
 #: A journaled digest is the pipeline's output: bump this when that output changes, so an
 #: older journal's digests are not mixed with new ones.
@@ -75,6 +81,12 @@ HEALTH_PIPELINE_VERSION = 1
 HEALTH_PIPELINE_FINGERPRINTS: Final[Mapping[int, str]] = MappingProxyType({1: "62408e15a224c7fe"})
 #: What a journal's facts and a snapshot's state were made with; both refuse another value.
 STATE_SCHEMA = f"facts-{FACTS_FORMAT}/health-{HEALTH_PIPELINE_VERSION}"
+#: Stamps of journals and snapshots this build opens: its own, and those of the readable facts
+#: formats with the same health pipeline (a journal stamped so is stamped anew on opening, as
+#: from then on it holds facts of this format too; see ``docs/state.md``, "Upgrades").
+READABLE_STATE_SCHEMAS: Final = frozenset(
+    f"facts-{version}/health-{HEALTH_PIPELINE_VERSION}" for version in READABLE_FACTS_FORMATS
+)
 
 
 class Disposition(IntEnum):
@@ -148,6 +160,9 @@ class CompletedFact(NamedTuple):
     line_number: int | None
     row: bytes | None = None
     """The raw row, only with ``serve --keep-rows`` (never read back by the state)."""
+    agent: str | None = None
+    """The row's ``agent_ref.name`` (capped, :func:`sidecar.agents.agent_name`); ``None``: none
+    named, or a fact of format 2 (which did not keep it)."""
 
     def compact(self, ordinal: int) -> CompactDigest:
         """The journaled digest at input position ``ordinal``."""
@@ -186,6 +201,8 @@ class FailedFact(NamedTuple):
     attempt: int
     """The failed attempt: it leaves the in-flight registry if it is the one registered there."""
     row: bytes | None = None
+    agent: str | None = None
+    """As ``CompletedFact.agent``: the failed row's agent, where it names one."""
 
 
 class DrainedFact(NamedTuple):
@@ -320,9 +337,10 @@ def decode_fact(payload: bytes, *, seq: int = 0) -> Fact:
     if not isinstance(items, list) or len(items) < 2:
         raise FactError(f"journal record {seq}: not a fact (got {type(items).__name__})")
     version, tag = items[0], items[1]
-    if version != FACTS_FORMAT:
+    if version not in READABLE_FACTS_FORMATS or type(version) is not int:
         raise FactError(
-            f"journal record {seq}: facts format {version!r}, this build reads format {FACTS_FORMAT}"
+            f"journal record {seq}: facts format {version!r}, this build reads formats "
+            f"{sorted(READABLE_FACTS_FORMATS)}"
         )
     kind = _TYPES.get(tag)
     if kind is None:

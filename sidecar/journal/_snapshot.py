@@ -36,7 +36,7 @@ import structlog
 
 from health.process_tuning import collector_paused, take_over
 from sidecar._lifeline import die_with_parent
-from sidecar.journal._facts import STATE_SCHEMA
+from sidecar.journal._facts import READABLE_STATE_SCHEMAS, STATE_SCHEMA
 
 __all__ = [
     "SNAPSHOT_FORMAT",
@@ -255,9 +255,10 @@ class SnapshotStore:
             raise SnapshotDamaged(
                 f"snapshot format {header.get('format')!r}, this build reads {sorted(READABLE_FORMATS)}"
             )
-        if header.get("state_schema") != STATE_SCHEMA:
+        if header.get("state_schema") not in READABLE_STATE_SCHEMAS:
             raise SnapshotDamaged(
-                f"state schema {header.get('state_schema')!r}, this build uses {STATE_SCHEMA!r}"
+                f"state schema {header.get('state_schema')!r}, this build reads "
+                f"{sorted(READABLE_STATE_SCHEMAS)}"
             )
         if header.get("seq") != seq:
             raise SnapshotDamaged(f"header seq {header.get('seq')!r} does not match the file name")

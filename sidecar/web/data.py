@@ -103,7 +103,7 @@ def _latency(run: RunState) -> dict[str, Any]:
 def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int | None) -> dict[str, Any]:
     """The page body of a run held by the service, at ``now``: O(1) in the run's size, given its
     perf summary (O(rollouts) to build: the caller keeps one, made over ``perf_rollouts``)."""
-    from sidecar.runs import DURATION_BUCKETS
+    from sidecar.durations import DURATION_BUCKETS
 
     view = run.health_view()
     ended = run.ended_at is not None
@@ -146,7 +146,7 @@ def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int |
         "perf_rollouts": perf_rollouts,
         "tokens": dict(run.tokens),
         "inflight": inflight,
-        "agents": None,
+        "agents": run.agent_rows(now),
     }
 
 

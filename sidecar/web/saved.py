@@ -15,14 +15,11 @@ from typing import Any
 
 import orjson
 
+from sidecar.agents import AgentRow, AgentTotals, agent_name
 from sidecar.web.data import batch_body, unhealthy_rows
 from sidecar.web.page import saved_html
 
 __all__ = ["HtmlError", "batch_page", "fetch_page", "write_html"]
-
-_MAX_AGENTS = 100
-"""Agents the batch page lists (the first by name past that are not counted)."""
-_AGENT_TOTALS = ("rollouts", "num_turns", "num_tool_calls", "prompt_tokens", "completion_tokens")
 
 
 class HtmlError(RuntimeError):
@@ -75,19 +72,16 @@ def _lines(path: Path) -> Iterator[bytes]:
                 yield line
 
 
-def _agent_name(row: dict[str, Any]) -> str | None:
-    ref = row.get("agent_ref")
-    name = ref.get("name") if isinstance(ref, dict) else None
-    return name[:200] if isinstance(name, str) else None
-
-
-def _perf(rollout_paths: Iterable[Path]) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+def _perf(rollout_paths: Iterable[Path]) -> tuple[dict[str, Any] | None, list[AgentRow] | None]:
     """NeMo Gym's perf summary over the rows' ``ng_perf`` (their own, else built from the
-    trajectory), and per agent (rows naming an ``agent_ref``): rollouts, turns, tool calls, tokens."""
+    trajectory), and per agent (rows naming an ``agent_ref``) as the live page has it
+    (:class:`sidecar.agents.AgentTotals`): rollouts, latency from ``ng_perf.total_latency_ms``
+    where the row has one, turns, tool calls, tokens; no failures and no rate (the files hold
+    neither)."""
     from sidecar.rollout_perf import PerfSummaryState, build_ng_perf
 
     state = PerfSummaryState()
-    agents: dict[str, dict[str, int]] = {}
+    agents = AgentTotals()
     rows = 0
     for path in rollout_paths:
         for line in _lines(path):
@@ -102,16 +96,18 @@ def _perf(rollout_paths: Iterable[Path]) -> tuple[dict[str, Any] | None, list[di
             perf = own if isinstance(own, dict) else build_ng_perf(row)
             if perf is not None:
                 state.add(perf)
-            name = _agent_name(row)
-            if name is not None and (name in agents or len(agents) < _MAX_AGENTS):
-                totals = agents.setdefault(name, dict.fromkeys(_AGENT_TOTALS, 0))
-                totals["rollouts"] += 1
-                for key in _AGENT_TOTALS[1:]:
-                    value = perf.get(key) if perf is not None else None
-                    if type(value) is int:
-                        totals[key] += value
-    listed = [{"agent": name, **totals} for name, totals in sorted(agents.items())]
-    return state.result(rows), (listed or None)
+            name = agent_name(row)
+            if name is not None:
+                agents.rollout(name, _latency_s(perf), perf)
+    return state.result(rows), agents.rows(None, failures=False)
+
+
+def _latency_s(perf: dict[str, Any] | None) -> float | None:
+    """A row's ``ng_perf.total_latency_ms`` in seconds (``None``: absent, not a finite number >= 0)."""
+    value = None if perf is None else perf.get("total_latency_ms")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        return None
+    return float(value) / 1000.0
 
 
 def batch_page(run_id: str, output_dir: Path, rollout_paths: Iterable[Path]) -> dict[str, Any]:

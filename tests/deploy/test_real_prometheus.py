@@ -20,7 +20,7 @@ import httpx
 import pytest
 import yaml
 
-from sidecar.runs import DURATION_BUCKETS
+from sidecar.durations import DURATION_BUCKETS
 from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
 from tests.reliability_harness.sidecar_process import free_port
 

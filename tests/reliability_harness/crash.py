@@ -6,8 +6,9 @@ after each restart. A killer thread SIGKILLs the service at random moments. Afte
 before the restart, every event acknowledged so far must be in the journal file; after every
 restart ``/readyz`` must report exactly the journal's events after the newest valid snapshot;
 at the end the journal holds each event exactly once and the sidecar's report files equal the
-batch health check's bytes. With ``--snapshot-every-events`` small, kills also land while a
-snapshot is written.
+batch health check's bytes, and the page's per-agent figures (two agents) equal those of the
+events applied once. With ``--snapshot-every-events`` small, kills also land while a snapshot is
+written.
 """
 
 from __future__ import annotations
@@ -23,7 +24,16 @@ import httpx
 from sidecar.journal import SnapshotStore
 
 from .sidecar_process import Launch, SidecarProcess, reap_orphans
-from .workload import GeneratedRun, batch_files, generate_run, journal_keys, report_files
+from .workload import (
+    AGENT_KEYS,
+    GeneratedRun,
+    batch_files,
+    expected_agents,
+    generate_run,
+    journal_keys,
+    report_files,
+    two_agents,
+)
 
 __all__ = ["CrashResult", "run_crash_trials"]
 
@@ -128,7 +138,9 @@ def _one_run(
     result: CrashResult,
 ) -> None:
     rng = random.Random(seed * 1000 + index)
-    run = generate_run(f"crash-{index}", workdir / f"run-{index}", num_tasks=num_tasks, seed=seed + index)
+    run_dir = workdir / f"run-{index}"
+    seeded = seed + index
+    run = generate_run(f"crash-{index}", run_dir, num_tasks=num_tasks, seed=seeded, text_hook=two_agents)
     run.write_files()
     journal = workdir / f"run-{index}" / "state" / "journal.sqlite3"
     proc = SidecarProcess(
@@ -189,6 +201,10 @@ def _one_run(
             )
         with httpx.Client(base_url=proc.url, timeout=30) as client:
             files = report_files(client, run.run_id)
+            page = client.get(f"/v1/runs/{run.run_id}/page").json()
+        agents = [{key: agent[key] for key in AGENT_KEYS} for agent in page.get("agents") or []]
+        if agents != expected_agents(run.events):
+            result.violations.append(f"run {index}: per-agent figures differ from the events applied once")
         expected = batch_files(run.run_dir)
         if files[0] != expected[0]:
             result.violations.append(f"run {index}: quality_summary.json differs from the batch check")

@@ -15,13 +15,28 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from health import health_check_run_dir
+from sidecar.agents import agent_name
+from sidecar.durations import DurationHistogram
 from sidecar.events import EventBatch, idempotency_key
 from sidecar.journal import Journal
 from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
 
-__all__ = ["GeneratedRun", "batch_files", "generate_run", "journal_keys", "report_files"]
+__all__ = [
+    "AGENT_KEYS",
+    "GeneratedRun",
+    "batch_files",
+    "expected_agents",
+    "generate_run",
+    "journal_keys",
+    "report_files",
+    "two_agents",
+]
+
+#: The per-agent figures a run's events decide whatever the arrival times (not the rates).
+AGENT_KEYS = ("agent", "rollouts", "failed", "latency_samples", "latency_p50_s", "latency_p95_s")
 
 
 @dataclass
@@ -88,6 +103,47 @@ def generate_run(
             run.failure_lines.append(step.failure_line)
     run.events.append({"kind": "run_ended"})
     return run
+
+
+def two_agents(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``text_hook``: rows of odd tasks name the agent ``agent-odd``, the others keep theirs."""
+    task = row.get("_ng_task_index")
+    if "agent_ref" in row and type(task) is int and task % 2:
+        return {**row, "agent_ref": {"name": "agent-odd"}}
+    return row
+
+
+def expected_agents(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The page's per-agent figures (:data:`AGENT_KEYS`) that applying each event once gives: a
+    row for the main file is a rollout (its ``seconds`` a latency sample), a failed attempt or a
+    failure row a failure, of the agent its row names."""
+    rollouts: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    latency: dict[str, DurationHistogram] = {}
+    for event in events:
+        row = event.get("row")
+        if row is None and isinstance(event.get("line"), str):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                row = orjson.loads(event["line"])
+        name = agent_name(row) if isinstance(row, dict) else None
+        if name is None or event["kind"] not in ("completed", "failed"):
+            continue
+        assert isinstance(row, dict)
+        if event["kind"] == "failed" or row.get("_ng_failure_class") is not None:
+            failed[name] = failed.get(name, 0) + 1
+            rollouts.setdefault(name, 0)
+        elif not row.get("_ng_no_persist"):
+            rollouts[name] = rollouts.get(name, 0) + 1
+            histogram = latency.setdefault(name, DurationHistogram())
+            if event.get("seconds") is not None:
+                histogram.observe(event["seconds"])
+    out = []
+    for name in sorted(rollouts):
+        histogram = latency.get(name, DurationHistogram())
+        values = (name, rollouts[name], failed.get(name, 0), histogram.observations)
+        quantiles = (histogram.quantile(0.5), histogram.quantile(0.95))
+        out.append(dict(zip(AGENT_KEYS, (*values, *quantiles), strict=True)))
+    return out
 
 
 def batch_files(run_dir: Path) -> tuple[bytes, bytes]:

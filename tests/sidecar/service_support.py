@@ -15,7 +15,14 @@ from sidecar.journal import Journal
 from sidecar.rollout_perf import DispatchLatencyTracker
 from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
 
-__all__ = ["GeneratedRun", "IngestHarness", "generate_run", "post_events", "state_fingerprint"]
+__all__ = [
+    "GeneratedRun",
+    "IngestHarness",
+    "generate_run",
+    "post_events",
+    "state_fingerprint",
+    "two_agents",
+]
 
 
 @dataclass
@@ -110,7 +117,17 @@ def state_fingerprint(run: Any) -> dict[str, Any]:
         "inflight": run.inflight_body(2_000_000.0, limit=1000),
         "frozen_clock": run._clock.frozen,
         "timeline": run.timeline_body(),
+        "agents": run.agent_rows(2_000_000.0),
+        "agents_folded": run.agents.folded,
     }
+
+
+def two_agents(row: dict[str, Any]) -> dict[str, Any]:
+    """A row hook (``generate_run(text_hook=...)``): rows of even tasks name ``agent-even``, the
+    others ``agent-odd`` (a task index that is not an int: ``agent-odd``)."""
+    task = row.get("_ng_task_index")
+    even = type(task) is int and task % 2 == 0
+    return {**row, "agent_ref": {"name": "agent-even" if even else "agent-odd"}}
 
 
 class IngestHarness:

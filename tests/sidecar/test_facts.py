@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from health import compact, registry
@@ -55,3 +56,50 @@ class TestNamedCodes:
     def test_verdict_codes_index_their_names(self) -> None:
         assert tuple(code.name.lower() for code in compact.VerdictCode) == compact.VERDICTS
         assert type(compact.UNOBSERVED) is int and compact.VERDICTS[compact.UNOBSERVED] == "unobserved"
+
+
+class TestFactsFormats:
+    """Format 3 appended ``agent`` to ``CompletedFact`` and ``FailedFact``; format 2 still reads."""
+
+    def _completed(self, agent: str | None) -> _facts.CompletedFact:
+        return _facts.CompletedFact(
+            5.0,
+            0,
+            2.5,
+            1,
+            0,
+            _facts.DIGESTED,
+            "",
+            False,
+            {"num_turns": 1},
+            None,
+            None,
+            b"{}",
+            False,
+            3,
+            None,
+            agent,
+        )
+
+    def test_the_agent_round_trips(self) -> None:
+        completed = self._completed("math_agent")
+        failed = _facts.FailedFact(5.0, 0, 1.0, 1, 0, "cancelled", False, 0, None, "coder")
+        for fact in (completed, failed):
+            assert _facts.decode_fact(_facts.encode_fact(fact)) == fact
+
+    def test_a_format_2_fact_reads_with_no_agent(self) -> None:
+        completed = self._completed(None)
+        failed = _facts.FailedFact(5.0, 0, 1.0, 1, 0, "cancelled", True, 2)
+        for fact in (completed, failed):
+            old = msgspec.msgpack.encode([2, _facts._TAGS[type(fact)], *list(fact)[:-1]])
+            assert _facts.decode_fact(old) == fact
+
+    @pytest.mark.parametrize("version", [1, 4, True, "3"])
+    def test_another_format_is_refused_naming_both(self, version: object) -> None:
+        payload = msgspec.msgpack.encode([version, 6, 1.0, 0, "record", 2.0])
+        with pytest.raises(_facts.FactError, match=r"record 9: facts format .*reads formats \[2, 3\]"):
+            _facts.decode_fact(payload, seq=9)
+
+    def test_the_readable_schemas_are_this_one_and_the_previous_facts_format(self) -> None:
+        assert f"facts-3/health-{HEALTH_PIPELINE_VERSION}" == STATE_SCHEMA
+        assert {STATE_SCHEMA, f"facts-2/health-{HEALTH_PIPELINE_VERSION}"} == _facts.READABLE_STATE_SCHEMAS

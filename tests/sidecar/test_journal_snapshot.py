@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import errno
+import hashlib
 import itertools
 import sqlite3
 import zlib
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 import structlog
@@ -26,16 +28,19 @@ from sidecar.ingest import Ingestor
 from sidecar.journal import Journal, JournalCompacted, _recovery
 from sidecar.journal._closed_groups import ClosedGroupFile
 from sidecar.journal._facts import STATE_SCHEMA
-from sidecar.journal._snapshot import SNAPSHOT_FORMAT, SnapshotStore, dumps_state
+from sidecar.journal._snapshot import SNAPSHOT_FORMAT, SnapshotStore, dumps_state, loads_state
 
-from .service_support import GeneratedRun, IngestHarness, generate_run, state_fingerprint
+from .service_support import GeneratedRun, IngestHarness, generate_run, state_fingerprint, two_agents
 
 RUN = "snap"
 
 
 @pytest.fixture(scope="module")
 def generated() -> GeneratedRun:
-    return generate_run(num_tasks=10, repeats=3, seed=11, fault_rate=0.05, failure_rate=0.1)
+    # two agents: the restart and replay cases compare per-agent figures too (state_fingerprint)
+    return generate_run(
+        num_tasks=10, repeats=3, seed=11, fault_rate=0.05, failure_rate=0.1, text_hook=two_agents
+    )
 
 
 def _batches(run: GeneratedRun) -> list[list[dict[str, Any]]]:
@@ -465,6 +470,116 @@ class TestFacts:
                 assert state_fingerprint(service.ingestor.runs[RUN]) == expected
             finally:
                 await service.stop()
+
+    async def test_per_agent_figures_survive_a_snapshot_and_a_replay_exactly(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """The agent is in each fact: the snapshot's per-agent totals plus the replayed tail equal
+        the uninterrupted run's, and so does a replay of the whole journal (no snapshot)."""
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        agents = {row["agent"]: row for row in expected["agents"]}
+        assert sorted(agents) == ["agent-even", "agent-odd"]
+        assert all(row["rollouts"] and row["latency_p95_s"] for row in agents.values())
+        assert agents["agent-odd"]["failed"] == 1  # the run's one failed attempt, of an odd task
+        service = _Service(tmp_path / "b")
+        ingestor = await service.start()
+        for index, batch in enumerate(batches):
+            await service.post(batch)
+            if index == len(batches) // 3:
+                await ingestor.snapshot()
+        await service.stop()
+        for snapshots in (True, False):
+            restarted = await service.start(snapshots=snapshots)
+            assert bool(restarted.snapshot_seq) is snapshots
+            assert state_fingerprint(restarted.runs[RUN])["agents"] == expected["agents"]
+            await service.stop()
+
+    async def test_a_journal_of_the_previous_facts_format_opens_and_replays(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """Format-2 facts (no ``agent`` field, stamp ``facts-2/health-1``): the service opens the
+        journal, restamps it, replays every record to the same state (with no per-agent figures:
+        the old facts never kept the agent), and counts agents from the next row on."""
+        from sidecar.journal import FACTS_FORMAT, JournalEvent, decode_fact
+        from sidecar.service import Service
+        from sidecar.settings import ServiceSettings
+
+        assert FACTS_FORMAT == 3
+        batches = _batches(generated)
+        expected = await _uninterrupted(tmp_path / "a", batches)
+        current = Journal(tmp_path / "a" / "journal.sqlite3")
+        await current.open()
+        records = []
+        for record in current.replay():
+            items = msgspec.msgpack.decode(record.payload)
+            fact = decode_fact(record.payload)
+            assert items[0] == 3
+            fields = list(items[2:])
+            if type(fact).__name__ in ("CompletedFact", "FailedFact"):
+                assert fields[-1] in (None, "agent-even", "agent-odd")
+                fields = fields[:-1]  # format 2 ended with ``row``
+            old = msgspec.msgpack.encode([2, items[1], *fields])
+            records.append(JournalEvent(run_id=record.run_id, kind=record.kind, key=record.key, payload=old))
+        await current.close()
+        path = tmp_path / "old" / "journal.sqlite3"
+        journal = Journal(path)
+        await journal.open()
+        await journal.set_meta("state_schema", b"facts-2/health-1")
+        await journal.append(records)
+        await journal.close()
+
+        settings_ = ServiceSettings(port=0, journal_path=path)
+        service = Service(settings_)
+        await service.start()
+        try:
+            assert service.journal.get_meta("state_schema") == STATE_SCHEMA.encode()
+            assert service.ingestor.replayed == len(records)
+            run = service.ingestor.runs[RUN]
+            fingerprint = state_fingerprint(run)
+            assert fingerprint["agents"] is None
+            assert {k: v for k, v in fingerprint.items() if k != "agents"} == {
+                k: v for k, v in expected.items() if k != "agents"
+            }
+            row = {"_ng_task_index": 0, "_ng_rollout_index": 9, "agent_ref": {"name": "late"}, "reward": 1}
+            outcomes = await service.ingestor.submit(
+                RUN, EventBatch.validate_python([{"kind": "completed", "seconds": 3.0, "row": row}])
+            )
+            assert [outcome.status for outcome in outcomes] == ["accepted"]
+            agents = run.agent_rows(2_000_000.0)
+            assert agents is not None and [(a["agent"], a["rollouts"]) for a in agents] == [("late", 1)]
+        finally:
+            await service.stop()
+
+    async def test_a_snapshot_of_the_previous_state_schema_loads(
+        self, tmp_path: Path, generated: GeneratedRun
+    ) -> None:
+        """A snapshot stamped ``facts-2/health-1`` whose run states lack ``agents`` (written before
+        they existed) is used, not set aside: its runs start per-agent totals empty."""
+        service = _Service(tmp_path)
+        ingestor = await service.start()
+        for batch in _batches(generated)[:4]:
+            await service.post(batch)
+        seq = await ingestor.snapshot()
+        await service.stop()
+        assert seq is not None
+        path = service.store.path_of(seq)
+        data = path.read_bytes()
+        header_end = data.index(b"\n", data.index(b"{"))
+        header = orjson.loads(data[data.index(b"{") : header_end])
+        state = loads_state(data[header_end + 1 :])
+        for run in state["runs"].values():
+            del run.__dict__["agents"]  # pickled as a run state of the previous build would be
+        body = dumps_state(state)
+        header.update(
+            state_schema="facts-2/health-1", body_bytes=len(body), sha256=hashlib.sha256(body).hexdigest()
+        )
+        path.write_bytes(data[: data.index(b"{")] + orjson.dumps(header) + b"\n" + body)
+
+        restarted = await service.start()
+        assert restarted.snapshot_seq == seq and service.store.skipped == []
+        assert restarted.runs[RUN].agent_rows(2_000_000.0) is None
+        await service.stop()
 
 
 def _legacy(key: str, kind: str, payload: bytes) -> Any:

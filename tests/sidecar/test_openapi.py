@@ -112,7 +112,7 @@ def _conforms(response: httpx.Response) -> Any:
 
 class TestRealAnswersConform:
     async def test_a_run_from_start_to_end(self, client: httpx.AsyncClient) -> None:
-        row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}
+        row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0, "agent_ref": {"name": "a"}}
         events = [
             {"kind": "run_started", "plan": {"0": 2}, "dispatch_budget_s": 600.0, "drain_margin_s": 5.0},
             {"kind": "started", "task_index": 0, "rollout_index": 0},
@@ -148,6 +148,7 @@ class TestRealAnswersConform:
         assert running["status"] == "running" and running["t"]
         page = _conforms(await client.get("/v1/runs/r1/page"))
         assert page["run_id"] == "r1" and page["source"] == "live"
+        assert [(agent["agent"], agent["rollouts"]) for agent in page["agents"]] == [("a", 1)]
         for get in ("/v1/runs", "/healthz", "/readyz", "/openapi.json", "/metrics"):
             _conforms(await client.get(get))
         _conforms(await client.post("/v1/runs/r1/events", json=[{"kind": "run_ended"}]))
@@ -180,3 +181,11 @@ def test_the_accounting_body_is_the_snapshots_fields() -> None:
     from sidecar.responses import AccountingBody
 
     assert list(AccountingBody.__annotations__) == [field.name for field in fields(AccountingSnapshot)]
+
+
+def test_the_agent_body_is_the_agent_rows_keys() -> None:
+    """``AgentBody`` (the schema) names exactly the keys of ``sidecar.agents.AgentRow``, in order."""
+    from sidecar.agents import AgentRow
+    from sidecar.responses import AgentBody
+
+    assert list(AgentBody.__annotations__) == list(AgentRow.__annotations__)

@@ -159,3 +159,35 @@ class TestTaskFlags:
         rebuilt = RunState.__new__(RunState)
         rebuilt.__setstate__(older)
         assert rebuilt.attach(default_engines()).health_view().task_flags == flags
+
+
+class TestAgents:
+    def test_each_disposition_counts_where_the_page_says(self) -> None:
+        """A row for the main file is a rollout of its agent (latency, ng_perf sums), a failure
+        row or a failed attempt a failure, a no-persist row neither; an ended run's rate is over
+        its time from start to end."""
+        start = RunStarted(kind="run_started", plan={"1": 4})
+        state = RunState("r", start, received_at=1000.0, engines=default_engines())
+
+        def row(rollout: int, agent: str, **extra: Any) -> dict[str, Any]:
+            return {"_ng_task_index": 1, "_ng_rollout_index": rollout, "agent_ref": {"name": agent}, **extra}
+
+        events = [
+            {"kind": "completed", "seconds": 4.0, "row": row(0, "a")},
+            {"kind": "completed", "seconds": 40.0, "row": row(1, "a")},
+            {"kind": "completed", "seconds": 7.0, "row": row(2, "b", _ng_no_persist=True)},
+            {"kind": "completed", "seconds": 9.0, "row": row(3, "b", _ng_failure_class="cancelled")},
+            {"kind": "failed", "seconds": 2.0, "row": row(2, "b"), "failure_class": "timeout_exceeded"},
+            {"kind": "completed", "seconds": 3.0, "row": {"_ng_task_index": 1, "_ng_rollout_index": 3}},
+            {"kind": "run_ended", "ended_at": 1000.0 + 1800},
+        ]
+        for index, body in enumerate(events):
+            state.apply(EventBatch.validate_python([body])[0], 1001.0 + index)
+        rows = state.agent_rows(now=9e9)  # ended: the rate stops at ended_at
+        assert rows is not None
+        a, b = rows
+        assert (a["agent"], a["rollouts"], a["failed"], a["latency_samples"]) == ("a", 2, 0, 2)
+        assert a["rollouts_per_hour"] == 4.0 and a["latency_p50_s"] is not None
+        assert 4.0 <= a["latency_p50_s"] <= a["latency_p95_s"] <= 40.0  # type: ignore[operator]
+        assert (b["agent"], b["rollouts"], b["failed"], b["latency_samples"]) == ("b", 0, 2, 0)
+        assert b["rollouts_per_hour"] == 0.0 and b["latency_p95_s"] is None

@@ -430,18 +430,79 @@
     return s;
   }
 
+  function valueCell(value, text) {
+    // The shown text, and the exact value for a reader (or a test) in data-value; a number
+    // stays on one line.
+    var node = el("span", { text: text, "data-value": value === null || value === undefined ? "null" : String(value) });
+    if (typeof value === "number") node.setAttribute("class", "num");
+    return node;
+  }
+
+  function barCell(value, max, text, color) {
+    var bar = el("span", { class: "bar" });
+    bar.style.width = (max && value ? (100 * value / max) : 0) + "%";
+    if (color) bar.style.background = color;
+    return el("span", null, valueCell(value, text), el("span", { class: "bar-track" }, bar));
+  }
+
+  function agentsChart(s, agents, rateKey, rateLabel) {
+    // Throughput (left axis) and p95 latency (right axis) as bars side by side, one group per
+    // agent; agent names are drawn on the canvas as text (never parsed as HTML).
+    var bars = window.uPlot.paths && window.uPlot.paths.bars;
+    if (!bars) return;
+    var names = agents.map(function (a) { return a.agent; });
+    var xs = agents.map(function (a, i) { return i; });
+    function label(u, splits) {
+      // as many characters as an agent's share of the width holds (~8 px each), then an ellipsis
+      var room = Math.max(3, Math.floor(u.bbox.width / devicePixelRatio / names.length / 8) - 1);
+      return splits.map(function (v) {
+        var name = Number.isInteger(v) ? names[v] : undefined;
+        return name === undefined ? "" : (name.length > room ? name.slice(0, room - 1) + "\u2026" : name);
+      });
+    }
+    plot("agents", s, {
+      series: [{ label: "agent" },
+        { label: rateLabel, stroke: COLORS[0], fill: COLORS[0] + "99", width: 1, scale: "rate", paths: bars({ size: [0.35, 60], align: -1 }), points: { show: false } },
+        { label: "p95 latency (s)", stroke: COLORS[4], fill: COLORS[4] + "99", width: 1, scale: "s", paths: bars({ size: [0.35, 60], align: 1 }), points: { show: false } }],
+      scales: { x: { time: false, range: [-0.6, agents.length - 0.4] }, rate: { range: function (u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; } }, s: { range: function (u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; } } },
+      axes: [{ values: label, splits: function () { return xs; }, grid: { show: false } },
+        { scale: "rate", label: rateLabel, size: 60 },
+        { scale: "s", side: 1, label: "p95 latency (s)", size: 60, grid: { show: false } }],
+    }, [xs, agents.map(function (a) { return a[rateKey]; }), agents.map(function (a) { return a.latency_p95_s; })]);
+  }
+
   function agentsSection(body) {
-    var s = card("agents", "Per agent", "Rollouts of each agent (rows naming an agent_ref) and their totals side by side, to see an imbalance.");
+    var live = body.source !== "batch";
+    var s = card("agents", "Per agent", live
+      ? "Each agent's throughput (rollouts per hour over the run so far) beside its latency (p50 and p95, estimated from fixed buckets) and failures, to see an imbalance; rows naming an agent_ref."
+      : "Each agent's rollouts beside its latency (p50 and p95 of the rows' ng_perf.total_latency_ms, from fixed buckets), to see an imbalance; the files hold no failures and no run time.");
     var agents = body.agents;
     if (!agents || !agents.length) {
-      s.appendChild(el("p", { class: "muted", text: "No per-agent data for this run (the live sidecar does not keep it yet; the batch page reads it from the rows)." }));
+      s.appendChild(el("p", { class: "muted", text: "No row of this run names its agent (agent_ref)." }));
       return s;
     }
-    var keys = Object.keys(agents[0]).filter(function (k) { return k !== "agent"; });
-    s.appendChild(barTable("agents", "agent", agents.map(function (a) { return [a.agent, a[keys[0]]]; }), keys[0]));
-    s.appendChild(table(["agent"].concat(keys), agents.map(function (a) {
-      return [a.agent].concat(keys.map(function (k) { return a[k]; }));
-    }), "agents-totals"));
+    var rateKey = live ? "rollouts_per_hour" : "rollouts";
+    var rateLabel = live ? "rollouts/h" : "rollouts";
+    agentsChart(s, agents, rateKey, rateLabel);
+    function most(key) { return agents.reduce(function (m, a) { return Math.max(m, a[key] || 0); }, 0); }
+    var maxRate = most(rateKey), maxP95 = most("latency_p95_s"), maxFailed = most("failed");
+    var headers = ["agent", rateLabel, "p50", "p95", "failed"];
+    s.appendChild(table(headers, agents.map(function (a) {
+      return [
+        valueCell(a.agent, a.agent),
+        barCell(a[rateKey], maxRate, fmt(a[rateKey], 1)),
+        valueCell(a.latency_p50_s, duration(a.latency_p50_s)),
+        barCell(a.latency_p95_s, maxP95, duration(a.latency_p95_s), COLORS[4]),
+        a.failed === null ? valueCell(null, "\u2013") : barCell(a.failed, maxFailed, fmt(a.failed), COLORS[1]),
+      ];
+    }), "agents"));
+    var keys = ["rollouts", "failed", "rollouts_per_hour", "latency_samples", "latency_p50_s", "latency_p95_s", "num_turns", "num_tool_calls", "prompt_tokens", "completion_tokens"];
+    s.appendChild(details("All per-agent figures", table(["agent"].concat(keys), agents.map(function (a) {
+      return [valueCell(a.agent, a.agent)].concat(keys.map(function (k) { return valueCell(a[k], fmt(a[k])); }));
+    }), "agents-totals")));
+    if (agents.some(function (a) { return a.other; })) {
+      s.appendChild(el("p", { class: "muted", text: "Agents past the first " + (agents.length - 1) + " are counted together under \u201c(other agents)\u201d." }));
+    }
     return s;
   }
 

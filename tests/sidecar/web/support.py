@@ -25,6 +25,7 @@ from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_e
 __all__ = [
     "CHROMIUM",
     "HOSTILE",
+    "SECOND_AGENT",
     "ManualClock",
     "SidecarRun",
     "artifacts_dir",
@@ -37,6 +38,8 @@ __all__ = [
 CHROMIUM = "/usr/bin/chromium"
 HOSTILE = '<img src=x onerror="window.__pwned=1;alert(1)">'
 """Text that runs script if it were ever parsed as HTML."""
+SECOND_AGENT = "second-agent"
+"""The agent of a hostile run's odd tasks."""
 T0 = 1_800_000_000.0
 STEP_S = 10.0
 
@@ -79,7 +82,8 @@ class ManualClock:
 
 
 def run_events(*, num_tasks: int = 24, repeats: int = 3, seed: int = 5, hostile: bool = False) -> list[Any]:
-    """A generated run's API events; ``hostile``: agent and model names are :data:`HOSTILE`."""
+    """A generated run's API events; ``hostile``: model names are :data:`HOSTILE`, and so is the
+    agent of even tasks' rows (the others name :data:`SECOND_AGENT`: two agents side by side)."""
     names = {"agent_name": HOSTILE, "policy_model": HOSTILE} if hostile else {}
     config = SyntheticConfig(
         num_tasks=num_tasks,
@@ -91,7 +95,17 @@ def run_events(*, num_tasks: int = 24, repeats: int = 3, seed: int = 5, hostile:
         drained_fraction=0.05,
         **names,
     )
-    return [step.event for step in api_steps(generate_events(config, seed))]
+    return [
+        step.event
+        for step in api_steps(generate_events(config, seed), row_hook=_two_agents if hostile else None)
+    ]
+
+
+def _two_agents(row: dict[str, Any]) -> dict[str, Any]:
+    task = row.get("_ng_task_index")
+    if "agent_ref" not in row or (type(task) is int and task % 2 == 0):
+        return row
+    return {**row, "agent_ref": {"name": SECOND_AGENT}}
 
 
 @dataclass

@@ -17,7 +17,7 @@ import pytest
 
 from sidecar.cli import main as cli_main
 
-from .support import HOSTILE, SidecarRun, artifacts_dir, chromium, feed
+from .support import HOSTILE, SECOND_AGENT, SidecarRun, artifacts_dir, chromium, feed
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -94,6 +94,26 @@ def _table(page: Any, name: str) -> list[list[str]]:
         name,
     )
     return rows
+
+
+def _table_values(page: Any, name: str) -> list[list[str]]:
+    """Each cell's exact value as the page holds it (``data-value``), row by row."""
+    rows: list[list[str]] = page.evaluate(
+        """name => Array.from(document.querySelectorAll(`table[data-table="${name}"] tbody tr`))
+            .map(tr => Array.from(tr.children)
+                .map(td => td.querySelector('[data-value]').getAttribute('data-value')))""",
+        name,
+    )
+    return rows
+
+
+def _shown(value: Any) -> str:
+    """A JSON value as the page writes it into ``data-value`` (JavaScript's ``String``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _chart(page: Any, name: str) -> list[list[Any]]:
@@ -204,6 +224,31 @@ class TestLivePage:
         )
         assert float(drain["pointless_at"]) == crossing
 
+    def test_per_agent_throughput_and_latency_are_the_sidecars(self, browser: Any, live: SidecarRun) -> None:
+        """Read from the page (the chart's data and each table cell's number), compared with the
+        page JSON: two agents, one of them named with hostile text."""
+        page, watch = _open(browser, f"{live.url}/runs/{live.run_id}")
+        _refresh_after_now(page)
+        body = live.get(f"/v1/runs/{live.run_id}/page")
+        plotted = _chart(page, "agents")
+        side_by_side = _table_values(page, "agents")
+        totals = _table_values(page, "agents-totals")
+        caption = page.text_content("#agents")
+        page.close()
+        assert watch.errors == []
+        agents = body["agents"]
+        assert [agent["agent"] for agent in agents] == sorted([HOSTILE, SECOND_AGENT])
+        assert plotted[0] == list(range(len(agents)))
+        assert _same(plotted[1], [agent["rollouts_per_hour"] for agent in agents])
+        assert _same(plotted[2], [agent["latency_p95_s"] for agent in agents])
+        keys = ("agent", "rollouts_per_hour", "latency_p50_s", "latency_p95_s", "failed")
+        assert side_by_side == [[_shown(agent[key]) for key in keys] for agent in agents]
+        every = ("rollouts", "failed", "rollouts_per_hour", "latency_samples", "latency_p50_s",
+                 "latency_p95_s", "num_turns", "num_tool_calls", "prompt_tokens",
+                 "completion_tokens")  # fmt: skip
+        assert totals == [[agent["agent"], *(_shown(agent[key]) for key in every)] for agent in agents]
+        assert caption is not None and "does not keep" not in caption
+
     def test_new_events_show_at_the_next_refresh(self, browser: Any, live: SidecarRun) -> None:
         page, watch = _open(browser, f"{live.url}/runs/{live.run_id}")
         page.click('details[data-key="throughput"] summary')
@@ -229,6 +274,10 @@ class TestLivePage:
         injected = page.evaluate("document.querySelectorAll('#app img, #app script').length")
         oldest = _table(page, "oldest")
         details = page.evaluate("document.querySelector('table[data-table=\"unhealthy\"]').textContent")
+        agent_cells = page.evaluate(
+            "Array.from(document.querySelectorAll('table[data-table=\"agents\"] tbody tr td:first-child'))"
+            ".map(td => [td.textContent, td.children.length, td.firstElementChild.children.length])"
+        )
         pwned = page.evaluate("window.__pwned === undefined")
         # a run id outside the rules never reaches a page: the route answers 404 JSON
         response = page.goto(f"{live.url}/runs/{quote(HOSTILE, safe='')}")
@@ -240,6 +289,7 @@ class TestLivePage:
         assert watch.dialogs == []
         assert oldest[0][:2] == [HOSTILE, "0"] or any(row[0] == HOSTILE for row in oldest)
         assert "<img src=x onerror=" in details  # the model name in a failed call's finding (JSON text)
+        assert [HOSTILE, 1, 0] in agent_cells  # the agent's name: one text span, no element parsed
 
 
 class TestHostileRunId:

@@ -10,12 +10,14 @@ import httpx
 import orjson
 import pytest
 
+from sidecar.agents import agent_name
+from sidecar.durations import DurationHistogram
 from sidecar.server import ServiceThread
 from sidecar.settings import Secret, ServiceSettings
 from sidecar.web.data import OLDEST_LIMIT, UNHEALTHY_LIMIT
 from sidecar.web.page import LIVE_CSP, asset_bytes
 
-from .support import HOSTILE, SidecarRun, feed
+from .support import HOSTILE, SECOND_AGENT, T0, SidecarRun, feed
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +103,43 @@ class TestPageBody:
         report = run.get("/report", run_id=run.run_id)
         assert body["perf_summary"] == report["perf_summary"] is not None
         assert body["perf_rollouts"] == report["quality_summary"]["run"]["artifacts"]["records"]
+
+    def test_per_agent_figures_are_the_posted_rows(self, run: SidecarRun) -> None:
+        """Two agents (one named with hostile text): each one's rollouts, failures, rate over the
+        run's time, latency quantiles (from the same fixed buckets) and ng_perf sums, counted
+        here from the events posted."""
+        body = run.get(f"/v1/runs/{run.run_id}/page")
+        rollouts: dict[str, int] = {}
+        failed: dict[str, int] = {}
+        latency: dict[str, DurationHistogram] = {}
+        for event in run.posted:
+            row = event.get("row")
+            name = agent_name(row) if isinstance(row, dict) else None
+            if name is None:
+                continue
+            if event["kind"] == "failed" or row.get("_ng_failure_class") is not None:
+                failed[name] = failed.get(name, 0) + 1
+            elif event["kind"] == "completed" and not row.get("_ng_no_persist"):
+                rollouts[name] = rollouts.get(name, 0) + 1
+                if event.get("seconds") is not None:
+                    latency.setdefault(name, DurationHistogram()).observe(event["seconds"])
+        assert sorted(rollouts) == sorted([HOSTILE, SECOND_AGENT]) and sum(failed.values()) > 0
+        agents = {row["agent"]: row for row in body["agents"]}
+        assert sorted(agents) == sorted(rollouts)
+        elapsed = body["as_of"] - T0  # the run started at the clock's start
+        for name, row in agents.items():
+            assert row["other"] is False
+            assert row["rollouts"] == rollouts[name] and row["failed"] == failed.get(name, 0)
+            assert row["rollouts_per_hour"] == pytest.approx(rollouts[name] * 3600 / elapsed)
+            assert row["latency_samples"] == latency[name].observations
+            assert row["latency_p50_s"] == latency[name].quantile(0.5)
+            assert row["latency_p95_s"] == latency[name].quantile(0.95)
+        assert sum(row["prompt_tokens"] for row in agents.values()) == body["tokens"]["prompt"]
+        assert sum(row["completion_tokens"] for row in agents.values()) == body["tokens"]["completion"]
+        report = run.get("/report", run_id=run.run_id)
+        assert sum(rollouts.values()) + sum(failed.values()) <= report["events"]["completed"] + sum(
+            f["count"] for f in report["events"]["failed"]
+        )
 
     def test_unknown_run_is_a_404(self, run: SidecarRun) -> None:
         response = run.client.get("/v1/runs/nope/page")

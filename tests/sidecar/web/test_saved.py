@@ -11,7 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from sidecar.agents import agent_name
 from sidecar.cli import main as cli_main
+from sidecar.durations import DurationHistogram
+from sidecar.responses import AgentBody
 
 from .support import SidecarRun, feed, run_events
 
@@ -86,6 +89,37 @@ class TestHealthCheckHtml:
         assert page["perf_summary"]["total_prompt_tokens"] > 0
         assert [agent["agent"] for agent in page["agents"]] == ["synthetic_agent"]
         assert page["agents"][0]["rollouts"] == summary["run"]["artifacts"]["records"]
+
+    def test_agents_have_the_live_pages_shape_with_latency_from_ng_perf(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Batch rows per agent, in the live body's keys (``AgentBody``): latency from each row's
+        ``ng_perf.total_latency_ms`` in the same buckets; no failures and no rate (``None``)."""
+        run_dir = tmp_path / "agents"
+        run_dir.mkdir()
+        rows = [e["row"] for e in run_events(hostile=True) if e["kind"] == "completed" and "row" in e]
+        latency: dict[str, DurationHistogram] = {}
+        for index, row in enumerate(rows):
+            if index % 3:  # some rows carry their own ng_perf with the rollout's latency
+                ms = 1000.0 * (5 + 37 * index % 900)
+                row["ng_perf"] = {"total_latency_ms": ms, "num_turns": 2, "prompt_tokens": 10}
+                name = agent_name(row)
+                if name is not None:
+                    latency.setdefault(name, DurationHistogram()).observe(ms / 1000.0)
+        (run_dir / "rollouts.jsonl").write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+        target = tmp_path / "agents.html"
+        assert cli_main(["health-check", str(run_dir), "--html", str(target)]) == 0
+        capsys.readouterr()
+        agents = _embedded(target)["page"]["agents"]  # type: ignore[index]
+        assert isinstance(agents, list) and len(agents) == 2 == len(latency)
+        for agent in agents:
+            assert list(agent) == list(AgentBody.__annotations__)
+            assert agent["failed"] is None and agent["rollouts_per_hour"] is None
+            histogram = latency[agent["agent"]]
+            assert agent["latency_samples"] == histogram.observations > 0
+            assert agent["latency_p50_s"] == histogram.quantile(0.5)
+            assert agent["latency_p95_s"] == histogram.quantile(0.95)
+        assert sum(agent["rollouts"] for agent in agents) == len(rows)
 
     def test_a_directory_as_html_is_refused_before_checking(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
