@@ -25,6 +25,7 @@ from health.process_tuning import collector_paused
 __all__ = ["OffLoopReads"]
 
 T = TypeVar("T")
+C = TypeVar("C")
 _MAX_CACHED = 64
 _MAX_WAIT_S = 5.0  # a request never waits longer than this for its turn (a scrape has a timeout)
 
@@ -52,6 +53,8 @@ class OffLoopReads:
         self._applied = 0
         self._cache: dict[Hashable, tuple[int, float, Any]] = {}
         self.builds = 0
+        #: called on the worker thread before each :meth:`build_from_cut` computes (tests hold one there)
+        self.on_compute: Callable[[], None] | None = None
 
     def note_event(self, kind: str = "", result: str = "") -> None:
         """An event was applied (or run states changed): cached results are stale."""
@@ -84,4 +87,25 @@ class OffLoopReads:
             self._cache.clear()
             self._next_build.clear()
         self._cache[key] = (stamp, began, value)
+        return value
+
+    async def build_from_cut(self, cut: Callable[[], C], make: Callable[[C], T]) -> T:
+        """``make(cut())``: ``cut()`` under the ingest pause, ``make`` on a thread while ingest goes on.
+
+        For reads over append-only state (the page's perf summary): ``cut`` takes, in
+        microseconds, what defines the rows read (lengths and counters); ``make`` computes from
+        that alone, however long it takes, and ingest never waits for it. Not cached: the caller
+        holds the result.
+        """
+        async with self._apply_lock:
+            taken = cut()
+        hook = self.on_compute
+
+        def compute() -> T:
+            if hook is not None:
+                hook()
+            return make(taken)
+
+        value = await asyncio.to_thread(_collector_paused, compute)
+        self.builds += 1
         return value
