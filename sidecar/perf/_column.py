@@ -15,15 +15,18 @@ from typing import Any, Protocol
 
 from sortedcontainers import SortedList
 
-__all__ = ["BULK_FRACTION", "Column", "ColumnCut", "Number", "Ranked"]
+__all__ = ["BULK_FRACTION", "Column", "ColumnCut", "Number", "Ranked", "sorted_in_steps"]
 
 Number = int | float  # bool is an int, and passes the reference's number test too
 
 _INT64 = range(-(2**63), 2**63)
 
-#: The ordered view is rebuilt whole (one C sort) when at least this fraction of its values is
-#: new, and brought up to date one insertion at a time below it.
+#: The ordered view is rebuilt whole (sorted in steps) when at least this fraction of its values
+#: is new, and brought up to date one insertion at a time below it.
 BULK_FRACTION = 0.25
+#: Values sorted by one call when rebuilding: each C sort holds the interpreter lock (the event
+#: loop's thread waits) for its whole length, so no call sorts a whole column of a big run.
+_SORT_STEP = 1 << 15
 
 
 class Ranked(Protocol):
@@ -39,8 +42,9 @@ class Column:
     ``array("q")`` while every value is a plain ``int`` in 64 bits, ``array("d")`` while every
     value is a ``float``; a list from the first value that breaks the pattern (``bool``, a mix).
     The minimum and maximum are kept as values arrive. Order statistics read an ordered copy
-    (a ``SortedList``) brought up to date on read: rebuilt by one sort when many values are new
-    (a cold start), else with only the values that arrived since, one insertion at a time. Equal
+    (a ``SortedList``) brought up to date on read: rebuilt when many values are new (a cold
+    start: :func:`sorted_in_steps`), else with only the values that arrived since, one insertion
+    at a time. Equal
     values keep their arrival order, as a stable sort keeps them; a column holding a NaN has no
     total order and is sorted whole. One lock per column serializes the builders that update
     the ordered copy (the page's, built outside the ingest pause, and a report's).
@@ -131,14 +135,45 @@ class Column:
             if held > count:
                 return None
             if ordered is None or count - held >= BULK_FRACTION * held:
-                # one sort of the whole prefix: ``SortedList(iterable)`` is ``sorted(iterable)``
-                # cut in pieces, so ties keep arrival order exactly as ``sorted()`` keeps them
-                ordered = self._ordered = SortedList(values[:count])
+                ordered = self._ordered = _sorted_list(sorted_in_steps(values, count))
             else:
                 add = ordered.add  # bisect right: a value lands after the equal ones held
                 for index in range(held, count):
                     add(values[index])
             return [ordered[rank] for rank in ranks]
+
+
+def sorted_in_steps(values: Sequence[Number], count: int) -> list[Number]:
+    """``sorted(values[:count])``, in C calls of at most ~2 x :data:`_SORT_STEP` values' work.
+
+    Runs of :data:`_SORT_STEP` values are sorted, then neighbours merged pairwise (a sort of two
+    ascending runs is one linear merge) until one is left. Timsort is stable and the earlier run
+    comes first, so equal values keep arrival order: the result is ``sorted()``'s, ties of
+    ``1``/``1.0``/``True`` and ``0.0``/``-0.0`` included. Not for values holding a NaN (no total
+    order: only one whole ``sorted()`` gives the reference's order).
+    """
+    runs = [sorted(values[start : min(start + _SORT_STEP, count)]) for start in range(0, count, _SORT_STEP)]
+    while len(runs) > 1:
+        merged = []
+        for index in range(0, len(runs) - 1, 2):
+            pair = runs[index] + runs[index + 1]
+            pair.sort()
+            merged.append(pair)
+        if len(runs) % 2:
+            merged.append(runs[-1])
+        runs = merged
+    return runs[0] if runs else []
+
+
+def _sorted_list(ascending: list[Number]) -> SortedList:
+    """A ``SortedList`` of values already ascending, laid out as its own constructor lays them out
+    (``SortedList(ascending)`` would sort them once more, in one call over the whole list)."""
+    ordered = SortedList()
+    load = ordered._load
+    ordered._lists = [ascending[start : start + load] for start in range(0, len(ascending), load)]
+    ordered._maxes = [sublist[-1] for sublist in ordered._lists]
+    ordered._len = len(ascending)
+    return ordered
 
 
 class _Picked:
@@ -215,5 +250,5 @@ class ColumnCut:
         ranks = needed_ranks(self.count, quantiles)
         picked = self._column._ordered_at(self._values, self.count, ranks)
         if picked is None:
-            return sorted(values)
+            return sorted_in_steps(values, self.count)
         return _Picked(self.count, dict(zip(ranks, picked, strict=True)))

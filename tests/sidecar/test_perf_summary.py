@@ -327,7 +327,28 @@ class TestOrderedPaths:
         column._ordered_at(column.tolist(), 600, [0])  # 199 new of 401: one sort again
         assert column._ordered is not cold
         assert [repr(v) for v in column._ordered] == [repr(v) for v in sorted(column.tolist())]
+        column._ordered._check()  # laid out as sortedcontainers' own constructor lays it out
         assert column._ordered_at(column.tolist(), 500, [0]) is None  # an older cut than the copy
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(_TIES, max_size=300), st.sampled_from([1, 2, 3, 7, 64]))
+    def test_sorting_in_steps_is_sorteds_order(self, values: list[Any], step: int) -> None:
+        from sidecar.perf import _column
+
+        original = _column._SORT_STEP
+        _column._SORT_STEP = step  # many runs and merges over a few values
+        try:
+            got = _column.sorted_in_steps(values, len(values))
+            column = _column.Column()
+            for value in values:
+                column.append(value)
+            picked = column._ordered_at(column.tolist(), len(values), range(len(values)))
+        finally:
+            _column._SORT_STEP = original
+        assert [repr(v) for v in got] == [repr(v) for v in sorted(values)]
+        assert picked is not None and [repr(v) for v in picked] == [repr(v) for v in sorted(values)]
+        if column._ordered is not None:
+            column._ordered._check()
 
 
 class TestSnapshotsOfBefore:
