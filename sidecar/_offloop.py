@@ -11,6 +11,10 @@ cost one build per interval, not one per request; on a busy run a build of one k
 most ``duty`` of the time (a request waits, at most 5 s, for the next build rather than get a
 stale result),
 so back-to-back pollers cannot keep a core and the GIL busy.
+
+A read over append-only state (the page's perf summary) need not hold ingest while it computes:
+:meth:`OffLoopReads.build_from_cut` pauses ingest only to take a cut (lengths and counters,
+microseconds) and computes from it on a thread while ingest goes on.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ def _collector_paused(make: Callable[[], T]) -> T:
 
 
 class OffLoopReads:
-    """Runs read builders on a thread, serialized with ingest, with a short-lived cache."""
+    """Runs read builders on a thread, serialized with ingest, with a short-lived cache (or, from
+    a cut, beside ingest)."""
 
     def __init__(self, apply_lock: asyncio.Lock, *, max_age_s: float = 1.0, duty: float = 0.25) -> None:
         self._apply_lock = apply_lock

@@ -56,6 +56,7 @@ class _PerfCache:
         self._service = service
         self._held: dict[tuple[str, int], tuple[int, float, float, Any]] = {}
         self._building: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._one_at_a_time = asyncio.Lock()  # builds of several runs' pages take turns, as before
 
     @staticmethod
     def _compute(taken: tuple[int, PerfSummaryCutLike]) -> tuple[int, Any]:
@@ -64,11 +65,12 @@ class _PerfCache:
 
     async def _build(self, key: tuple[str, int], run: RunState) -> None:
         try:
-            began = time.perf_counter()
-            count, value = await self._service.reads.build_from_cut(
-                lambda: (run.perf_rollouts, run.perf.cut()), self._compute
-            )
-            refresh = max(_PERF_MIN_REFRESH_S, 20 * (time.perf_counter() - began))
+            async with self._one_at_a_time:
+                began = time.perf_counter()
+                count, value = await self._service.reads.build_from_cut(
+                    lambda: (run.perf_rollouts, run.perf.cut()), self._compute
+                )
+                refresh = max(_PERF_MIN_REFRESH_S, 20 * (time.perf_counter() - began))
             if len(self._held) >= _PERF_HELD_MAX:
                 self._held.clear()
             self._held[key] = (count, time.monotonic(), refresh, value)
