@@ -43,7 +43,7 @@ _PERF_WAIT_S: Final = 0.25
 class _PerfCache:
     """Per run, NeMo Gym's perf summary for the page, rebuilt at most every 20x its own cost.
 
-    The summary sorts and sums every rollout's figures (0.1 s at 1k rollouts, ~1.5 s cold at 1M
+    The summary sorts and sums every rollout's figures (0.1 s at 1k rollouts, ~1.6 s cold at 1M
     on two cores), unlike the rest of the page body: ten pages polling every 2 s must not
     recompute it on each poll, and no poll waits for it long. A build takes a cut of the run
     under the ingest pause (its rollout count and the perf state's lengths and counters:
