@@ -1,6 +1,6 @@
 """The pause the live page's perf summary causes ingest: event POSTs while its first build runs.
 
-One command (~3 min at 1M on two cores):
+One command (~6 min at 1M on two cores):
 
     .venv/bin/python benchmarks/page_ingest.py --baseline-ref main
     .venv/bin/python benchmarks/page_ingest.py --rollouts 100000 --rounds 1 --baseline-ref main
@@ -13,7 +13,9 @@ starts the server (so the page's perf summary is built cold, as after any start)
 (``/v1/runs/{id}/page``) and polls it as the page does until the perf summary is there. Printed
 per build: the build's time (from the first page request to the summary), the longest event
 POST while it ran and the POSTs' median and p99 then, and the POST median before the page
-opened; medians over ``--rounds``, and this build's figures over the baseline's.
+opened; medians over ``--rounds``, and this build's figures over the baseline's. The ``pure``
+phase first times ``PerfSummaryState.result()`` in process over random rows, cold and one row
+later, per build.
 """
 
 from __future__ import annotations
@@ -38,6 +40,27 @@ from benchmarks.baseline import unpack_baseline  # noqa: E402
 from benchmarks.fact_journal import RUN_ID, completed_templates, template_rows, write_journal  # noqa: E402
 from benchmarks.state import serve  # noqa: E402
 from benchmarks.stats import quantile  # noqa: E402
+
+_PURE = """
+import random, sys, time
+sys.path.insert(0, sys.argv[1])
+from sidecar.perf._perf_summary import PerfSummaryState
+random.seed(1)
+state = PerfSummaryState()
+count = int(sys.argv[2])
+for _ in range(count):
+    state.add({"prompt_tokens": random.randrange(100, 5000), "completion_tokens": random.randrange(10, 2000),
+               "cached_prompt_tokens": random.randrange(0, 100), "reasoning_tokens": random.randrange(0, 300),
+               "num_turns": random.randrange(1, 8), "total_latency_ms": random.random() * 30000,
+               "token_observability_coverage": 1.0})
+began = time.perf_counter()
+state.result(count)
+cold = time.perf_counter() - began
+state.add({"num_turns": 3, "total_latency_ms": 5.0})
+began = time.perf_counter()
+state.result(count + 1)
+print(cold, time.perf_counter() - began)
+"""
 
 _PREPARE = """
 import asyncio, sys
@@ -109,6 +132,7 @@ def main() -> int:
     parser.add_argument("--rollouts", type=int, default=1_000_000, help="the run's completions (default 1M)")
     parser.add_argument("--rounds", type=int, default=3, help="server starts per build (default 3)")
     parser.add_argument("--baseline-ref", default="main", help="the build to compare with ('' for none)")
+    parser.add_argument("--phases", default="pure,served", help="pure (result() in process), served")
     parser.add_argument("--lead-s", type=float, default=2.0, help="posting before and after the build")
     args = parser.parse_args()
     print(f"cpus {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}; {args.rollouts:,} rollouts")
@@ -116,15 +140,31 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         journal = tmp / "source" / "journal.sqlite3"
-        began = time.perf_counter()
-        templates = completed_templates(template_rows()[:200])
-        asyncio.run(write_journal(journal, templates, args.rollouts, step_s=8 * 3600 / args.rollouts))
-        print(f"journal written in {time.perf_counter() - began:.1f} s")
+        if "served" in args.phases:
+            began = time.perf_counter()
+            templates = completed_templates(template_rows()[:200])
+            asyncio.run(write_journal(journal, templates, args.rollouts, step_s=8 * 3600 / args.rollouts))
+            print(f"journal written in {time.perf_counter() - began:.1f} s")
         builds: dict[str, Path] = {"this build": ROOT}
         if args.baseline_ref:
             builds[f"baseline {args.baseline_ref}"] = unpack_baseline(args.baseline_ref, tmp / "baseline")
+        if "pure" in args.phases:
+            print(f"\n## PerfSummaryState.result() in process, {args.rollouts:,} random rows (s)")
+            pure = {}
+            for label, code in builds.items():
+                out = subprocess.run(
+                    [sys.executable, "-c", _PURE, str(code), str(args.rollouts)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout.split()
+                pure[label] = [float(x) for x in out]
+                print(f"{label:<24} cold {pure[label][0]:.3f}   one row later {pure[label][1]:.3f}")
+            if len(pure) == 2:
+                (a, b) = pure.values()
+                print(f"{'ratio':<24} cold x{a[0] / b[0]:.3f}   one row later x{a[1] / b[1]:.3f}")
         medians: dict[str, list[float]] = {}
-        for label, code in builds.items():
+        for label, code in builds.items() if "served" in args.phases else ():
             prepared = _prepare(journal, code, tmp / label.replace(" ", "-"))
             rounds = []
             for _ in range(args.rounds):
