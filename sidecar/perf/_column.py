@@ -144,10 +144,11 @@ class Column:
 
 
 def sorted_in_steps(values: Sequence[Number], count: int) -> list[Number]:
-    """``sorted(values[:count])``, in C calls of at most ~2 x :data:`_SORT_STEP` values' work.
+    """``sorted(values[:count])``, in C calls that each hold the interpreter lock briefly.
 
     Runs of :data:`_SORT_STEP` values are sorted, then neighbours merged pairwise (a sort of two
-    ascending runs is one linear merge) until one is left. Timsort is stable and the earlier run
+    ascending runs is one linear merge: the last spans the column, ~30 ms at 1M values, against
+    ~250 ms for one whole sort) until one is left. Timsort is stable and the earlier run
     comes first, so equal values keep arrival order: the result is ``sorted()``'s, ties of
     ``1``/``1.0``/``True`` and ``0.0``/``-0.0`` included. Not for values holding a NaN (no total
     order: only one whole ``sorted()`` gives the reference's order).
