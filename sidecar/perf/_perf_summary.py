@@ -11,6 +11,10 @@ Every statistic is finite. Each is computed as the reference computes it; where 
 infinite, the same statistic is computed exactly over rationals instead and rounded to the
 nearest double, saturating at +/-``sys.float_info.max``. Totals of ``int`` values stay exact
 ``int`` (past 64 bits they are written as plain JSON digits).
+
+Reads go through a cut (:meth:`PerfSummaryState.cut`, O(fields)): the live page takes one while
+ingest pauses and computes from it on a thread while rows keep arriving; ``result()`` is a cut
+read at once, so both give the same bytes over the same rows.
 """
 
 from __future__ import annotations
