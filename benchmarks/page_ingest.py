@@ -2,8 +2,8 @@
 
 One command (~6 min at 1M on two cores):
 
-    .venv/bin/python benchmarks/page_ingest.py --baseline-ref main
-    .venv/bin/python benchmarks/page_ingest.py --rollouts 100000 --rounds 1 --baseline-ref main
+    .venv/bin/python benchmarks/page_ingest.py                 # against 57b58dd, before the cut
+    .venv/bin/python benchmarks/page_ingest.py --phases served --rollouts 100000 --rounds 1
 
 A journal of ``--rollouts`` completion facts (``benchmarks/fact_journal.py``) is written once,
 then, for this build and for ``--baseline-ref`` (``git archive``, native extensions built),
@@ -131,7 +131,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rollouts", type=int, default=1_000_000, help="the run's completions (default 1M)")
     parser.add_argument("--rounds", type=int, default=3, help="server starts per build (default 3)")
-    parser.add_argument("--baseline-ref", default="main", help="the build to compare with ('' for none)")
+    parser.add_argument(
+        "--baseline-ref",
+        default="57b58dd",
+        help="the build to compare with (default: the last before the cut; '' for none)",
+    )
     parser.add_argument("--phases", default="pure,served", help="pure (result() in process), served")
     parser.add_argument("--lead-s", type=float, default=2.0, help="posting before and after the build")
     args = parser.parse_args()
