@@ -11,6 +11,10 @@ cost one build per interval, not one per request; on a busy run a build of one k
 most ``duty`` of the time (a request waits, at most 5 s, for the next build rather than get a
 stale result),
 so back-to-back pollers cannot keep a core and the GIL busy.
+
+A read over append-only state (the page's perf summary) need not hold ingest while it computes:
+:meth:`OffLoopReads.build_from_cut` pauses ingest only to take a cut (lengths and counters,
+microseconds) and computes from it on a thread while ingest goes on.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from health.process_tuning import collector_paused
 __all__ = ["OffLoopReads"]
 
 T = TypeVar("T")
+C = TypeVar("C")
 _MAX_CACHED = 64
 _MAX_WAIT_S = 5.0  # a request never waits longer than this for its turn (a scrape has a timeout)
 
@@ -42,7 +47,8 @@ def _collector_paused(make: Callable[[], T]) -> T:
 
 
 class OffLoopReads:
-    """Runs read builders on a thread, serialized with ingest, with a short-lived cache."""
+    """Runs read builders on a thread, serialized with ingest, with a short-lived cache (or, from
+    a cut, beside ingest)."""
 
     def __init__(self, apply_lock: asyncio.Lock, *, max_age_s: float = 1.0, duty: float = 0.25) -> None:
         self._apply_lock = apply_lock
@@ -52,6 +58,8 @@ class OffLoopReads:
         self._applied = 0
         self._cache: dict[Hashable, tuple[int, float, Any]] = {}
         self.builds = 0
+        #: called on the worker thread before each :meth:`build_from_cut` computes (tests hold one there)
+        self.on_compute: Callable[[], None] | None = None
 
     def note_event(self, kind: str = "", result: str = "") -> None:
         """An event was applied (or run states changed): cached results are stale."""
@@ -84,4 +92,25 @@ class OffLoopReads:
             self._cache.clear()
             self._next_build.clear()
         self._cache[key] = (stamp, began, value)
+        return value
+
+    async def build_from_cut(self, cut: Callable[[], C], make: Callable[[C], T]) -> T:
+        """``make(cut())``: ``cut()`` under the ingest pause, ``make`` on a thread while ingest goes on.
+
+        For reads over append-only state (the page's perf summary): ``cut`` takes, in
+        microseconds, what defines the rows read (lengths and counters); ``make`` computes from
+        that alone, however long it takes, and ingest never waits for it. Not cached: the caller
+        holds the result.
+        """
+        async with self._apply_lock:
+            taken = cut()
+        hook = self.on_compute
+
+        def compute() -> T:
+            if hook is not None:
+                hook()
+            return make(taken)
+
+        value = await asyncio.to_thread(_collector_paused, compute)
+        self.builds += 1
         return value

@@ -11,6 +11,10 @@ Every statistic is finite. Each is computed as the reference computes it; where 
 infinite, the same statistic is computed exactly over rationals instead and rounded to the
 nearest double, saturating at +/-``sys.float_info.max``. Totals of ``int`` values stay exact
 ``int`` (past 64 bits they are written as plain JSON digits).
+
+Reads go through a cut (:meth:`PerfSummaryState.cut`, O(fields)): the live page takes one while
+ingest pauses and computes from it on a thread while rows keep arriving; ``result()`` is a cut
+read at once, so both give the same bytes over the same rows.
 """
 
 from __future__ import annotations
@@ -18,140 +22,26 @@ from __future__ import annotations
 import math
 import statistics
 import sys
-from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from sortedcontainers import SortedList
-
+from sidecar.perf._column import Column, ColumnCut, Number, Ranked
 from sidecar.perf._summation import builtin_sum
 
-__all__ = ["PerfSummaryState", "compute_perf_summary"]
-
-Number = int | float  # bool is an int, and passes the reference's number test too
+__all__ = ["PerfSummaryCut", "PerfSummaryState", "compute_perf_summary"]
 
 _TOKEN_FIELDS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")
 _PERCENTILES = ((0.5, "total_latency_p50_ms"), (0.9, "total_latency_p90_ms"), (0.99, "total_latency_p99_ms"))
-_INT64 = range(-(2**63), 2**63)
+_QUANTILES = tuple(q for q, _ in _PERCENTILES)
+
+#: Snapshots written before the column had its own module name it by this path.
+_Column = Column
 
 
 #: The reference's number test, ``isinstance(value, _NUMBER)``: ``int`` or ``float`` (so ``bool``
 #: passes too).
 _NUMBER = (int, float)
-
-
-class _Column:
-    """An append-only sequence of numbers that reads back with every value's type and value intact.
-
-    ``array("q")`` while every value is a plain ``int`` in 64 bits, ``array("d")`` while every
-    value is a ``float``; a list from the first value that breaks the pattern (``bool``, a mix).
-    Reads need order statistics (medians, percentiles), minimum and maximum: the minimum and
-    maximum are kept as values arrive, and an ordered copy is brought up to date on read with
-    only the values that arrived since, one insertion at a time, so no read sorts (or holds
-    the interpreter lock for) a whole column. Equal values keep their arrival order, as a
-    stable sort keeps them; a column holding a NaN has no total order and is sorted whole.
-    """
-
-    __slots__ = ("_integral", "_max", "_min", "_nan", "_ordered", "_values")
-
-    def __init__(self) -> None:
-        self._values: array[Any] | list[Number] = []
-        self._integral = True  # every value is an ``int`` (``bool`` included)
-        self._nan = False
-        self._min: Number | None = None
-        self._max: Number | None = None
-        self._ordered: SortedList | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        # the ordered copy is derived: rebuilt on the next read rather than stored
-        return {
-            "_values": self._values,
-            "_integral": self._integral,
-            "_nan": self._nan,
-            "_min": self._min,
-            "_max": self._max,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for name, value in state.items():
-            setattr(self, name, value)
-        self._ordered = None
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __iter__(self) -> Iterator[Number]:
-        return iter(self._values)
-
-    def append(self, value: Number) -> None:
-        kind = type(value)
-        if kind is not int and kind is not bool:
-            self._integral = False
-            if value != value:
-                self._nan = True
-        low = self._min
-        if low is None or value < low:
-            self._min = value
-        high = self._max
-        if high is None or value > high:
-            self._max = value
-        values = self._values
-        if type(values) is array:
-            if (kind is float and values.typecode == "d") or (
-                kind is int and values.typecode == "q" and value in _INT64
-            ):
-                values.append(value)
-                return
-            self._values = values = values.tolist()
-        elif not values:  # nothing yet (a list that was an array is never empty)
-            if kind is float:
-                self._values = array("d", (value,))
-                return
-            if kind is int and value in _INT64:
-                self._values = array("q", (value,))
-                return
-        values.append(value)
-
-    def extend(self, other: _Column) -> None:
-        for value in other.tolist():  # a snapshot: ``other`` may be this column
-            self.append(value)
-
-    def tolist(self) -> list[Number]:
-        values = self._values
-        return values.tolist() if isinstance(values, array) else list(values)
-
-    def values(self) -> Sequence[Number]:
-        """The values in arrival order, not copied (read-only use)."""
-        return self._values
-
-    @property
-    def integral(self) -> bool:
-        return self._integral
-
-    def minimum(self) -> Number:
-        """``min()`` of the values (the first of equal minima); a column holding a NaN is scanned."""
-        if self._nan or self._min is None:
-            return min(self._values)
-        return self._min
-
-    def maximum(self) -> Number:
-        """``max()`` of the values (the first of equal maxima); a column holding a NaN is scanned."""
-        if self._nan or self._max is None:
-            return max(self._values)
-        return self._max
-
-    def ordered(self) -> Sequence[Number]:
-        """The values in ascending order (a stable sort's order), kept up to date incrementally."""
-        if self._nan:
-            return sorted(self.tolist())
-        ordered = self._ordered
-        if ordered is None:
-            ordered = self._ordered = SortedList()
-        add, values = ordered.add, self._values
-        for index in range(len(ordered), len(values)):
-            add(values[index])
-        return ordered  # type: ignore[no-any-return]
 
 
 class PerfSummaryState:
@@ -162,10 +52,10 @@ class PerfSummaryState:
     def __init__(self) -> None:
         self._records = 0
         self._token_covered = 0
-        self._tokens: dict[str, _Column] = {field: _Column() for field in _TOKEN_FIELDS}
-        self._num_turns = _Column()
-        self._tokens_per_turn = _Column()
-        self._latency = _Column()
+        self._tokens: dict[str, Column] = {field: Column() for field in _TOKEN_FIELDS}
+        self._num_turns = Column()
+        self._tokens_per_turn = Column()
+        self._latency = Column()
 
     @property
     def records(self) -> int:
@@ -210,8 +100,39 @@ class PerfSummaryState:
         """The ``perf_summary`` object, or ``None`` without rollouts or without any ``ng_perf``.
 
         ``total_rollouts`` counts every row sent to aggregation, including rows without
-        ``ng_perf``; both coverages are fractions of it.
+        ``ng_perf``; both coverages are fractions of it. Nothing may be added meanwhile.
         """
+        return PerfSummaryCut(self, frozen=True).result(total_rollouts)
+
+    def cut(self) -> PerfSummaryCut:
+        """The rows added so far, readable later while more are added (O(fields) to take).
+
+        Take it where no row is being added (under the ingest pause); its :meth:`~PerfSummaryCut.result`
+        may then run on another thread while rows keep coming, and equals :meth:`result` as of now.
+        """
+        return PerfSummaryCut(self, frozen=False)
+
+
+class PerfSummaryCut:
+    """The rows of a :class:`PerfSummaryState` at one instant: its counters and each column's cut."""
+
+    __slots__ = ("_latency", "_num_turns", "_records", "_token_covered", "_tokens", "_tokens_per_turn")
+
+    def __init__(self, state: PerfSummaryState, *, frozen: bool) -> None:
+        self._records = state._records
+        self._token_covered = state._token_covered
+        self._tokens = {field: column.cut(frozen=frozen) for field, column in state._tokens.items()}
+        self._num_turns = state._num_turns.cut(frozen=frozen)
+        self._tokens_per_turn = state._tokens_per_turn.cut(frozen=frozen)
+        self._latency = state._latency.cut(frozen=frozen)
+
+    @property
+    def records(self) -> int:
+        """How many ``ng_perf`` objects the cut holds."""
+        return self._records
+
+    def result(self, total_rollouts: int) -> dict[str, Any] | None:
+        """:meth:`PerfSummaryState.result` over the rows of the cut (each column read once)."""
         if total_rollouts <= 0 or not self._records:
             return None
         summary: dict[str, Any] = {
@@ -220,29 +141,33 @@ class PerfSummaryState:
         }
         for field in _TOKEN_FIELDS:
             column = self._tokens[field]
-            if len(column):
-                summary[f"mean_{field}"] = _mean(column)
-                summary[f"median_{field}"] = _median(column)
-                summary[f"total_{field}"] = _total(column)
+            if column.count:
+                values = column.values()
+                summary[f"mean_{field}"] = _mean(values)
+                summary[f"median_{field}"] = _median(column, values)
+                summary[f"total_{field}"] = _total(values)
         turns = self._num_turns
-        if len(turns):
-            summary["mean_num_turns"] = _mean(turns)
-            summary["median_num_turns"] = _median(turns)
+        if turns.count:
+            values = turns.values()
+            summary["mean_num_turns"] = _mean(values)
+            summary["median_num_turns"] = _median(turns, values)
             summary["std_num_turns"] = _finite(
-                lambda: statistics.pstdev(turns.values()), lambda: _exact_pstdev(turns.tolist())
+                lambda: statistics.pstdev(values), lambda: _exact_pstdev(_as_list(values))
             )
-            summary["min_num_turns"] = turns.minimum()
-            summary["p90_num_turns"] = _percentile(turns, 0.9)
-            summary["max_num_turns"] = turns.maximum()
+            summary["min_num_turns"] = turns.minimum(values)
+            summary["p90_num_turns"] = _percentile(turns, values, 0.9)
+            summary["max_num_turns"] = turns.maximum(values)
         ratios = self._tokens_per_turn
-        if len(ratios):
-            summary["mean_tokens_per_turn"] = _mean(ratios)
-            summary["median_tokens_per_turn"] = _median(ratios)
+        if ratios.count:
+            values = ratios.values()
+            summary["mean_tokens_per_turn"] = _mean(values)
+            summary["median_tokens_per_turn"] = _median(ratios, values)
         latency = self._latency
-        if len(latency):
+        if latency.count:
+            values = latency.values()
             for q, key in _PERCENTILES:
-                summary[key] = _percentile(latency, q)
-            summary["total_latency_mean_ms"] = _mean(latency)
+                summary[key] = _percentile(latency, values, q)
+            summary["total_latency_mean_ms"] = _mean(values)
         return summary
 
 
@@ -296,14 +221,18 @@ def _exact_pstdev(values: list[Number]) -> Fraction:
     return Fraction(root) * Fraction(2**shift)
 
 
-def _mean(column: _Column) -> float:
-    values = column.values()
-    return float(_finite(lambda: statistics.fmean(values), lambda: _exact_sum(column.tolist()) / len(values)))
+def _as_list(values: Sequence[Number]) -> list[Number]:
+    return list(values)
 
 
-def _median(column: _Column) -> Number:
+def _mean(values: Sequence[Number]) -> float:
+    exact = lambda: _exact_sum(_as_list(values)) / len(values)  # noqa: E731
+    return float(_finite(lambda: statistics.fmean(values), exact))
+
+
+def _median(column: ColumnCut, values: Sequence[Number]) -> Number:
     """``statistics.median``: the middle value, or the mean of the two middle values."""
-    ordered = column.ordered()
+    ordered = column.ordered(values, _QUANTILES)
     n = len(ordered)
     middle = n // 2
     reference: Callable[[], Number]
@@ -311,11 +240,11 @@ def _median(column: _Column) -> Number:
         reference = lambda: ordered[middle]  # noqa: E731
     else:
         reference = lambda: (ordered[middle - 1] + ordered[middle]) / 2  # noqa: E731
-    return _finite(reference, lambda: _exact_median(column.tolist()))
+    return _finite(reference, lambda: _exact_median(_as_list(values)))
 
 
-def _total(column: _Column) -> Number:
-    return _finite(lambda: builtin_sum(column.values()), lambda: _exact_sum(column.tolist()))
+def _total(values: Sequence[Number]) -> Number:
+    return _finite(lambda: builtin_sum(values), lambda: _exact_sum(_as_list(values)))
 
 
 def _ratio(numerator: Number, denominator: Number) -> float:
@@ -330,15 +259,15 @@ def _ratio(numerator: Number, denominator: Number) -> float:
     return float(_finite(lambda: numerator / denominator, exact))
 
 
-def _percentile(column: _Column, q: float) -> float:
-    ordered = column.ordered()
+def _percentile(column: ColumnCut, values: Sequence[Number], q: float) -> float:
+    ordered = column.ordered(values, _QUANTILES)
     integral = column.integral
     return float(
         _finite(lambda: _reference_percentile(ordered, q, integral), lambda: _exact_percentile(ordered, q))
     )
 
 
-def _exact_percentile(ordered: Sequence[Number], q: float) -> Fraction:
+def _exact_percentile(ordered: Ranked, q: float) -> Fraction:
     n = len(ordered)
     position = (n - 1) * q
     below = int(position)
@@ -348,7 +277,7 @@ def _exact_percentile(ordered: Sequence[Number], q: float) -> Fraction:
     return low + (high - low) * Fraction(position - below)
 
 
-def _reference_percentile(ordered: Sequence[Number], q: float, integral: bool) -> float:
+def _reference_percentile(ordered: Ranked, q: float, integral: bool) -> float:
     """numpy's ``method="linear"`` percentile of ascending ``ordered``, evaluation order included.
 
     Position ``(n - 1) * q``; between neighbours ``a`` and ``b`` at fraction ``t`` the value is

@@ -247,3 +247,123 @@ class TestIncrementalOrder:
         copy.add({"num_turns": 0, "total_latency_ms": 0.5, "prompt_tokens": 9})
         state.add({"num_turns": 0, "total_latency_ms": 0.5, "prompt_tokens": 9})
         assert orjson.dumps(copy.result(7)) == orjson.dumps(state.result(7))
+
+
+_ROW = st.fixed_dictionaries(
+    {},
+    optional={
+        "num_turns": _ORDER_VALUES,
+        "total_latency_ms": _ORDER_VALUES,
+        "prompt_tokens": _ORDER_VALUES,
+        "completion_tokens": st.integers(0, 9),
+        "token_observability_coverage": st.sampled_from([0, 1, 0.5]),
+    },
+)
+
+
+class TestCut:
+    """A cut reads the rows added before it, whatever is added or read after it."""
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(_ROW, min_size=1, max_size=40), st.integers(0, 40), st.booleans())
+    def test_a_cut_equals_a_fresh_state_over_its_rows(
+        self, rows: list[dict[str, Any]], at: int, read_later_first: bool
+    ) -> None:
+        at = min(at, len(rows))
+        state = PerfSummaryState()
+        for row in rows[:at]:
+            state.add(row)
+        cut = state.cut()
+        for row in rows[at:]:
+            state.add(row)
+        if read_later_first:  # a report read the later rows first: the ordered copies hold more than the cut
+            state.result(len(rows))
+        expected = compute_perf_summary(rows[:at], max(at, 1))
+        assert orjson.dumps(cut.result(max(at, 1))) == orjson.dumps(expected)
+        assert cut.records == at
+        assert orjson.dumps(state.result(len(rows))) == orjson.dumps(compute_perf_summary(rows, len(rows)))
+
+    def test_a_cut_survives_a_column_turning_into_a_list(self) -> None:
+        state = PerfSummaryState()
+        for value in (3.0, 1.5, 2.0):
+            state.add({"total_latency_ms": value, "num_turns": value})
+        cut = state.cut()
+        state.add({"total_latency_ms": True, "num_turns": 10**30})  # both arrays become lists
+        assert orjson.dumps(cut.result(3)) == orjson.dumps(
+            compute_perf_summary([{"total_latency_ms": v, "num_turns": v} for v in (3.0, 1.5, 2.0)], 3)
+        )
+
+
+_TIES = st.sampled_from([0, 0.0, -0.0, 1, 1.0, True, False, 2, 2.0, -1, -1.0, 0.5])
+
+
+class TestOrderedPaths:
+    """The ordered copy, rebuilt by one sort or brought up to date by insertions, is ``sorted()``'s order."""
+
+    @settings(max_examples=80, deadline=None)
+    @given(st.lists(_TIES, min_size=1, max_size=80), st.lists(st.integers(1, 80), max_size=6))
+    def test_every_rank_is_a_stable_sorts(self, values: list[Any], reads: list[int]) -> None:
+        from sidecar.perf._column import Column
+
+        column = Column()
+        for value in values:
+            column.append(value)
+        # reads at growing lengths: some insert a few values (incremental), some most (bulk)
+        for count in [*sorted({min(r, len(values)) for r in reads}), len(values)]:
+            got = column._ordered_at(column.tolist(), count, range(count))
+            assert got is not None
+            assert [repr(v) for v in got] == [repr(v) for v in sorted(values[:count])]
+
+    def test_both_paths_are_taken(self) -> None:
+        from sidecar.perf import _column
+
+        column = _column.Column()
+        for value in [1, 1.0, True, 0.0, -0.0, 0] * 100:
+            column.append(value)
+        assert column._ordered_at(column.tolist(), 400, [0]) is not None  # cold: one sort
+        cold = column._ordered
+        column._ordered_at(column.tolist(), 401, [0])  # one new value of 400: inserted
+        assert column._ordered is cold
+        column._ordered_at(column.tolist(), 600, [0])  # 199 new of 401: one sort again
+        assert column._ordered is not cold
+        assert [repr(v) for v in column._ordered] == [repr(v) for v in sorted(column.tolist())]
+        column._ordered._check()  # laid out as sortedcontainers' own constructor lays it out
+        assert column._ordered_at(column.tolist(), 500, [0]) is None  # an older cut than the copy
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(_TIES, max_size=300), st.sampled_from([1, 2, 3, 7, 64]))
+    def test_sorting_in_steps_is_sorteds_order(self, values: list[Any], step: int) -> None:
+        from sidecar.perf import _column
+
+        original = _column._SORT_STEP
+        _column._SORT_STEP = step  # many runs and merges over a few values
+        try:
+            got = _column.sorted_in_steps(values, len(values))
+            column = _column.Column()
+            for value in values:
+                column.append(value)
+            picked = column._ordered_at(column.tolist(), len(values), range(len(values)))
+        finally:
+            _column._SORT_STEP = original
+        assert [repr(v) for v in got] == [repr(v) for v in sorted(values)]
+        assert picked is not None and [repr(v) for v in picked] == [repr(v) for v in sorted(values)]
+        if column._ordered is not None:
+            column._ordered._check()
+
+
+class TestSnapshotsOfBefore:
+    def test_a_state_pickled_before_the_cut_loads_and_reads_the_same(self) -> None:
+        """A snapshot names the column ``sidecar.perf._perf_summary._Column`` (its name until the cut)."""
+        from sidecar.journal import loads_state
+
+        body = (Path(__file__).parent.parent / "fixtures" / "perf_state_before_cut.pickle").read_bytes()
+        assert b"_perf_summary" in body and b"_Column" in body
+        state = loads_state(body)
+        rows = [
+            {"num_turns": v, "total_latency_ms": v, "prompt_tokens": v} for v in (3, 1.0, 1, 2.5, True, 7)
+        ]
+        assert orjson.dumps(state.result(6)) == orjson.dumps(compute_perf_summary(rows, 6))
+        state.add({"num_turns": 0, "total_latency_ms": 0.5, "prompt_tokens": 9})
+        assert state.cut().result(7) == compute_perf_summary(
+            [*rows, {"num_turns": 0, "total_latency_ms": 0.5, "prompt_tokens": 9}], 7
+        )
