@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import gc
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final, Literal
@@ -105,6 +106,11 @@ def own_process(entry: Entry) -> Iterator[None]:
             gc.enable()
 
 
+_pause_lock = threading.Lock()
+_pauses = 0  # blocks inside collector_paused now, on any thread
+_collecting = False  # whether the collector ran when the first of them began
+
+
 @contextmanager
 def collector_paused(pause: bool = True, *, freeze_after: bool = False) -> Iterator[None]:
     """The block without cyclic-collector passes (where the process is owned and ``pause``),
@@ -113,15 +119,21 @@ def collector_paused(pause: bool = True, *, freeze_after: bool = False) -> Itera
     if _owner is None or not pause:
         yield
         return
-    collecting = gc.isenabled()
-    gc.disable()
+    global _pauses, _collecting
+    with _pause_lock:  # blocks on several threads nest: the last one out restores the collector
+        if _pauses == 0:
+            _collecting = gc.isenabled()
+            gc.disable()
+        _pauses += 1
     try:
         yield
     finally:
         if freeze_after:
             gc.freeze()
-        if collecting:
-            gc.enable()
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and _collecting:
+                gc.enable()
 
 
 @contextmanager

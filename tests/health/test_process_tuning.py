@@ -69,3 +69,34 @@ def test_an_owned_process_is_tuned_while_it_runs_and_restored_after(entry: proce
     assert process_tuning.owner() is None
     assert (gc.get_threshold(), sys.getswitchinterval()) == (thresholds, interval)
     assert gc.isenabled()
+
+
+def test_pauses_on_several_threads_nest_until_the_last_one_ends() -> None:
+    """Two builds on worker threads overlap (a page's perf summary and a ``/report``): the
+    collector stays off until both have ended, whichever ends first."""
+    import threading
+
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+
+    def first() -> None:
+        with collector_paused():
+            first_in.set()
+            second_in.wait(10)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(10)
+        with collector_paused():
+            second_in.set()
+            first_out.wait(10)
+            seen["after the first ended"] = gc.isenabled()
+
+    with own_process("serve"):
+        threads = [threading.Thread(target=first), threading.Thread(target=second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+        assert gc.isenabled()
+    assert seen == {"after the first ended": False}
