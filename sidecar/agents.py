@@ -13,9 +13,10 @@ No server import: ``health-check --html`` uses it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, TypedDict
+from typing import Any, Final
 
 from sidecar.durations import DurationHistogram
+from sidecar.responses import AgentBody
 
 __all__ = [
     "AGENT_NAME_CHARS",
@@ -37,22 +38,8 @@ OTHER_AGENTS: Final = "(other agents)"
 PERF_SUMS: Final = ("num_turns", "num_tool_calls", "prompt_tokens", "completion_tokens")
 
 
-class AgentRow(TypedDict):
-    """One agent on the page (``docs/report.md``, ``agents``); ``None`` where the source has no
-    such figure (the batch files hold no failures and no run time)."""
-
-    agent: str
-    other: bool
-    rollouts: int
-    failed: int | None
-    rollouts_per_hour: float | None
-    latency_samples: int
-    latency_p50_s: float | None
-    latency_p95_s: float | None
-    num_turns: int
-    num_tool_calls: int
-    prompt_tokens: int
-    completion_tokens: int
+#: One agent on the page: the schema of ``/v1/runs/{id}/page``'s ``agents`` items, written once.
+AgentRow = AgentBody
 
 
 def agent_name(row: Mapping[str, Any] | Any) -> str | None:

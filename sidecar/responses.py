@@ -118,7 +118,7 @@ class PageBody(TypedDict):
 
 @with_config(_CLOSED)
 class AgentBody(TypedDict):
-    """One agent on the run page (``sidecar.agents.AgentRow``; ``docs/report.md``, ``agents``).
+    """One agent on the run page (``sidecar.agents.AgentRow`` is this type; ``docs/report.md``, ``agents``).
     A batch page's ``failed`` and ``rollouts_per_hour`` are ``None`` (the files hold neither)."""
 
     agent: str
