@@ -15,8 +15,9 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.app import create_app, dumps_json, dumps_report, json_depth, too_deep
+from sidecar.app import create_app
 from sidecar.journal import Journal, JournalEvent, JournalUnavailable
+from sidecar.json_bodies import dumps_json, dumps_report, json_depth, too_deep
 from sidecar.logging import configure_logging
 from sidecar.service import Service
 from sidecar.settings import Secret, ServiceSettings, SettingsError, is_loopback, load_token

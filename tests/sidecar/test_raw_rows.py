@@ -18,10 +18,11 @@ from msgspec import UNSET
 
 from health.json_vet import native_vet, vet
 from sidecar import raw_rows
-from sidecar.app import _Handlers, create_app, json_depth
+from sidecar.app import _Handlers, create_app
 from sidecar.engines import default_engines
 from sidecar.events import Completed, EventBatch, idempotency_key
 from sidecar.fact_derivation import derive_fact
+from sidecar.json_bodies import json_depth
 from sidecar.raw_rows import SHALLOW_ROW_DEPTH, RawRow, decode_request, raw_line, row_spans, vetted_json
 from sidecar.request_errors import RequestError
 from sidecar.service import Service
