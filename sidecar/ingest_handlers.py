@@ -23,9 +23,10 @@ from starlette.types import Receive
 
 from sidecar.accounting import identity_chars
 from sidecar.events import EVENT_KINDS, Completed, Event, EventBatch, RunStarted
-from sidecar.ingest import IdentityTooLong, PlanError, TooManyRuns, UnknownRun
+from sidecar.ingest_answers import IdentityTooLong, TooManyRuns, UnknownRun
 from sidecar.journal import JournalUnavailable
 from sidecar.json_bodies import dumps_json, line_text, too_deep
+from sidecar.materialized_inputs import PlanError
 from sidecar.raw_rows import RawRow, decode_request, row_spans
 from sidecar.request_errors import RequestError, json_response
 from sidecar.responses import IngestBody
