@@ -45,7 +45,6 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import Bench  # noqa: E402
 from benchmarks.state import serve, unpack_baseline  # noqa: E402
-from sidecar.app import too_deep  # noqa: E402
 from sidecar.engines import default_engines  # noqa: E402
 from sidecar.events import (  # noqa: E402
     Completed,
@@ -61,6 +60,7 @@ from sidecar.journal import (  # noqa: E402
     JournalEvent,
     encode_fact,
 )
+from sidecar.json_bodies import too_deep  # noqa: E402
 from sidecar.raw_rows import decode_request, vetted_json  # noqa: E402
 from sidecar.runs import RunState  # noqa: E402
 from sidecar.synthetic import SyntheticConfig, generate_rows  # noqa: E402

@@ -16,14 +16,13 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final, Protocol
 
 import anyio
 import orjson
 import structlog
 
 from health.process_tuning import freeze_long_lived
-from sidecar.accounting import identity_chars
 from sidecar.engines import Engines
 from sidecar.event_schema import OutcomeStatus
 from sidecar.events import (
@@ -35,6 +34,7 @@ from sidecar.events import (
 )
 from sidecar.fact_derivation import derive_fact
 from sidecar.inflight import InflightBudget, InflightRules
+from sidecar.ingest_answers import EventOutcome, TooManyRuns, UnknownRun, check_identity
 from sidecar.journal import (
     DAMAGED_KIND,
     LOST_KIND,
@@ -57,19 +57,13 @@ from sidecar.journal import (
     load_usable_snapshot,
 )
 from sidecar.materialized_inputs import PlanError, plan_from_materialized
-from sidecar.responses import EventResult
 from sidecar.runs import RunState
-from sidecar.wire import ROLLOUT_KEY, TASK_KEY
 
 __all__ = [
-    "EventOutcome",
-    "IdentityTooLong",
     "Ingestor",
     "JournalLike",
     "OutcomeStatus",
     "PlanError",
-    "TooManyRuns",
-    "UnknownRun",
     "plan_from_materialized",
 ]
 
@@ -83,71 +77,10 @@ class JournalLike(Protocol):
     def replay(self, *, after_seq: int = 0) -> Any: ...
 
 
-class UnknownRun(LookupError):
-    """Events for a run that was never started (and no ``run_started`` precedes them in the batch)."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"unknown run {run_id!r}: post a run_started event first")
-        self.run_id = run_id
-
-
-class TooManyRuns(Exception):
-    """The batch would create a run while the service holds ``--max-runs`` runs (nothing stored)."""
-
-    def __init__(self, run_id: str, held: int, cap: int) -> None:
-        super().__init__(
-            f"the service holds {held} runs, its --max-runs cap; end runs (they are dropped after "
-            "--retain-ended) or raise the cap"
-        )
-        self.run_id = run_id
-        self.held = held
-        self.cap = cap
-
-
-class IdentityTooLong(ValueError):
-    """An event's task or rollout identity (explicit, or read from its row or line) is longer than
-    ``--max-identity-chars`` (nothing of the batch stored). ``field`` names where it came from."""
-
-    def __init__(self, field: str, chars: int, cap: int) -> None:
-        super().__init__(
-            f"{field.rsplit('.', 1)[-1]} is {chars} characters, over the service's --max-identity-chars "
-            f"cap of {cap}"
-        )
-        self.field = field
-        self.chars = chars
-        self.cap = cap
-
-
-def _identity_field(index: int, event: Event, rollout: bool) -> str:
-    """Where an event's identity came from, as the ``field`` of a refusal."""
-    explicit = getattr(event, "rollout_index" if rollout else "task_index", None)
-    if explicit is not None:
-        return f"events.{index}.{'rollout_index' if rollout else 'task_index'}"
-    source = "line" if getattr(event, "line", None) is not None else "row"
-    return f"events.{index}.{source}.{ROLLOUT_KEY if rollout else TASK_KEY}"
-
-
 _ACCEPTED: Final = OutcomeStatus.ACCEPTED
 _DUPLICATE: Final = OutcomeStatus.DUPLICATE
 _UNKNOWN_RUN: Final = OutcomeStatus.UNKNOWN_RUN
 _NOT_IN_FLIGHT: Final = OutcomeStatus.NOT_IN_FLIGHT
-
-
-class EventOutcome(NamedTuple):
-    """What the service answers for one event of a batch (a tuple: one is built per row)."""
-
-    status: OutcomeStatus
-    kind: str
-    seq: int | None = None
-    ng_perf: dict[str, Any] | None = None
-
-    def as_dict(self, index: int) -> EventResult:
-        body: EventResult = {"index": index, "kind": self.kind, "status": self.status}
-        if self.seq is not None:
-            body["seq"] = self.seq
-        if self.kind == "completed":
-            body["ng_perf"] = self.ng_perf
-        return body
 
 
 @dataclass(slots=True)
@@ -565,7 +498,7 @@ class Ingestor:
             known = settings if (event.generation or 0) == generation else None
             fact = self._derive(run_id, event, received_at, plan, known)
             if self._max_identity_chars is not None:
-                self._check_identity(len(facts), event, fact, self._max_identity_chars)
+                check_identity(len(facts), event, fact, self._max_identity_chars)
             facts.append(fact)
             key = idempotency_key(run_id, event)
             records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=encode_fact(fact)))
@@ -582,19 +515,6 @@ class Ingestor:
                     self._starting[run_id] = left
                 else:
                     del self._starting[run_id]
-
-    @staticmethod
-    def _check_identity(index: int, event: Event, fact: Fact, cap: int) -> None:
-        """Refuse an identity past ``cap`` characters, wherever it came from (the fact holds the
-        normalized identity the event's fields, row or line gave)."""
-        task = getattr(fact, "task", None)
-        if task is None:
-            return
-        for rollout, value in ((False, task), (True, getattr(fact, "rollout", None))):
-            if (type(value) is str and len(value) > cap) or (
-                type(value) is int and (cap < 20 or value.bit_length() > 63) and identity_chars(value) > cap
-            ):
-                raise IdentityTooLong(_identity_field(index, event, rollout), identity_chars(value), cap)
 
     async def _submit_with_heartbeats(self, run_id: str, events: list[Event]) -> list[EventOutcome]:
         """Journal the batch's other events, then apply its heartbeats in memory (never journaled).

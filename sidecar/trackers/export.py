@@ -235,7 +235,7 @@ _CONFIG_PARAMS = ("dispatch_budget_s", "drain_margin_s", "task_timeout_s", "max_
 
 
 def _dumps_report(run: RunState) -> bytes:
-    from sidecar.app import dumps_report
+    from sidecar.json_bodies import dumps_report
 
     return dumps_report(run.report())
 

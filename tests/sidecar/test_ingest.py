@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from sidecar.events import EventBatch
-from sidecar.ingest import PlanError, UnknownRun
+from sidecar.ingest_answers import UnknownRun
+from sidecar.materialized_inputs import PlanError
 from sidecar.runs import RunState
 
 from .service_support import IngestHarness, generate_run

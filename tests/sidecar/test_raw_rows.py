@@ -18,10 +18,12 @@ from msgspec import UNSET
 
 from health.json_vet import native_vet, vet
 from sidecar import raw_rows
-from sidecar.app import _Handlers, create_app, json_depth
+from sidecar.app import create_app
 from sidecar.engines import default_engines
 from sidecar.events import Completed, EventBatch, idempotency_key
 from sidecar.fact_derivation import derive_fact
+from sidecar.ingest_handlers import IngestHandlers
+from sidecar.json_bodies import json_depth
 from sidecar.raw_rows import SHALLOW_ROW_DEPTH, RawRow, decode_request, raw_line, row_spans, vetted_json
 from sidecar.request_errors import RequestError
 from sidecar.service import Service
@@ -386,7 +388,8 @@ class TestHostileBodies:
     @given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 2), _NOISE), min_size=1, max_size=4))
     def test_mutations_answer_alike(self, max_depth: int, edits: list[tuple[int, int, int]]) -> None:
         body = _mutated(self._VALID, edits)
-        handlers = _Handlers(SimpleNamespace(settings=ServiceSettings(max_json_depth=max_depth)))  # type: ignore[arg-type]
+        service = SimpleNamespace(settings=ServiceSettings(max_json_depth=max_depth))
+        handlers = IngestHandlers(service, require_ready=lambda: None)  # type: ignore[arg-type]
         assert _answer(handlers._parse_events, bytes(body)) == _answer(handlers._parse_in_full, bytes(body))
 
 

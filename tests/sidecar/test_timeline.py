@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 import sidecar.timeline as timeline_module
 from dispatcher_client._events import progress_event
-from sidecar.app import dumps_json
 from sidecar.engines import default_engines
 from sidecar.events import EventBatch
 from sidecar.inflight import InflightRegistry
 from sidecar.journal._snapshot import SnapshotStore
+from sidecar.json_bodies import dumps_json
 from sidecar.runs import RunState
 from sidecar.timeline import MAX_POINTS, Timeline, TimelineSample
 

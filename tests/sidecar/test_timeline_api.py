@@ -13,11 +13,11 @@ import orjson
 import pytest
 
 from dispatcher_client._events import progress_event
-from sidecar.app import dumps_json
 from sidecar.engines import default_engines
 from sidecar.ingest import Ingestor
 from sidecar.journal import Journal
 from sidecar.journal._snapshot import SnapshotStore
+from sidecar.json_bodies import dumps_json
 from sidecar.server import ServiceThread
 from sidecar.settings import Secret, ServiceSettings
 from sidecar.timeline import MAX_POINTS
