@@ -17,9 +17,6 @@ A whole, bodiless ``GET`` on a path of the guard's :class:`~sidecar._priority_la
 (``/drain_margin``) is answered in the callback that read it, ahead of the tasks other requests
 made ready (see that module for when a request takes the ordinary route instead).
 
-A response's status line and headers go out with its body in one send
-(:class:`_HeadHeldTransport`).
-
 A request body's chunks are held as they arrive (:class:`BodyChunks`) and joined once when the
 app reads them, instead of being appended to one growing buffer that is then copied again.
 """
@@ -62,43 +59,6 @@ class BodyChunks:
     def __bytes__(self) -> bytes:
         chunks = self._chunks
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-class _HeadHeldTransport:
-    """The transport as one response cycle sees it: its first write (the status line and headers)
-    is held until its next (the body, or a first chunk) and both go out in one vectored send,
-    instead of two sends and two wake-ups of the client. A head with no body write in the same
-    loop step (``HEAD``, a body still being made) is sent at the end of that step."""
-
-    __slots__ = ("_head", "_release", "_transport")
-
-    def __init__(self, transport: asyncio.Transport) -> None:
-        self._transport = transport
-        self._head: bytes | None = None
-        self._release: asyncio.Handle | None = None
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        head = self._head
-        if head is not None:
-            self._head = None
-            self._transport.writelines((head, data))
-        elif self._release is None:  # the cycle's first write: hold it for the step's next
-            self._head = bytes(data)
-            self._release = asyncio.get_running_loop().call_soon(self._send_head)
-        else:
-            self._transport.write(data)
-
-    def _send_head(self) -> None:
-        head, self._head = self._head, None
-        if head is not None and not self._transport.is_closing():
-            self._transport.write(head)
-
-    def close(self) -> None:
-        self._send_head()
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, ...: the transport's
-        return getattr(self._transport, name)
 
 
 class ConnectionGuard:
@@ -232,9 +192,6 @@ class _GuardedProtocol(HttpToolsProtocol):
         self._lane_request = self._lane_route()
         if self._lane_request is None:
             super().on_headers_complete()
-            cycle = self.cycle
-            if cycle is not None and not cycle.response_started:
-                cycle.transport = _HeadHeldTransport(self.transport)  # type: ignore[assignment]
 
     def _lane_route(self) -> tuple[LaneHandler, bytes] | None:
         """The lane's handler and query for this request, or ``None`` for the app's route."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import time
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-from sidecar._guarded_http import BodyChunks, _HeadHeldTransport
+from sidecar._guarded_http import BodyChunks
 from sidecar.server import ServiceThread
 from sidecar.settings import ServiceSettings
 
@@ -133,74 +132,3 @@ class TestWriteDeadline:
                 assert received < size
             with httpx.Client(base_url=url, timeout=60) as client:  # a client that reads still gets it
                 assert len(client.get("/report", params={"run_id": "r"}).content) == size
-
-
-class _RecordingTransport:
-    """What a response cycle's writes reach, in order (a transport's write side only)."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, tuple[bytes, ...]]] = []
-        self.closing = False
-
-    def write(self, data: bytes) -> None:
-        self.sent.append(("write", (bytes(data),)))
-
-    def writelines(self, parts: tuple[bytes, ...]) -> None:
-        self.sent.append(("writelines", tuple(bytes(part) for part in parts)))
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def close(self) -> None:
-        self.sent.append(("close", ()))
-        self.closing = True
-
-
-class TestHeadHeldTransport:
-    def test_head_and_body_go_out_in_one_send(self) -> None:
-        async def respond() -> list[tuple[str, tuple[bytes, ...]]]:
-            raw = _RecordingTransport()
-            held = _HeadHeldTransport(raw)  # type: ignore[arg-type]
-            held.write(b"HTTP/1.1 200 OK\r\n\r\n")
-            assert raw.sent == []
-            held.write(b"body")
-            held.write(b"more")
-            await asyncio.sleep(0)  # the step ends: nothing is left to send
-            return raw.sent
-
-        assert asyncio.run(respond()) == [
-            ("writelines", (b"HTTP/1.1 200 OK\r\n\r\n", b"body")),
-            ("write", (b"more",)),
-        ]
-
-    def test_a_head_without_a_body_leaves_at_the_end_of_the_step(self) -> None:
-        async def respond() -> list[tuple[str, tuple[bytes, ...]]]:
-            raw = _RecordingTransport()
-            held = _HeadHeldTransport(raw)  # type: ignore[arg-type]
-            held.write(b"HTTP/1.1 204 No Content\r\n\r\n")
-            await asyncio.sleep(0)
-            return raw.sent
-
-        assert asyncio.run(respond()) == [("write", (b"HTTP/1.1 204 No Content\r\n\r\n",))]
-
-    def test_close_sends_the_held_head_first(self) -> None:
-        async def respond() -> list[tuple[str, tuple[bytes, ...]]]:
-            raw = _RecordingTransport()
-            held = _HeadHeldTransport(raw)  # type: ignore[arg-type]
-            held.write(b"HTTP/1.1 200 OK\r\n\r\n")
-            held.close()
-            await asyncio.sleep(0)
-            return raw.sent
-
-        assert asyncio.run(respond()) == [("write", (b"HTTP/1.1 200 OK\r\n\r\n",)), ("close", ())]
-
-    def test_real_answers_arrive_whole(self, tmp_path: Path) -> None:
-        """HEAD, an empty body, a streamed body and keep-alive, through the real server."""
-        settings = ServiceSettings(journal_path=tmp_path / "j.sqlite3")
-        with ServiceThread(settings) as url, httpx.Client(base_url=url) as client:
-            assert client.post("/v1/runs/r/events", json=[{"kind": "run_started"}]).status_code == 200
-            assert client.head("/healthz").status_code == 200
-            assert client.get("/healthz").json() == {"status": "ok"}
-            verdicts = client.get("/report/verdicts", params={"run_id": "r"})
-            assert verdicts.status_code == 200 and verdicts.content == b""
-            assert client.get("/v1/runs").json()["runs"][0]["run_id"] == "r"
