@@ -101,8 +101,10 @@ def _latency(run: RunState) -> dict[str, Any]:
 
 
 def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int | None) -> dict[str, Any]:
-    """The page body of a run held by the service, at ``now``: O(1) in the run's size, given its
-    perf summary (O(rollouts) to build: the caller keeps one, made over ``perf_rollouts``)."""
+    """The page body of a run held by the service, at ``now``, given its perf summary (O(rollouts)
+    to build: the caller keeps one, made over ``perf_rollouts``). O(1) in the run's size except
+    the health counts of a run with a duplicate identity (``RunState.health_view``), so the route
+    builds it off the loop."""
     from sidecar.durations import DURATION_BUCKETS
 
     view = run.health_view()

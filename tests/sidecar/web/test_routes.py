@@ -155,3 +155,42 @@ def test_reads_need_no_token(tmp_path: Path) -> None:
         assert started.status_code == 200
         for path in ("/", "/runs/r", "/v1/runs/r/page", "/static/page.js"):
             assert client.get(path).status_code == 200, path
+
+
+def test_the_page_body_is_built_off_the_event_loop(tmp_path: Path) -> None:
+    """A run with a duplicate identity takes its health counts from the reducer's O(rollouts)
+    summary: the page must compute them on a worker thread, never on the loop serving
+    ``/drain_margin`` (at 100k tasks it held the loop for 650 ms)."""
+    import asyncio
+
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+    thread = ServiceThread(settings)
+    with thread as url, httpx.Client(base_url=url, timeout=30) as client:
+        rows = [  # two different rows claiming one identity
+            {"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {"output": []}, "reward": reward}
+            for reward in (1.0, 0.0)
+        ]
+        events = [{"kind": "run_started"}] + [
+            {"kind": "completed", "task_index": 0, "rollout_index": 0, "row": row} for row in rows
+        ]
+        assert client.post("/v1/runs/dup/events", json=events).status_code == 200
+        assert thread.service is not None
+        state = thread.service.ingestor.runs["dup"]
+        assert state._maybe_duplicates  # the case whose counts are the reducer's summary
+        on_loop: list[bool] = []
+        original = state.health_view
+
+        def recorded(*, fresh: bool = False) -> object:
+            try:
+                asyncio.get_running_loop()
+                on_loop.append(True)
+            except RuntimeError:  # a worker thread runs no event loop
+                on_loop.append(False)
+            return original(fresh=fresh)
+
+        state.health_view = recorded  # type: ignore[method-assign]
+        try:
+            assert client.get("/v1/runs/dup/page").status_code == 200
+        finally:
+            del state.health_view  # (a snapshot pickles the state)
+        assert on_loop == [False]
