@@ -40,14 +40,14 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.stats import quantile  # noqa: E402
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SidecarClient  # noqa: E402
-from sidecar.rollout_perf import DispatchLatencyTracker, build_ng_perf  # noqa: E402
+from sidecar.perf.rollout_perf import DispatchLatencyTracker, build_ng_perf  # noqa: E402
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port  # noqa: E402
 
 MODES = ("baseline", "tracker", "sidecar")
 _AGENT = r"""
 import asyncio, random, sys
 import orjson
-from sidecar.synthetic import SyntheticConfig, rollout_event
+from sidecar.demo.synthetic import SyntheticConfig, rollout_event
 
 port, latency = int(sys.argv[1]), float(sys.argv[2])
 config = SyntheticConfig(num_tasks=64, repeats_per_task=1, model_calls_per_rollout=2,

@@ -17,10 +17,11 @@ from typing import Any
 
 import orjson
 
-from sidecar.engines import default_engines
-from sidecar.events import EventBatch, RunStarted
-from sidecar.fact_derivation import derive_fact
-from sidecar.ingest import Ingestor
+from sidecar.demo.synthetic import SyntheticConfig, generate_rows
+from sidecar.ingest.engines import default_engines
+from sidecar.ingest.events import EventBatch, RunStarted
+from sidecar.ingest.facts import derive_fact
+from sidecar.ingest.ingestor import Ingestor
 from sidecar.journal import (
     CompletedFact,
     Journal,
@@ -29,7 +30,6 @@ from sidecar.journal import (
     SnapshotStore,
     encode_fact,
 )
-from sidecar.synthetic import SyntheticConfig, generate_rows
 
 __all__ = [
     "REPEATS_PER_TASK",

@@ -5,7 +5,7 @@ One command::
     .venv/bin/python benchmarks/inflight_reads.py                    # 200,000 in flight, vs main
     .venv/bin/python benchmarks/inflight_reads.py --inflight 50000 --baseline-ref HEAD~3 --repeats 9
 
-Both registries (``sidecar/inflight.py`` of this tree and of ``--baseline-ref``, read with
+Both registries (``sidecar/state/inflight.py`` of this tree and of ``--baseline-ref``, read with
 ``git show``) are filled with the same ``--inflight`` rollouts (starts 10 ms apart, one in
 ten heartbeating) and then timed, interleaved, ``--repeats`` times each (median CPU time, ms): the
 ``/inflight`` body (``as_dict``, 20 oldest), the view a scrape or an OTLP collection reads
@@ -36,13 +36,13 @@ T0 = 1.0e9
 
 
 def _module(ref: str | None, tmp: Path) -> ModuleType:
-    """``sidecar.inflight`` of this tree (``None``) or of commit ``ref``."""
+    """``sidecar.state.inflight`` of this tree (``None``) or of commit ``ref``."""
     if ref is None:
-        import sidecar.inflight
+        import sidecar.state.inflight
 
-        return sidecar.inflight
+        return sidecar.state.inflight
     source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{ref}:sidecar/inflight.py"], check=True, capture_output=True
+        ["git", "-C", str(ROOT), "show", f"{ref}:sidecar/state/inflight.py"], check=True, capture_output=True
     ).stdout
     path = tmp / f"inflight_{ref.replace('/', '_').replace('~', '_')}.py"
     path.write_bytes(source)

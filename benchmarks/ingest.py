@@ -36,7 +36,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
 from benchmarks.stats import quantile
-from sidecar.synthetic import SyntheticConfig, generate_rows
+from sidecar.demo.synthetic import SyntheticConfig, generate_rows
 from tests.reliability_harness.proc_stats import cpu_seconds, resident_bytes
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port
 
@@ -283,9 +283,9 @@ def state_bytes_per_rollout(rows: list[dict[str, Any]], count: int) -> float:
     import gc
     import tracemalloc
 
-    from sidecar.engines import default_engines
-    from sidecar.events import EventBatch, RunStarted
-    from sidecar.runs import RunState
+    from sidecar.ingest.engines import default_engines
+    from sidecar.ingest.events import EventBatch, RunStarted
+    from sidecar.state.run import RunState
 
     state = RunState(
         "mem", RunStarted(kind="run_started"), received_at=time.time(), engines=default_engines()

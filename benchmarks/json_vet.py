@@ -5,7 +5,7 @@ One command::
     .venv/bin/python benchmarks/json_vet.py                 # 400 batch rows, 5 runs
     .venv/bin/python benchmarks/json_vet.py --rollouts 1000 --repeats 7
 
-Four corpora, generated in memory once: the batch check's rows (``sidecar.synthetic`` defaults,
+Four corpora, generated in memory once: the batch check's rows (``sidecar.demo.synthetic`` defaults,
 ~72 KB, the ``record_step.py`` corpus), live rows (2 model calls of 2,100 bytes, ~12.5 KiB,
 as ``live_profile.py`` sends them), and two 1 MiB documents of long strings: plain ASCII and
 mostly non-ASCII text (UTF-8 validated byte sequence by byte sequence). Each run times, by
@@ -42,7 +42,7 @@ try:
     from health._payload_spans import compact
 except ImportError:  # not built: main() says so
     pass
-from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
+from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
 
 SEED = 20261202
 _DEPTH = 257

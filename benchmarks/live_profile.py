@@ -11,7 +11,7 @@ stages interleaved): requests of ``--batch`` ``completed`` events of generated ~
 (``benchmarks/ingest.py``'s shape) go through each stage of ``POST /v1/runs/{run}/events`` on
 two paths side by side: the *full path* (the whole body parsed by orjson, every row a dict:
 what every request took before rows were kept as bytes, and what a body the raw path cannot
-vouch for still takes) and the *raw path* (``sidecar.raw_rows``: the body vetted by simdjson,
+vouch for still takes) and the *raw path* (``sidecar.ingest.raw_rows``: the body vetted by simdjson,
 decoded once by msgspec with each row left as its bytes; digest and ``ng_perf`` from the batch
 check's fast path).
 
@@ -45,8 +45,10 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import Bench  # noqa: E402
 from benchmarks.state import serve, unpack_baseline  # noqa: E402
-from sidecar.engines import default_engines  # noqa: E402
-from sidecar.events import (  # noqa: E402
+from sidecar.demo.synthetic import SyntheticConfig, generate_rows  # noqa: E402
+from sidecar.http.json_bodies import too_deep  # noqa: E402
+from sidecar.ingest.engines import default_engines  # noqa: E402
+from sidecar.ingest.events import (  # noqa: E402
     Completed,
     EventBatch,
     RunStarted,
@@ -54,16 +56,14 @@ from sidecar.events import (  # noqa: E402
     dump_row,
     idempotency_key,
 )
-from sidecar.fact_derivation import derive_fact, latency_ms  # noqa: E402
+from sidecar.ingest.facts import derive_fact, latency_ms  # noqa: E402
+from sidecar.ingest.raw_rows import decode_request, vetted_json  # noqa: E402
 from sidecar.journal import (  # noqa: E402
     Journal,
     JournalEvent,
     encode_fact,
 )
-from sidecar.json_bodies import too_deep  # noqa: E402
-from sidecar.raw_rows import decode_request, vetted_json  # noqa: E402
-from sidecar.runs import RunState  # noqa: E402
-from sidecar.synthetic import SyntheticConfig, generate_rows  # noqa: E402
+from sidecar.state.run import RunState  # noqa: E402
 from tests.reliability_harness.proc_stats import cpu_seconds  # noqa: E402
 
 __all__ = ["BARE_ROWS", "generated_rows", "ingest_round"]  # what other benchmarks import

@@ -1,6 +1,6 @@
 """build_ng_perf throughput on realistic rows: ~8 model calls of ~8 KB payload each.
 
-Rows come from ``sidecar.synthetic`` (healthy rows, fixed seed), already parsed, as the service
+Rows come from ``sidecar.demo.synthetic`` (healthy rows, fixed seed), already parsed, as the service
 holds them. Measured in the same run: the validation floor (``TrajectoryRecord`` validation of
 the same ``ng_trajectory``, which ``build_ng_perf`` must do), ``build_ng_perf`` itself, and
 parse + build from the row's JSON bytes. Each cell is the median of ``--runs`` passes over all
@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 
 from health.contract import validate_trajectory
-from sidecar.rollout_perf import build_ng_perf
-from sidecar.synthetic import SyntheticConfig, generate_rows
+from sidecar.demo.synthetic import SyntheticConfig, generate_rows
+from sidecar.perf.rollout_perf import build_ng_perf
 
 
 def _rates(cells: dict[str, tuple[list[Any], Callable[[Any], object]]], runs: int) -> dict[str, float]:

@@ -37,7 +37,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.stats import quantile
-from sidecar.synthetic import SyntheticConfig, api_steps, generate_events
+from sidecar.demo.synthetic import SyntheticConfig, api_steps, generate_events
 from tests.reliability_harness.sidecar_process import SidecarProcess
 
 __all__ = ["completion_events", "post_load", "socketless_port"]  # what other benchmarks import

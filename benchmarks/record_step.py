@@ -5,7 +5,7 @@ One command::
     .venv/bin/python benchmarks/record_step.py               # 1,000 rollouts, 5 runs
     .venv/bin/python benchmarks/record_step.py --rollouts 4000 --repeats 3
 
-Rows come from ``sidecar.synthetic`` (multi-turn agents, subagents, ~8 KB per model call,
+Rows come from ``sidecar.demo.synthetic`` (multi-turn agents, subagents, ~8 KB per model call,
 a few faults), generated in memory once. Each run times, by the process's own CPU time (the
 machine is shared), over every row:
 
@@ -52,7 +52,7 @@ from health.parse import parse_line
 from health.payload_spans import NATIVE, decode_strict_skipping_payloads
 from health.rejection import read_rejected_record
 from health.strict_schema import StrictRecord, contract_rules_hold, decode_strict
-from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
+from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
 
 _VETTED_DEPTH = 257
 """The depth the fast path vets a line to."""

@@ -1,4 +1,4 @@
-"""Benchmark: how fast ``sidecar.synthetic.write_run_dir`` streams full-size rollout rows.
+"""Benchmark: how fast ``sidecar.demo.synthetic.write_run_dir`` streams full-size rollout rows.
 
 One command::
 
@@ -21,7 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
-from sidecar.synthetic import FaultRates, SyntheticConfig, write_run_dir
+from sidecar.demo.synthetic import FaultRates, SyntheticConfig, write_run_dir
 
 OUT = Path(__file__).resolve().parent / "out" / "synthetic"
 SEED = 11

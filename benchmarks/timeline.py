@@ -8,10 +8,10 @@ One command::
 Three phases, each comparing a run of ``--small`` (1,000) rollouts with one of ``--big``
 (1,000,000), both lasting ``--hours`` (3) of arrival time, and printing the ratio big/small:
 
-* **pure**: :class:`sidecar.timeline.Timeline` alone, fed one fact per rollout: its points,
+* **pure**: :class:`sidecar.state.timeline.Timeline` alone, fed one fact per rollout: its points,
   its pickled bytes (what a snapshot holds) and its buffers, and the time of one ``advance``
   (the per-fact cost on the ingest path, median of ``--repeats``); plus a week-long 1M run.
-* **state**: a :class:`sidecar.runs.RunState` fed a ``started`` and a ``completed`` fact per
+* **state**: a :class:`sidecar.state.run.RunState` fed a ``started`` and a ``completed`` fact per
   rollout (journal facts, as the ingest path applies them): the timeline's share of the run's
   snapshot (the pickled state with its timeline minus without it) and of the journal (the
   facts' encoding: the timeline journals nothing, so its share is 0 by construction, and the
@@ -51,16 +51,16 @@ from benchmarks.fact_journal import (  # noqa: E402
     write_journal,
 )
 from benchmarks.state import serve  # noqa: E402
-from sidecar.engines import default_engines  # noqa: E402
-from sidecar.events import RunStarted  # noqa: E402
+from sidecar.ingest.engines import default_engines  # noqa: E402
+from sidecar.ingest.events import RunStarted  # noqa: E402
 from sidecar.journal import (  # noqa: E402
     CompletedFact,
     Disposition,
     StartedFact,
     encode_fact,
 )
-from sidecar.runs import RunState  # noqa: E402
-from sidecar.timeline import MAX_POINTS, Timeline, TimelineSample  # noqa: E402
+from sidecar.state.run import RunState  # noqa: E402
+from sidecar.state.timeline import MAX_POINTS, Timeline, TimelineSample  # noqa: E402
 
 
 class _Counts:

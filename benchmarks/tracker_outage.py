@@ -36,7 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.otlp_outage import completion_events, post_load, socketless_port
 from benchmarks.stats import quantile
-from sidecar.trackers import tracker_available
+from sidecar.export.trackers import tracker_available
 from tests.reliability_harness.proc_stats import cpu_seconds
 from tests.reliability_harness.sidecar_process import SidecarProcess
 

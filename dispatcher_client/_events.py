@@ -1,6 +1,6 @@
 """The API event dicts a dispatcher sends, built in one place for the async and sync clients.
 
-Kinds, ops and field names follow :mod:`sidecar.event_schema` (the models of ``sidecar.events``
+Kinds, ops and field names follow :mod:`sidecar.wire` (the models of ``sidecar.ingest.events``
 are checked against it); absent optional values are left out rather than sent as ``null`` so
 an older sidecar's closed models still accept them.
 """
@@ -12,8 +12,7 @@ from typing import Any
 
 import orjson
 
-from sidecar.event_schema import EventKind
-from sidecar.wire import EventNumber, dump_row, row_identity, source_id
+from sidecar.wire import EventKind, EventNumber, dump_row, row_identity, source_id
 
 __all__ = [
     "completed_event",

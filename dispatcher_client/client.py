@@ -21,8 +21,7 @@ from typing import Any
 import httpx
 import orjson
 
-from sidecar.event_schema import EventKind, OutcomeStatus
-from sidecar.wire import RUN_ID_PATTERN
+from sidecar.wire import RUN_ID_PATTERN, EventKind, OutcomeStatus
 
 from ._batcher import Batcher
 from ._core import ClientClosed, ClientCore, SidecarError, read_error
@@ -107,7 +106,7 @@ class SidecarClient(ClientCore):
     def submit_event(
         self, event: Mapping[str, Any], *, want_result: bool = False
     ) -> asyncio.Future[dict[str, Any] | None] | None:
-        """Queue one raw API event (a dict of ``sidecar.events``); never waits."""
+        """Queue one raw API event (a dict of ``sidecar.ingest.events``); never waits."""
         future: asyncio.Future[dict[str, Any] | None] | None = None
         if want_result:
             future = asyncio.get_running_loop().create_future()

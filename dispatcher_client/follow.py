@@ -25,8 +25,13 @@ import httpx
 import orjson
 
 from health.registry import CHECK_IDS
-from sidecar.event_schema import EventKind
-from sidecar.wire import FollowerState, MaterializedInputsError, materialized_lines, plan_from_lines
+from sidecar.wire import (
+    EventKind,
+    FollowerState,
+    MaterializedInputsError,
+    materialized_lines,
+    plan_from_lines,
+)
 
 from ._events import run_ended_event
 from ._tail import FilePosition, SentRange, TailRead, is_blank_line, read_new_lines

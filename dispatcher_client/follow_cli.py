@@ -250,7 +250,7 @@ def _error(message: str, code: int = 2) -> int:
 
 
 def _follow(args: argparse.Namespace) -> int:
-    from sidecar.settings import SettingsError, load_token
+    from sidecar.http.settings import SettingsError, load_token
 
     refused = refuse_run_dir(args.run_dir, args.rollouts_file)
     if refused is not None:

@@ -22,9 +22,8 @@ from typing import Any
 
 import httpx
 
-from sidecar.event_schema import LatencyOp
-from sidecar.rollout_perf import DispatchLatencyTracker
-from sidecar.wire import source_id
+from sidecar.perf.rollout_perf import DispatchLatencyTracker
+from sidecar.wire import LatencyOp, source_id
 
 from ._core import renamed_timeout
 from .config import ClientConfig, ClientStats

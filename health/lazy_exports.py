@@ -2,7 +2,7 @@
 
 A package ``__init__`` that re-exports its submodules' names would import them all when any
 one submodule is imported (the client's perf core imports ``health.contract``; ``health-check``
-imports ``sidecar.trackers.cli``). With a table of where each name lives, the package binds
+imports ``sidecar.export.trackers.cli``). With a table of where each name lives, the package binds
 :func:`lazy_exports`' pair as its module ``__getattr__`` and ``__dir__`` and a name's submodule
 loads when the name is first read. It lives in ``health`` so that ``health`` and ``sidecar``
 both use it (``health`` never imports ``sidecar``).

@@ -22,11 +22,11 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 #: Subcommand name -> the module whose ``register`` adds it, in ``--help`` order.
 COMMANDS: dict[str, str] = {
-    "health-check": "sidecar.trackers.cli:register_health_check",
-    "serve": "sidecar.service_cli",
-    "report": "sidecar.service_cli",
+    "health-check": "sidecar.export.trackers.cli:register_health_check",
+    "serve": "sidecar.http.cli",
+    "report": "sidecar.http.cli",
     "follow": "dispatcher_client.follow_cli",
-    "demo": "sidecar.demo_cli",
+    "demo": "sidecar.demo.cli",
 }
 
 

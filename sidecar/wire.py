@@ -1,7 +1,9 @@
 """The wire contract the service and ``dispatcher_client`` share, written once.
 
 What a run id may be, which row keys name a rollout, how a client numbers its events, how a
-row becomes JSON however deep it nests, and how a materialized-inputs file becomes a plan.
+row becomes JSON however deep it nests, how a materialized-inputs file becomes a plan, and each
+event kind with the fields it carries (the service's pydantic models are checked against
+:data:`EVENT_FIELDS` when defined, so a field in one and not the other stops the import).
 Both sides import this module, so they cannot disagree; it stays light (orjson and the
 standard library only) because the client imports it.
 """
@@ -13,24 +15,32 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from enum import StrEnum
-from typing import Any, NamedTuple, Protocol
+from types import MappingProxyType
+from typing import Any, Final, NamedTuple, Protocol
 
 import orjson
 
 __all__ = [
     "ATTEMPT_KEY",
+    "ENVELOPE_FIELDS",
+    "EVENT_FIELDS",
     "MAX_EVENT_SEQ",
     "MAX_MATERIALIZED_LINE_BYTES",
     "MAX_SOURCE_CHARS",
     "ROLLOUT_KEY",
     "RUN_ID_PATTERN",
     "TASK_KEY",
+    "EventKind",
     "EventNumber",
+    "EventSchemaDrift",
     "FollowerState",
+    "LatencyOp",
     "MaterializedInputsError",
+    "OutcomeStatus",
     "TooManyTasks",
+    "check_event_model",
     "dump_row",
     "materialized_lines",
     "plan_from_lines",
@@ -181,3 +191,100 @@ def plan_from_lines(lines: Iterable[bytes | bytearray], *, max_tasks: int | None
             )
         plan[task] = plan.get(task, 0) + 1
     return plan
+
+
+
+class EventKind(StrEnum):
+    """An event's ``kind``: which model validates it."""
+
+    RUN_STARTED = "run_started"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    DRAINED = "drained"
+    RUN_ENDED = "run_ended"
+    LATENCY = "latency"
+    STARTED = "started"
+    HEARTBEAT = "heartbeat"
+
+
+class LatencyOp(StrEnum):
+    """A ``latency`` event's ``op``: the ``DispatchLatencyTracker`` method it replays."""
+
+    RECORD = "record"
+    RECORD_FAILURE = "record_failure"
+    RECORD_DRAINED = "record_drained"
+
+
+class OutcomeStatus(StrEnum):
+    """What the service answers for one event of a batch.
+
+    ``accepted``; ``duplicate`` (its idempotency key was stored before); ``unknown_run`` (no
+    ``run_started`` yet); ``not_in_flight`` (a heartbeat of an attempt not in flight).
+    """
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    UNKNOWN_RUN = "unknown_run"
+    NOT_IN_FLIGHT = "not_in_flight"
+
+
+_EVERY = ("kind", "generation")
+#: The client-assigned identity (``source`` + ``seq``) and a rollout's own identity.
+_ROLLOUT = (*_EVERY, "source", "seq", "task_index", "rollout_index", "attempt")
+
+#: The fields each kind accepts (the models forbid every other key).
+EVENT_FIELDS: Final[Mapping[EventKind, frozenset[str]]] = MappingProxyType(
+    {
+        EventKind.RUN_STARTED: frozenset(
+            (
+                *_EVERY,
+                "plan",
+                "materialized_inputs",
+                "dispatch_budget_s",
+                "drain_margin_s",
+                "task_timeout_s",
+                "max_attempts",
+                "started_at",
+                "source_path",
+                "ignored_checks",
+                "tracking",
+            )
+        ),
+        EventKind.COMPLETED: frozenset((*_ROLLOUT, "seconds", "latency_ms", "row", "line", "line_number")),
+        EventKind.FAILED: frozenset((*_ROLLOUT, "seconds", "row", "failure_class", "terminal")),
+        EventKind.DRAINED: frozenset((*_ROLLOUT, "row")),
+        EventKind.RUN_ENDED: frozenset((*_EVERY, "ended_at")),
+        EventKind.LATENCY: frozenset((*_EVERY, "op", "seconds", "source", "seq")),
+        EventKind.STARTED: frozenset((*_EVERY, "task_index", "rollout_index", "attempt")),
+        EventKind.HEARTBEAT: frozenset((*_EVERY, "task_index", "rollout_index", "attempt")),
+    }
+)
+
+#: Every key any event may carry, sorted: the fast decoder's envelope (it refuses the rest).
+ENVELOPE_FIELDS: Final[tuple[str, ...]] = tuple(sorted(frozenset().union(*EVENT_FIELDS.values())))
+
+
+class EventSchemaDrift(TypeError):
+    """A model and :data:`EVENT_FIELDS` disagree; ``fields`` names the ones in one only."""
+
+    def __init__(self, kind: str, missing: Iterable[str], extra: Iterable[str]) -> None:
+        self.kind = kind
+        self.missing = sorted(missing)
+        self.extra = sorted(extra)
+        parts = []
+        if self.extra:
+            parts.append(f"the model has {self.extra} that sidecar.wire.EVENT_FIELDS lacks")
+        if self.missing:
+            parts.append(f"EVENT_FIELDS lists {self.missing} that the model lacks")
+        super().__init__(f"event kind {kind!r}: " + "; ".join(parts))
+
+
+def check_event_model(kind: str, fields: Iterable[str]) -> None:
+    """Raise :class:`EventSchemaDrift` unless ``fields`` (a model's) are exactly ``kind``'s."""
+    try:
+        expected = EVENT_FIELDS[EventKind(kind)]
+    except ValueError:
+        raise EventSchemaDrift(kind, (), ("kind",)) from None
+    have = frozenset(fields)
+    if have != expected:
+        raise EventSchemaDrift(kind, expected - have, have - expected)

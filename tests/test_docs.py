@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from health.registry import CHECK_IDS
-from sidecar.request_errors import ErrorCode
-from sidecar.server import ServiceThread
-from sidecar.settings import Secret, ServiceSettings
+from sidecar.http.errors import ErrorCode
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import Secret, ServiceSettings
 from tests.dispatcher_client.support import free_port
 from tests.sidecar.service_support import generate_run, post_events
 
@@ -180,7 +180,7 @@ def test_http_api_doc_names_every_inflight_field(live: _Answers) -> None:
 
 
 def test_http_api_doc_has_one_row_per_error_code() -> None:
-    app_source = (REPO / "sidecar" / "app.py").read_text(encoding="utf-8")
+    app_source = (REPO / "sidecar" / "http" / "app.py").read_text(encoding="utf-8")
     codes = {*get_args(ErrorCode), *re.findall(r'error_body\(\s*"([a-z_]+)"', app_source)}
     errors = _section(HTTP_API_DOC.read_text(encoding="utf-8"), "## Errors")
     rows = re.findall(r"^\| `([a-z_]+)` \| \d{3}", errors, re.M)

@@ -3,7 +3,7 @@
 NEEDS THE ORACLE (``bash ../shared/tools/reference/setup.sh``); a development tool, never used by
 tests or CI.
 
-For each seed it writes a run directory with ``sidecar.synthetic`` (every fault kind at a high
+For each seed it writes a run directory with ``sidecar.demo.synthetic`` (every fault kind at a high
 rate, broken tasks, judge calls, subagents; small payloads so many rows fit), stores the
 reference's outputs with ``oracle.py`` and compares ours with ``compare.py``: both report files
 byte for byte (``rollout-sidecar health-check``, some seeds with ignored checks) and every
@@ -40,7 +40,7 @@ IGNORED = (
 def ng_perf_lines(rollouts: Path) -> None:
     """One JSON line per readable rollout: ``line``, raw identity and ``build_ng_perf(row, None)``."""
     from health.parse import parse_line
-    from sidecar.rollout_perf import build_ng_perf
+    from sidecar.perf.rollout_perf import build_ng_perf
 
     out = sys.stdout.buffer
     with rollouts.open("rb") as handle:
@@ -62,7 +62,7 @@ def ng_perf_lines(rollouts: Path) -> None:
 
 
 def _write_run(run_dir: Path, seed: int, tasks: int) -> None:
-    from sidecar.synthetic import FaultRates, SyntheticConfig, write_run_dir
+    from sidecar.demo.synthetic import FaultRates, SyntheticConfig, write_run_dir
 
     config = SyntheticConfig(
         num_tasks=tasks,

@@ -3,7 +3,7 @@
 NEEDS THE ORACLE (``bash ../shared/tools/reference/setup.sh``); a development tool, never used by
 tests or CI.
 
-For each seed it writes a fault-heavy run with ``sidecar.synthetic``, deals its rows over K shard
+For each seed it writes a fault-heavy run with ``sidecar.demo.synthetic``, deals its rows over K shard
 files (``rollouts-rs<i>-chunk<j>.jsonl`` plus the ``_failures`` / ``_materialized_inputs`` side
 files ``--glob`` must skip), and adds what only a global reduce gets right: identities written
 in two shards, records without ``_ng_task_index`` in every shard, unreadable lines, blank lines,
@@ -57,7 +57,7 @@ def reference(run_dir: str, paths: list[str]) -> None:
 def write_shards(run_dir: Path, seed: int, tasks: int, shards: int) -> list[Path]:
     import orjson
 
-    from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
+    from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
 
     config = SyntheticConfig(
         num_tasks=tasks,

@@ -1,6 +1,6 @@
 """A fake NeMo Gym agent server on loopback: ``POST /run`` sleeps a task's duration, then replies.
 
-Each reply is the synthetic generator's row for that attempt (:func:`sidecar.synthetic.rollout_event`),
+Each reply is the synthetic generator's row for that attempt (:func:`sidecar.demo.synthetic.rollout_event`),
 so trajectories are real ``ng_trajectory`` records with the generator's faults, broken tasks and
 failures. How a failure reaches the dispatcher depends on who reports it, as with a real agent:
 
@@ -27,9 +27,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from sidecar._server_thread import ServerThread, ServerThreadError
 from sidecar.demo.config import TimeScale
-from sidecar.synthetic import RolloutEvent, SyntheticConfig, rollout_event
+from sidecar.demo.synthetic import RolloutEvent, SyntheticConfig, rollout_event
+from sidecar.http.server_thread import ServerThread, ServerThreadError
 
 __all__ = ["REQUEST_FAILURE_CLASSES", "AgentServer", "AgentServerError", "create_agent_app", "reply_for"]
 

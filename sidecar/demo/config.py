@@ -1,6 +1,6 @@
 """What the demo runs: its size, its dispatch budget, and the clock that makes hours fit in seconds.
 
-Task durations follow :func:`sidecar.synthetic.sample_task_seconds` (median ~95 s, a Pareto
+Task durations follow :func:`sidecar.demo.synthetic.sample_task_seconds` (median ~95 s, a Pareto
 tail of stragglers), so a real run takes hours. The demo replays it on a compressed clock:
 :class:`TimeScale` maps real seconds to *simulated* seconds (default 600, i.e. one simulated
 minute per 0.1 s real). The fake agent server sleeps the real equivalent of each task's
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from sidecar.synthetic import FaultRates, SyntheticConfig
+    from sidecar.demo.synthetic import FaultRates, SyntheticConfig
 
 __all__ = [
     "DEFAULT_DURATION_S",
@@ -84,7 +84,7 @@ def demo_faults(rate: float = 0.012) -> FaultRates:
     Torn lines and duplicated identities are left out: they come from a crashed writer or a
     resumed run appending to the same file, not from an agent's reply.
     """
-    from sidecar.synthetic import FaultRates
+    from sidecar.demo.synthetic import FaultRates
 
     return replace(FaultRates.mixed(rate), unreadable_line=0.0, duplicate_identity=0.0)
 
@@ -140,7 +140,7 @@ class DemoConfig:
 
     def synthetic(self) -> SyntheticConfig:
         """The generator behind the agent's replies and the dispatcher's input rows."""
-        from sidecar.synthetic import SyntheticConfig
+        from sidecar.demo.synthetic import SyntheticConfig
 
         return SyntheticConfig(
             num_tasks=self.num_tasks,

@@ -39,11 +39,11 @@ from sidecar.demo.display import Frame, show_live
 from sidecar.demo.live import SidecarView, scrape
 from sidecar.demo.report_view import DemoPaths
 from sidecar.demo.run_files import RunFiles
-from sidecar.inflight import InflightRules
-from sidecar.report import ReportFiles, fetch_report
-from sidecar.server import ServiceThread, loop_factory
-from sidecar.settings import ServiceSettings
-from sidecar.synthetic import materialized_rows
+from sidecar.demo.synthetic import materialized_rows
+from sidecar.http.report_files import ReportFiles, fetch_report
+from sidecar.http.server import ServiceThread, loop_factory
+from sidecar.http.settings import ServiceSettings
+from sidecar.state.inflight import InflightRules
 from sidecar.web.saved import fetch_page, write_html
 
 __all__ = ["DemoError", "DemoResult", "prepare_out_dir", "run_demo"]

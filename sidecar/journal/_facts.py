@@ -161,7 +161,7 @@ class CompletedFact(NamedTuple):
     row: bytes | None = None
     """The raw row, only with ``serve --keep-rows`` (never read back by the state)."""
     agent: str | None = None
-    """The row's ``agent_ref.name`` (capped, :func:`sidecar.agents.agent_name`); ``None``: none
+    """The row's ``agent_ref.name`` (capped, :func:`sidecar.state.agents.agent_name`); ``None``: none
     named, or a fact of format 2 (which did not keep it)."""
 
     def compact(self, ordinal: int) -> CompactDigest:

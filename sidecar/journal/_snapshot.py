@@ -35,8 +35,8 @@ import orjson
 import structlog
 
 from health.process_tuning import collector_paused, take_over
-from sidecar._lifeline import die_with_parent
 from sidecar.journal._facts import READABLE_STATE_SCHEMAS, STATE_SCHEMA
+from sidecar.journal._lifeline import die_with_parent
 
 __all__ = [
     "SNAPSHOT_FORMAT",

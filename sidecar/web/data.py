@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 if TYPE_CHECKING:
-    from sidecar.runs import RunState
+    from sidecar.state.run import RunState
 
 __all__ = [
     "OLDEST_LIMIT",
@@ -105,7 +105,7 @@ def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int |
     to build: the caller keeps one, made over ``perf_rollouts``). O(1) in the run's size except
     the health counts of a run with a duplicate identity (``RunState.health_view``), so the route
     builds it off the loop."""
-    from sidecar.durations import DURATION_BUCKETS
+    from sidecar.state.durations import DURATION_BUCKETS
 
     view = run.health_view()
     ended = run.ended_at is not None

@@ -17,14 +17,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from sidecar.request_errors import RequestError
+from sidecar.http.errors import RequestError
 from sidecar.web.data import live_body
 from sidecar.web.page import ASSETS, LIVE_CSP, asset_bytes, index_html, run_html
 
 if TYPE_CHECKING:
-    from sidecar.engines import PerfSummaryCutLike
-    from sidecar.runs import RunState
-    from sidecar.service import Service
+    from sidecar.http.service import Service
+    from sidecar.ingest.engines import PerfSummaryCutLike
+    from sidecar.state.run import RunState
 
 __all__ = ["HTML_HEADERS", "web_routes"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from sidecar.agents import AgentRow, AgentTotals, agent_name
+from sidecar.state.agents import AgentRow, AgentTotals, agent_name
 from sidecar.web.data import batch_body, unhealthy_rows
 from sidecar.web.page import saved_html
 
@@ -75,10 +75,10 @@ def _lines(path: Path) -> Iterator[bytes]:
 def _perf(rollout_paths: Iterable[Path]) -> tuple[dict[str, Any] | None, list[AgentRow] | None]:
     """NeMo Gym's perf summary over the rows' ``ng_perf`` (their own, else built from the
     trajectory), and per agent (rows naming an ``agent_ref``) as the live page has it
-    (:class:`sidecar.agents.AgentTotals`): rollouts, latency from ``ng_perf.total_latency_ms``
+    (:class:`sidecar.state.agents.AgentTotals`): rollouts, latency from ``ng_perf.total_latency_ms``
     where the row has one, turns, tool calls, tokens; no failures and no rate (the files hold
     neither)."""
-    from sidecar.rollout_perf import PerfSummaryState, build_ng_perf
+    from sidecar.perf.rollout_perf import PerfSummaryState, build_ng_perf
 
     state = PerfSummaryState()
     agents = AgentTotals()

@@ -20,8 +20,8 @@ import httpx
 import pytest
 import yaml
 
-from sidecar.durations import DURATION_BUCKETS
-from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
+from sidecar.demo.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
+from sidecar.state.durations import DURATION_BUCKETS
 from tests.reliability_harness.sidecar_process import free_port
 
 from ._promql import SIDECAR_PREFIX, metric_names

@@ -16,7 +16,7 @@ import pytest
 
 from dispatcher_client import RemoteLatencyTracker, SyncSidecarClient
 from sidecar.cli import main as cli_main
-from sidecar.settings import load_token
+from sidecar.http.settings import load_token
 from tests.dispatcher_client.support import SidecarProcess, free_port
 
 from .conftest import COMPOSE_FILE, DEPLOY_DIR, load_yaml

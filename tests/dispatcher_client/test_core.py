@@ -16,8 +16,8 @@ from dispatcher_client import (
     SidecarUnreachable,
     SyncSidecarClient,
 )
-from sidecar.server import ServiceThread
-from sidecar.settings import Secret, ServiceSettings
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import Secret, ServiceSettings
 
 pytestmark = pytest.mark.timeout(60)
 

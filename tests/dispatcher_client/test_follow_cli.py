@@ -16,8 +16,8 @@ from dispatcher_client.follow import Follower
 from dispatcher_client.follow_cli import _Status
 from sidecar.cli import build_parser
 from sidecar.cli import main as cli_main
-from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import ServiceSettings
 from tests.dispatcher_client.support import free_port
 from tests.sidecar.service_support import generate_run
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 
 from dispatcher_client import ClientConfig, SidecarClient, SyncSidecarClient
-from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import ServiceSettings
 
 from .support import free_port
 

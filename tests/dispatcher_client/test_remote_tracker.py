@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SyncSidecarClient
-from sidecar.rollout_perf import DispatchLatencyTracker
-from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import ServiceSettings
+from sidecar.perf.rollout_perf import DispatchLatencyTracker
 
 from .support import free_port
 

@@ -9,9 +9,9 @@ import pytest
 
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SidecarClient, SyncSidecarClient
 from dispatcher_client.config import TOKEN_ENV_VAR, resolve_token
-from sidecar import settings as service_settings
-from sidecar.server import ServiceThread
-from sidecar.settings import Secret, ServiceSettings
+from sidecar.http import settings as service_settings
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import Secret, ServiceSettings
 
 ROW = {"_ng_task_index": 0, "_ng_rollout_index": 0}
 

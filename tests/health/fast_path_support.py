@@ -8,7 +8,7 @@
   duplicate keys, which no JSON library will;
 * :func:`mutate`, random structural edits of a record driven by a :class:`Chooser` (a seeded
   ``random.Random`` or a hypothesis draw);
-* a small corpus of ``sidecar.synthetic`` rows, failure rows and torn lines, faults included.
+* a small corpus of ``sidecar.demo.synthetic`` rows, failure rows and torn lines, faults included.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from health.fast_path import read_everyday_record, read_stripped_line
 from health.parse import parse_line
 from health.rejection import RejectedRecord
 from health.types import RolloutDigest
-from sidecar.synthetic import FaultRates, SyntheticConfig, generate_events
+from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_events
 
 T = TypeVar("T")
 

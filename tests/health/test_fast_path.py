@@ -9,7 +9,7 @@ rot into always deferring, or accept what it must not.
 
 Lines come from a template record with splice points (``fast_path_support.TEMPLATE``: raw bytes
 in a value, or raw ``"key":value`` pairs before/after an object's keys, which is how duplicate
-keys and invalid JSON get in), from path edits of that record, from ``sidecar.synthetic`` runs
+keys and invalid JSON get in), from path edits of that record, from ``sidecar.demo.synthetic`` runs
 (faults included) and their random mutations, and from the conformance vectors.
 """
 
@@ -32,7 +32,7 @@ from health.fast_path import read_stripped_line
 from health.registry import ROLLOUT_CHECK_IDS
 from health.rejection import RejectedRecord
 from health.types import RolloutDigest
-from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
+from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
 from tests.health.fast_path_support import (
     DELETE,
     POLICY,
@@ -1114,7 +1114,7 @@ _EVERYDAY_RUN_SCRIPT = """
 import sys
 import orjson
 from health.digest import digest_line
-from sidecar.synthetic import SyntheticConfig, generate_events
+from sidecar.demo.synthetic import SyntheticConfig, generate_events
 
 config = SyntheticConfig(num_tasks=10, repeats_per_task=4)
 lines = [orjson.dumps(e.row) for e in generate_events(config, 5) if e.row is not None]

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from dispatcher_client.follow import Follower
-from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import ServiceSettings
 from tests.reliability_harness.follower import run_follower_trials
 from tests.reliability_harness.sidecar_process import Launch
 from tests.reliability_harness.workload import batch_files, generate_run, report_files

@@ -23,10 +23,10 @@ from typing import Any
 import httpx
 import uvicorn
 
-from sidecar.app import create_app
+from sidecar.http.app import create_app
+from sidecar.http.service import Service
+from sidecar.http.settings import ServiceSettings
 from sidecar.journal import Journal
-from sidecar.service import Service
-from sidecar.settings import ServiceSettings
 
 from .workload import batch_files, generate_run, journal_keys, report_files
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from sidecar.settings import TOKEN_ENV_VAR
+from sidecar.http.settings import TOKEN_ENV_VAR
 from tests.reliability_harness.sidecar_process import REPO_ROOT, Launch, SidecarProcess
 from tests.reliability_harness.workload import batch_files, generate_run, report_files
 

@@ -21,7 +21,7 @@ import httpx
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from sidecar.events import EVENT_KINDS
+from sidecar.ingest.events import EVENT_KINDS
 from sidecar.wire import RUN_ID_PATTERN
 
 from .sidecar_process import Launch, SidecarProcess

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from sidecar.events import MAX_COUNT, MAX_LATENCY_MS, MAX_REPEATS_PER_TASK, MAX_SECONDS, MAX_TIMESTAMP
+from sidecar.ingest.events import MAX_COUNT, MAX_LATENCY_MS, MAX_REPEATS_PER_TASK, MAX_SECONDS, MAX_TIMESTAMP
 from tests.reliability_harness.sidecar_process import Launch, SidecarProcess
 from tests.reliability_harness.workload import batch_files, generate_run, report_files
 

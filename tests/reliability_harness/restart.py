@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from sidecar.events import EventBatch, encode_event
+from sidecar.ingest.events import EventBatch, encode_event
 from sidecar.journal import Journal, JournalEvent
 from tests.reliability_harness.sidecar_process import REPO_ROOT, Launch, SidecarProcess, free_port
 from tests.reliability_harness.workload import generate_run

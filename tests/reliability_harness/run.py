@@ -23,7 +23,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: tests/reliability_harness/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from sidecar.logging import configure_logging
+from sidecar.http.logging import configure_logging
 from tests.reliability_harness.big_bodies import run_big_bodies
 from tests.reliability_harness.blocking_reads import describe, run_blocking_reads
 from tests.reliability_harness.corrupt import run_corrupt_trials, run_schema_cases

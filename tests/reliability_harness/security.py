@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import orjson
 
-from sidecar.app import create_app
-from sidecar.service import Service
-from sidecar.settings import TOKEN_ENV_VAR, ServiceSettings
+from sidecar.http.app import create_app
+from sidecar.http.service import Service
+from sidecar.http.settings import TOKEN_ENV_VAR, ServiceSettings
 
 from .sidecar_process import Launch, SidecarProcess
 from .workload import batch_files, generate_run, report_files

@@ -18,11 +18,11 @@ import httpx
 import orjson
 
 from health import health_check_run_dir
-from sidecar.agents import agent_name
-from sidecar.durations import DurationHistogram
-from sidecar.events import EventBatch, idempotency_key
+from sidecar.demo.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
+from sidecar.ingest.events import EventBatch, idempotency_key
 from sidecar.journal import Journal
-from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
+from sidecar.state.agents import agent_name
+from sidecar.state.durations import DurationHistogram
 
 __all__ = [
     "AGENT_KEYS",
@@ -81,7 +81,7 @@ def generate_run(
     drained_fraction: float = 0.03,
     text_hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> GeneratedRun:
-    """A realistic run (faults, failures, drains, torn lines) from ``sidecar.synthetic``."""
+    """A realistic run (faults, failures, drains, torn lines) from ``sidecar.demo.synthetic``."""
     config = SyntheticConfig(
         num_tasks=num_tasks,
         repeats_per_task=repeats,

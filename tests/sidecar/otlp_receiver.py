@@ -3,7 +3,7 @@
 The receiver decodes every ``POST /v1/metrics`` body as an ``ExportMetricsServiceRequest``
 (``opentelemetry-proto``) and keeps it. :func:`as_prometheus` flattens a request the way the
 OTel Collector's Prometheus exporter names series, written here independently of
-``sidecar.otlp`` so the test checks the service's translation rather than repeating it.
+``sidecar.export.otlp`` so the test checks the service's translation rather than repeating it.
 """
 
 from __future__ import annotations

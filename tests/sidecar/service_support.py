@@ -9,11 +9,11 @@ from typing import Any
 
 import httpx
 
-from sidecar.engines import Engines, default_engines
-from sidecar.ingest import Ingestor
+from sidecar.demo.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
+from sidecar.ingest.engines import Engines, default_engines
+from sidecar.ingest.ingestor import Ingestor
 from sidecar.journal import Journal
-from sidecar.rollout_perf import DispatchLatencyTracker
-from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
+from sidecar.perf.rollout_perf import DispatchLatencyTracker
 
 __all__ = [
     "GeneratedRun",

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.accounting import Accounting, AccountingSnapshot
-from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import ServiceSettings
+from sidecar.state.accounting import Accounting, AccountingSnapshot
 
 from .service_support import generate_run, post_events
 

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from sidecar.agents import AGENT_NAME_CHARS, MAX_AGENTS, OTHER_AGENTS, AgentTotals, agent_name
+from sidecar.state.agents import AGENT_NAME_CHARS, MAX_AGENTS, OTHER_AGENTS, AgentTotals, agent_name
 
 
 class TestAgentName:

@@ -15,11 +15,11 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.app import create_app
+from sidecar.http.app import create_app
+from sidecar.http.logging import configure_logging
+from sidecar.http.service import Service
+from sidecar.http.settings import Secret, ServiceSettings, SettingsError, is_loopback, load_token
 from sidecar.journal import Journal, JournalEvent, JournalUnavailable
-from sidecar.logging import configure_logging
-from sidecar.service import Service
-from sidecar.settings import Secret, ServiceSettings, SettingsError, is_loopback, load_token
 
 from .service_support import generate_run
 

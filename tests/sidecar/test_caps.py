@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import orjson
 
-from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import ServiceSettings
 
 
 def _settings(tmp_path: Path, **caps: object) -> ServiceSettings:

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from health import health_check_run_dir
-from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import ServiceSettings
 
 
 def _dumps(value: Any) -> str:

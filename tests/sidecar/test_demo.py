@@ -30,7 +30,7 @@ from sidecar.demo.live import SidecarView, parse_metrics
 from sidecar.demo.report_view import accounting_balances
 from sidecar.demo.run import run_demo
 from sidecar.demo.run_files import RunFiles
-from sidecar.synthetic import SyntheticConfig, rollout_event, sample_task_seconds
+from sidecar.demo.synthetic import SyntheticConfig, rollout_event, sample_task_seconds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALL_RUN = ("--duration", "4", "--tasks", "45", "--concurrency", "8", "--task-timeout", "20", "--seed", "11")

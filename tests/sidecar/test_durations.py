@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.durations import DurationHistogram
+from sidecar.state.durations import DurationHistogram
 
 
 class TestDurationHistogramQuantile:

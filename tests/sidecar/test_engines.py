@@ -14,9 +14,9 @@ import pytest
 from health.compact import compact_digest
 from health.contract import check_trajectory
 from health.digest import digest_record, digest_record_with_trajectory
-from sidecar.engines import default_engines
-from sidecar.rollout_perf import build_ng_perf
-from sidecar.synthetic import FaultRates, SyntheticConfig, generate_rows
+from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
+from sidecar.ingest.engines import default_engines
+from sidecar.perf.rollout_perf import build_ng_perf
 
 
 def _rows() -> list[dict[str, Any]]:

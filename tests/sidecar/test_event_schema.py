@@ -1,5 +1,5 @@
 """One definition of the event contract: the models, the fast envelope, the client's builders
-and ``/openapi.json`` all agree with :mod:`sidecar.event_schema`, and drift names the field."""
+and ``/openapi.json`` all agree with :mod:`sidecar.wire`, and drift names the field."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ import orjson
 import pytest
 
 from dispatcher_client import _events as client_events
-from sidecar import events, raw_rows
-from sidecar.event_schema import (
+from sidecar.http.openapi import openapi_document
+from sidecar.ingest import events, raw_rows
+from sidecar.wire import (
     ENVELOPE_FIELDS,
     EVENT_FIELDS,
     EventKind,
+    EventNumber,
     EventSchemaDrift,
     LatencyOp,
     OutcomeStatus,
     check_event_model,
 )
-from sidecar.openapi import openapi_document
-from sidecar.wire import EventNumber
 
 _MODELS = {
     get_args(model.model_fields["kind"].annotation)[0]: model

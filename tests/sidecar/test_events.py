@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sidecar.events import (
+from sidecar.ingest.events import (
     MAX_SECONDS,
     EventBatch,
     content_hash,
@@ -15,7 +15,7 @@ from sidecar.events import (
     event_identity,
     idempotency_key,
 )
-from sidecar.raw_rows import decode_request
+from sidecar.ingest.raw_rows import decode_request
 
 
 def _one(body: dict[str, Any]) -> Any:

@@ -8,12 +8,12 @@ from typing import Any
 import orjson
 import pytest
 
-from sidecar.agents import AGENT_NAME_CHARS
-from sidecar.engines import default_engines
-from sidecar.events import EventBatch
-from sidecar.fact_derivation import derive_fact
+from sidecar.ingest.engines import default_engines
+from sidecar.ingest.events import EventBatch
+from sidecar.ingest.facts import derive_fact
+from sidecar.ingest.raw_rows import RawRow, decode_request
 from sidecar.journal import CompletedFact, Disposition, FailedFact, decode_fact, encode_fact
-from sidecar.raw_rows import RawRow, decode_request
+from sidecar.state.agents import AGENT_NAME_CHARS
 
 from .service_support import generate_run
 

@@ -7,7 +7,7 @@ import time
 
 from structlog.testing import capture_logs
 
-from sidecar._failopen import FailOpenWorker
+from sidecar.export.failopen import FailOpenWorker
 
 
 class TestFailOpenWorker:

@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import orjson
 
-from sidecar._guarded_http import BodyChunks
-from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.http._guarded import BodyChunks
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import ServiceSettings
 
 from .service_support import generate_run
 

@@ -9,10 +9,10 @@ import orjson
 import pytest
 
 from dispatcher_client._events import progress_event
-from sidecar.engines import default_engines
-from sidecar.events import EventBatch, RunStarted
-from sidecar.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold
-from sidecar.runs import RunState
+from sidecar.ingest.engines import default_engines
+from sidecar.ingest.events import EventBatch, RunStarted
+from sidecar.state.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold
+from sidecar.state.run import RunState
 
 from .service_support import GeneratedRun, generate_run
 

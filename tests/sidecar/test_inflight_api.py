@@ -11,12 +11,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dispatcher_client._events import progress_event
-from sidecar.app import create_app
 from sidecar.cli import main as cli_main
-from sidecar.inflight import InflightRules
-from sidecar.server import ServiceThread
-from sidecar.service import Service
-from sidecar.settings import ServiceSettings
+from sidecar.http.app import create_app
+from sidecar.http.server import ServiceThread
+from sidecar.http.service import Service
+from sidecar.http.settings import ServiceSettings
+from sidecar.state.inflight import InflightRules
 
 from .service_support import generate_run, post_events
 

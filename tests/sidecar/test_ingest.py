@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from sidecar.events import EventBatch
-from sidecar.ingest_answers import UnknownRun
-from sidecar.materialized_inputs import PlanError
-from sidecar.runs import RunState
+from sidecar.ingest.answers import UnknownRun
+from sidecar.ingest.events import EventBatch
+from sidecar.ingest.plans import PlanError
+from sidecar.state.run import RunState
 
 from .service_support import IngestHarness, generate_run
 
@@ -200,10 +200,10 @@ def test_an_answered_batch_is_not_kept_while_the_service_waits(tmp_path: Path) -
 
     import httpx
 
-    from sidecar.events import Completed
+    from sidecar.http.server import ServiceThread
+    from sidecar.http.settings import ServiceSettings
+    from sidecar.ingest.events import Completed
     from sidecar.journal import JournalEvent
-    from sidecar.server import ServiceThread
-    from sidecar.settings import ServiceSettings
 
     marker = "never-kept-" + "x" * (1 << 20)
     marker_bytes = marker.encode()

@@ -22,9 +22,9 @@ import structlog.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sidecar.engines import Engines, default_engines
-from sidecar.events import EventBatch
-from sidecar.ingest import Ingestor
+from sidecar.ingest.engines import Engines, default_engines
+from sidecar.ingest.events import EventBatch
+from sidecar.ingest.ingestor import Ingestor
 from sidecar.journal import Journal, JournalCompacted, _recovery
 from sidecar.journal._closed_groups import ClosedGroupFile
 from sidecar.journal._facts import STATE_SCHEMA
@@ -441,8 +441,8 @@ class TestFacts:
     ) -> None:
         """Records stored as whole events (the previous format) replay to the same state, and the
         snapshot taken right after the migration means a second restart replays nothing."""
-        from sidecar.service import Service
-        from sidecar.settings import ServiceSettings
+        from sidecar.http.service import Service
+        from sidecar.http.settings import ServiceSettings
 
         batches = _batches(generated)
         expected = await _uninterrupted(tmp_path / "a", batches)
@@ -501,9 +501,9 @@ class TestFacts:
         """Format-2 facts (no ``agent`` field, stamp ``facts-2/health-1``): the service opens the
         journal, restamps it, replays every record to the same state (with no per-agent figures:
         the old facts never kept the agent), and counts agents from the next row on."""
+        from sidecar.http.service import Service
+        from sidecar.http.settings import ServiceSettings
         from sidecar.journal import FACTS_FORMAT, JournalEvent, decode_fact
-        from sidecar.service import Service
-        from sidecar.settings import ServiceSettings
 
         assert FACTS_FORMAT == 3
         batches = _batches(generated)
@@ -710,7 +710,7 @@ class TestSnapshotsBesideOffLoopReads:
         import threading
         import time
 
-        from sidecar._offloop import OffLoopReads
+        from sidecar.http.offloop import OffLoopReads
 
         batches = _batches(generated)
         half = len(batches) // 2
@@ -752,10 +752,10 @@ class TestBindFirstReplayFromASnapshot:
     async def test_the_worker_thread_loads_the_snapshot_then_the_tail_and_readyz_progress_says_so(
         self, tmp_path: Path, generated: GeneratedRun
     ) -> None:
-        from sidecar.events import encode_event
+        from sidecar.http.service import Service
+        from sidecar.http.settings import ServiceSettings
+        from sidecar.ingest.events import encode_event
         from sidecar.journal import JournalEvent
-        from sidecar.service import Service
-        from sidecar.settings import ServiceSettings
 
         settings = ServiceSettings(journal_path=tmp_path / "journal.sqlite3")
         batches = _batches(generated)

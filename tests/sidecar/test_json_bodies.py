@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.json_bodies import dumps_json, dumps_report, json_depth, too_deep
+from sidecar.http.json_bodies import dumps_json, dumps_report, json_depth, too_deep
 
 _json_values = st.recursive(
     st.none() | st.integers(-(2**63), 2**63 - 1) | st.text(alphabet='[]{}"\\ab\n'),

@@ -13,7 +13,7 @@ import pytest
 
 _CHILD = """
 import os, sys, time
-from sidecar import _lifeline
+from sidecar.journal import _lifeline
 if sys.argv[1] == "watchdog":
     _lifeline._arm_parent_death_signal = lambda: False
 _lifeline.die_with_parent(os.getppid(), 0.05)
@@ -66,7 +66,7 @@ def test_die_with_parent_outlives_no_sigkilled_parent(mechanism: str) -> None:
 
 _INIT = """
 import ctypes, os, signal
-from sidecar._lifeline import init_worker
+from sidecar.journal._lifeline import init_worker
 def hook():
     armed = ctypes.c_int(0)
     ctypes.CDLL(None).prctl(2, ctypes.byref(armed), 0, 0, 0)  # PR_GET_PDEATHSIG

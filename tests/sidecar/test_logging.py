@@ -10,7 +10,7 @@ import orjson
 import pytest
 import structlog
 
-from sidecar.logging import configure_logging
+from sidecar.http.logging import configure_logging
 
 
 class _Tty(io.StringIO):

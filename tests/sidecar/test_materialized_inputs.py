@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sidecar.materialized_inputs import MATERIALIZED_REFUSED, PlanError, plan_from_materialized
+from sidecar.ingest.plans import MATERIALIZED_REFUSED, PlanError, plan_from_materialized
 
 NAME = "rollouts_materialized_inputs.jsonl"
 

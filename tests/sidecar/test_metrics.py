@@ -14,9 +14,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from health.registry import CHECK_IDS
-from sidecar.app import create_app
-from sidecar.service import Service
-from sidecar.settings import ServiceSettings
+from sidecar.http.app import create_app
+from sidecar.http.service import Service
+from sidecar.http.settings import ServiceSettings
 
 from .service_support import generate_run
 

@@ -12,11 +12,11 @@ import pytest
 from pydantic import TypeAdapter
 from starlette.routing import BaseRoute, Mount, Route
 
-from sidecar.app import create_app
-from sidecar.openapi import OPERATIONS, NonJSON, Operation, openapi_document
-from sidecar.responses import ErrorBody
-from sidecar.service import Service
-from sidecar.settings import ServiceSettings
+from sidecar.http.app import create_app
+from sidecar.http.openapi import OPERATIONS, NonJSON, Operation, openapi_document
+from sidecar.http.responses import ErrorBody
+from sidecar.http.service import Service
+from sidecar.http.settings import ServiceSettings
 
 
 def _route_keys(routes: list[BaseRoute]) -> set[tuple[str, str]]:
@@ -52,9 +52,11 @@ class TestEveryRouteIsDeclared:
     def test_the_apps_routes_are_exactly_the_declared_operations(self, service: Service) -> None:
         registered = _route_keys(create_app(service).routes)
         undeclared = registered - set(OPERATIONS)
-        assert not undeclared, f"routes without an entry in sidecar.openapi.OPERATIONS: {sorted(undeclared)}"
+        assert not undeclared, (
+            f"routes without an entry in sidecar.http.openapi.OPERATIONS: {sorted(undeclared)}"
+        )
         stale = set(OPERATIONS) - registered
-        assert not stale, f"sidecar.openapi.OPERATIONS declares routes the app lacks: {sorted(stale)}"
+        assert not stale, f"sidecar.http.openapi.OPERATIONS declares routes the app lacks: {sorted(stale)}"
 
     def test_every_operation_is_in_the_document(self) -> None:
         paths = openapi_document()["paths"]
@@ -177,15 +179,15 @@ def test_the_accounting_body_is_the_snapshots_fields() -> None:
     """``AccountingBody`` (the schema) names exactly ``AccountingSnapshot``'s fields, in order."""
     from dataclasses import fields
 
-    from sidecar.accounting import AccountingSnapshot
-    from sidecar.responses import AccountingBody
+    from sidecar.http.responses import AccountingBody
+    from sidecar.state.accounting import AccountingSnapshot
 
     assert list(AccountingBody.__annotations__) == [field.name for field in fields(AccountingSnapshot)]
 
 
 def test_the_agent_rows_are_the_schemas_type() -> None:
     """The page's agent rows are typed by the schema itself (one definition)."""
-    from sidecar.agents import AgentRow
-    from sidecar.responses import AgentBody
+    from sidecar.http.responses import AgentBody
+    from sidecar.state.agents import AgentRow
 
     assert AgentRow is AgentBody

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.otlp_transport import (
+from sidecar.export.otlp_transport import (
     HttpSettings,
     OtlpConfigError,
     SendOutcome,

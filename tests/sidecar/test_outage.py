@@ -5,7 +5,7 @@ from __future__ import annotations
 import structlog
 from structlog.testing import capture_logs
 
-from sidecar._outage import OutageLog
+from sidecar.export.outage import OutageLog
 
 
 class _Clock:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.rollout_perf import PerfSummaryState, compute_perf_summary
+from sidecar.perf.rollout_perf import PerfSummaryState, compute_perf_summary
 
 
 @pytest.fixture(scope="module")

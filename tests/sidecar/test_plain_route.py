@@ -13,10 +13,10 @@ import orjson
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from sidecar._plain_route import PlainPostRoute
-from sidecar.request_errors import RequestError
-from sidecar.service import Service
-from sidecar.settings import Secret, ServiceSettings
+from sidecar.http._plain_route import PlainPostRoute
+from sidecar.http.errors import RequestError
+from sidecar.http.service import Service
+from sidecar.http.settings import Secret, ServiceSettings
 
 from .service_support import generate_run
 
@@ -107,7 +107,7 @@ class TestRouting:
 async def clients(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
     """Two fresh services: one asked on the plain route, one (mounted at a root path) on
     Starlette's."""
-    from sidecar.app import create_app
+    from sidecar.http.app import create_app
 
     services = [
         Service(

@@ -9,9 +9,9 @@ import httpx
 import orjson
 import pytest
 
-from sidecar._priority_lane import PriorityLane
-from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.http._priority_lane import PriorityLane
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import ServiceSettings
 
 #: Query strings a dispatcher (or anyone) may send: valid, refused, odd.
 QUERIES = [

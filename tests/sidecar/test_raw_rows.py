@@ -17,17 +17,24 @@ from hypothesis import strategies as st
 from msgspec import UNSET
 
 from health.json_vet import native_vet, vet
-from sidecar import raw_rows
-from sidecar.app import create_app
-from sidecar.engines import default_engines
-from sidecar.events import Completed, EventBatch, idempotency_key
-from sidecar.fact_derivation import derive_fact
-from sidecar.ingest_handlers import IngestHandlers
-from sidecar.json_bodies import json_depth
-from sidecar.raw_rows import SHALLOW_ROW_DEPTH, RawRow, decode_request, raw_line, row_spans, vetted_json
-from sidecar.request_errors import RequestError
-from sidecar.service import Service
-from sidecar.settings import ServiceSettings
+from sidecar.http.app import create_app
+from sidecar.http.errors import RequestError
+from sidecar.http.ingest_handlers import IngestHandlers
+from sidecar.http.json_bodies import json_depth
+from sidecar.http.service import Service
+from sidecar.http.settings import ServiceSettings
+from sidecar.ingest import raw_rows
+from sidecar.ingest.engines import default_engines
+from sidecar.ingest.events import Completed, EventBatch, idempotency_key
+from sidecar.ingest.facts import derive_fact
+from sidecar.ingest.raw_rows import (
+    SHALLOW_ROW_DEPTH,
+    RawRow,
+    decode_request,
+    raw_line,
+    row_spans,
+    vetted_json,
+)
 
 from .service_support import generate_run
 

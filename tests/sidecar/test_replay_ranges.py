@@ -8,9 +8,9 @@ from pathlib import Path
 
 import orjson
 
+from sidecar.http.service import Service
+from sidecar.http.settings import ServiceSettings
 from sidecar.journal import Journal, JournalEvent
-from sidecar.service import Service
-from sidecar.settings import ServiceSettings
 
 
 def _event(key: str, body: dict[str, object]) -> JournalEvent:

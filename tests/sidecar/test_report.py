@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from sidecar.cli import main
-from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import ServiceSettings
 from tests.sidecar.service_support import generate_run, post_events
 
 RUN_ID = "rep"

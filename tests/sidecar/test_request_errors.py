@@ -10,10 +10,10 @@ import httpx
 import pytest
 from prometheus_client import generate_latest
 
-from sidecar.app import create_app
-from sidecar.request_errors import RequestError, error_body
-from sidecar.service import Service
-from sidecar.settings import ServiceSettings
+from sidecar.http.app import create_app
+from sidecar.http.errors import RequestError, error_body
+from sidecar.http.service import Service
+from sidecar.http.settings import ServiceSettings
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-import sidecar.rollout_perf as rollout_perf
+import sidecar.perf.rollout_perf as rollout_perf
 
 EXPECTED_EXPORTS = [
     "ADAPTIVE_MARGIN_MIN_SAMPLES",
@@ -58,7 +58,7 @@ def test_seed_signatures_accept_positional_and_keyword_arguments() -> None:
 def test_import_pulls_in_no_server_module() -> None:
     code = (
         "import json, sys\n"
-        "import sidecar.rollout_perf\n"
+        "import sidecar.perf.rollout_perf\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         f"{SERVER_MODULES!r} or (m.startswith('sidecar.') and 'perf' not in m and m not in "
         "('sidecar.perf._tracker', 'sidecar.perf._drain', 'sidecar.perf._summation')))))"

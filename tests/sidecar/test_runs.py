@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from health.reduce import HealthReducer
-from sidecar.engines import default_engines
-from sidecar.events import EventBatch, RunStarted
-from sidecar.runs import DURATION_BUCKETS, DurationHistogram, RunState
+from sidecar.ingest.engines import default_engines
+from sidecar.ingest.events import EventBatch, RunStarted
+from sidecar.state.run import DURATION_BUCKETS, DurationHistogram, RunState
 
 from .service_support import GeneratedRun, generate_run
 
@@ -96,7 +96,7 @@ class TestFollowerLines:
         Python objects nor validated by the pydantic contract."""
         import orjson
 
-        import sidecar.events as events_module
+        import sidecar.ingest.events as events_module
         from health.contract import TrajectoryRecord
         from health.parse import parse_line
 

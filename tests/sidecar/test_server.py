@@ -120,8 +120,8 @@ class TestRequestBodies:
         return status, reply.partition(b"\r\n\r\n")[2]
 
     def test_a_body_in_one_chunk_or_in_many_is_read_whole(self, tmp_path: Path) -> None:
-        from sidecar.server import ServiceThread
-        from sidecar.settings import ServiceSettings
+        from sidecar.http.server import ServiceThread
+        from sidecar.http.settings import ServiceSettings
 
         settings = ServiceSettings(port=0, journal_path=tmp_path / "journal.sqlite3")
         rows = [{"_ng_task_index": index, "pad": "x" * 3000} for index in range(4)]
@@ -153,9 +153,9 @@ def test_serve_runs_with_a_raised_collector_threshold_and_restores_it(
     import sys
 
     from health import process_tuning
-    from sidecar import server
     from sidecar.cli import main
-    from sidecar.settings import ServiceSettings
+    from sidecar.http import server
+    from sidecar.http.settings import ServiceSettings
 
     seen: list[tuple[object, ...]] = []
 

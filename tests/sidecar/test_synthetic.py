@@ -1,4 +1,4 @@
-"""Tests for sidecar.synthetic: determinism, row contract, fault rates, run-directory layout."""
+"""Tests for sidecar.demo.synthetic: determinism, row contract, fault rates, run-directory layout."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-import sidecar.synthetic as synthetic
-from sidecar.synthetic import (
+import sidecar.demo.synthetic as synthetic
+from sidecar.demo.synthetic import (
     FAULT_CHECKS,
     SAMPLE_RUN_CONFIG,
     SAMPLE_RUN_SEED,

@@ -1,4 +1,4 @@
-"""``sidecar.synthetic.api_steps``: the ingest view of a run agrees with the files NeMo Gym writes."""
+"""``sidecar.demo.synthetic.api_steps``: the ingest view of a run agrees with the files NeMo Gym writes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events, write_run_dir
+from sidecar.demo.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events, write_run_dir
 
 _CONFIG = SyntheticConfig(
     num_tasks=12,

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sidecar.timeline as timeline_module
+import sidecar.state.timeline as timeline_module
 from dispatcher_client._events import progress_event
-from sidecar.engines import default_engines
-from sidecar.events import EventBatch
-from sidecar.inflight import InflightRegistry
+from sidecar.http.json_bodies import dumps_json
+from sidecar.ingest.engines import default_engines
+from sidecar.ingest.events import EventBatch
 from sidecar.journal._snapshot import SnapshotStore
-from sidecar.json_bodies import dumps_json
-from sidecar.runs import RunState
-from sidecar.timeline import MAX_POINTS, Timeline, TimelineSample
+from sidecar.state.inflight import InflightRegistry
+from sidecar.state.run import RunState
+from sidecar.state.timeline import MAX_POINTS, Timeline, TimelineSample
 
 from .service_support import IngestHarness, generate_run
 
@@ -453,7 +453,7 @@ def _exact(values: Sequence[float]) -> list[float | None]:
 
 def test_the_body_names_exactly_the_documented_series() -> None:
     """The columns ``Timeline`` writes are the ones ``/openapi.json`` declares (``TimelineSeries``)."""
-    from sidecar.responses import TimelineSeries
-    from sidecar.timeline import _SERIES
+    from sidecar.http.responses import TimelineSeries
+    from sidecar.state.timeline import _SERIES
 
     assert list(_SERIES) == list(TimelineSeries.__annotations__)

@@ -13,14 +13,14 @@ import orjson
 import pytest
 
 from dispatcher_client._events import progress_event
-from sidecar.engines import default_engines
-from sidecar.ingest import Ingestor
+from sidecar.http.json_bodies import dumps_json
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import Secret, ServiceSettings
+from sidecar.ingest.engines import default_engines
+from sidecar.ingest.ingestor import Ingestor
 from sidecar.journal import Journal
 from sidecar.journal._snapshot import SnapshotStore
-from sidecar.json_bodies import dumps_json
-from sidecar.server import ServiceThread
-from sidecar.settings import Secret, ServiceSettings
-from sidecar.timeline import MAX_POINTS
+from sidecar.state.timeline import MAX_POINTS
 from tests.reliability_harness.sidecar_process import SidecarProcess
 
 from .service_support import generate_run, post_events

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sidecar.rollout_perf import (
+from sidecar.perf.rollout_perf import (
     DispatchLatencyTracker,
     LatencyPercentiles,
     drained_result,

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from dispatcher_client.follow import FollowerError, _plan
-from sidecar.materialized_inputs import MATERIALIZED_REFUSED, PlanError, plan_from_materialized
+from sidecar.ingest.plans import MATERIALIZED_REFUSED, PlanError, plan_from_materialized
 from sidecar.wire import (
     RUN_ID_PATTERN,
     MaterializedInputsError,

@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
-from sidecar.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
+from sidecar.demo.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import ServiceSettings
 
 __all__ = [
     "CHROMIUM",

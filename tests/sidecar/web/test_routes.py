@@ -10,10 +10,10 @@ import httpx
 import orjson
 import pytest
 
-from sidecar.agents import agent_name
-from sidecar.durations import DurationHistogram
-from sidecar.server import ServiceThread
-from sidecar.settings import Secret, ServiceSettings
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import Secret, ServiceSettings
+from sidecar.state.agents import agent_name
+from sidecar.state.durations import DurationHistogram
 from sidecar.web.data import OLDEST_LIMIT, UNHEALTHY_LIMIT
 from sidecar.web.page import LIVE_CSP, asset_bytes
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.http.server import ServiceThread
+from sidecar.http.settings import ServiceSettings
 
 from .support import ManualClock, SidecarRun, run_events
 

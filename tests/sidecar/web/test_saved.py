@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sidecar.agents import agent_name
 from sidecar.cli import main as cli_main
-from sidecar.durations import DurationHistogram
-from sidecar.responses import AgentBody
+from sidecar.http.responses import AgentBody
+from sidecar.state.agents import agent_name
+from sidecar.state.durations import DurationHistogram
 
 from .support import SidecarRun, feed, run_events
 
@@ -135,7 +135,7 @@ class TestHealthCheckHtml:
             "import sys\n"
             "from sidecar.cli import main\n"
             f"assert main(['health-check', {str(run_dir)!r}, '--html', {str(tmp_path / 'p.html')!r}]) == 0\n"
-            "heavy = ('httpx', 'uvicorn', 'starlette', 'sidecar.app', 'sidecar.web.routes')\n"
+            "heavy = ('httpx', 'uvicorn', 'starlette', 'sidecar.http.app', 'sidecar.web.routes')\n"
             "print(sorted(m for m in heavy if m in sys.modules))\n"
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

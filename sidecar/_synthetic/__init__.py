@@ -1,1 +1,0 @@
-"""Implementation of :mod:`sidecar.synthetic` (private; import from ``sidecar.synthetic``)."""

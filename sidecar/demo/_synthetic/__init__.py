@@ -1,0 +1,1 @@
+"""Implementation of :mod:`sidecar.demo.synthetic` (private; import from ``sidecar.demo.synthetic``)."""

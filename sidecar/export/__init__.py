@@ -1,0 +1,1 @@
+"""What leaves the service: Prometheus metrics, the OTLP push, MLflow and W&B."""

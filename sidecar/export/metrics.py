@@ -1,0 +1,395 @@
+"""Prometheus exposition: the names of the metrics contract, read from live run state at scrape time.
+
+Run-scoped series are produced by a custom collector over the ingestor's run states, so
+they are rebuilt for free after a journal replay and are bounded by construction: per run a
+fixed set of label values (failure classes collapse to ``other``, checks are the 14
+registry IDs). The service's own counters (ingest, errors, journal commits) are ordinary
+prometheus-client metrics in a per-service registry, never the global one.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, get_args
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+
+from health.registry import CHECK_IDS, TASK_CHECK_IDS
+from sidecar.http.errors import ErrorCode
+from sidecar.state.run import TOKEN_KINDS, RunState
+from sidecar.wire import FollowerState
+
+if TYPE_CHECKING:
+    from sidecar.ingest.ingestor import Ingestor
+
+__all__ = ["ERROR_REASONS", "FOLLOWER_STATES", "ServiceMetrics", "render"]
+
+#: Every ``ingest_errors_total`` reason: the error codes a refused request carries.
+ERROR_REASONS: tuple[str, ...] = get_args(ErrorCode)
+_P = "rollout_sidecar_"
+_QUANTILES = (("0.5", 0.5), ("0.75", 0.75), ("0.95", 0.95))
+
+
+def _version() -> str:
+    try:
+        return metadata.version("rollout-sidecar")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _counter(name: str, doc: str, *labels: str) -> CounterMetricFamily:
+    return CounterMetricFamily(_P + name, doc, labels=["run_id", *labels])
+
+
+def _gauge(name: str, doc: str, *labels: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(_P + name, doc, labels=["run_id", *labels])
+
+
+class _Families:
+    """One scrape's run-scoped metric families."""
+
+    def __init__(self) -> None:
+        self.completed = _counter("rollouts_completed", "Completion events accepted (duplicates ignored).")
+        self.failed = _counter(
+            "rollouts_failed",
+            "Failed attempts by failure class (NeMo Gym's, or other) and terminal flag.",
+            "failure_class",
+            "terminal",
+        )
+        self.drained = _counter("rollouts_drained", "Rollouts the dispatch budget never started.")
+        self.duration = HistogramMetricFamily(
+            _P + "task_duration_seconds", "Dispatched task duration by outcome.", labels=["run_id", "outcome"]
+        )
+        # Typed as a summary, not a gauge: Prometheus reserves the ``quantile`` label for summaries
+        # (promtool rejects it on a gauge). Series name and labels are the contract's.
+        self.quantile = SummaryMetricFamily(
+            _P + "task_duration_quantile_seconds",
+            "Exact tracker quantiles of task duration (tracker samples and their sum as _count/_sum).",
+            labels=["run_id"],
+        )
+        self.samples = _gauge(
+            "tracker_samples", "Samples in the latency tracker (completions plus counted failures)."
+        )
+        self.margin = _gauge("drain_margin_seconds", "Tracker drain margin with the run's configured value.")
+        self.rate = _gauge(
+            "rollouts_per_hour", "Completion rate over the whole run and a sliding window.", "window"
+        )
+        self.expected = _gauge("rollouts_expected", "Planned rollouts (sum of repeats).")
+        self.pending = _gauge(
+            "rollouts_pending", "Planned rollouts not yet succeeded, terminally failed or drained."
+        )
+        self.deadline = _gauge(
+            "budget_deadline_timestamp_seconds", "Unix time when the dispatch budget ends."
+        )
+        self.timeout = _gauge("task_timeout_seconds", "Per-task timeout declared at run start.")
+        self.verdicts = _gauge("health_rollouts", "Rollouts by current health verdict.", "verdict")
+        self.findings = _gauge("health_findings", "Current health finding counts per check.", "check")
+        self.closed = _gauge("health_tasks_closed", "Tasks whose task-level checks ran.")
+        self.flags = _gauge("health_task_flags", "Closed tasks flagged by each task check.", "check")
+        self.tokens = _counter("tokens", "Token sums from ng_perf.", "kind")
+        self.inflight = _gauge("inflight_rollouts", "Rollouts started and not yet ended.")
+        self.inflight_oldest = _gauge(
+            "inflight_oldest_age_seconds", "Age of the longest-running in-flight rollout (0: none)."
+        )
+        self.stragglers = _gauge(
+            "inflight_stragglers", "In-flight rollouts older than the straggler threshold."
+        )
+        self.stalled = _gauge("inflight_stalled", "Heartbeating in-flight rollouts whose heartbeats stopped.")
+        self.untracked = _counter(
+            "inflight_untracked",
+            "Started rollouts not tracked in flight: the run's cap or serve --max-inflight over all "
+            "runs was reached.",
+        )
+        self.straggler_threshold = _gauge(
+            "straggler_threshold_seconds", "Age past which an in-flight rollout straggles (+Inf: no rule)."
+        )
+
+    def all(self) -> tuple[Metric, ...]:
+        return (
+            self.completed,
+            self.failed,
+            self.drained,
+            self.duration,
+            self.quantile,
+            self.samples,
+            self.margin,
+            self.rate,
+            self.expected,
+            self.pending,
+            self.deadline,
+            self.timeout,
+            self.verdicts,
+            self.findings,
+            self.closed,
+            self.flags,
+            self.tokens,
+            self.inflight,
+            self.inflight_oldest,
+            self.stragglers,
+            self.stalled,
+            self.untracked,
+            self.straggler_threshold,
+        )
+
+    def add_run(self, run: RunState) -> None:
+        rid = run.run_id
+        self.completed.add_metric([rid], run.completed)
+        for (label, terminal), count in sorted(run.failed.items()):
+            self.failed.add_metric([rid, label, "true" if terminal else "false"], count)
+        self.drained.add_metric([rid], run.drained)
+        for outcome, histogram in run.durations.items():
+            self.duration.add_metric([rid, outcome], histogram.cumulative(), histogram.total)
+        self._add_tracker(run)
+        if run.plan is not None:
+            snapshot = run.accounting.snapshot(ended=run.ended)
+            self.expected.add_metric([rid], snapshot.expected or 0)
+            self.pending.add_metric([rid], snapshot.pending or 0)
+        if run.budget_deadline is not None:
+            self.deadline.add_metric([rid], run.budget_deadline)
+        if run.config.task_timeout_s is not None:
+            self.timeout.add_metric([rid], run.config.task_timeout_s)
+        self._add_health(run)
+        for kind in TOKEN_KINDS:
+            self.tokens.add_metric([rid, kind], _counter_value(run.tokens[kind]))
+
+    def _add_tracker(self, run: RunState) -> None:
+        """The latency tracker's series: quantiles, samples, drain margin, completion rates."""
+        rid = run.run_id
+        tracker = run.tracker
+        if tracker.count:
+            for label, q in _QUANTILES:
+                value = tracker.quantile(q)
+                if value is not None:
+                    self.quantile.samples.append(
+                        Sample(self.quantile.name, {"run_id": rid, "quantile": label}, value)
+                    )
+            self.quantile.add_metric([rid], tracker.count, tracker.total_seconds)
+        self.samples.add_metric([rid], tracker.count)
+        margin = tracker.drain_margin(run.config.drain_margin_s)
+        if margin is not None:
+            self.margin.add_metric([rid], margin)
+        for window, rate in (
+            ("run", tracker.completions_per_hour()),
+            ("15m", tracker.recent_completions_per_hour()),
+        ):
+            if rate is not None:
+                self.rate.add_metric([rid, window], rate)
+
+    def _add_health(self, run: RunState) -> None:
+        """The health series: verdicts, findings per check, closed tasks, task flags."""
+        rid = run.run_id
+        view = run.health_view()
+        for verdict in ("healthy", "unhealthy", "unobserved"):
+            self.verdicts.add_metric([rid, verdict], view.verdicts.get(verdict, 0))
+        for check in CHECK_IDS:
+            self.findings.add_metric([rid, check], view.issues.get(check, 0))
+        self.closed.add_metric([rid], view.tasks_closed)
+        for check in TASK_CHECK_IDS:
+            self.flags.add_metric([rid, check], view.task_flags.get(check, 0))
+
+    def add_inflight(self, run: RunState, now: float) -> None:
+        rid = run.run_id
+        threshold = run.straggler_threshold()
+        view = run.inflight.view(now, threshold)
+        self.inflight.add_metric([rid], view.count)
+        self.inflight_oldest.add_metric([rid], view.oldest_age_s or 0.0)
+        self.stragglers.add_metric([rid], view.stragglers)
+        self.stalled.add_metric([rid], view.stalled)
+        self.untracked.add_metric([rid], view.untracked)
+        if threshold is not None:  # no series before a rule applies: every sample stays finite
+            self.straggler_threshold.add_metric([rid], threshold)
+
+
+def _counter_value(total: int) -> float:
+    """An exact ``int`` total as a finite sample value: past the double range it saturates, so the
+    counter never shows ``+Inf`` and never falls."""
+    try:
+        return float(total)
+    except OverflowError:
+        return sys.float_info.max
+
+
+#: States of ``serve --follow``'s follower, one series each (1 for the current state).
+FOLLOWER_STATES = tuple(state.value for state in FollowerState)
+
+
+class _RunCollector(Collector):
+    """Yields every run-scoped family from the ingestor's current run states (none while the
+    journal replays: the states are being rebuilt on another thread)."""
+
+    def __init__(
+        self,
+        ingestor: Ingestor,
+        ready: Callable[[], bool],
+        follower: Callable[[], dict[str, Any] | None],
+        retain_ended_s: float | None,
+    ) -> None:
+        self._ingestor = ingestor
+        self._retain_ended_s = retain_ended_s
+        self._ready = ready
+        self._follower = follower
+
+    def collect(self) -> Iterator[Metric]:
+        status = self._follower()
+        if status is not None:
+            state = GaugeMetricFamily(
+                _P + "follower_state", "serve --follow: 1 for the follower's current state.", labels=["state"]
+            )
+            for name in FOLLOWER_STATES:
+                state.add_metric([name], 1.0 if status.get("state") == name else 0.0)
+            yield state
+            yield CounterMetricFamily(
+                _P + "follower_retries", "Follower restarts after a transient error.", value=status["retries"]
+            )
+        if not self._ready():
+            yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=0)
+            return
+        runs = list(self._ingestor.runs.values())
+        if self._retain_ended_s is not None:
+            cutoff = time.time() - self._retain_ended_s
+            runs = [run for run in runs if run.ended_at is None or run.ended_at > cutoff]
+        families = _Families()
+        now = self._ingestor.now()
+        for run in runs:
+            families.add_run(run)
+            families.add_inflight(run, now)
+        yield from families.all()
+        yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=len(runs))
+
+
+class ServiceMetrics:
+    """The service's registry: run families plus ingest, error and journal metrics."""
+
+    def __init__(self, ingestor: Ingestor | None = None) -> None:
+        # ``*_created`` series add nothing a dashboard uses and double the exposition of every
+        # counter; the switch is process-wide, which suits the service process.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.ingest_events = Counter(
+            _P + "ingest_events",
+            "Ingested events by kind and result.",
+            ["kind", "result"],
+            registry=self.registry,
+        )
+        # Children by (kind, result), both from fixed sets: ``labels()`` per event costs more
+        # than the increment itself.
+        self._event_counters: dict[tuple[str, str], Any] = {}
+        self.ingest_errors = Counter(
+            _P + "ingest_errors", "Rejected requests by reason.", ["reason"], registry=self.registry
+        )
+        for reason in ERROR_REASONS:
+            self.ingest_errors.labels(reason)
+        self.commit_duration = Histogram(
+            _P + "journal_commit_duration_seconds",
+            "Journal group commit latency.",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=self.registry,
+        )
+        self.commit_batch = Histogram(
+            _P + "journal_commit_batch_events",
+            "Events per journal group commit.",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
+            registry=self.registry,
+        )
+        self.last_commit = Gauge(
+            _P + "journal_last_commit_timestamp_seconds",
+            "Wall time of the last successful journal commit.",
+            registry=self.registry,
+        )
+        Info(_P + "build", "Build information.", registry=self.registry).info({"version": _version()})
+        self.otlp_exports = Counter(
+            _P + "otlp_exports", "OTLP metric pushes the collector accepted.", registry=self.registry
+        )
+        self.otlp_dropped = Counter(
+            _P + "otlp_exports_dropped",
+            "OTLP metric pushes dropped: the collector failed or was slow (failed), or the previous "
+            "push was still being sent (busy).",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in ("failed", "busy"):
+            self.otlp_dropped.labels(reason)
+        self.tracker_exports = Counter(
+            _P + "tracker_exports",
+            "MLflow / W&B jobs (live steps, final summaries) the tracker took.",
+            ["tracker"],
+            registry=self.registry,
+        )
+        self.tracker_dropped = Counter(
+            _P + "tracker_exports_dropped",
+            "MLflow / W&B jobs dropped: the tracker failed, refused or timed out (failed), the run's "
+            "previous live step had not been taken yet (busy), the tracker is down and the step was "
+            "not a retry (down), or the queue was full (queue_full).",
+            ["tracker", "reason"],
+            registry=self.registry,
+        )
+        if ingestor is not None:
+            self.attach(ingestor)
+
+    def attach(
+        self,
+        ingestor: Ingestor,
+        *,
+        ready: Callable[[], bool] = lambda: True,
+        follower: Callable[[], dict[str, Any] | None] = lambda: None,
+        retain_ended_s: float | None = None,
+    ) -> None:
+        """Run-scoped families of ``ingestor``'s runs; a run that ended ``retain_ended_s`` ago
+        leaves them (its report stays), so a scrape costs the live runs, not the history."""
+        self.registry.register(_RunCollector(ingestor, ready, follower, retain_ended_s))
+
+    def on_event(self, kind: str, result: str, count: int = 1) -> None:
+        """``count`` events of ``kind`` ended as ``result`` (one call per kind and result of a batch)."""
+        counter = self._event_counters.get((kind, result))
+        if counter is None:
+            counter = self._event_counters[kind, result] = self.ingest_events.labels(kind, result)
+        counter.inc(count)
+
+    def on_otlp_result(self, result: str) -> None:
+        """``sent`` | ``failed`` | ``busy`` (called from the push thread; client metrics are thread-safe)."""
+        if result == "sent":
+            self.otlp_exports.inc()
+        else:
+            self.otlp_dropped.labels(result).inc()
+
+    def on_tracker_result(self, tracker: str, result: str) -> None:
+        """``sent`` | ``failed`` | ``queue_full`` of one tracker job (called from any thread)."""
+        if result == "sent":
+            self.tracker_exports.labels(tracker).inc()
+        else:
+            self.tracker_dropped.labels(tracker, result).inc()
+
+    def trackers_on(self, trackers: tuple[str, ...]) -> None:
+        """Zero series for the configured trackers, so a dashboard sees 0 before the first drop."""
+        for tracker in trackers:
+            self.tracker_exports.labels(tracker)
+            for reason in ("failed", "busy", "down", "queue_full"):
+                self.tracker_dropped.labels(tracker, reason)
+
+    def on_error(self, reason: str) -> None:
+        self.ingest_errors.labels(reason if reason in ERROR_REASONS else "bad_request").inc()
+
+    def on_commit(self, seconds: float, events: int) -> None:
+        """Journal callback (may run on the journal's writer thread; client metrics are thread-safe)."""
+        self.commit_duration.observe(seconds)
+        self.commit_batch.observe(events)
+        self.last_commit.set(time.time())
+
+
+def render(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]:
+    """Exposition bytes and content type, OpenMetrics when the scraper asks for it."""
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(registry), content_type

@@ -1,0 +1,141 @@
+"""What MLflow and W&B share: the backend interface, the final package, and the per-tracker
+session that runs on the tracker's own thread and keeps the exactly-once bookkeeping.
+
+A backend only talks to its library; a :class:`TrackerSession` decides which tracker run a
+sidecar run goes to (the one the client named, the one this journal created before a crash,
+or a new one), which step comes next, and whether the final summary is still to be logged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from sidecar.export.trackers._settings import RunTarget, TrackerName
+from sidecar.export.trackers._state import ExportState, ExportStore
+from sidecar.export.trackers.keys import STEP_KEY, final_metrics, run_params, unhealthy_rows
+
+__all__ = ["Backend", "FinalPackage", "OpenedRun", "TrackerError", "TrackerSession", "report_files"]
+
+
+class TrackerError(RuntimeError):
+    """A tracker refused or could not be reached; the message names the tracker and the run."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedRun:
+    """A tracker run ready to log into: its id, the last step it holds (if it can tell), whether
+    its final summary is there already, and whether the sidecar created it (and so ends it)."""
+
+    ref: str
+    last_step: int | None = None
+    final_logged: bool = False
+    created: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FinalPackage:
+    """Everything logged once at the end of a run."""
+
+    params: dict[str, str]
+    metrics: dict[str, float]
+    #: Artifact file name -> its bytes (the report files, byte for byte).
+    artifacts: dict[str, bytes]
+    unhealthy: list[list[Any]] = field(default_factory=list)
+
+
+class Backend(Protocol):
+    """One tracker library behind the session; every call runs on the tracker's thread."""
+
+    name: TrackerName
+
+    def open(self, target: RunTarget, known: str | None, instance: str) -> OpenedRun: ...
+    def log_metrics(self, ref: str, metrics: dict[str, float], step: int) -> None: ...
+    def log_final(self, ref: str, package: FinalPackage, step: int, *, finish: bool) -> None: ...
+    def close(self) -> None: ...
+
+
+def report_files(
+    report: dict[str, Any], summary: bytes, verdicts: bytes, html: bytes | None = None
+) -> dict[str, bytes]:
+    """The artifact files of a run, byte-identical to what ``rollout-sidecar report`` writes.
+
+    ``report`` is the parsed ``/report`` body (``quality_summary`` included); ``summary`` and
+    ``verdicts`` are ``/report/quality_summary.json`` and ``/report/verdicts`` as served; ``html``
+    the run's page as ``report --html`` writes it (``report.html``), where the caller has one.
+    """
+    body = {key: value for key, value in report.items() if key != "quality_summary"}
+    files = {
+        "quality_summary.json": summary,
+        "rollout_verdicts.jsonl": verdicts,
+        "report.json": orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n",
+    }
+    if report.get("perf_summary") is not None:
+        files["perf_summary.json"] = orjson.dumps(report["perf_summary"], option=orjson.OPT_INDENT_2) + b"\n"
+    if html is not None:
+        files["report.html"] = html
+    return files
+
+
+def final_package(
+    config: dict[str, Any], report: dict[str, Any], files: dict[str, bytes], tracker: TrackerName
+) -> FinalPackage:
+    """The final package of a run from its ``run_started`` fields, report and report files."""
+    return FinalPackage(
+        params=run_params(config, report, tracker),
+        metrics=final_metrics(report),
+        artifacts=files,
+        unhealthy=unhealthy_rows(files.get("rollout_verdicts.jsonl", b"")),
+    )
+
+
+class TrackerSession:
+    """One tracker's bookkeeping over all runs (used from that tracker's thread only)."""
+
+    def __init__(self, backend: Backend, store: ExportStore) -> None:
+        self.backend = backend
+        self.store = store
+        self._open: dict[str, OpenedRun] = {}
+
+    def _opened(self, target: RunTarget) -> tuple[OpenedRun, ExportState]:
+        state = self.store.get(target.run_id, self.backend.name)
+        opened = self._open.get(target.run_id)
+        if opened is None:
+            opened = self.backend.open(target, state.ref, self.store.instance)
+            if state.ref != opened.ref:
+                state.ref = opened.ref
+                self.store.put(target.run_id, self.backend.name, state)  # before anything is logged
+            self._open[target.run_id] = opened
+        return opened, state
+
+    def _next_step(self, opened: OpenedRun, state: ExportState) -> int:
+        remote = opened.last_step if opened.last_step is not None else -1
+        return max(state.step, remote) + 1
+
+    def log_live(self, target: RunTarget, metrics: dict[str, float]) -> None:
+        """One live step (skipped once the run's final summary is logged)."""
+        opened, state = self._opened(target)
+        if state.final:
+            return
+        step = self._next_step(opened, state)
+        self.backend.log_metrics(opened.ref, {**metrics, STEP_KEY: float(step)}, step)
+        state.step = step
+        self.store.put(target.run_id, self.backend.name, state)
+        self._open[target.run_id] = OpenedRun(opened.ref, step, opened.final_logged, opened.created)
+
+    def log_final(self, target: RunTarget, package: FinalPackage) -> None:
+        """The final summary, once: not again after a restart that finds it logged."""
+        opened, state = self._opened(target)
+        if state.final:
+            return
+        step = self._next_step(opened, state)
+        if not opened.final_logged:
+            self.backend.log_final(opened.ref, package, step, finish=opened.created)
+        state.step, state.final = step, True
+        self.store.put(target.run_id, self.backend.name, state)
+        self._open.pop(target.run_id, None)
+
+    def close(self) -> None:
+        self.backend.close()

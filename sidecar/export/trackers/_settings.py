@@ -1,0 +1,97 @@
+"""What ``serve`` was told about trackers, and the per-run target a client may name.
+
+Light on purpose: ``sidecar.http.settings`` imports it, and nothing here imports MLflow or W&B.
+Names follow NeMo Gym's exporter settings (``mlflow_tracking_uri``, ``mlflow_experiment_name``,
+``mlflow_run_name``, ``wandb_project``, ``wandb_name``); everything else (tokens, modes,
+directories) the libraries read from their own environment variables.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "DEFAULT_INTERVAL_S",
+    "MLFLOW_RUN_ID_PATTERN",
+    "TRACKERS",
+    "WANDB_RUN_PATH_PATTERN",
+    "RunTarget",
+    "TrackerName",
+    "TrackerSettings",
+    "tracker_available",
+]
+
+TrackerName = Literal["mlflow", "wandb"]
+TRACKERS: tuple[TrackerName, ...] = ("mlflow", "wandb")
+DEFAULT_INTERVAL_S = 15.0
+#: ``tracking.mlflow_run_id`` / ``--mlflow-run-id``: an MLflow run id (32 hex digits today).
+MLFLOW_RUN_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+#: ``tracking.wandb_run_path`` / ``--wandb-run-path``: ``[entity/][project/]run_id``.
+WANDB_RUN_PATH_PATTERN = r"^[A-Za-z0-9_.-]{1,128}(/[A-Za-z0-9_.-]{1,128}){0,2}$"
+#: Default experiment of runs the sidecar creates in MLflow.
+DEFAULT_EXPERIMENT = "rollout-sidecar"
+
+
+def tracker_available(name: TrackerName) -> bool:
+    """True when the extra of ``name`` is installed (looked up without importing it)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ModuleNotFoundError, ValueError):
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerSettings:
+    """``serve``'s tracker flags; a tracker is on when its URI/experiment or project is given."""
+
+    mlflow_tracking_uri: str | None = None
+    mlflow_experiment_name: str | None = None
+    mlflow_run_name: str | None = None
+    wandb_project: str | None = None
+    wandb_entity: str | None = None
+    wandb_name: str | None = None
+    #: Seconds between two live steps.
+    interval_s: float = DEFAULT_INTERVAL_S
+    #: Jobs waiting for a tracker; past it a live step is dropped (counted ``queue_full``).
+    queue_size: int = 64
+    #: Longest the service's shutdown waits for a tracker to take the last jobs.
+    stop_deadline_s: float = 2.0
+    #: While a tracker is down it is tried again at most this often (or every interval, if longer).
+    retry_down_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.interval_s) and 0.05 <= self.interval_s <= 86400):
+            raise ValueError(f"--tracker-interval must be in 0.05..86400 s, got {self.interval_s!r}")
+        if not 1 <= self.queue_size <= 100_000:
+            raise ValueError(f"tracker queue size must be in 1..100000, got {self.queue_size!r}")
+        if not (math.isfinite(self.retry_down_s) and 0 <= self.retry_down_s <= 86400):
+            raise ValueError(f"tracker retry interval must be in 0..86400 s, got {self.retry_down_s!r}")
+        if not (math.isfinite(self.stop_deadline_s) and 0 <= self.stop_deadline_s <= 600):
+            raise ValueError(f"tracker stop deadline must be in 0..600 s, got {self.stop_deadline_s!r}")
+
+    @property
+    def enabled(self) -> tuple[TrackerName, ...]:
+        """The trackers switched on, in a fixed order."""
+        on: list[TrackerName] = []
+        if self.mlflow_tracking_uri or self.mlflow_experiment_name:
+            on.append("mlflow")
+        if self.wandb_project:
+            on.append("wandb")
+        return tuple(on)
+
+
+@dataclass(frozen=True, slots=True)
+class RunTarget:
+    """Where one sidecar run's numbers go in one tracker.
+
+    ``given`` is the id of an existing tracker run to log into (the client's
+    ``tracking.mlflow_run_id`` / ``tracking.wandb_run_path``, or ``health-check``'s flag); without
+    it the sidecar creates a run, named ``name``, and finishes it when the run ends.
+    """
+
+    run_id: str
+    given: str | None = None
+    name: str | None = None

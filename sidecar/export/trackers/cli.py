@@ -1,0 +1,168 @@
+"""The tracker flags of ``serve`` and ``health-check`` (no tracker library is imported here).
+
+``health-check`` itself lives in ``health`` (which never imports ``sidecar``); this module adds
+``--mlflow-run-id`` / ``--wandb-run-path`` to its parser and wraps its handler, so after the
+report files are written they are logged into the given run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from health.cli_types import seconds
+from sidecar.export.trackers._settings import (
+    DEFAULT_INTERVAL_S,
+    MLFLOW_RUN_ID_PATTERN,
+    WANDB_RUN_PATH_PATTERN,
+    TrackerName,
+    TrackerSettings,
+    tracker_available,
+)
+
+__all__ = ["add_serve_flags", "register_health_check", "tracker_settings"]
+
+_HEALTH_PROG = "rollout-sidecar health-check"
+
+
+def add_serve_flags(serve: argparse.ArgumentParser) -> None:
+    """``serve``'s MLflow and W&B flags, named like NeMo Gym's exporter settings."""
+    group = serve.add_argument_group(
+        "experiment trackers", "log each run's numbers into MLflow and/or W&B (docs/operations.md)"
+    )
+    group.add_argument(
+        "--mlflow-tracking-uri",
+        metavar="URI",
+        default=None,
+        help="log into this MLflow tracking server (needs the mlflow extra: pip install '.[mlflow]' in "
+        "the clone; default off; MLFLOW_TRACKING_URI is used with --mlflow-experiment alone)",
+    )
+    group.add_argument(
+        "--mlflow-experiment",
+        dest="mlflow_experiment_name",
+        metavar="NAME",
+        default=None,
+        help="experiment of the runs the sidecar creates (default rollout-sidecar)",
+    )
+    group.add_argument(
+        "--mlflow-run-name",
+        metavar="NAME",
+        default=None,
+        help="name of the runs the sidecar creates (default: the sidecar run id)",
+    )
+    group.add_argument(
+        "--wandb-project",
+        metavar="NAME",
+        default=None,
+        help="log into this W&B project (needs the wandb extra: pip install '.[wandb]' in the clone; "
+        "default off; WANDB_API_KEY, WANDB_MODE, WANDB_DIR are read by wandb)",
+    )
+    group.add_argument("--wandb-entity", metavar="E", default=None, help="W&B entity (default: wandb's)")
+    group.add_argument(
+        "--wandb-name",
+        metavar="NAME",
+        default=None,
+        help="name of the W&B runs the sidecar creates (default: the sidecar run id)",
+    )
+    group.add_argument(
+        "--tracker-interval",
+        type=seconds(86400, low=0.05, open_low=False),
+        default=DEFAULT_INTERVAL_S,
+        metavar="SECONDS",
+        help=f"seconds between two live steps (default {DEFAULT_INTERVAL_S:g})",
+    )
+
+
+def _missing(name: TrackerName, flag: str) -> str:
+    return f"{flag} needs the {name} extra: pip install '.[{name}]' in the rollout-sidecar clone"
+
+
+def tracker_settings(args: argparse.Namespace) -> TrackerSettings | None:
+    """The tracker settings of ``serve``'s arguments; ``ValueError`` (one line) without the extra."""
+    settings = TrackerSettings(
+        mlflow_tracking_uri=args.mlflow_tracking_uri,
+        mlflow_experiment_name=args.mlflow_experiment_name,
+        mlflow_run_name=args.mlflow_run_name,
+        wandb_project=args.wandb_project,
+        wandb_entity=args.wandb_entity,
+        wandb_name=args.wandb_name,
+        interval_s=args.tracker_interval,
+    )
+    flags = {"mlflow": "--mlflow-tracking-uri", "wandb": "--wandb-project"}
+    for name in settings.enabled:
+        if not tracker_available(name):
+            raise ValueError(_missing(name, flags[name]))
+    return settings if settings.enabled else None
+
+
+def register_health_check(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``health-check`` as ``sidecar.web.health_cli`` registers it (``health.cli`` plus ``--html``),
+    plus the tracker flags: the check runs, its page is written, then both are logged."""
+    from sidecar.web.health_cli import register
+
+    register(subparsers)
+    parser = subparsers.choices["health-check"]
+    group = parser.add_argument_group("experiment trackers", "log the report into an existing run")
+    group.add_argument(
+        "--mlflow-run-id",
+        metavar="ID",
+        default=None,
+        help="MLflow run to log into (default: $MLFLOW_RUN_ID; tracking server: "
+        "$MLFLOW_TRACKING_URI; needs the mlflow extra: pip install '.[mlflow]' in the clone)",
+    )
+    group.add_argument(
+        "--wandb-run-path",
+        metavar="PATH",
+        default=None,
+        help="W&B run [entity/][project/]id to log into (default: $WANDB_RUN_ID with "
+        "$WANDB_PROJECT / $WANDB_ENTITY; needs the wandb extra: pip install '.[wandb]' in the clone)",
+    )
+    handler: Callable[[argparse.Namespace], int] = parser.get_default("handler")
+    parser.set_defaults(handler=lambda args: _health_check(args, handler))
+
+
+def _targets(args: argparse.Namespace) -> dict[TrackerName, str]:
+    targets: dict[TrackerName, str] = {}
+    mlflow_run = args.mlflow_run_id or os.environ.get("MLFLOW_RUN_ID", "").strip()
+    if mlflow_run:
+        targets["mlflow"] = mlflow_run
+    wandb_run = args.wandb_run_path
+    if not wandb_run and os.environ.get("WANDB_RUN_ID", "").strip():
+        parts = [
+            os.environ.get(name, "").strip() for name in ("WANDB_ENTITY", "WANDB_PROJECT", "WANDB_RUN_ID")
+        ]
+        wandb_run = "/".join(part for part in parts if part)
+    if wandb_run:
+        targets["wandb"] = wandb_run
+    return targets
+
+
+def _health_check(args: argparse.Namespace, handler: Callable[[argparse.Namespace], int]) -> int:
+    import re
+
+    targets = _targets(args)
+    patterns = {
+        "mlflow": (MLFLOW_RUN_ID_PATTERN, "--mlflow-run-id"),
+        "wandb": (WANDB_RUN_PATH_PATTERN, "--wandb-run-path"),
+    }
+    for name, ref in targets.items():
+        pattern, flag = patterns[name]
+        if not re.fullmatch(pattern, ref):
+            sys.stderr.write(f"{_HEALTH_PROG}: error: {flag} {ref[:80]!r} is not a run id ({pattern})\n")
+            return 2
+        if not tracker_available(name):
+            sys.stderr.write(f"{_HEALTH_PROG}: error: {_missing(name, flag)}\n")
+            return 2
+    code = handler(args)
+    if code != 0 or not targets:
+        return code
+    from sidecar.export.trackers.batch import log_run_dir
+
+    html: Path | None = getattr(args, "html", None)
+    failed = log_run_dir(Path(args.run_dir), targets, html=html)
+    for line in failed:
+        sys.stderr.write(f"{_HEALTH_PROG}: report written, but {line}\n")
+    return 1 if failed else 0

@@ -1,0 +1,250 @@
+"""The service side of tracker export: every interval, each run's figures to each tracker.
+
+On the event loop only two cheap things happen: the figures are built on the read thread
+(``OffLoopReads``, as a ``/metrics`` or ``/report`` build is) and a job is handed to the
+tracker's :class:`~sidecar.export.failopen.FailOpenWorker`, which never blocks. Each tracker has its
+own thread, so a hung MLflow never holds up W&B, and neither holds up ingest or
+``/drain_margin``. A live step that cannot be queued or sent is dropped and counted; the final
+summary of an ended run is retried every interval until the tracker holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import structlog
+
+from sidecar.export.failopen import FailOpenWorker, JobResult
+from sidecar.export.trackers._core import Backend, TrackerSession, final_package, report_files
+from sidecar.export.trackers._settings import RunTarget, TrackerName, TrackerSettings
+from sidecar.export.trackers._state import ExportStore
+from sidecar.export.trackers.keys import live_metrics
+
+if TYPE_CHECKING:
+    from sidecar.http.service import Service
+    from sidecar.state.run import RunState
+
+__all__ = ["TrackerExport", "abandoned_trackers", "make_backend"]
+
+_log = structlog.get_logger("sidecar.export.trackers")
+#: Trackers whose thread was still busy at a shutdown's deadline (see :func:`abandoned_trackers`).
+_ABANDONED: set[str] = set()
+
+
+def abandoned_trackers() -> frozenset[str]:
+    """Trackers left hanging by a shutdown in this process.
+
+    Their library may still hold the interpreter's exit (wandb's exit hook waits for its service
+    to finish sending), so ``serve`` then ends the process at once, journal already closed.
+    """
+    return frozenset(_ABANDONED)
+
+
+def make_backend(name: TrackerName, settings: TrackerSettings) -> Backend:
+    """The backend of ``name`` (imports its library: call only with the extra installed)."""
+    if name == "mlflow":
+        from sidecar.export.trackers.mlflow import MlflowBackend
+
+        return MlflowBackend(
+            settings.mlflow_tracking_uri, settings.mlflow_experiment_name, settings.mlflow_run_name
+        )
+    from sidecar.export.trackers.wandb import WandbBackend
+
+    return WandbBackend(settings.wandb_project, settings.wandb_entity, settings.wandb_name)
+
+
+def target_of(run: RunState, name: TrackerName) -> RunTarget:
+    """Where ``run`` goes in tracker ``name``: the run the client named, else a new one."""
+    tracking = getattr(run.config, "tracking", None)
+    given = None
+    if tracking is not None:
+        given = tracking.mlflow_run_id if name == "mlflow" else tracking.wandb_run_path
+    return RunTarget(run.run_id, given=given)
+
+
+class _Channel:
+    """One tracker: its session (used on its thread only) and the loop's view of its runs."""
+
+    def __init__(
+        self, session: TrackerSession, worker: FailOpenWorker, finished: set[str], retry_s: float
+    ) -> None:
+        self.session = session
+        self.worker = worker
+        self.finished = finished  # written by the worker thread, read by the loop
+        self.final_queued: set[str] = set()
+        self.live_queued: set[str] = set()  # runs whose live step waits for the thread
+        self.retry_s = retry_s
+        self._retry_at = 0.0
+
+    def resting(self, now: float) -> bool:
+        """True when the tracker is down and this step is not a retry (one per ``retry_s``)."""
+        if not self.worker.down:
+            return False
+        if now >= self._retry_at:
+            self._retry_at = now + self.retry_s
+            return False
+        return True
+
+    def submit_live(self, target: RunTarget, metrics: dict[str, float]) -> None:
+        """Queue one live step, unless the previous one of the run has not even started."""
+        if target.run_id in self.live_queued:
+            self.worker.skip("busy")
+            return
+
+        def job() -> None:
+            self.live_queued.discard(target.run_id)
+            self.session.log_live(target, metrics)
+
+        self.live_queued.add(target.run_id)  # before the thread can take (and discard) it
+        if not self.worker.submit(job):
+            self.live_queued.discard(target.run_id)
+
+    @property
+    def name(self) -> TrackerName:
+        return self.session.backend.name
+
+
+class TrackerExport:
+    """Exports every run of ``service`` to the configured trackers (see the module docstring)."""
+
+    def __init__(
+        self,
+        service: Service,
+        settings: TrackerSettings,
+        store: ExportStore,
+        backends: list[Backend],
+        *,
+        on_result: Callable[[str, JobResult], None] = lambda tracker, result: None,
+    ) -> None:
+        self.service = service
+        self.settings = settings
+        self.store = store
+        self.channels: list[_Channel] = []
+        for backend in backends:
+            name = backend.name
+            worker = FailOpenWorker(
+                f"tracker-{name}",
+                maxsize=settings.queue_size,
+                on_result=lambda result, name=name: on_result(name, result),  # type: ignore[misc]
+            )
+            session = TrackerSession(backend, store)
+            retry_s = max(settings.interval_s, settings.retry_down_s)
+            self.channels.append(_Channel(session, worker, store.finished(name), retry_s))
+        self._task: asyncio.Task[None] | None = None
+        self.ticks = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="tracker-export")
+        _log.info(
+            "tracker export on", trackers=[c.name for c in self.channels], interval_s=self.settings.interval_s
+        )
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.interval_s)
+            try:
+                await self.tick()
+            except Exception:  # a bug here must not stop later steps
+                _log.exception("tracker export step failed")
+
+    async def tick(self) -> None:
+        """One step of every live run, and the final summary of every ended run not yet summarised."""
+        self.ticks += 1
+        moment = time.monotonic()
+        active = [channel for channel in self.channels if not channel.resting(moment)]
+        for channel in self.channels:
+            if channel not in active:
+                channel.worker.skip("down")
+        if not active:
+            return
+        for run in list(self.service.ingestor.runs.values()):
+            if run.ended:
+                await self._final(run, active)
+            else:
+                await self._live(run, active)
+
+    async def _live(self, run: RunState, active: list[_Channel]) -> None:
+        reads = self.service.reads
+        now = self.service.clock()
+        metrics = await reads.build(
+            ("tracker-live", run.run_id, id(run), now), lambda: live_metrics(run, now)
+        )
+        for channel in active:
+            channel.submit_live(target_of(run, channel.name), metrics)
+
+    async def _final(self, run: RunState, active: list[_Channel]) -> None:
+        channels = [c for c in active if run.run_id not in c.finished and run.run_id not in c.final_queued]
+        if not channels:
+            return
+        reads = self.service.reads
+        rid, key = run.run_id, id(run)
+        report_bytes = await reads.build(("report", rid, key), lambda: _dumps_report(run))
+        summary = await reads.build(("summary", rid, key), run.reducer.summary_bytes)
+        lines = await reads.build(("verdicts", rid, key), lambda: list(run.reducer.iter_verdict_lines()))
+        report = orjson.loads(report_bytes)
+        now = self.service.clock()
+        html = await reads.build(("tracker-html", rid, key), lambda: _page_html(run, now, report))
+        files = report_files(report, summary, b"".join(lines), html)
+        config = {name: getattr(run.config, name, None) for name in _CONFIG_PARAMS}
+        for channel in channels:
+            package = final_package(config, report, files, channel.name)
+            target = target_of(run, channel.name)
+
+            def job(channel: _Channel = channel, target: RunTarget = target, package: Any = package) -> None:
+                try:
+                    channel.session.log_final(target, package)
+                    channel.finished.add(target.run_id)
+                finally:
+                    channel.final_queued.discard(target.run_id)
+
+            if channel.worker.submit(job):
+                channel.final_queued.add(rid)
+
+    async def stop(self) -> None:
+        """A last step (finals of runs that just ended), then at most the deadline for the threads."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        try:
+            await asyncio.wait_for(self.tick(), self.settings.stop_deadline_s)
+        except Exception:  # a read that does not finish in time: the journal has the run
+            _log.info("last tracker step skipped at shutdown")
+        deadline = self.settings.stop_deadline_s
+
+        def close(channel: _Channel) -> None:
+            channel.worker.submit(channel.session.close)
+            if not channel.worker.stop(deadline):
+                _ABANDONED.add(channel.name)
+                _log.warning(
+                    "tracker did not answer by the shutdown deadline: abandoned",
+                    tracker=channel.name,
+                    deadline_s=deadline,
+                )
+
+        await asyncio.gather(*(asyncio.to_thread(close, channel) for channel in self.channels))
+        self.store.close()
+
+
+#: ``run_started`` fields logged as parameters (read with ``getattr``: a run restored from a
+#: snapshot older than a field lacks it).
+_CONFIG_PARAMS = ("dispatch_budget_s", "drain_margin_s", "task_timeout_s", "max_attempts", "ignored_checks")
+
+
+def _dumps_report(run: RunState) -> bytes:
+    from sidecar.http.json_bodies import dumps_report
+
+    return dumps_report(run.report())
+
+
+def _page_html(run: RunState, now: float, report: dict[str, Any]) -> bytes:
+    """The run's page as one self-contained file, as ``report --html`` writes it."""
+    from sidecar.web.data import live_body
+    from sidecar.web.page import saved_html
+
+    body = live_body(run, now, report.get("perf_summary"), run.perf_rollouts)
+    body["perf_pending"] = False
+    return saved_html(body, dict(run.timeline_body())).encode()

@@ -1,0 +1,204 @@
+"""The metric, parameter and artifact names the sidecar logs into MLflow and W&B.
+
+Every key starts with :data:`PREFIX` (``rollout_sidecar/``), in NeMo Gym's slash style
+(``progress/total/rollouts_per_min``, ``coverage/expected``), so the sidecar's keys sort
+together beside NeMo Gym's own and can never collide with them. Live keys are logged every
+interval with a step; ``final/`` keys once, when the run ends, from the run's ``/report`` body
+(so each equals the report's figure); parameters once at the end. docs/operations.md lists them.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterator, Mapping
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sidecar.state.run import RunState
+
+__all__ = [
+    "ARTIFACTS",
+    "FINAL_KEYS",
+    "LIVE_KEYS",
+    "PREFIX",
+    "STEP_KEY",
+    "UNHEALTHY_TABLE",
+    "final_metrics",
+    "live_metrics",
+    "run_params",
+    "unhealthy_rows",
+]
+
+PREFIX = "rollout_sidecar/"
+#: Logged with every live step, its value the step itself: a resumed exporter reads it back.
+STEP_KEY = PREFIX + "step"
+#: W&B table of the unhealthy rollouts (columns: :data:`UNHEALTHY_COLUMNS`).
+UNHEALTHY_TABLE = PREFIX + "unhealthy_rollouts"
+UNHEALTHY_COLUMNS = ("task_index", "rollout_index", "rollout_id", "checks", "findings")
+#: Most unhealthy rollouts put into the table (the verdicts artifact has them all).
+MAX_TABLE_ROWS = 10_000
+#: Artifact file names, under the ``rollout_sidecar/`` artifact directory.
+ARTIFACTS = ("quality_summary.json", "rollout_verdicts.jsonl", "perf_summary.json", "report.json")
+
+_VERDICTS = ("healthy", "unhealthy", "unobserved")
+_LIVE_QUANTILES = (("p50_s", 0.5), ("p75_s", 0.75), ("p95_s", 0.95))
+_FINAL_QUANTILES = (("p50_s", "0.5"), ("p75_s", "0.75"), ("p90_s", "0.9"), ("p95_s", "0.95"),
+                    ("p99_s", "0.99"), ("max_s", "1.0"))  # fmt: skip
+_ACCOUNTING = ("expected", "succeeded", "failed", "failed_terminal", "failed_attempts", "drained",
+               "missing", "pending", "unplanned", "tasks_planned", "tasks_complete")  # fmt: skip
+
+#: Keys a live step may carry (absent while undefined: no samples, no budget).
+LIVE_KEYS = (
+    STEP_KEY,
+    PREFIX + "throughput/rollouts_per_hour",
+    PREFIX + "throughput/rollouts_per_hour_15m",
+    *(PREFIX + "latency/" + name for name, _ in _LIVE_QUANTILES),
+    PREFIX + "drain/margin_s",
+    PREFIX + "drain/seconds_left",
+    PREFIX + "inflight/count",
+    PREFIX + "inflight/stragglers",
+    PREFIX + "inflight/stalled",
+    PREFIX + "rollouts/completed",
+    PREFIX + "rollouts/failed_attempts",
+    PREFIX + "rollouts/drained",
+    *(PREFIX + "health/" + verdict for verdict in _VERDICTS),
+)
+#: Keys of the final summary (absent when the report has no such figure).
+FINAL_KEYS = (
+    PREFIX + "final/rollouts_per_hour",
+    *(PREFIX + "final/latency/" + name for name, _ in _FINAL_QUANTILES),
+    PREFIX + "final/drain_margin_s",
+    PREFIX + "final/samples",
+    PREFIX + "final/completed",
+    PREFIX + "final/drained",
+    *(PREFIX + "final/accounting/" + name for name in _ACCOUNTING),
+    *(PREFIX + "final/health/" + verdict for verdict in _VERDICTS),
+    PREFIX + "final/health/records",
+    PREFIX + "final/duration_s",
+)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if number == number and abs(number) != float("inf") else None
+
+
+def _kept(pairs: Iterator[tuple[str, Any]]) -> dict[str, float]:
+    return {key: number for key, value in pairs if (number := _number(value)) is not None}
+
+
+def live_metrics(run: RunState, now: float) -> dict[str, float]:
+    """The run's figures at ``now`` (called on the read thread, as ``/metrics`` builds are)."""
+    tracker = run.tracker
+    margin = run.drain_margin(run.config.drain_margin_s, now=now)
+    inflight = run.inflight.view(now, run.straggler_threshold())
+    verdicts = run.health_view().verdicts
+    failed_attempts = sum(run.failed.values())
+
+    def pairs() -> Iterator[tuple[str, Any]]:
+        yield PREFIX + "throughput/rollouts_per_hour", tracker.completions_per_hour()
+        yield PREFIX + "throughput/rollouts_per_hour_15m", tracker.recent_completions_per_hour()
+        for name, q in _LIVE_QUANTILES:
+            yield PREFIX + "latency/" + name, tracker.quantile(q) if tracker.count else None
+        yield PREFIX + "drain/margin_s", margin["drain_margin"]
+        yield PREFIX + "drain/seconds_left", margin.get("seconds_left")
+        yield PREFIX + "inflight/count", inflight.count
+        yield PREFIX + "inflight/stragglers", inflight.stragglers
+        yield PREFIX + "inflight/stalled", inflight.stalled
+        yield PREFIX + "rollouts/completed", run.completed
+        yield PREFIX + "rollouts/failed_attempts", failed_attempts
+        yield PREFIX + "rollouts/drained", run.drained
+        for verdict in _VERDICTS:
+            yield PREFIX + "health/" + verdict, verdicts.get(verdict, 0)
+
+    return _kept(pairs())
+
+
+def final_metrics(report: Mapping[str, Any]) -> dict[str, float]:
+    """The summary metrics of a ``/report`` body (``quality_summary`` included)."""
+    latency = report.get("latency") or {}
+    quantiles = latency.get("quantiles") or {}
+    accounting = report.get("accounting") or {}
+    run = (report.get("quality_summary") or {}).get("run") or {}
+    verdicts = run.get("verdicts") or {}
+    started, ended = report.get("started_at"), report.get("ended_at")
+
+    def pairs() -> Iterator[tuple[str, Any]]:
+        yield PREFIX + "final/rollouts_per_hour", latency.get("completions_per_hour")
+        for name, label in _FINAL_QUANTILES:
+            yield PREFIX + "final/latency/" + name, quantiles.get(label)
+        yield PREFIX + "final/drain_margin_s", latency.get("drain_margin")
+        yield PREFIX + "final/samples", latency.get("samples")
+        events = report.get("events") or {}
+        yield PREFIX + "final/completed", events.get("completed")
+        yield PREFIX + "final/drained", events.get("drained")
+        for name in _ACCOUNTING:
+            yield PREFIX + "final/accounting/" + name, accounting.get(name)
+        for verdict in _VERDICTS:
+            yield PREFIX + "final/health/" + verdict, verdicts.get(verdict)
+        yield PREFIX + "final/health/records", (run.get("artifacts") or {}).get("records")
+        began, end = _number(started), _number(ended)
+        if began is not None and end is not None:
+            yield PREFIX + "final/duration_s", end - began
+
+    return _kept(pairs())
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def run_params(config: Mapping[str, Any], report: Mapping[str, Any], tracker: str) -> dict[str, str]:
+    """Parameters of the run: budget, plan size, ignored checks and the versions that produced it.
+
+    ``config`` holds the ``run_started`` fields (empty for a batch ``health-check``); ``tracker``
+    is the distribution whose version is logged (``mlflow`` or ``wandb``).
+    """
+    summary_run = (report.get("quality_summary") or {}).get("run") or {}
+    ignored = config.get("ignored_checks", summary_run.get("ignored_checks")) or []
+    accounting = report.get("accounting") or {}
+    values: dict[str, Any] = {
+        "dispatch_budget_s": config.get("dispatch_budget_s"),
+        "drain_margin_s": config.get("drain_margin_s"),
+        "task_timeout_s": config.get("task_timeout_s"),
+        "max_attempts": config.get("max_attempts"),
+        "plan_tasks": report.get("plan_tasks"),
+        "plan_rollouts": accounting.get("expected"),
+        "ignored_checks": ",".join(sorted(ignored)) or "none",
+        "run_id": report.get("run_id"),
+        "version": _version("rollout-sidecar"),
+        "python": platform.python_version(),
+        f"{tracker}_version": _version(tracker),
+    }
+    return {PREFIX + name: str(value) for name, value in values.items() if value is not None}
+
+
+def unhealthy_rows(verdicts: bytes) -> list[list[Any]]:
+    """Rows of the unhealthy-rollouts table from ``rollout_verdicts.jsonl``'s bytes (capped)."""
+    import orjson
+
+    rows: list[list[Any]] = []
+    for line in verdicts.splitlines():
+        if b'"unhealthy"' not in line:
+            continue
+        record = orjson.loads(line)
+        if record.get("verdict") != "unhealthy":
+            continue
+        findings = record.get("findings") or []
+        checks = sorted({str(finding.get("check")) for finding in findings})
+        rows.append([
+            str(record.get("_ng_task_index")),
+            str(record.get("_ng_rollout_index")),
+            str(record.get("rollout_id")),
+            ",".join(checks),
+            orjson.dumps(findings).decode()[:4000],
+        ])  # fmt: skip
+        if len(rows) >= MAX_TABLE_ROWS:
+            break
+    return rows

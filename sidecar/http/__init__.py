@@ -1,0 +1,1 @@
+"""The HTTP surface and the service behind it: routes, handlers, bodies, the server."""

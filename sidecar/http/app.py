@@ -1,0 +1,143 @@
+"""The HTTP surface: the route table, the error handlers and the middleware (``create_app``).
+
+The routes' handlers live in :mod:`sidecar.http.ingest_handlers` (ingest) and
+:mod:`sidecar.http.read_handlers`
+(reads and probes). Every rejection is a 4xx (or 503 when the journal cannot store) with the body
+``{"error": <code>, "field": <where>, "detail": <what>}``: handlers raise
+:class:`~sidecar.http.errors.RequestError` and one registered handler renders and counts it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import structlog
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from sidecar.http._plain_route import PlainPostRoute
+from sidecar.http._priority_lane import PriorityLane
+from sidecar.http.errors import (
+    RequestError,
+    error_body,
+    json_response,
+    render_request_error,
+    request_error_handler,
+)
+from sidecar.http.ingest_handlers import IngestHandlers
+from sidecar.http.json_bodies import dumps_json
+from sidecar.http.read_handlers import ReadHandlers
+from sidecar.http.service import Service
+from sidecar.web.routes import web_routes
+
+__all__ = [
+    "ServerTiming",
+    "create_app",
+]
+
+_log = structlog.get_logger("sidecar.http.app")
+#: The ingest route's path (Starlette's ``/v1/runs/{run_id}/events``), served as plain ASGI.
+_EVENTS_PATH = re.compile(r"/v1/runs/([^/]+)/events")
+
+
+class ServerTiming:
+    """ASGI middleware adding ``Server-Timing: app;dur=<ms>`` (handler time, no network or queueing
+    in the kernel), so latency seen by a client can be told apart from time spent in the service."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+
+        async def timed_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                took = (time.perf_counter() - started) * 1000.0
+                message["headers"] = [*message.get("headers", ()), (b"server-timing", b"app;dur=%.3f" % took)]
+            await send(message)
+
+        await self.app(scope, receive, timed_send)
+
+
+def create_app(service: Service) -> Starlette:
+    """The ASGI app over ``service``; its lifespan starts the service if the runner has not."""
+    reads = ReadHandlers(service)
+    ingest = IngestHandlers(service, reads.require_ready)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    async def events(request: Request) -> Response:
+        """The ingest route as Starlette serves it, for a request the plain route passes on."""
+        run_id = request.path_params["run_id"]
+        return json_response(await ingest.events(run_id, request.scope["headers"], request.receive))
+
+    render_error = functools.partial(render_request_error, dumps=dumps_json, count=service.metrics.on_error)
+    routes = [
+        Route("/v1/runs/{run_id}/events", events, methods=["POST"]),
+        Route("/v1/runs/{run_id}/lines", ingest.lines, methods=["POST"]),
+        Route("/v1/runs", reads.runs, methods=["GET"]),
+        Route("/v1/runs/{run_id}/inflight", reads.inflight, methods=["GET"]),
+        Route("/v1/runs/{run_id}/timeline", reads.timeline, methods=["GET"]),
+        Route("/drain_margin", reads.drain_margin, methods=["GET"]),
+        Route("/metrics", reads.metrics, methods=["GET"]),
+        Route("/report", reads.report, methods=["GET"]),
+        Route("/report/quality_summary.json", reads.quality_summary, methods=["GET"]),
+        Route("/report/verdicts", reads.verdicts, methods=["GET"]),
+        Route("/openapi.json", reads.openapi, methods=["GET"]),
+        Route("/healthz", reads.healthz, methods=["GET"]),
+        Route("/readyz", reads.readyz, methods=["GET"]),
+        *web_routes(service, reads.run_of, dumps_json),  # the page (sidecar/web)
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return json_response(dumps_json(error_body("not_found", "path", f"no route {request.url.path}")), 404)
+
+    internal_error = dumps_json(error_body("internal", None, "internal error; see the service log"))
+
+    async def internal(request: Request, exc: Exception) -> Response:
+        _log.error("unhandled error", path=request.url.path, error=type(exc).__name__)
+        return json_response(internal_error, 500)
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        body = error_body(
+            "method_not_allowed", "method", f"{request.method} is not allowed on {request.url.path}"
+        )
+        return json_response(dumps_json(body), 405)
+
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={
+            RequestError: request_error_handler(dumps_json, service.metrics.on_error),
+            404: not_found,
+            405: not_allowed,
+            Exception: internal,
+        },
+        middleware=[
+            Middleware(
+                PlainPostRoute, pattern=_EVENTS_PATH, handler=ingest.events, render_error=render_error
+            ),
+            Middleware(ServerTiming),
+        ],
+    )
+    app.state.service = service
+    #: What the server's protocol answers itself (``sidecar.http._priority_lane``).
+    app.state.priority_lane = PriorityLane({b"/drain_margin": reads.drain_margin_answer}, internal_error)
+    return app

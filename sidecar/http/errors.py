@@ -1,0 +1,102 @@
+"""Request errors: raised where a request is refused, rendered and counted in one handler.
+
+Every refusal is a :class:`RequestError` carrying its status, error code, offending field,
+detail and the metric reason it counts under. :func:`error_body` is the one place the error
+body ``{"error": <code>, "field": <where>, "detail": <what>}`` is built; the app registers
+:func:`request_error_handler` for :class:`RequestError` (as starlette's ``HTTPException`` is
+handled), so route handlers raise and never catch their own refusals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import Response
+
+__all__ = [
+    "ErrorCode",
+    "RequestError",
+    "error_body",
+    "json_response",
+    "render_request_error",
+    "request_error_handler",
+]
+
+_log = structlog.get_logger("sidecar.http.app")
+_JSON = "application/json"
+
+#: The ``error`` codes of a refused request; each is also its ``ingest_errors_total`` reason.
+ErrorCode = Literal[
+    "validation",
+    "invalid_json",
+    "too_large",
+    "too_deep",
+    "unauthorized",
+    "unknown_run",
+    "journal_unavailable",
+    "too_many_runs",
+    "busy",
+    "starting",
+    "bad_request",
+]
+
+
+class RequestError(Exception):
+    """A request the service refuses.
+
+    ``reason`` is what ``rollout_sidecar_ingest_errors_total`` counts it under: its error code,
+    or ``None`` (``counted=False``: neither counted nor logged).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        error: ErrorCode,
+        detail: str,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+        *,
+        counted: bool = True,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.error: ErrorCode = error
+        self.detail = detail
+        self.field = field
+        self.headers = headers
+        self.reason: ErrorCode | None = error if counted else None
+
+
+def json_response(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, status_code=status, media_type=_JSON, headers=headers)
+
+
+def error_body(error: str, field: str | None, detail: str) -> dict[str, Any]:
+    """The one error body every refusal, unknown route and internal error answers with."""
+    return {"error": error, "field": field, "detail": detail}
+
+
+def render_request_error(
+    exc: RequestError, dumps: Callable[[Any], bytes], count: Callable[[str], None]
+) -> bytes:
+    """Count ``exc`` under its reason, log it, and return its JSON body (every route's refusal
+    goes through here, whichever layer answers it)."""
+    if exc.reason is not None:
+        count(exc.reason)
+        _log.info("request rejected", reason=exc.reason, status=exc.status, field=exc.field)
+    return dumps(error_body(exc.error, exc.field, exc.detail))
+
+
+def request_error_handler(
+    dumps: Callable[[Any], bytes], count: Callable[[str], None]
+) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """The app's handler for :class:`RequestError`: counts its reason, logs it, renders its body."""
+
+    async def handle(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestError)
+        return json_response(render_request_error(exc, dumps, count), exc.status, exc.headers)
+
+    return handle

@@ -1,0 +1,195 @@
+"""The run-scoped reads and the probes: drain margin, report, verdicts, in flight, timeline,
+metrics, the run listing, OpenAPI, liveness and readiness.
+
+Each answer is built from the run's applied state; heavy bodies are built off the event loop
+(``service.reads``). Refusals are raised as :class:`~sidecar.http.errors.RequestError`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.datastructures import QueryParams
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from sidecar.export.metrics import render
+from sidecar.http._priority_lane import LaneAnswer
+from sidecar.http.errors import RequestError, json_response, render_request_error
+from sidecar.http.json_bodies import dumps_json, dumps_report
+from sidecar.http.openapi import openapi_document
+from sidecar.http.responses import DrainMarginBody, HealthzBody, InflightBody, ReadyBody, RunListBody
+from sidecar.http.service import Service
+from sidecar.ingest.events import MAX_SECONDS
+from sidecar.state.run import RunState
+from sidecar.wire import FollowerState
+
+__all__ = ["ReadHandlers"]
+
+_JSON = "application/json"
+_INFLIGHT_DEFAULT_LIMIT = 20
+_INFLIGHT_MAX_LIMIT = 1000
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return json_response(dumps_json(body), status, headers)
+
+
+class ReadHandlers:
+    """The read routes over ``service``; :meth:`run_of` and :meth:`require_ready` are the checks
+    every run-scoped route (the ingest routes and the page's too) starts with."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    def run_of(self, run_id: str | None) -> RunState:
+        self.require_ready()
+        if not run_id:
+            raise RequestError(400, "validation", "run_id is required", "run_id")
+        run = self.service.ingestor.runs.get(run_id)
+        if run is None:
+            raise RequestError(404, "unknown_run", f"unknown run {run_id!r}", "run_id")
+        return run
+
+    def require_ready(self, *, counted: bool = True) -> None:
+        """Run-scoped requests wait for the journal replay (run state is being rebuilt)."""
+        if not self.service.ready:
+            progress = self.service.replay_progress
+            done = progress["snapshot_seq"] + progress["replayed"]
+            raise RequestError(
+                503,
+                "starting",
+                f"replaying the journal ({done} of {progress['journal_events']} events); retry",
+                None,
+                {"Retry-After": "1"},
+                counted=counted,
+            )
+
+    async def drain_margin(self, request: Request) -> Response:
+        status, body, headers = self.drain_margin_answer(request.scope["query_string"])
+        return json_response(body, status, dict(headers) if headers else None)
+
+    def drain_margin_answer(self, query_string: bytes) -> LaneAnswer:
+        """``GET /drain_margin``'s answer, refusals rendered: synchronous and cheap, so the
+        connection's protocol answers it in the callback that read it (:mod:`sidecar.http._priority_lane`)."""
+        try:
+            return 200, dumps_json(self._drain_margin(QueryParams(query_string))), None
+        except RequestError as exc:
+            refusal = render_request_error(exc, dumps_json, self.service.metrics.on_error)
+            return exc.status, refusal, exc.headers
+
+    def _drain_margin(self, query: QueryParams) -> DrainMarginBody:
+        run = self.run_of(query.get("run_id"))
+        raw = query.get("configured")
+        configured = run.config.drain_margin_s
+        if raw is not None and raw not in ("", "null"):
+            try:
+                configured = float(raw)
+            except ValueError as exc:
+                raise RequestError(
+                    400, "validation", f"configured must be a number, got {raw!r}", "configured"
+                ) from exc
+            if not (math.isfinite(configured) and 0 <= configured <= MAX_SECONDS):
+                detail = f"configured must be in 0..{MAX_SECONDS:g}, got {raw!r}"
+                raise RequestError(400, "validation", detail, "configured")
+        return run.drain_margin(configured)
+
+    async def metrics(self, request: Request) -> Response:
+        accept = request.headers.get("accept") or ""
+        registry = self.service.metrics.registry
+        openmetrics = "application/openmetrics-text" in accept
+        body, content_type = await self.service.reads.build(
+            ("metrics", openmetrics), lambda: render(registry, accept)
+        )
+        return Response(body, media_type=content_type)
+
+    async def report(self, request: Request) -> Response:
+        run = self.run_of(request.query_params.get("run_id"))
+        key = ("report", run.run_id, id(run))
+        body = await self.service.reads.build(key, lambda: dumps_report(run.report()))
+        return Response(body, media_type=_JSON)
+
+    async def quality_summary(self, request: Request) -> Response:
+        run = self.run_of(request.query_params.get("run_id"))
+        summary = await self.service.reads.build(("summary", run.run_id, id(run)), run.reducer.summary_bytes)
+        return Response(summary, media_type=_JSON)
+
+    async def verdicts(self, request: Request) -> Response:
+        run = self.run_of(request.query_params.get("run_id"))
+        # a snapshot (later events must not tear the stream), taken off the loop
+        lines = await self.service.reads.build(
+            ("verdicts", run.run_id, id(run)), lambda: list(run.reducer.iter_verdict_lines())
+        )
+
+        async def stream() -> AsyncIterator[bytes]:
+            for start in range(0, len(lines), 512):
+                yield b"".join(lines[start : start + 512])
+
+        return StreamingResponse(stream(), media_type="application/x-ndjson")
+
+    async def inflight(self, request: Request) -> Response:
+        """Count, age distribution and the oldest ``limit`` in-flight rollouts (no payloads).
+
+        After ``run_ended`` the answer is what was in flight at the end (``ended: true``).
+        """
+        run = self.run_of(request.path_params["run_id"])
+        raw = request.query_params.get("limit", str(_INFLIGHT_DEFAULT_LIMIT))
+        # ASCII digits only and few of them: int() refuses '²' and 5,000-digit strings.
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 6) or int(raw) > _INFLIGHT_MAX_LIMIT:
+            detail = f"limit must be an integer in 0..{_INFLIGHT_MAX_LIMIT}, got {raw[:40]!r}"
+            raise RequestError(400, "validation", detail, "limit")
+        if run.inflight_at_end is not None:
+            body = dict(run.inflight_at_end)
+            body["oldest"] = body["oldest"][: int(raw)]
+            flags = run.inflight.flags  # this process's evaluations, kept after the end
+            body["flagged"] = {"stragglers": flags.stragglers, "stalled": flags.stalls}
+            ended: InflightBody = {"run_id": run.run_id, **body, "ended": True}  # type: ignore[typeddict-item]
+            return _json(ended)
+        now = self.service.clock()
+        live: InflightBody = {**run.inflight_body(now, limit=int(raw)), "ended": False}  # type: ignore[typeddict-item]
+        return _json(live)
+
+    async def timeline(self, request: Request) -> Response:
+        """The run's bounded time series, columnar (``docs/report.md``); frozen once it ended."""
+        run = self.run_of(request.path_params["run_id"])
+        return _json(run.timeline_body())
+
+    async def runs(self, request: Request) -> Response:
+        self.require_ready(counted=False)  # a listing, not ingest
+        runs = self.service.ingestor.runs
+        listing: RunListBody = {
+            "runs": [
+                {"run_id": rid, "ended": run.ended, "completed": run.completed} for rid, run in runs.items()
+            ]
+        }
+        return _json(listing)
+
+    async def openapi(self, request: Request) -> Response:
+        return _json(openapi_document())
+
+    async def healthz(self, request: Request) -> Response:
+        alive: HealthzBody = {"status": "ok"}
+        return _json(alive)
+
+    async def readyz(self, request: Request) -> Response:
+        service = self.service
+        follower = service.follower.status() if service.follower is not None else None
+        extra = {"follower": follower} if follower is not None else {}
+        if not service.ready:
+            status = "replay_failed" if service.replay_error is not None else "replaying"
+            return _json({"status": status, **service.replay_progress, **extra}, 503)
+        if not service.ingestor.journal_ok:
+            return _json(
+                {"status": "journal_unavailable", "detail": "the last journal append failed", **extra}, 503
+            )
+        if follower is not None and follower.get("state") == FollowerState.STOPPED:
+            return _json({"status": "follower_stopped", **extra}, 503)
+        ready: ReadyBody = {
+            "status": "ready",
+            "runs": len(service.ingestor.runs),
+            "replayed": service.ingestor.replayed,
+            **extra,  # type: ignore[typeddict-item]
+        }
+        return _json(ready)

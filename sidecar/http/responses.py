@@ -1,0 +1,359 @@
+"""The JSON bodies the HTTP surface answers with, one type each: the handlers are annotated
+with them (mypy checks every key they build) and ``/openapi.json``'s response schemas are
+generated from them (:mod:`sidecar.http.openapi`).
+
+They are ``TypedDict``\\s, not models: a handler's body stays the dict it builds (its bytes
+unchanged, no copy per request), and pydantic still generates each schema and, in the tests,
+validates real answers against it (closed: an undeclared key is an error).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired
+
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
+
+from sidecar.wire import FollowerState, OutcomeStatus
+
+__all__ = [
+    "AccountingBody",
+    "AgentBody",
+    "DrainMarginBody",
+    "ErrorBody",
+    "EventResult",
+    "FollowerStatus",
+    "HealthzBody",
+    "InflightBody",
+    "InflightEntryBody",
+    "InflightRulesBody",
+    "IngestBody",
+    "NotReadyBody",
+    "OpenAPIBody",
+    "PageBody",
+    "QualitySummaryBody",
+    "ReadyBody",
+    "ReportBody",
+    "RunListBody",
+    "RunListing",
+    "TimelineBody",
+    "TimelineSeries",
+]
+
+_CLOSED = ConfigDict(extra="forbid")
+
+
+@with_config(_CLOSED)
+class ErrorBody(TypedDict):
+    """Every refusal, unknown route and internal error: the reason code, the field, the detail."""
+
+    error: str
+    field: str | None
+    detail: str
+
+
+@with_config(_CLOSED)
+class EventResult(TypedDict):
+    """One event's answer; ``seq`` is the journal's (stored events), ``ng_perf`` on completions."""
+
+    index: int
+    kind: str
+    status: OutcomeStatus
+    seq: NotRequired[int]
+    ng_perf: NotRequired[dict[str, Any] | None]
+
+
+@with_config(_CLOSED)
+class IngestBody(TypedDict):
+    """``POST /v1/runs/{run_id}/events`` and ``/lines``: one result per event, in order."""
+
+    run_id: str
+    results: list[EventResult]
+
+
+@with_config(_CLOSED)
+class RunListing(TypedDict):
+    run_id: str
+    ended: bool
+    completed: int
+
+
+@with_config(_CLOSED)
+class RunListBody(TypedDict):
+    """``GET /v1/runs``: every run the service holds."""
+
+    runs: list[RunListing]
+
+
+@with_config(_CLOSED)
+class PageBody(TypedDict):
+    """``GET /v1/runs/{run_id}/page``: what the run page draws besides the timeline, O(1) in the
+    run's size (``docs/report.md`` "The run page"); ``source`` ``live`` here, ``batch`` in a file
+    ``health-check --html`` wrote."""
+
+    schema: int
+    source: Literal["live", "batch"]
+    run_id: str
+    status: Literal["running", "ended"]
+    as_of: float
+    started_at: float | None
+    ended_at: float | None
+    budget_s: float | None
+    plan_tasks: int | None
+    drain: DrainMarginBody
+    latency: dict[str, Any]
+    durations: dict[str, Any]
+    accounting: AccountingBody
+    events: dict[str, Any]
+    health: dict[str, Any]
+    perf_summary: dict[str, Any] | None
+    perf_rollouts: int | None
+    perf_pending: bool
+    tokens: dict[str, int]
+    inflight: dict[str, Any]
+    agents: list[AgentBody] | None
+    """Per agent, by name (rows naming an ``agent_ref``); ``None`` when no row named one."""
+
+
+@with_config(_CLOSED)
+class AgentBody(TypedDict):
+    """One agent on the run page (``sidecar.state.agents.AgentRow`` is this type; ``docs/report.md``,
+    ``agents``).
+    A batch page's ``failed`` and ``rollouts_per_hour`` are ``None`` (the files hold neither)."""
+
+    agent: str
+    other: bool
+    rollouts: int
+    failed: int | None
+    rollouts_per_hour: float | None
+    latency_samples: int
+    latency_p50_s: float | None
+    latency_p95_s: float | None
+    num_turns: int
+    num_tool_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@with_config(_CLOSED)
+class TimelineSeries(TypedDict):
+    """The timeline's columns (``docs/report.md``): per-interval counts, gauges at each point's end."""
+
+    started: list[int]
+    completed: list[int]
+    failed: list[int]
+    drained: list[int]
+    in_flight: list[int]
+    stragglers: list[int]
+    rollouts_per_hour: list[float]
+    p50_s: list[float | None]
+    p75_s: list[float | None]
+    p95_s: list[float | None]
+    drain_margin_s: list[float | None]
+    seconds_left: list[float | None]
+    healthy: list[int]
+    unhealthy: list[int]
+    tokens: list[int]
+
+
+@with_config(_CLOSED)
+class TimelineBody(TypedDict):
+    """``GET /v1/runs/{run_id}/timeline``: at most ``max_points`` points, one column per series."""
+
+    run_id: str
+    status: Literal["running", "ended"]
+    frozen: bool
+    bucket_s: float
+    max_points: int
+    started_at: float | None
+    ended_at: float | None
+    t: list[float]
+    series: TimelineSeries
+
+
+@with_config(_CLOSED)
+class DrainMarginBody(TypedDict):
+    """``GET /drain_margin``; the budget keys only when the run declared a dispatch budget."""
+
+    run_id: str
+    drain_margin: float | None
+    configured: float | None
+    samples: int
+    drained: int
+    budget_deadline: NotRequired[float]
+    seconds_left: NotRequired[float]
+    start_now: NotRequired[bool]
+
+
+@with_config(_CLOSED)
+class InflightEntryBody(TypedDict):
+    """One in-flight rollout (identities and times, never payloads); a report's
+    ``inflight_at_end`` keeps only the first six keys."""
+
+    task_index: int | str
+    rollout_index: int | str
+    attempt: int
+    started_at: float
+    age_s: float
+    straggling: bool
+    flagged_at: NotRequired[float | None]
+    flagged_threshold_s: NotRequired[float | None]
+    last_heartbeat: NotRequired[float | None]
+    heartbeat_age_s: NotRequired[float | None]
+    stalled: NotRequired[bool]
+    stalled_at: NotRequired[float | None]
+
+
+@with_config(_CLOSED)
+class InflightRulesBody(TypedDict):
+    straggler_factor: float
+    min_samples: int
+    stall_after_s: float
+    eval_interval_s: float
+
+
+@with_config(_CLOSED)
+class InflightFlags(TypedDict):
+    stragglers: int
+    stalled: int
+
+
+@with_config(_CLOSED)
+class InflightBody(TypedDict):
+    """``GET /v1/runs/{run_id}/inflight``: count, age distribution, the oldest ``limit``;
+    ``ended``: the view at ``run_ended`` (then without ``as_of``)."""
+
+    run_id: str
+    as_of: NotRequired[float]
+    count: int
+    oldest_age_s: float | None
+    age_quantiles_s: dict[str, float]
+    straggler_threshold_s: float | None
+    stragglers: int
+    stalled: NotRequired[int]
+    untracked: int
+    flagged: InflightFlags
+    rules: InflightRulesBody
+    oldest: list[InflightEntryBody]
+    ended: bool
+
+
+@with_config(_CLOSED)
+class LatencyBody(TypedDict):
+    summary: str
+    samples: int
+    drained: int
+    total_seconds: float
+    quantiles: dict[str, float | None]
+    drain_margin: float | None
+    completions_per_hour: float | None
+
+
+@with_config(_CLOSED)
+class AccountingBody(TypedDict):
+    """A run's rollout accounting (``sidecar.state.accounting.AccountingSnapshot``)."""
+
+    expected: int | None
+    succeeded: int
+    failed: int
+    failed_terminal: int
+    failed_attempts: int
+    drained: int
+    missing: int | None
+    pending: int | None
+    unplanned: int | None
+    tasks_planned: int | None
+    tasks_complete: int
+
+
+@with_config(_CLOSED)
+class FailedCount(TypedDict):
+    failure_class: str
+    terminal: bool
+    count: int
+
+
+@with_config(_CLOSED)
+class EventCounts(TypedDict):
+    completed: int
+    failed: list[FailedCount]
+    drained: int
+
+
+@with_config(_CLOSED)
+class HealthCounts(TypedDict):
+    tasks_closed: int
+
+
+@with_config(_CLOSED)
+class QualitySummaryBody(TypedDict):
+    """``quality_summary.json``, the batch health check's format (fields in docs/report.md)."""
+
+    run: dict[str, Any]
+    tasks: dict[str, dict[str, Any]]
+
+
+@with_config(_CLOSED)
+class ReportBody(TypedDict):
+    """``GET /report``: the post-run report minus the verdict rows (``/report/verdicts``)."""
+
+    run_id: str
+    started_at: float | None
+    ended_at: float | None
+    plan_tasks: int | None
+    quality_summary: QualitySummaryBody
+    latency: LatencyBody
+    perf_summary: dict[str, Any] | None
+    accounting: AccountingBody
+    events: EventCounts
+    health: HealthCounts
+    inflight_at_end: dict[str, Any] | None
+
+
+@with_config(_CLOSED)
+class HealthzBody(TypedDict):
+    """``GET /healthz``: the process answers."""
+
+    status: Literal["ok"]
+
+
+@with_config(_CLOSED)
+class FollowerStatus(TypedDict):
+    """The in-process follower (``serve --follow``), when there is one."""
+
+    state: FollowerState
+    last_error: str | None
+    retries: int
+    lines_sent: int
+
+
+@with_config(_CLOSED)
+class ReadyBody(TypedDict):
+    """``GET /readyz`` 200: replayed and the journal writable."""
+
+    status: Literal["ready"]
+    runs: int
+    replayed: int
+    follower: NotRequired[FollowerStatus]
+
+
+@with_config(_CLOSED)
+class NotReadyBody(TypedDict):
+    """``GET /readyz`` 503: why not (the replay's progress while replaying)."""
+
+    status: Literal["replaying", "replay_failed", "journal_unavailable", "follower_stopped"]
+    detail: NotRequired[str]
+    replayed: NotRequired[int]
+    journal_events: NotRequired[int]
+    snapshot_seq: NotRequired[int]
+    follower: NotRequired[FollowerStatus]
+
+
+@with_config(_CLOSED)
+class OpenAPIBody(TypedDict):
+    """``GET /openapi.json``: this document (OpenAPI 3.1)."""
+
+    openapi: Literal["3.1.0"]
+    info: dict[str, str]
+    paths: dict[str, dict[str, Any]]
+    components: dict[str, Any]

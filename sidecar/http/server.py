@@ -1,0 +1,202 @@
+"""Run the service on uvicorn: bind, open the journal, serve while it replays, shut down gracefully.
+
+:func:`serve` is what ``rollout-sidecar serve`` calls. :class:`ServiceThread` runs the real
+service on an ephemeral loopback port in a background thread, for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import signal
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+import uvicorn
+
+from sidecar.http._guarded import ConnectionGuard, guarded_protocol
+from sidecar.http.app import create_app
+from sidecar.http.server_thread import ServerThread, loop_factory
+from sidecar.http.service import Service
+from sidecar.http.settings import ServiceSettings, SettingsError
+from sidecar.ingest.engines import Engines
+from sidecar.journal import JournalError
+
+__all__ = ["ServiceThread", "bind_socket", "loop_factory", "run_service", "serve"]
+
+_log = structlog.get_logger("sidecar.http.server")
+
+
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived; uvicorn has already shut down gracefully and re-raises the signal."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+def run_service(settings: ServiceSettings, *, follower: Any = None) -> None:
+    """Blocking entry point of ``rollout-sidecar serve``; returns normally after SIGTERM or SIGINT.
+
+    uvicorn handles the signals itself (graceful shutdown, lifespan, journal closed) and then
+    re-raises them to the previous handler; ours turns that into a normal return, exit code 0.
+    """
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(serve(settings, follower=follower))
+    except (_Terminated, KeyboardInterrupt):
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _config(service: Service) -> uvicorn.Config:
+    settings = service.settings
+    guard = ConnectionGuard(
+        settings.header_timeout_s,
+        settings.body_timeout_s,
+        settings.max_connections_per_peer,
+        settings.write_timeout_s,
+    )
+    service.connection_guard = guard
+    app = create_app(service)
+    guard.priority_lane = app.state.priority_lane
+    return uvicorn.Config(
+        app,
+        http=guarded_protocol(guard),
+        host=service.settings.host,
+        port=service.settings.port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=10,
+        limit_concurrency=4096,
+        server_header=False,
+    )
+
+
+def bind_socket(settings: ServiceSettings) -> socket.socket:
+    """The listening socket of ``settings``; a port in use raises ``SettingsError`` naming the fix."""
+    try:
+        infos = socket.getaddrinfo(settings.host or None, settings.port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise SettingsError(f"cannot resolve --host {settings.host!r}: {exc.strerror}") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise SettingsError(
+                f"cannot listen on {settings.host}:{settings.port}: the port is already in use (another "
+                "rollout-sidecar?); stop that process or give another --port"
+            ) from None
+        raise SettingsError(
+            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
+        ) from None
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(
+    settings: ServiceSettings, *, sock: socket.socket | None = None, follower: Any = None
+) -> None:
+    """Serve until SIGINT/SIGTERM.
+
+    The port is bound first (a busy port raises ``SettingsError`` before any journal exists),
+    then the journal opened (``JournalError`` for a corrupt or newer one, before anything is
+    served), then requests are served while the journal replays in the background:
+    ``/healthz`` answers at once, ``/readyz`` answers 503 with the replay's progress until ready.
+    """
+    settings.check_bind()
+    listener = sock if sock is not None else bind_socket(settings)
+    try:
+        service = Service(settings)
+        service.follower = follower
+        await service.open()
+    except BaseException:
+        if sock is None:
+            listener.close()
+        raise
+    service.begin()
+    server = _AnnouncingServer(_config(service), settings)
+    watch = asyncio.get_running_loop().create_task(_exit_if_replay_fails(service, server))
+    try:
+        await server.serve(sockets=[listener])
+    finally:
+        watch.cancel()
+        await service.stop()
+    if service.replay_error is not None:
+        raise _refusal(settings, service.replay_error) from service.replay_error
+
+
+async def _exit_if_replay_fails(service: Service, server: uvicorn.Server) -> None:
+    """A start that cannot rebuild the state stops serving (``serve`` then raises the refusal),
+    rather than answering 503 ``replay_failed`` for ever."""
+    if await service.replay_outcome() is not None:
+        server.should_exit = True
+
+
+def _refusal(settings: ServiceSettings, error: BaseException) -> JournalError:
+    """The one-line ``JournalError`` a failed replay is refused with (the CLI prints it, exit 2)."""
+    if isinstance(error, JournalError):
+        return error
+    message = " ".join(f"{type(error).__name__}: {error}".split())[:1000]
+    return JournalError(
+        f"journal {settings.journal_path}: the state cannot be rebuilt ({message}); the journal and the "
+        "snapshot directory are kept as they were",
+        path=settings.journal_path,
+    )
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """Logs the address actually bound (``--port 0`` picks an ephemeral one) once it is bound."""
+
+    def __init__(self, config: uvicorn.Config, settings: ServiceSettings) -> None:
+        super().__init__(config)
+        self._settings = settings
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        ports = {s.getsockname()[1] for listener in self.servers for s in listener.sockets}
+        port = ports.pop() if len(ports) == 1 else self._settings.port
+        if sockets is not None and not self.should_exit:  # uvicorn announces only sockets it bound
+            self._log_started_message(sockets)
+        _log.info("listening", host=self._settings.host, port=port, auth=self._settings.token is not None)
+
+
+class ServiceThread(ServerThread):
+    """The real service on ``127.0.0.1:<ephemeral>`` in a thread: ``with ServiceThread(s) as url: ...``."""
+
+    label = "sidecar service"
+
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        *,
+        engines: Engines | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(settings.host)
+        self.settings = settings
+        self._engines = engines
+        self._clock = clock
+        self.service: Service | None = None
+
+    async def _serve(self, sock: socket.socket) -> None:
+        self.service = Service(self.settings, engines=self._engines, clock=self._clock)
+        await self.service.start()
+        self._server = uvicorn.Server(_config(self.service))
+        try:
+            await self._server.serve(sockets=[sock])
+        finally:
+            await self.service.stop()

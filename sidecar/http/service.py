@@ -1,0 +1,457 @@
+"""The service's parts wired together: journal, ingestor and metrics, with one start/stop.
+
+Kept apart from the HTTP layer so the server runner can open (and refuse) the journal
+right after it binds its port, then serve while the journal replays on a worker thread:
+until the replay is done ``ready`` is False, ``replay_progress`` says how far it got, and the
+app answers run-scoped requests 503 (``/healthz`` and ``/readyz`` answer throughout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import orjson
+import structlog
+
+from sidecar.export.metrics import ServiceMetrics
+from sidecar.http.offloop import OffLoopReads
+from sidecar.http.settings import ServiceSettings
+from sidecar.ingest.engines import Engines, default_engines
+from sidecar.ingest.events import MAX_LATENCY_MS, MAX_SECONDS, MAX_TIMESTAMP
+from sidecar.ingest.ingestor import Ingestor, JournalLike
+from sidecar.ingest.plans import plan_from_materialized
+from sidecar.journal import READABLE_STATE_SCHEMAS, STATE_SCHEMA, SnapshotStore, is_legacy_payload
+
+__all__ = ["Service"]
+
+_log = structlog.get_logger("sidecar.http.service")
+#: Newly flagged rollouts logged per run and evaluation (all are counted and listed in /inflight).
+_LOGGED_FLAGS = 20
+#: Interpreter frames left for the server's own call stack above a value nested to the depth cap.
+_STACK_HEADROOM = 1000
+
+
+def _reserve_recursion(max_json_depth: int) -> None:
+    """Raise the interpreter's recursion limit so a body nested to ``max_json_depth`` is read
+    and written, not refused with a 500.
+
+    On Python 3.11, msgspec's decoder and the standard library's JSON encoder (the deep-row
+    fallback of ``sidecar.wire.dump_row``) count every nesting level against the recursion
+    limit, of which the server's stack already uses a few dozen frames: with the default 1000,
+    a row nested ~990 deep inside a body the 1024 cap accepts would fail mid-request. Each
+    level costs those C functions well under a kilobyte of C stack, so ~2,000 levels fit in
+    the main thread's stack many times over. The limit is only ever raised.
+    """
+    needed = max_json_depth + _STACK_HEADROOM
+    if sys.getrecursionlimit() < needed:
+        sys.setrecursionlimit(needed)
+
+
+class Service:
+    """Owns the journal for its lifetime; :meth:`start` replays it before anything is served."""
+
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        *,
+        journal: JournalLike | None = None,
+        engines: Engines | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        _reserve_recursion(settings.max_json_depth)
+        #: Wall clock of arrivals and in-flight ages (the demo runs the service on simulated time).
+        self.clock = clock
+        self.started = False
+        self.ready = False
+        self.metrics = ServiceMetrics()
+        snapshots = None
+        #: The journal is the service's own file (trackers keep their side table beside it).
+        self._own_journal = journal is None
+        if journal is None:
+            from sidecar.journal import Journal, JournalError
+
+            parent = settings.journal_path.parent
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise JournalError(
+                    f"cannot create the journal's directory {str(parent)!r}: {exc.strerror or exc}; "
+                    "give --journal a path in a writable directory",
+                    path=settings.journal_path,
+                ) from None
+            journal = Journal(settings.journal_path, on_commit=self.metrics.on_commit)
+            snapshots = SnapshotStore.beside(settings.journal_path, keep=settings.snapshot_keep)
+        self.journal = journal
+        self._counted = _ReplayCounter(journal)
+        #: ``serve --follow``'s follower (anything with ``status() -> dict``), shown in ``/readyz``.
+        self.follower: Any = None
+        #: The server's slow-client guard (``sidecar.http._guarded.ConnectionGuard``), once serving.
+        self.connection_guard: Any = None
+        if settings.workers:
+            _log.warning(
+                "--workers is deprecated and ignored: rows are digested inline from their bytes, "
+                "which a worker pool cannot beat (benchmarks/README.md, live_profile.py)",
+                workers=settings.workers,
+            )
+        self.ingestor = Ingestor(
+            self._counted,
+            engines or default_engines(),
+            on_event=self._on_event,
+            health_interval_s=settings.health_metrics_interval_s,
+            inflight_rules=settings.inflight,
+            clock=clock,
+            read_plan=functools.partial(
+                plan_from_materialized,
+                root=settings.inputs_root,
+                max_line_bytes=settings.max_input_line_bytes,
+                max_tasks=settings.max_plan_tasks,
+            ),
+            keep_rows=settings.keep_rows,
+            snapshots=snapshots,
+            snapshot_every_events=settings.snapshot_every_events,
+            snapshot_every_s=settings.snapshot_every_s,
+            max_runs=settings.max_runs,
+            max_inflight=settings.max_inflight,
+            max_identity_chars=settings.max_identity_chars,
+        )
+        self.reads = OffLoopReads(self.ingestor.apply_lock)
+        self.metrics.attach(
+            self.ingestor,
+            ready=lambda: self.ready,
+            follower=lambda: self.follower.status() if self.follower is not None else None,
+            retain_ended_s=settings.metrics_retain_ended_s,
+        )
+        self.started = False
+        self.ready = False
+        self._retention: asyncio.Task[None] | None = None
+        self._inflight: asyncio.Task[None] | None = None
+        self.otlp: Any = None  # sidecar.export.otlp.OtlpPusher while pushing
+        self.trackers: Any = None  # sidecar.export.trackers.export.TrackerExport while exporting
+        self.process_started = time.time()
+        self._replay: asyncio.Task[None] | None = None
+        #: The replay finished: the state is whole and may be snapshotted (never a partial replay's).
+        self._replayed = False
+        self.replay_error: BaseException | None = None
+
+    def _on_event(self, kind: str, result: str, count: int) -> None:
+        self.metrics.on_event(kind, result, count)
+        self.reads.note_event()
+
+    @property
+    def replay_progress(self) -> dict[str, int]:
+        """How far the replay got: ``snapshot_seq``, the seq the loaded snapshot covers (0: none
+        loaded, or not yet), ``replayed``, the journal records applied after it so far, and
+        ``journal_events``, the journal's last seq (the replay is done at ``snapshot_seq +
+        replayed``; records compacted into the snapshot are not replayed again)."""
+        stats = getattr(self.journal, "stats", None)
+        return {
+            "replayed": self._counted.replayed,
+            "journal_events": getattr(stats, "events", 0),
+            "snapshot_seq": self.ingestor.restored_seq,
+        }
+
+    async def _retain(self, retain_s: float) -> None:
+        while True:
+            self.ingestor.drop_ended(retain_s)
+            await asyncio.sleep(min(60.0, max(retain_s / 4, 1.0)))
+
+    def evaluate_inflight(self, now: float | None = None) -> int:
+        """Stamp and log rollouts that straggle or stall for the first time; returns how many."""
+        moment = self.clock() if now is None else now
+        flagged = 0
+        for run in list(self.ingestor.runs.values()):
+            if run.ended:
+                continue
+            threshold = run.straggler_threshold()
+            stragglers, stalls = run.inflight.evaluate(moment, threshold)
+            for entry in stragglers[:_LOGGED_FLAGS]:
+                _log.info(
+                    "straggler flagged",
+                    run_id=run.run_id,
+                    task=entry.task,
+                    rollout=entry.rollout,
+                    attempt=entry.attempt,
+                    age_s=round(moment - entry.started_at, 3),
+                    threshold_s=threshold,
+                )
+            for entry in stalls[:_LOGGED_FLAGS]:
+                assert entry.last_heartbeat is not None
+                _log.info(
+                    "stalled rollout flagged",
+                    run_id=run.run_id,
+                    task=entry.task,
+                    rollout=entry.rollout,
+                    attempt=entry.attempt,
+                    heartbeat_age_s=round(moment - entry.last_heartbeat, 3),
+                )
+            flagged += len(stragglers) + len(stalls)
+        return flagged
+
+    async def _evaluate_inflight(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                # under the apply lock: a scrape built on a worker thread reads the same indexes
+                async with self.ingestor.apply_lock:
+                    self.evaluate_inflight()
+            except Exception:  # a bug here must not stop the evaluations
+                _log.exception("in-flight evaluation failed")
+
+    def series_start(self, labels: Mapping[str, str]) -> float:
+        """Start of a metric series: its run's start, else this process's (OTLP cumulative start)."""
+        run = self.ingestor.runs.get(labels.get("run_id", ""))
+        return run.started_at if run is not None else self.process_started
+
+    def histogram_extremes(self, family: str, labels: Mapping[str, str]) -> tuple[float, float] | None:
+        """Min and max of a run's task-duration histogram series (other histograms keep none)."""
+        run = self.ingestor.runs.get(labels.get("run_id", ""))
+        if run is None or family != "rollout_sidecar_task_duration_seconds":
+            return None
+        histogram = run.durations.get(labels.get("outcome", ""))
+        if histogram is None or histogram.low is None or histogram.high is None:
+            return None
+        return histogram.low, histogram.high
+
+    def _start_otlp(self, endpoint: str) -> None:
+        from sidecar.export.otlp import OtlpPusher, SeriesTimes
+        from sidecar.export.otlp_transport import http_settings
+
+        self.otlp = OtlpPusher(
+            self.metrics.registry,
+            http_settings(endpoint),
+            self.settings.otlp_interval_s,
+            SeriesTimes(self.series_start, self.histogram_extremes),
+            on_result=self.metrics.on_otlp_result,
+            clock=self.clock,
+            apply_lock=self.ingestor.apply_lock,
+        )
+        self.otlp.start()
+
+    async def _start_trackers(self) -> None:
+        """MLflow / W&B export; a tracker whose client cannot even be built is logged and left off."""
+        from sidecar.export.trackers import ExportStore
+        from sidecar.export.trackers.export import TrackerExport, make_backend
+
+        settings = self.settings.trackers
+        assert settings is not None
+        path = self.settings.journal_path
+        store = ExportStore(path.with_name(path.name + ".trackers.sqlite3") if self._own_journal else None)
+        backends = []
+        for name in settings.enabled:
+            try:
+                backends.append(await asyncio.to_thread(make_backend, name, settings))
+            except Exception as exc:  # fail open: the service runs without this tracker
+                _log.warning("tracker off", tracker=name, error=f"{type(exc).__name__}: {exc}"[:300])
+        self.metrics.trackers_on(tuple(backend.name for backend in backends))
+        self.trackers = TrackerExport(
+            self, settings, store, backends, on_result=self.metrics.on_tracker_result
+        )
+        self.trackers.start()
+
+    async def open(self) -> None:
+        """Open the journal (raises ``JournalError`` subclasses); nothing is replayed yet."""
+        if self.started:
+            return
+        open_ = getattr(self.journal, "open", None)
+        if open_ is not None:
+            await open_()
+        self.started = True
+        try:
+            await self._check_state_schema()
+        except BaseException:
+            close = getattr(self.journal, "close", None)  # nothing replayed, nothing to snapshot
+            if close is not None:
+                await close()
+            self.started = False
+            raise
+
+    def begin(self) -> None:
+        """Replay on a worker thread, then start ingesting; returns at once (see ``ready``)."""
+        if self._replay is None:
+            self._replay = asyncio.get_running_loop().create_task(self._replay_then_start(), name="replay")
+
+    async def start(self) -> None:
+        """Open the journal, replay it and start ingesting; returns once ready (or at once when
+        :meth:`begin` already runs the replay in the background)."""
+        if self._replay is not None:
+            return
+        await self.open()
+        self.begin()
+        assert self._replay is not None
+        await self._replay
+
+    async def replay_outcome(self) -> BaseException | None:
+        """Wait for the replay :meth:`begin` started; its error (None: the service is ready)."""
+        if self._replay is not None:
+            with contextlib.suppress(Exception):
+                await self._replay
+        return self.replay_error
+
+    async def _replay_then_start(self) -> None:
+        try:
+            # The newest usable snapshot, then the journal after it; the replay freezes the
+            # rebuilt state out of the cyclic collector's way (see ``Ingestor.replay``).
+            await asyncio.to_thread(self.ingestor.replay)
+            await self.ingestor.seal_lost_records()
+        except Exception as exc:
+            self.replay_error = exc
+            _log.error("journal replay failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        self._replayed = True
+        self.ingestor.start()
+        if self.settings.retain_ended_s is not None:
+            self._retention = asyncio.get_running_loop().create_task(
+                self._retain(self.settings.retain_ended_s)
+            )
+        self._inflight = asyncio.get_running_loop().create_task(
+            self._evaluate_inflight(self.settings.inflight.eval_interval_s)
+        )
+        if self.settings.otlp_endpoint is not None:
+            self._start_otlp(self.settings.otlp_endpoint)
+        if self.settings.trackers is not None and self.settings.trackers.enabled:
+            await self._start_trackers()
+        self.ready = True
+        _log.info(
+            "service ready",
+            journal=str(self.settings.journal_path),
+            runs=len(self.ingestor.runs),
+            replayed=self.ingestor.replayed,
+        )
+
+    async def _check_state_schema(self) -> None:
+        """Refuse a journal whose facts this build cannot read; stamp a new (or pre-facts) one,
+        and stamp anew one of an older facts format it reads (``READABLE_STATE_SCHEMAS``).
+
+        A journal without the stamp was written before facts existed: replay migrates its
+        records (derives their facts from the stored rows) and a snapshot right after means
+        that happens once.
+        """
+        get_meta = getattr(self.journal, "get_meta", None)
+        set_meta = getattr(self.journal, "set_meta", None)
+        if get_meta is None or set_meta is None:
+            return
+        from sidecar.journal import JournalSchemaError
+
+        stamp = get_meta("state_schema")
+        found = None if stamp is None else stamp.decode(errors="replace")
+        if found is None or (found != STATE_SCHEMA and found in READABLE_STATE_SCHEMAS):
+            # new, pre-facts, or an older facts format this build reads: from now on it also
+            # holds this build's facts, which the build that wrote it could not read
+            await set_meta("state_schema", STATE_SCHEMA.encode())
+        elif found != STATE_SCHEMA:
+            readable = ", ".join(repr(schema) for schema in sorted(READABLE_STATE_SCHEMAS))
+            raise JournalSchemaError(
+                f"journal {self.settings.journal_path} holds facts in state schema {found!r}; this build "
+                f"reads {readable}: run the rollout-sidecar version that wrote it, or start on a new "
+                "journal path and re-feed the run from the dispatcher's rollouts.jsonl with the follower",
+                path=self.settings.journal_path,
+                found=0,
+                supported=0,
+            )
+
+    async def stop(self) -> None:
+        """Drain queued events, then close the journal."""
+        if not self.started:
+            return
+        self.ready = False
+        if self._replay is not None and not self._replay.done():
+            self._replay.cancel()  # the worker thread finishes its replay; its state is dropped
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._replay
+        self._replay = None
+        if self._retention is not None:
+            self._retention.cancel()
+            self._retention = None
+        if self._inflight is not None:
+            self._inflight.cancel()
+            self._inflight = None
+        await self.ingestor.stop()
+        if self._replayed:
+            await self.ingestor.snapshot()  # a restart then replays nothing
+            self._replayed = False
+        if self.otlp is not None:
+            await self.otlp.stop()
+            self.otlp = None
+        if self.trackers is not None:
+            await self.trackers.stop()
+            self.trackers = None
+        close = getattr(self.journal, "close", None)
+        if close is not None:
+            await close()
+        self.started = False
+        _log.info("service stopped")
+
+
+#: Numbers an event may carry and their ranges (``sidecar.ingest.events``); journals written before the
+#: ranges existed may hold values outside them.
+_RANGED = {
+    "seconds": (0.0, MAX_SECONDS),
+    "latency_ms": (0.0, MAX_LATENCY_MS),
+    "dispatch_budget_s": (0.0, MAX_SECONDS),
+    "drain_margin_s": (0.0, MAX_SECONDS),
+    "task_timeout_s": (1e-300, MAX_SECONDS),
+    "started_at": (0.0, MAX_TIMESTAMP),
+    "ended_at": (0.0, MAX_TIMESTAMP),
+}
+_RANGED_KEYS = tuple(f'"{name}":'.encode() for name in _RANGED)
+
+
+def _in_range(value: Any, low: float, high: float) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high
+
+
+class _ReplayCounter:
+    """The journal as the ingestor sees it: counts the records its replay yields (progress: the
+    tail after the snapshot the replay started from), and drops from old row-format records
+    (journaled before facts existed, migrated to facts as they are replayed) a number the API
+    now refuses (an out-of-range duration would refuse the whole replay), with a warning naming
+    the record. Facts need no repair: they are derived from events validated with the ranges."""
+
+    def __init__(self, journal: JournalLike) -> None:
+        self._journal = journal
+        self.replayed = 0
+        self.repaired = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._journal, name)
+
+    async def append(self, events: Any) -> Any:
+        return await self._journal.append(events)
+
+    def replay(self, *, after_seq: int = 0) -> Iterator[Any]:
+        for record in self._journal.replay(after_seq=after_seq):
+            self.replayed += 1
+            yield self._repaired(record)
+
+    def _repaired(self, record: Any) -> Any:
+        payload = record.payload
+        if not is_legacy_payload(payload):
+            return record
+        # The event's own fields precede its row (a JSON object whose keys could match); inside
+        # JSON strings every quote is escaped, so a key pattern matches only a real key.
+        row_at = payload.find(b'"row":')
+        head = payload if row_at < 0 else payload[:row_at]
+        if not any(key in head for key in _RANGED_KEYS):
+            return record
+        body = orjson.loads(payload)
+        bad = [
+            name
+            for name, (low, high) in _RANGED.items()
+            if body.get(name) is not None and not _in_range(body[name], low, high)
+        ]
+        if not bad:
+            return record
+        for name in bad:
+            del body[name]
+        self.repaired += 1
+        _log.warning(
+            "journaled event out of today's ranges: fields dropped on replay", seq=record.seq, fields=bad
+        )
+        return record._replace(payload=orjson.dumps(body))

@@ -1,0 +1,282 @@
+"""What an event contributes to its run: its fact, derived once at ingest (pure).
+
+:func:`derive_fact` reads a completion's row once (the batch check's fast path from its bytes
+where it vouches, else the parsed row) into its identity, disposition, digest and ``ng_perf``;
+:class:`sidecar.state.run.RunState` applies the fact, at ingest and identically on replay, and never
+reads the row again (but for a *deferred* digest, see :mod:`sidecar.journal`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from health.compact import CompactDigest
+from sidecar.ingest.engines import Engines, Everyday
+from sidecar.ingest.events import (
+    Completed,
+    Drained,
+    Event,
+    Failed,
+    Heartbeat,
+    Latency,
+    RunEnded,
+    RunStarted,
+    Started,
+    dump_row,
+    event_identity,
+    row_of,
+)
+from sidecar.ingest.raw_rows import RawRow
+from sidecar.journal import (
+    CompletedFact,
+    Disposition,
+    DrainedFact,
+    Fact,
+    FailedFact,
+    LatencyFact,
+    RunEndedFact,
+    RunStartedFact,
+    StartedFact,
+    digest_fields,
+    encode_fact,
+)
+from sidecar.state.accounting import RolloutKey, normalize_index
+from sidecar.state.agents import agent_name
+from sidecar.wire import TASK_KEY
+
+__all__ = ["FAILURE_CLASSES", "derive_fact", "latency_ms"]
+
+# A fact's disposition is journaled as the plain int of its :class:`Disposition`.
+DIGESTED = int(Disposition.DIGESTED)
+NOT_PERSISTED = int(Disposition.NOT_PERSISTED)
+NOT_PERSISTED_DRAINED = int(Disposition.NOT_PERSISTED_DRAINED)
+FAILURE_ROW = int(Disposition.FAILURE_ROW)
+
+#: NeMo Gym's failure classes; anything else is exported as ``other`` to keep label values bounded.
+FAILURE_CLASSES = frozenset(
+    {
+        "agent_request_failed",
+        "agent_run_error",
+        "environment_server_failed",
+        "cancelled",
+        "kill_shaped",
+        "judge_invalid",
+        "timeout_exceeded",
+        "skipped",
+        "reference_missing",
+        "eval_missing",
+        "transport_ineligible",
+    }
+)
+_FAILURE_CLASS_KEY = "_ng_failure_class"
+_TERMINAL_KEY = "_ng_failure_terminal"
+_NO_PERSIST_KEY = "_ng_no_persist"
+_DRAINED_KEY = "_ng_dispatch_drained"
+_LINE_LOCATOR = b'"line":'
+
+
+def latency_ms(event: Completed) -> float | None:
+    """``ng_perf.total_latency_ms`` of a completion: ``latency_ms``, else ``seconds * 1000``, else none."""
+    if event.latency_ms is not None:
+        return event.latency_ms
+    return None if event.seconds is None else event.seconds * 1000.0
+
+
+def _failure_label(failure_class: Any) -> str:
+    """The exported label of a failure class: known classes as-is, anything else ``other``."""
+    return failure_class if isinstance(failure_class, str) and failure_class in FAILURE_CLASSES else "other"
+
+
+def _identity_key(event: Completed | Failed | Drained | Started) -> RolloutKey:
+    task, rollout, _ = event_identity(event)
+    return normalize_index(task), normalize_index(rollout)
+
+
+def _kept(event: Event, keep_rows: bool) -> bytes | None:
+    if not keep_rows or not isinstance(event, Completed | Failed | Drained):
+        return None
+    if isinstance(event, Completed) and event.line is not None:
+        return event.line.encode("utf-8", "surrogatepass")
+    if isinstance(event, Completed) and isinstance(event.row, RawRow):
+        return event.row.data
+    return None if event.row is None else dump_row(event.row)
+
+
+def derive_fact(
+    event: Event,
+    *,
+    received_at: float,
+    engines: Engines,
+    settings: tuple[str, frozenset[str]] | None,
+    plan: dict[str, int] | None = None,
+    keep_rows: bool = False,
+) -> Fact:
+    """What ``event`` contributes to its run, computed once from its row (pure).
+
+    ``settings`` is the run's ``(source_path, ignored_checks)``, which a digest depends on;
+    ``None`` when the run is not started yet: a completion's digest is then left to
+    :meth:`RunState.apply_fact`, as is any digest that depends on the row's position.
+    """
+    generation = event.generation or 0
+    if isinstance(event, RunStarted):
+        config = orjson.dumps(event.model_dump(exclude_none=True))
+        return RunStartedFact(received_at, generation, config, plan)
+    if isinstance(event, RunEnded):
+        ended_at = event.ended_at if event.ended_at is not None else received_at
+        return RunEndedFact(received_at, generation, ended_at)
+    if isinstance(event, Latency):
+        return LatencyFact(received_at, generation, event.op, event.seconds)
+    if isinstance(event, Heartbeat):
+        raise TypeError("a heartbeat has no fact: it is applied in memory and never journaled")
+    # a completion's fast path reads its identity keys too: it goes first
+    vouched = _everyday(event, engines, settings) if isinstance(event, Completed) else None
+    task, rollout = _identity_key(event)
+    if isinstance(event, Started):
+        return StartedFact(received_at, generation, task, rollout, event.attempt)
+    kept = _kept(event, keep_rows)
+    attempt = event_identity(event)[2]
+    if isinstance(event, Drained):
+        return DrainedFact(received_at, generation, task, rollout, attempt, kept)
+    if isinstance(event, Failed):
+        row = event.row
+        failure_class = (
+            event.failure_class if event.failure_class is not None else row.get(_FAILURE_CLASS_KEY)
+        )
+        terminal = event.terminal if event.terminal is not None else bool(row.get(_TERMINAL_KEY))
+        return FailedFact(
+            received_at,
+            generation,
+            event.seconds,
+            task,
+            rollout,
+            _failure_label(failure_class),
+            terminal,
+            attempt,
+            kept,
+            agent_name(row),
+        )
+    return _completed_fact(event, received_at, generation, (task, rollout), engines, settings, kept, vouched)
+
+
+def _completed_fact(
+    event: Completed,
+    received_at: float,
+    generation: int,
+    key: RolloutKey,
+    engines: Engines,
+    settings: tuple[str, frozenset[str]] | None,
+    kept: bytes | None,
+    vouched: Everyday | None,
+) -> CompletedFact:
+    base = (received_at, generation, event.seconds, key[0], key[1])
+    if vouched is not None:
+        raw = row_of(event)
+        agent_perf = _agent_perf(raw) if vouched.ng_perf is None else None
+        return _digested(event, base, vouched.ng_perf, agent_perf, vouched.digest, kept, agent_name(raw))
+    row = event.parsed[0]
+    agent = agent_name(row)
+    ng_perf = None if row is None else engines.build_ng_perf(row, latency_ms(event))
+    if row is not None and row.get(_NO_PERSIST_KEY):
+        disposition = NOT_PERSISTED_DRAINED if row.get(_DRAINED_KEY) else NOT_PERSISTED
+        return CompletedFact(
+            *base, disposition, "", False, ng_perf, None, None, None, False, None, kept, agent
+        )
+    if row is not None and row.get(_FAILURE_CLASS_KEY) is not None:
+        label = _failure_label(row.get(_FAILURE_CLASS_KEY))
+        terminal = bool(row.get(_TERMINAL_KEY))
+        return CompletedFact(
+            *base, FAILURE_ROW, label, terminal, ng_perf, None, None, None, False, None, kept, agent
+        )
+    agent_perf = _agent_perf(row) if ng_perf is None else None
+    digest = None
+    if settings is not None and not (isinstance(row, dict) and TASK_KEY not in row):
+        record, parse_error = event.parsed
+        digest = engines.digest_record(
+            record,
+            parse_error=parse_error,
+            source_path=settings[0],
+            source_index=0,
+            line_number=event.line_number if event.line_number is not None else 0,
+            ordinal=0,
+            ignored_checks=settings[1],
+        )
+    return _digested(event, base, ng_perf, agent_perf, digest, kept, agent)
+
+
+def _agent_perf(row: dict[str, Any] | RawRow | None) -> dict[str, Any] | None:
+    """The row's own ``ng_perf`` object, which ``attach_ng_perf`` keeps when it cannot build one."""
+    value = None if row is None else row.get("ng_perf")
+    return value if isinstance(value, dict) else None
+
+
+def _everyday(
+    event: Completed, engines: Engines, settings: tuple[str, frozenset[str]] | None
+) -> Everyday | None:
+    """Digest and ``ng_perf`` of an everyday row straight from its bytes (the batch fast path);
+    ``None`` for any row the full path must read (not digested here, or not vouched for).
+
+    The fast path runs before anything else reads the row: its one decode also reads the keys
+    that tell an everyday row, which the row then answers (here, and for the event's
+    identity) without a pass over its bytes of its own."""
+    raw = event.raw
+    digest_everyday = engines.digest_everyday
+    if raw is None or digest_everyday is None or settings is None:
+        return None
+    vouched = digest_everyday(
+        raw.data,
+        latency_ms(event),
+        source_path=settings[0],
+        source_index=0,
+        line_number=event.line_number if event.line_number is not None else 0,
+        ordinal=0,
+        ignored_checks=settings[1],
+        shallow_json=raw.shallow,
+    )
+    if vouched is not None:
+        raw.learn(vouched.service_keys)
+    if (
+        vouched is None
+        or TASK_KEY not in raw  # its digest depends on its position: left to apply time
+        or raw.get(_NO_PERSIST_KEY)
+        or raw.get(_FAILURE_CLASS_KEY) is not None
+    ):
+        return None
+    return vouched
+
+
+def _digested(
+    event: Completed,
+    base: tuple[float, int, float | None, Any, Any],
+    ng_perf: dict[str, Any] | None,
+    agent_perf: dict[str, Any] | None,
+    digest: Any,
+    kept: bytes | None,
+    agent: str | None,
+) -> CompletedFact:
+    """The fact of a row for the main file: with its digest, or with the row (``deferred``) when
+    the digest depends on the row's position or cannot be journaled."""
+    if not isinstance(digest, CompactDigest) or (
+        event.line_number is None and _LINE_LOCATOR in digest.findings
+    ):
+        digest = None  # its identity or locator depends on the row's position
+    fact = CompletedFact(
+        *base, DIGESTED, "", False, ng_perf, agent_perf,
+        None if digest is None else digest_fields(digest),
+        None, False, event.line_number, kept, agent,
+    )  # fmt: skip
+    if digest is not None:
+        try:
+            encode_fact(fact, again=True)  # the journal's encoding, kept for the ingest
+            return fact
+        except (OverflowError, TypeError, ValueError):
+            pass  # a value MessagePack cannot hold: journal the row and digest it when applied
+    if event.line is not None:
+        deferred, is_line = event.line.encode("utf-8", "surrogatepass"), True
+    elif isinstance(event.row, RawRow):
+        deferred, is_line = event.row.data, False  # the bytes as sent, parsed again when applied
+    else:
+        assert event.row is not None
+        deferred, is_line = dump_row(event.row), False
+    return fact._replace(digest=None, deferred=deferred, deferred_is_line=is_line)

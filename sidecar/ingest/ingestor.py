@@ -1,0 +1,721 @@
+"""Validated events -> journal commit -> run state, in one order that replay reproduces.
+
+Requests hand their validated events to a single sequencer task. It takes everything
+queued, appends it to the journal in one call (so concurrent requests share a group
+commit), and only after the commit applies the new events to the run states in journal
+order and answers each request. Because state is only ever changed by committed events in
+commit order, replaying the journal on start rebuilds exactly the same state, including
+order-dependent parts such as ``record_failure``'s median test and the digests' ordinals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+import anyio
+import orjson
+import structlog
+
+from health.process_tuning import freeze_long_lived
+from sidecar.ingest.answers import EventOutcome, TooManyRuns, UnknownRun, check_identity
+from sidecar.ingest.engines import Engines
+from sidecar.ingest.events import (
+    Event,
+    EventBatch,
+    Heartbeat,
+    RunStarted,
+    idempotency_key,
+)
+from sidecar.ingest.facts import derive_fact
+from sidecar.ingest.plans import PlanError, plan_from_materialized
+from sidecar.journal import (
+    DAMAGED_KIND,
+    LOST_KIND,
+    ClosedGroupFile,
+    CompletedFact,
+    Fact,
+    JournalCompacted,
+    JournalError,
+    JournalEvent,
+    JournalUnavailable,
+    LatencyFact,
+    Recovery,
+    RunStartedFact,
+    SnapshotStore,
+    decode_fact,
+    dumps_state,
+    encode_fact,
+    fork_writer,
+    is_legacy_payload,
+    load_usable_snapshot,
+)
+from sidecar.state.inflight import InflightBudget, InflightRules
+from sidecar.state.run import RunState
+from sidecar.wire import OutcomeStatus
+
+__all__ = [
+    "Ingestor",
+    "JournalLike",
+    "OutcomeStatus",
+    "PlanError",
+    "plan_from_materialized",
+]
+
+_log = structlog.get_logger("sidecar.ingest.ingestor")
+_MAX_EVENTS_PER_APPEND = 4096
+_DERIVED_PLAN = "derived_plan"
+
+
+class JournalLike(Protocol):
+    async def append(self, events: Sequence[JournalEvent]) -> list[JournalEvent | None]: ...
+    def replay(self, *, after_seq: int = 0) -> Any: ...
+
+
+_ACCEPTED: Final = OutcomeStatus.ACCEPTED
+_DUPLICATE: Final = OutcomeStatus.DUPLICATE
+_UNKNOWN_RUN: Final = OutcomeStatus.UNKNOWN_RUN
+_NOT_IN_FLIGHT: Final = OutcomeStatus.NOT_IN_FLIGHT
+
+
+@dataclass(slots=True)
+class _Pending:
+    run_id: str
+    events: list[Event]
+    records: list[JournalEvent]
+    facts: list[Fact]
+    future: asyncio.Future[list[EventOutcome]] = field(repr=False)
+    #: It creates its run and was counted against ``max_runs`` until applied.
+    creates: bool = False
+
+
+def _fail(batch: list[_Pending], exc: BaseException) -> None:
+    for pending in batch:
+        if not pending.future.done():
+            pending.future.set_exception(exc)
+
+
+class Ingestor:
+    """Owns the run states; the only writer of the journal and of the state."""
+
+    def __init__(
+        self,
+        journal: JournalLike,
+        engines: Engines,
+        *,
+        on_event: Callable[[str, str, int], None] | None = None,
+        health_interval_s: float = 2.0,
+        clock: Callable[[], float] = time.time,
+        inflight_rules: InflightRules | None = None,
+        read_plan: Callable[[str], dict[str, int]] = plan_from_materialized,
+        keep_rows: bool = False,
+        snapshots: SnapshotStore | None = None,
+        snapshot_every_events: int = 100_000,
+        snapshot_every_s: float = 300.0,
+        max_runs: int | None = None,
+        max_inflight: int | None = None,
+        max_identity_chars: int | None = None,
+    ) -> None:
+        self._journal = journal
+        self._read_plan = read_plan
+        self._engines = engines
+        self._on_event = on_event
+        self._health_interval_s = health_interval_s
+        self._clock = clock
+        self._inflight_rules = inflight_rules
+        #: Caps checked here, where they hold whatever path an event took (``None``: no cap).
+        self._max_runs = max_runs
+        self._max_identity_chars = max_identity_chars
+        #: Entries tracked in flight over all runs, against ``serve --max-inflight``.
+        self.inflight_budget = InflightBudget(max_inflight) if max_inflight is not None else None
+        #: Runs that batches being committed (not yet applied) create, with how many such batches:
+        #: each run counted once against ``max_runs``.
+        self._creating: dict[str, int] = {}
+        self._keep_rows = keep_rows
+        self._snapshots = snapshots
+        #: Closed task groups of every run, beside the snapshots that refer to them (none
+        #: without snapshots: every group then stays in memory).
+        self._closed_groups = (
+            ClosedGroupFile.in_directory(snapshots.directory) if snapshots is not None else None
+        )
+        self._snapshot_every_events = snapshot_every_events
+        self._snapshot_every_s = snapshot_every_s
+        self._snapshot_task: asyncio.Task[int | None] | None = None
+        self._snapshot_lock = asyncio.Lock()
+        self._last_snapshot_at = time.monotonic()
+        self._since_snapshot = 0
+        #: Seq of the newest journal record applied to the state, and of the newest snapshot.
+        self.applied_seq = 0
+        self.snapshot_seq = 0
+        #: Seq of the snapshot the replay started from (0: none); the replay applies the records after it.
+        self.restored_seq = 0
+        #: Records migrated from the pre-facts format during replay.
+        self.migrated = 0
+        #: Snapshots the replay set aside or could not read.
+        self.recovery = Recovery()
+        #: Seqs of journal records the replay skipped because their CRC did not match.
+        self.damaged_records: list[int] = []
+        self.runs: dict[str, RunState] = {}
+        self._starting: dict[str, int] = {}
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self.replayed = 0
+        #: False while the journal's last append failed (the service answers 503 to ingest).
+        self.journal_ok = True
+        #: Held while committed events are applied; a reader on another thread holds it to see
+        #: the run states still (``sidecar.http.offloop``).
+        self.apply_lock = asyncio.Lock()
+
+    def now(self) -> float:
+        """The ingestor's wall clock (arrival times, in-flight ages)."""
+        return self._clock()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def _restore_newest_snapshot(self) -> None:
+        """Load the newest usable snapshot (see ``sidecar.journal._recovery``): damaged ones are
+        set aside as ``.bad``, unreadable ones kept in place, and the next older one is tried."""
+        store = self._snapshots
+        if store is None:
+            return
+        began = time.perf_counter()
+        last_seq = getattr(self._journal, "last_seq", None)
+        rules, clock, groups = self._inflight_rules, self._clock, self._closed_groups
+        budget = self.inflight_budget
+
+        def attach(state: dict[str, Any]) -> dict[str, RunState]:
+            return {
+                run_id: run.attach(
+                    self._engines,
+                    inflight_rules=rules,
+                    clock=clock,
+                    closed_groups=groups,
+                    inflight_budget=budget,
+                )
+                for run_id, run in state["runs"].items()
+            }
+
+        loaded = load_usable_snapshot(
+            store,
+            groups,
+            journal_end=last_seq() if last_seq is not None else None,
+            attach=attach,
+            recovery=self.recovery,
+        )
+        if loaded is None:
+            return
+        seq, path, self.runs = loaded
+        self.applied_seq = self.snapshot_seq = self.restored_seq = seq
+        _log.info(
+            "snapshot loaded",
+            path=str(path),
+            seq=seq,
+            runs=len(self.runs),
+            seconds=round(time.perf_counter() - began, 3),
+        )
+
+    def replay(self, progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild every run: the newest usable snapshot, then the journal records after it.
+
+        Call once, before :meth:`start`; pure CPU and file reads, so it may run in a worker
+        thread. ``progress(records_applied)`` is called every 10,000 records. Returns the number
+        of records replayed (after the snapshot). Raises ``JournalCompacted`` when a record it
+        needs was compacted into a snapshot that can no longer be used (before anything is
+        emptied: the closed-groups file is left as it was).
+        """
+        self._restore_newest_snapshot()
+        if self.inflight_budget is not None:  # what the restored runs hold, all runs together
+            self.inflight_budget.held = sum(len(state.inflight) for state in self.runs.values())
+        records = iter(self._journal.replay(after_seq=self.applied_seq))
+        record = next(records, None)
+        if record is not None and (record.seq != self.applied_seq + 1 or record.kind == LOST_KIND):
+            self._refuse_gap(record.seq, lost=record.kind == LOST_KIND)
+        if self._closed_groups is not None and not self.restored_seq:
+            self._closed_groups.restore(None)  # no state refers to any record: start it empty
+        count = 0
+        while record is not None:
+            if record.seq != self.applied_seq + 1 or record.kind == LOST_KIND:
+                self._refuse_gap(record.seq, lost=record.kind == LOST_KIND)
+            if record.kind == DAMAGED_KIND:  # its CRC failed: it costs this record only
+                self.damaged_records.append(record.seq)
+            else:
+                self.apply_record(record)
+            self.applied_seq = record.seq
+            count += 1
+            if progress is not None and count % 10_000 == 0:
+                progress(count)
+            record = next(records, None)
+        self.replayed = count
+        self._since_snapshot = count
+        # What was just rebuilt lives as long as the runs do and holds no garbage cycles: keep it
+        # out of the cyclic collector's full passes (each would re-scan millions of objects).
+        freeze_long_lived()
+        _log.info(
+            "journal replayed",
+            events=count,
+            runs=len(self.runs),
+            migrated=self.migrated,
+            **({"damaged_skipped": self.damaged_records} if self.damaged_records else {}),
+        )
+        return count
+
+    async def seal_lost_records(self) -> None:
+        """After a replay from a snapshot newer than the journal's last record (the journal lost
+        its newest commits): mark those seqs lost in the journal before anything is appended, so
+        no new record reuses a seq the snapshot covers. Call between :meth:`replay` and :meth:`start`."""
+        lost = self.recovery.lost
+        mark_lost = getattr(self._journal, "mark_lost", None)
+        if lost is None or mark_lost is None:
+            return
+        await mark_lost(*lost)
+        _log.warning(
+            "journal records lost, their effect kept from the snapshot",
+            first_seq=lost[0],
+            last_seq=lost[1],
+            note="their idempotency keys are gone: a retry of one of them is counted again",
+        )
+
+    def _refuse_gap(self, seq: int, *, lost: bool = False) -> None:
+        """A record the state needs is gone: refuse, in one line saying what was kept where."""
+        what = self.recovery.describe()
+        directory = self._snapshots.directory if self._snapshots is not None else None
+        if not what and directory is not None:  # set aside by an earlier start
+            earlier = sorted(path.name for path in directory.glob("*.bad"))
+            what = f"set aside earlier: {', '.join(earlier)}" if earlier else ""
+        kept = (f"; snapshots: {what}" if what else "; no snapshot could be used") + (
+            f" (in {directory})" if directory is not None else ""
+        )
+        first = self.applied_seq + 1
+        gone = (
+            f"records {first}..{seq} were lost from the journal and the snapshot that held them"
+            if lost
+            else f"records {first}..{seq - 1} were compacted into snapshots that"
+        )
+        raise JournalCompacted(
+            f"journal {gone} cannot be used{kept}; the journal and every set-aside file are kept as "
+            "they were; refusing to start with a wrong state: start on a new journal path and "
+            "re-feed the run from the dispatcher's rollouts.jsonl with the follower"
+        )
+
+    @property
+    def snapshot_due(self) -> bool:
+        """Enough records (or time, with records) since the last snapshot to take another."""
+        if self._snapshots is None or self._since_snapshot == 0:
+            return False
+        every, interval = self._snapshot_every_events, self._snapshot_every_s
+        return bool(every and self._since_snapshot >= every) or bool(
+            interval and time.monotonic() - self._last_snapshot_at >= interval
+        )
+
+    async def snapshot(self, *, rewrite: bool = False) -> int | None:
+        """Write a snapshot of every run as of :attr:`applied_seq`, then compact the journal up to
+        the oldest snapshot kept. Returns the snapshot's seq (None: nothing new, or no store).
+
+        A forked child serializes and writes it (see ``fork_writer``: the event loop waits only
+        for the fork); compacting runs off the loop too. A failure is logged and leaves the
+        previous snapshots and the journal as they were.
+        """
+        async with self._snapshot_lock:  # one writer at a time: two would share a file name
+            return await self._snapshot(rewrite=rewrite)
+
+    async def _snapshot(self, *, rewrite: bool = False) -> int | None:
+        store = self._snapshots
+        if store is None or (self.applied_seq == self.snapshot_seq and not rewrite):
+            return None
+        # Under the apply lock no batch is half applied and no off-loop read is building on a
+        # thread: the forked child (or the serialization below) sees one consistent state.
+        async with self.apply_lock:
+            seq = self.applied_seq
+            started = time.perf_counter()
+            state: dict[str, Any] = {"seq": seq, "runs": self.runs}
+            groups = self._closed_groups
+            if groups is not None:
+                # The groups the state refers to are durable before the snapshot that refers to them.
+                state["closed_groups"] = tuple(groups.mark())
+                await asyncio.to_thread(groups.sync)
+            pid = fork_writer(store, seq, state)
+            body = dumps_state(state) if pid is None else b""
+            serialize_s = time.perf_counter() - started  # the event loop waited this long
+        self._since_snapshot = 0
+        self._last_snapshot_at = time.monotonic()
+        try:
+            if pid is None:
+                await asyncio.to_thread(store.write, seq, body)
+            else:
+                _, status = await asyncio.to_thread(os.waitpid, pid, 0)
+                if os.waitstatus_to_exitcode(status) != 0:
+                    raise OSError(f"snapshot writer process {pid} failed (status {status})")
+        except OSError as exc:
+            _log.warning("snapshot failed", seq=seq, error=str(exc))
+            return None
+        self.snapshot_seq = seq
+        _log.info(
+            "snapshot written",
+            path=str(store.path_of(seq)),
+            seq=seq,
+            serialize_s=round(serialize_s, 3),
+            seconds=round(time.perf_counter() - started, 3),
+        )
+        oldest = store.oldest_kept()
+        compact = getattr(self._journal, "compact", None)
+        if compact is not None and oldest is not None and len(store.seqs()) >= store.keep:
+            try:
+                await compact(oldest)
+            except JournalError as exc:
+                _log.warning("journal compaction failed", through_seq=oldest, error=str(exc))
+        return seq
+
+    def _schedule_snapshot(self) -> None:
+        if self.snapshot_due and (self._snapshot_task is None or self._snapshot_task.done()):
+            self._snapshot_task = asyncio.get_running_loop().create_task(self.snapshot(), name="snapshot")
+
+    def apply_record(self, record: JournalEvent) -> None:
+        """Apply one journaled record: a fact, or an event journaled before facts existed (its fact
+        is derived from the stored row now, against the run state it would have met live)."""
+        if is_legacy_payload(record.payload):
+            fact = self._legacy_fact(record)
+            self.migrated += 1
+        else:
+            fact = decode_fact(record.payload, seq=record.seq)
+        self._apply(record.run_id, fact)
+
+    def _legacy_fact(self, record: JournalEvent) -> Fact:
+        body = orjson.loads(record.payload)
+        received_at = body.pop("received_at")
+        plan = body.pop(_DERIVED_PLAN, None)
+        event = EventBatch.validate_python([body])[0]
+        return self._derive(record.run_id, event, received_at, plan)
+
+    def _settings(self, run_id: str, event: Event) -> tuple[str, frozenset[str]] | None:
+        """The digest settings ``event`` will meet when applied, if already known."""
+        state = self.runs.get(run_id)
+        if state is None or (event.generation or 0) != state.generation:
+            return None
+        return state.config.source_path, state.ignored_checks
+
+    def _derive(
+        self,
+        run_id: str,
+        event: Event,
+        received_at: float,
+        plan: dict[str, int] | None,
+        settings: tuple[str, frozenset[str]] | None = None,
+    ) -> Fact:
+        return derive_fact(
+            event,
+            received_at=received_at,
+            engines=self._engines,
+            settings=settings if settings is not None else self._settings(run_id, event),
+            plan=plan,
+            keep_rows=self._keep_rows,
+        )
+
+    def drop_ended(self, retain_s: float, *, now: float | None = None) -> list[str]:
+        """Forget runs that ended at least ``retain_s`` seconds ago; their events stay journaled.
+
+        A restart replays and drops them again; later events for a dropped run get 404.
+        """
+        moment = self._clock() if now is None else now
+        dropped = [
+            run_id
+            for run_id, state in self.runs.items()
+            if state.ended_at is not None and moment - state.ended_at >= retain_s
+        ]
+        for run_id in dropped:
+            del self.runs[run_id]
+        if dropped:
+            _log.info("ended runs dropped", runs=len(dropped), retain_s=retain_s)
+        return dropped
+
+    def start(self) -> None:
+        """Start the sequencer. After a replay that migrated pre-facts records or could not use a
+        snapshot, a snapshot is taken at once: the migration then happens once, and the damaged
+        snapshot is replaced, so the journal is never compacted past the only loadable one."""
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._sequencer(), name="ingest-sequencer")
+        store = self._snapshots
+        recovery = self.recovery
+        if store is not None and (
+            self.migrated or recovery.set_aside or recovery.unreadable or recovery.older_format
+        ):
+            # An older format's snapshot is rewritten in this one even with nothing new.
+            rewrite = self.applied_seq == self.snapshot_seq and recovery.older_format
+            self._snapshot_task = loop.create_task(self.snapshot(rewrite=rewrite), name="snapshot")
+
+    async def stop(self) -> None:
+        """Finish what is queued, then stop the sequencer."""
+        if self._task is None:
+            return
+        await self._queue.join()
+        if self._snapshot_task is not None:
+            with contextlib.suppress(Exception):
+                await self._snapshot_task
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+        if self._closed_groups is not None:
+            self._closed_groups.close()  # reopened by a later read, if any
+
+    # -- requests -------------------------------------------------------------------------
+
+    async def submit(self, run_id: str, events: list[Event]) -> list[EventOutcome]:
+        """Journal and apply a batch; returns one outcome per event, in order.
+
+        Raises :class:`UnknownRun` (nothing stored), :class:`PlanError`, or
+        ``JournalUnavailable`` (nothing of the batch stored).
+        """
+        if any(isinstance(event, Heartbeat) for event in events):
+            return await self._submit_with_heartbeats(run_id, events)
+        starts = isinstance(events[0], RunStarted)
+        if run_id not in self.runs and run_id not in self._starting and not starts:
+            raise UnknownRun(run_id)
+        received_at = self._clock()
+        plans: list[dict[str, int] | None] = []
+        for index, event in enumerate(events):
+            plan = None
+            if isinstance(event, RunStarted) and event.materialized_inputs is not None:
+                try:
+                    plan = await anyio.to_thread.run_sync(self._read_plan, event.materialized_inputs)
+                except PlanError as exc:
+                    exc.index = index
+                    raise
+            plans.append(plan)
+        records = []
+        facts: list[Fact] = []
+        state = self.runs.get(run_id)
+        generation = None if state is None else state.generation
+        settings = self._settings_of(state)
+        for event, plan in zip(events, plans, strict=True):
+            if isinstance(event, RunStarted) and (generation is None or (event.generation or 0) > generation):
+                generation = event.generation or 0  # what applying this start will make the run
+                settings = (event.source_path, frozenset(event.ignored_checks))
+            known = settings if (event.generation or 0) == generation else None
+            fact = self._derive(run_id, event, received_at, plan, known)
+            if self._max_identity_chars is not None:
+                check_identity(len(facts), event, fact, self._max_identity_chars)
+            facts.append(fact)
+            key = idempotency_key(run_id, event)
+            records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=encode_fact(fact)))
+        future: asyncio.Future[list[EventOutcome]] = asyncio.get_running_loop().create_future()
+        if starts:
+            self._starting[run_id] = self._starting.get(run_id, 0) + 1
+        try:
+            self._queue.put_nowait(_Pending(run_id, events, records, facts, future))
+            return await future
+        finally:
+            if starts:
+                left = self._starting[run_id] - 1
+                if left:
+                    self._starting[run_id] = left
+                else:
+                    del self._starting[run_id]
+
+    async def _submit_with_heartbeats(self, run_id: str, events: list[Event]) -> list[EventOutcome]:
+        """Journal the batch's other events, then apply its heartbeats in memory (never journaled).
+
+        Heartbeats come after the rest of their batch, so a ``started`` and its first heartbeat
+        may share a request.
+        """
+        journaled: list[Event] = [event for event in events if not isinstance(event, Heartbeat)]
+        outcomes = iter(await self.submit(run_id, journaled) if journaled else [])
+        state = self.runs.get(run_id)
+        if state is None:
+            raise UnknownRun(run_id)
+        now = self._clock()
+        answers = []
+        # under the apply lock: a scrape built on a worker thread reads the in-flight indexes
+        async with self.apply_lock:
+            for event in events:
+                if not isinstance(event, Heartbeat):
+                    answers.append(next(outcomes))
+                    continue
+                beat = state.heartbeat(event, now)
+                if self._on_event is not None:
+                    self._on_event(event.kind, _ACCEPTED if beat else _NOT_IN_FLIGHT, 1)
+                answers.append(EventOutcome(_ACCEPTED if beat else _NOT_IN_FLIGHT, event.kind))
+        return answers
+
+    async def _sequencer(self) -> None:
+        """Commit queued batches in order; the next commit runs while this batch is applied.
+
+        Batch N+1 is handed to the journal only after batch N has committed, so journal order is
+        queue order; applying N (CPU) then overlaps with committing N+1 (disk), and N is applied
+        before N+1 is, so the state always follows journal order.
+        """
+        inflight: tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]] | None = None
+        while True:
+            while inflight is None:  # (no local keeps a batch alive while the next one is awaited)
+                inflight = self._begin_first(await self._queue.get())
+            batch, commit = inflight
+            inflight = None
+            try:
+                try:
+                    committed = await commit
+                    self.journal_ok = True
+                except JournalUnavailable as exc:
+                    self.journal_ok = False
+                    self._release(batch)
+                    _fail(batch, exc)
+                    continue
+                except Exception as exc:  # a journal bug must not stop the sequencer
+                    _log.exception("journal append failed unexpectedly")
+                    self._release(batch)
+                    _fail(batch, exc)
+                    continue
+                queued = self._take([])
+                if queued:
+                    inflight = self._begin(queued)
+                try:
+                    async with self.apply_lock:  # a report or scrape being built off the loop reads state
+                        self._apply_batch(batch, committed)
+                except Exception as exc:  # committed events are replayed on restart; answer, keep going
+                    _log.exception("answering a committed batch failed")
+                    _fail(batch, exc)
+                finally:
+                    self._release(batch)
+                self._schedule_snapshot()
+            finally:
+                for _ in range(len(batch)):
+                    self._queue.task_done()
+                # nothing of this batch (events, journal payloads) stays referenced while
+                # the sequencer waits for the next one: bodies near the cap would stay resident
+                del batch, commit
+                committed = []
+                queued = []
+
+    def _take(self, batch: list[_Pending]) -> list[_Pending]:
+        """``batch`` plus whatever else is queued and admitted, up to one append's worth of events."""
+        size = sum(len(pending.records) for pending in batch)
+        while not self._queue.empty() and size < _MAX_EVENTS_PER_APPEND:
+            pending = self._queue.get_nowait()
+            if self._admit(pending):
+                batch.append(pending)
+                size += len(pending.records)
+        return batch
+
+    def _begin_first(
+        self, first: _Pending
+    ) -> tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]] | None:
+        """Begin committing ``first`` and what is queued behind it (``None``: all refused)."""
+        batch = self._take([first] if self._admit(first) else [])
+        return self._begin(batch) if batch else None
+
+    def _admit(self, pending: _Pending) -> bool:
+        """Check ``--max-runs`` for a batch about to be committed; False: refused (answered, and
+        marked done in the queue). Here, in the one sequencer, the check and the commit cannot
+        interleave with another batch's: runs held plus runs that batches already handed to the
+        journal create never pass the cap, whichever event of which batch creates a run."""
+        cap = self._max_runs
+        run_id = pending.run_id
+        if (
+            cap is None
+            or run_id in self.runs
+            or not any(isinstance(fact, RunStartedFact) for fact in pending.facts)
+        ):
+            return True
+        if run_id in self._creating:  # another batch creating the same run: counted once
+            self._creating[run_id] += 1
+            pending.creates = True
+            return True
+        held = len(self.runs) + len(self._creating)
+        if held < cap:
+            self._creating[run_id] = 1
+            pending.creates = True
+            return True
+        if not pending.future.done():
+            pending.future.set_exception(TooManyRuns(run_id, held, cap))
+        self._queue.task_done()
+        return False
+
+    def _release(self, batch: list[_Pending]) -> None:
+        """The batch's runs are applied (or its commit failed): no longer counted as being created."""
+        for pending in batch:
+            if pending.creates:
+                pending.creates = False
+                left = self._creating[pending.run_id] - 1
+                if left:
+                    self._creating[pending.run_id] = left
+                else:
+                    del self._creating[pending.run_id]
+
+    def _begin(self, batch: list[_Pending]) -> tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]]:
+        records = [record for pending in batch for record in pending.records]
+        return batch, asyncio.get_running_loop().create_task(self._journal.append(records))
+
+    @staticmethod
+    def _settings_of(state: RunState | None) -> tuple[str, frozenset[str]] | None:
+        return None if state is None else (state.config.source_path, state.ignored_checks)
+
+    def _apply_batch(self, batch: list[_Pending], committed: list[JournalEvent | None]) -> None:
+        position = 0
+        # (kind, metric result) -> events: the event callback runs once per pair and batch
+        counted: dict[tuple[str, str], int] = {}
+        try:
+            for pending in batch:
+                outcomes = []
+                for event, fact in zip(pending.events, pending.facts, strict=True):
+                    stored = committed[position]
+                    position += 1
+                    if stored is not None:
+                        self.applied_seq = stored.seq
+                        self._since_snapshot += 1
+                    outcome = self._outcome(pending.run_id, event, fact, stored)
+                    pair = (event.kind, _ACCEPTED if stored is not None else _DUPLICATE)
+                    counted[pair] = counted.get(pair, 0) + 1
+                    outcomes.append(outcome)
+                if not pending.future.done():
+                    pending.future.set_result(outcomes)
+        finally:
+            if self._on_event is not None:
+                for (kind, result), count in counted.items():
+                    self._on_event(kind, result, count)
+
+    def _outcome(self, run_id: str, event: Event, fact: Fact, stored: JournalEvent | None) -> EventOutcome:
+        if stored is None:
+            ng_perf = fact.ng_perf if isinstance(fact, CompletedFact) else None
+            return EventOutcome(_DUPLICATE, event.kind, None, ng_perf)
+        applied, ng_perf = self._apply(run_id, fact)
+        return EventOutcome(_ACCEPTED if applied else _UNKNOWN_RUN, event.kind, stored.seq, ng_perf)
+
+    def _apply(self, run_id: str, fact: Fact) -> tuple[bool, dict[str, Any] | None]:
+        state = self.runs.get(run_id)
+        if isinstance(fact, RunStartedFact):
+            # A follower restarts a recreated/truncated file as a new generation: fresh state.
+            if state is None or fact.generation > state.generation:
+                if state is not None:
+                    state.inflight.clear()  # the superseded generation's entries leave the budget
+                self.runs[run_id] = RunState(
+                    run_id,
+                    RunStarted.model_validate_json(fact.config),
+                    received_at=fact.received_at,
+                    engines=self._engines,
+                    plan=fact.plan,
+                    health_interval_s=self._health_interval_s,
+                    inflight_rules=self._inflight_rules,
+                    clock=self._clock,
+                    closed_groups=self._closed_groups,
+                    inflight_budget=self.inflight_budget,
+                )
+            return True, None
+        if state is None:
+            _log.warning("event for a run that never started", run_id=run_id, kind=type(fact).__name__)
+            return False, None
+        if fact.generation < state.generation and not isinstance(fact, LatencyFact):
+            return True, None  # late event of a superseded generation (follower restart)
+        try:
+            return True, state.apply_fact(fact)
+        except Exception:
+            _log.exception(
+                "applying a committed event failed",
+                run_id=run_id,
+                kind=type(fact).__name__,
+                task=repr(getattr(fact, "task", None))[:64],
+                rollout=repr(getattr(fact, "rollout", None))[:64],
+            )
+            return True, None

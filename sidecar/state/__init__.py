@@ -1,0 +1,1 @@
+"""A run's live state, changed only by applying facts: accounting, in flight, timeline, agents."""

@@ -1,0 +1,157 @@
+"""Per-agent totals of a run: rows naming their agent (``agent_ref.name``), side by side.
+
+A run's rows may come from several agents; one agent slower or failing more than the others
+is an imbalance the run's own totals hide. :class:`AgentTotals` keeps, per agent, counts,
+``ng_perf`` sums and a fixed-bucket latency histogram, so its memory is fixed per agent
+(at most :data:`MAX_AGENTS` of them, plus one bucket for the rest), never per rollout. The
+live run state applies it from each fact (the agent is part of the journaled fact, so a
+replay gives the same figures), and the batch page fills the same class from the rows.
+
+No server import: ``health-check --html`` uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from sidecar.http.responses import AgentBody
+from sidecar.state.durations import DurationHistogram
+
+__all__ = [
+    "AGENT_NAME_CHARS",
+    "MAX_AGENTS",
+    "OTHER_AGENTS",
+    "AgentRow",
+    "AgentTotals",
+    "agent_name",
+]
+
+#: Characters of an agent's name kept (a longer name is cut there: client text has a cap).
+AGENT_NAME_CHARS: Final = 200
+#: Distinct agents a run counts by name; rows of any further agent are counted together under
+#: :data:`OTHER_AGENTS` (and :attr:`AgentTotals.folded` counts those rows).
+MAX_AGENTS: Final = 100
+#: The name the page shows for the agents past :data:`MAX_AGENTS` (its row has ``other`` true).
+OTHER_AGENTS: Final = "(other agents)"
+#: ``ng_perf`` fields summed per agent (integers only; a bool or a float is not a count).
+PERF_SUMS: Final = ("num_turns", "num_tool_calls", "prompt_tokens", "completion_tokens")
+
+
+#: One agent on the page: the schema of ``/v1/runs/{id}/page``'s ``agents`` items, written once.
+AgentRow = AgentBody
+
+
+def agent_name(row: Mapping[str, Any] | Any) -> str | None:
+    """The row's ``agent_ref.name`` (a string), cut to :data:`AGENT_NAME_CHARS`, lone surrogates
+    replaced (the page's JSON is UTF-8); ``None`` when the row names no agent."""
+    get = getattr(row, "get", None)
+    ref = None if get is None else get("agent_ref")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    if type(name) is not str:
+        return None
+    name = name[:AGENT_NAME_CHARS]
+    if not name.isascii():
+        name = name.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return name
+
+
+class _Agent:
+    """One agent's counts: rollouts, failures, their latency in fixed buckets, ``ng_perf`` sums."""
+
+    __slots__ = ("failed", "latency", "perf", "rollouts")
+
+    def __init__(self) -> None:
+        self.rollouts = 0
+        self.failed = 0
+        self.latency = DurationHistogram()
+        self.perf = [0] * len(PERF_SUMS)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.rollouts, self.failed, self.latency, self.perf)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.rollouts, self.failed, self.latency, self.perf = state
+
+
+class AgentTotals:
+    """Per-agent totals of one run, in first-seen order, bounded by :data:`MAX_AGENTS`.
+
+    Picklable into snapshots (a dict of small fixed-size records); applied only from facts.
+    """
+
+    __slots__ = ("_agents", "_other", "folded")
+
+    def __init__(self) -> None:
+        self._agents: dict[str, _Agent] = {}
+        self._other: _Agent | None = None
+        #: Rows (rollouts and failures) counted under :data:`OTHER_AGENTS`.
+        self.folded = 0
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self._agents, self._other, self.folded)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self._agents, self._other, self.folded = state
+
+    def __len__(self) -> int:
+        return len(self._agents) + (self._other is not None)
+
+    def _of(self, name: str) -> _Agent:
+        agent = self._agents.get(name)
+        if agent is not None:
+            return agent
+        if len(self._agents) < MAX_AGENTS:
+            agent = self._agents[name] = _Agent()
+            return agent
+        self.folded += 1
+        if self._other is None:
+            self._other = _Agent()
+        return self._other
+
+    def rollout(self, name: str, seconds: float | None, perf: Mapping[str, Any] | None) -> None:
+        """One rollout of ``name`` for the main file: its latency (if timed) and ``ng_perf``."""
+        agent = self._of(name)
+        agent.rollouts += 1
+        if seconds is not None:
+            agent.latency.observe(seconds)
+        if perf is not None:
+            sums, get = agent.perf, perf.get
+            for position, key in enumerate(PERF_SUMS):
+                value = get(key)
+                if type(value) is int:  # JSON and MessagePack integers; never a bool
+                    sums[position] += value
+
+    def failure(self, name: str) -> None:
+        """One failed attempt of ``name``."""
+        self._of(name).failed += 1
+
+    def rows(self, elapsed_s: float | None, *, failures: bool = True) -> list[AgentRow] | None:
+        """The page's rows, by name (the other agents last); ``None`` when no row named an agent.
+
+        ``elapsed_s``: the run's time so far (its rate's denominator), ``None`` where unknown;
+        ``failures`` False where the source has no failures (the batch files).
+        """
+        if not self._agents:
+            return None
+        named = [(name, self._agents[name], False) for name in sorted(self._agents)]
+        if self._other is not None:
+            named.append((OTHER_AGENTS, self._other, True))
+        per_hour = 3600.0 / elapsed_s if elapsed_s is not None and elapsed_s > 0 else None
+        return [
+            {
+                "agent": name,
+                "other": other,
+                "rollouts": agent.rollouts,
+                "failed": agent.failed if failures else None,
+                "rollouts_per_hour": None if per_hour is None else agent.rollouts * per_hour,
+                "latency_samples": agent.latency.observations,
+                "latency_p50_s": agent.latency.quantile(0.5),
+                "latency_p95_s": agent.latency.quantile(0.95),
+                "num_turns": agent.perf[0],
+                "num_tool_calls": agent.perf[1],
+                "prompt_tokens": agent.perf[2],
+                "completion_tokens": agent.perf[3],
+            }
+            for name, agent, other in named
+        ]

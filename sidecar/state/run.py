@@ -1,0 +1,602 @@
+"""Live state of one run, rebuilt identically from the journal on restart.
+
+A :class:`RunState` composes the perf core (``DispatchLatencyTracker``, perf-summary state,
+``build_ng_perf``) and the health pipeline (per-row digest, ``HealthReducer``) and keeps
+the counters the metrics and the report read. Events are applied in journal order; every
+time-dependent input (the rate clock, the budget deadline) uses the event's journaled
+arrival time, so a replay reproduces the live state exactly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from health.compact import VERDICTS
+from health.reduce import GroupStore, release_gradually
+from health.registry import CHECK_IDS, TASK_CHECK_IDS
+from health.types import TaskIndex
+from sidecar.http.responses import DrainMarginBody, TimelineBody, TimelineSeries
+from sidecar.ingest.engines import Engines
+from sidecar.ingest.events import Event, Heartbeat, RunStarted, event_identity
+from sidecar.ingest.facts import derive_fact
+from sidecar.journal import (
+    CompletedFact,
+    Disposition,
+    DrainedFact,
+    Fact,
+    FailedFact,
+    LatencyFact,
+    RunEndedFact,
+    StartedFact,
+    parse_deferred,
+)
+from sidecar.state.accounting import Accounting, normalize_index
+from sidecar.state.agents import AgentRow, AgentTotals
+from sidecar.state.durations import DURATION_BUCKETS, DurationHistogram
+from sidecar.state.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold
+from sidecar.state.timeline import Timeline, TimelineSample
+
+# A fact's disposition is journaled as the plain int of its :class:`Disposition`.
+NOT_PERSISTED = int(Disposition.NOT_PERSISTED)
+NOT_PERSISTED_DRAINED = int(Disposition.NOT_PERSISTED_DRAINED)
+FAILURE_ROW = int(Disposition.FAILURE_ROW)
+
+__all__ = [
+    "DURATION_BUCKETS",
+    "INFLIGHT_REPORT_LIMIT",
+    "RECENT_UNHEALTHY",
+    "TOKEN_KINDS",
+    "DurationHistogram",
+    "HealthView",
+    "RunState",
+]
+
+#: Unhealthy rollouts a run keeps for its page (:attr:`RunState.recent_unhealthy`).
+RECENT_UNHEALTHY = 50
+_UNHEALTHY = VERDICTS.index("unhealthy")
+#: In-flight rollouts ``/report`` lists at the run's end (oldest first); the count covers all.
+INFLIGHT_REPORT_LIMIT = 1000
+#: ``rollout_sidecar_tokens_total`` kind label -> ``ng_perf`` field.
+TOKEN_KINDS = {
+    "prompt": "prompt_tokens",
+    "completion": "completion_tokens",
+    "reasoning": "reasoning_tokens",
+    "cached": "cached_prompt_tokens",
+}
+_TOKEN_ITEMS = tuple(TOKEN_KINDS.items())
+
+
+class _EventClock:
+    """Wall clock that reads the event's arrival time while an event is applied, and stops at
+    the run's end: an ended run's rates are frozen, so its report is the same whenever (and
+    after however many journal replays) it is read."""
+
+    __slots__ = ("fallback", "frozen", "pinned")
+
+    def __init__(self, fallback: Callable[[], float] = time.time) -> None:
+        self.pinned: float | None = None
+        self.frozen: float | None = None
+        self.fallback = fallback
+
+    def __call__(self) -> float:
+        if self.pinned is not None:
+            return self.pinned
+        return self.frozen if self.frozen is not None else self.fallback()
+
+    def __getstate__(self) -> tuple[float | None]:
+        """Only ``frozen`` goes into a snapshot: ``fallback`` is re-attached by ``RunState.attach``.
+        (A tuple, never ``None``: pickle skips ``__setstate__`` for a ``None`` state.)"""
+        return (self.frozen,)
+
+    def __setstate__(self, state: tuple[float | None]) -> None:
+        self.pinned = None
+        self.frozen = state[0]
+        self.fallback = time.time
+
+
+@dataclass(frozen=True, slots=True)
+class HealthView:
+    """Current verdict and finding counts (from the reducer's summary) and closed-task flags."""
+
+    verdicts: dict[str, int]
+    issues: dict[str, int]
+    tasks_closed: int
+    task_flags: dict[str, int]
+
+
+class RunState:
+    """Everything the service knows about one run."""
+
+    def __init__(
+        self,
+        run_id: str,
+        started: RunStarted,
+        *,
+        received_at: float,
+        engines: Engines,
+        plan: dict[str, int] | None = None,
+        health_interval_s: float = 2.0,
+        inflight_rules: InflightRules | None = None,
+        clock: Callable[[], float] = time.time,
+        closed_groups: GroupStore | None = None,
+        inflight_budget: InflightBudget | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.config = started
+        self.generation = started.generation or 0
+        self.received_at = received_at
+        self.started_at = started.started_at if started.started_at is not None else received_at
+        self.plan = plan if plan is not None else started.plan
+        self.ended_at: float | None = None
+        self._engines = engines
+        self._clock = _EventClock(clock)
+        self._clock.pinned = received_at
+        self.tracker = engines.new_tracker(self._clock)
+        self._clock.pinned = None
+        self.reducer = engines.new_reducer(started.ignored_checks)
+        self._spilling = self._spill_to(closed_groups)
+        self.perf = engines.new_perf_summary()
+        self.accounting = Accounting(self.plan, started.max_attempts)
+        self.ignored_checks = frozenset(started.ignored_checks)
+        self.completed = 0
+        self.drained = 0
+        self.failed: dict[tuple[str, bool], int] = {}
+        self.durations = {"completed": DurationHistogram(), "failed": DurationHistogram()}
+        self.tokens = dict.fromkeys(TOKEN_KINDS, 0)
+        self.perf_rollouts = 0
+        self._next_ordinal = 0
+        self._closed: dict[TaskIndex, tuple[str, ...]] = {}
+        #: Closed tasks flagged by each task check, kept as tasks close (a scrape reads it as is).
+        self._task_flags: dict[str, int] = {}
+        #: The configured floor of the summary's refresh interval, and the interval in force
+        #: (the floor, stretched to 20x the last summary's cost).
+        self._health_min_interval_s = health_interval_s
+        self._health_cache: tuple[float, dict[str, int], dict[str, int]] | None = None
+        self._health_interval_s = health_interval_s
+        #: Rollouts per preliminary verdict, keyed by the verdict's name.
+        self._verdicts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
+        #: The latest unhealthy rollouts (task, rollout, stage, findings JSON), newest last: the
+        #: run page's table, fixed in size (the verdict as the row arrived, before duplicates).
+        self.recent_unhealthy: deque[tuple[Any, Any, Any, bytes]] = deque(maxlen=RECENT_UNHEALTHY)
+        self._issues = [0] * len(CHECK_IDS)
+        self._maybe_duplicates = False
+        self._version = 0
+        self._health_version = -1
+        self.inflight = InflightRegistry(inflight_rules or InflightRules(), budget=inflight_budget)
+        #: The ``/inflight`` body at ``run_ended`` (identities and ages at the end), else ``None``.
+        self.inflight_at_end: dict[str, Any] | None = None
+        #: ``started`` events applied (the timeline's ``started`` series).
+        self.starts = 0
+        self.timeline = Timeline(received_at)
+        #: Per agent (rows naming an ``agent_ref``): counts, latency buckets, ``ng_perf`` sums.
+        self.agents = AgentTotals()
+
+    # -- snapshots ------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The run's state for a snapshot: everything but the engines and the clock's fallback
+        (functions, re-attached by :meth:`attach`) and the health cache (a monotonic-clock memo).
+
+        The in-flight registry is kept as its started attempts (``to_snapshot`` without this
+        process's flag stamps, as a replay rebuilds it; heartbeats are memory only), its rules
+        come from the loading service's settings.
+        """
+        state = dict(self.__dict__)
+        state.pop("_engines", None)
+        state["_health_cache"] = None
+        state["_health_version"] = -1
+        state["inflight"] = self.inflight.to_snapshot(stamps=False)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        registry = InflightRegistry.from_snapshot(state.pop("inflight"))
+        state.setdefault("recent_unhealthy", deque(maxlen=RECENT_UNHEALTHY))  # older snapshots
+        state.setdefault("agents", AgentTotals())  # before agents were kept: from the next fact
+        if "_task_flags" not in state:  # a snapshot from before the counts were kept
+            state["_task_flags"] = _count_flags(state["_closed"].values())
+        self.__dict__.update(state)
+        self.inflight = registry
+        if "timeline" not in state:  # a snapshot from before timelines: one starts at the next fact
+            self.starts = 0
+            self.timeline = Timeline(None)
+            if self.ended_at is not None:
+                self.timeline.freeze()
+
+    def attach(
+        self,
+        engines: Engines,
+        *,
+        inflight_rules: InflightRules | None = None,
+        clock: Callable[[], float] = time.time,
+        closed_groups: GroupStore | None = None,
+        inflight_budget: InflightBudget | None = None,
+    ) -> RunState:
+        """Re-attach what a snapshot does not hold after loading one: the engines, the in-flight
+        rules and service-wide budget (whose count the caller sets from all runs), the wall clock
+        (the clock stays frozen at ``ended_at`` for an ended run) and the store of closed task
+        groups."""
+        self._engines = engines
+        self._spilling = self._spill_to(closed_groups)
+        self.inflight.rules = inflight_rules or InflightRules()
+        self.inflight.budget = inflight_budget
+        self._clock.fallback = clock
+        self._clock.frozen = self.ended_at
+        return self
+
+    def _spill_to(self, store: GroupStore | None) -> bool:
+        """Give the reducer the store closed task groups move to (none: they stay in memory)."""
+        if store is None:
+            return False
+        self.reducer.spill_to(store)
+        return True
+
+    # -- applying events ------------------------------------------------------------------
+
+    @property
+    def budget_deadline(self) -> float | None:
+        budget = self.config.dispatch_budget_s
+        return None if budget is None else self.started_at + budget
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_at is not None
+
+    def apply(self, event: Event, received_at: float) -> dict[str, Any] | None:
+        """Derive ``event``'s fact and apply it; a completion returns its ``ng_perf`` (or ``None``).
+        A heartbeat has no fact: it is applied in memory (see :meth:`heartbeat`)."""
+        if isinstance(event, Heartbeat):
+            self.heartbeat(event, received_at)
+            return None
+        return self.apply_fact(self.fact_for(event, received_at))
+
+    def fact_for(self, event: Event, received_at: float, *, keep_rows: bool = False) -> Fact:
+        """What ``event`` contributes to this run (see :func:`derive_fact`)."""
+        return derive_fact(
+            event,
+            received_at=received_at,
+            engines=self._engines,
+            settings=(self.config.source_path, self.ignored_checks),
+            keep_rows=keep_rows,
+        )
+
+    def apply_fact(self, fact: Fact) -> dict[str, Any] | None:
+        """Apply one committed fact; a completion returns its ``ng_perf`` (or ``None``)."""
+        self._version += 1
+        self._clock.pinned = fact.received_at
+        try:
+            self.timeline.advance(fact.received_at, self)  # closes points with the state before the fact
+            if isinstance(fact, CompletedFact):
+                self.inflight.ended((fact.task, fact.rollout), None)
+                return self._completed(fact)
+            if isinstance(fact, FailedFact):
+                self.inflight.ended((fact.task, fact.rollout), fact.attempt)
+                self._failed(fact)
+            elif isinstance(fact, DrainedFact):
+                self.inflight.ended((fact.task, fact.rollout), fact.attempt)
+                self._drained()
+                self._settle(self.accounting.drained((fact.task, fact.rollout)))
+            elif isinstance(fact, StartedFact):
+                self._started(fact)
+            elif isinstance(fact, RunEndedFact):
+                self.timeline.end(fact.received_at, self)  # what was in flight at the end
+                self._ended(fact.ended_at, fact.received_at)
+            elif isinstance(fact, LatencyFact):
+                self._latency(fact)
+            return None
+        finally:
+            self._clock.pinned = None
+
+    def _completed(self, fact: CompletedFact) -> dict[str, Any] | None:
+        """A reply: always a tracker completion (as in NeMo Gym 0.7.0). Only a row the collector
+        would write to the main file is health-checked and summarized; a row with a failure
+        class (sidecar file) counts as a failed attempt too, a no-persist row as neither."""
+        self.completed += 1
+        if fact.seconds is not None:
+            self.tracker.record(fact.seconds)
+            self.durations["completed"].observe(fact.seconds)
+        ng_perf = fact.ng_perf
+        disposition = fact.disposition
+        if disposition == NOT_PERSISTED:
+            return ng_perf
+        if disposition == NOT_PERSISTED_DRAINED:
+            self._settle(self.accounting.drained((fact.task, fact.rollout)))
+            return ng_perf
+        if disposition == FAILURE_ROW:
+            if fact.agent is not None:
+                self.agents.failure(fact.agent)
+            self._count_failure(fact.failure_class, fact.terminal)
+            self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
+            return ng_perf
+        digest = self._digest(fact)
+        task = self._engines.digest_task_index(digest)
+        self.reducer.add_compact(digest)
+        self._verdicts[VERDICTS[digest.verdict]] += 1
+        if digest.verdict == _UNHEALTHY:
+            self.recent_unhealthy.append(
+                (digest.task_index, digest.rollout_index, digest.stage_index, digest.findings)
+            )
+        for position in digest.finding_checks:
+            if position >= 0:
+                self._issues[position] += 1
+        perf = ng_perf if ng_perf is not None else fact.agent_perf
+        self._summarize(perf, fact)
+        again, completed_task = self.accounting.succeeded_again((task, fact.rollout))
+        if again or digest.stage_index is not None:
+            self._maybe_duplicates = True  # the reducer's duplicate pass may change verdicts
+        if completed_task is None and task in self._closed:
+            completed_task = task  # a late repeat re-opens a closed task: recompute it
+        self._settle(completed_task)
+        return perf
+
+    def _summarize(self, perf: dict[str, Any] | None, fact: CompletedFact) -> None:
+        """A rollout for the main file: into the perf summary, the token totals and its agent's."""
+        if fact.agent is not None:
+            self.agents.rollout(fact.agent, fact.seconds, perf)
+        self.perf_rollouts += 1
+        if perf is not None:
+            self.perf.add(perf)
+            tokens, get = self.tokens, perf.get
+            for kind, name in _TOKEN_ITEMS:
+                value = get(name)
+                if type(value) is int:  # JSON and MessagePack integers; never a bool
+                    tokens[kind] += value
+
+    def _digest(self, fact: CompletedFact) -> Any:
+        ordinal = self._next_ordinal
+        self._next_ordinal += 1
+        if fact.digest is not None:
+            return fact.compact(ordinal)
+        record, parse_error = parse_deferred(fact)
+        return self._engines.digest_record(
+            record,
+            parse_error=parse_error,
+            source_path=self.config.source_path,
+            source_index=0,
+            line_number=fact.line_number if fact.line_number is not None else ordinal + 1,
+            ordinal=ordinal,
+            ignored_checks=self.ignored_checks,
+        )
+
+    def _count_failure(self, label: str, terminal: bool) -> None:
+        self.failed[(label, terminal)] = self.failed.get((label, terminal), 0) + 1
+
+    def _failed(self, fact: FailedFact) -> None:
+        if fact.seconds is not None:
+            self.tracker.record_failure(fact.seconds)
+            self.durations["failed"].observe(fact.seconds)
+        if fact.agent is not None:
+            self.agents.failure(fact.agent)
+        self._count_failure(fact.failure_class, fact.terminal)
+        self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
+
+    def _latency(self, fact: LatencyFact) -> None:
+        """Identity-less tracker call (RemoteLatencyTracker): tracker, histogram, drained count only."""
+        if fact.op == "record_drained":
+            self._drained()
+        elif fact.seconds is not None:
+            if fact.op == "record":
+                self.tracker.record(fact.seconds)
+                self.durations["completed"].observe(fact.seconds)
+            else:
+                self.tracker.record_failure(fact.seconds)
+                self.durations["failed"].observe(fact.seconds)
+
+    def heartbeat(self, event: Heartbeat, at: float) -> bool:
+        """A heartbeat (memory only); False when that attempt is not in flight."""
+        if self.ended_at is not None:
+            return False
+        task, rollout, attempt = event_identity(event)
+        return self.inflight.heartbeat((normalize_index(task), normalize_index(rollout)), attempt, at)
+
+    def _started(self, fact: StartedFact) -> None:
+        """In flight from its arrival unless the run ended or the rollout already succeeded (a late start)."""
+        key = (fact.task, fact.rollout)
+        self.starts += 1
+        if self.ended_at is None and not self.accounting.has_succeeded(key):
+            self.inflight.started(key, fact.attempt, fact.received_at)
+
+    def _drained(self) -> None:
+        self.drained += 1
+        self.tracker.record_drained()
+
+    def _ended(self, ended_at: float, received_at: float) -> None:
+        self.ended_at = ended_at
+        self._clock.frozen = ended_at
+        self.inflight_at_end = self.inflight_body(received_at, limit=INFLIGHT_REPORT_LIMIT, at_end=True)
+        self.inflight.clear()
+        for task in self.accounting.succeeded_tasks():
+            self._close(task)
+
+    def _settle(self, task: TaskIndex | None) -> None:
+        if task is not None:
+            self._close(task)
+
+    def _close(self, task: TaskIndex) -> None:
+        findings = self.reducer.close_task(task)
+        flags = self._task_flags
+        for check in self._closed.get(task, ()):  # closed again (a late repeat): its old flags go
+            flags[check] -= 1
+        checks = self._closed[task] = tuple(finding.check for finding in findings)
+        for check in checks:
+            flags[check] = flags.get(check, 0) + 1
+        if self._spilling:
+            self.reducer.spill(task)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def health_view(self, *, fresh: bool = False) -> HealthView:
+        """Current verdict and finding counts, cheap to read on every scrape.
+
+        Counts are kept incrementally from each digest's preliminary verdict and findings, which
+        equal the reducer's until two rows claim one identity (the duplicate post-pass then
+        changes verdicts). Only in that case is the reducer's O(rollouts) summary used, at most
+        every ``health_interval_s`` (stretched to 20x its own cost) unless ``fresh``. Task-check
+        counts are those of closed tasks in both cases (an open task is not judged yet).
+        """
+        flags = {check: count for check, count in self._task_flags.items() if count}
+        if not self._maybe_duplicates:
+            verdicts = dict(self._verdicts)
+            issues = dict(zip(CHECK_IDS, self._issues, strict=True))
+        else:
+            now = time.monotonic()
+            cached = self._health_cache
+            stale = cached is None or self._health_version != self._version
+            if stale and (fresh or cached is None or now - cached[0] >= self._health_interval_s):
+                started = time.perf_counter()
+                summary = self.reducer.summary()
+                run = summary["run"]
+                release_gradually(summary.pop("tasks", {}))
+                cost_s = time.perf_counter() - started
+                self._health_interval_s = max(self._health_min_interval_s, 20 * cost_s)
+                self._health_cache = cached = (now, dict(run["verdicts"]), dict(run["issues"]))
+                self._health_version = self._version
+            assert cached is not None
+            verdicts, issues = dict(cached[1]), dict(cached[2])
+        for check in TASK_CHECK_IDS:
+            issues[check] = flags.get(check, 0)
+        return HealthView(verdicts, issues, len(self._closed), flags)
+
+    def drain_margin(self, configured: float | None, *, now: float | None = None) -> DrainMarginBody:
+        """The tracker's margin, samples, and (with a budget) time left and the start-now decision."""
+        margin = self.tracker.drain_margin(configured)
+        body: DrainMarginBody = {
+            "run_id": self.run_id,
+            "drain_margin": margin,
+            "configured": configured,
+            "samples": self.tracker.count,
+            "drained": self.tracker.drained,
+        }
+        deadline = self.budget_deadline
+        if deadline is not None:
+            remaining = deadline - (self._clock.fallback() if now is None else now)
+            body["budget_deadline"] = deadline
+            body["seconds_left"] = remaining
+            body["start_now"] = not (remaining <= 0 or (margin is not None and remaining < margin))
+        return body
+
+    def straggler_threshold(self) -> float | None:
+        """Age past which an in-flight rollout of this run straggles (see :mod:`sidecar.state.inflight`)."""
+        tracker = self.tracker
+        return straggler_threshold(
+            self.inflight.rules,
+            p95=tracker.quantile(0.95) if tracker.count else None,
+            samples=tracker.count,
+            task_timeout_s=self.config.task_timeout_s,
+        )
+
+    def inflight_body(self, now: float, *, limit: int, at_end: bool = False) -> dict[str, Any]:
+        """Count, ages and the ``limit`` oldest in-flight rollouts at ``now``.
+
+        ``at_end`` keeps only what a replay reproduces (identities, ages, the straggling rule),
+        not the heartbeat state or the evaluator's stamps, so a report is the same after a restart.
+        """
+        registry = self.inflight.as_dict(now, self.straggler_threshold(), limit)
+        body = {"run_id": self.run_id, "as_of": now, **registry}
+        if at_end:  # the report around it carries the run id and the end time
+            body.pop("run_id")
+            body.pop("as_of")
+            body.pop("flagged")
+            body.pop("stalled")
+            keep = ("task_index", "rollout_index", "attempt", "started_at", "age_s", "straggling")
+            body["oldest"] = [{key: entry[key] for key in keep} for entry in body["oldest"]]
+        return body
+
+    def timeline_samples(self, times: Sequence[float]) -> list[TimelineSample]:
+        """The run now, at each of ``times`` (see :class:`sidecar.state.timeline.TimelineSource`).
+
+        Quantiles and the drain margin are the tracker's (as ``/drain_margin`` answers them),
+        stragglers the in-flight rule at each time, verdicts the rows' preliminary ones (what
+        ``health_view`` counts before a duplicate identity), tokens prompt plus completion.
+        """
+        tracker = self.tracker
+        p50, p75, p95 = tracker.quantile(0.5), tracker.quantile(0.75), tracker.quantile(0.95)
+        margin = tracker.drain_margin(self.config.drain_margin_s)
+        stragglers = self.inflight.straggler_counts(times, self.straggler_threshold())
+        deadline = self.budget_deadline
+        tokens = self.tokens
+        verdicts = self._verdicts
+        fixed = (
+            self.starts,
+            self.completed,
+            sum(self.failed.values()),
+            self.drained,
+            tokens["prompt"] + tokens["completion"],
+            len(self.inflight),
+        )
+        healthy, unhealthy = verdicts["healthy"], verdicts["unhealthy"]
+        return [
+            TimelineSample(*fixed, count, p50, p75, p95, margin, _left(deadline, at), healthy, unhealthy)
+            for at, count in zip(times, stragglers, strict=True)
+        ]
+
+    def timeline_body(self) -> TimelineBody:
+        """The ``GET /v1/runs/{run_id}/timeline`` body (documented in ``docs/report.md``)."""
+        timeline = self.timeline
+        times, columns = timeline.columns(self)
+        series = cast(TimelineSeries, columns)  # the names are checked by tests/sidecar/test_timeline.py
+        return {
+            "run_id": self.run_id,
+            "status": "ended" if self.ended else "running",
+            "frozen": timeline.frozen,
+            "bucket_s": timeline.bucket_s,
+            "max_points": timeline.max_points,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "t": times,
+            "series": series,
+        }
+
+    def agent_rows(self, now: float) -> list[AgentRow] | None:
+        """The page's per-agent rows at ``now`` (an ended run at its end): each agent's rate over
+        the run's time so far, the same span as the run's ``completions_per_hour``."""
+        at = self.ended_at if self.ended_at is not None else now
+        return self.agents.rows(at - self.received_at)
+
+    def latency(self) -> dict[str, Any]:
+        tracker = self.tracker
+        return {
+            "summary": tracker.summary(),
+            "samples": tracker.count,
+            "drained": tracker.drained,
+            "total_seconds": tracker.total_seconds,
+            "quantiles": {str(q): tracker.quantile(q) for q in (0.5, 0.75, 0.9, 0.95, 0.99, 1.0)},
+            "drain_margin": tracker.drain_margin(self.config.drain_margin_s),
+            "completions_per_hour": tracker.completions_per_hour(),
+        }
+
+    def report(self) -> dict[str, Any]:
+        """The post-run report minus the verdict rows (streamed separately)."""
+        failed = [
+            {"failure_class": label, "terminal": terminal, "count": count}
+            for (label, terminal), count in sorted(self.failed.items())
+        ]
+        return {
+            "run_id": self.run_id,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "plan_tasks": len(self.plan) if self.plan is not None else None,
+            "quality_summary": self.reducer.summary(),
+            "latency": self.latency(),
+            "perf_summary": self.perf.result(self.perf_rollouts),
+            "accounting": self.accounting.snapshot(ended=self.ended).as_dict(),
+            "events": {"completed": self.completed, "failed": failed, "drained": self.drained},
+            "health": {"tasks_closed": len(self._closed)},
+            "inflight_at_end": self.inflight_at_end,
+        }
+
+
+def _left(deadline: float | None, at: float) -> float | None:
+    return None if deadline is None else deadline - at
+
+
+def _count_flags(closed: Iterable[tuple[str, ...]]) -> dict[str, int]:
+    """Closed tasks flagged by each task check, counted over every closed task's checks."""
+    flags: dict[str, int] = {}
+    for checks in closed:
+        for check in checks:
+            flags[check] = flags.get(check, 0) + 1
+    return flags
