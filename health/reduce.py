@@ -275,6 +275,22 @@ def _collapsed_tally(members: list[CompactDigest], duplicates: dict[_Identity, i
     )
 
 
+def _sized(values: list[Any], size: int, what: str) -> list[int]:
+    if len(values) != size:
+        raise ValueError(f"reducer snapshot: {len(values)} {what} counts, expected {size}")
+    return [int(value) for value in values]
+
+
+def _digest_from_list(fields: list[Any]) -> CompactDigest:
+    """A compact digest from its fields as MessagePack gave them back (arrays as lists)."""
+    digest = CompactDigest(*fields)
+    return digest._replace(
+        finding_checks=tuple(digest.finding_checks),
+        unobserved=digest.unobserved if isinstance(digest.unobserved, int) else tuple(digest.unobserved),
+        errors_by_status=tuple((status, count) for status, count in digest.errors_by_status),
+    )
+
+
 class HealthReducer:
     """Accumulates rollout digests and renders the run's reports on demand.
 
@@ -314,18 +330,69 @@ class HealthReducer:
     def __len__(self) -> int:
         return self._count
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Everything but the map-order index: it is derived (rebuilt by the first summary after
-        a load), and a snapshot's unpickler admits only the project's own classes. Packed task
-        groups are ``bytes``, so a snapshot of a packed reducer loads without an object per digest."""
-        state = dict(self.__dict__)
-        state.pop("_task_order", None)
-        state.pop("_store", None)  # a file; re-attached by ``spill_to`` after a load
-        return state
+    def to_snapshot(self) -> dict[str, Any]:
+        """Plain values for a state snapshot (the map-order index is derived, the store re-attached
+        by :meth:`spill_to`). Each task group is its packed blob, its store reference, or (when
+        MessagePack cannot hold a digest of it exactly) its digests as lists."""
+        groups: list[list[Any]] = []
+        for task, group in self._tasks.items():
+            if type(group) is int:
+                groups.append([task, 0, group])
+                continue
+            members = self._group_members(group)
+            blob = _pack(members)
+            groups.append([task, 1, blob] if blob is not None else [task, 2, [list(d) for d in members]])
+        return {
+            "ignored": sorted(self.ignored_checks),
+            "packed": self._packed,
+            "count": self._count,
+            "verdicts": self._verdict_counts,
+            "duplicates": [[*identity, count] for identity, count in self._duplicates.items()],
+            "groups": groups,
+            "index": [
+                [task, [[stage, rollout, count] for (stage, rollout), count in index.items()]]
+                for task, index in self._group_index.items()
+            ],
+            "captures": self._captures,
+            "unobserved": self._unobserved,
+            "issues": self._issues,
+            "errors": [getattr(self._errors, name) for name in _ErrorTotals.__slots__],
+            "errors_by_status": self._errors_by_status,
+            "tokens": [getattr(self._tokens, name) for name in _TokenTotals.__slots__],
+        }
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._store = None
-        self.__dict__.update(state)
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any]) -> HealthReducer:
+        """The reducer :meth:`to_snapshot` described; raises ``ValueError``/``TypeError`` on a wrong shape."""
+        reducer = cls(data["ignored"], packed=bool(data["packed"]))
+        reducer._count = int(data["count"])
+        reducer._verdict_counts = _sized(data["verdicts"], len(VERDICTS), "verdicts")
+        reducer._duplicates = {
+            (stage, task, rollout): count for stage, task, rollout, count in data["duplicates"]
+        }
+        for task, form, value in data["groups"]:
+            group: Any
+            if form == 0:
+                group = int(value)
+            elif form == 1:
+                members = _DECODER.decode(value)
+                group = value if reducer._packed else (members[0] if len(members) == 1 else members)
+            else:
+                group = [_digest_from_list(fields) for fields in value]
+            reducer._tasks[task] = group
+        reducer._group_index = {
+            task: {(stage, rollout): count for stage, rollout, count in index}
+            for task, index in data["index"]
+        }
+        reducer._captures = int(data["captures"])
+        reducer._unobserved = _sized(data["unobserved"], len(ROLLOUT_CHECK_IDS), "unobserved")
+        reducer._issues = _sized(data["issues"], len(CHECK_IDS), "issues")
+        reducer._errors = _ErrorTotals(*data["errors"])
+        reducer._errors_by_status = {
+            str(status): int(count) for status, count in data["errors_by_status"].items()
+        }
+        reducer._tokens = _TokenTotals(*data["tokens"])
+        return reducer
 
     # -- closed groups on disk ----------------------------------------------------------------
 

@@ -58,13 +58,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"max JSON nesting of a request (default {DEFAULT_MAX_JSON_DEPTH})",
     )
     serve.add_argument(
-        "--workers",
-        type=whole(0, 64),
-        default=0,
-        help="deprecated, accepted and ignored (default 0): rows are digested inline from their bytes, "
-        "which a worker pool only slowed down (benchmarks/README.md)",
-    )
-    serve.add_argument(
         "--retain-ended",
         type=seconds(1e9, open_low=False),
         default=None,
@@ -317,7 +310,6 @@ def _serve(args: argparse.Namespace) -> int:
             token=load_token(args.token_file),
             body_cap=args.body_cap,
             max_json_depth=args.max_json_depth,
-            workers=args.workers,
             retain_ended_s=args.retain_ended,
             inflight=inflight,
             otlp_endpoint=endpoint,

@@ -16,17 +16,15 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-import orjson
 import structlog
 
 from sidecar.export.metrics import ServiceMetrics
 from sidecar.http.offloop import OffLoopReads
 from sidecar.http.settings import ServiceSettings
 from sidecar.ingest.engines import Engines, default_engines
-from sidecar.ingest.events import MAX_LATENCY_MS, MAX_SECONDS, MAX_TIMESTAMP
 from sidecar.ingest.ingestor import Ingestor, JournalLike
 from sidecar.ingest.plans import plan_from_materialized
-from sidecar.journal import READABLE_STATE_SCHEMAS, STATE_SCHEMA, SnapshotStore, is_legacy_payload
+from sidecar.journal import STATE_SCHEMA
 
 __all__ = ["Service"]
 
@@ -71,7 +69,6 @@ class Service:
         self.started = False
         self.ready = False
         self.metrics = ServiceMetrics()
-        snapshots = None
         #: The journal is the service's own file (trackers keep their side table beside it).
         self._own_journal = journal is None
         if journal is None:
@@ -86,20 +83,15 @@ class Service:
                     "give --journal a path in a writable directory",
                     path=settings.journal_path,
                 ) from None
-            journal = Journal(settings.journal_path, on_commit=self.metrics.on_commit)
-            snapshots = SnapshotStore.beside(settings.journal_path, keep=settings.snapshot_keep)
+            journal = Journal(
+                settings.journal_path, on_commit=self.metrics.on_commit, keep_snapshots=settings.snapshot_keep
+            )
         self.journal = journal
         self._counted = _ReplayCounter(journal)
         #: ``serve --follow``'s follower (anything with ``status() -> dict``), shown in ``/readyz``.
         self.follower: Any = None
         #: The server's slow-client guard (``sidecar.http._guarded.ConnectionGuard``), once serving.
         self.connection_guard: Any = None
-        if settings.workers:
-            _log.warning(
-                "--workers is deprecated and ignored: rows are digested inline from their bytes, "
-                "which a worker pool cannot beat (benchmarks/README.md, live_profile.py)",
-                workers=settings.workers,
-            )
         self.ingestor = Ingestor(
             self._counted,
             engines or default_engines(),
@@ -114,7 +106,7 @@ class Service:
                 max_tasks=settings.max_plan_tasks,
             ),
             keep_rows=settings.keep_rows,
-            snapshots=snapshots,
+            snapshots=self._own_journal,
             snapshot_every_events=settings.snapshot_every_events,
             snapshot_every_s=settings.snapshot_every_s,
             max_runs=settings.max_runs,
@@ -299,7 +291,6 @@ class Service:
             # The newest usable snapshot, then the journal after it; the replay freezes the
             # rebuilt state out of the cyclic collector's way (see ``Ingestor.replay``).
             await asyncio.to_thread(self.ingestor.replay)
-            await self.ingestor.seal_lost_records()
         except Exception as exc:
             self.replay_error = exc
             _log.error("journal replay failed", error=f"{type(exc).__name__}: {exc}")
@@ -326,13 +317,7 @@ class Service:
         )
 
     async def _check_state_schema(self) -> None:
-        """Refuse a journal whose facts this build cannot read; stamp a new (or pre-facts) one,
-        and stamp anew one of an older facts format it reads (``READABLE_STATE_SCHEMAS``).
-
-        A journal without the stamp was written before facts existed: replay migrates its
-        records (derives their facts from the stored rows) and a snapshot right after means
-        that happens once.
-        """
+        """Refuse a journal whose facts this build cannot read; stamp a new one."""
         get_meta = getattr(self.journal, "get_meta", None)
         set_meta = getattr(self.journal, "set_meta", None)
         if get_meta is None or set_meta is None:
@@ -340,17 +325,14 @@ class Service:
         from sidecar.journal import JournalSchemaError
 
         stamp = get_meta("state_schema")
-        found = None if stamp is None else stamp.decode(errors="replace")
-        if found is None or (found != STATE_SCHEMA and found in READABLE_STATE_SCHEMAS):
-            # new, pre-facts, or an older facts format this build reads: from now on it also
-            # holds this build's facts, which the build that wrote it could not read
+        if stamp is None:
             await set_meta("state_schema", STATE_SCHEMA.encode())
-        elif found != STATE_SCHEMA:
-            readable = ", ".join(repr(schema) for schema in sorted(READABLE_STATE_SCHEMAS))
+        elif stamp != STATE_SCHEMA.encode():
             raise JournalSchemaError(
-                f"journal {self.settings.journal_path} holds facts in state schema {found!r}; this build "
-                f"reads {readable}: run the rollout-sidecar version that wrote it, or start on a new "
-                "journal path and re-feed the run from the dispatcher's rollouts.jsonl with the follower",
+                f"journal {self.settings.journal_path} holds facts in state schema "
+                f"{stamp.decode(errors='replace')!r}; this build reads {STATE_SCHEMA!r}: run the "
+                "rollout-sidecar version that wrote it, or start on a new journal path and re-feed "
+                "the run from the dispatcher's rollouts.jsonl with the follower",
                 path=self.settings.journal_path,
                 found=0,
                 supported=0,
@@ -389,35 +371,13 @@ class Service:
         _log.info("service stopped")
 
 
-#: Numbers an event may carry and their ranges (``sidecar.ingest.events``); journals written before the
-#: ranges existed may hold values outside them.
-_RANGED = {
-    "seconds": (0.0, MAX_SECONDS),
-    "latency_ms": (0.0, MAX_LATENCY_MS),
-    "dispatch_budget_s": (0.0, MAX_SECONDS),
-    "drain_margin_s": (0.0, MAX_SECONDS),
-    "task_timeout_s": (1e-300, MAX_SECONDS),
-    "started_at": (0.0, MAX_TIMESTAMP),
-    "ended_at": (0.0, MAX_TIMESTAMP),
-}
-_RANGED_KEYS = tuple(f'"{name}":'.encode() for name in _RANGED)
-
-
-def _in_range(value: Any, low: float, high: float) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high
-
-
 class _ReplayCounter:
-    """The journal as the ingestor sees it: counts the records its replay yields (progress: the
-    tail after the snapshot the replay started from), and drops from old row-format records
-    (journaled before facts existed, migrated to facts as they are replayed) a number the API
-    now refuses (an out-of-range duration would refuse the whole replay), with a warning naming
-    the record. Facts need no repair: they are derived from events validated with the ranges."""
+    """The journal as the ingestor sees it, counting the records its replay yields (progress: the
+    tail after the snapshot the replay started from)."""
 
     def __init__(self, journal: JournalLike) -> None:
         self._journal = journal
         self.replayed = 0
-        self.repaired = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._journal, name)
@@ -428,30 +388,4 @@ class _ReplayCounter:
     def replay(self, *, after_seq: int = 0) -> Iterator[Any]:
         for record in self._journal.replay(after_seq=after_seq):
             self.replayed += 1
-            yield self._repaired(record)
-
-    def _repaired(self, record: Any) -> Any:
-        payload = record.payload
-        if not is_legacy_payload(payload):
-            return record
-        # The event's own fields precede its row (a JSON object whose keys could match); inside
-        # JSON strings every quote is escaped, so a key pattern matches only a real key.
-        row_at = payload.find(b'"row":')
-        head = payload if row_at < 0 else payload[:row_at]
-        if not any(key in head for key in _RANGED_KEYS):
-            return record
-        body = orjson.loads(payload)
-        bad = [
-            name
-            for name, (low, high) in _RANGED.items()
-            if body.get(name) is not None and not _in_range(body[name], low, high)
-        ]
-        if not bad:
-            return record
-        for name in bad:
-            del body[name]
-        self.repaired += 1
-        _log.warning(
-            "journaled event out of today's ranges: fields dropped on replay", seq=record.seq, fields=bad
-        )
-        return record._replace(payload=orjson.dumps(body))
+            yield record

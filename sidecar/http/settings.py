@@ -98,9 +98,6 @@ class ServiceSettings:
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     #: Minimum seconds between two full health summaries computed for ``/metrics``.
     health_metrics_interval_s: float = 2.0
-    #: Deprecated and ignored (``serve --workers``): rows are digested inline from their bytes.
-    #: Still range-checked, so a configuration that was refused stays refused.
-    workers: int = 0
     #: Forget runs this many seconds after they ended (memory and metric series); ``None``: keep.
     retain_ended_s: float | None = None
     #: Straggler and stall rules of in-flight rollouts (``sidecar.state.inflight``).
@@ -158,8 +155,6 @@ class ServiceSettings:
             raise SettingsError(f"body cap must be at least 1024 bytes, got {self.body_cap!r}")
         if self.retain_ended_s is not None and not self.retain_ended_s >= 0:
             raise SettingsError(f"retain_ended_s must be >= 0, got {self.retain_ended_s!r}")
-        if not 0 <= self.workers <= 64:
-            raise SettingsError(f"workers must be in 0..64, got {self.workers!r}")
         if not 0.05 <= self.otlp_interval_s <= 86400:
             raise SettingsError(
                 f"OTLP export interval must be in 0.05..86400 s, got {self.otlp_interval_s!r}"

@@ -8,15 +8,15 @@ tests may inject others (the style guide's "inject collaborators").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from health.compact import CompactDigest
-from health.types import Finding, TaskIndex
+from health.types import TaskIndex
 
 if TYPE_CHECKING:
-    from health.reduce import GroupStore
+    pass
 
 __all__ = [
     "BuildNgPerf",
@@ -24,9 +24,6 @@ __all__ = [
     "DigestRecord",
     "Engines",
     "Everyday",
-    "PerfSummaryLike",
-    "ReducerLike",
-    "TrackerLike",
     "default_engines",
 ]
 
@@ -42,43 +39,12 @@ class Everyday(NamedTuple):
     service_keys: dict[str, Any]
 
 
-class TrackerLike(Protocol):
-    def record(self, seconds: float) -> None: ...
-    def record_failure(self, seconds: float) -> None: ...
-    def record_drained(self) -> None: ...
-    @property
-    def drained(self) -> int: ...
-    @property
-    def count(self) -> int: ...
-    @property
-    def total_seconds(self) -> float: ...
-    def quantile(self, q: float) -> float | None: ...
-    def drain_margin(self, configured: float | None) -> float | None: ...
-    def summary(self) -> str: ...
-    def samples(self) -> list[float]: ...
-    def completions_per_hour(self) -> float | None: ...
-    def recent_completions_per_hour(self) -> float | None: ...
 
 
-class ReducerLike(Protocol):
-    def add_compact(self, digest: CompactDigest) -> None: ...
-    def close_task(self, task_index: TaskIndex) -> list[Finding]: ...
-    def summary(self) -> dict[str, Any]: ...
-    def summary_bytes(self) -> bytes: ...
-    def iter_verdict_lines(self) -> Iterator[bytes]: ...
-    def spill_to(self, store: GroupStore) -> None: ...
-    def spill(self, task_index: TaskIndex) -> bool: ...
-    def __len__(self) -> int: ...
 
 
-class PerfSummaryCutLike(Protocol):
-    def result(self, total_rollouts: int) -> dict[str, Any] | None: ...
 
 
-class PerfSummaryLike(Protocol):
-    def add(self, ng_perf: Mapping[str, Any]) -> None: ...
-    def result(self, total_rollouts: int) -> dict[str, Any] | None: ...
-    def cut(self) -> PerfSummaryCutLike: ...
 
 
 class DigestRecord(Protocol):
@@ -110,9 +76,6 @@ class Engines:
     ``digest_task_index`` reads the coerced task index back from one.
     """
 
-    new_tracker: Callable[[Clock], TrackerLike]
-    new_reducer: Callable[[Iterable[str]], ReducerLike]
-    new_perf_summary: Callable[[], PerfSummaryLike]
     digest_record: DigestRecord
     digest_task_index: Callable[[CompactDigest], TaskIndex]
     build_ng_perf: BuildNgPerf
@@ -153,8 +116,7 @@ def default_engines() -> Engines:
     from health.compact import compact_digest
     from health.contract import check_trajectory
     from health.digest import digest_everyday_compact, digest_record_with_trajectory
-    from health.reduce import HealthReducer
-    from sidecar.perf.rollout_perf import DispatchLatencyTracker, PerfSummaryState, ng_perf_for_trajectory
+    from sidecar.perf.rollout_perf import ng_perf_for_trajectory
 
     last = _LastTrajectory()
 
@@ -217,16 +179,10 @@ def default_engines() -> Engines:
         }
         return Everyday(compact, ng_perf, service_keys)
 
-    def _tracker(clock: Clock) -> TrackerLike:
-        return DispatchLatencyTracker(clock=clock)
-
     def _task_index(digest: CompactDigest) -> TaskIndex:
         return digest.task_index
 
     return Engines(
-        new_tracker=_tracker,
-        new_reducer=lambda ignored: HealthReducer(ignored, packed=True),
-        new_perf_summary=PerfSummaryState,
         digest_record=_record,
         digest_task_index=_task_index,
         build_ng_perf=_ng_perf,

@@ -78,11 +78,9 @@ __all__ = [
     "Started",
     "content_hash",
     "dump_row",
-    "encode_event",
     "event_identity",
     "idempotency_key",
     "row_of",
-    "to_payload",
 ]
 
 #: Every event kind, in :class:`sidecar.wire.EventKind`'s order.
@@ -479,30 +477,3 @@ def idempotency_key(run_id: str, event: Event) -> str:
     without identity are keyed by content as well, so they never collapse into one.
     """
     return _key(run_id, event, None)
-
-
-def _payload(event: Event, received_at: float, extra: dict[str, Any] | None, row: bytes | None) -> bytes:
-    body: dict[str, Any] = {}
-    for name in type(event).model_fields:
-        value = getattr(event, name)
-        if value is not None:
-            body[name] = orjson.Fragment(value.data) if isinstance(value, RawRow) else value
-    if row is not None and "row" in body:
-        body["row"] = orjson.Fragment(row)  # serialized once, for the hash and the journal
-    body["received_at"] = received_at
-    if extra:
-        body.update(extra)
-    return orjson.dumps(body)
-
-
-def to_payload(event: Event, *, received_at: float, extra: dict[str, Any] | None = None) -> bytes:
-    """The journaled body: the validated event's fields (no ``None`` values) plus arrival time."""
-    return _payload(event, received_at, extra, None)
-
-
-def encode_event(
-    run_id: str, event: Event, *, received_at: float, extra: dict[str, Any] | None = None
-) -> tuple[str, bytes]:
-    """``(idempotency_key, payload)`` with the row serialized only once."""
-    row = _row_bytes(event)
-    return _key(run_id, event, row), _payload(event, received_at, extra, row)

@@ -40,7 +40,6 @@ from sidecar.journal import (
     RunStartedFact,
     StartedFact,
     digest_fields,
-    encode_fact,
 )
 from sidecar.state.accounting import RolloutKey, normalize_index
 from sidecar.state.agents import agent_name
@@ -256,7 +255,7 @@ def _digested(
     agent: str | None,
 ) -> CompletedFact:
     """The fact of a row for the main file: with its digest, or with the row (``deferred``) when
-    the digest depends on the row's position or cannot be journaled."""
+    the digest depends on the row's position."""
     if not isinstance(digest, CompactDigest) or (
         event.line_number is None and _LINE_LOCATOR in digest.findings
     ):
@@ -267,11 +266,7 @@ def _digested(
         None, False, event.line_number, kept, agent,
     )  # fmt: skip
     if digest is not None:
-        try:
-            encode_fact(fact, again=True)  # the journal's encoding, kept for the ingest
-            return fact
-        except (OverflowError, TypeError, ValueError):
-            pass  # a value MessagePack cannot hold: journal the row and digest it when applied
+        return fact
     if event.line is not None:
         deferred, is_line = event.line.encode("utf-8", "surrogatepass"), True
     elif isinstance(event.row, RawRow):

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 import anyio
-import orjson
 import structlog
 
 from health.process_tuning import freeze_long_lived
@@ -27,7 +25,6 @@ from sidecar.ingest.answers import EventOutcome, TooManyRuns, UnknownRun, check_
 from sidecar.ingest.engines import Engines
 from sidecar.ingest.events import (
     Event,
-    EventBatch,
     Heartbeat,
     RunStarted,
     idempotency_key,
@@ -36,27 +33,18 @@ from sidecar.ingest.facts import derive_fact
 from sidecar.ingest.plans import PlanError, plan_from_materialized
 from sidecar.journal import (
     DAMAGED_KIND,
-    LOST_KIND,
-    ClosedGroupFile,
     CompletedFact,
     Fact,
-    JournalCompacted,
-    JournalError,
     JournalEvent,
     JournalUnavailable,
     LatencyFact,
-    Recovery,
     RunStartedFact,
-    SnapshotStore,
     decode_fact,
-    dumps_state,
     encode_fact,
-    fork_writer,
-    is_legacy_payload,
-    load_usable_snapshot,
 )
 from sidecar.state.inflight import InflightBudget, InflightRules
 from sidecar.state.run import RunState
+from sidecar.state.snapshot import SnapshotError, decode_state, encode_state
 from sidecar.wire import OutcomeStatus
 
 __all__ = [
@@ -69,7 +57,6 @@ __all__ = [
 
 _log = structlog.get_logger("sidecar.ingest.ingestor")
 _MAX_EVENTS_PER_APPEND = 4096
-_DERIVED_PLAN = "derived_plan"
 
 
 class JournalLike(Protocol):
@@ -114,7 +101,7 @@ class Ingestor:
         inflight_rules: InflightRules | None = None,
         read_plan: Callable[[str], dict[str, int]] = plan_from_materialized,
         keep_rows: bool = False,
-        snapshots: SnapshotStore | None = None,
+        snapshots: bool = False,
         snapshot_every_events: int = 100_000,
         snapshot_every_s: float = 300.0,
         max_runs: int | None = None,
@@ -137,12 +124,10 @@ class Ingestor:
         #: each run counted once against ``max_runs``.
         self._creating: dict[str, int] = {}
         self._keep_rows = keep_rows
+        #: Snapshots (and closed task groups) are kept in the journal's database; without them
+        #: every group stays in memory and a restart replays the whole journal.
         self._snapshots = snapshots
-        #: Closed task groups of every run, beside the snapshots that refer to them (none
-        #: without snapshots: every group then stays in memory).
-        self._closed_groups = (
-            ClosedGroupFile.in_directory(snapshots.directory) if snapshots is not None else None
-        )
+        self._closed_groups = getattr(journal, "groups", None) if snapshots else None
         self._snapshot_every_events = snapshot_every_events
         self._snapshot_every_s = snapshot_every_s
         self._snapshot_task: asyncio.Task[int | None] | None = None
@@ -154,10 +139,8 @@ class Ingestor:
         self.snapshot_seq = 0
         #: Seq of the snapshot the replay started from (0: none); the replay applies the records after it.
         self.restored_seq = 0
-        #: Records migrated from the pre-facts format during replay.
-        self.migrated = 0
-        #: Snapshots the replay set aside or could not read.
-        self.recovery = Recovery()
+        #: Snapshots the replay could not use: ``(seq, reason)``, newest first.
+        self.skipped_snapshots: list[tuple[int, str]] = []
         #: Seqs of journal records the replay skipped because their CRC did not match.
         self.damaged_records: list[int] = []
         self.runs: dict[str, RunState] = {}
@@ -178,45 +161,47 @@ class Ingestor:
     # -- lifecycle ------------------------------------------------------------------------
 
     def _restore_newest_snapshot(self) -> None:
-        """Load the newest usable snapshot (see ``sidecar.journal._recovery``): damaged ones are
-        set aside as ``.bad``, unreadable ones kept in place, and the next older one is tried."""
-        store = self._snapshots
-        if store is None:
+        """Load the newest snapshot that is whole: its CRC, its decoding and schema, and the
+        closed groups it refers to. Any other is skipped with a log line naming why; records
+        are never deleted, so without one the whole journal is replayed."""
+        journal = self._journal
+        groups = self._closed_groups
+        if not self._snapshots or groups is None:
             return
         began = time.perf_counter()
-        last_seq = getattr(self._journal, "last_seq", None)
-        rules, clock, groups = self._inflight_rules, self._clock, self._closed_groups
-        budget = self.inflight_budget
-
-        def attach(state: dict[str, Any]) -> dict[str, RunState]:
-            return {
-                run_id: run.attach(
-                    self._engines,
-                    inflight_rules=rules,
-                    clock=clock,
-                    closed_groups=groups,
-                    inflight_budget=budget,
-                )
-                for run_id, run in state["runs"].items()
-            }
-
-        loaded = load_usable_snapshot(
-            store,
-            groups,
-            journal_end=last_seq() if last_seq is not None else None,
-            attach=attach,
-            recovery=self.recovery,
-        )
-        if loaded is None:
+        last_seq = journal.last_seq()  # type: ignore[attr-defined]
+        for seq, body in journal.snapshots():  # type: ignore[attr-defined]
+            try:
+                if body is None:
+                    raise SnapshotError("its CRC does not match (damaged on disk)")
+                if seq > last_seq:
+                    raise SnapshotError(f"it covers seq {seq}, past the journal's last record {last_seq}")
+                restored = decode_state(body, self._attach)
+                damaged = groups.damaged_below(restored.next_group)
+                if damaged:
+                    raise SnapshotError(f"closed groups it refers to are missing or damaged: {damaged[:10]}")
+            except SnapshotError as exc:
+                _log.warning("snapshot skipped", seq=seq, reason=str(exc)[:300])
+                self.skipped_snapshots.append((seq, str(exc)))
+                continue
+            self.runs = restored.runs
+            groups.restart_at(restored.next_group)
+            self.applied_seq = self.snapshot_seq = self.restored_seq = seq
+            _log.info(
+                "snapshot loaded", seq=seq, runs=len(self.runs), seconds=round(time.perf_counter() - began, 3)
+            )
             return
-        seq, path, self.runs = loaded
-        self.applied_seq = self.snapshot_seq = self.restored_seq = seq
-        _log.info(
-            "snapshot loaded",
-            path=str(path),
-            seq=seq,
-            runs=len(self.runs),
-            seconds=round(time.perf_counter() - began, 3),
+        groups.restart_at(1)
+
+    def _attach(self, data: dict[str, Any]) -> RunState:
+        return RunState.from_snapshot(
+            data,
+            self._engines,
+            health_interval_s=self._health_interval_s,
+            inflight_rules=self._inflight_rules,
+            clock=self._clock,
+            closed_groups=self._closed_groups,
+            inflight_budget=self.inflight_budget,
         )
 
     def replay(self, progress: Callable[[int], None] | None = None) -> int:
@@ -224,23 +209,13 @@ class Ingestor:
 
         Call once, before :meth:`start`; pure CPU and file reads, so it may run in a worker
         thread. ``progress(records_applied)`` is called every 10,000 records. Returns the number
-        of records replayed (after the snapshot). Raises ``JournalCompacted`` when a record it
-        needs was compacted into a snapshot that can no longer be used (before anything is
-        emptied: the closed-groups file is left as it was).
+        of records replayed (after the snapshot). A record whose CRC fails costs that record only.
         """
         self._restore_newest_snapshot()
         if self.inflight_budget is not None:  # what the restored runs hold, all runs together
             self.inflight_budget.held = sum(len(state.inflight) for state in self.runs.values())
-        records = iter(self._journal.replay(after_seq=self.applied_seq))
-        record = next(records, None)
-        if record is not None and (record.seq != self.applied_seq + 1 or record.kind == LOST_KIND):
-            self._refuse_gap(record.seq, lost=record.kind == LOST_KIND)
-        if self._closed_groups is not None and not self.restored_seq:
-            self._closed_groups.restore(None)  # no state refers to any record: start it empty
         count = 0
-        while record is not None:
-            if record.seq != self.applied_seq + 1 or record.kind == LOST_KIND:
-                self._refuse_gap(record.seq, lost=record.kind == LOST_KIND)
+        for record in self._journal.replay(after_seq=self.applied_seq):
             if record.kind == DAMAGED_KIND:  # its CRC failed: it costs this record only
                 self.damaged_records.append(record.seq)
             else:
@@ -249,7 +224,6 @@ class Ingestor:
             count += 1
             if progress is not None and count % 10_000 == 0:
                 progress(count)
-            record = next(records, None)
         self.replayed = count
         self._since_snapshot = count
         # What was just rebuilt lives as long as the runs do and holds no garbage cycles: keep it
@@ -259,137 +233,62 @@ class Ingestor:
             "journal replayed",
             events=count,
             runs=len(self.runs),
-            migrated=self.migrated,
             **({"damaged_skipped": self.damaged_records} if self.damaged_records else {}),
         )
         return count
 
-    async def seal_lost_records(self) -> None:
-        """After a replay from a snapshot newer than the journal's last record (the journal lost
-        its newest commits): mark those seqs lost in the journal before anything is appended, so
-        no new record reuses a seq the snapshot covers. Call between :meth:`replay` and :meth:`start`."""
-        lost = self.recovery.lost
-        mark_lost = getattr(self._journal, "mark_lost", None)
-        if lost is None or mark_lost is None:
-            return
-        await mark_lost(*lost)
-        _log.warning(
-            "journal records lost, their effect kept from the snapshot",
-            first_seq=lost[0],
-            last_seq=lost[1],
-            note="their idempotency keys are gone: a retry of one of them is counted again",
-        )
-
-    def _refuse_gap(self, seq: int, *, lost: bool = False) -> None:
-        """A record the state needs is gone: refuse, in one line saying what was kept where."""
-        what = self.recovery.describe()
-        directory = self._snapshots.directory if self._snapshots is not None else None
-        if not what and directory is not None:  # set aside by an earlier start
-            earlier = sorted(path.name for path in directory.glob("*.bad"))
-            what = f"set aside earlier: {', '.join(earlier)}" if earlier else ""
-        kept = (f"; snapshots: {what}" if what else "; no snapshot could be used") + (
-            f" (in {directory})" if directory is not None else ""
-        )
-        first = self.applied_seq + 1
-        gone = (
-            f"records {first}..{seq} were lost from the journal and the snapshot that held them"
-            if lost
-            else f"records {first}..{seq - 1} were compacted into snapshots that"
-        )
-        raise JournalCompacted(
-            f"journal {gone} cannot be used{kept}; the journal and every set-aside file are kept as "
-            "they were; refusing to start with a wrong state: start on a new journal path and "
-            "re-feed the run from the dispatcher's rollouts.jsonl with the follower"
-        )
-
     @property
     def snapshot_due(self) -> bool:
         """Enough records (or time, with records) since the last snapshot to take another."""
-        if self._snapshots is None or self._since_snapshot == 0:
+        if not self._snapshots or self._since_snapshot == 0:
             return False
         every, interval = self._snapshot_every_events, self._snapshot_every_s
         return bool(every and self._since_snapshot >= every) or bool(
             interval and time.monotonic() - self._last_snapshot_at >= interval
         )
 
-    async def snapshot(self, *, rewrite: bool = False) -> int | None:
-        """Write a snapshot of every run as of :attr:`applied_seq`, then compact the journal up to
-        the oldest snapshot kept. Returns the snapshot's seq (None: nothing new, or no store).
-
-        A forked child serializes and writes it (see ``fork_writer``: the event loop waits only
-        for the fork); compacting runs off the loop too. A failure is logged and leaves the
-        previous snapshots and the journal as they were.
-        """
-        async with self._snapshot_lock:  # one writer at a time: two would share a file name
-            return await self._snapshot(rewrite=rewrite)
-
-    async def _snapshot(self, *, rewrite: bool = False) -> int | None:
-        store = self._snapshots
-        if store is None or (self.applied_seq == self.snapshot_seq and not rewrite):
-            return None
-        # Under the apply lock no batch is half applied and no off-loop read is building on a
-        # thread: the forked child (or the serialization below) sees one consistent state.
-        async with self.apply_lock:
-            seq = self.applied_seq
-            started = time.perf_counter()
-            state: dict[str, Any] = {"seq": seq, "runs": self.runs}
+    async def snapshot(self) -> int | None:
+        """Store a snapshot of every run as of :attr:`applied_seq` in the journal (which keeps the
+        newest few). Returns its seq (None: nothing new, or no snapshots). The state is encoded
+        on a worker thread under the apply lock (ingest waits, the event loop does not); the
+        closed groups it refers to are queued to the journal's writer before it. A failure is
+        logged and leaves the journal as it was."""
+        async with self._snapshot_lock:  # one at a time
             groups = self._closed_groups
-            if groups is not None:
-                # The groups the state refers to are durable before the snapshot that refers to them.
-                state["closed_groups"] = tuple(groups.mark())
-                await asyncio.to_thread(groups.sync)
-            pid = fork_writer(store, seq, state)
-            body = dumps_state(state) if pid is None else b""
-            serialize_s = time.perf_counter() - started  # the event loop waited this long
-        self._since_snapshot = 0
-        self._last_snapshot_at = time.monotonic()
-        try:
-            if pid is None:
-                await asyncio.to_thread(store.write, seq, body)
-            else:
-                _, status = await asyncio.to_thread(os.waitpid, pid, 0)
-                if os.waitstatus_to_exitcode(status) != 0:
-                    raise OSError(f"snapshot writer process {pid} failed (status {status})")
-        except OSError as exc:
-            _log.warning("snapshot failed", seq=seq, error=str(exc))
-            return None
-        self.snapshot_seq = seq
-        _log.info(
-            "snapshot written",
-            path=str(store.path_of(seq)),
-            seq=seq,
-            serialize_s=round(serialize_s, 3),
-            seconds=round(time.perf_counter() - started, 3),
-        )
-        oldest = store.oldest_kept()
-        compact = getattr(self._journal, "compact", None)
-        if compact is not None and oldest is not None and len(store.seqs()) >= store.keep:
+            if not self._snapshots or groups is None or self.applied_seq == self.snapshot_seq:
+                return None
+            started = time.perf_counter()
+            async with self.apply_lock:
+                seq = self.applied_seq
+                body = await anyio.to_thread.run_sync(encode_state, seq, groups.next_ref, self.runs)
+                paused_s = time.perf_counter() - started
+                flushed = groups.flush()
+            self._since_snapshot = 0
+            self._last_snapshot_at = time.monotonic()
             try:
-                await compact(oldest)
-            except JournalError as exc:
-                _log.warning("journal compaction failed", through_seq=oldest, error=str(exc))
-        return seq
+                await self._journal.put_snapshot(seq, body)  # type: ignore[attr-defined]
+                if flushed is not None:
+                    await flushed
+            except JournalUnavailable as exc:
+                _log.warning("snapshot failed", seq=seq, error=str(exc))
+                return None
+            self.snapshot_seq = seq
+            _log.info(
+                "snapshot written",
+                seq=seq,
+                bytes=len(body),
+                ingest_paused_s=round(paused_s, 3),
+                seconds=round(time.perf_counter() - started, 3),
+            )
+            return seq
 
     def _schedule_snapshot(self) -> None:
         if self.snapshot_due and (self._snapshot_task is None or self._snapshot_task.done()):
             self._snapshot_task = asyncio.get_running_loop().create_task(self.snapshot(), name="snapshot")
 
     def apply_record(self, record: JournalEvent) -> None:
-        """Apply one journaled record: a fact, or an event journaled before facts existed (its fact
-        is derived from the stored row now, against the run state it would have met live)."""
-        if is_legacy_payload(record.payload):
-            fact = self._legacy_fact(record)
-            self.migrated += 1
-        else:
-            fact = decode_fact(record.payload, seq=record.seq)
-        self._apply(record.run_id, fact)
-
-    def _legacy_fact(self, record: JournalEvent) -> Fact:
-        body = orjson.loads(record.payload)
-        received_at = body.pop("received_at")
-        plan = body.pop(_DERIVED_PLAN, None)
-        event = EventBatch.validate_python([body])[0]
-        return self._derive(record.run_id, event, received_at, plan)
+        """Apply one journaled record's fact."""
+        self._apply(record.run_id, decode_fact(record.payload, seq=record.seq))
 
     def _settings(self, run_id: str, event: Event) -> tuple[str, frozenset[str]] | None:
         """The digest settings ``event`` will meet when applied, if already known."""
@@ -433,19 +332,12 @@ class Ingestor:
         return dropped
 
     def start(self) -> None:
-        """Start the sequencer. After a replay that migrated pre-facts records or could not use a
-        snapshot, a snapshot is taken at once: the migration then happens once, and the damaged
-        snapshot is replaced, so the journal is never compacted past the only loadable one."""
+        """Start the sequencer. After a replay that could not use a snapshot, one is taken at
+        once, so the next start does not replay the whole journal again."""
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._sequencer(), name="ingest-sequencer")
-        store = self._snapshots
-        recovery = self.recovery
-        if store is not None and (
-            self.migrated or recovery.set_aside or recovery.unreadable or recovery.older_format
-        ):
-            # An older format's snapshot is rewritten in this one even with nothing new.
-            rewrite = self.applied_seq == self.snapshot_seq and recovery.older_format
-            self._snapshot_task = loop.create_task(self.snapshot(rewrite=rewrite), name="snapshot")
+        if self.skipped_snapshots:
+            self._snapshot_task = loop.create_task(self.snapshot(), name="snapshot")
 
     async def stop(self) -> None:
         """Finish what is queued, then stop the sequencer."""
@@ -459,8 +351,6 @@ class Ingestor:
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         self._task = None
-        if self._closed_groups is not None:
-            self._closed_groups.close()  # reopened by a later read, if any
 
     # -- requests -------------------------------------------------------------------------
 
@@ -579,6 +469,8 @@ class Ingestor:
                     _fail(batch, exc)
                 finally:
                     self._release(batch)
+                if self._closed_groups is not None:
+                    self._closed_groups.flush()
                 self._schedule_snapshot()
             finally:
                 for _ in range(len(batch)):

@@ -13,17 +13,14 @@ One exception keeps the digests exact: a row whose digest depends on its positio
 completion whose run had not started when it arrived) cannot be digested before it is
 applied, so its fact carries the row and the digest is computed when it is applied.
 
-Facts are MessagePack arrays; a journal written before facts existed holds JSON objects, which
-:func:`decode_fact` tells apart by the first byte (:func:`is_legacy_payload`).
+Facts are MessagePack arrays ``[FACTS_FORMAT, tag, *fields]``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from enum import IntEnum
-from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
 import msgspec
@@ -41,10 +38,6 @@ from health.registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
 
 __all__ = [
     "FACTS_FORMAT",
-    "HEALTH_PIPELINE_FINGERPRINTS",
-    "HEALTH_PIPELINE_VERSION",
-    "READABLE_FACTS_FORMATS",
-    "READABLE_STATE_SCHEMAS",
     "STATE_SCHEMA",
     "CompletedFact",
     "Disposition",
@@ -59,34 +52,13 @@ __all__ = [
     "decode_fact",
     "digest_fields",
     "encode_fact",
-    "health_pipeline_fingerprint",
-    "is_legacy_payload",
+    "pack",
     "parse_deferred",
+    "unpack",
 ]
 
 #: Version of the facts' layout below; bump on any change of a fact's fields or their meaning.
-#: 3 added ``agent`` (the row's ``agent_ref.name``) at the end of ``CompletedFact`` and ``FailedFact``.
-FACTS_FORMAT = 3
-#: Formats :func:`decode_fact` reads: this one and those whose facts are a prefix of its facts
-#: (fields only ever appended, with a default): a format-2 fact reads with ``agent`` ``None``.
-READABLE_FACTS_FORMATS: Final = frozenset({2, 3})
-#: Version of what the health pipeline puts into a compact digest (checks, findings, verdicts).
-#: A journaled digest is the pipeline's output: bump this when that output changes, so an
-#: older journal's digests are not mixed with new ones.
-HEALTH_PIPELINE_VERSION = 1
-#: :func:`health_pipeline_fingerprint` of each version (add an entry with each bump, never edit
-#: one): the check registry's order and the digest's layout that version's digests were made
-#: with (the unobserved bitmask and the finding positions are registry positions).
-#: ``tests/sidecar/test_facts.py`` fails when the current fingerprint is not the current version's.
-HEALTH_PIPELINE_FINGERPRINTS: Final[Mapping[int, str]] = MappingProxyType({1: "62408e15a224c7fe"})
-#: What a journal's facts and a snapshot's state were made with; both refuse another value.
-STATE_SCHEMA = f"facts-{FACTS_FORMAT}/health-{HEALTH_PIPELINE_VERSION}"
-#: Stamps of journals and snapshots this build opens: its own, and those of the readable facts
-#: formats with the same health pipeline (a journal stamped so is stamped anew on opening, as
-#: from then on it holds facts of this format too; see ``docs/state.md``, "Upgrades").
-READABLE_STATE_SCHEMAS: Final = frozenset(
-    f"facts-{version}/health-{HEALTH_PIPELINE_VERSION}" for version in READABLE_FACTS_FORMATS
-)
+FACTS_FORMAT = 4
 
 
 class Disposition(IntEnum):
@@ -109,7 +81,7 @@ NOT_PERSISTED_DRAINED: Final = int(Disposition.NOT_PERSISTED_DRAINED)
 FAILURE_ROW: Final = int(Disposition.FAILURE_ROW)
 
 
-def health_pipeline_fingerprint() -> str:
+def _health_fingerprint() -> str:
     """A hash of what a journaled digest's meaning depends on: the registry's check ids in
     order (all, rollout, task), the verdict codes, the flag bits and the digest's fields."""
     layout = {
@@ -121,6 +93,12 @@ def health_pipeline_fingerprint() -> str:
         "digest": CompactDigest._fields,
     }
     return hashlib.blake2b(orjson.dumps(layout), digest_size=8).hexdigest()
+
+
+#: What a journal's facts and snapshots were made with: the facts' layout and the health
+#: pipeline's (a journaled digest's bitmask and finding positions are registry positions, so
+#: digests made by another registry must not be mixed in). A journal stamped otherwise is refused.
+STATE_SCHEMA = f"facts-{FACTS_FORMAT}/health-{_health_fingerprint()}"
 
 
 class FactError(ValueError):
@@ -161,8 +139,7 @@ class CompletedFact(NamedTuple):
     row: bytes | None = None
     """The raw row, only with ``serve --keep-rows`` (never read back by the state)."""
     agent: str | None = None
-    """The row's ``agent_ref.name`` (capped, :func:`sidecar.state.agents.agent_name`); ``None``: none
-    named, or a fact of format 2 (which did not keep it)."""
+    """The row's ``agent_ref.name`` (capped, :func:`sidecar.state.agents.agent_name`); ``None``: none."""
 
     def compact(self, ordinal: int) -> CompactDigest:
         """The journaled digest at input position ``ordinal``."""
@@ -296,36 +273,26 @@ def digest_fields(digest: CompactDigest) -> tuple[Any, ...]:
     return tuple(digest[1:])
 
 
-#: An encoding kept for one more call (``encode_fact(..., again=True)``), handed out for the
-#: very same fact and dropped by any next call: the live service learns that a digested fact
-#: can be journaled by encoding it, then journals it. (Facts are immutable; the slot holds the
-#: fact, so no other object can share its identity meanwhile.)
-_last_encoded: list[tuple[Fact, bytes]] = []
-
-
-def encode_fact(fact: Fact, *, again: bool = False) -> bytes:
-    """``[FACTS_FORMAT, tag, *fields]`` as MessagePack. Integers past 64 bits and strings with
-    lone surrogates (a row's token counts or texts) are written as extension values, which
-    :func:`decode_fact` reads back exactly; raises ``TypeError``/``ValueError`` for anything
-    else MessagePack cannot hold. ``again``: the caller will encode this same fact next; its
-    encoding is kept for that call."""
-    if _last_encoded:
-        last = _last_encoded.pop()
-        if last[0] is fact:
-            return last[1]
-    items = (FACTS_FORMAT, _TAGS[type(fact)], *fact)
+def pack(value: Any) -> bytes:
+    """``value`` (plain data) as MessagePack. Integers past 64 bits and strings with lone
+    surrogates (a row's token counts or texts, a hostile identity) are written as extension
+    values, which :func:`unpack` reads back exactly; raises ``TypeError``/``ValueError`` for
+    anything else MessagePack cannot hold."""
     try:
-        payload = _ENCODER.encode(items)
+        return _ENCODER.encode(value)
     except (OverflowError, UnicodeEncodeError):
-        payload = _ENCODER.encode(_portable(items))
-    if again:
-        _last_encoded.append((fact, payload))
-    return payload
+        return _ENCODER.encode(_portable(value))
 
 
-def is_legacy_payload(payload: bytes) -> bool:
-    """True for a record written before facts existed (a JSON object: the whole event)."""
-    return payload[:1] == b"{"
+def unpack(data: bytes) -> Any:
+    """The plain value :func:`pack` wrote (raises ``msgspec.DecodeError`` if it is not one):
+    only ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, lists and dicts are ever built."""
+    return _DECODER.decode(data)
+
+
+def encode_fact(fact: Fact) -> bytes:
+    """``[FACTS_FORMAT, tag, *fields]`` as MessagePack (see :func:`pack`)."""
+    return pack((FACTS_FORMAT, _TAGS[type(fact)], *fact))
 
 
 def decode_fact(payload: bytes, *, seq: int = 0) -> Fact:
@@ -337,11 +304,8 @@ def decode_fact(payload: bytes, *, seq: int = 0) -> Fact:
     if not isinstance(items, list) or len(items) < 2:
         raise FactError(f"journal record {seq}: not a fact (got {type(items).__name__})")
     version, tag = items[0], items[1]
-    if version not in READABLE_FACTS_FORMATS or type(version) is not int:
-        raise FactError(
-            f"journal record {seq}: facts format {version!r}, this build reads formats "
-            f"{sorted(READABLE_FACTS_FORMATS)}"
-        )
+    if version != FACTS_FORMAT or type(version) is not int:
+        raise FactError(f"journal record {seq}: facts format {version!r}, this build reads {FACTS_FORMAT}")
     kind = _TYPES.get(tag)
     if kind is None:
         raise FactError(f"journal record {seq}: unknown fact tag {tag!r}")

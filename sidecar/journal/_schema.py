@@ -1,13 +1,12 @@
-"""Opening a journal file: identity checks, schema versions and migrations, SQLite error mapping.
+"""Opening a journal file: identity checks, the schema, SQLite error mapping.
 
 A journal is an SQLite database whose ``PRAGMA application_id`` is :data:`APPLICATION_ID` and whose
-``PRAGMA user_version`` is its schema version. Version 1 is the event log alone; version 2 adds
-the ``meta`` key-value table; version 3 the ``compacted_keys`` of records a snapshot made
-redundant; version 4 each record's ``crc`` (:func:`record_crc`: SQLite pages carry no checksums,
-so a damaged record would otherwise be read back as whatever it now says; NULL for older
-records). A fresh file is created at :data:`SCHEMA_VERSION`; an older journal is migrated in one
-transaction; a newer one, a foreign SQLite database or a file that is not SQLite at all is
-refused before anything is written to it.
+``PRAGMA user_version`` is :data:`SCHEMA_VERSION`. It holds the event log (``events``: each record
+with the CRC-32 of its run, kind, key and payload, :func:`record_crc`, because SQLite pages carry
+no checksums), ``meta`` (name -> value), the state snapshots (``snapshots``) and the closed task
+groups (``groups``), each blob with its CRC. A fresh file is created at the current version; a
+journal of another version, a foreign SQLite database or a file that is not SQLite at all is
+refused before anything is written to it (0.1 is unreleased: there are no migrations).
 """
 
 from __future__ import annotations
@@ -43,21 +42,14 @@ _PAGE_SIZE = 4096  # an ~8 KB payload fills two overflow pages with little slack
 _BUSY_TIMEOUT_MS = 5000
 _WAL_SIZE_LIMIT = 64 * 1024 * 1024  # truncate the WAL back to this after checkpoints
 
-# _MIGRATIONS[i] takes a journal from version i to version i + 1.
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        "CREATE TABLE events ("
-        " seq INTEGER PRIMARY KEY,"
-        " run_id TEXT NOT NULL,"
-        " kind TEXT NOT NULL,"
-        " key TEXT NOT NULL UNIQUE,"
-        " payload BLOB NOT NULL)",
-    ),
-    ("CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",),
-    ("CREATE TABLE compacted_keys (key TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",),
-    ("ALTER TABLE events ADD COLUMN crc INTEGER",),
+_TABLES = (
+    "CREATE TABLE events (seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, kind TEXT NOT NULL,"
+    " key TEXT NOT NULL UNIQUE, payload BLOB NOT NULL, crc INTEGER NOT NULL)",
+    "CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE snapshots (seq INTEGER PRIMARY KEY, body BLOB NOT NULL, crc INTEGER NOT NULL)",
+    "CREATE TABLE groups (ref INTEGER PRIMARY KEY, body BLOB NOT NULL, crc INTEGER NOT NULL)",
 )
-SCHEMA_VERSION = len(_MIGRATIONS)
+SCHEMA_VERSION = 5
 
 _REASONS = {
     sqlite3.SQLITE_FULL: "disk full or journal size limit reached",
@@ -147,10 +139,10 @@ def _identify(conn: sqlite3.Connection, path: Path) -> int:
             f"(application_id {app_id:#x}, expected {APPLICATION_ID:#x}); refusing to use it",
             path=path,
         )
-    if version > SCHEMA_VERSION:
+    if version != SCHEMA_VERSION:
         raise JournalSchemaError(
-            f"journal {path} has schema version {version}, newer than version {SCHEMA_VERSION} "
-            "that this build supports; refusing to open it (upgrade rollout-sidecar)",
+            f"journal {path} has schema version {version}, this build reads version {SCHEMA_VERSION} "
+            "only; refusing to open it: start on a new journal path (or use the build that wrote it)",
             path=path,
             found=version,
             supported=SCHEMA_VERSION,
@@ -175,19 +167,12 @@ class _PagesDamaged(JournalCorrupt):
     """An SQLite journal of ours whose pages do not hold together (a WAL may be the cause)."""
 
 
-def _has_crc(conn: sqlite3.Connection) -> bool:
-    return any(row[1] == "crc" for row in conn.execute("PRAGMA table_info(events)"))
-
-
-def _migrate(conn: sqlite3.Connection, version: int) -> None:
-    """Bring the schema from ``version`` to SCHEMA_VERSION in one transaction."""
+def _create(conn: sqlite3.Connection) -> None:
+    """Create the tables and stamp the file as a journal of this schema, in one transaction."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for step in _MIGRATIONS[version:]:
-            for statement in step:
-                if statement.startswith("ALTER TABLE events ADD COLUMN crc") and _has_crc(conn):
-                    continue  # a file whose version was set back by hand: the column is there
-                conn.execute(statement)
+        for statement in _TABLES:
+            conn.execute(statement)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -307,8 +292,7 @@ def _open_writer(path: Path) -> WriterConnection:
             _quick_check(conn, path)
         if version == 0 and not existed:
             conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
-            # Compaction frees the pages of payloads a snapshot covers; incremental vacuum gives
-            # them back to the filesystem (only settable before the first table exists).
+            # Old snapshots are deleted as new ones are written: give their pages back.
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
@@ -316,8 +300,8 @@ def _open_writer(path: Path) -> WriterConnection:
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
         conn.execute("PRAGMA wal_autocheckpoint = 0")
-        if version < SCHEMA_VERSION:
-            _migrate(conn, version)
+        if version == 0:
+            _create(conn)
         last_seq = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         default_max_pages = conn.execute("PRAGMA max_page_count").fetchone()[0]
@@ -337,10 +321,10 @@ def _open_writer(path: Path) -> WriterConnection:
     return WriterConnection(conn, int(last_seq), int(page_size), int(default_max_pages), lock_fd, real_path)
 
 
-def open_reader(path: Path) -> tuple[sqlite3.Connection, int] | None:
-    """A query-only connection and the schema version, or None when there is no journal yet.
-
-    Refuses corrupt, foreign and newer files exactly as the writer does; never creates the file.
+def open_reader(path: Path) -> sqlite3.Connection | None:
+    """A query-only connection, or None when there is no journal yet (no file, or not created
+    yet). Refuses corrupt, foreign and other-version files exactly as the writer does; never
+    creates the file.
     """
     if os.path.realpath(path) not in _WRITING and not _check_header(path):  # see _WRITING
         return None
@@ -351,11 +335,13 @@ def open_reader(path: Path) -> tuple[sqlite3.Connection, int] | None:
     try:
         conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA query_only = 1")
-        version = _identify(conn, path)
+        if _identify(conn, path) == 0:
+            conn.close()
+            return None
     except sqlite3.Error as exc:
         conn.close()
         raise map_sqlite_error(path, "open for reading", exc) from exc
     except BaseException:
         conn.close()
         raise
-    return conn, version
+    return conn

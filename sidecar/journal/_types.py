@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 __all__ = [
-    "JournalCompacted",
     "JournalCorrupt",
     "JournalError",
     "JournalEvent",
@@ -78,10 +77,3 @@ class JournalSchemaError(JournalError):
         super().__init__(message, path=path)
         self.found = found
         self.supported = supported
-
-
-class JournalCompacted(JournalError):
-    """A record needed to rebuild the state was compacted into a snapshot that cannot be read.
-
-    The service refuses to start rather than serve a wrong state; the message says what to do.
-    """

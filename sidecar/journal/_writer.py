@@ -17,6 +17,7 @@ import queue
 import sqlite3
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future as ThreadFuture
 from dataclasses import dataclass, field
@@ -25,11 +26,10 @@ from typing import Any
 
 import structlog
 
-from sidecar.journal._checkpoint import Checkpointer
 from sidecar.journal._schema import WriterConnection, map_sqlite_error, open_writer, record_crc
 from sidecar.journal._types import JournalError, JournalEvent, JournalUnavailable
 
-__all__ = ["Append", "Control", "SetMeta", "Writer"]
+__all__ = ["Append", "Control", "PutGroups", "PutSnapshot", "SetMeta", "Writer"]
 
 _log = structlog.get_logger("sidecar.journal")
 
@@ -37,14 +37,15 @@ _log = structlog.get_logger("sidecar.journal")
 # NULL rows that the WHERE clause drops), so a commit runs one statement, not one per event: the
 # writer gives up and takes back the interpreter lock a few times per commit, not a few times per
 # event (in the service the event loop's thread holds that lock nearly all the time, so each
-# take is a wait and two context switches). A key is stored once, in
-# ``events`` or (once a snapshot made its record redundant) in ``compacted_keys``; ``ORDER BY``
-# keeps the events' order, so the first of two equal keys is the one stored and seqs follow the
+# take is a wait and two context switches). ``ORDER BY`` keeps the events' order, so the first of
+# two equal keys is the one stored and seqs follow the
 # append's order; the WHERE clause also disambiguates the upsert's ON for the parser.
 _ROW_PARAMS = 6  # ordinal, run_id, kind, key, payload, crc
 _STATEMENT_MAX_ROWS = 1024  # 6,144 parameters, far below SQLite's 32,766
 _ROW_PADDING = (None,) * _ROW_PARAMS
 _SELECT_STORED = "SELECT seq, key FROM events WHERE seq > ? ORDER BY seq"
+_CHECKPOINT_EVERY_BYTES = 8 << 20  # about this much WAL between the writer's checkpoints
+_PER_EVENT_OVERHEAD = 128  # row header, key and index entry, roughly, in WAL bytes
 
 
 def _insert_events(rows: int) -> str:
@@ -52,7 +53,7 @@ def _insert_events(rows: int) -> str:
     return (
         "INSERT INTO events (run_id, kind, key, payload, crc)"
         f" SELECT column2, column3, column4, column5, column6 FROM (VALUES {values})"
-        " WHERE column4 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM compacted_keys WHERE key = column4)"
+        " WHERE column4 IS NOT NULL"
         " ORDER BY column1 ON CONFLICT (key) DO NOTHING"
     )
 
@@ -84,14 +85,30 @@ class SetMeta(_Request):
 
 
 @dataclass(slots=True)
+class PutSnapshot(_Request):
+    """A snapshot of the state as of ``seq``; all but the newest ``keep`` are then deleted."""
+
+    seq: int = 0
+    body: bytes = b""
+    keep: int = 2
+
+
+@dataclass(slots=True)
+class PutGroups(_Request):
+    """Closed task groups: ``(ref, body)`` pairs."""
+
+    groups: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class Control(_Request):
     """A connection setting (size cap, write freeze) applied between transactions."""
 
     apply: Callable[[WriterConnection], None] = lambda _: None
 
 
-_Data = Append | SetMeta
-_Item = Append | SetMeta | Control | None  # None asks the writer to drain and stop
+_Data = Append | SetMeta | PutSnapshot | PutGroups
+_Item = Append | SetMeta | PutSnapshot | PutGroups | Control | None  # None asks the writer to drain and stop
 
 
 class Writer(threading.Thread):
@@ -112,14 +129,13 @@ class Writer(threading.Thread):
         self._carry: _Item = None
         self._has_carry = False
         self._previous_group = 1
-        self._checkpointer = Checkpointer(path)
-        self._checkpoint_due = False
+        self._since_checkpoint = 0
         self._accepting = True
         self._lock = threading.Lock()
 
     # -- called from the event loop -------------------------------------------------------------
 
-    def submit(self, item: Append | SetMeta | Control) -> None:
+    def submit(self, item: _Data | Control) -> None:
         with self._lock:
             if not self._accepting:
                 raise JournalUnavailable(f"journal {self.path} is closed", path=self.path)
@@ -144,7 +160,6 @@ class Writer(threading.Thread):
             self.stopped.set_result(None)
             return
         self.last_seq = wc.last_seq
-        self._checkpointer.start()
         self.ready.set_result(None)
         try:
             self._serve(wc)
@@ -224,12 +239,20 @@ class Writer(threading.Thread):
                 self._deliver([request], self._transact(wc, [request]))
         else:
             self._deliver(group, outcome)
-        if self._checkpoint_due:  # between transactions, after the acks: see journal._checkpoint
-            self._checkpoint_due = False
-            try:
-                self._checkpointer.complete(wc.conn)
-            except sqlite3.Error as exc:
-                _log.warning("journal_checkpoint_failed", path=str(self.path), error=str(exc))
+        if self._since_checkpoint >= _CHECKPOINT_EVERY_BYTES:
+            self._checkpoint(wc)
+
+    def _checkpoint(self, wc: WriterConnection) -> None:
+        """Copy the WAL into the database file between transactions, after the acks, so no commit
+        waits for it (SQLite's automatic checkpoint runs inside a COMMIT and is turned off);
+        the next transaction then restarts the WAL from its beginning instead of growing it."""
+        try:
+            busy, log_frames, done_frames = wc.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            _log.warning("journal_checkpoint_failed", path=str(self.path), error=str(exc))
+            return
+        if busy == 0 and log_frames == done_frames:  # else a reader holds an old snapshot: retry later
+            self._since_checkpoint = 0
 
     def _transact(self, wc: WriterConnection, group: list[_Data]) -> _Outcome | JournalError:
         conn = wc.conn
@@ -243,14 +266,13 @@ class Writer(threading.Thread):
             # One append that one statement stores needs no BEGIN and COMMIT of its own: the
             # statement is a transaction, committed (WAL fsynced) before execute returns.
             explicit = (
-                len(group) > 1 or _size(group[0]) > _STATEMENT_MAX_ROWS or isinstance(group[0], SetMeta)
+                len(group) > 1 or _size(group[0]) > _STATEMENT_MAX_ROWS or not isinstance(group[0], Append)
             )
             if explicit:
                 cursor.execute("BEGIN IMMEDIATE")
             for request in group:
-                if isinstance(request, SetMeta):
-                    cursor.execute(_UPSERT_META, (request.name, request.value))
-                    written += len(request.value)
+                if not isinstance(request, Append):
+                    written += _write_other(cursor, request)
                     results.append(None)
                     continue
                 stored = _insert(cursor, request.events, last_seq)
@@ -276,8 +298,7 @@ class Writer(threading.Thread):
         self.last_seq = last_seq
         self.commits += 1
         self.last_commit_wall_time = time.time()
-        if self._checkpointer.note_commit(new, written):
-            self._checkpoint_due = True
+        self._since_checkpoint += written + new * _PER_EVENT_OVERHEAD
         return _Outcome(results, time.perf_counter() - started, new)
 
     def _deliver(
@@ -312,7 +333,6 @@ class Writer(threading.Thread):
 
     def _shutdown(self, wc: WriterConnection) -> None:
         """Checkpoint the WAL into the database file and close; failures only cost WAL replay."""
-        self._checkpointer.stop()
         try:
             wc.conn.execute("PRAGMA query_only = 0")
             wc.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
@@ -363,6 +383,28 @@ def _insert(
             )
             last_seq = max(last_seq, seq or 0)
     return stored
+
+
+def _write_other(cursor: sqlite3.Cursor, request: SetMeta | PutSnapshot | PutGroups) -> int:
+    """Write a request other than an append inside the group's transaction; the bytes written."""
+    if isinstance(request, SetMeta):
+        cursor.execute(_UPSERT_META, (request.name, request.value))
+        return len(request.value)
+    if isinstance(request, PutSnapshot):
+        cursor.execute(
+            "INSERT OR REPLACE INTO snapshots (seq, body, crc) VALUES (?, ?, ?)",
+            (request.seq, request.body, zlib.crc32(request.body)),
+        )
+        cursor.execute(
+            "DELETE FROM snapshots WHERE seq NOT IN (SELECT seq FROM snapshots ORDER BY seq DESC LIMIT ?)",
+            (request.keep,),
+        )
+        return len(request.body)
+    cursor.executemany(
+        "INSERT OR REPLACE INTO groups (ref, body, crc) VALUES (?, ?, ?)",
+        [(ref, body, zlib.crc32(body)) for ref, body in request.groups],
+    )
+    return sum(len(body) for _, body in request.groups)
 
 
 def _size(request: _Data) -> int:

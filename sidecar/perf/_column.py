@@ -61,22 +61,6 @@ class Column:
         self._ordered: SortedList | None = None
         self._order_lock = threading.Lock()
 
-    def __getstate__(self) -> dict[str, Any]:
-        # the ordered copy is derived: rebuilt on the next read rather than stored
-        return {
-            "_values": self._values,
-            "_integral": self._integral,
-            "_nan": self._nan,
-            "_min": self._min,
-            "_max": self._max,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for name, value in state.items():
-            setattr(self, name, value)
-        self._ordered = None
-        self._order_lock = threading.Lock()
-
     def __len__(self) -> int:
         return len(self._values)
 

@@ -44,6 +44,11 @@ _Column = Column
 _NUMBER = (int, float)
 
 
+def _fill(column: Column, values: list[Any]) -> None:
+    for value in values:
+        column.append(value)
+
+
 class PerfSummaryState:
     """Mergeable partial state of ``compute_perf_summary``: ``add`` rows, ``merge`` shards, ``result``."""
 
@@ -61,6 +66,27 @@ class PerfSummaryState:
     def records(self) -> int:
         """How many ``ng_perf`` objects were added."""
         return self._records
+
+    def to_snapshot(self) -> dict[str, Any]:
+        return {
+            "records": self._records,
+            "token_covered": self._token_covered,
+            "tokens": {field: column.tolist() for field, column in self._tokens.items()},
+            "num_turns": self._num_turns.tolist(),
+            "tokens_per_turn": self._tokens_per_turn.tolist(),
+            "latency": self._latency.tolist(),
+        }
+
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any]) -> PerfSummaryState:
+        state = cls()
+        state._records, state._token_covered = int(data["records"]), int(data["token_covered"])
+        for field in _TOKEN_FIELDS:
+            _fill(state._tokens[field], data["tokens"][field])
+        _fill(state._num_turns, data["num_turns"])
+        _fill(state._tokens_per_turn, data["tokens_per_turn"])
+        _fill(state._latency, data["latency"])
+        return state
 
     def add(self, ng_perf: Mapping[str, Any]) -> None:
         """Fold in one rollout's ``ng_perf`` object; fields that are not numbers are skipped."""

@@ -103,14 +103,36 @@ class DispatchLatencyTracker:
         self._stamp = self._completion_times.append
         self._expired_completions = 0
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Everything but ``_stamp`` (a bound method of ``_completion_times``, rebuilt on load)."""
-        return {name: getattr(self, name) for name in self.__slots__ if name != "_stamp"}
+    def to_snapshot(self) -> dict[str, Any]:
+        """Plain values for a state snapshot (the clock is not state: ``from_snapshot`` takes it)."""
+        large = self._large
+        return {
+            "samples": list(self._ordered()),
+            "total": None if large is None else large._total,
+            "drained": self._drained,
+            "rate_window_s": self._rate_window_s,
+            "started_at": self._started_at,
+            "times": self._completion_times[self._window_start :].tolist(),
+            "expired": self._expired_completions,
+        }
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for name, value in state.items():
-            setattr(self, name, value)
-        self._stamp = self._completion_times.append
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any], *, clock: Callable[[], float]) -> DispatchLatencyTracker:
+        tracker = cls(clock=lambda: 0.0, rate_window_s=data["rate_window_s"])  # no clock read: not state
+        tracker._clock = clock
+        samples = list(data["samples"])
+        if len(samples) <= _FLAT_LIST_LIMIT and data["total"] is None:
+            tracker._flat = samples
+        else:
+            tracker._flat = None
+            tracker._large = _LargeSamples(samples)
+            tracker._large._total = float(data["total"])
+        tracker._drained = int(data["drained"])
+        tracker._started_at = data["started_at"]
+        tracker._completion_times = array("d", data["times"])
+        tracker._stamp = tracker._completion_times.append
+        tracker._expired_completions = int(data["expired"])
+        return tracker
 
     # -- seed API ---------------------------------------------------------------------------
 

@@ -149,6 +149,34 @@ class Accounting:
     def plan(self) -> dict[str, int] | None:
         return self._plan
 
+    def to_snapshot(self) -> dict[str, Any]:
+        """Plain values for a snapshot (see :mod:`sidecar.state.snapshot`)."""
+        return {
+            "plan": self._plan,
+            "max_attempts": self._max_attempts,
+            "status": [[task, rollout, status] for (task, rollout), status in self._status.items()],
+            "blocks": self._blocks,
+            "dense_blocks": self._dense_blocks.tobytes(),
+            "slots": self._slots.tobytes(),
+            "complete": self._complete,
+            "failed_attempts": self._failed_attempts,
+            "classes": self._classes,
+        }
+
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any]) -> Accounting:
+        accounting = cls(data["plan"], data["max_attempts"])
+        accounting._status = {(task, rollout): status for task, rollout, status in data["status"]}
+        accounting._blocks = dict(data["blocks"])
+        accounting._dense_blocks = array("q", data["dense_blocks"])
+        accounting._slots = array("q", data["slots"])
+        accounting._complete = data["complete"]
+        accounting._failed_attempts = data["failed_attempts"]
+        accounting._classes = list(data["classes"])
+        if len(accounting._classes) != _CLASSES:
+            raise ValueError(f"accounting snapshot: {len(accounting._classes)} classes, expected {_CLASSES}")
+        return accounting
+
     def _planned(self, key: RolloutKey) -> bool:
         if self._plan is None:
             return False

@@ -67,18 +67,24 @@ class _Agent:
         self.latency = DurationHistogram()
         self.perf = [0] * len(PERF_SUMS)
 
-    def __getstate__(self) -> tuple[Any, ...]:
-        return (self.rollouts, self.failed, self.latency, self.perf)
+    def to_snapshot(self) -> list[Any]:
+        return [self.rollouts, self.failed, self.latency.to_snapshot(), self.perf]
 
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.rollouts, self.failed, self.latency, self.perf = state
+    @classmethod
+    def from_snapshot(cls, data: list[Any]) -> _Agent:
+        agent = cls()
+        rollouts, failed, latency, perf = data
+        agent.rollouts, agent.failed = int(rollouts), int(failed)
+        agent.latency = DurationHistogram.from_snapshot(latency)
+        if len(perf) != len(PERF_SUMS):
+            raise ValueError(f"agent snapshot: {len(perf)} perf sums, expected {len(PERF_SUMS)}")
+        agent.perf = list(perf)
+        return agent
 
 
 class AgentTotals:
-    """Per-agent totals of one run, in first-seen order, bounded by :data:`MAX_AGENTS`.
-
-    Picklable into snapshots (a dict of small fixed-size records); applied only from facts.
-    """
+    """Per-agent totals of one run, in first-seen order, bounded by :data:`MAX_AGENTS`; applied
+    only from facts."""
 
     __slots__ = ("_agents", "_other", "folded")
 
@@ -88,11 +94,20 @@ class AgentTotals:
         #: Rows (rollouts and failures) counted under :data:`OTHER_AGENTS`.
         self.folded = 0
 
-    def __getstate__(self) -> tuple[Any, ...]:
-        return (self._agents, self._other, self.folded)
+    def to_snapshot(self) -> dict[str, Any]:
+        return {
+            "agents": {name: agent.to_snapshot() for name, agent in self._agents.items()},
+            "other": None if self._other is None else self._other.to_snapshot(),
+            "folded": self.folded,
+        }
 
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self._agents, self._other, self.folded = state
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any]) -> AgentTotals:
+        totals = cls()
+        totals._agents = {str(name): _Agent.from_snapshot(agent) for name, agent in data["agents"].items()}
+        totals._other = None if data["other"] is None else _Agent.from_snapshot(data["other"])
+        totals.folded = int(data["folded"])
+        return totals
 
     def __len__(self) -> int:
         return len(self._agents) + (self._other is not None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["DURATION_BUCKETS", "DurationHistogram"]
 
@@ -41,6 +42,18 @@ class DurationHistogram:
         high = self.high
         if high is None or seconds > high:
             self.high = seconds
+
+    def to_snapshot(self) -> list[Any]:
+        return [self.counts, self.total, self.observations, self.low, self.high]
+
+    @classmethod
+    def from_snapshot(cls, data: list[Any]) -> DurationHistogram:
+        counts, total, observations, low, high = data
+        if len(counts) != len(DURATION_BUCKETS) + 1:
+            raise ValueError(
+                f"duration snapshot: {len(counts)} buckets, expected {len(DURATION_BUCKETS) + 1}"
+            )
+        return cls(list(counts), float(total), int(observations), low, high)
 
     def cumulative(self) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = []

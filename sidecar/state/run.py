@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from health.compact import VERDICTS
-from health.reduce import GroupStore, release_gradually
+from health.reduce import GroupStore, HealthReducer, release_gradually
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
 from sidecar.http.responses import DrainMarginBody, TimelineBody, TimelineSeries
@@ -34,6 +34,7 @@ from sidecar.journal import (
     StartedFact,
     parse_deferred,
 )
+from sidecar.perf.rollout_perf import DispatchLatencyTracker, PerfSummaryState
 from sidecar.state.accounting import Accounting, normalize_index
 from sidecar.state.agents import AgentRow, AgentTotals
 from sidecar.state.durations import DURATION_BUCKETS, DurationHistogram
@@ -87,16 +88,6 @@ class _EventClock:
             return self.pinned
         return self.frozen if self.frozen is not None else self.fallback()
 
-    def __getstate__(self) -> tuple[float | None]:
-        """Only ``frozen`` goes into a snapshot: ``fallback`` is re-attached by ``RunState.attach``.
-        (A tuple, never ``None``: pickle skips ``__setstate__`` for a ``None`` state.)"""
-        return (self.frozen,)
-
-    def __setstate__(self, state: tuple[float | None]) -> None:
-        self.pinned = None
-        self.frozen = state[0]
-        self.fallback = time.time
-
 
 @dataclass(frozen=True, slots=True)
 class HealthView:
@@ -135,11 +126,11 @@ class RunState:
         self._engines = engines
         self._clock = _EventClock(clock)
         self._clock.pinned = received_at
-        self.tracker = engines.new_tracker(self._clock)
+        self.tracker = DispatchLatencyTracker(clock=self._clock)
         self._clock.pinned = None
-        self.reducer = engines.new_reducer(started.ignored_checks)
+        self.reducer = HealthReducer(started.ignored_checks, packed=True)
         self._spilling = self._spill_to(closed_groups)
-        self.perf = engines.new_perf_summary()
+        self.perf = PerfSummaryState()
         self.accounting = Accounting(self.plan, started.max_attempts)
         self.ignored_checks = frozenset(started.ignored_checks)
         self.completed = 0
@@ -177,55 +168,107 @@ class RunState:
 
     # -- snapshots ------------------------------------------------------------------------
 
-    def __getstate__(self) -> dict[str, Any]:
-        """The run's state for a snapshot: everything but the engines and the clock's fallback
-        (functions, re-attached by :meth:`attach`) and the health cache (a monotonic-clock memo).
+    def to_snapshot(self) -> dict[str, Any]:
+        """The run's state as plain values (see :mod:`sidecar.state.snapshot`): everything but the
+        engines, the clock's fallback and the health cache (a monotonic-clock memo). The in-flight
+        registry is kept as its started attempts, without this process's flag stamps, as a replay
+        rebuilds it (heartbeats are memory only); its rules come from the loading service."""
+        return {
+            "run_id": self.run_id,
+            "config": self.config.model_dump_json(exclude_none=True).encode(),
+            "received_at": self.received_at,
+            "started_at": self.started_at,
+            "plan": self.plan,
+            "ended_at": self.ended_at,
+            "frozen": self._clock.frozen,
+            "tracker": self.tracker.to_snapshot(),
+            "reducer": self.reducer.to_snapshot(),
+            "perf": self.perf.to_snapshot(),
+            "accounting": self.accounting.to_snapshot(),
+            "completed": self.completed,
+            "drained": self.drained,
+            "failed": [[label, terminal, count] for (label, terminal), count in self.failed.items()],
+            "durations": {name: histogram.to_snapshot() for name, histogram in self.durations.items()},
+            "tokens": self.tokens,
+            "perf_rollouts": self.perf_rollouts,
+            "next_ordinal": self._next_ordinal,
+            "closed": [[task, list(checks)] for task, checks in self._closed.items()],
+            "task_flags": self._task_flags,
+            "verdicts": self._verdicts,
+            "recent_unhealthy": [list(entry) for entry in self.recent_unhealthy],
+            "issues": self._issues,
+            "maybe_duplicates": self._maybe_duplicates,
+            "inflight": self.inflight.to_snapshot(stamps=False),
+            "inflight_at_end": self.inflight_at_end,
+            "starts": self.starts,
+            "timeline": self.timeline.to_snapshot(),
+            "agents": self.agents.to_snapshot(),
+        }
 
-        The in-flight registry is kept as its started attempts (``to_snapshot`` without this
-        process's flag stamps, as a replay rebuilds it; heartbeats are memory only), its rules
-        come from the loading service's settings.
-        """
-        state = dict(self.__dict__)
-        state.pop("_engines", None)
-        state["_health_cache"] = None
-        state["_health_version"] = -1
-        state["inflight"] = self.inflight.to_snapshot(stamps=False)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        registry = InflightRegistry.from_snapshot(state.pop("inflight"))
-        state.setdefault("recent_unhealthy", deque(maxlen=RECENT_UNHEALTHY))  # older snapshots
-        state.setdefault("agents", AgentTotals())  # before agents were kept: from the next fact
-        if "_task_flags" not in state:  # a snapshot from before the counts were kept
-            state["_task_flags"] = _count_flags(state["_closed"].values())
-        self.__dict__.update(state)
-        self.inflight = registry
-        if "timeline" not in state:  # a snapshot from before timelines: one starts at the next fact
-            self.starts = 0
-            self.timeline = Timeline(None)
-            if self.ended_at is not None:
-                self.timeline.freeze()
-
-    def attach(
-        self,
+    @classmethod
+    def from_snapshot(
+        cls,
+        data: dict[str, Any],
         engines: Engines,
         *,
+        health_interval_s: float = 2.0,
         inflight_rules: InflightRules | None = None,
         clock: Callable[[], float] = time.time,
         closed_groups: GroupStore | None = None,
         inflight_budget: InflightBudget | None = None,
     ) -> RunState:
-        """Re-attach what a snapshot does not hold after loading one: the engines, the in-flight
-        rules and service-wide budget (whose count the caller sets from all runs), the wall clock
-        (the clock stays frozen at ``ended_at`` for an ended run) and the store of closed task
-        groups."""
-        self._engines = engines
-        self._spilling = self._spill_to(closed_groups)
-        self.inflight.rules = inflight_rules or InflightRules()
-        self.inflight.budget = inflight_budget
-        self._clock.fallback = clock
-        self._clock.frozen = self.ended_at
-        return self
+        """The run :meth:`to_snapshot` described, with what a snapshot does not hold re-attached:
+        the engines, the in-flight rules and service-wide budget (whose count the caller sets from
+        all runs), the wall clock (frozen at ``ended_at`` for an ended run) and the store of closed
+        task groups. Raises ``KeyError``/``TypeError``/``ValueError`` on a wrong shape."""
+        state = cls.__new__(cls)
+        config = RunStarted.model_validate_json(data["config"])
+        state.run_id = str(data["run_id"])
+        state.config = config
+        state.generation = config.generation or 0
+        state.received_at = float(data["received_at"])
+        state.started_at = float(data["started_at"])
+        state.plan = data["plan"]
+        state.ended_at = data["ended_at"]
+        state._engines = engines
+        state._clock = _EventClock(clock)
+        state._clock.frozen = data["frozen"]
+        state.tracker = DispatchLatencyTracker.from_snapshot(data["tracker"], clock=state._clock)
+        state.reducer = HealthReducer.from_snapshot(data["reducer"])
+        state._spilling = state._spill_to(closed_groups)
+        state.perf = PerfSummaryState.from_snapshot(data["perf"])
+        state.accounting = Accounting.from_snapshot(data["accounting"])
+        state.ignored_checks = frozenset(config.ignored_checks)
+        state.completed = int(data["completed"])
+        state.drained = int(data["drained"])
+        state.failed = {(str(label), bool(terminal)): int(count) for label, terminal, count in data["failed"]}
+        state.durations = {
+            name: DurationHistogram.from_snapshot(data["durations"][name]) for name in ("completed", "failed")
+        }
+        state.tokens = {kind: int(data["tokens"][kind]) for kind in TOKEN_KINDS}
+        state.perf_rollouts = int(data["perf_rollouts"])
+        state._next_ordinal = int(data["next_ordinal"])
+        state._closed = {task: tuple(checks) for task, checks in data["closed"]}
+        state._task_flags = {str(check): int(count) for check, count in data["task_flags"].items()}
+        state._health_min_interval_s = state._health_interval_s = health_interval_s
+        state._health_cache = None
+        state._verdicts = {verdict: int(data["verdicts"][verdict]) for verdict in VERDICTS}
+        state.recent_unhealthy = deque(
+            (tuple(entry) for entry in data["recent_unhealthy"]), maxlen=RECENT_UNHEALTHY
+        )
+        if len(data["issues"]) != len(CHECK_IDS):
+            raise ValueError(f"run snapshot: {len(data['issues'])} issue counts, expected {len(CHECK_IDS)}")
+        state._issues = [int(count) for count in data["issues"]]
+        state._maybe_duplicates = bool(data["maybe_duplicates"])
+        state._version = 0
+        state._health_version = -1
+        state.inflight = InflightRegistry.from_snapshot(data["inflight"], inflight_rules)
+        state.inflight.budget = inflight_budget
+        state.inflight_at_end = data["inflight_at_end"]
+        state.starts = int(data["starts"])
+        state.timeline = Timeline.from_snapshot(data["timeline"])
+        state.agents = AgentTotals.from_snapshot(data["agents"])
+        return state
 
     def _spill_to(self, store: GroupStore | None) -> bool:
         """Give the reducer the store closed task groups move to (none: they stay in memory)."""
@@ -591,12 +634,3 @@ class RunState:
 
 def _left(deadline: float | None, at: float) -> float | None:
     return None if deadline is None else deadline - at
-
-
-def _count_flags(closed: Iterable[tuple[str, ...]]) -> dict[str, int]:
-    """Closed tasks flagged by each task check, counted over every closed task's checks."""
-    flags: dict[str, int] = {}
-    for checks in closed:
-        for check in checks:
-            flags[check] = flags.get(check, 0) + 1
-    return flags

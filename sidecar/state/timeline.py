@@ -131,13 +131,34 @@ class Timeline:
         state = "frozen" if self.frozen else "open"
         return f"Timeline(origin={self.origin!r}, bucket_s={self.bucket_s!r}, points={self.closed}, {state})"
 
-    # pickle (snapshots): ``__slots__`` without ``__dict__``; arrays pickle as bytes
-    def __getstate__(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}
+    def to_snapshot(self) -> dict[str, Any]:
+        return {
+            "origin": self.origin,
+            "baseline": list(self.baseline),
+            "bucket_s": self.bucket_s,
+            "max_points": self.max_points,
+            "columns": [column.tobytes() for column in self._columns],
+            "last": self._last,
+            "edge": self._edge,
+            "end_t": self._end_t,
+        }
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for name, value in state.items():
-            setattr(self, name, value)
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any]) -> Timeline:
+        timeline = cls(
+            data["origin"],
+            baseline=TimelineSample(*data["baseline"]),
+            bucket_s=data["bucket_s"],
+            max_points=data["max_points"],
+        )
+        columns = [array("d", column) for column in data["columns"]]
+        if len(columns) != _WIDTH or len({len(column) for column in columns}) > 1:
+            raise ValueError(
+                f"timeline snapshot: {len(columns)} columns of unequal lengths, expected {_WIDTH}"
+            )
+        timeline._columns = columns
+        timeline._last, timeline._edge, timeline._end_t = data["last"], data["edge"], data["end_t"]
+        return timeline
 
     @property
     def frozen(self) -> bool:

@@ -23,7 +23,7 @@ from sidecar.web.page import ASSETS, LIVE_CSP, asset_bytes, index_html, run_html
 
 if TYPE_CHECKING:
     from sidecar.http.service import Service
-    from sidecar.ingest.engines import PerfSummaryCutLike
+    from sidecar.perf._perf_summary import PerfSummaryCut
     from sidecar.state.run import RunState
 
 __all__ = ["HTML_HEADERS", "web_routes"]
@@ -59,7 +59,7 @@ class _PerfCache:
         self._one_at_a_time = asyncio.Lock()  # builds of several runs' pages take turns, as before
 
     @staticmethod
-    def _compute(taken: tuple[int, PerfSummaryCutLike]) -> tuple[int, Any]:
+    def _compute(taken: tuple[int, PerfSummaryCut]) -> tuple[int, Any]:
         count, cut = taken
         return count, cut.result(count)
 

@@ -227,7 +227,7 @@ def test_serve_follow_runs_the_follower_beside_the_service(
     proc = SidecarProcess(
         tmp_path / "j.sqlite3",
         port=free_port(),  # the follower inside reaches the service on its configured port
-        extra_args=("--workers", "0", "--follow", str(run_dir)),
+        extra_args=("--follow", str(run_dir)),
         log_level="warning",
     )
     url = proc.start()

@@ -25,6 +25,6 @@ class TestCorruptState:
     def test_schema_versions_and_foreign_files(self, tmp_path: Path, launch: Launch) -> None:
         result = run_schema_cases(tmp_path, launch=launch)
         no_violations(result.violations)
-        assert result.schema_cases["older schema (v1)"].startswith("migrated")
+        assert result.schema_cases["older schema (v1)"].startswith("refused")
         refused = [name for name, outcome in result.schema_cases.items() if outcome.startswith("refused")]
-        assert len(refused) == 5, result.schema_cases
+        assert len(refused) == 6, result.schema_cases

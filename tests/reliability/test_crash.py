@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from sidecar.journal import Journal
 from tests.reliability_harness.crash import run_crash_trials
 from tests.reliability_harness.sidecar_process import Launch
 
@@ -33,5 +34,9 @@ class TestCrash:
         )
         no_violations(result.violations)
         assert result.trials == 8
-        snapshots = list(tmp_path.glob("run-*/state/journal.sqlite3.snapshots/snapshot-*.bin"))
+        snapshots = [
+            seq
+            for path in tmp_path.glob("run-*/state/journal.sqlite3")
+            for seq, _ in Journal(path).snapshots()
+        ]
         assert snapshots, "the service should have written snapshots"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from sidecar.journal import SnapshotStore
+from sidecar.journal import Journal
 
 from .sidecar_process import Launch, SidecarProcess, reap_orphans
 from .workload import (
@@ -119,9 +119,8 @@ class _Streamer(threading.Thread):
 
 
 def _snapshot_seq(journal: Path) -> int:
-    """Seq of the newest snapshot the service can load (0: none), as a restart chooses it."""
-    loaded = SnapshotStore.beside(journal).load_newest()
-    return 0 if loaded is None else loaded.seq
+    """Seq of the newest stored snapshot whose CRC holds (0: none), as a restart chooses it."""
+    return max((seq for seq, body in Journal(journal).snapshots() if body is not None), default=0)
 
 
 def _one_run(
@@ -232,7 +231,7 @@ def run_crash_trials(
 ) -> CrashResult:
     """Stream generated runs and SIGKILL the service until ``trials`` kills hit a live stream.
 
-    ``serve_args`` go to ``rollout-sidecar serve`` (e.g. ``("--workers", "1")``); processes the
+    ``serve_args`` go to ``rollout-sidecar serve`` (e.g. ``("--snapshot-every-events", "7")``); processes the
     killed service leaves running ``orphan_grace_s`` after the kill are counted, then killed."""
     result = CrashResult()
     index = 0

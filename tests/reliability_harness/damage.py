@@ -2,9 +2,9 @@
 
 The state of a run is built once (half the run posted, a graceful stop that snapshots and folds
 the WAL into the database file, the other half posted with a snapshot every few events, then a
-SIGKILL): it then has every kind of file at once, the SQLite journal, its WAL, two snapshots,
-``closed-groups.bin`` and its copy. Each trial copies it, damages one file (one bit flipped, or
-the file cut short, at a seeded random offset) and starts ``rollout-sidecar serve`` on it. The
+SIGKILL): its two files, the SQLite journal and its WAL, then hold records, two snapshots and
+closed groups. Each trial copies it, damages one file (one bit flipped, or the file cut short, at
+a seeded random offset) and starts ``rollout-sidecar serve`` on it. The
 promise: either the service starts, the journal's keys are a prefix of the run's acknowledged
 events with no hole, and the report equals the batch check over exactly those rows; or the
 start is refused with exit code 2 and one line on stderr naming what was kept, never a service
@@ -23,6 +23,8 @@ from typing import Any
 import httpx
 import orjson
 
+from sidecar.journal import Journal
+
 from .corrupt import _post
 from .sidecar_process import Launch, SidecarProcess, StartFailed
 from .workload import GeneratedRun, batch_files, generate_run, journal_keys, report_files
@@ -38,7 +40,7 @@ __all__ = [
     "unrecoverable_trial",
 ]
 
-STATE_FILES = ("journal", "wal", "newest-snapshot", "oldest-snapshot", "closed-groups", "closed-groups-copy")
+STATE_FILES = ("journal", "wal")
 DAMAGES = ("flip", "truncate")
 _ARGS = ("--snapshot-every-events", "10", "--snapshot-keep", "2", "--snapshot-every-seconds", "0")
 
@@ -64,15 +66,7 @@ def _journal(directory: Path) -> Path:
 
 def _file(directory: Path, which: str) -> Path:
     journal = _journal(directory)
-    snapshots = journal.with_name(journal.name + ".snapshots")
-    if which == "journal":
-        return journal
-    if which == "wal":
-        return journal.with_name(journal.name + "-wal")
-    if which.endswith("-snapshot"):
-        found = sorted(snapshots.glob("snapshot-*.bin"))
-        return found[-1] if which == "newest-snapshot" else found[0]
-    return snapshots / ("closed-groups.bin" if which == "closed-groups" else "closed-groups.copy.bin")
+    return journal if which == "journal" else journal.with_name(journal.name + "-wal")
 
 
 def build_damage_state(workdir: Path, *, launch: Launch = "fork", num_tasks: int = 40) -> DamagedState:
@@ -93,7 +87,9 @@ def build_damage_state(workdir: Path, *, launch: Launch = "fork", num_tasks: int
         path = _file(directory, which)
         if not path.exists() or path.stat().st_size == 0:
             raise AssertionError(f"the template state has no {which} ({path})")
-    if len(list(_journal(directory).parent.glob("journal.sqlite3.snapshots/snapshot-*.bin"))) < 2:
+    probe = workdir / "probe"  # a copy: closing the last connection would fold the template's WAL
+    shutil.copytree(directory, probe)
+    if len(list(Journal(_journal(probe)).snapshots())) < 2:
         raise AssertionError("the template state has fewer than two snapshots")
     return DamagedState(directory, run, len(events))
 
@@ -212,28 +208,24 @@ def _report_problem(url: str, run: GeneratedRun, kept: list[dict[str, Any]]) -> 
 
 
 def unrecoverable_trial(state: DamagedState, workdir: Path, *, launch: Launch = "fork") -> DamageResult:
-    """The issue's case made unrecoverable: the first closed group flipped in both copies, so no
-    snapshot that refers to it can be used and the journal was compacted past the others. The
-    start must exit 2 by itself with one line saying what was set aside where (never serve 503
-    for ever, never say to restore what it moved away), and the set-aside files must exist."""
+    """A journal whose first page is overwritten is no SQLite database any more: the start must
+    exit 2 by itself with one line naming the file (never serve 503 for ever), and leave it as it was."""
     result = DamageResult()
     directory = workdir / "unrecoverable"
     shutil.copytree(state.directory, directory)
-    for which in ("closed-groups", "closed-groups-copy"):
-        path = _file(directory, which)
-        data = bytearray(path.read_bytes())
-        data[5] ^= 0x10
-        path.write_bytes(bytes(data))
-    proc = SidecarProcess(_journal(directory), directory / "sidecar.log", launch=launch, extra_args=_ARGS)
+    path = _journal(directory)
+    data = bytearray(path.read_bytes())
+    data[:100] = b"\x00" * 100
+    path.write_bytes(bytes(data))
+    proc = SidecarProcess(path, directory / "sidecar.log", launch=launch, extra_args=_ARGS)
     code = proc.run_to_exit(60)
     last = proc.log_since().strip().splitlines()[-1]
-    set_aside = sorted(path.name for path in _journal(directory).parent.glob("*.snapshots/*.bad"))
     problem = _refusal_problem(proc, StartFailed("", returncode=code, log_tail=last))
     if problem:
         result.violations.append(f"unrecoverable: {problem}")
-    elif not set_aside or not all(name in last for name in set_aside):
+    elif str(path) not in last or path.read_bytes() != bytes(data):
         result.violations.append(
-            f"unrecoverable: the refusal does not name what was set aside {set_aside}: {last!r}"
+            f"unrecoverable: the refusal does not name the journal, or it changed: {last!r}"
         )
     else:
         result.outcomes["unrecoverable"] = last

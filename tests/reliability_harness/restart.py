@@ -22,8 +22,10 @@ from pathlib import Path
 
 import httpx
 
-from sidecar.ingest.events import EventBatch, encode_event
-from sidecar.journal import Journal, JournalEvent
+from sidecar.ingest.engines import default_engines
+from sidecar.ingest.events import EventBatch
+from sidecar.ingest.ingestor import Ingestor
+from sidecar.journal import Journal
 from tests.reliability_harness.sidecar_process import REPO_ROOT, Launch, SidecarProcess, free_port
 from tests.reliability_harness.workload import generate_run
 
@@ -53,14 +55,13 @@ def write_journal(path: Path, run_id: str, num_tasks: int) -> int:
     async def write() -> None:
         journal = Journal(path)
         await journal.open()
+        ingestor = Ingestor(journal, default_engines())  # no snapshot: a restart replays it all
+        ingestor.start()
         try:
             for start in range(0, len(events), 1000):
-                records = []
-                for event in events[start : start + 1000]:
-                    key, payload = encode_event(run_id, event, received_at=time.time())
-                    records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=payload))
-                await journal.append(records)
+                await ingestor.submit(run_id, events[start : start + 1000])
         finally:
+            await ingestor.stop()
             await journal.close()
 
     asyncio.run(write())

@@ -144,7 +144,6 @@ class IngestHarness:
         await self.journal.open()
         self.ingestor = Ingestor(self.journal, engines or default_engines(), health_interval_s=0.0, **options)
         self.ingestor.replay()
-        await self.ingestor.seal_lost_records()
         self.ingestor.start()
         return self.ingestor
 

@@ -95,7 +95,7 @@ class TestRawLines:
     def test_a_raw_line_is_journaled_as_the_fact_an_event_line_makes(self, tmp_path: Path) -> None:
         import sqlite3
 
-        from sidecar.journal._facts import decode_fact, is_legacy_payload
+        from sidecar.journal._facts import decode_fact
 
         settings = _settings(tmp_path)
         line = b'{"_ng_task_index": 1, "_ng_rollout_index": 0, "ng_trajectory": 5, "text": "caf\\u00e9"}'
@@ -116,7 +116,7 @@ class TestRawLines:
                 "SELECT run_id, payload FROM events WHERE kind = 'completed' ORDER BY seq"
             ).fetchall()
         conn.close()
-        assert [run for run, _ in rows] == ["r", "s"] and not any(is_legacy_payload(p) for _, p in rows)
+        assert [run for run, _ in rows] == ["r", "s"]
         facts = [decode_fact(payload)._replace(received_at=0.0) for _, payload in rows]
         assert facts[0] == facts[1] and facts[0].line_number == 1 and facts[0].seconds == 2.5
         assert live["r"]["quality_summary"] == live["s"]["quality_summary"]

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from health import health_check_run_dir
 from sidecar.http.server import ServiceThread
@@ -58,8 +57,7 @@ def _nested_text(levels: int) -> str:
 
 
 class TestDeepRows:
-    @pytest.mark.parametrize("workers", [0, 1], ids=["inline", "deprecated-workers-ignored"])
-    def test_live_report_equals_batch_for_deep_free_form_values(self, tmp_path: Path, workers: int) -> None:
+    def test_live_report_equals_batch_for_deep_free_form_values(self, tmp_path: Path) -> None:
         rows = [_row(0, "fine"), _row(1, _nested(300)), _row(2, _nested(600))]
         run_dir = tmp_path / "run"
         run_dir.mkdir()
@@ -71,7 +69,7 @@ class TestDeepRows:
 
         events: list[dict[str, Any]] = [{"kind": "run_started", "plan": {"0": 1, "1": 1, "2": 1}}]
         events += [{"kind": "completed", "seconds": 1.0, "row": row} for row in rows]
-        settings = ServiceSettings(port=0, journal_path=tmp_path / "journal.sqlite3", workers=workers)
+        settings = ServiceSettings(port=0, journal_path=tmp_path / "journal.sqlite3")
         with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
             response = client.post("/v1/runs/deep/events", content=_dumps(events).encode())
             assert response.status_code == 200, response.text

@@ -11,7 +11,6 @@ from sidecar.ingest.events import (
     MAX_SECONDS,
     EventBatch,
     content_hash,
-    encode_event,
     event_identity,
     idempotency_key,
 )
@@ -105,15 +104,6 @@ class TestKeys:
             idempotency_key("r", _one({"kind": "run_ended"})),
         }
         assert len(keys) == 7
-
-    def test_encode_event_matches_the_public_key(self) -> None:
-        event = _one({"kind": "completed", "seconds": 1.0, "row": {"_ng_task_index": 1, "b": [1, 2]}})
-        key, payload = encode_event("r", event, received_at=5.0)
-        assert key == idempotency_key("r", event)
-        assert (
-            payload
-            == b'{"kind":"completed","seconds":1.0,"row":{"_ng_task_index":1,"b":[1,2]},"received_at":5.0}'
-        )
 
 
 class TestNumberRanges:

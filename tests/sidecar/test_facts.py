@@ -1,4 +1,4 @@
-"""The journal's facts: ``HEALTH_PIPELINE_VERSION`` moves with what a journaled digest means."""
+"""The journal's facts: the state schema stamp moves with what a journaled digest means."""
 
 from __future__ import annotations
 
@@ -7,27 +7,12 @@ import pytest
 
 from health import compact, registry
 from sidecar.journal import _facts
-from sidecar.journal._facts import (
-    HEALTH_PIPELINE_FINGERPRINTS,
-    HEALTH_PIPELINE_VERSION,
-    STATE_SCHEMA,
-    health_pipeline_fingerprint,
-)
+from sidecar.journal._facts import STATE_SCHEMA
 
 
-class TestHealthPipelineVersion:
-    def test_the_registry_and_digest_layout_are_the_current_versions(self) -> None:
-        current = health_pipeline_fingerprint()
-        assert HEALTH_PIPELINE_FINGERPRINTS.get(HEALTH_PIPELINE_VERSION) == current, (
-            "the check registry or the compact digest's layout changed (fingerprint "
-            f"{current}): bump HEALTH_PIPELINE_VERSION in sidecar/journal/_facts.py and add "
-            f"{{{HEALTH_PIPELINE_VERSION + 1}: {current!r}}} to HEALTH_PIPELINE_FINGERPRINTS"
-        )
-
-    def test_each_version_has_its_own_fingerprint_and_the_current_is_the_newest(self) -> None:
-        assert max(HEALTH_PIPELINE_FINGERPRINTS) == HEALTH_PIPELINE_VERSION
-        assert len(set(HEALTH_PIPELINE_FINGERPRINTS.values())) == len(HEALTH_PIPELINE_FINGERPRINTS)
-        assert STATE_SCHEMA.endswith(f"/health-{HEALTH_PIPELINE_VERSION}")
+class TestStateSchema:
+    def test_it_names_the_facts_format_and_the_registrys_fingerprint(self) -> None:
+        assert f"facts-{_facts.FACTS_FORMAT}/health-{_facts._health_fingerprint()}" == STATE_SCHEMA
 
     @pytest.mark.parametrize(
         ("module", "name", "changed"),
@@ -43,9 +28,9 @@ class TestHealthPipelineVersion:
     def test_any_change_of_registry_or_layout_changes_the_fingerprint(
         self, monkeypatch: pytest.MonkeyPatch, module: object, name: str, changed: object
     ) -> None:
-        before = health_pipeline_fingerprint()
+        before = _facts._health_fingerprint()
         monkeypatch.setattr(module, name, changed)
-        assert health_pipeline_fingerprint() != before
+        assert _facts._health_fingerprint() != before
 
 
 class TestNamedCodes:
@@ -87,19 +72,8 @@ class TestFactsFormats:
         for fact in (completed, failed):
             assert _facts.decode_fact(_facts.encode_fact(fact)) == fact
 
-    def test_a_format_2_fact_reads_with_no_agent(self) -> None:
-        completed = self._completed(None)
-        failed = _facts.FailedFact(5.0, 0, 1.0, 1, 0, "cancelled", True, 2)
-        for fact in (completed, failed):
-            old = msgspec.msgpack.encode([2, _facts._TAGS[type(fact)], *list(fact)[:-1]])
-            assert _facts.decode_fact(old) == fact
-
-    @pytest.mark.parametrize("version", [1, 4, True, "3"])
+    @pytest.mark.parametrize("version", [1, 3, 5, True, "4"])
     def test_another_format_is_refused_naming_both(self, version: object) -> None:
         payload = msgspec.msgpack.encode([version, 6, 1.0, 0, "record", 2.0])
-        with pytest.raises(_facts.FactError, match=r"record 9: facts format .*reads formats \[2, 3\]"):
+        with pytest.raises(_facts.FactError, match=r"record 9: facts format .*this build reads 4"):
             _facts.decode_fact(payload, seq=9)
-
-    def test_the_readable_schemas_are_this_one_and_the_previous_facts_format(self) -> None:
-        assert f"facts-3/health-{HEALTH_PIPELINE_VERSION}" == STATE_SCHEMA
-        assert {STATE_SCHEMA, f"facts-2/health-{HEALTH_PIPELINE_VERSION}"} == _facts.READABLE_STATE_SCHEMAS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +46,13 @@ def generated() -> GeneratedRun:
 
 
 class TestIngestedRun:
-    @pytest.mark.parametrize("workers", [0, 1], ids=["inline", "deprecated-workers-ignored"])
     def test_report_equals_batch_and_survives_restart(
-        self, tmp_path: Path, generated: GeneratedRun, capsys: pytest.CaptureFixture[str], workers: int
+        self, tmp_path: Path, generated: GeneratedRun, capsys: pytest.CaptureFixture[str]
     ) -> None:
         run_dir = tmp_path / "run"
         generated.write_rollouts(run_dir)
         settings = ServiceSettings(
-            port=0, journal_path=tmp_path / "state" / "journal.sqlite3", workers=workers
+            port=0, journal_path=tmp_path / "state" / "journal.sqlite3"
         )
 
         thread = ServiceThread(settings)
@@ -96,10 +95,11 @@ class TestIngestedRun:
 
         # Restart from the snapshot written at shutdown (nothing to replay), then from the journal
         # alone (every record replayed): both rebuild the same state.
-        snapshots = settings.journal_path.with_name(settings.journal_path.name + ".snapshots")
         for expected_replayed in (0, len(generated.events) + 2):
             if expected_replayed:
-                shutil.rmtree(snapshots)
+                with sqlite3.connect(settings.journal_path) as conn:
+                    conn.execute("DELETE FROM snapshots")
+                conn.close()
             with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
                 assert client.get("/readyz").json()["replayed"] == expected_replayed
                 assert _report_files(url, tmp_path / f"restarted-{expected_replayed}") == live

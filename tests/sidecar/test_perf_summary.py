@@ -235,14 +235,14 @@ class TestIncrementalOrder:
                     # same value and same type (1 and 1.0 and True render differently)
                     assert (key, repr(got[key])) == (key, repr(value))
 
-    def test_a_pickled_state_reads_the_same(self) -> None:
-        import pickle
+    def test_a_snapshotted_state_reads_the_same(self) -> None:
+        from sidecar.journal import pack, unpack
 
         state = PerfSummaryState()
         for value in (3, 1.0, 1, 2.5, True, 7):
             state.add({"num_turns": value, "total_latency_ms": value, "prompt_tokens": value})
         before = state.result(6)
-        copy = pickle.loads(pickle.dumps(state))
+        copy = PerfSummaryState.from_snapshot(unpack(pack(state.to_snapshot())))
         assert orjson.dumps(copy.result(6)) == orjson.dumps(before)
         copy.add({"num_turns": 0, "total_latency_ms": 0.5, "prompt_tokens": 9})
         state.add({"num_turns": 0, "total_latency_ms": 0.5, "prompt_tokens": 9})
@@ -349,21 +349,3 @@ class TestOrderedPaths:
         assert picked is not None and [repr(v) for v in picked] == [repr(v) for v in sorted(values)]
         if column._ordered is not None:
             column._ordered._check()
-
-
-class TestSnapshotsOfBefore:
-    def test_a_state_pickled_before_the_cut_loads_and_reads_the_same(self) -> None:
-        """A snapshot names the column ``sidecar.perf._perf_summary._Column`` (its name until the cut)."""
-        from sidecar.journal import loads_state
-
-        body = (Path(__file__).parent.parent / "fixtures" / "perf_state_before_cut.pickle").read_bytes()
-        assert b"_perf_summary" in body and b"_Column" in body
-        state = loads_state(body)
-        rows = [
-            {"num_turns": v, "total_latency_ms": v, "prompt_tokens": v} for v in (3, 1.0, 1, 2.5, True, 7)
-        ]
-        assert orjson.dumps(state.result(6)) == orjson.dumps(compute_perf_summary(rows, 6))
-        state.add({"num_turns": 0, "total_latency_ms": 0.5, "prompt_tokens": 9})
-        assert state.cut().result(7) == compute_perf_summary(
-            [*rows, {"num_turns": 0, "total_latency_ms": 0.5, "prompt_tokens": 9}], 7
-        )

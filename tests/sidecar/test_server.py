@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from sidecar.cli import main as cli_main
+from sidecar.journal import Journal
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port
 
 
@@ -23,14 +24,14 @@ class TestServeProcess:
             {"kind": "completed", "seconds": 10.0 + i, "row": {"_ng_task_index": 0, "_ng_rollout_index": i}}
             for i in range(2)
         ]
-        sidecar = SidecarProcess(journal, tmp_path / "serve.log", extra_args=("--workers", "0"))
+        sidecar = SidecarProcess(journal, tmp_path / "serve.log")
         with sidecar as url:
             assert httpx.post(f"{url}/v1/runs/p/events", json=events).status_code == 200
             before = httpx.get(f"{url}/report/quality_summary.json", params={"run_id": "p"}).content
             assert sidecar.stop(30) == 0  # SIGTERM
             logs = sidecar.log_since()
         assert '"event": "service stopped"' in logs or "service stopped" in logs
-        assert any((tmp_path / "state" / "journal.sqlite3.snapshots").glob("snapshot-*.bin"))
+        assert list(Journal(tmp_path / "state" / "journal.sqlite3").snapshots())
         with sidecar as url:
             assert httpx.get(f"{url}/readyz").json()["replayed"] == 0  # all 3 are in the shutdown snapshot
             assert httpx.get(f"{url}/report/quality_summary.json", params={"run_id": "p"}).content == before
@@ -43,7 +44,7 @@ class TestServeProcess:
     ) -> None:
         bogus = tmp_path / "journal.sqlite3"
         bogus.write_bytes(b"this is not an SQLite database" * 100)
-        assert cli_main(["serve", "--port", str(free_port()), "--journal", str(bogus), "--workers", "0"]) == 2
+        assert cli_main(["serve", "--port", str(free_port()), "--journal", str(bogus)]) == 2
         assert "rollout-sidecar serve:" in capsys.readouterr().err
         assert bogus.read_bytes().startswith(b"this is not")
 
@@ -64,12 +65,12 @@ class TestServeProcess:
 
         asyncio.run(stamp())
         port = free_port()
-        assert cli_main(["serve", "--port", str(port), "--journal", str(path), "--workers", "0"]) == 2
+        assert cli_main(["serve", "--port", str(port), "--journal", str(path)]) == 2
         lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         assert len(lines) == 1 and "facts-99/health-1" in lines[0] and "new journal path" in lines[0]
         with socket.socket() as again:  # the port and the journal were released
             again.bind(("127.0.0.1", port))
-        assert cli_main(["serve", "--port", str(port), "--journal", str(path), "--workers", "0"]) == 2
+        assert cli_main(["serve", "--port", str(port), "--journal", str(path)]) == 2
 
     def test_report_from_an_unreachable_sidecar(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]

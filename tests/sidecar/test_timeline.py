@@ -17,11 +17,9 @@ from hypothesis import strategies as st
 import sidecar.state.timeline as timeline_module
 from dispatcher_client._events import progress_event
 from sidecar.http.json_bodies import dumps_json
-from sidecar.ingest.engines import default_engines
 from sidecar.ingest.events import EventBatch
-from sidecar.journal._snapshot import SnapshotStore
+from sidecar.journal import pack, unpack
 from sidecar.state.inflight import InflightRegistry
-from sidecar.state.run import RunState
 from sidecar.state.timeline import MAX_POINTS, Timeline, TimelineSample
 
 from .service_support import IngestHarness, generate_run
@@ -191,7 +189,7 @@ class TestMerging:
         for count in (1_000, 200_000):
             timeline, run = Timeline(ORIGIN), Run()
             _feed(timeline, run, [(ORIGIN + 3600.0 * i / count, "started") for i in range(count)])
-            sizes.append((timeline.closed, timeline.bucket_s, len(pickle.dumps(timeline))))
+            sizes.append((timeline.closed, timeline.bucket_s, len(pack(timeline.to_snapshot()))))
         assert sizes[0] == sizes[1]
 
     def test_an_absurd_time_stops_growing_the_buckets_and_stays_bounded(self) -> None:
@@ -246,7 +244,7 @@ class TestExact:
         return facts
 
     @pytest.mark.parametrize("seed", [1, 2, 3])
-    def test_a_pickled_timeline_continues_exactly_like_an_uninterrupted_one(self, seed: int) -> None:
+    def test_a_snapshotted_timeline_continues_exactly_like_an_uninterrupted_one(self, seed: int) -> None:
         facts = self._facts(seed)
         whole, run = Timeline(ORIGIN), Run()
         _feed(whole, run, facts)
@@ -257,7 +255,7 @@ class TestExact:
         cuts = sorted(random.Random(seed).sample(range(len(facts)), 5))
         for start, stop in zip([0, *cuts], [*cuts, len(facts)], strict=True):
             _feed(timeline, resumed, facts[start:stop])
-            timeline = pickle.loads(pickle.dumps(timeline))  # a snapshot, then a restart
+            timeline = Timeline.from_snapshot(unpack(pack(timeline.to_snapshot())))  # a snapshot, a restart
         timeline.end(facts[-1][0] + 1, resumed)
         assert pickle.dumps(_body(timeline, resumed)) == expected
         assert whole.bucket_s > 1.0  # the run was long enough to merge
@@ -266,7 +264,7 @@ class TestExact:
         timeline, run = Timeline(ORIGIN), Run()
         _feed(timeline, run, self._facts(4))
         assert timeline.closed <= MAX_POINTS
-        assert len(pickle.dumps(timeline)) < 14 * 8 * MAX_POINTS + 4096
+        assert len(pack(timeline.to_snapshot())) < 14 * 8 * MAX_POINTS + 4096
 
 
 class _Clock:
@@ -304,9 +302,10 @@ async def _serve(
     """Feed ``batches`` to an ingestor over ``path`` (a snapshot after ``snapshot_after`` batches),
     then return the timeline a restart rebuilds (from the snapshot + tail, or the journal alone)."""
     clock = _Clock()
-    store = SnapshotStore.beside(path) if snapshots else None
     harness = IngestHarness(path)
-    ingestor = await harness.start(clock=clock, snapshots=store, snapshot_every_events=0, snapshot_every_s=0)
+    ingestor = await harness.start(
+        clock=clock, snapshots=snapshots, snapshot_every_events=0, snapshot_every_s=0
+    )
     for position, (at, batch) in enumerate(batches):
         clock.now = at
         await ingestor.submit(RUN, EventBatch.validate_python(batch))
@@ -315,7 +314,9 @@ async def _serve(
     live = dumps_json(ingestor.runs[RUN].timeline_body())
     await harness.stop()
     clock.now = ORIGIN + 10**6  # a restart much later: the timeline reads no clock
-    restarted = await harness.start(clock=clock, snapshots=store, snapshot_every_events=0, snapshot_every_s=0)
+    restarted = await harness.start(
+        clock=clock, snapshots=snapshots, snapshot_every_events=0, snapshot_every_s=0
+    )
     assert restarted.restored_seq > 0 if snapshot_after is not None else restarted.restored_seq == 0
     again = dumps_json(restarted.runs[RUN].timeline_body())
     await harness.stop()
@@ -375,30 +376,6 @@ class TestRunState:
         assert left[0] > 0 > left[-1]  # the run outlived its budget
         assert body["t"][-1] == batches[-1][0] and body["ended_at"] == batches[-1][0]
 
-    async def test_a_snapshot_from_before_timelines_starts_one_at_the_next_fact(self, tmp_path: Path) -> None:
-        clock = _Clock()
-        harness = IngestHarness(tmp_path / "j.sqlite3")
-        ingestor = await harness.start(clock=clock)
-        batches = _long_run()
-        for at, batch in batches[:10]:
-            clock.now = at
-            await ingestor.submit(RUN, EventBatch.validate_python(batch))
-        run = ingestor.runs[RUN]
-        state = run.__getstate__()
-        del state["timeline"], state["starts"]  # as a build without timelines pickled it
-        restored = RunState.__new__(RunState)
-        restored.__setstate__(pickle.loads(pickle.dumps(state)))
-        await harness.stop()
-        assert restored.timeline_body()["t"] == []
-        restored.attach(default_engines())
-        completed = restored.completed
-        for at, batch in batches[10:12]:
-            for event in EventBatch.validate_python(batch):
-                restored.apply(event, at)
-        body = restored.timeline_body()
-        assert body["t"][0] == batches[10][0] + 1.0
-        assert sum(body["series"]["completed"]) == restored.completed - completed
-
 
 class TestStragglerCounts:
     """``InflightRegistry.straggler_counts``: the timeline's straggler series (kept here, beside
@@ -440,11 +417,10 @@ class TestMergeProperty:
         _feed(small, Run(), timed)
         _feed(wide, Run(), timed)
         factor = int(small.bucket_s / wide.bucket_s)
-        small_state, wide_state = small.__getstate__(), wide.__getstate__()
         assert small.closed <= capacity
-        for position in range(len(small_state["_columns"])):
-            coarse = list(wide_state["_columns"][position])[factor - 1 :: factor][: small.closed]
-            assert _exact(small_state["_columns"][position]) == _exact(coarse)
+        for small_column, wide_column in zip(small._columns, wide._columns, strict=True):
+            coarse = list(wide_column)[factor - 1 :: factor][: small.closed]
+            assert _exact(small_column) == _exact(coarse)
 
 
 def _exact(values: Sequence[float]) -> list[float | None]:

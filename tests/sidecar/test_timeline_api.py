@@ -19,7 +19,6 @@ from sidecar.http.settings import Secret, ServiceSettings
 from sidecar.ingest.engines import default_engines
 from sidecar.ingest.ingestor import Ingestor
 from sidecar.journal import Journal
-from sidecar.journal._snapshot import SnapshotStore
 from sidecar.state.timeline import MAX_POINTS
 from tests.reliability_harness.sidecar_process import SidecarProcess
 
@@ -61,8 +60,7 @@ def _timeline(client: httpx.Client, run_id: str = RUN) -> bytes:
 
 def _rebuilt(journal: Path, *, snapshots: bool = False) -> bytes:
     """The timeline an independent rebuild of ``journal`` (read-only) gives, as the route writes it."""
-    store = SnapshotStore.beside(journal) if snapshots else None
-    ingestor = Ingestor(Journal(journal), default_engines(), snapshots=store)
+    ingestor = Ingestor(Journal(journal), default_engines(), snapshots=snapshots)
     ingestor.replay()
     return dumps_json(ingestor.runs[RUN].timeline_body())
 
@@ -188,7 +186,7 @@ class TestSigkill:
             assert 3 <= len(seen) < len(range(0, len(events), 4))  # killed mid-stream
             with httpx.Client(base_url=sidecar.start(), timeout=30) as client:
                 after = _timeline(client)
-            assert list(SnapshotStore.beside(sidecar.journal).directory.glob("snapshot-*.bin"))
+            assert list(Journal(sidecar.journal).snapshots())
             assert _rebuilt(sidecar.journal, snapshots=True) == after
             # the points closed before the kill are the same after it (a point closes for good)
             last, now = orjson.loads(seen[-1]), orjson.loads(after)
