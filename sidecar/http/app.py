@@ -9,8 +9,6 @@ The routes' handlers live in :mod:`sidecar.http.ingest_handlers` (ingest) and
 
 from __future__ import annotations
 
-import functools
-import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,15 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sidecar.http._plain_route import PlainPostRoute
-from sidecar.http._priority_lane import PriorityLane
-from sidecar.http.errors import (
-    RequestError,
-    error_body,
-    json_response,
-    render_request_error,
-    request_error_handler,
-)
+from sidecar.http.errors import RequestError, error_body, json_response, request_error_handler
 from sidecar.http.ingest_handlers import IngestHandlers
 from sidecar.http.json_bodies import dumps_json
 from sidecar.http.read_handlers import ReadHandlers
@@ -44,8 +34,6 @@ __all__ = [
 ]
 
 _log = structlog.get_logger("sidecar.http.app")
-#: The ingest route's path (Starlette's ``/v1/runs/{run_id}/events``), served as plain ASGI.
-_EVENTS_PATH = re.compile(r"/v1/runs/([^/]+)/events")
 
 
 class ServerTiming:
@@ -83,14 +71,8 @@ def create_app(service: Service) -> Starlette:
         finally:
             await service.stop()
 
-    async def events(request: Request) -> Response:
-        """The ingest route as Starlette serves it, for a request the plain route passes on."""
-        run_id = request.path_params["run_id"]
-        return json_response(await ingest.events(run_id, request.scope["headers"], request.receive))
-
-    render_error = functools.partial(render_request_error, dumps=dumps_json, count=service.metrics.on_error)
     routes = [
-        Route("/v1/runs/{run_id}/events", events, methods=["POST"]),
+        Route("/v1/runs/{run_id}/events", ingest.events, methods=["POST"]),
         Route("/v1/runs/{run_id}/lines", ingest.lines, methods=["POST"]),
         Route("/v1/runs", reads.runs, methods=["GET"]),
         Route("/v1/runs/{run_id}/inflight", reads.inflight, methods=["GET"]),
@@ -130,14 +112,7 @@ def create_app(service: Service) -> Starlette:
             405: not_allowed,
             Exception: internal,
         },
-        middleware=[
-            Middleware(
-                PlainPostRoute, pattern=_EVENTS_PATH, handler=ingest.events, render_error=render_error
-            ),
-            Middleware(ServerTiming),
-        ],
+        middleware=[Middleware(ServerTiming)],
     )
     app.state.service = service
-    #: What the server's protocol answers itself (``sidecar.http._priority_lane``).
-    app.state.priority_lane = PriorityLane({b"/drain_margin": reads.drain_margin_answer}, internal_error)
     return app

@@ -10,10 +10,12 @@ The bearer token is compared in constant time and never logged; no row content i
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
+import msgspec
 import orjson
 import structlog
 from pydantic import ValidationError
@@ -26,7 +28,14 @@ from sidecar.http.json_bodies import dumps_json, line_text, too_deep
 from sidecar.http.responses import IngestBody
 from sidecar.http.service import Service
 from sidecar.ingest.answers import IdentityTooLong, TooManyRuns, UnknownRun
-from sidecar.ingest.events import EVENT_KINDS, Completed, Event, EventBatch, RunStarted
+from sidecar.ingest.events import (
+    EVENT_KINDS,
+    MAX_EVENTS_PER_REQUEST,
+    Completed,
+    Event,
+    EventBatch,
+    RunStarted,
+)
 from sidecar.ingest.plans import PlanError
 from sidecar.ingest.raw_rows import RawRow, decode_request, row_spans
 from sidecar.journal import JournalUnavailable
@@ -75,18 +84,6 @@ def _with_raw_rows(events: list[Event], body: bytes | bytearray) -> list[Event]:
     ]
 
 
-#: An ASGI request's headers: (lower-case name, value) byte pairs, as the server sent them.
-_RawHeaders = Iterable[tuple[bytes, bytes]]
-
-
-def _header(headers: _RawHeaders, name: bytes) -> str | None:
-    """The first value of header ``name`` (lower case), as text, or ``None``."""
-    for key, value in headers:
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
 async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
     """The request body's non-empty chunks as they arrive; a client that closes the connection
     before the body's end is refused."""
@@ -101,6 +98,31 @@ async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
                 yield chunk
         elif kind == "http.disconnect":
             raise RequestError(400, "bad_request", "the client closed the connection mid-body", "body")
+
+
+class _Envelope(msgspec.Struct):
+    events: list[msgspec.Raw]
+
+
+_COUNTER = msgspec.json.Decoder(list[msgspec.Raw] | _Envelope)
+
+
+def _check_event_count(body: bytes | bytearray) -> None:
+    """Refuse a batch of more than ``MAX_EVENTS_PER_REQUEST`` events from one scan of the body
+    that builds none of them (each event stays a view of the body's bytes); a body this scan
+    cannot read is left to the parser, which says why."""
+    try:
+        decoded = _COUNTER.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return
+    count = len(decoded if isinstance(decoded, list) else decoded.events)
+    if count > MAX_EVENTS_PER_REQUEST:
+        raise RequestError(
+            413,
+            "too_large",
+            f"{count} events in one request; at most {MAX_EVENTS_PER_REQUEST} (send several batches)",
+            "events",
+        )
 
 
 def _too_many_runs(held: int) -> RequestError:
@@ -284,7 +306,11 @@ class IngestHandlers:
 
     def _parse_events(self, body: bytes | bytearray) -> list[Event]:
         """The request's events, read once: a vetted body with its rows kept as bytes
-        (``sidecar.ingest.raw_rows``), any other body parsed and refused exactly as the models say."""
+        (``sidecar.ingest.raw_rows``), any other body parsed and refused exactly as the models say.
+
+        Runs on a worker thread (never on the event loop), and refuses a batch of more than
+        ``MAX_EVENTS_PER_REQUEST`` events after one scan that builds none of them."""
+        _check_event_count(body)
         decoded = decode_request(body, self.settings.max_json_depth)
         if decoded is not None:
             return _validate(decoded)
@@ -324,15 +350,16 @@ class IngestHandlers:
         answer: IngestBody = {"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]}
         return dumps_json(answer)
 
-    async def events(self, run_id: str, headers: _RawHeaders, receive: Receive) -> bytes:
-        """``POST /v1/runs/{run_id}/events``: a batch of events; the 200 answer's body."""
-        self._authorize(_header(headers, b"authorization"))
+    async def events(self, request: Request) -> Response:
+        """``POST /v1/runs/{run_id}/events``: a batch of events."""
+        run_id = request.path_params["run_id"]
+        self._authorize(request.headers.get("authorization"))
         self._check_run_id(run_id)
         self.require_ready()
-        async with self._held_body(_header(headers, b"content-length"), receive) as body:
-            events = self._parse_events(body)
+        async with self._held_body(request.headers.get("content-length"), request.receive) as body:
+            events = await anyio.to_thread.run_sync(self._parse_events, body)
             del body  # parsed: the raw body need not stay resident while the batch is stored
-            return await self._ingest(run_id, events)
+            return json_response(await self._ingest(run_id, events))
 
     async def lines(self, request: Request) -> Response:
         """One raw rollout line as the body (no JSON escaping): a ``completed`` event with ``line``.
@@ -360,4 +387,5 @@ class IngestHandlers:
             with memoryview(body) as view:  # no copy of the body without its newline
                 event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
             del body
-            return json_response(await self._ingest(run_id, _validate([event])))
+            events = await anyio.to_thread.run_sync(_validate, [event])
+            return json_response(await self._ingest(run_id, events))

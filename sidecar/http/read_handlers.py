@@ -16,8 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from sidecar.export.metrics import render
-from sidecar.http._priority_lane import LaneAnswer
-from sidecar.http.errors import RequestError, json_response, render_request_error
+from sidecar.http.errors import RequestError, json_response
 from sidecar.http.json_bodies import dumps_json, dumps_report
 from sidecar.http.openapi import openapi_document
 from sidecar.http.responses import DrainMarginBody, HealthzBody, InflightBody, ReadyBody, RunListBody
@@ -68,17 +67,7 @@ class ReadHandlers:
             )
 
     async def drain_margin(self, request: Request) -> Response:
-        status, body, headers = self.drain_margin_answer(request.scope["query_string"])
-        return json_response(body, status, dict(headers) if headers else None)
-
-    def drain_margin_answer(self, query_string: bytes) -> LaneAnswer:
-        """``GET /drain_margin``'s answer, refusals rendered: synchronous and cheap, so the
-        connection's protocol answers it in the callback that read it (:mod:`sidecar.http._priority_lane`)."""
-        try:
-            return 200, dumps_json(self._drain_margin(QueryParams(query_string))), None
-        except RequestError as exc:
-            refusal = render_request_error(exc, dumps_json, self.service.metrics.on_error)
-            return exc.status, refusal, exc.headers
+        return _json(self._drain_margin(request.query_params))
 
     def _drain_margin(self, query: QueryParams) -> DrainMarginBody:
         run = self.run_of(query.get("run_id"))

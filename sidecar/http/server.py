@@ -17,8 +17,8 @@ from typing import Any
 import structlog
 import uvicorn
 
-from sidecar.http._guarded import ConnectionGuard, guarded_protocol
 from sidecar.http.app import create_app
+from sidecar.http.guard import ConnectionGuard
 from sidecar.http.server_thread import ServerThread, loop_factory
 from sidecar.http.service import Service
 from sidecar.http.settings import ServiceSettings, SettingsError
@@ -58,20 +58,16 @@ def run_service(settings: ServiceSettings, *, follower: Any = None) -> None:
 
 def _config(service: Service) -> uvicorn.Config:
     settings = service.settings
-    guard = ConnectionGuard(
-        settings.header_timeout_s,
-        settings.body_timeout_s,
-        settings.max_connections_per_peer,
-        settings.write_timeout_s,
+    guard = service.connection_guard = ConnectionGuard(
+        header_timeout_s=settings.header_timeout_s,
+        body_timeout_s=settings.body_timeout_s,
+        write_timeout_s=settings.write_timeout_s,
+        max_per_peer=settings.max_connections_per_peer,
     )
-    service.connection_guard = guard
-    app = create_app(service)
-    guard.priority_lane = app.state.priority_lane
     return uvicorn.Config(
-        app,
-        http=guarded_protocol(guard),
-        host=service.settings.host,
-        port=service.settings.port,
+        guard.middleware(create_app(service)),
+        host=settings.host,
+        port=settings.port,
         log_config=None,
         access_log=False,
         lifespan="on",
@@ -79,6 +75,17 @@ def _config(service: Service) -> uvicorn.Config:
         limit_concurrency=4096,
         server_header=False,
     )
+
+
+async def _serve_guarded(server: uvicorn.Server, service: Service, sock: socket.socket) -> None:
+    """``server.serve`` with the service's connection guard sweeping its connections."""
+    sweep = asyncio.get_running_loop().create_task(
+        service.connection_guard.run(server.server_state.connections), name="connection-guard"
+    )
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        sweep.cancel()
 
 
 def bind_socket(settings: ServiceSettings) -> socket.socket:
@@ -131,7 +138,7 @@ async def serve(
     server = _AnnouncingServer(_config(service), settings)
     watch = asyncio.get_running_loop().create_task(_exit_if_replay_fails(service, server))
     try:
-        await server.serve(sockets=[listener])
+        await _serve_guarded(server, service, listener)
     finally:
         watch.cancel()
         await service.stop()
@@ -197,6 +204,6 @@ class ServiceThread(ServerThread):
         await self.service.start()
         self._server = uvicorn.Server(_config(self.service))
         try:
-            await self._server.serve(sockets=[sock])
+            await _serve_guarded(self._server, self.service, sock)
         finally:
             await self.service.stop()

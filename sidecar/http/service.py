@@ -90,7 +90,7 @@ class Service:
         self._counted = _ReplayCounter(journal)
         #: ``serve --follow``'s follower (anything with ``status() -> dict``), shown in ``/readyz``.
         self.follower: Any = None
-        #: The server's slow-client guard (``sidecar.http._guarded.ConnectionGuard``), once serving.
+        #: The server's slow-client guard (``sidecar.http.guard.ConnectionGuard``), once serving.
         self.connection_guard: Any = None
         self.ingestor = Ingestor(
             self._counted,

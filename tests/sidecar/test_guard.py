@@ -1,4 +1,5 @@
-"""The HTTP protocol's body holder: chunks joined once, and bodies that arrive in pieces intact."""
+"""The connection guard beside uvicorn: bodies that arrive in pieces intact, a client that stops
+reading a response dropped and its bytes freed."""
 
 from __future__ import annotations
 
@@ -9,28 +10,10 @@ from pathlib import Path
 import httpx
 import orjson
 
-from sidecar.http._guarded import BodyChunks
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
 
 from .service_support import generate_run
-
-
-class TestBodyChunks:
-    def test_one_chunk_is_handed_on_uncopied(self) -> None:
-        chunk = b"x" * 100_000
-        held = BodyChunks()
-        held += chunk
-        assert len(held) == 100_000 and held
-        assert bytes(held) is chunk
-
-    def test_chunks_are_joined_in_order(self) -> None:
-        held = BodyChunks()
-        assert not held and bytes(held) == b""
-        for part in (b"ab", b"", b"cde", b"f"):
-            held += part
-        assert len(held) == 6
-        assert bytes(held) == b"abcdef"
 
 
 def _post_in_pieces(port: int, path: str, body: bytes, pieces: int) -> tuple[int, bytes]:
@@ -74,12 +57,12 @@ def test_bodies_sent_in_pieces_are_ingested_whole(tmp_path: Path) -> None:
 
 def _unsent_bytes(thread: ServiceThread) -> list[int]:
     """The write-buffer size of every connection the server holds (read from the test thread)."""
-    guard = thread.service.connection_guard if thread.service is not None else None
-    assert guard is not None
-    for _ in range(10):  # the server's loop may change the map while it is copied
+    server = thread._server
+    assert server is not None
+    for _ in range(10):  # the server's loop may change the set while it is copied
         try:
-            held = [protocol for peers in list(guard.by_peer.values()) for protocol in list(peers.values())]
-            return [protocol.transport.get_write_buffer_size() for protocol in held]
+            held = list(server.server_state.connections)
+            return [protocol.transport.get_write_buffer_size() for protocol in held]  # type: ignore[attr-defined]
         except RuntimeError:
             time.sleep(0.01)
     raise AssertionError("connections kept changing")
@@ -117,10 +100,10 @@ class TestWriteDeadline:
                 guard = thread.service.connection_guard if thread.service is not None else None
                 assert guard is not None
                 for _ in range(600):  # the deadline (1 s without the client reading) passes
-                    if guard.write_timeouts:
+                    if guard.counts.write_timeouts:
                         break
                     time.sleep(0.05)
-                assert guard.write_timeouts == 1
+                assert guard.counts.write_timeouts == 1
                 assert _unsent_bytes(thread) == []  # the connection is gone, its buffer with it
                 stuck.settimeout(30)
                 received = 0
