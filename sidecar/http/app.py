@@ -9,6 +9,9 @@ The routes' handlers live in :mod:`sidecar.http.ingest_handlers` (ingest) and
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hmac
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,11 +32,49 @@ from sidecar.http.service import Service
 from sidecar.web.routes import web_routes
 
 __all__ = [
+    "ReadAuth",
     "ServerTiming",
     "create_app",
 ]
 
 _log = structlog.get_logger("sidecar.http.app")
+
+
+class ReadAuth:
+    """ASGI middleware: with a read token (``serve --read-token-file``), every read but the probes
+    (``/healthz``, ``/readyz``; ``/metrics`` with ``--open-metrics``) needs it or the ingest token,
+    as ``Authorization: Bearer <token>`` or as the password of HTTP Basic auth (what a browser
+    sends for the run page once asked). Writes check the ingest token in their handlers."""
+
+    def __init__(self, app: ASGIApp, *, tokens: tuple[bytes, ...], open_paths: frozenset[str]) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.open_paths = open_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] not in ("GET", "HEAD")
+            or scope["path"] in self.open_paths
+            or self._allowed(scope)
+        ):
+            await self.app(scope, receive, send)
+            return
+        body = dumps_json(error_body("unauthorized", "authorization", "a valid read token is required"))
+        headers = {"WWW-Authenticate": 'Basic realm="rollout-sidecar", charset="UTF-8"'}
+        await json_response(body, 401, headers)(scope, receive, send)
+
+    def _allowed(self, scope: Scope) -> bool:
+        header = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
+        scheme, _, given = header.partition(b" ")
+        if scheme.lower() == b"basic":
+            try:
+                given = base64.b64decode(given.strip(), validate=True).partition(b":")[2]
+            except (binascii.Error, ValueError):
+                return False
+        elif scheme.lower() != b"bearer":
+            return False
+        return any(hmac.compare_digest(given.strip(), token) for token in self.tokens)
 
 
 class ServerTiming:
@@ -56,6 +97,15 @@ class ServerTiming:
             await send(message)
 
         await self.app(scope, receive, timed_send)
+
+
+def _read_auth(service: Service) -> list[Middleware]:
+    settings = service.settings
+    if settings.read_token is None:
+        return []
+    tokens = tuple(secret.get().encode() for secret in (settings.read_token, settings.token) if secret)
+    open_paths = {"/healthz", "/readyz", *(("/metrics",) if settings.open_metrics else ())}
+    return [Middleware(ReadAuth, tokens=tokens, open_paths=frozenset(open_paths))]
 
 
 def create_app(service: Service) -> Starlette:
@@ -112,7 +162,7 @@ def create_app(service: Service) -> Starlette:
             405: not_allowed,
             Exception: internal,
         },
-        middleware=[Middleware(ServerTiming)],
+        middleware=[*_read_auth(service), Middleware(ServerTiming)],
     )
     app.state.service = service
     return app

@@ -15,6 +15,7 @@ from sidecar.http.settings import (
     DEFAULT_BODY_CAP,
     DEFAULT_JOURNAL_PATH,
     DEFAULT_MAX_JSON_DEPTH,
+    READ_TOKEN_ENV_VAR,
     TOKEN_ENV_VAR,
     ServiceSettings,
     SettingsError,
@@ -44,6 +45,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         default=None,
         help=f"file holding the bearer token (default: ${TOKEN_ENV_VAR}, else no token: loopback only)",
+    )
+    serve.add_argument(
+        "--read-token-file",
+        type=Path,
+        default=None,
+        help=f"file holding the token reads need (run list, reports, pages, metrics; the ingest token "
+        f"works too; /healthz and /readyz stay open) (default: ${READ_TOKEN_ENV_VAR}, else reads are open)",
+    )
+    serve.add_argument(
+        "--open-metrics",
+        action="store_true",
+        help="with --read-token-file, leave /metrics readable without a token (default: off)",
     )
     serve.add_argument(
         "--body-cap",
@@ -308,6 +321,8 @@ def _serve(args: argparse.Namespace) -> int:
             port=args.port,
             journal_path=args.journal,
             token=load_token(args.token_file),
+            read_token=load_token(args.read_token_file, variable=READ_TOKEN_ENV_VAR),
+            open_metrics=args.open_metrics,
             body_cap=args.body_cap,
             max_json_depth=args.max_json_depth,
             retain_ended_s=args.retain_ended,

@@ -21,7 +21,7 @@ from sidecar.http.app import create_app
 from sidecar.http.guard import ConnectionGuard
 from sidecar.http.server_thread import ServerThread, loop_factory
 from sidecar.http.service import Service
-from sidecar.http.settings import ServiceSettings, SettingsError
+from sidecar.http.settings import ServiceSettings, SettingsError, is_loopback
 from sidecar.ingest.engines import Engines
 from sidecar.journal import JournalError
 
@@ -178,7 +178,17 @@ class _AnnouncingServer(uvicorn.Server):
         port = ports.pop() if len(ports) == 1 else self._settings.port
         if sockets is not None and not self.should_exit:  # uvicorn announces only sockets it bound
             self._log_started_message(sockets)
-        _log.info("listening", host=self._settings.host, port=port, auth=self._settings.token is not None)
+        settings = self._settings
+        _log.info(
+            "listening", host=settings.host, port=port, auth=settings.token is not None,
+            read_auth=settings.read_token is not None,
+        )  # fmt: skip
+        if settings.read_token is None and not is_loopback(settings.host):
+            _log.warning(
+                "reads are open to anyone who reaches this address (run list, reports, verdicts, "
+                "pages, metrics): give --read-token-file (docs/deploy.md)",
+                host=settings.host,
+            )
 
 
 class ServiceThread(ServerThread):

@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_BODY_CAP",
     "DEFAULT_JOURNAL_PATH",
     "DEFAULT_MAX_JSON_DEPTH",
+    "READ_TOKEN_ENV_VAR",
     "TOKEN_ENV_VAR",
     "Secret",
     "ServiceSettings",
@@ -34,6 +35,8 @@ DEFAULT_BODY_CAP = 64 * 1024 * 1024
 #: request envelope) also fits in a request and is reported as the batch check reports it.
 DEFAULT_MAX_JSON_DEPTH = 1024
 TOKEN_ENV_VAR = "ROLLOUT_SIDECAR_TOKEN"
+#: Where ``serve`` reads the read token from when ``--read-token-file`` is not given.
+READ_TOKEN_ENV_VAR = "ROLLOUT_SIDECAR_READ_TOKEN"
 
 
 class SettingsError(ValueError):
@@ -73,8 +76,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def load_token(token_file: Path | None, env: dict[str, str] | None = None) -> Secret | None:
-    """Read the bearer token from ``token_file`` (first line, stripped) or ``$ROLLOUT_SIDECAR_TOKEN``."""
+def load_token(
+    token_file: Path | None, env: dict[str, str] | None = None, *, variable: str = TOKEN_ENV_VAR
+) -> Secret | None:
+    """Read a bearer token from ``token_file`` (first line, stripped) or ``$variable``."""
     environ = os.environ if env is None else env
     if token_file is not None:
         try:
@@ -84,7 +89,7 @@ def load_token(token_file: Path | None, env: dict[str, str] | None = None) -> Se
         if not text:
             raise SettingsError(f"token file {str(token_file)!r} is empty")
         return Secret(text.splitlines()[0].strip())
-    value = environ.get(TOKEN_ENV_VAR, "").strip()
+    value = environ.get(variable, "").strip()
     return Secret(value) if value else None
 
 
@@ -94,6 +99,10 @@ class ServiceSettings:
     port: int = 9400
     journal_path: Path = DEFAULT_JOURNAL_PATH
     token: Secret | None = None
+    #: With it, every read but the probes needs this token or ``token`` (``serve --read-token-file``).
+    read_token: Secret | None = None
+    #: ``/metrics`` stays readable without a token even with ``read_token`` (``serve --open-metrics``).
+    open_metrics: bool = False
     body_cap: int = DEFAULT_BODY_CAP
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     #: Minimum seconds between two full health summaries computed for ``/metrics``.
