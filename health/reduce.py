@@ -14,6 +14,7 @@ only identities seen twice or more are counted.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -183,7 +184,8 @@ def _members(group: _Group) -> list[CompactDigest]:
 
 def _packed_append(group: _Group, digest: CompactDigest, members: list[CompactDigest] | None) -> _Group:
     """``group`` (packed; ``members``: its decoded digests, if known) with ``digest`` appended:
-    into its last blob while that holds fewer than ``_CHUNK`` digests, else as a new part."""
+    into its last blob while that holds fewer than ``_CHUNK`` digests, else as a new part. A new
+    list, never the old one changed, so a :meth:`HealthReducer.cut` that holds it stays whole."""
     if type(group) is bytes:
         if members is None:
             members = _DECODER.decode(group)
@@ -195,10 +197,8 @@ def _packed_append(group: _Group, digest: CompactDigest, members: list[CompactDi
         if type(last) is bytes:
             tail = _DECODER.decode(last)
             if len(tail) < _CHUNK and (blob := _pack([*tail, digest])) is not None:
-                group[-1] = blob
-                return group
-        group.append(_pack([digest]) or digest)
-        return group
+                return [*group[:-1], blob]
+        return [*group, _pack([digest]) or digest]
     return [group, _pack([digest]) or digest]  # type: ignore[list-item]
 
 
@@ -394,6 +394,27 @@ class HealthReducer:
         reducer._tokens = _TokenTotals(*data["tokens"])
         return reducer
 
+    def cut(self) -> HealthReducer:
+        """A reducer that reads as this one does now and that later digests leave as it is, taken in
+        C-level copies (no Python step per task), so a report can be built from it on another
+        thread while ingest goes on. Only for a packed reducer, whose task groups are never
+        changed in place (see :func:`_packed_append`); its store is shared (reads only)."""
+        if not self._packed:
+            raise ValueError("only a packed reducer can be cut")
+        copy = HealthReducer.__new__(HealthReducer)
+        copy.__dict__.update(self.__dict__)
+        copy._verdict_counts = list(self._verdict_counts)
+        copy._duplicates = dict(self._duplicates)
+        copy._tasks = dict(self._tasks)
+        copy._group_index = {}  # only adding reads it
+        copy._unobserved = list(self._unobserved)
+        copy._issues = list(self._issues)
+        copy._errors = dataclasses.replace(self._errors)
+        copy._errors_by_status = dict(self._errors_by_status)
+        copy._tokens = dataclasses.replace(self._tokens)
+        copy._task_order = _new_task_order()
+        return copy
+
     # -- closed groups on disk ----------------------------------------------------------------
 
     def spill_to(self, store: GroupStore) -> None:
@@ -562,7 +583,7 @@ class HealthReducer:
         if self._packed:
             self._tasks[task] = _packed_append(group, digest, members)
         elif type(group) is list:
-            group.append(digest)
+            group.append(digest)  # (an unpacked reducer is the batch check's: it is never cut)
         else:
             self._tasks[task] = [group, digest]  # type: ignore[list-item]
 

@@ -15,6 +15,7 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from health.reduce import HealthReducer
 from sidecar.export.metrics import render
 from sidecar.http.errors import RequestError, json_response
 from sidecar.http.json_bodies import dumps_json, dumps_report
@@ -96,20 +97,19 @@ class ReadHandlers:
 
     async def report(self, request: Request) -> Response:
         run = self.run_of(request.query_params.get("run_id"))
-        key = ("report", run.run_id, id(run))
-        body = await self.service.reads.build(key, lambda: dumps_report(run.report()))
+        body = await self.service.reads.build_from_cut(run.report_cut, lambda cut: dumps_report(cut.report()))
         return Response(body, media_type=_JSON)
 
     async def quality_summary(self, request: Request) -> Response:
         run = self.run_of(request.query_params.get("run_id"))
-        summary = await self.service.reads.build(("summary", run.run_id, id(run)), run.reducer.summary_bytes)
+        summary = await self.service.reads.build_from_cut(run.reducer.cut, HealthReducer.summary_bytes)
         return Response(summary, media_type=_JSON)
 
     async def verdicts(self, request: Request) -> Response:
         run = self.run_of(request.query_params.get("run_id"))
-        # a snapshot (later events must not tear the stream), taken off the loop
-        lines = await self.service.reads.build(
-            ("verdicts", run.run_id, id(run)), lambda: list(run.reducer.iter_verdict_lines())
+        # a cut (later events must not tear the stream), read off the loop while ingest goes on
+        lines = await self.service.reads.build_from_cut(
+            run.reducer.cut, lambda cut: list(cut.iter_verdict_lines())
         )
 
         async def stream() -> AsyncIterator[bytes]:
@@ -136,8 +136,11 @@ class ReadHandlers:
             body["flagged"] = {"stragglers": flags.stragglers, "stalled": flags.stalls}
             ended: InflightBody = {"run_id": run.run_id, **body, "ended": True}  # type: ignore[typeddict-item]
             return _json(ended)
-        now = self.service.clock()
-        live: InflightBody = {**run.inflight_body(now, limit=int(raw)), "ended": False}  # type: ignore[typeddict-item]
+        now, limit = self.service.clock(), int(raw)
+        body = await self.service.reads.build(
+            ("inflight", run.run_id, id(run), limit, now), lambda: run.inflight_body(now, limit=limit)
+        )
+        live: InflightBody = {**body, "ended": False}  # type: ignore[typeddict-item]
         return _json(live)
 
     async def timeline(self, request: Request) -> Response:

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from health.compact import VERDICTS
 from health.reduce import GroupStore, HealthReducer, release_gradually
@@ -53,6 +53,7 @@ __all__ = [
     "TOKEN_KINDS",
     "DurationHistogram",
     "HealthView",
+    "ReportCut",
     "RunState",
 ]
 
@@ -613,24 +614,49 @@ class RunState:
 
     def report(self) -> dict[str, Any]:
         """The post-run report minus the verdict rows (streamed separately)."""
+        return self.report_cut().report()
+
+    def report_cut(self) -> ReportCut:
+        """What ``/report`` and its files read, taken now in microseconds to milliseconds (the
+        cheap parts computed, the reducer and the perf summary cut), so that the O(rollouts)
+        parts are built from it on another thread while ingest goes on."""
         failed = [
             {"failure_class": label, "terminal": terminal, "count": count}
             for (label, terminal), count in sorted(self.failed.items())
         ]
-        return {
-            "run_id": self.run_id,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "plan_tasks": len(self.plan) if self.plan is not None else None,
-            "quality_summary": self.reducer.summary(),
-            "latency": self.latency(),
-            "perf_summary": self.perf.result(self.perf_rollouts),
-            "accounting": self.accounting.snapshot(ended=self.ended).as_dict(),
-            "events": {"completed": self.completed, "failed": failed, "drained": self.drained},
-            "health": {"tasks_closed": len(self._closed)},
-            "inflight_at_end": self.inflight_at_end,
-        }
+        return ReportCut(
+            {
+                "run_id": self.run_id,
+                "started_at": self.started_at,
+                "ended_at": self.ended_at,
+                "plan_tasks": len(self.plan) if self.plan is not None else None,
+            },
+            {
+                "latency": self.latency(),
+                "perf_summary": None,
+                "accounting": self.accounting.snapshot(ended=self.ended).as_dict(),
+                "events": {"completed": self.completed, "failed": failed, "drained": self.drained},
+                "health": {"tasks_closed": len(self._closed)},
+                "inflight_at_end": self.inflight_at_end,
+            },
+            self.reducer.cut(),
+            self.perf.cut(),
+            self.perf_rollouts,
+        )
 
+
+class ReportCut(NamedTuple):
+    """A run's report as of one moment, read later on any thread (see :meth:`RunState.report_cut`)."""
+
+    head: dict[str, Any]
+    tail: dict[str, Any]
+    reducer: HealthReducer
+    perf: Any
+    perf_rollouts: int
+
+    def report(self) -> dict[str, Any]:
+        tail = {**self.tail, "perf_summary": self.perf.result(self.perf_rollouts)}
+        return {**self.head, "quality_summary": self.reducer.summary(), **tail}
 
 def _left(deadline: float | None, at: float) -> float | None:
     return None if deadline is None else deadline - at
