@@ -71,14 +71,9 @@ class ReducerLike(Protocol):
     def __len__(self) -> int: ...
 
 
-class PerfSummaryCutLike(Protocol):
-    def result(self, total_rollouts: int) -> dict[str, Any] | None: ...
-
-
 class PerfSummaryLike(Protocol):
     def add(self, ng_perf: Mapping[str, Any]) -> None: ...
     def result(self, total_rollouts: int) -> dict[str, Any] | None: ...
-    def cut(self) -> PerfSummaryCutLike: ...
 
 
 class DigestRecord(Protocol):
@@ -154,7 +149,7 @@ def default_engines() -> Engines:
     from health.contract import check_trajectory
     from health.digest import digest_everyday_compact, digest_record_with_trajectory
     from health.reduce import HealthReducer
-    from sidecar.perf.rollout_perf import DispatchLatencyTracker, PerfSummaryState, ng_perf_for_trajectory
+    from sidecar.perf import DispatchLatencyTracker, PerfSummaryState, ng_perf_for_trajectory
 
     last = _LastTrajectory()
 
