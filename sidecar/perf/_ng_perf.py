@@ -21,10 +21,6 @@ __all__ = ["NG_PERF_KEY", "NG_TRAJECTORY_KEY", "attach_ng_perf", "build_ng_perf"
 NG_PERF_KEY = "ng_perf"  # the result key of the per-rollout summary
 NG_TRAJECTORY_KEY = "ng_trajectory"  # the canonical trajectory, the only input of ``ng_perf``
 
-_TOKEN_FIELDS = {"prompt_tokens": "prompt_tokens", "cached_prompt_tokens": "cached_tokens"}
-_TOKEN_FIELDS |= {"completion_tokens": "completion_tokens", "reasoning_tokens": "reasoning_tokens"}
-"""``ng_perf`` key: the ``token_stats`` field it sums, in output order (``total_tokens`` is unused)."""
-
 _log = logging.getLogger(__name__)
 
 
@@ -101,10 +97,17 @@ def ng_perf_for_trajectory(
         "num_tool_calls": sum(1 for call in record.tool_calls if call.invocation_id in invocation_ids),
         "token_observability_coverage": min(1.0, len(owned) / num_turns),
     }
-    for key, field in _TOKEN_FIELDS.items():
-        reported = [getattr(call.token_stats, field) for call in owned.values()]
-        if any(value is not None for value in reported):
-            perf[key] = sum(value for value in reported if value is not None)
+    stats = [call.token_stats for call in owned.values()]
+    columns = {
+        "prompt_tokens": [each.prompt_tokens for each in stats],
+        "cached_prompt_tokens": [each.cached_tokens for each in stats],
+        "completion_tokens": [each.completion_tokens for each in stats],
+        "reasoning_tokens": [each.reasoning_tokens for each in stats],  # ``total_tokens`` is unused
+    }
+    for key, column in columns.items():
+        reported = [value for value in column if value is not None]
+        if reported:  # a key no owned call reports is left out
+            perf[key] = sum(reported)
     if isinstance(rollout_latency_ms, int | float):
         perf["total_latency_ms"] = rollout_latency_ms
     return perf

@@ -14,13 +14,13 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any, TypeGuard
 
-from sidecar.perf._values import Number, SortedValues, keys_of, saturate, sqrt
+from sidecar.perf._values import Number, SortedValues, decode, encode, mapping, saturate, sqrt
 
 __all__ = ["PerfSummaryState", "compute_perf_summary"]
 
 _TOKEN_FIELDS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")
 _FIELDS = (*_TOKEN_FIELDS, "num_turns", "tokens_per_turn", "total_latency_ms")
-_KEYS = ["fields", "records", "token_covered"]
+_KEYS = ["fields", "records", "token_covered", "totals"]
 _PERCENTILES = ((0.5, "total_latency_p50_ms"), (0.9, "total_latency_p90_ms"), (0.99, "total_latency_p99_ms"))
 
 
@@ -30,19 +30,15 @@ def _number(value: object) -> TypeGuard[Number]:
 
 
 class PerfSummaryState:
-    """``compute_perf_summary`` kept incrementally: ``add`` rows, ``merge`` shards, ``result``."""
+    """``compute_perf_summary`` kept incrementally: ``add`` rows, read ``result`` at any time."""
 
-    __slots__ = ("_fields", "_records", "_token_covered")
+    __slots__ = ("_fields", "_records", "_token_covered", "_totals")
 
     def __init__(self) -> None:
         self._records = 0
         self._token_covered = 0
         self._fields = {name: SortedValues() for name in _FIELDS}
-
-    @property
-    def records(self) -> int:
-        """How many ``ng_perf`` objects were added."""
-        return self._records
+        self._totals = {name: _BuiltinSum() for name in _TOKEN_FIELDS}
 
     def add(self, ng_perf: Mapping[str, Any]) -> None:
         """Fold in one rollout's ``ng_perf`` object; fields that are not numbers are skipped."""
@@ -53,23 +49,18 @@ class PerfSummaryState:
         coverage = get("token_observability_coverage")
         if isinstance(coverage, int | float) and coverage > 0:
             self._token_covered += 1
-        for name in (*_TOKEN_FIELDS, "total_latency_ms"):
+        for name in _TOKEN_FIELDS:
             if _number(value := get(name)):
                 fields[name].add(value)
+                self._totals[name].add(value)
+        if _number(latency := get("total_latency_ms")):
+            fields["total_latency_ms"].add(latency)
         turns = get("num_turns")
         if _number(turns):
             fields["num_turns"].add(turns)
             completion = get("completion_tokens")
             if _number(completion) and turns > 0:
                 fields["tokens_per_turn"].add(_ratio(completion, turns))
-
-    def merge(self, other: PerfSummaryState) -> None:
-        """Append ``other``'s rows after this state's rows (``other`` is left unchanged)."""
-        self._records += other._records
-        self._token_covered += other._token_covered
-        for name, values in self._fields.items():
-            for value in list(other._fields[name].ordered):  # a copy: ``other`` may be ``self``
-                values.add(value)
 
     def result(self, total_rollouts: int) -> dict[str, Any] | None:
         """The ``perf_summary`` object, or ``None`` without rollouts or without any ``ng_perf``.
@@ -89,7 +80,9 @@ class PerfSummaryState:
             if values:
                 summary[f"mean_{name}"] = _mean(values)
                 summary[f"median_{name}"] = _median(values)
-                summary[f"total_{name}"] = _total(values)
+                total = self._totals[name].result()
+                finite = type(total) is int or math.isfinite(total)
+                summary[f"total_{name}"] = total if finite else saturate(values.total())
         turns = fields["num_turns"]
         if turns:
             ordered = turns.ordered
@@ -116,25 +109,26 @@ class PerfSummaryState:
             "records": self._records,
             "token_covered": self._token_covered,
             "fields": {name: values.to_snapshot() for name, values in self._fields.items()},
+            "totals": {name: total.to_snapshot() for name, total in self._totals.items()},
         }
 
     @classmethod
     def from_snapshot(cls, data: Any) -> PerfSummaryState:
         """The state :meth:`to_snapshot` described; ``ValueError`` naming the part at fault for
         any other shape, and nothing else is built."""
-        if not isinstance(data, dict) or data.keys() != set(_KEYS):
-            raise ValueError(f"a perf summary snapshot has the keys {_KEYS}, not {keys_of(data)}")
-        records, covered, fields = data["records"], data["token_covered"], data["fields"]
+        data = mapping(data, _KEYS, "a perf summary snapshot")
+        records, covered = data["records"], data["token_covered"]
+        fields = mapping(data["fields"], _FIELDS, "perf summary fields")
+        totals = mapping(data["totals"], _TOKEN_FIELDS, "perf summary totals")
         if type(records) is not int or records < 0:
             raise ValueError(f"perf summary records must be an int >= 0, got {records!r:.80}")
         if type(covered) is not int or not 0 <= covered <= records:
             raise ValueError(
                 f"perf summary token_covered must be an int in [0, {records}], not {covered!r:.80}"
             )
-        if not isinstance(fields, dict) or fields.keys() != set(_FIELDS):
-            raise ValueError(f"perf summary fields are {sorted(_FIELDS)}, not {keys_of(fields)}")
         state = cls()
         state._records, state._token_covered = records, covered
+        state._totals = {name: _BuiltinSum.from_snapshot(totals[name], name) for name in _TOKEN_FIELDS}
         for name in _FIELDS:
             values = state._fields[name] = SortedValues.from_snapshot(fields[name], f"perf summary {name}")
             if len(values) > records:
@@ -142,6 +136,49 @@ class PerfSummaryState:
             if values and not -math.inf < values.ordered[0] <= values.ordered[-1] < math.inf:
                 raise ValueError(f"perf summary {name} holds a value that is not finite")
         return state
+
+
+class _BuiltinSum:
+    """CPython 3.12+'s ``sum()`` in arrival order (the reference's ``total_*``): ints exactly until
+    the first float, then floats with Neumaier's compensation and ints as plain doubles."""
+
+    __slots__ = ("compensation", "exact", "total")
+
+    def __init__(self, exact: int | None = 0, total: float = 0.0, compensation: float = 0.0) -> None:
+        self.exact, self.total, self.compensation = exact, total, compensation
+
+    def add(self, value: Number) -> None:
+        exact = self.exact
+        try:
+            if exact is not None and not isinstance(value, float):
+                self.exact = exact + value
+            elif exact is not None:
+                self.exact, self.total = None, exact + value
+            elif isinstance(value, float):
+                step = self.total + value
+                big, small = (self.total, value) if abs(self.total) >= abs(value) else (value, self.total)
+                self.total, self.compensation = step, self.compensation + ((big - step) + small)
+            else:
+                self.total += value
+        except OverflowError:  # an int past the double range: not finite, so the exact sum is read
+            self.exact, self.total = None, math.inf
+
+    def result(self) -> Number:
+        if self.exact is not None:
+            return self.exact
+        compensation = self.compensation
+        return self.total + compensation if compensation and math.isfinite(compensation) else self.total
+
+    def to_snapshot(self) -> list[Any]:
+        return [None if self.exact is None else encode(self.exact), self.total, self.compensation]
+
+    @classmethod
+    def from_snapshot(cls, data: Any, name: str) -> _BuiltinSum:
+        if isinstance(data, list) and len(data) == 3 and all(type(part) is float for part in data[1:]):
+            exact = None if data[0] is None else decode(data[0])
+            if data[0] is None or type(exact) is int:
+                return cls(exact, data[1], data[2])  # type: ignore[arg-type]
+        raise ValueError(f"perf summary totals[{name!r}] is [int or null, float, float], not {data!r:.80}")
 
 
 def compute_perf_summary(records: Iterable[Mapping[str, Any]], total_rollouts: int) -> dict[str, Any] | None:
@@ -173,12 +210,6 @@ def _median(values: SortedValues) -> Number:
     except OverflowError:  # an int sum past the double range
         median = math.inf
     return median if math.isfinite(median) else saturate((Fraction(low) + Fraction(high)) / 2)
-
-
-def _total(values: SortedValues) -> Number:
-    """``sum``: an exact ``int`` for ``int`` values, else the exact sum correctly rounded."""
-    total = values.total()
-    return total.numerator if values.integral else saturate(total)
 
 
 def _pstdev(values: SortedValues) -> float:

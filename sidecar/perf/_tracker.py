@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from sidecar.perf._values import SortedValues, keys_of
+from sidecar.perf._values import SortedValues, mapping
 
 __all__ = ["DRAINED_FAILURE_CLASS", "DispatchLatencyTracker", "drained_result", "should_drain"]
 
@@ -133,11 +133,6 @@ class DispatchLatencyTracker:
         return len(self._samples)
 
     @property
-    def completions(self) -> int:
-        """Number of durations ``record`` kept (kept failures are not completions)."""
-        return self._completions
-
-    @property
     def total_seconds(self) -> float:
         """Task-seconds of every sample: their exact sum, correctly rounded (as ``math.fsum``).
 
@@ -201,8 +196,7 @@ class DispatchLatencyTracker:
 
         ``ValueError`` naming the part at fault for any other shape; nothing else is built.
         """
-        if not isinstance(data, dict) or data.keys() != _SNAPSHOT_KEYS:
-            raise ValueError(f"a tracker snapshot has the keys {sorted(_SNAPSHOT_KEYS)}, not {keys_of(data)}")
+        data = mapping(data, _SNAPSHOT_KEYS, "a tracker snapshot")
         samples = SortedValues.from_snapshot(data["samples"], "tracker samples")
         if samples and not samples.ordered[0] > 0:
             raise ValueError(f"tracker samples must be > 0, got {samples.ordered[0]!r}")

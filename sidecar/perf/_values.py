@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 import re
 import sys
+from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
 from sortedcontainers import SortedList
 
-__all__ = ["Number", "SortedValues", "keys_of", "saturate", "sqrt"]
+__all__ = ["Number", "SortedValues", "decode", "encode", "mapping", "saturate", "sqrt"]
 
 Number = int | float  # bool is an int, and passes the reference's number test too
 
@@ -52,8 +53,7 @@ class SortedValues:
         return _sum(self.squares if power == 2 else self.sums, power)
 
     def to_snapshot(self) -> list[Any]:
-        """The values in order; an ``int`` past 64 bits as its digits (MessagePack has no bigger int)."""
-        return [str(v) if type(v) is int and not -(2**63) <= v < 2**64 else v for v in self.ordered]
+        return [encode(value) for value in self.ordered]
 
     @classmethod
     def from_snapshot(cls, data: Any, what: str) -> SortedValues:
@@ -62,14 +62,26 @@ class SortedValues:
             raise ValueError(f"{what} must be a list of numbers, got {type(data).__name__}")
         values = cls()
         for position, item in enumerate(data):
-            value = int(item) if isinstance(item, str) and _BIG_INT.fullmatch(item) else item
-            small = item is not value and -(2**63) <= value < 2**64  # as digits only past 64 bits
-            if not isinstance(value, int | float) or value != value or small:
+            value = decode(item)
+            if value is None or value != value:
                 raise ValueError(f"{what}[{position}] is not a number: {item!r:.80}")
             if values and value < values.ordered[-1]:
                 raise ValueError(f"{what} is not in ascending order at [{position}]: {item!r:.80}")
             values.add(value)
         return values
+
+
+def encode(value: Number) -> Any:
+    """A number for a snapshot: an ``int`` past 64 bits as its digits (MessagePack has no bigger int)."""
+    return str(value) if type(value) is int and not -(2**63) <= value < 2**64 else value
+
+
+def decode(item: Any) -> Number | None:
+    """The number :func:`encode` wrote, or ``None`` for anything else."""
+    if isinstance(item, str) and _BIG_INT.fullmatch(item):
+        value = int(item)
+        return None if -(2**63) <= value < 2**64 else value
+    return item if isinstance(item, int | float) else None
 
 
 def _sum(numerators: dict[int, int], power: int) -> Fraction:
@@ -78,9 +90,12 @@ def _sum(numerators: dict[int, int], power: int) -> Fraction:
     return Fraction(sum(n * (scale // d) ** power for d, n in numerators.items()), scale**power)
 
 
-def keys_of(data: Any) -> str:
-    """What a snapshot part holds instead of the expected keys, for an error message."""
-    return f"the keys {list(data)!r:.200}" if isinstance(data, dict) else f"a {type(data).__name__}"
+def mapping(data: Any, keys: Iterable[str], what: str) -> dict[str, Any]:
+    """``data`` if it is a dict of exactly ``keys``, else ``ValueError`` naming ``what``."""
+    if not isinstance(data, dict) or data.keys() != set(keys):
+        held = f"the keys {list(data)!r:.200}" if isinstance(data, dict) else f"a {type(data).__name__}"
+        raise ValueError(f"{what} has the keys {sorted(keys)}, not {held}")
+    return data
 
 
 def saturate(value: Fraction) -> float:

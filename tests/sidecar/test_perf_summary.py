@@ -1,9 +1,8 @@
-"""perf_summary: the vectors exactly, the statistics' definitions, merged per-shard states equal one
-pass over all rows, reads between rows equal a whole sort, and snapshots."""
+"""perf_summary: the vectors exactly, the statistics' definitions (totals as CPython 3.12+'s
+``sum``), reads between rows equal a whole sort, and snapshots."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import statistics
@@ -89,65 +88,22 @@ class TestTypes:
         assert repr(summary["median_prompt_tokens"]) == repr(statistics.median(values))
         assert repr(summary["total_prompt_tokens"]) == repr(sum(values))
 
-    def test_merge_with_itself_doubles(self) -> None:
-        state = PerfSummaryState()
-        for value in (1, 2.5, 4):
-            state.add({"num_turns": value})
-        state.merge(state)
-        summary = state.result(6)
-        assert summary is not None and summary["mean_num_turns"] == statistics.fmean([1, 2.5, 4] * 2)
 
+class TestTotals:
+    """``total_*`` is CPython 3.12+'s ``sum()`` in arrival order, as the reference (3.13) adds."""
 
-numbers = st.one_of(
-    st.integers(min_value=0, max_value=10**6),
-    st.floats(min_value=0, max_value=1e6, allow_nan=False),
-)
-ng_perf_objects = st.fixed_dictionaries(
-    {},
-    optional={
-        "num_turns": st.integers(min_value=0, max_value=40),
-        "num_tool_calls": st.integers(min_value=0, max_value=40),
-        "token_observability_coverage": st.sampled_from([0.0, 0.25, 1 / 3, 1.0]),
-        "prompt_tokens": numbers,
-        "cached_prompt_tokens": numbers,
-        "completion_tokens": numbers,
-        "reasoning_tokens": numbers,
-        "total_latency_ms": numbers,
-    },
-)
+    def test_ints_then_floats_with_compensation(self) -> None:
+        # 3.13's sum gives ...1351; a correctly rounded sum ...1351000001, left-to-right ...1350999998
+        values = [292210.21, 277569, 97389.9951, 268827.93]
+        summary = compute_perf_summary([{"prompt_tokens": value} for value in values], 4)
+        assert summary is not None and repr(summary["total_prompt_tokens"]) == "935997.1351"
 
-
-class TestMerge:
-    @settings(max_examples=150, deadline=None)
-    @given(
-        records=st.lists(ng_perf_objects, max_size=30),
-        cuts=st.lists(st.integers(min_value=0, max_value=30), max_size=4),
-        extra_rollouts=st.integers(min_value=0, max_value=5),
-    )
-    def test_merged_shards_equal_one_summary(
-        self, records: list[dict[str, Any]], cuts: list[int], extra_rollouts: int
-    ) -> None:
-        total = len(records) + extra_rollouts
-        bounds = [0, *sorted(min(cut, len(records)) for cut in cuts), len(records)]
-        shards = []
-        for start, stop in itertools.pairwise(bounds):
-            shard = PerfSummaryState()
-            for record in records[start:stop]:
-                shard.add(record)
-            shards.append(shard)
-        merged = PerfSummaryState()
-        for shard in shards:
-            merged.merge(shard)
-        assert merged.records == len(records)
-        assert orjson.dumps(merged.result(total)) == orjson.dumps(compute_perf_summary(records, total))
-
-    def test_merge_leaves_the_other_state_alone(self) -> None:
-        left, right = PerfSummaryState(), PerfSummaryState()
-        left.add({"num_turns": 1})
-        right.add({"num_turns": 3})
-        left.merge(right)
-        assert right.result(1) == compute_perf_summary([{"num_turns": 3}], 1)
-        assert left.result(2) == compute_perf_summary([{"num_turns": 1}, {"num_turns": 3}], 2)
+    @pytest.mark.skipif(sys.version_info < (3, 12), reason="built-in sum() compensates from 3.12 on")
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.one_of(st.integers(-(2**62), 2**62), st.floats(-1e300, 1e300)), min_size=1))
+    def test_as_the_builtin_sum(self, values: list[Any]) -> None:
+        summary = compute_perf_summary([{"completion_tokens": value} for value in values], len(values))
+        assert summary is not None and repr(summary["total_completion_tokens"]) == repr(sum(values))
 
 
 class TestFiniteStatistics:
@@ -266,16 +222,13 @@ class TestStatistics:
     @settings(max_examples=200, deadline=None)
     @given(st.lists(_VALUES, min_size=1, max_size=40))
     def test_as_statistics_computes_them(self, values: list[Any]) -> None:
-        summary = compute_perf_summary([{"num_turns": v, "prompt_tokens": v} for v in values], len(values))
+        summary = compute_perf_summary([{"num_turns": v} for v in values], len(values))
         assert summary is not None
         assert repr(summary["mean_num_turns"]) == repr(statistics.fmean(values))
         assert repr(summary["std_num_turns"]) == repr(statistics.pstdev(values))
         assert repr(summary["median_num_turns"]) == repr(statistics.median(values))
         assert repr(summary["min_num_turns"]) == repr(min(values))
         assert repr(summary["max_num_turns"]) == repr(max(values))
-        floats = any(type(v) is float for v in values)
-        expected_total = math.fsum(values) if floats else sum(values)
-        assert repr(summary["total_prompt_tokens"]) == repr(expected_total)
 
     def test_values_that_are_not_finite_numbers_are_not_reported(self) -> None:
         rows = [
@@ -292,7 +245,7 @@ _ROW = st.fixed_dictionaries(
     optional={
         "num_turns": _ORDER_VALUES,
         "total_latency_ms": st.one_of(_ORDER_VALUES, st.integers(2**64, 2**70)),
-        "prompt_tokens": _ORDER_VALUES,
+        "prompt_tokens": st.one_of(_ORDER_VALUES, st.integers(2**64, 2**70)),
         "completion_tokens": st.integers(0, 9),
         "token_observability_coverage": st.sampled_from([0, 1, 0.5]),
     },
@@ -313,15 +266,15 @@ class TestSnapshots:
         for row in before:
             state.add(row)
         copy = PerfSummaryState.from_snapshot(_through_msgpack(state.to_snapshot()))
-        assert copy.records == state.records
-        assert orjson.dumps(copy.result(len(before) + 1)) == orjson.dumps(state.result(len(before) + 1))
+        # repr: same values, types and key order (orjson has no ints past 64 bits)
+        assert repr(copy.result(len(before) + 1)) == repr(state.result(len(before) + 1))
         for row in after:
             state.add(row)
             copy.add(row)
         total = len(before) + len(after)
-        assert orjson.dumps(copy.result(total)) == orjson.dumps(state.result(total))
-        assert orjson.dumps(copy.result(total)) == orjson.dumps(compute_perf_summary(before + after, total))
-        assert copy.to_snapshot() == state.to_snapshot()
+        assert repr(copy.result(total)) == repr(state.result(total))
+        assert repr(copy.result(total)) == repr(compute_perf_summary(before + after, total))
+        assert msgspec.msgpack.encode(copy.to_snapshot()) == msgspec.msgpack.encode(state.to_snapshot())
 
     @pytest.mark.parametrize(
         ("change", "message"),
@@ -330,8 +283,21 @@ class TestSnapshots:
             (lambda d: d.update(records=-1), "records must be an int"),
             (lambda d: d.update(records=1.0), "records must be an int"),
             (lambda d: d.update(token_covered=3), r"token_covered must be an int in \[0, 2\]"),
-            (lambda d: d["fields"].pop("num_turns"), "fields are"),
-            (lambda d: d.update(fields=[]), "fields are"),
+            (lambda d: d["fields"].pop("num_turns"), "perf summary fields has the keys"),
+            (lambda d: d.update(fields=[]), "perf summary fields has the keys .*, not a list"),
+            (lambda d: d.update(totals={}), "perf summary totals has the keys"),
+            (
+                lambda d: d["totals"].update(prompt_tokens=[1.5, 0.0, 0.0]),
+                r"totals\['prompt_tokens'\] is \[int",
+            ),
+            (
+                lambda d: d["totals"].update(prompt_tokens=["5", 0.0, 0.0]),
+                r"totals\['prompt_tokens'\] is \[int",
+            ),
+            (
+                lambda d: d["totals"].update(prompt_tokens=[None, 0, 0.0]),
+                r"totals\['prompt_tokens'\] is \[int",
+            ),
             (lambda d: d["fields"].update(num_turns=[3, 1]), "num_turns is not in ascending order"),
             (lambda d: d["fields"].update(num_turns=[1, 2, 3]), "num_turns holds 3 values of 2 records"),
             (

@@ -238,7 +238,7 @@ class TestSeedRules:
         assert tracker.quantile(1.0) == 600
         assert tracker.drain_margin(None) == 47.5
         assert tracker.count == 6
-        assert tracker.completions == 5
+        assert tracker.to_snapshot()["completions"] == 5
         assert "over 6 completed rollout(s)" in tracker.summary()
 
     def test_failure_never_changes_drained(self) -> None:
@@ -301,7 +301,7 @@ class TestExportedNumbers:
             clock.now += 20.0
             tracker.record(20.0)
         tracker.record(0.0)  # dropped: not a completion
-        assert tracker.completions == 30
+        assert tracker.to_snapshot()["completions"] == 30
         assert tracker.completions_per_hour() == pytest.approx(30 * 3600 / 600)
         # Early in the run the window is the time since start: same rate.
         assert tracker.recent_completions_per_hour() == pytest.approx(30 * 3600 / 600)
@@ -312,7 +312,7 @@ class TestExportedNumbers:
             clock.now += 60.0
             tracker.record(60.0)
         assert tracker.recent_completions_per_hour() == pytest.approx(10 * 3600 / 900)
-        assert tracker.completions == 40
+        assert tracker.to_snapshot()["completions"] == 40
 
     def test_window_edge_is_exclusive(self) -> None:
         clock = FakeClock(0.0)
@@ -321,7 +321,7 @@ class TestExportedNumbers:
         tracker.record(1.0)
         clock.now = 150.0  # the completion is exactly one window old
         assert tracker.recent_completions_per_hour() == 0.0
-        assert tracker.completions == 1
+        assert tracker.to_snapshot()["completions"] == 1
 
     def test_window_rates_over_many_samples(self, large_prefix: list[float]) -> None:
         clock = FakeClock(0.0)
@@ -331,7 +331,7 @@ class TestExportedNumbers:
             tracker.record(seconds)
         clock.now += 0.005
         assert tracker.recent_completions_per_hour() == pytest.approx(6000 * 60)
-        assert tracker.completions == len(large_prefix)
+        assert tracker.to_snapshot()["completions"] == len(large_prefix)
 
     @settings(max_examples=100, deadline=None)
     @given(
@@ -356,7 +356,7 @@ class TestExportedNumbers:
                 if seconds > 0:
                     stamps.append(clock.now)
             elapsed = clock.now - 100.0
-            assert tracker.completions == len(stamps)
+            assert tracker.to_snapshot()["completions"] == len(stamps)
             if elapsed <= 0:
                 assert tracker.completions_per_hour() is None
                 assert tracker.recent_completions_per_hour() is None
@@ -387,7 +387,7 @@ def _answers(tracker: DispatchLatencyTracker) -> bytes:
         {
             "samples": tracker.samples(),
             "count": tracker.count,
-            "completions": tracker.completions,
+            "completions": tracker.to_snapshot()["completions"],
             "drained": tracker.drained,
             "quantiles": [tracker.quantile(q) for q in QUANTILES],
             "margins": [tracker.drain_margin(c) for c in (None, 0.0, 12.5)],
@@ -435,7 +435,7 @@ class TestSnapshots:
         assert _answers(copy) == _answers(tracker)
         step(after, tracker, copy)
         assert _answers(copy) == _answers(tracker)
-        assert copy.to_snapshot() == tracker.to_snapshot()
+        assert msgspec.msgpack.encode(copy.to_snapshot()) == msgspec.msgpack.encode(tracker.to_snapshot())
 
     def test_ints_past_64_bits_infinity_and_bools_survive(self) -> None:
         tracker = DispatchLatencyTracker(clock=FakeClock())
