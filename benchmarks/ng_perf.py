@@ -22,7 +22,7 @@ import orjson
 
 from health.contract import validate_trajectory
 from sidecar.demo.synthetic import SyntheticConfig, generate_rows
-from sidecar.perf.rollout_perf import build_ng_perf
+from sidecar.perf import build_ng_perf
 
 
 def _rates(cells: dict[str, tuple[list[Any], Callable[[Any], object]]], runs: int) -> dict[str, float]:

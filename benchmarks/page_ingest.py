@@ -44,7 +44,10 @@ from benchmarks.stats import quantile  # noqa: E402
 _PURE = """
 import random, sys, time
 sys.path.insert(0, sys.argv[1])
-from sidecar.perf._perf_summary import PerfSummaryState
+try:
+    from sidecar.perf import PerfSummaryState
+except ImportError:  # a build from before sidecar.perf exported it
+    from sidecar.perf._perf_summary import PerfSummaryState
 random.seed(1)
 state = PerfSummaryState()
 count = int(sys.argv[2])

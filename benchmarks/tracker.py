@@ -25,7 +25,7 @@ import time
 from bisect import insort
 from collections.abc import Callable
 
-from sidecar.perf.rollout_perf import DispatchLatencyTracker
+from sidecar.perf import DispatchLatencyTracker
 
 TARGET_SPEEDUP_AT_1M = 20.0
 

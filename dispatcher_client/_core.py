@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from sidecar.perf.rollout_perf import DispatchLatencyTracker, build_ng_perf
+from sidecar.perf import DispatchLatencyTracker, build_ng_perf
 from sidecar.wire import RUN_ID_PATTERN, EventNumber, source_id
 
 from ._events import completed_event, drained_event, failed_event, progress_event, run_started_event

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from sidecar.perf.rollout_perf import DispatchLatencyTracker
+from sidecar.perf import DispatchLatencyTracker
 from sidecar.wire import LatencyOp, source_id
 
 from ._core import renamed_timeout

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from sidecar.perf.rollout_perf import DispatchLatencyTracker
+from sidecar.perf import DispatchLatencyTracker
 from sidecar.wire import EventNumber
 
 from ._core import ClientClosed, SidecarError, renamed_timeout

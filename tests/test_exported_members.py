@@ -13,7 +13,6 @@ PUBLIC_MODULES = [
     "health",
     "health.contract",
     "health.digest",
-    "sidecar.perf.rollout_perf",
     "sidecar.demo.synthetic",
     "sidecar.wire",
     "sidecar.journal",

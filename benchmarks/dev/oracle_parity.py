@@ -40,7 +40,7 @@ IGNORED = (
 def ng_perf_lines(rollouts: Path) -> None:
     """One JSON line per readable rollout: ``line``, raw identity and ``build_ng_perf(row, None)``."""
     from health.parse import parse_line
-    from sidecar.perf.rollout_perf import build_ng_perf
+    from sidecar.perf import build_ng_perf
 
     out = sys.stdout.buffer
     with rollouts.open("rb") as handle:

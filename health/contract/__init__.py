@@ -1,6 +1,6 @@
 """The ``ng_trajectory`` contract: pydantic v2 models and the canonical (dumped) trajectory.
 
-Imports pydantic and the standard library only: light clients (``sidecar.perf.rollout_perf``)
+Imports pydantic and the standard library only: light clients (``sidecar.perf``)
 import it without the rest of the health pipeline. Every public name is imported on first
 access, so the batch fast path, which needs only the light recognisers in
 ``health.contract._conversation._fast``, does not build the pydantic models.

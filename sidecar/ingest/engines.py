@@ -45,8 +45,6 @@ class Everyday(NamedTuple):
 
 
 
-
-
 class DigestRecord(Protocol):
     """One parsed rollout row (``None`` with ``parse_error`` when unreadable) to its compact
     digest, located as the batch check locates it."""
@@ -116,7 +114,7 @@ def default_engines() -> Engines:
     from health.compact import compact_digest
     from health.contract import check_trajectory
     from health.digest import digest_everyday_compact, digest_record_with_trajectory
-    from sidecar.perf.rollout_perf import ng_perf_for_trajectory
+    from sidecar.perf import ng_perf_for_trajectory
 
     last = _LastTrajectory()
 

@@ -10,6 +10,7 @@ invocation that reached it. Unmatched or ambiguous refs lose their tokens silent
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
@@ -17,18 +18,8 @@ from health.contract import ModelCallRef, TrajectoryModelCall, TrajectoryRecord,
 
 __all__ = ["NG_PERF_KEY", "NG_TRAJECTORY_KEY", "attach_ng_perf", "build_ng_perf", "ng_perf_for_trajectory"]
 
-NG_PERF_KEY = "ng_perf"
-"""Result key that holds the per-rollout summary."""
-NG_TRAJECTORY_KEY = "ng_trajectory"
-"""Result key of the canonical trajectory, the only input of ``ng_perf``."""
-
-_TOKEN_FIELDS = (
-    ("prompt_tokens", "prompt_tokens"),
-    ("cached_prompt_tokens", "cached_tokens"),
-    ("completion_tokens", "completion_tokens"),
-    ("reasoning_tokens", "reasoning_tokens"),
-)
-"""``ng_perf`` key and the ``token_stats`` field it sums, in output order (``total_tokens`` is unused)."""
+NG_PERF_KEY = "ng_perf"  # the result key of the per-rollout summary
+NG_TRAJECTORY_KEY = "ng_trajectory"  # the canonical trajectory, the only input of ``ng_perf``
 
 _log = logging.getLogger(__name__)
 
@@ -43,12 +34,8 @@ def build_ng_perf(
     given when it is an ``int`` or ``float``.
     """
     raw = result.get(NG_TRAJECTORY_KEY)
-    if not isinstance(raw, dict):
-        return None
-    record = validate_trajectory(raw)
-    if record is None:
-        return None
-    return ng_perf_for_trajectory(record, rollout_latency_ms)
+    record = validate_trajectory(raw) if isinstance(raw, dict) else None
+    return None if record is None else ng_perf_for_trajectory(record, rollout_latency_ms)
 
 
 def attach_ng_perf(
@@ -78,119 +65,80 @@ def ng_perf_for_trajectory(
     """``build_ng_perf`` for a trajectory that is already validated (saves a second validation).
 
     Also takes the batch fast path's strict mirror of the record (``health.strict_schema``), which
-    has the same fields with the same values. One pass resolves the references and claims the
-    calls; the ``(type, name, response_id)`` index is built only for a reference without a
-    ``model_call_id``.
+    has the same fields with the same values.
     """
     invocations = record.invocations
     if not invocations:
         return None
     calls = record.model_calls
     by_id: dict[str, int] = {}
+    by_pair: dict[tuple[str, str, str], list[int]] = {}
     for position, call in enumerate(calls):
-        call_id = call.model_call_id
-        if call_id and call_id not in by_id:
-            by_id[call_id] = position
-    index = _CallIndex(calls, by_id)
-    claimed: set[int] = set()
-    owned: list[TrajectoryModelCall] = []
-    turns_per_invocation: dict[str, int] = {invocation.invocation_id: 0 for invocation in invocations}
-    for turn in record.turns:
-        invocation_id = turn.invocation_id
-        if invocation_id in turns_per_invocation:
-            turns_per_invocation[invocation_id] += 1
+        if call.model_call_id:
+            by_id.setdefault(call.model_call_id, position)
+        metadata = call.response_metadata
+        if metadata.model_ref is not None and metadata.response_id:
+            pair = (metadata.model_ref.type, metadata.model_ref.name, metadata.response_id)
+            by_pair.setdefault(pair, []).append(position)
+    turns = Counter(turn.invocation_id for turn in record.turns)
+    owned: dict[int, TrajectoryModelCall] = {}  # by position, in the order the invocations claim them
     num_turns = 0
     for invocation in invocations:
         count = 0
         for ref in invocation.model_calls:
-            found = index.resolve(ref)
-            if found is not None and found not in claimed:
-                claimed.add(found)
-                owned.append(calls[found])
+            found = _resolve(ref, calls, by_id, by_pair)
+            if found is not None and found not in owned:
+                owned[found] = calls[found]
                 count += 1
-        num_turns += turns_per_invocation[invocation.invocation_id] or count or 1
-    num_tool_calls = 0
-    for tool_call in record.tool_calls:
-        if tool_call.invocation_id in turns_per_invocation:
-            num_tool_calls += 1
-
+        num_turns += turns[invocation.invocation_id] or count or 1
+    invocation_ids = {invocation.invocation_id for invocation in invocations}
     perf: dict[str, Any] = {
         "num_turns": num_turns,
-        "num_tool_calls": num_tool_calls,
+        "num_tool_calls": sum(1 for call in record.tool_calls if call.invocation_id in invocation_ids),
         "token_observability_coverage": min(1.0, len(owned) / num_turns),
     }
-    perf.update(_token_sums(owned))
+    stats = [call.token_stats for call in owned.values()]
+    columns = {
+        "prompt_tokens": [each.prompt_tokens for each in stats],
+        "cached_prompt_tokens": [each.cached_tokens for each in stats],
+        "completion_tokens": [each.completion_tokens for each in stats],
+        "reasoning_tokens": [each.reasoning_tokens for each in stats],  # ``total_tokens`` is unused
+    }
+    for key, column in columns.items():
+        reported = [value for value in column if value is not None]
+        if reported:  # a key no owned call reports is left out
+            perf[key] = sum(reported)
     if isinstance(rollout_latency_ms, int | float):
         perf["total_latency_ms"] = rollout_latency_ms
     return perf
 
 
-def _token_sums(owned: list[TrajectoryModelCall]) -> dict[str, int]:
-    """Each ``ng_perf`` token key with the sum of its reported values, in output order; a key no
-    owned call reports is left out."""
-    prompt: int | None = None
-    cached: int | None = None
-    completion: int | None = None
-    reasoning: int | None = None
-    for call in owned:  # summed from 0 in order, exactly as ``sum`` does
-        stats = call.token_stats
-        if stats.prompt_tokens is not None:
-            prompt = (0 if prompt is None else prompt) + stats.prompt_tokens
-        if stats.cached_tokens is not None:
-            cached = (0 if cached is None else cached) + stats.cached_tokens
-        if stats.completion_tokens is not None:
-            completion = (0 if completion is None else completion) + stats.completion_tokens
-        if stats.reasoning_tokens is not None:
-            reasoning = (0 if reasoning is None else reasoning) + stats.reasoning_tokens
-    sums = (prompt, cached, completion, reasoning)
-    return {key: total for (key, _), total in zip(_TOKEN_FIELDS, sums, strict=True) if total is not None}
+def _resolve(
+    ref: ModelCallRef,
+    calls: list[TrajectoryModelCall],
+    by_id: dict[str, int],
+    by_pair: dict[tuple[str, str, str], list[int]],
+) -> int | None:
+    """The one call position ``ref`` names, or ``None`` when unmatched or ambiguous.
 
-
-class _CallIndex:
-    """Positions of a record's model calls by ``model_call_id`` (the first call naming it) and,
-    built on first use, by ``(type, name, response_id)``."""
-
-    __slots__ = ("_by_id", "_by_pair", "_calls")
-
-    def __init__(self, calls: list[TrajectoryModelCall], by_id: dict[str, int]) -> None:
-        self._calls = calls
-        self._by_id = by_id
-        self._by_pair: dict[tuple[str, str, str], list[int]] | None = None
-
-    def _pairs(self) -> dict[tuple[str, str, str], list[int]]:
-        by_pair: dict[tuple[str, str, str], list[int]] = {}
-        for position, call in enumerate(self._calls):
-            metadata = call.response_metadata
-            if metadata.model_ref is not None and metadata.response_id:
-                key = (metadata.model_ref.type, metadata.model_ref.name, metadata.response_id)
-                by_pair.setdefault(key, []).append(position)
-        self._by_pair = by_pair
-        return by_pair
-
-    def resolve(self, ref: ModelCallRef) -> int | None:
-        """The one call position ``ref`` names, or ``None`` when unmatched or ambiguous.
-
-        A ref with a ``model_call_id`` is matched by id only; its ``model_ref`` and
-        ``response_id`` (an empty string counts as given) can only reject that match, never
-        fall back to the pair index.
-        """
-        if ref.model_call_id:
-            position = self._by_id.get(ref.model_call_id)
-            if position is None:
-                return None
-            metadata = self._calls[position].response_metadata
-            if ref.model_ref is not None and (
-                metadata.model_ref is None
-                or metadata.model_ref.type != ref.model_ref.type
-                or metadata.model_ref.name != ref.model_ref.name
-            ):
-                return None
-            if ref.response_id is not None and ref.response_id != metadata.response_id:
-                return None
-            return position
-        if ref.model_ref is not None and ref.response_id:
-            by_pair = self._by_pair if self._by_pair is not None else self._pairs()
-            candidates = by_pair.get((ref.model_ref.type, ref.model_ref.name, ref.response_id), ())
-            if len(candidates) == 1:
-                return candidates[0]
-        return None
+    A ref with a ``model_call_id`` is matched by id only; its ``model_ref`` and ``response_id``
+    (an empty string counts as given) can only reject that match, never fall back to the pair.
+    """
+    if ref.model_call_id:
+        position = by_id.get(ref.model_call_id)
+        if position is None:
+            return None
+        metadata = calls[position].response_metadata
+        if ref.model_ref is not None and (
+            metadata.model_ref is None
+            or (metadata.model_ref.type, metadata.model_ref.name) != (ref.model_ref.type, ref.model_ref.name)
+        ):
+            return None
+        if ref.response_id is not None and ref.response_id != metadata.response_id:
+            return None
+        return position
+    if ref.model_ref is not None and ref.response_id:
+        candidates = by_pair.get((ref.model_ref.type, ref.model_ref.name, ref.response_id), [])
+        if len(candidates) == 1:
+            return candidates[0]
+    return None

@@ -34,7 +34,7 @@ from sidecar.journal import (
     StartedFact,
     parse_deferred,
 )
-from sidecar.perf.rollout_perf import DispatchLatencyTracker, PerfSummaryState
+from sidecar.perf import DispatchLatencyTracker, PerfSummaryState
 from sidecar.state.accounting import Accounting, normalize_index
 from sidecar.state.agents import AgentRow, AgentTotals
 from sidecar.state.durations import DURATION_BUCKETS, DurationHistogram
@@ -618,7 +618,7 @@ class RunState:
 
     def report_cut(self) -> ReportCut:
         """What ``/report`` and its files read, taken now in microseconds to milliseconds (the
-        cheap parts computed, the reducer and the perf summary cut), so that the O(rollouts)
+        cheap parts computed, the reducer cut), so that the O(rollouts)
         parts are built from it on another thread while ingest goes on."""
         failed = [
             {"failure_class": label, "terminal": terminal, "count": count}
@@ -633,15 +633,13 @@ class RunState:
             },
             {
                 "latency": self.latency(),
-                "perf_summary": None,
+                "perf_summary": self.perf.result(self.perf_rollouts),
                 "accounting": self.accounting.snapshot(ended=self.ended).as_dict(),
                 "events": {"completed": self.completed, "failed": failed, "drained": self.drained},
                 "health": {"tasks_closed": len(self._closed)},
                 "inflight_at_end": self.inflight_at_end,
             },
             self.reducer.cut(),
-            self.perf.cut(),
-            self.perf_rollouts,
         )
 
 
@@ -651,12 +649,10 @@ class ReportCut(NamedTuple):
     head: dict[str, Any]
     tail: dict[str, Any]
     reducer: HealthReducer
-    perf: Any
-    perf_rollouts: int
 
     def report(self) -> dict[str, Any]:
-        tail = {**self.tail, "perf_summary": self.perf.result(self.perf_rollouts)}
-        return {**self.head, "quality_summary": self.reducer.summary(), **tail}
+        return {**self.head, "quality_summary": self.reducer.summary(), **self.tail}
+
 
 def _left(deadline: float | None, at: float) -> float | None:
     return None if deadline is None else deadline - at

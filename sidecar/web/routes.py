@@ -23,7 +23,6 @@ from sidecar.web.page import ASSETS, LIVE_CSP, asset_bytes, index_html, run_html
 
 if TYPE_CHECKING:
     from sidecar.http.service import Service
-    from sidecar.perf._perf_summary import PerfSummaryCut
     from sidecar.state.run import RunState
 
 __all__ = ["HTML_HEADERS", "web_routes"]
@@ -43,13 +42,10 @@ _PERF_WAIT_S: Final = 0.25
 class _PerfCache:
     """Per run, NeMo Gym's perf summary for the page, rebuilt at most every 20x its own cost.
 
-    The summary sorts and sums every rollout's figures (0.1 s at 1k rollouts, ~1.6 s cold at 1M
-    on two cores), unlike the rest of the page body: ten pages polling every 2 s must not
-    recompute it on each poll, and no poll waits for it long. A build takes a cut of the run
-    under the ingest pause (its rollout count and the perf state's lengths and counters:
-    microseconds) and computes from it on a worker thread while ingest goes on; a request
-    answers with the summary held so far and ``perf_pending``, and only before the first waits
-    for it, at most :data:`_PERF_WAIT_S`. A finished run's is built once.
+    The perf core keeps the summary as rows arrive, so reading it is cheap; it is read under the
+    ingest pause with the run's rollout count (one cut), and the answer is held per run: a
+    request answers with the summary held so far and ``perf_pending``, and only before the first
+    waits for it, at most :data:`_PERF_WAIT_S`. A finished run's is built once.
     """
 
     def __init__(self, service: Service) -> None:
@@ -59,16 +55,15 @@ class _PerfCache:
         self._one_at_a_time = asyncio.Lock()  # builds of several runs' pages take turns, as before
 
     @staticmethod
-    def _compute(taken: tuple[int, PerfSummaryCut]) -> tuple[int, Any]:
-        count, cut = taken
-        return count, cut.result(count)
+    def _compute(taken: tuple[int, Any]) -> tuple[int, Any]:
+        return taken
 
     async def _build(self, key: tuple[str, int], run: RunState) -> None:
         try:
             async with self._one_at_a_time:
                 began = time.perf_counter()
                 count, value = await self._service.reads.build_from_cut(
-                    lambda: (run.perf_rollouts, run.perf.cut()), self._compute
+                    lambda: (run.perf_rollouts, run.perf.result(run.perf_rollouts)), self._compute
                 )
                 refresh = max(_PERF_MIN_REFRESH_S, 20 * (time.perf_counter() - began))
             if len(self._held) >= _PERF_HELD_MAX:

@@ -78,7 +78,7 @@ def _perf(rollout_paths: Iterable[Path]) -> tuple[dict[str, Any] | None, list[Ag
     (:class:`sidecar.state.agents.AgentTotals`): rollouts, latency from ``ng_perf.total_latency_ms``
     where the row has one, turns, tool calls, tokens; no failures and no rate (the files hold
     neither)."""
-    from sidecar.perf.rollout_perf import PerfSummaryState, build_ng_perf
+    from sidecar.perf import PerfSummaryState, build_ng_perf
 
     state = PerfSummaryState()
     agents = AgentTotals()

@@ -15,7 +15,7 @@ import pytest
 from dispatcher_client import ClientConfig, SidecarClient, SidecarError
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import Secret, ServiceSettings
-from sidecar.perf.rollout_perf import DispatchLatencyTracker, build_ng_perf
+from sidecar.perf import DispatchLatencyTracker, build_ng_perf
 from tests.sidecar.service_support import GeneratedRun, generate_run
 
 from .support import SidecarProcess, batch_files, free_port, sidecar_files, stable_report

@@ -20,7 +20,7 @@ from dispatcher_client.follow import Follower, FollowerError, follow_paths
 from sidecar.cli import main as cli_main
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
-from sidecar.perf.rollout_perf import DispatchLatencyTracker, build_ng_perf, compute_perf_summary
+from sidecar.perf import DispatchLatencyTracker, build_ng_perf, compute_perf_summary
 from tests.reliability_harness.file_writer import writer_argv
 from tests.sidecar.service_support import generate_run
 

@@ -36,7 +36,7 @@ def test_importing_the_client_loads_only_the_contract_of_health() -> None:
     assert not loaded & set(BATCH), f"dispatcher_client imported the batch check: {loaded & set(BATCH)}"
     assert "health.contract.models" in loaded  # the perf core reads trajectories through it
     ours = {name for name in loaded if name.split(".")[0] in ("health", "sidecar")}
-    allowed = ("health.contract", "sidecar.wire", "sidecar.wire", "sidecar.perf.rollout_perf", *PERF_CORE)
+    allowed = ("health.contract", "sidecar.wire", *PERF_CORE)
     # the packages themselves, and what ``health/__init__`` needs to export lazily
     packages = {"health", "health.lazy_exports", "sidecar"}
     assert {name for name in ours if not name.startswith(allowed)} == packages, sorted(ours)

@@ -12,7 +12,7 @@ import pytest
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SyncSidecarClient
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
-from sidecar.perf.rollout_perf import DispatchLatencyTracker
+from sidecar.perf import DispatchLatencyTracker
 
 from .support import free_port
 

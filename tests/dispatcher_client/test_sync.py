@@ -9,7 +9,7 @@ import pytest
 from dispatcher_client import ClientConfig, SidecarError, SyncSidecarClient
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
-from sidecar.perf.rollout_perf import DispatchLatencyTracker, build_ng_perf
+from sidecar.perf import DispatchLatencyTracker, build_ng_perf
 from tests.sidecar.service_support import generate_run
 
 from .support import free_port

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from dispatcher_client import ClientConfig, SidecarClient
-from sidecar.perf.rollout_perf import build_ng_perf
+from sidecar.perf import build_ng_perf
 
 from .load import percentile
 from .sidecar_process import Launch, SidecarProcess, free_port

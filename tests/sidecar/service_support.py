@@ -13,7 +13,7 @@ from sidecar.demo.synthetic import FaultRates, SyntheticConfig, api_steps, gener
 from sidecar.ingest.engines import Engines, default_engines
 from sidecar.ingest.ingestor import Ingestor
 from sidecar.journal import Journal
-from sidecar.perf.rollout_perf import DispatchLatencyTracker
+from sidecar.perf import DispatchLatencyTracker
 
 __all__ = [
     "GeneratedRun",

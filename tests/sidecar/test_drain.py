@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.perf.rollout_perf import DRAINED_FAILURE_CLASS, drained_result, should_drain
+from sidecar.perf import DRAINED_FAILURE_CLASS, drained_result, should_drain
 
 
 class TestShouldDrain:

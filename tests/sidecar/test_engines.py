@@ -16,7 +16,7 @@ from health.contract import check_trajectory
 from health.digest import digest_record, digest_record_with_trajectory
 from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
 from sidecar.ingest.engines import default_engines
-from sidecar.perf.rollout_perf import build_ng_perf
+from sidecar.perf import build_ng_perf
 
 
 def _rows() -> list[dict[str, Any]]:

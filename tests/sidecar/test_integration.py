@@ -14,7 +14,7 @@ from health import health_check_run_dir
 from sidecar.cli import main as cli_main
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
-from sidecar.perf.rollout_perf import build_ng_perf
+from sidecar.perf import build_ng_perf
 
 from .service_support import GeneratedRun, generate_run, post_events
 

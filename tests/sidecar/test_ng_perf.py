@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from health.contract import validate_trajectory
 from health.fast_path import read_everyday_record
-from sidecar.perf.rollout_perf import NG_PERF_KEY, attach_ng_perf, build_ng_perf, ng_perf_for_trajectory
+from sidecar.perf import NG_PERF_KEY, attach_ng_perf, build_ng_perf, ng_perf_for_trajectory
 
 POLICY = {"type": "responses_api_models", "name": "policy_model"}
 
