@@ -255,9 +255,9 @@ class _Rollout:
     ) -> str:
         """Run one agent invocation inside ``span``; returns the text of its last answer.
 
-        ``outcomes``: the non-``ok`` steps by ``(turn_no, step_no)``: ``pre`` (an extra attempt
-        before the step), ``hollow``, ``failed`` or ``rejected``; ``spawned``: a subagent's parent
-        invocation and tool call.
+        ``outcomes``: the non-``ok`` steps by ``(turn_no, step_no)``: ``pre-<outcome>`` (an extra
+        attempt before the step), ``hollow``, ``failed`` or ``rejected``; ``spawned``: a subagent's
+        parent invocation and tool call.
         """
         rng = self.rng
         record: JSON = {
@@ -352,15 +352,15 @@ class _Rollout:
         rng = self.rng
         status, error_type = "completed", None
         if kind == "spawn":
-            sub_plan: Plan = [
-                (orjson.loads(tool_call["arguments"])["description"], ["tool"] * (sub_steps - 1) + ["final"])
-            ]
-            inner = (span[0] + 0.01 * (span[1] - span[0]), span[1])
+            description = orjson.loads(tool_call["arguments"])["description"]
+            sub_plan: Plan = [(description, ["tool"] * (sub_steps - 1) + ["final"])]
+            inner, parent = (
+                (span[0] + 0.01 * (span[1] - span[0]), span[1]),
+                (invocation_id, tool_call["call_id"]),
+            )
             saved, self.prev_prompt = self.prev_prompt, 0  # a subagent's prompts share no cached prefix
             sub_id = f"{invocation_id}.sub{len(self.invocations)}"
-            result = self.invocation(sub_id, sub_plan, {}, inner, (invocation_id, tool_call["call_id"]))[
-                :2000
-            ]
+            result = self.invocation(sub_id, sub_plan, {}, inner, parent)[:2000]
             self.prev_prompt = saved
         else:
             result = text(rng, _scaled(rng, 100, 700, self.scale))
@@ -483,9 +483,7 @@ def build_row(
     answer = rollout.invocation(
         "main", plan, outcomes, (start + min(0.5, 0.01 * (end - start)), agent_end), None, sub_steps
     )
-    totals = {
-        key: sum(call["token_stats"][key] or 0 for call in rollout.calls) for key in _tokens(0, 0, 0, 0)
-    }
+    totals = {key: sum(call["token_stats"][key] or 0 for call in rollout.calls) for key in _TOKENS}
     _edit(rollout, fault, rng)
     if judged:  # a grading call on another model, referenced by no invocation: not in the agent's usage
         prompt = (

@@ -375,11 +375,8 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> tuple[DispatchSt
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in [*out_dir.glob("journal.sqlite3*"), *out_dir.glob("rollouts*.jsonl")]:
         old.unlink()  # a fresh run replaces the previous demo's
-    run_id, journal, report_dir = (
-        f"demo-{time.strftime('%Y%m%d-%H%M%S')}",
-        out_dir / "journal.sqlite3",
-        out_dir / "report",
-    )
+    run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    journal, report_dir = out_dir / "journal.sqlite3", out_dir / "report"
     wall, origin = time.time(), time.monotonic()
     # Straggling past 2x the p95 task duration (the service's default is 3x; the task timeout cuts
     # the demo's tail, so 3x would rarely show one), looked at every 0.05 s real.

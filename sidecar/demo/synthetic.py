@@ -55,6 +55,11 @@ MAX_ATTEMPTS: Final = 3
 _TERMINAL_SHARE: Final = 0.3
 _DRAIN_MARGIN_S: Final = 157.0
 _START_TIME: Final = 1_790_000_000.0
+_GYM_FAILURES: Final = (
+    (500, "ClientResponseError", "500, message='Internal Server Error', url='http://agent:8000/run'"),
+    (503, "ClientResponseError", "503, message='Service Unavailable', url='http://agent:8000/run'"),
+    (None, "ServerDisconnectedError", "Server disconnected"),
+)
 _Job = tuple[int, int, int, int]
 """``(task, rollout, attempt, copy)``: ``copy`` 1 is the re-written duplicate of a row."""
 
@@ -77,9 +82,7 @@ class FaultRates:
     token_count_mismatch: float = _fault("rollout_token_count_mismatch")  # usage disagrees with the calls
     runaway_generation: float = _fault("model_call_runaway_generation")  # length-limited, saved, empty
     malformed_response: float = _fault("check_execution_error")  # a chat message flattened to a string
-    capture_mismatch: float = _fault(
-        "trajectory_capture_mismatch"
-    )  # a referenced call not captured, or a gap
+    capture_mismatch: float = _fault("trajectory_capture_mismatch")  # a call not captured, or a gap
     observation_gap: float = _fault(None)  # a gap code that leaves checks unobserved
     no_trajectory: float = _fault(None)
     invalid_trajectory: float = _fault("record_unreadable")  # fails the contract's validation
@@ -95,12 +98,12 @@ class FaultRates:
 
     def items(self) -> tuple[tuple[str, float], ...]:
         """``(fault, rate)`` pairs in declaration order."""
-        return tuple((field.name, float(getattr(self, field.name))) for field in fields(self))
+        return tuple((f.name, float(getattr(self, f.name))) for f in fields(self))
 
     @classmethod
     def mixed(cls, rate: float = 0.02) -> FaultRates:
         """Every fault at the same ``rate``: a realistic corpus where most rows are healthy."""
-        return cls(**{field.name: rate for field in fields(cls)})
+        return cls(**{f.name: rate for f in fields(cls)})
 
 
 FAULT_CHECKS: Final[Mapping[str, str | None]] = MappingProxyType(
@@ -135,9 +138,8 @@ class SyntheticConfig:
     def __post_init__(self) -> None:
         for name, value in ((f.name, getattr(self, f.name)) for f in fields(self)):
             low = 1 if name in ("model_calls_per_rollout", "turns", "concurrency") else 0
-            if (isinstance(value, float) and not 0.0 <= value <= 1.0) or (
-                isinstance(value, int) and value < low
-            ):
+            bad_int = isinstance(value, int) and value < low
+            if bad_int or (isinstance(value, float) and not 0.0 <= value <= 1.0):
                 raise ValueError(f"SyntheticConfig.{name} is out of range: {value!r}")
 
     @property
@@ -204,17 +206,13 @@ def _failure_row(
         "_ng_failure_terminal": terminal,
     }
     if not terminal and rng.random() < 0.6:
-        status, reason = rng.choice(
-            ((500, "Internal Server Error"), (503, "Service Unavailable"), (None, ""))
-        )
+        status, failure_type, message = rng.choice(_GYM_FAILURES)
         row = {
             "_ng_failure_class": "agent_run_error" if status == 500 else "agent_request_failed",
-            "_ng_failure_type": "ClientResponseError" if status else "ServerDisconnectedError",
-            "_ng_failure_message": f"{status}, message='{reason}', url='http://agent:8000/run'"
-            if status
-            else "",
+            "_ng_failure_type": failure_type,
+            "_ng_failure_message": message,
             "_ng_failure_http_status": status,
-            "_ng_failure_response_body": text(rng, rng.randint(20, 1900)) if status else None,
+            "_ng_failure_response_body": None if status is None else text(rng, rng.randint(20, 1900)),
         }
     return _stamp(row, job, config)
 
