@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import shutil
 import socket
 import tempfile
 import time
@@ -374,7 +375,7 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> tuple[DispatchSt
     out_dir = (config.out_dir or Path(tempfile.mkdtemp(prefix="rollout-sidecar-demo-"))).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in [*out_dir.glob("journal.sqlite3*"), *out_dir.glob("rollouts*.jsonl")]:
-        old.unlink()  # a fresh run replaces the previous demo's
+        shutil.rmtree(old) if old.is_dir() else old.unlink()  # a fresh run replaces the previous demo's
     run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     journal, report_dir = out_dir / "journal.sqlite3", out_dir / "report"
     wall, origin = time.time(), time.monotonic()

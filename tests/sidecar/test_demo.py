@@ -305,6 +305,8 @@ class TestInProcess:
     def test_the_whole_demo_then_servers_and_threads_are_gone(self, tmp_path: Path) -> None:
         before = set(threading.enumerate())
         said: list[str] = []
+        (tmp_path / "journal.sqlite3.snapshots").mkdir()  # a previous demo's files are replaced
+        (tmp_path / "rollouts.jsonl").write_text('{"old": 1}\n')
         config = DemoConfig(duration_s=2, tasks=12, concurrency=4, task_timeout_s=600.0, out_dir=tmp_path)
         stats, report = run_demo(config, said.append)
         assert set(threading.enumerate()) <= before
