@@ -20,14 +20,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "are simulated: one minute per 0.1 s real.",
     )
     add = demo.add_argument
-    add("--duration", type=seconds(86400), default=30.0, metavar="S", help="real seconds of dispatch budget")
-    add(
-        "--tasks", type=whole(1, 10**6), help="tasks of 4 rollouts (default: 10%% more than the budget takes)"
-    )
-    add("--concurrency", type=whole(1, 1024), default=8, help="rollouts in flight at once")
-    add("--task-timeout", type=number(1e6), default=60.0, metavar="MIN", help="simulated minutes per task")
-    add("--seed", type=whole(0, 2**32 - 1), default=2026, help="seed of the synthetic agent")
-    add("--out", type=Path, metavar="DIR", help="run directory, journal and report (default: a new temp dir)")
+    add("--duration", type=seconds(86400), default=30.0, metavar="S", help="real s of budget (default 30)")
+    add("--tasks", type=whole(1, 10**6), help="tasks of 4 rollouts (default: 10%% more than fit the budget)")
+    add("--concurrency", type=whole(1, 1024), default=8, help="rollouts in flight at once (default 8)")
+    add("--task-timeout", type=number(1e6), default=60.0, metavar="MIN", help="simulated min (default 60)")
+    add("--seed", type=whole(0, 2**32 - 1), default=2026, help="seed of the synthetic agent (default 2026)")
+    add("--out", type=Path, metavar="DIR", help="run directory, journal, report (default: a new temp dir)")
     demo.set_defaults(handler=_demo)
 
 
