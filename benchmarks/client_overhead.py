@@ -51,7 +51,7 @@ from sidecar.demo.synthetic import SyntheticConfig, rollout_event
 
 port, latency = int(sys.argv[1]), float(sys.argv[2])
 config = SyntheticConfig(num_tasks=64, repeats_per_task=1, model_calls_per_rollout=2,
-                         payload_bytes_per_call=1024, model_call_capture=False)
+                         payload_bytes_per_call=1024)
 rows = [orjson.dumps(rollout_event(config, 1, t, 0).row) for t in range(64)]
 rows = [r for r in rows if r != b"null"] or [b"{}"]
 

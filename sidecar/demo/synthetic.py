@@ -1,62 +1,151 @@
-"""Realistic synthetic NeMo Gym rollout records, for tests, benchmarks and the demo.
+"""Realistic synthetic NeMo Gym rollouts, for the tests, the benchmarks and the demo.
 
-Rows follow the collector's contract (``<name>.jsonl`` results, ``<name>_failures.jsonl``
-failure rows, drained results that are never written) and carry a valid ``ng_trajectory``:
-multi-turn agents with tool calls, subagents and Responses-API conversations, in the Responses
-or chat-completions dialect, ~8 KB per model call. Everything is a pure function of
-``(config, seed)``, and each row of a function of ``(seed, identity)`` only.
+Rows follow the collector's contract (``<name>.jsonl`` results, ``<name>_failures.jsonl`` failure
+rows, drained results never written) and carry a valid ``ng_trajectory``: multi-turn agents with
+tool calls and subagents on the Responses API, ~8 KB per model call. All is a pure function of
+``(config, seed)``; a row, of ``(seed, identity)`` and its start time. :func:`generate_events` gives
+every finished dispatch in completion order, :func:`rollout_event` one alone (a fake agent's reply),
+:func:`write_run_dir` the run directory, :func:`api_steps` the ``/v1`` events beside NeMo Gym's lines.
 
-Entry points:
-
-* :func:`generate_events`: every finished dispatch in completion order (results, failure rows,
-  drained results, torn lines), with its simulated timing; what a dispatcher would push.
-* :func:`generate_rows` / :func:`generate_failure_rows`: just the rows of either file.
-* :func:`rollout_event`: one attempt on demand (a fake agent server's reply).
-* :func:`write_run_dir`: the run directory, streamed with orjson in constant memory.
-* :func:`api_steps`: the same dispatches as ``/v1`` ingest events beside the lines NeMo Gym writes.
-* :func:`sample_task_seconds`: the long-tailed task duration used for the simulated timing.
-
-Faults are injected at configured rates, at most one per row, each built to make one health
-check report a finding (:data:`FAULT_CHECKS`). A failed model call carries no token counts, as
-a real 429/500 does, so ``model_call_missing_token_counts`` fires beside ``model_call_failed``;
-a rollout cut short by a failed call also has a hollow last turn when nothing preceded it.
-
-Example::
-
-    config = SyntheticConfig(num_tasks=5000, repeats_per_task=4, faults=FaultRates.mixed(0.005))
-    write_run_dir("runs/bench", config, seed=7)  # 20,000 rollouts, ~1.5 GB
+Faults come at configured rates, at most one per row, each built to make one health check fire
+(:data:`FAULT_CHECKS`). A failed model call carries no token counts, as a real 429/500 does, so
+``model_call_missing_token_counts`` fires beside ``model_call_failed``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, Final
+import heapq
+import itertools
+import math
+import random
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final, Literal
 
-from ._synthetic._api import ApiStep, api_steps
-from ._synthetic._config import FAULT_CHECKS, FaultRates, SyntheticConfig
-from ._synthetic._durations import sample_task_seconds
-from ._synthetic._schedule import EventKind, RolloutEvent, generate_events, rollout_event
-from ._synthetic._writer import RunDirStats, materialized_rows, write_run_dir
+import orjson
+
+from sidecar.demo._trajectory import build_row, create_params, task_question, text
 
 __all__ = [
     "FAULT_CHECKS",
+    "MAX_ATTEMPTS",
     "SAMPLE_RUN_CONFIG",
     "SAMPLE_RUN_SEED",
     "ApiStep",
-    "EventKind",
     "FaultRates",
     "RolloutEvent",
     "RunDirStats",
     "SyntheticConfig",
     "api_steps",
+    "drained_result",
     "generate_events",
-    "generate_failure_rows",
     "generate_rows",
     "materialized_rows",
     "rollout_event",
     "sample_task_seconds",
     "write_run_dir",
 ]
+
+JSON = dict[str, Any]
+MAX_ATTEMPTS: Final = 3
+"""Dispatch attempts per rollout: a failed attempt is retried unless terminal or the last."""
+_TERMINAL_SHARE: Final = 0.3
+_DRAIN_MARGIN_S: Final = 157.0
+_START_TIME: Final = 1_790_000_000.0
+_GYM_FAILURES: Final = (
+    (500, "ClientResponseError", "500, message='Internal Server Error', url='http://agent:8000/run'"),
+    (503, "ClientResponseError", "503, message='Service Unavailable', url='http://agent:8000/run'"),
+    (None, "ServerDisconnectedError", "Server disconnected"),
+)
+_Job = tuple[int, int, int, int]
+"""``(task, rollout, attempt, copy)``: ``copy`` 1 is the re-written duplicate of a row."""
+
+
+def _fault(check: str | None) -> float:
+    return field(default=0.0, metadata={"check": check})
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRates:
+    """Probability, per result row, of each fault and the check it makes fire (``None``: the row is
+    ``unobserved``). Faults are exclusive: the rates sum to at most 1."""
+
+    hollow_turn: float = _fault("agent_turn_hollow")  # a turn with no message or tool call
+    missing_turns: float = _fault("rollout_missing_agent_turns")  # calls but no turns, and no gap says so
+    failed_model_call: float = _fault("model_call_failed")  # a 429/500 call, retried successfully
+    ended_on_failed_call: float = _fault("rollout_ended_on_failed_model_call")  # the last call failed
+    missing_token_counts: float = _fault("model_call_missing_token_counts")  # no prompt or completion tokens
+    zero_completion_tokens: float = _fault("model_call_zero_completion_tokens")
+    token_count_mismatch: float = _fault("rollout_token_count_mismatch")  # usage disagrees with the calls
+    runaway_generation: float = _fault("model_call_runaway_generation")  # length-limited, saved, empty
+    malformed_response: float = _fault("check_execution_error")  # a chat message flattened to a string
+    capture_mismatch: float = _fault("trajectory_capture_mismatch")  # a call not captured, or a gap
+    observation_gap: float = _fault(None)  # a gap code that leaves checks unobserved
+    no_trajectory: float = _fault(None)
+    invalid_trajectory: float = _fault("record_unreadable")  # fails the contract's validation
+    unreadable_line: float = _fault("record_unreadable")  # a torn JSONL line
+    duplicate_identity: float = _fault("rollout_duplicate_identity")  # one (task, rollout) written twice
+
+    def __post_init__(self) -> None:
+        for name, rate in self.items():
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"FaultRates.{name} must be in [0, 1], got {rate!r}")
+        if sum(rate for _, rate in self.items()) > 1.0 + 1e-9:
+            raise ValueError(f"FaultRates must sum to at most 1 (faults are exclusive), got {self!r}")
+
+    def items(self) -> tuple[tuple[str, float], ...]:
+        """``(fault, rate)`` pairs in declaration order."""
+        return tuple((f.name, float(getattr(self, f.name))) for f in fields(self))
+
+    @classmethod
+    def mixed(cls, rate: float = 0.02) -> FaultRates:
+        """Every fault at the same ``rate``: a realistic corpus where most rows are healthy."""
+        return cls(**{f.name: rate for f in fields(cls)})
+
+
+FAULT_CHECKS: Final[Mapping[str, str | None]] = MappingProxyType(
+    {f.name: f.metadata["check"] for f in fields(FaultRates)}
+    | {"broken_task": "rollout_ended_on_failed_model_call"}
+)
+"""The check each fault makes fire. ``broken_task`` is per task (``broken_task_fraction``): every repeat
+of it also makes ``task_consistently_unhealthy`` and ``task_no_successful_model_calls`` fire."""
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticConfig:
+    """Shape of a synthetic run. The defaults give healthy rows of ~8 calls x 8 KB (~80 KB a row,
+    the size of the reference's benchmark corpus)."""
+
+    num_tasks: int = 100
+    repeats_per_task: int = 4
+    model_calls_per_rollout: int = 8  # the mean; each rollout draws around it
+    payload_bytes_per_call: int = 8192  # request and response bodies plus their echo in the trajectory
+    turns: int = 1  # user turns in the main agent's conversation
+    subagent_probability: float = 0.2
+    tool_call_probability: float = 0.6  # of a non-final step calling a tool rather than thinking aloud
+    faults: FaultRates = FaultRates()
+    broken_task_fraction: float = 0.0  # tasks whose prompt the model rejects (HTTP 400) in every repeat
+    failure_rate: float = 0.0  # of a dispatch attempt ending in a failure row
+    drained_fraction: float = 0.0  # rollouts at the end of the run that the dispatch budget never starts
+    judge_call_probability: float = 0.0  # of a rollout ending with an unreferenced judge call
+    concurrency: int = 64
+    agent_name: str = "synthetic_agent"
+    policy_model: str = "policy_model"
+
+    def __post_init__(self) -> None:
+        for name, value in ((f.name, getattr(self, f.name)) for f in fields(self)):
+            low = 1 if name in ("model_calls_per_rollout", "turns", "concurrency") else 0
+            bad_int = isinstance(value, int) and value < low
+            if bad_int or (isinstance(value, float) and not 0.0 <= value <= 1.0):
+                raise ValueError(f"SyntheticConfig.{name} is out of range: {value!r}")
+
+    @property
+    def num_rollouts(self) -> int:
+        return self.num_tasks * self.repeats_per_task
+
 
 SAMPLE_RUN_CONFIG: Final = SyntheticConfig(
     num_tasks=10,
@@ -66,23 +155,307 @@ SAMPLE_RUN_CONFIG: Final = SyntheticConfig(
     faults=FaultRates.mixed(0.04),
     broken_task_fraction=0.1,
     failure_rate=0.1,
-    model_call_capture=False,
     concurrency=8,
 )
-"""Configuration of the bundled ``sidecar/sample_run`` (small rows, every verdict represented)."""
+"""Configuration of the bundled ``sidecar/demo/sample_run`` (small rows, every verdict represented)."""
 SAMPLE_RUN_SEED: Final = 1217
-"""Seed of the bundled ``sidecar/sample_run`` (picked so that every fault kind occurs)."""
+"""Seed of the bundled sample run (picked so that every fault kind occurs)."""
 
 
-def generate_rows(config: SyntheticConfig, seed: int) -> Iterator[dict[str, Any]]:
-    """Result rows (what ``<name>.jsonl`` holds, minus torn lines) in completion order."""
-    for event in generate_events(config, seed):
-        if event.kind == "result" and event.row is not None:
-            yield event.row
+def sample_task_seconds(rng: random.Random) -> float:
+    """Seconds one rollout takes: lognormal body (median ~95 s); 6% are stragglers scaled by a
+    Pareto(1.4) factor, which makes p95/p99 several times the median as in agentic runs. In [2 s, 4 h]."""
+    seconds = rng.lognormvariate(math.log(95.0), 0.75)
+    if rng.random() < 0.06:
+        seconds *= rng.paretovariate(1.4)
+    return min(max(seconds, 2.0), 4 * 3600.0)
 
 
-def generate_failure_rows(config: SyntheticConfig, seed: int) -> Iterator[dict[str, Any]]:
-    """Failure rows (what ``<name>_failures.jsonl`` holds) in completion order."""
-    for event in generate_events(config, seed):
-        if event.kind == "failure" and event.row is not None:
-            yield event.row
+def _stamp(row: JSON, job: _Job, config: SyntheticConfig) -> JSON:
+    """Add the keys the collector stamps on every finished result."""
+    row.update(_ng_task_index=job[0], _ng_rollout_index=job[1], agent_ref={"name": config.agent_name})
+    if job[2]:
+        row["_ng_attempt_index"] = job[2]
+    return row
+
+
+def drained_result(remaining: float, margin: float | None) -> JSON:
+    """The result NeMo Gym builds for a row the dispatch budget never started (unstamped)."""
+    message = "not dispatched: dispatch budget exhausted"
+    if margin is not None:
+        message = (
+            f"not dispatched: {remaining:.0f}s left in dispatch budget, below the {margin:.0f}s drain margin"
+        )
+    return {
+        "_ng_failure_class": "cancelled",
+        "_ng_no_persist": True,
+        "_ng_dispatch_drained": True,
+        "error_message": message,
+    }
+
+
+def _failure_row(
+    config: SyntheticConfig, rng: random.Random, job: _Job, elapsed: float, terminal: bool
+) -> JSON:
+    """A ``<name>_failures.jsonl`` row: Gym's own from a ``/run`` that raised, or the agent's timeout."""
+    row: JSON = {
+        "reward": 0.0,
+        "failure_reason": f"rollout exceeded its {round(elapsed)}s timeout",
+        "elapsed_seconds": round(elapsed, 3),
+        "_ng_failure_class": "timeout_exceeded",
+        "_ng_failure_terminal": terminal,
+    }
+    if not terminal and rng.random() < 0.6:
+        status, failure_type, message = rng.choice(_GYM_FAILURES)
+        row = {
+            "_ng_failure_class": "agent_run_error" if status == 500 else "agent_request_failed",
+            "_ng_failure_type": failure_type,
+            "_ng_failure_message": message,
+            "_ng_failure_http_status": status,
+            "_ng_failure_response_body": None if status is None else text(rng, rng.randint(20, 1900)),
+        }
+    return _stamp(row, job, config)
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutEvent:
+    """One finished dispatch as the collector sees it."""
+
+    kind: Literal["result", "failure", "drained", "unreadable"]
+    task_index: int
+    rollout_index: int
+    attempt_index: int
+    row: JSON | None
+    """The row (stamped keys included); ``None`` for a torn ``unreadable`` line."""
+    line: bytes | None
+    """For ``unreadable`` events, the exact bytes written (newline included)."""
+    fault: str | None
+    """The injected fault (a ``FaultRates`` field or ``broken_task``)."""
+    started_at: float | None
+    """Wall-clock dispatch time; ``None`` for drained rows, which never start."""
+    finished_at: float
+
+    @property
+    def latency_seconds(self) -> float | None:
+        """Dispatch-to-finish seconds (what the latency tracker records)."""
+        return None if self.started_at is None else self.finished_at - self.started_at
+
+    def to_line(self) -> bytes:
+        """The JSONL line the collector writes for this event (drained rows are never written)."""
+        return self.line if self.line is not None else orjson.dumps(self.row) + b"\n"
+
+
+def _dispatch(
+    config: SyntheticConfig, seed: int, job: _Job, now: float
+) -> tuple[float, random.Random, bool, bool]:
+    """Start ``job`` at ``now``: its own random stream decides its finish time and whether it fails."""
+    rng = random.Random(f"row:{seed}:{job[0]}:{job[1]}:{job[2]}:{job[3]}")
+    finish = now + sample_task_seconds(rng)
+    failed = job[3] == 0 and rng.random() < config.failure_rate
+    return finish, rng, failed, failed and rng.random() < _TERMINAL_SHARE
+
+
+def _finish(
+    config: SyntheticConfig,
+    seed: int,
+    job: _Job,
+    rng: random.Random,
+    span: tuple[float, float],
+    failed: bool,
+    terminal: bool,
+) -> RolloutEvent:
+    task, rollout, attempt, copy = job
+    if failed:
+        row = _failure_row(config, rng, job, span[1] - span[0], terminal)
+        return RolloutEvent("failure", task, rollout, attempt, row, None, None, *span)
+    fault: str | None = "duplicate_identity" if copy else None
+    if not copy and random.Random(f"broken:{seed}:{task}").random() < config.broken_task_fraction:
+        fault = "broken_task"
+    elif not copy:
+        roll = rng.random()
+        for name, rate in config.faults.items():
+            if roll < rate:
+                fault = name
+                break
+            roll -= rate
+    row = build_row(config, seed, (task, rollout, attempt), span, fault, rng)
+    if fault == "unreadable_line":
+        data = orjson.dumps(row)
+        torn = data[: rng.randrange(len(data) // 4, 3 * len(data) // 4)] + b"\n"
+        return RolloutEvent("unreadable", task, rollout, attempt, None, torn, fault, *span)
+    return RolloutEvent("result", task, rollout, attempt, row, None, fault, *span)
+
+
+def generate_events(config: SyntheticConfig, seed: int) -> Iterator[RolloutEvent]:
+    """Every finished dispatch of a simulated run, in completion order.
+
+    ``concurrency`` rollouts run at once, so repeats of a task interleave. The last
+    ``drained_fraction`` of the plan is drained; drained rows, retries of failed attempts and
+    re-written duplicates are dispatched after the first pass, as a resumed run appends them.
+    """
+    drain_from = config.num_rollouts - round(config.drained_fraction * config.num_rollouts)
+    plan = (
+        (task, rollout, 0, 0)
+        for task in range(config.num_tasks)
+        for rollout in range(config.repeats_per_task)
+    )
+    later: deque[_Job] = deque()
+    running: list[tuple[float, int, _Job, random.Random, float, bool, bool]] = []
+    drain_rng, order, now = random.Random(f"drain:{seed}"), itertools.count(), _START_TIME
+    while True:
+        while len(running) < config.concurrency:
+            job = next(plan, None)
+            if job is None and not later:
+                break
+            if job is None:
+                job = later.popleft()
+            elif job[0] * config.repeats_per_task + job[1] >= drain_from:
+                row = drained_result(drain_rng.uniform(-20.0, _DRAIN_MARGIN_S), _DRAIN_MARGIN_S)
+                yield RolloutEvent(
+                    "drained", job[0], job[1], 0, _stamp(row, job, config), None, None, None, now
+                )
+                later.append(job)
+                continue
+            finish, rng, failed, terminal = _dispatch(config, seed, job, now)
+            heapq.heappush(running, (finish, next(order), job, rng, now, failed, terminal))
+        if not running:
+            return
+        now, _, job, rng, started, failed, terminal = heapq.heappop(running)
+        event = _finish(config, seed, job, rng, (started, now), failed, terminal)
+        yield event
+        if failed and not terminal and job[2] + 1 < MAX_ATTEMPTS:
+            later.append((job[0], job[1], job[2] + 1, 0))
+        elif event.fault == "duplicate_identity" and job[3] == 0:
+            later.append((*job[:3], 1))
+
+
+def rollout_event(
+    config: SyntheticConfig,
+    seed: int,
+    task_index: int,
+    rollout_index: int,
+    attempt_index: int = 0,
+    *,
+    started_at: float = _START_TIME,
+) -> RolloutEvent:
+    """One dispatch attempt alone, as :func:`generate_events` makes it when started at ``started_at``."""
+    job = (task_index, rollout_index, attempt_index, 0)
+    finish, rng, failed, terminal = _dispatch(config, seed, job, started_at)
+    return _finish(config, seed, job, rng, (started_at, finish), failed, terminal)
+
+
+def generate_rows(config: SyntheticConfig, seed: int) -> Iterator[JSON]:
+    """The result rows (what ``<name>.jsonl`` holds, minus torn lines) in completion order."""
+    return (event.row for event in generate_events(config, seed) if event.kind == "result" and event.row)
+
+
+def materialized_rows(config: SyntheticConfig, seed: int) -> Iterator[JSON]:
+    """The dispatcher's input rows, one per ``(task, rollout)``, in plan order."""
+    for task_index in range(config.num_tasks):
+        question = task_question(seed, task_index, min(1.0, config.payload_bytes_per_call / 8192))
+        for rollout_index in range(config.repeats_per_task):
+            yield {
+                "responses_create_params": create_params(question),
+                "task_name": f"synthetic_task_{task_index % 17}",
+                "_ng_task_index": task_index,
+                "_ng_rollout_index": rollout_index,
+                "agent_ref": {"name": config.agent_name},
+            }
+
+
+@dataclass(frozen=True, slots=True)
+class ApiStep:
+    """One ingest event and what NeMo Gym would have written for it."""
+
+    event: JSON
+    main_line: bytes | None
+    """The line appended to ``rollouts.jsonl`` (results and torn lines)."""
+    failure_line: bytes | None
+    """The line appended to ``rollouts_failures.jsonl`` (failure rows)."""
+    tracker_op: tuple[str, float | None] | None
+    """The ``DispatchLatencyTracker`` call the event feeds (``record``, ``record_failure``, ...)."""
+
+
+def api_steps(
+    events: Iterable[RolloutEvent], *, row_hook: Callable[[JSON], JSON] | None = None
+) -> Iterator[ApiStep]:
+    """The ``/v1`` events of generated dispatches; ``row_hook`` may rewrite result and failure rows.
+
+    A torn line travels as raw text with its line number in ``rollouts.jsonl`` (the follower's
+    shape); one that is blank or not UTF-8 cannot travel in a JSON string and is skipped in every view.
+    """
+    lines = 0
+    for event in events:
+        seconds = event.latency_seconds
+        row = event.row if row_hook is None or event.row is None else row_hook(event.row)
+        if event.kind == "result":
+            lines += 1
+            yield ApiStep(
+                {"kind": "completed", "seconds": seconds, "row": row},
+                orjson.dumps(row) + b"\n",
+                None,
+                ("record", seconds),
+            )
+        elif event.kind == "unreadable" and event.line is not None:
+            try:
+                line = event.line.decode()
+            except UnicodeDecodeError:
+                continue
+            if line.strip():
+                lines += 1
+                raw = {"kind": "completed", "seconds": seconds, "line": line, "line_number": lines}
+                yield ApiStep(raw, event.line, None, ("record", seconds))
+        elif event.kind == "failure":
+            op = None if seconds is None else ("record_failure", seconds)
+            yield ApiStep(
+                {"kind": "failed", "seconds": seconds, "row": row}, None, orjson.dumps(row) + b"\n", op
+            )
+        elif event.kind == "drained":
+            drained = {
+                "kind": "drained",
+                "task_index": event.task_index,
+                "rollout_index": event.rollout_index,
+            }
+            yield ApiStep(drained, None, None, ("record_drained", None))
+
+
+@dataclass(frozen=True, slots=True)
+class RunDirStats:
+    """What :func:`write_run_dir` wrote."""
+
+    rollouts_path: Path
+    failures_path: Path
+    rows: int
+    unreadable_lines: int
+    failure_rows: int
+    drained: int
+    bytes_written: int
+
+
+def write_run_dir(
+    path: str | Path,
+    config: SyntheticConfig,
+    seed: int,
+    *,
+    name: str = "rollouts",
+    materialized_inputs: bool = True,
+) -> RunDirStats:
+    """Stream a run into ``path`` (``<name>.jsonl``, ``<name>_failures.jsonl``, the inputs), replacing
+    what is there, one row at a time so memory stays flat however large the run."""
+    directory = Path(path)
+    directory.mkdir(parents=True, exist_ok=True)
+    rollouts, failures = directory / f"{name}.jsonl", directory / f"{name}_failures.jsonl"
+    counts = dict.fromkeys(("result", "unreadable", "failure", "drained", "bytes"), 0)
+    with open(rollouts, "wb", buffering=1 << 20) as main, open(failures, "wb", buffering=1 << 20) as side:
+        for event in generate_events(config, seed):
+            counts[event.kind] += 1
+            if event.kind != "drained":
+                line = event.to_line()
+                counts["bytes"] += len(line)
+                (side if event.kind == "failure" else main).write(line)
+    if materialized_inputs:
+        with open(directory / f"{name}_materialized_inputs.jsonl", "wb", buffering=1 << 20) as inputs:
+            inputs.writelines(orjson.dumps(row) + b"\n" for row in materialized_rows(config, seed))
+    return RunDirStats(
+        rollouts, failures, *(counts[k] for k in ("result", "unreadable", "failure", "drained", "bytes"))
+    )

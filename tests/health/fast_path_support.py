@@ -633,7 +633,6 @@ SYNTHETIC_CONFIGS = (
         model_calls_per_rollout=3,
         payload_bytes_per_call=192,
         subagent_probability=0.5,
-        chat_dialect_probability=0.4,
         judge_call_probability=0.3,
         faults=FaultRates.mixed(1 / 16),
         broken_task_fraction=0.1,
@@ -646,7 +645,6 @@ SYNTHETIC_CONFIGS = (
         payload_bytes_per_call=96,
         turns=2,
         tool_call_probability=0.9,
-        model_call_capture=False,
     ),
 )
 

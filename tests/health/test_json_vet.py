@@ -451,7 +451,8 @@ _REPO = Path(__file__).resolve().parents[2]
 @functools.cache
 def _vector_lines() -> tuple[bytes, ...]:
     """Every line of the conformance vectors and the sample run (torn and invalid lines included)."""
-    files = sorted(_FIXTURES.rglob("*.jsonl")) + sorted((_REPO / "sidecar" / "sample_run").glob("*.jsonl"))
+    sample_run = _REPO / "sidecar" / "demo" / "sample_run"
+    files = sorted(_FIXTURES.rglob("*.jsonl")) + sorted(sample_run.glob("*.jsonl"))
     return tuple(line.rstrip(b"\r\n") for path in files for line in path.read_bytes().splitlines())
 
 

@@ -15,13 +15,13 @@ import pytest
 import sidecar.demo.synthetic as synthetic
 from sidecar.demo.synthetic import (
     FAULT_CHECKS,
+    MAX_ATTEMPTS,
     SAMPLE_RUN_CONFIG,
     SAMPLE_RUN_SEED,
     FaultRates,
     RolloutEvent,
     SyntheticConfig,
     generate_events,
-    generate_failure_rows,
     generate_rows,
     materialized_rows,
     rollout_event,
@@ -60,15 +60,6 @@ def _trajectory_record() -> Any:
 
 def _tokens(calls: list[dict[str, Any]], name: str) -> int:
     return sum(call["token_stats"][name] or 0 for call in calls)
-
-
-class TestExports:
-    def test_all_lists_the_public_names_once(self) -> None:
-        assert len(set(synthetic.__all__)) == len(synthetic.__all__)
-        public = {
-            n for n in vars(synthetic) if not n.startswith("_") and n not in ("annotations", "Any", "Final")
-        }
-        assert set(synthetic.__all__) == public - {"Iterator"}
 
 
 class TestDeterminism:
@@ -125,7 +116,7 @@ class TestHealthyRows:
 
     def test_rows_validate_as_trajectory_record(self) -> None:
         record_type = _trajectory_record()
-        config = replace(SMALL, turns=2, subagent_probability=0.7, chat_dialect_probability=0.5)
+        config = replace(SMALL, turns=2, subagent_probability=0.7)
         for row in generate_rows(config, 5):
             record = record_type.model_validate(row["ng_trajectory"])
             assert record.rollout_id == f"{row['_ng_task_index']}-{row['_ng_rollout_index']}"
@@ -316,7 +307,7 @@ def _all_text_empty(answer: Any) -> bool:
 
 class TestFailuresAndDrains:
     def test_failure_rows_follow_the_sidecar_contract(self) -> None:
-        rows = list(generate_failure_rows(FAULTY, 2))
+        rows = [e.row for e in _events(FAULTY, 2) if e.kind == "failure" and e.row is not None]
         assert rows
         classes = Counter(row["_ng_failure_class"] for row in rows)
         assert set(classes) <= {
@@ -338,7 +329,7 @@ class TestFailuresAndDrains:
         for attempts in history.values():
             failures = [e for e in attempts if e.kind == "failure"]
             assert [e.attempt_index for e in failures] == list(range(len(failures)))
-            assert len(failures) <= FAULTY.max_attempts
+            assert len(failures) <= MAX_ATTEMPTS
             for event in failures:
                 assert event.row is not None
                 if event.row.get("_ng_failure_terminal"):
@@ -400,7 +391,7 @@ class TestAgainstHealthPipeline:
 
     def test_findings_match_the_injected_faults(self, tmp_path: Path) -> None:
         health = pytest.importorskip("health")
-        config = replace(FAULTY, num_tasks=30, judge_call_probability=0.3, chat_dialect_probability=0.5)
+        config = replace(FAULTY, num_tasks=30, judge_call_probability=0.3)
         stats = write_run_dir(tmp_path, config, seed=8, materialized_inputs=False)
         health.run_health_checks([stats.rollouts_path], output_dir=tmp_path, workers=1)
         verdicts: dict[tuple[int, int, str], dict[str, Any]] = {}

@@ -1,1 +1,0 @@
-"""Implementation of :mod:`sidecar.demo.synthetic` (private; import from ``sidecar.demo.synthetic``)."""
