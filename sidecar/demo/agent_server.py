@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
@@ -68,8 +69,15 @@ def reply_for(event: RolloutEvent, timeout_s: float) -> tuple[float, int, bytes]
     return seconds, 200, orjson.dumps(row)
 
 
-def create_agent_app(config: SyntheticConfig, seed: int, scale: TimeScale, timeout_s: float) -> Starlette:
-    """The ASGI app: ``POST /run`` with a dispatched row (its ``_ng_*`` index keys), ``GET /healthz``."""
+def create_agent_app(
+    config: SyntheticConfig,
+    seed: int,
+    scale: TimeScale,
+    timeout_s: float,
+    clock: Callable[[], float] = time.time,
+) -> Starlette:
+    """The ASGI app: ``POST /run`` with a dispatched row (its ``_ng_*`` index keys), ``GET /healthz``.
+    ``clock``: the wall clock the rows' trajectories are stamped by (the demo's simulated one)."""
 
     async def run(request: Request) -> Response:
         received = time.monotonic()
@@ -80,7 +88,7 @@ def create_agent_app(config: SyntheticConfig, seed: int, scale: TimeScale, timeo
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             detail = f"a dispatched row with integer _ng_task_index and _ng_rollout_index is needed: {exc!r}"
             return Response(orjson.dumps({"error": detail}), status_code=422, media_type=_JSON)
-        event = rollout_event(config, seed, task, rollout, attempt, started_at=time.time())
+        event = rollout_event(config, seed, task, rollout, attempt, started_at=clock())
         seconds, status, body = reply_for(event, timeout_s)
         await asyncio.sleep(max(0.0, scale.to_real(seconds) - (time.monotonic() - received)))
         media = _JSON if status == 200 else "text/plain"
@@ -102,9 +110,16 @@ class AgentServer(ServerThread):
 
     label = "fake agent server"
 
-    def __init__(self, config: SyntheticConfig, seed: int, scale: TimeScale, timeout_s: float) -> None:
+    def __init__(
+        self,
+        config: SyntheticConfig,
+        seed: int,
+        scale: TimeScale,
+        timeout_s: float,
+        clock: Callable[[], float],
+    ) -> None:
         super().__init__()
-        self._app = create_agent_app(config, seed, scale, timeout_s)
+        self._app = create_agent_app(config, seed, scale, timeout_s, clock)
 
     async def _serve(self, sock: socket.socket) -> None:
         self._server = uvicorn.Server(

@@ -31,7 +31,7 @@ import httpx
 import orjson
 from rich.console import Console
 
-from dispatcher_client import SidecarClient
+from dispatcher_client import ClientConfig, SidecarClient
 from sidecar.demo.agent_server import AgentServer
 from sidecar.demo.config import DemoConfig, SimClock, TimeScale
 from sidecar.demo.dispatcher import Dispatcher, DispatchStats
@@ -109,6 +109,7 @@ def simulated_wall_clock(scale: TimeScale) -> Callable[[], float]:
 
 
 async def _dispatch_phase(
+    wall: Callable[[], float],
     config: DemoConfig,
     run_id: str,
     sidecar_url: str,
@@ -122,7 +123,7 @@ async def _dispatch_phase(
     real_timeout = config.time_scale.to_real(config.task_timeout_s) + 10.0
     limits = httpx.Limits(max_connections=config.concurrency, max_keepalive_connections=config.concurrency)
     async with (
-        SidecarClient(sidecar_url, run_id=run_id) as sidecar,
+        SidecarClient(sidecar_url, run_id=run_id, config=ClientConfig(clock=wall)) as sidecar,
         httpx.AsyncClient(base_url=agent_url, limits=limits, timeout=real_timeout) as agent,
         httpx.AsyncClient(base_url=sidecar_url, timeout=5.0) as metrics,
     ):
@@ -177,9 +178,10 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     settings = ServiceSettings(
         host="127.0.0.1", port=0, journal_path=paths.journal, inflight=_STRAGGLER_RULES
     )
-    service = ServiceThread(settings, clock=simulated_wall_clock(config.time_scale))
+    wall = simulated_wall_clock(config.time_scale)  # the service's, the client's and the rows' clock
+    service = ServiceThread(settings, clock=wall)
     stragglers = _Stragglers()
-    agent = AgentServer(synthetic, config.seed, config.time_scale, config.task_timeout_s)
+    agent = AgentServer(synthetic, config.seed, config.time_scale, config.task_timeout_s, wall)
     with contextlib.ExitStack() as stack:
         sidecar_url = service.start()
         stack.callback(service.stop)
@@ -189,7 +191,7 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
         stack.callback(agent.stop)
         with RunFiles(paths.run_dir) as files, asyncio.Runner(loop_factory=loop_factory()) as runner:
             stats, view, metrics_text = runner.run(
-                _dispatch_phase(config, run_id, sidecar_url, agent_url, files, console, stragglers)
+                _dispatch_phase(wall, config, run_id, sidecar_url, agent_url, files, console, stragglers)
             )
         report_files = fetch_report(sidecar_url, run_id, paths.report_dir)
         write_html(paths.page, *fetch_page(sidecar_url, run_id))  # the same page, one file

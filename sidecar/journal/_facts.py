@@ -65,11 +65,13 @@ __all__ = [
 ]
 
 #: Version of the facts' layout below; bump on any change of a fact's fields or their meaning.
-#: 3 added ``agent`` (the row's ``agent_ref.name``) at the end of ``CompletedFact`` and ``FailedFact``.
-FACTS_FORMAT = 3
+#: 3 added ``agent`` (the row's ``agent_ref.name``) at the end of ``CompletedFact`` and ``FailedFact``;
+#: 4 added ``at`` (when the event happened by its own evidence or its sender's clock, see
+#: ``sidecar.ingest.facts``) at the end of every fact but ``RunStartedFact``.
+FACTS_FORMAT = 4
 #: Formats :func:`decode_fact` reads: this one and those whose facts are a prefix of its facts
 #: (fields only ever appended, with a default): a format-2 fact reads with ``agent`` ``None``.
-READABLE_FACTS_FORMATS: Final = frozenset({2, 3})
+READABLE_FACTS_FORMATS: Final = frozenset({2, 3, 4})
 #: Version of what the health pipeline puts into a compact digest (checks, findings, verdicts).
 #: A journaled digest is the pipeline's output: bump this when that output changes, so an
 #: older journal's digests are not mixed with new ones.
@@ -163,6 +165,9 @@ class CompletedFact(NamedTuple):
     agent: str | None = None
     """The row's ``agent_ref.name`` (capped, :func:`sidecar.state.agents.agent_name`); ``None``: none
     named, or a fact of format 2 (which did not keep it)."""
+    at: float | None = None
+    """When it happened (Unix seconds): the row's own evidence, else the sender's ``at``; ``None``:
+    no time known (a fact of format 3 or older, or a row and event without one)."""
 
     def compact(self, ordinal: int) -> CompactDigest:
         """The journaled digest at input position ``ordinal``."""
@@ -203,6 +208,7 @@ class FailedFact(NamedTuple):
     row: bytes | None = None
     agent: str | None = None
     """As ``CompletedFact.agent``: the failed row's agent, where it names one."""
+    at: float | None = None
 
 
 class DrainedFact(NamedTuple):
@@ -212,6 +218,7 @@ class DrainedFact(NamedTuple):
     rollout: Any
     attempt: int
     row: bytes | None = None
+    at: float | None = None
 
 
 class StartedFact(NamedTuple):
@@ -222,12 +229,15 @@ class StartedFact(NamedTuple):
     task: Any
     rollout: Any
     attempt: int
+    at: float | None = None
 
 
 class RunEndedFact(NamedTuple):
     received_at: float
     generation: int
     ended_at: float
+    at: float | None = None
+    """The sender's ``ended_at`` (``None``: it stamped none, and ``ended_at`` is the arrival)."""
 
 
 class LatencyFact(NamedTuple):
@@ -235,6 +245,7 @@ class LatencyFact(NamedTuple):
     generation: int
     op: str
     seconds: float | None
+    at: float | None = None
 
 
 Fact = RunStartedFact | CompletedFact | FailedFact | DrainedFact | RunEndedFact | LatencyFact | StartedFact

@@ -87,19 +87,37 @@ class TestFactsFormats:
         for fact in (completed, failed):
             assert _facts.decode_fact(_facts.encode_fact(fact)) == fact
 
-    def test_a_format_2_fact_reads_with_no_agent(self) -> None:
+    def test_a_format_2_fact_reads_with_no_agent_and_a_format_3_one_with_no_time(self) -> None:
         completed = self._completed(None)
         failed = _facts.FailedFact(5.0, 0, 1.0, 1, 0, "cancelled", True, 2)
         for fact in (completed, failed):
-            old = msgspec.msgpack.encode([2, _facts._TAGS[type(fact)], *list(fact)[:-1]])
+            old = msgspec.msgpack.encode([2, _facts._TAGS[type(fact)], *list(fact)[:-2]])
             assert _facts.decode_fact(old) == fact
+        for fact in (
+            self._completed("a"),
+            _facts.StartedFact(5.0, 0, 1, 0, 0),
+            _facts.RunEndedFact(5.0, 0, 5.0),
+        ):
+            old = msgspec.msgpack.encode([3, _facts._TAGS[type(fact)], *list(fact)[:-1]])
+            assert _facts.decode_fact(old) == fact and fact.at is None
 
-    @pytest.mark.parametrize("version", [1, 4, True, "3"])
+    def test_the_time_round_trips(self) -> None:
+        facts = (
+            self._completed("a")._replace(at=1_790_000_000.25),
+            _facts.StartedFact(5.0, 0, 1, 0, 0, 1_790_000_000.0),
+            _facts.LatencyFact(5.0, 0, "record", 2.0, 1_790_000_001.0),
+            _facts.RunEndedFact(5.0, 0, 9.0, 9.0),
+        )
+        for fact in facts:
+            assert _facts.decode_fact(_facts.encode_fact(fact)) == fact
+
+    @pytest.mark.parametrize("version", [1, 5, True, "3"])
     def test_another_format_is_refused_naming_both(self, version: object) -> None:
         payload = msgspec.msgpack.encode([version, 6, 1.0, 0, "record", 2.0])
-        with pytest.raises(_facts.FactError, match=r"record 9: facts format .*reads formats \[2, 3\]"):
+        with pytest.raises(_facts.FactError, match=r"record 9: facts format .*reads formats \[2, 3, 4\]"):
             _facts.decode_fact(payload, seq=9)
 
     def test_the_readable_schemas_are_this_one_and_the_previous_facts_format(self) -> None:
-        assert f"facts-3/health-{HEALTH_PIPELINE_VERSION}" == STATE_SCHEMA
-        assert {STATE_SCHEMA, f"facts-2/health-{HEALTH_PIPELINE_VERSION}"} == _facts.READABLE_STATE_SCHEMAS
+        assert f"facts-4/health-{HEALTH_PIPELINE_VERSION}" == STATE_SCHEMA
+        older = {f"facts-{version}/health-{HEALTH_PIPELINE_VERSION}" for version in (2, 3)}
+        assert {STATE_SCHEMA, *older} == _facts.READABLE_STATE_SCHEMAS

@@ -495,17 +495,19 @@ class TestFacts:
             assert state_fingerprint(restarted.runs[RUN])["agents"] == expected["agents"]
             await service.stop()
 
-    async def test_a_journal_of_the_previous_facts_format_opens_and_replays(
-        self, tmp_path: Path, generated: GeneratedRun
+    @pytest.mark.parametrize("version", [2, 3])
+    async def test_a_journal_of_a_previous_facts_format_opens_and_replays(
+        self, tmp_path: Path, generated: GeneratedRun, version: int
     ) -> None:
-        """Format-2 facts (no ``agent`` field, stamp ``facts-2/health-1``): the service opens the
-        journal, restamps it, replays every record to the same state (with no per-agent figures:
-        the old facts never kept the agent), and counts agents from the next row on."""
+        """Format-3 facts (no ``at``) and format-2 facts (no ``agent`` either), stamped
+        ``facts-N/health-1``: the service opens the journal, restamps it and replays every record
+        to the same state, but for what the old facts never kept: no time (an empty timeline, no
+        rates) and, from format 2, no per-agent figures; agents count from the next row on."""
         from sidecar.http.service import Service
         from sidecar.http.settings import ServiceSettings
         from sidecar.journal import FACTS_FORMAT, JournalEvent, decode_fact
 
-        assert FACTS_FORMAT == 3
+        assert FACTS_FORMAT == 4
         batches = _batches(generated)
         expected = await _uninterrupted(tmp_path / "a", batches)
         current = Journal(tmp_path / "a" / "journal.sqlite3")
@@ -514,18 +516,20 @@ class TestFacts:
         for record in current.replay():
             items = msgspec.msgpack.decode(record.payload)
             fact = decode_fact(record.payload)
-            assert items[0] == 3
+            assert items[0] == 4
             fields = list(items[2:])
-            if type(fact).__name__ in ("CompletedFact", "FailedFact"):
+            if type(fact).__name__ != "RunStartedFact":
+                fields = fields[:-1]  # format 3 ended before ``at``
+            if version == 2 and type(fact).__name__ in ("CompletedFact", "FailedFact"):
                 assert fields[-1] in (None, "agent-even", "agent-odd")
                 fields = fields[:-1]  # format 2 ended with ``row``
-            old = msgspec.msgpack.encode([2, items[1], *fields])
+            old = msgspec.msgpack.encode([version, items[1], *fields])
             records.append(JournalEvent(run_id=record.run_id, kind=record.kind, key=record.key, payload=old))
         await current.close()
         path = tmp_path / "old" / "journal.sqlite3"
         journal = Journal(path)
         await journal.open()
-        await journal.set_meta("state_schema", b"facts-2/health-1")
+        await journal.set_meta("state_schema", f"facts-{version}/health-1".encode())
         await journal.append(records)
         await journal.close()
 
@@ -537,17 +541,26 @@ class TestFacts:
             assert service.ingestor.replayed == len(records)
             run = service.ingestor.runs[RUN]
             fingerprint = state_fingerprint(run)
-            assert fingerprint["agents"] is None
-            assert {k: v for k, v in fingerprint.items() if k != "agents"} == {
-                k: v for k, v in expected.items() if k != "agents"
+            assert fingerprint["timeline"]["t"] == [] and run.rates() == (None, None)
+            if version == 2:
+                assert fingerprint["agents"] is None
+            else:
+                untimed = [{**agent, "rollouts_per_hour": None} for agent in expected["agents"]]
+                assert fingerprint["agents"] == untimed
+            assert {k: v for k, v in fingerprint.items() if k not in ("agents", "timeline")} == {
+                k: v for k, v in expected.items() if k not in ("agents", "timeline")
             }
             row = {"_ng_task_index": 0, "_ng_rollout_index": 9, "agent_ref": {"name": "late"}, "reward": 1}
             outcomes = await service.ingestor.submit(
                 RUN, EventBatch.validate_python([{"kind": "completed", "seconds": 3.0, "row": row}])
             )
             assert [outcome.status for outcome in outcomes] == ["accepted"]
-            agents = run.agent_rows(2_000_000.0)
-            assert agents is not None and [(a["agent"], a["rollouts"]) for a in agents] == [("late", 1)]
+            agents = run.agent_rows()
+            assert agents is not None
+            if version == 2:
+                assert [(a["agent"], a["rollouts"]) for a in agents] == [("late", 1)]
+            else:
+                assert ("late", 1) in [(a["agent"], a["rollouts"]) for a in agents]
         finally:
             await service.stop()
 
@@ -578,7 +591,7 @@ class TestFacts:
 
         restarted = await service.start()
         assert restarted.snapshot_seq == seq and service.store.skipped == []
-        assert restarted.runs[RUN].agent_rows(2_000_000.0) is None
+        assert restarted.runs[RUN].agent_rows() is None
         await service.stop()
 
 

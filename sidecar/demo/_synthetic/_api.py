@@ -38,8 +38,9 @@ def api_steps(events: Iterable[RolloutEvent], *, row_hook: RowHook | None = None
     """Convert generated dispatches in order; ``row_hook`` may rewrite result and failure rows.
 
     A torn line travels as raw text with its line number in ``rollouts.jsonl`` (the follower's
-    shape); one that is blank or not valid UTF-8 cannot travel in a JSON string and is skipped
-    in every view, so the views stay consistent.
+    shape, with no time); one that is blank or not valid UTF-8 cannot travel in a JSON string and
+    is skipped in every view, so the views stay consistent. Every other event is stamped ``at``
+    its simulated finish, as ``dispatcher_client`` stamps it.
     """
     main_lines = 0
     for event in events:
@@ -48,7 +49,7 @@ def api_steps(events: Iterable[RolloutEvent], *, row_hook: RowHook | None = None
             assert event.row is not None
             row = event.row if row_hook is None else row_hook(event.row)
             main_lines += 1
-            completed = {"kind": "completed", "seconds": seconds, "row": row}
+            completed = {"kind": "completed", "at": event.finished_at, "seconds": seconds, "row": row}
             yield ApiStep(completed, orjson.dumps(row) + b"\n", None, ("record", seconds))
         elif event.kind == "unreadable":
             assert event.line is not None
@@ -65,9 +66,10 @@ def api_steps(events: Iterable[RolloutEvent], *, row_hook: RowHook | None = None
         elif event.kind == "failure":
             assert event.row is not None
             row = event.row if row_hook is None else row_hook(event.row)
-            failed = {"kind": "failed", "seconds": seconds, "row": row}
+            failed = {"kind": "failed", "at": event.finished_at, "seconds": seconds, "row": row}
             op = None if seconds is None else ("record_failure", seconds)
             yield ApiStep(failed, None, orjson.dumps(row) + b"\n", op)
         else:
             identity = {"task_index": event.task_index, "rollout_index": event.rollout_index}
-            yield ApiStep({"kind": "drained", **identity}, None, None, ("record_drained", None))
+            drained = {"kind": "drained", "at": event.finished_at, **identity}
+            yield ApiStep(drained, None, None, ("record_drained", None))
