@@ -9,9 +9,10 @@ are joined, whatever happened.
 
 The dispatch budget is applied by the dispatcher, as in NeMo Gym, and declared to the sidecar
 too (``dispatch_budget_s``), so its page and ``/drain_margin`` show the time left against the
-drain margin and the moment starting a task became pointless. The demo's service runs on a
-simulated wall clock (real start time plus simulated seconds since), so the ages of in-flight
-rollouts and the straggler threshold (from simulated task durations) are in the same unit; the
+drain margin and the moment starting a task became pointless. The demo's service, its client
+and its rows run on one simulated wall clock (simulated seconds since a start placed a budget and
+half a task timeout before now, so the simulated run is over about when its page is written), so the ages
+of in-flight rollouts, the straggler threshold and the rates are in the same unit; the
 dispatcher reports each dispatch with ``started`` and the demo shows the first straggler the
 sidecar flagged.
 """
@@ -102,9 +103,9 @@ class _Stragglers:
             self.first = dict(oldest)
 
 
-def simulated_wall_clock(scale: TimeScale) -> Callable[[], float]:
-    """Unix time at creation plus simulated seconds since: the demo service's clock."""
-    origin_wall, origin = time.time(), time.monotonic()
+def simulated_wall_clock(scale: TimeScale, lead_s: float = 0.0) -> Callable[[], float]:
+    """Unix time ``lead_s`` before creation plus simulated seconds since: the demo's clock."""
+    origin_wall, origin = time.time() - lead_s, time.monotonic()
     return lambda: origin_wall + scale.to_sim(time.monotonic() - origin)
 
 
@@ -178,7 +179,9 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     settings = ServiceSettings(
         host="127.0.0.1", port=0, journal_path=paths.journal, inflight=_STRAGGLER_RULES
     )
-    wall = simulated_wall_clock(config.time_scale)  # the service's, the client's and the rows' clock
+    # the service's, the client's and the rows' clock; the run ends about when its page is written
+    # (a run that ended over an hour ago would have left /metrics: metrics_retain_ended_s)
+    wall = simulated_wall_clock(config.time_scale, config.budget_s + config.task_timeout_s / 2)
     service = ServiceThread(settings, clock=wall)
     stragglers = _Stragglers()
     agent = AgentServer(synthetic, config.seed, config.time_scale, config.task_timeout_s, wall)
