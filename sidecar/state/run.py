@@ -171,8 +171,6 @@ class RunState:
         self.inflight = InflightRegistry(inflight_rules or InflightRules(), budget=inflight_budget)
         #: The ``/inflight`` body at ``run_ended`` (identities and ages at the end), else ``None``.
         self.inflight_at_end: dict[str, Any] | None = None
-        #: ``started`` events applied.
-        self.starts = 0
         #: Events with a time (started, completed (``record`` calls of a RemoteLatencyTracker
         #: included), failed, drained): what the timeline and the rates count.
         self.timed = [0, 0, 0, 0]
@@ -206,7 +204,6 @@ class RunState:
         self.__dict__.update(state)
         self.inflight = registry
         if "timed" not in state:  # a snapshot from before event times: one starts at the next timed fact
-            self.starts = 0
             self.timed = [0, 0, 0, 0]
             self.timeline = Timeline(None)
             if self.ended_at is not None:
@@ -417,9 +414,9 @@ class RunState:
         return self.inflight.heartbeat((normalize_index(task), normalize_index(rollout)), attempt, at)
 
     def _started(self, fact: StartedFact) -> None:
-        """In flight from its arrival unless the run ended or the rollout already succeeded (a late start)."""
+        """In flight from when it started (its ``at``, else its arrival) unless the run ended or the
+        rollout already succeeded (a late start)."""
         key = (fact.task, fact.rollout)
-        self.starts += 1
         if self.ended_at is None and not self.accounting.has_succeeded(key):
             self.inflight.started(key, fact.attempt, fact.received_at if fact.at is None else fact.at)
 
