@@ -74,8 +74,8 @@ def completed_templates(rows: list[dict[str, Any]]) -> list[CompletedFact]:
 def completed_facts(
     templates: list[CompletedFact], count: int, *, step_s: float = 0.01
 ) -> Iterator[tuple[str, bytes]]:
-    """``(key, encoded fact)`` of ``count`` completions, ``REPEATS_PER_TASK`` per task, arriving
-    ``step_s`` apart from :data:`T0`, each a template with the identity its index gives."""
+    """``(key, encoded fact)`` of ``count`` completions, ``REPEATS_PER_TASK`` per task, happening
+    and arriving ``step_s`` apart from :data:`T0`, each a template with the identity its index gives."""
     for index in range(count):
         task, rollout = divmod(index, REPEATS_PER_TASK)
         template = templates[index % len(templates)]
@@ -83,6 +83,7 @@ def completed_facts(
         digest[0], digest[1], digest[3] = task, rollout, f"{task}-{rollout}"
         fact = template._replace(
             received_at=T0 + index * step_s,
+            at=T0 + index * step_s,  # as a dispatcher stamps it: the timeline and rates go by it
             seconds=1.0 + (index * 7919) % 3600,
             task=task,
             rollout=rollout,

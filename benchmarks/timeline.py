@@ -6,7 +6,7 @@ One command::
     .venv/bin/python benchmarks/timeline.py --big 200000 --phases pure,state
 
 Three phases, each comparing a run of ``--small`` (1,000) rollouts with one of ``--big``
-(1,000,000), both lasting ``--hours`` (3) of arrival time, and printing the ratio big/small:
+(1,000,000), both lasting ``--hours`` (3) of event time, and printing the ratio big/small:
 
 * **pure**: :class:`sidecar.state.timeline.Timeline` alone, fed one fact per rollout: its points,
   its pickled bytes (what a snapshot holds) and its buffers, and the time of one ``advance``
@@ -71,7 +71,7 @@ class _Counts:
 
     def timeline_samples(self, times: Sequence[float]) -> list[TimelineSample]:
         return [
-            TimelineSample(self.completed, self.completed, 0, 0, 0, 0, 0, 1.0, 2.0, 3.0, 2.0, at, 0, 0)
+            TimelineSample(self.completed, self.completed, 0, 0, 0, 0, 2.0, at, 0, 0)
             for at in times
         ]
 
@@ -126,7 +126,7 @@ def pure_phase(args: argparse.Namespace) -> None:
     small, big = rows["small"], rows["big"]
     print(
         f"  ratio big/small: points {big[0] / small[0]:.2f}, pickled {big[1] / small[1]:.2f}, "
-        f"columns {big[2] / small[2]:.2f}; bound {MAX_POINTS} points x 14 x 8 B = {MAX_POINTS * 112:,} B"
+        f"columns {big[2] / small[2]:.2f}; bound {MAX_POINTS} points x 10 x 8 B = {MAX_POINTS * 80:,} B"
     )
 
 
@@ -135,10 +135,10 @@ def _state_facts(count: int, span_s: float) -> Iterator[StartedFact | CompletedF
     for index in range(count):
         task, rollout = divmod(index, REPEATS_PER_TASK)
         at = T0 + index * step
-        yield StartedFact(at, 0, task, rollout, 0)
+        yield StartedFact(at, 0, task, rollout, 0, at)
         yield CompletedFact(
             at + step / 2, 0, 1.0 + (index * 7919) % 600, task, rollout, int(Disposition.NOT_PERSISTED),
-            "", False, None, None, None, None, False, None,
+            "", False, None, None, None, None, False, None, None, None, at + step / 2,
         )  # fmt: skip
 
 

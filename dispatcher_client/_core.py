@@ -22,7 +22,14 @@ import httpx
 from sidecar.perf import DispatchLatencyTracker, build_ng_perf
 from sidecar.wire import RUN_ID_PATTERN, EventNumber, source_id
 
-from ._events import completed_event, drained_event, failed_event, progress_event, run_started_event
+from ._events import (
+    completed_event,
+    drained_event,
+    failed_event,
+    progress_event,
+    run_ended_event,
+    run_started_event,
+)
 from .config import ClientConfig, ClientStats, resolve_token
 
 __all__ = [
@@ -164,7 +171,8 @@ class ClientCore:
         materialized_inputs: str | None,
         fields: Mapping[str, Any],
     ) -> dict[str, Any]:
-        """The ``run_started`` event; its ``drain_margin_s`` becomes the local fallback's default."""
+        """The ``run_started`` event, stamped with its start (unless ``fields`` give one); its
+        ``drain_margin_s`` becomes the local fallback's default."""
         if drain_margin_s is not None:
             self._run_margin = drain_margin_s
         return run_started_event(
@@ -172,7 +180,7 @@ class ClientCore:
             dispatch_budget_s=dispatch_budget_s,
             drain_margin_s=drain_margin_s,
             materialized_inputs=materialized_inputs,
-            fields=fields,
+            fields={"started_at": self.config.clock(), **fields},
         )
 
     def _completion(
@@ -184,7 +192,7 @@ class ClientCore:
     ) -> dict[str, Any]:
         """A numbered ``completed`` event, its duration recorded locally."""
         self.local.record(seconds)
-        return completed_event(row, result, seconds, latency_ms, self.next_number())
+        return completed_event(row, result, seconds, latency_ms, self.next_number(), self.config.clock())
 
     def _failure(
         self, row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], seconds: float | None
@@ -192,21 +200,25 @@ class ClientCore:
         """A numbered ``failed`` event, its duration (when known) recorded locally."""
         if seconds is not None:
             self.local.record_failure(seconds)
-        return failed_event(row, failure_row, seconds, self.next_number())
+        return failed_event(row, failure_row, seconds, self.next_number(), self.config.clock())
 
     def _drain(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None) -> dict[str, Any]:
         """A numbered ``drained`` event, recorded locally."""
         self.local.record_drained()
-        return drained_event(row, result, self.next_number())
+        return drained_event(row, result, self.next_number(), self.config.clock())
 
     def _progress(self, kind: str, row: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """A ``started`` / ``heartbeat`` event; ``None`` (counted as rejected) for a row without
         a task index, which cannot be tracked."""
-        event = progress_event(kind, row)
+        event = progress_event(kind, row, self.config.clock())
         if event is None:
             self.stats.submitted += 1
             self.stats.rejected += 1
         return event
+
+    def _ended(self) -> dict[str, Any]:
+        """The ``run_ended`` event, stamped with the end."""
+        return run_ended_event(ended_at=self.config.clock())
 
     def _ask_sidecar(self, now: float, strict: bool) -> bool:
         """Whether a drain-margin read goes to the sidecar (else to the local tracker)."""

@@ -57,9 +57,11 @@ def run_started_event(
     return event
 
 
-def _numbered(event: dict[str, Any], number: EventNumber | None) -> dict[str, Any]:
+def _numbered(event: dict[str, Any], number: EventNumber | None, at: float | None) -> dict[str, Any]:
     if number is not None:
         event["source"], event["seq"] = number
+    if at is not None:
+        event["at"] = at
     return event
 
 
@@ -69,16 +71,17 @@ def completed_event(
     seconds: float,
     latency_ms: float | None,
     number: EventNumber | None = None,
+    at: float | None = None,
 ) -> dict[str, Any]:
     """``number`` is the client-assigned identity ``(source, seq)``; ``None`` sends none (the
-    sidecar then keys the event by its content)."""
+    sidecar then keys the event by its content). ``at``: when it happened (Unix seconds)."""
     event: dict[str, Any] = {
         "kind": EventKind.COMPLETED.value,
         **identity(row),
         "seconds": seconds,
         "row": result,
     }
-    _numbered(event, number)
+    _numbered(event, number, at)
     if latency_ms is not None:
         event["latency_ms"] = latency_ms
     return event
@@ -89,46 +92,58 @@ def failed_event(
     failure_row: Mapping[str, Any],
     seconds: float | None,
     number: EventNumber | None = None,
+    at: float | None = None,
 ) -> dict[str, Any]:
     event: dict[str, Any] = {"kind": EventKind.FAILED.value, **identity(row), "row": failure_row}
-    _numbered(event, number)
+    _numbered(event, number, at)
     if seconds is not None:
         event["seconds"] = seconds
     return event
 
 
 def drained_event(
-    row: Mapping[str, Any] | None, result: Mapping[str, Any] | None, number: EventNumber | None = None
+    row: Mapping[str, Any] | None,
+    result: Mapping[str, Any] | None,
+    number: EventNumber | None = None,
+    at: float | None = None,
 ) -> dict[str, Any]:
     event: dict[str, Any] = {"kind": EventKind.DRAINED.value, **identity(row)}
-    _numbered(event, number)
+    _numbered(event, number, at)
     if result is not None:
         event["row"] = result
     return event
 
 
-def progress_event(kind: str, row: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """``started`` / ``heartbeat`` of a dispatched row; ``None`` when the row has no task index."""
+def progress_event(
+    kind: str, row: Mapping[str, Any] | None, at: float | None = None
+) -> dict[str, Any] | None:
+    """``started`` / ``heartbeat`` of a dispatched row; ``None`` when the row has no task index.
+    ``at`` (when it started) only on a ``started`` (heartbeats are not kept)."""
     ids = identity(row)
     if "task_index" not in ids:
         return None
-    return {"kind": kind, **ids}
+    return _numbered({"kind": kind, **ids}, None, at if kind == EventKind.STARTED else None)
 
 
-def latency_event(op: str, seconds: float | None, source: str, seq: int) -> dict[str, Any]:
+def latency_event(
+    op: str, seconds: float | None, source: str, seq: int, at: float | None = None
+) -> dict[str, Any]:
     """``latency`` (a ``RemoteLatencyTracker`` call, ``op`` a ``LatencyOp``); ``seconds`` left
     out when unknown."""
     event: dict[str, Any] = {"kind": EventKind.LATENCY.value, "op": op, "source": source, "seq": seq}
     if seconds is not None:
         event["seconds"] = seconds
-    return event
+    return _numbered(event, None, at)
 
 
-def run_ended_event(generation: int | None = None) -> dict[str, Any]:
-    """``run_ended`` (``generation``: a follower's; left out when ``None`` or 0)."""
+def run_ended_event(generation: int | None = None, ended_at: float | None = None) -> dict[str, Any]:
+    """``run_ended`` (``generation``: a follower's; left out when ``None`` or 0; ``ended_at``:
+    the sender's clock, left out when ``None``)."""
     event: dict[str, Any] = {"kind": EventKind.RUN_ENDED.value}
     if generation:
         event["generation"] = generation
+    if ended_at is not None:
+        event["ended_at"] = ended_at
     return event
 
 

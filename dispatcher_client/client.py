@@ -25,7 +25,7 @@ from sidecar.wire import RUN_ID_PATTERN, EventKind, OutcomeStatus
 
 from ._batcher import Batcher
 from ._core import ClientClosed, ClientCore, SidecarError, read_error
-from ._events import encode_event, run_ended_event
+from ._events import encode_event
 from .config import ClientConfig
 
 __all__ = ["RUN_ID_PATTERN", "ClientClosed", "SidecarClient", "SidecarError"]
@@ -230,7 +230,7 @@ class SidecarClient(ClientCore):
             self.submit_event(event)
 
     async def run_ended(self) -> None:
-        self.submit_event(run_ended_event())
+        self.submit_event(self._ended())
 
     # -- reads ----------------------------------------------------------------------------
 

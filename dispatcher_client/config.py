@@ -8,7 +8,8 @@ caller; past the in-memory limit events spill to the optional spool, past the sp
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -69,6 +70,9 @@ class ClientConfig:
     close_timeout_s: float = 5.0
     """How long closing tries to deliver what is buffered; the rest goes to the spool or is
     counted as dropped."""
+    clock: Callable[[], float] = time.time
+    """The wall clock (Unix seconds) each event is stamped with when it happens (``at``, the
+    run's ``started_at`` and ``ended_at``): the sidecar's rates and timeline go by it."""
 
     def __post_init__(self) -> None:
         for name in ("max_batch_events", "max_batch_bytes", "max_buffered_events", "max_buffered_bytes"):

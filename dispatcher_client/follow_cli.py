@@ -222,7 +222,7 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
             status.clear()
     print(  # noqa: T201
         f"Followed {follower.paths.source_path} into run {follower.run_id!r}: "
-        f"{follower.lines_sent} line(s), generation {follower.generation}"
+        f"{follower.lines_sent} line(s); its page: {follower.sidecar_url}/runs/{follower.run_id}"
     )
     return 0
 

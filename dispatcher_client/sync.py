@@ -29,7 +29,7 @@ from sidecar.perf import DispatchLatencyTracker
 from sidecar.wire import EventNumber
 
 from ._core import ClientClosed, SidecarError, renamed_timeout
-from ._events import latency_event, run_ended_event
+from ._events import latency_event
 from .client import SidecarClient
 from .config import ClientConfig, ClientStats
 
@@ -57,7 +57,7 @@ class SyncSidecarClient:
     ) -> None:
         self._client = SidecarClient(base_url, run_id=run_id, token=token, config=config, transport=transport)
         # API event dicts, or (op, seconds, source, seq) tuples of latency events (cheaper to make).
-        self._pending: deque[Mapping[str, Any] | tuple[str, float | None, str, int]] = deque()
+        self._pending: deque[Mapping[str, Any] | tuple[str, float | None, str, int, float]] = deque()
         self._scheduled = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="sidecar-client", daemon=True)
@@ -145,12 +145,13 @@ class SyncSidecarClient:
                 self._pending.clear()
 
     def submit_latency(self, op: str, seconds: float | None, source: str, seq: int) -> None:
-        """Queue one ``latency`` event (``RemoteLatencyTracker``); the dict is built on the loop."""
+        """Queue one ``latency`` event (``RemoteLatencyTracker``) stamped now; the dict is built
+        on the loop."""
         if self._closed:
             self._client.stats.dropped += 1
             return
         pending = self._pending
-        pending.append((op, seconds, source, seq))
+        pending.append((op, seconds, source, seq, self._client.config.clock()))
         if len(pending) >= self._wake_at and not self._scheduled:
             self._scheduled = True
             try:
@@ -235,7 +236,7 @@ class SyncSidecarClient:
             self.submit_event(event)
 
     def run_ended(self) -> None:
-        self.submit_event(run_ended_event())
+        self.submit_event(self._client._ended())
 
     # -- reads and lifecycle --------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Why a run came out all unobserved, in one line for a person (never part of the report files).
+"""Why a run came out mostly unobserved, in one line for a person (never part of the report files).
 
 NeMo Gym's report line only counts verdicts; ``5 checked, 0 healthy, 0 unhealthy, 5
 unobserved`` reads like a failure of the tool. The usual cause is rows written without an
@@ -22,21 +22,24 @@ TRAJECTORY_CHECK_IDS: tuple[str, ...] = tuple(
 
 
 def explain_unobserved(summary: dict[str, Any]) -> str | None:
-    """The reason every checked row is unobserved, from ``quality_summary.json``; else ``None``."""
+    """Why most checked rows (more than half) are unobserved, from ``quality_summary.json``
+    (its ``run.verdicts`` and ``run.artifacts.coverage``); else ``None``."""
     run = summary["run"]
     verdicts = run["verdicts"]
     unobserved = verdicts["unobserved"]
-    if unobserved == 0 or unobserved != sum(verdicts.values()):
+    total = sum(verdicts.values())
+    if unobserved * 2 <= total:
         return None
+    lead = f"{unobserved} unobserved" if unobserved == total else f"{unobserved} of {total} unobserved"
     coverage = run["artifacts"]["coverage"]
     active = [check for check in TRAJECTORY_CHECK_IDS if coverage[check]["ignored"] == 0]
-    if all(coverage[check]["evaluated"] == 0 for check in active):
+    if all(coverage[check]["unobserved"] >= unobserved for check in active):
         return (
-            f"{unobserved} unobserved: no ng_trajectory in these rows (or none the checks could use), "
+            f"{lead}: no ng_trajectory in these rows (or none the checks could use), "
             "so no trajectory check could run; turn on NeMo Gym's trajectory capture (docs/report.md)"
         )
     blind = [check for check in active if coverage[check]["unobserved"] > 0]
     return (
-        f"{unobserved} unobserved: the rows' ng_trajectory lacks what these checks need: "
+        f"{lead}: the rows' ng_trajectory lacks what these checks need: "
         f"{', '.join(blind)} (coverage in quality_summary.json; docs/report.md)"
     )

@@ -609,6 +609,18 @@ class HealthReducer:
         """Every task group's outcome, in first-seen order."""
         return [self._task_outcome(task, group) for task, group in self._tasks.items()]
 
+    def rollout_coverage(self) -> dict[str, dict[str, int]]:
+        """The rollout checks' ``run.artifacts.coverage`` so far (kept as rows come: cheap)."""
+        records = self._count
+        coverage: dict[str, dict[str, int]] = {}
+        for pos, check in enumerate(ROLLOUT_CHECK_IDS):
+            if check in self.ignored_checks:
+                coverage[check] = {"evaluated": 0, "unobserved": 0, "ignored": records}
+            else:
+                unobserved = self._unobserved[pos]
+                coverage[check] = {"evaluated": records - unobserved, "unobserved": unobserved, "ignored": 0}
+        return coverage
+
     def summary(self) -> dict[str, Any]:
         """``quality_summary.json`` content as if the run ended now (fields in docs/report.md)."""
         with collector_paused():  # acyclic digests: a full pass would re-scan every one
@@ -627,13 +639,7 @@ class HealthReducer:
             task_coverage["task_no_successful_model_calls"][no_success] += count
             for flag in flags:
                 issues[CHECK_IDS.index(flag)] += count
-        coverage: dict[str, dict[str, int]] = {}
-        for pos, check in enumerate(ROLLOUT_CHECK_IDS):
-            if check in self.ignored_checks:
-                coverage[check] = {"evaluated": 0, "unobserved": 0, "ignored": records}
-            else:
-                unobserved = self._unobserved[pos]
-                coverage[check] = {"evaluated": records - unobserved, "unobserved": unobserved, "ignored": 0}
+        coverage = self.rollout_coverage()
         coverage.update(task_coverage)
         return {
             "run": {

@@ -193,7 +193,6 @@ def plan_from_lines(lines: Iterable[bytes | bytearray], *, max_tasks: int | None
     return plan
 
 
-
 class EventKind(StrEnum):
     """An event's ``kind``: which model validates it."""
 
@@ -250,12 +249,14 @@ EVENT_FIELDS: Final[Mapping[EventKind, frozenset[str]]] = MappingProxyType(
                 "tracking",
             )
         ),
-        EventKind.COMPLETED: frozenset((*_ROLLOUT, "seconds", "latency_ms", "row", "line", "line_number")),
-        EventKind.FAILED: frozenset((*_ROLLOUT, "seconds", "row", "failure_class", "terminal")),
-        EventKind.DRAINED: frozenset((*_ROLLOUT, "row")),
+        EventKind.COMPLETED: frozenset(
+            (*_ROLLOUT, "at", "seconds", "latency_ms", "row", "line", "line_number")
+        ),
+        EventKind.FAILED: frozenset((*_ROLLOUT, "at", "seconds", "row", "failure_class", "terminal")),
+        EventKind.DRAINED: frozenset((*_ROLLOUT, "at", "row")),
         EventKind.RUN_ENDED: frozenset((*_EVERY, "ended_at")),
-        EventKind.LATENCY: frozenset((*_EVERY, "op", "seconds", "source", "seq")),
-        EventKind.STARTED: frozenset((*_EVERY, "task_index", "rollout_index", "attempt")),
+        EventKind.LATENCY: frozenset((*_EVERY, "at", "op", "seconds", "source", "seq")),
+        EventKind.STARTED: frozenset((*_EVERY, "at", "task_index", "rollout_index", "attempt")),
         EventKind.HEARTBEAT: frozenset((*_EVERY, "task_index", "rollout_index", "attempt")),
     }
 )

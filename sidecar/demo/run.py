@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from dispatcher_client import SidecarClient, SidecarError
+from dispatcher_client import ClientConfig, SidecarClient, SidecarError
 from sidecar.demo import synthetic
 from sidecar.http.report_files import fetch_report
 from sidecar.http.server import ServiceThread, loop_factory
@@ -111,7 +111,9 @@ class _Agent(ServerThread):
 
     label = "fake agent server"
 
-    def __init__(self, config: synthetic.SyntheticConfig, seed: int, timeout_s: float) -> None:
+    def __init__(
+        self, config: synthetic.SyntheticConfig, seed: int, timeout_s: float, clock: Callable[[], float]
+    ) -> None:
         super().__init__()
 
         async def run(request: Request) -> Response:
@@ -121,7 +123,7 @@ class _Agent(ServerThread):
                 task, rollout = int(row["_ng_task_index"]), int(row["_ng_rollout_index"])
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 return Response(f"a row with integer _ng_task_index and _ng_rollout_index: {exc!r}", 422)
-            event = synthetic.rollout_event(config, seed, task, rollout, started_at=time.time())
+            event = synthetic.rollout_event(config, seed, task, rollout, started_at=clock())
             seconds, status, body = reply_for(event, timeout_s)
             await asyncio.sleep(max(0.0, seconds / SCALE - (time.monotonic() - received)))
             return Response(body, status, media_type="application/json" if status == 200 else "text/plain")
@@ -318,6 +320,7 @@ def report_lines(report: dict[str, Any], summary: dict[str, Any], stats: Dispatc
 
 
 async def _dispatch(
+    wall: Callable[[], float],
     config: DemoConfig, run_id: str, urls: tuple[str, str], out_dir: Path, say: Callable[[str], None]
 ) -> tuple[DispatchStats, str]:
     """Declare the run, dispatch it with a live line every 2 s, end it: the stats and the last scrape."""
@@ -327,7 +330,7 @@ async def _dispatch(
     )
     timeout, limits = config.task_timeout_s / SCALE + 10.0, httpx.Limits(max_connections=config.concurrency)
     async with (
-        SidecarClient(urls[0], run_id=run_id) as sidecar,
+        SidecarClient(urls[0], run_id=run_id, config=ClientConfig(clock=wall)) as sidecar,
         httpx.AsyncClient(base_url=urls[1], limits=limits, timeout=timeout) as agent,
         httpx.AsyncClient(base_url=urls[0], timeout=5.0) as reads,
     ):
@@ -378,13 +381,21 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> tuple[DispatchSt
         shutil.rmtree(old) if old.is_dir() else old.unlink()  # a fresh run replaces the previous demo's
     run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     journal, report_dir = out_dir / "journal.sqlite3", out_dir / "report"
-    wall, origin = time.time(), time.monotonic()
+    # The service's, the client's and the rows' clock: simulated seconds since a start placed a
+    # budget and half a task timeout before now, so the run ends about when its page is written
+    # (a run that ended over an hour ago would have left /metrics: metrics_retain_ended_s).
+    origin_wall = time.time() - (config.budget_s + config.task_timeout_s / 2)
+    origin = time.monotonic()
+
+    def wall() -> float:
+        return origin_wall + (time.monotonic() - origin) * SCALE
+
     # Straggling past 2x the p95 task duration (the service's default is 3x; the task timeout cuts
     # the demo's tail, so 3x would rarely show one), looked at every 0.05 s real.
     rules = InflightRules(straggler_factor=2.0, eval_interval_s=0.05)
     settings = ServiceSettings(host="127.0.0.1", port=0, journal_path=journal, inflight=rules)
-    service = ServiceThread(settings, clock=lambda: wall + (time.monotonic() - origin) * SCALE)
-    agent = _Agent(config.generator(), config.seed, config.task_timeout_s)
+    service = ServiceThread(settings, clock=wall)
+    agent = _Agent(config.generator(), config.seed, config.task_timeout_s, wall)
     with contextlib.ExitStack() as stack:
         sidecar_url = service.start()
         stack.callback(service.stop)
@@ -392,7 +403,8 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> tuple[DispatchSt
         agent_url = agent.start()
         stack.callback(agent.stop)
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            stats, metrics = runner.run(_dispatch(config, run_id, (sidecar_url, agent_url), out_dir, say))
+            urls = (sidecar_url, agent_url)
+            stats, metrics = runner.run(_dispatch(wall, config, run_id, urls, out_dir, say))
         files = fetch_report(sidecar_url, run_id, report_dir)
         write_html(report_dir / "run.html", *fetch_page(sidecar_url, run_id))
     (report_dir / "metrics.prom").write_text(metrics, encoding="utf-8")

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_ATTEMPTS",
     "SAMPLE_RUN_CONFIG",
     "SAMPLE_RUN_SEED",
+    "START_TIME",
     "ApiStep",
     "FaultRates",
     "RolloutEvent",
@@ -54,7 +55,8 @@ MAX_ATTEMPTS: Final = 3
 """Dispatch attempts per rollout: a failed attempt is retried unless terminal or the last."""
 _TERMINAL_SHARE: Final = 0.3
 _DRAIN_MARGIN_S: Final = 157.0
-_START_TIME: Final = 1_790_000_000.0
+#: When every generated run starts (Unix seconds): its events' ``at`` and its trajectories follow it.
+START_TIME: Final = 1_790_000_000.0
 _GYM_FAILURES: Final = (
     (500, "ClientResponseError", "500, message='Internal Server Error', url='http://agent:8000/run'"),
     (503, "ClientResponseError", "503, message='Service Unavailable', url='http://agent:8000/run'"),
@@ -301,7 +303,7 @@ def generate_events(config: SyntheticConfig, seed: int) -> Iterator[RolloutEvent
     )
     later: deque[_Job] = deque()
     running: list[tuple[float, int, _Job, random.Random, float, bool, bool]] = []
-    drain_rng, order, now = random.Random(f"drain:{seed}"), itertools.count(), _START_TIME
+    drain_rng, order, now = random.Random(f"drain:{seed}"), itertools.count(), START_TIME
     while True:
         while len(running) < config.concurrency:
             job = next(plan, None)
@@ -336,7 +338,7 @@ def rollout_event(
     rollout_index: int,
     attempt_index: int = 0,
     *,
-    started_at: float = _START_TIME,
+    started_at: float = START_TIME,
 ) -> RolloutEvent:
     """One dispatch attempt alone, as :func:`generate_events` makes it when started at ``started_at``."""
     job = (task_index, rollout_index, attempt_index, 0)
@@ -382,7 +384,9 @@ def api_steps(
     """The ``/v1`` events of generated dispatches; ``row_hook`` may rewrite result and failure rows.
 
     A torn line travels as raw text with its line number in ``rollouts.jsonl`` (the follower's
-    shape); one that is blank or not UTF-8 cannot travel in a JSON string and is skipped in every view.
+    shape, with no time); one that is blank or not UTF-8 cannot travel in a JSON string and is
+    skipped in every view. Every other event is stamped ``at`` its simulated finish, as
+    ``dispatcher_client`` stamps it.
     """
     lines = 0
     for event in events:
@@ -391,7 +395,7 @@ def api_steps(
         if event.kind == "result":
             lines += 1
             yield ApiStep(
-                {"kind": "completed", "seconds": seconds, "row": row},
+                {"kind": "completed", "at": event.finished_at, "seconds": seconds, "row": row},
                 orjson.dumps(row) + b"\n",
                 None,
                 ("record", seconds),
@@ -407,12 +411,12 @@ def api_steps(
                 yield ApiStep(raw, event.line, None, ("record", seconds))
         elif event.kind == "failure":
             op = None if seconds is None else ("record_failure", seconds)
-            yield ApiStep(
-                {"kind": "failed", "seconds": seconds, "row": row}, None, orjson.dumps(row) + b"\n", op
-            )
+            failed = {"kind": "failed", "at": event.finished_at, "seconds": seconds, "row": row}
+            yield ApiStep(failed, None, orjson.dumps(row) + b"\n", op)
         elif event.kind == "drained":
             drained = {
                 "kind": "drained",
+                "at": event.finished_at,
                 "task_index": event.task_index,
                 "rollout_index": event.rollout_index,
             }

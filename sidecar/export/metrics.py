@@ -85,7 +85,9 @@ class _Families:
         )
         self.margin = _gauge("drain_margin_seconds", "Tracker drain margin with the run's configured value.")
         self.rate = _gauge(
-            "rollouts_per_hour", "Completion rate over the whole run and a sliding window.", "window"
+            "rollouts_per_hour",
+            "Completions per hour by when they happened, over the whole run and its last 15 minutes.",
+            "window",
         )
         self.expected = _gauge("rollouts_expected", "Planned rollouts (sum of repeats).")
         self.pending = _gauge(
@@ -181,11 +183,8 @@ class _Families:
         margin = tracker.drain_margin(run.config.drain_margin_s)
         if margin is not None:
             self.margin.add_metric([rid], margin)
-        for window, rate in (
-            ("run", tracker.completions_per_hour()),
-            ("15m", tracker.recent_completions_per_hour()),
-        ):
-            if rate is not None:
+        for window, rate in zip(("run", "15m"), run.rates(), strict=True):
+            if rate is not None:  # a run with no time to measure has no rate, not 0
                 self.rate.add_metric([rid, window], rate)
 
     def _add_health(self, run: RunState) -> None:

@@ -137,7 +137,8 @@ class AgentBody(TypedDict):
 
 @with_config(_CLOSED)
 class TimelineSeries(TypedDict):
-    """The timeline's columns (``docs/report.md``): per-interval counts, gauges at each point's end."""
+    """The timeline's columns (``docs/report.md``): per-interval counts of the events with a time,
+    gauges at each point's end."""
 
     started: list[int]
     completed: list[int]
@@ -145,15 +146,11 @@ class TimelineSeries(TypedDict):
     drained: list[int]
     in_flight: list[int]
     stragglers: list[int]
-    rollouts_per_hour: list[float]
-    p50_s: list[float | None]
-    p75_s: list[float | None]
-    p95_s: list[float | None]
+    rollouts_per_hour: list[float | None]
     drain_margin_s: list[float | None]
     seconds_left: list[float | None]
     healthy: list[int]
     unhealthy: list[int]
-    tokens: list[int]
 
 
 @with_config(_CLOSED)

@@ -37,6 +37,8 @@ class Everyday(NamedTuple):
     ng_perf: dict[str, Any] | None
     #: The row's service keys read by the same decode: row key -> value, ``UNSET`` if absent.
     service_keys: dict[str, Any]
+    #: Its ``ng_trajectory``'s turn ``timestamp``s and model-call ``completed_at``s, as written.
+    times: list[float | None]
 
 
 
@@ -175,7 +177,11 @@ def default_engines() -> Engines:
             "_ng_failure_class": record.failure_class,
             "agent_ref": record.agent_ref,
         }
-        return Everyday(compact, ng_perf, service_keys)
+        times: list[float | None] = []
+        if trajectory is not None:
+            times.extend(turn.timestamp for turn in trajectory.turns)
+            times.extend(call.completed_at for call in trajectory.model_calls)
+        return Everyday(compact, ng_perf, service_keys, times)
 
     def _task_index(digest: CompactDigest) -> TaskIndex:
         return digest.task_index

@@ -147,7 +147,14 @@ class _Event(BaseModel):
     generation: Count | None = None
 
 
-class _Identified(_Event):
+class _Timed(_Event):
+    """``at``: when it happened, Unix seconds by the sender's clock (``dispatcher_client`` stamps
+    it; the follower never does, as a file holds no such time). Not part of the idempotency key."""
+
+    at: Timestamp | None = None
+
+
+class _Identified(_Timed):
     """``source`` names the sending client instance and ``seq`` numbers its events; together they
     are the event's identity (a retry repeats them). Give both or neither."""
 
@@ -306,7 +313,7 @@ class RunEnded(_Event):
     ended_at: Timestamp | None = None
 
 
-class Latency(_Event):
+class Latency(_Timed):
     """A latency sample without a rollout (``dispatcher_client.RemoteLatencyTracker``).
 
     The NeMo Gym tracker API carries no identities, so these feed only the tracker (and the
@@ -321,7 +328,7 @@ class Latency(_Event):
     seq: Annotated[int, Field(ge=0, le=MAX_EVENT_SEQ)]
 
 
-class Started(_Event):
+class Started(_Timed):
     """A rollout attempt was dispatched: it is in flight until its completed/failed/drained event.
 
     Keyed like the other identity events (run, task, rollout, attempt, kind), so a retried

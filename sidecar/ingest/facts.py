@@ -8,6 +8,7 @@ reads the row again (but for a *deferred* digest, see :mod:`sidecar.journal`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -45,7 +46,7 @@ from sidecar.state.accounting import RolloutKey, normalize_index
 from sidecar.state.agents import agent_name
 from sidecar.wire import TASK_KEY
 
-__all__ = ["FAILURE_CLASSES", "derive_fact", "latency_ms"]
+__all__ = ["FAILURE_CLASSES", "derive_fact", "latency_ms", "row_time"]
 
 # A fact's disposition is journaled as the plain int of its :class:`Disposition`.
 DIGESTED = int(Disposition.DIGESTED)
@@ -74,6 +75,36 @@ _TERMINAL_KEY = "_ng_failure_terminal"
 _NO_PERSIST_KEY = "_ng_no_persist"
 _DRAINED_KEY = "_ng_dispatch_drained"
 _LINE_LOCATOR = b'"line":'
+#: A row's own stamp counts as a time only from here on (2001-09-09): a smaller number is a
+#: relative or monotonic clock (NeMo Gym's own test rows stamp turns ``101.0``), not a date.
+_EPOCH_FLOOR = 1e9
+#: And only up to this far past its arrival (clocks of two hosts disagree a little, not a day).
+_FUTURE_S = 86_400.0
+
+
+def row_time(times: Iterable[Any], received_at: float) -> float | None:
+    """When a rollout ended by its own evidence: the latest of ``times`` (its ``ng_trajectory``'s
+    turn ``timestamp``s and model-call ``completed_at``s) that reads as wall-clock Unix seconds,
+    from 2001 to a day past the row's arrival; ``None`` when none does."""
+    latest = None
+    ceiling = received_at + _FUTURE_S
+    for value in times:
+        if type(value) in (int, float) and _EPOCH_FLOOR <= value <= ceiling:
+            latest = value if latest is None or value > latest else latest
+    return None if latest is None else float(latest)
+
+
+def _trajectory_times(row: Any) -> list[Any]:
+    """A parsed row's ``ng_trajectory`` turn ``timestamp``s and model-call ``completed_at``s."""
+    trajectory = row.get("ng_trajectory") if isinstance(row, dict) else None
+    if not isinstance(trajectory, dict):
+        return []
+    times: list[Any] = []
+    for key, name in (("turns", "timestamp"), ("model_calls", "completed_at")):
+        items = trajectory.get(key)
+        if isinstance(items, list):
+            times.extend(item.get(name) for item in items if isinstance(item, dict))
+    return times
 
 
 def latency_ms(event: Completed) -> float | None:
@@ -124,20 +155,20 @@ def derive_fact(
         return RunStartedFact(received_at, generation, config, plan)
     if isinstance(event, RunEnded):
         ended_at = event.ended_at if event.ended_at is not None else received_at
-        return RunEndedFact(received_at, generation, ended_at)
+        return RunEndedFact(received_at, generation, ended_at, event.ended_at)
     if isinstance(event, Latency):
-        return LatencyFact(received_at, generation, event.op, event.seconds)
+        return LatencyFact(received_at, generation, event.op, event.seconds, event.at)
     if isinstance(event, Heartbeat):
         raise TypeError("a heartbeat has no fact: it is applied in memory and never journaled")
     # a completion's fast path reads its identity keys too: it goes first
     vouched = _everyday(event, engines, settings) if isinstance(event, Completed) else None
     task, rollout = _identity_key(event)
     if isinstance(event, Started):
-        return StartedFact(received_at, generation, task, rollout, event.attempt)
+        return StartedFact(received_at, generation, task, rollout, event.attempt, event.at)
     kept = _kept(event, keep_rows)
     attempt = event_identity(event)[2]
     if isinstance(event, Drained):
-        return DrainedFact(received_at, generation, task, rollout, attempt, kept)
+        return DrainedFact(received_at, generation, task, rollout, attempt, kept, event.at)
     if isinstance(event, Failed):
         row = event.row
         failure_class = (
@@ -155,8 +186,15 @@ def derive_fact(
             attempt,
             kept,
             agent_name(row),
+            _when(_trajectory_times(row), event, received_at),
         )
     return _completed_fact(event, received_at, generation, (task, rollout), engines, settings, kept, vouched)
+
+
+def _when(times: Iterable[Any], event: Completed | Failed, received_at: float) -> float | None:
+    """The fact's ``at``: the row's own evidence, else the time the sender stamped, else none."""
+    own = row_time(times, received_at)
+    return own if own is not None else event.at
 
 
 def _completed_fact(
@@ -173,20 +211,22 @@ def _completed_fact(
     if vouched is not None:
         raw = row_of(event)
         agent_perf = _agent_perf(raw) if vouched.ng_perf is None else None
-        return _digested(event, base, vouched.ng_perf, agent_perf, vouched.digest, kept, agent_name(raw))
+        at = _when(vouched.times, event, received_at)
+        return _digested(event, base, vouched.ng_perf, agent_perf, vouched.digest, kept, agent_name(raw), at)
     row = event.parsed[0]
     agent = agent_name(row)
+    at = _when(_trajectory_times(row), event, received_at)
     ng_perf = None if row is None else engines.build_ng_perf(row, latency_ms(event))
     if row is not None and row.get(_NO_PERSIST_KEY):
         disposition = NOT_PERSISTED_DRAINED if row.get(_DRAINED_KEY) else NOT_PERSISTED
         return CompletedFact(
-            *base, disposition, "", False, ng_perf, None, None, None, False, None, kept, agent
+            *base, disposition, "", False, ng_perf, None, None, None, False, None, kept, agent, at
         )
     if row is not None and row.get(_FAILURE_CLASS_KEY) is not None:
         label = _failure_label(row.get(_FAILURE_CLASS_KEY))
         terminal = bool(row.get(_TERMINAL_KEY))
         return CompletedFact(
-            *base, FAILURE_ROW, label, terminal, ng_perf, None, None, None, False, None, kept, agent
+            *base, FAILURE_ROW, label, terminal, ng_perf, None, None, None, False, None, kept, agent, at
         )
     agent_perf = _agent_perf(row) if ng_perf is None else None
     digest = None
@@ -201,7 +241,7 @@ def _completed_fact(
             ordinal=0,
             ignored_checks=settings[1],
         )
-    return _digested(event, base, ng_perf, agent_perf, digest, kept, agent)
+    return _digested(event, base, ng_perf, agent_perf, digest, kept, agent, at)
 
 
 def _agent_perf(row: dict[str, Any] | RawRow | None) -> dict[str, Any] | None:
@@ -253,6 +293,7 @@ def _digested(
     digest: Any,
     kept: bytes | None,
     agent: str | None,
+    at: float | None,
 ) -> CompletedFact:
     """The fact of a row for the main file: with its digest, or with the row (``deferred``) when
     the digest depends on the row's position."""
@@ -263,7 +304,7 @@ def _digested(
     fact = CompletedFact(
         *base, DIGESTED, "", False, ng_perf, agent_perf,
         None if digest is None else digest_fields(digest),
-        None, False, event.line_number, kept, agent,
+        None, False, event.line_number, kept, agent, at,
     )  # fmt: skip
     if digest is not None:
         return fact

@@ -140,6 +140,9 @@ class CompletedFact(NamedTuple):
     """The raw row, only with ``serve --keep-rows`` (never read back by the state)."""
     agent: str | None = None
     """The row's ``agent_ref.name`` (capped, :func:`sidecar.state.agents.agent_name`); ``None``: none."""
+    at: float | None = None
+    """When it happened (Unix seconds): the row's own evidence, else the sender's ``at``; ``None``:
+    no time known (a row and event without one)."""
 
     def compact(self, ordinal: int) -> CompactDigest:
         """The journaled digest at input position ``ordinal``."""
@@ -180,6 +183,7 @@ class FailedFact(NamedTuple):
     row: bytes | None = None
     agent: str | None = None
     """As ``CompletedFact.agent``: the failed row's agent, where it names one."""
+    at: float | None = None
 
 
 class DrainedFact(NamedTuple):
@@ -189,6 +193,7 @@ class DrainedFact(NamedTuple):
     rollout: Any
     attempt: int
     row: bytes | None = None
+    at: float | None = None
 
 
 class StartedFact(NamedTuple):
@@ -199,12 +204,15 @@ class StartedFact(NamedTuple):
     task: Any
     rollout: Any
     attempt: int
+    at: float | None = None
 
 
 class RunEndedFact(NamedTuple):
     received_at: float
     generation: int
     ended_at: float
+    at: float | None = None
+    """The sender's ``ended_at`` (``None``: it stamped none, and ``ended_at`` is the arrival)."""
 
 
 class LatencyFact(NamedTuple):
@@ -212,6 +220,7 @@ class LatencyFact(NamedTuple):
     generation: int
     op: str
     seconds: float | None
+    at: float | None = None
 
 
 Fact = RunStartedFact | CompletedFact | FailedFact | DrainedFact | RunEndedFact | LatencyFact | StartedFact

@@ -2,9 +2,9 @@
 
 A :class:`RunState` composes the perf core (``DispatchLatencyTracker``, perf-summary state,
 ``build_ng_perf``) and the health pipeline (per-row digest, ``HealthReducer``) and keeps
-the counters the metrics and the report read. Events are applied in journal order; every
-time-dependent input (the rate clock, the budget deadline) uses the event's journaled
-arrival time, so a replay reproduces the live state exactly.
+the counters the metrics and the report read. Events are applied in journal order; rates and
+the timeline use each fact's journaled ``at`` (when it happened, never its arrival: a fact
+without one has no place in time), so a replay reproduces the live state exactly.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from sidecar.journal import (
     FailedFact,
     LatencyFact,
     RunEndedFact,
+    RunStartedFact,
     StartedFact,
     parse_deferred,
 )
@@ -62,6 +63,8 @@ RECENT_UNHEALTHY = 50
 _UNHEALTHY = VERDICTS.index("unhealthy")
 #: In-flight rollouts ``/report`` lists at the run's end (oldest first); the count covers all.
 INFLIGHT_REPORT_LIMIT = 1000
+#: The window of the recent completion rate (the page's "now" and ``recent_completions_per_hour``).
+RATE_WINDOW_S = 900.0
 #: ``rollout_sidecar_tokens_total`` kind label -> ``ng_perf`` field.
 TOKEN_KINDS = {
     "prompt": "prompt_tokens",
@@ -161,9 +164,10 @@ class RunState:
         self.inflight = InflightRegistry(inflight_rules or InflightRules(), budget=inflight_budget)
         #: The ``/inflight`` body at ``run_ended`` (identities and ages at the end), else ``None``.
         self.inflight_at_end: dict[str, Any] | None = None
-        #: ``started`` events applied (the timeline's ``started`` series).
-        self.starts = 0
-        self.timeline = Timeline(received_at)
+        #: Events with a time (started, completed (``record`` calls of a RemoteLatencyTracker
+        #: included), failed, drained): what the timeline and the rates count.
+        self.timed = [0, 0, 0, 0]
+        self.timeline = Timeline(started.started_at)
         #: Per agent (rows naming an ``agent_ref``): counts, latency buckets, ``ng_perf`` sums.
         self.agents = AgentTotals()
 
@@ -201,7 +205,7 @@ class RunState:
             "maybe_duplicates": self._maybe_duplicates,
             "inflight": self.inflight.to_snapshot(stamps=False),
             "inflight_at_end": self.inflight_at_end,
-            "starts": self.starts,
+            "timed": self.timed,
             "timeline": self.timeline.to_snapshot(),
             "agents": self.agents.to_snapshot(),
         }
@@ -266,7 +270,9 @@ class RunState:
         state.inflight = InflightRegistry.from_snapshot(data["inflight"], inflight_rules)
         state.inflight.budget = inflight_budget
         state.inflight_at_end = data["inflight_at_end"]
-        state.starts = int(data["starts"])
+        if len(data["timed"]) != 4:
+            raise ValueError(f"run snapshot: {len(data['timed'])} timed counts, expected 4")
+        state.timed = [int(count) for count in data["timed"]]
         state.timeline = Timeline.from_snapshot(data["timeline"])
         state.agents = AgentTotals.from_snapshot(data["agents"])
         return state
@@ -311,8 +317,11 @@ class RunState:
         """Apply one committed fact; a completion returns its ``ng_perf`` (or ``None``)."""
         self._version += 1
         self._clock.pinned = fact.received_at
+        at = None if isinstance(fact, RunEndedFact | RunStartedFact) else fact.at
         try:
-            self.timeline.advance(fact.received_at, self)  # closes points with the state before the fact
+            if at is not None:
+                self.timeline.advance(at, self)  # closes points with the state before the fact
+                self._count_timed(fact)
             if isinstance(fact, CompletedFact):
                 self.inflight.ended((fact.task, fact.rollout), None)
                 return self._completed(fact)
@@ -326,13 +335,28 @@ class RunState:
             elif isinstance(fact, StartedFact):
                 self._started(fact)
             elif isinstance(fact, RunEndedFact):
-                self.timeline.end(fact.received_at, self)  # what was in flight at the end
-                self._ended(fact.ended_at, fact.received_at)
+                self.timeline.end(fact.at, self)  # unstamped: at the latest event with a time
+                self._ended(fact.ended_at)
             elif isinstance(fact, LatencyFact):
                 self._latency(fact)
             return None
         finally:
             self._clock.pinned = None
+
+    def _count_timed(self, fact: Fact) -> None:
+        timed = self.timed
+        if isinstance(fact, CompletedFact):
+            timed[1] += 1
+            if fact.disposition == FAILURE_ROW:
+                timed[2] += 1
+        elif isinstance(fact, StartedFact):
+            timed[0] += 1
+        elif isinstance(fact, FailedFact):
+            timed[2] += 1
+        elif isinstance(fact, DrainedFact):
+            timed[3] += 1
+        elif isinstance(fact, LatencyFact) and fact.op != "record_failure":
+            timed[1 if fact.op == "record" else 3] += 1
 
     def _completed(self, fact: CompletedFact) -> dict[str, Any] | None:
         """A reply: always a tracker completion (as in NeMo Gym 0.7.0). Only a row the collector
@@ -437,20 +461,20 @@ class RunState:
         return self.inflight.heartbeat((normalize_index(task), normalize_index(rollout)), attempt, at)
 
     def _started(self, fact: StartedFact) -> None:
-        """In flight from its arrival unless the run ended or the rollout already succeeded (a late start)."""
+        """In flight from when it started (its ``at``, else its arrival) unless the run ended or the
+        rollout already succeeded (a late start)."""
         key = (fact.task, fact.rollout)
-        self.starts += 1
         if self.ended_at is None and not self.accounting.has_succeeded(key):
-            self.inflight.started(key, fact.attempt, fact.received_at)
+            self.inflight.started(key, fact.attempt, fact.received_at if fact.at is None else fact.at)
 
     def _drained(self) -> None:
         self.drained += 1
         self.tracker.record_drained()
 
-    def _ended(self, ended_at: float, received_at: float) -> None:
+    def _ended(self, ended_at: float) -> None:
         self.ended_at = ended_at
         self._clock.frozen = ended_at
-        self.inflight_at_end = self.inflight_body(received_at, limit=INFLIGHT_REPORT_LIMIT, at_end=True)
+        self.inflight_at_end = self.inflight_body(ended_at, limit=INFLIGHT_REPORT_LIMIT, at_end=True)
         self.inflight.clear()
         for task in self.accounting.succeeded_tasks():
             self._close(task)
@@ -552,30 +576,28 @@ class RunState:
     def timeline_samples(self, times: Sequence[float]) -> list[TimelineSample]:
         """The run now, at each of ``times`` (see :class:`sidecar.state.timeline.TimelineSource`).
 
-        Quantiles and the drain margin are the tracker's (as ``/drain_margin`` answers them),
-        stragglers the in-flight rule at each time, verdicts the rows' preliminary ones (what
-        ``health_view`` counts before a duplicate identity), tokens prompt plus completion.
+        Counters are those of the events with a time; the drain margin is the tracker's (as
+        ``/drain_margin`` answers it), stragglers the in-flight rule at each time, verdicts the
+        rows' preliminary ones (what ``health_view`` counts before a duplicate identity).
         """
-        tracker = self.tracker
-        p50, p75, p95 = tracker.quantile(0.5), tracker.quantile(0.75), tracker.quantile(0.95)
-        margin = tracker.drain_margin(self.config.drain_margin_s)
+        margin = self.tracker.drain_margin(self.config.drain_margin_s)
         stragglers = self.inflight.straggler_counts(times, self.straggler_threshold())
         deadline = self.budget_deadline
-        tokens = self.tokens
         verdicts = self._verdicts
-        fixed = (
-            self.starts,
-            self.completed,
-            sum(self.failed.values()),
-            self.drained,
-            tokens["prompt"] + tokens["completion"],
-            len(self.inflight),
-        )
         healthy, unhealthy = verdicts["healthy"], verdicts["unhealthy"]
+        started, completed, failed, drained = self.timed
+        fixed = (started, completed, failed, drained, len(self.inflight))
         return [
-            TimelineSample(*fixed, count, p50, p75, p95, margin, _left(deadline, at), healthy, unhealthy)
+            TimelineSample(*fixed, count, margin, _left(deadline, at), healthy, unhealthy)
             for at, count in zip(times, stragglers, strict=True)
         ]
+
+    def rates(self) -> tuple[float | None, float | None]:
+        """Completions per hour over the run's time (its timeline's span: from its stamped start,
+        else its first event with a time, to its latest) and over the last 15 minutes of it;
+        ``None`` for a run with no time to measure (:meth:`Timeline.rate`)."""
+        done = self.timed[1]
+        return self.timeline.rate(done), self.timeline.rate(done, RATE_WINDOW_S)
 
     def timeline_body(self) -> TimelineBody:
         """The ``GET /v1/runs/{run_id}/timeline`` body (documented in ``docs/report.md``)."""
@@ -594,22 +616,23 @@ class RunState:
             "series": series,
         }
 
-    def agent_rows(self, now: float) -> list[AgentRow] | None:
-        """The page's per-agent rows at ``now`` (an ended run at its end): each agent's rate over
-        the run's time so far, the same span as the run's ``completions_per_hour``."""
-        at = self.ended_at if self.ended_at is not None else now
-        return self.agents.rows(at - self.received_at)
+    def agent_rows(self) -> list[AgentRow] | None:
+        """The page's per-agent rows: each agent's rate over the run's time, the span of its
+        ``completions_per_hour`` (none without one)."""
+        origin = self.timeline.origin
+        return self.agents.rows(None if origin is None else self.timeline.latest - origin)
 
-    def latency(self) -> dict[str, Any]:
+    def latency(self, *, summary: bool = True) -> dict[str, Any]:
+        """``/report``'s ``latency`` (``summary``: with NeMo Gym's text, which walks every sample)."""
         tracker = self.tracker
         return {
-            "summary": tracker.summary(),
+            **({"summary": tracker.summary()} if summary else {}),
             "samples": tracker.count,
             "drained": tracker.drained,
             "total_seconds": tracker.total_seconds,
             "quantiles": {str(q): tracker.quantile(q) for q in (0.5, 0.75, 0.9, 0.95, 0.99, 1.0)},
             "drain_margin": tracker.drain_margin(self.config.drain_margin_s),
-            "completions_per_hour": tracker.completions_per_hour(),
+            "completions_per_hour": self.rates()[0],
         }
 
     def report(self) -> dict[str, Any]:

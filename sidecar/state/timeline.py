@@ -1,21 +1,23 @@
 """A run's timeline: a bounded time series the run page draws, rebuilt exactly on replay.
 
-The timeline is a grid of points anchored at the run's start (``origin``, the arrival time of
-its ``run_started``); point ``k`` covers ``[origin + k * bucket_s, origin + (k + 1) * bucket_s)``.
-It never reads a clock: it moves only when a fact is applied, with that fact's journaled
-``received_at``. When a fact arrives past the open (last) point, every point up to the fact's
-is closed with a :class:`TimelineSample` of the run taken *before* the fact is applied, at the
-point's end: as no fact fell in between, that is the run's state at that moment. So the
-timeline is a deterministic function of the journaled facts, and a replay (or a snapshot, which
-holds it) rebuilds it point for point.
+Time here is when things happened, never when the sidecar heard of them: each rollout fact's
+journaled ``at`` (the row's own evidence, else the sender's stamp; see
+:mod:`sidecar.ingest.facts`). A fact without one moves nothing and is not counted here, so a
+file caught up in one burst, whose rows carry no time, has an empty timeline and no rate.
+
+The timeline is a grid of points anchored at ``origin`` (the run's ``started_at`` when its
+sender stamped one, else the first fact with a time); point ``k`` covers ``[origin + k *
+bucket_s, origin + (k + 1) * bucket_s)``. When a fact arrives past the open (last) point, every
+point up to the fact's is closed with a :class:`TimelineSample` of the run taken *before* the
+fact is applied, at the point's end. So the timeline is a deterministic function of the
+journaled facts, and a replay (or a snapshot, which holds it) rebuilds it point for point.
 
 Its size is fixed: at most ``max_points`` points. A fact that would need more first merges
 adjacent points 2:1 and doubles ``bucket_s``, as often as needed. A point stores *cumulative*
 counters and gauges at its end, so a merge keeps the later point of each pair: per-interval
 counts (differences of consecutive points) come out summed, gauges are the later point's.
-Time going backwards (arrival times of concurrent batches are not ordered) counts into the
-open point. :meth:`Timeline.end` closes the last point at the run's end and freezes the
-timeline.
+Time going backwards (rows finish out of order) counts into the open point.
+:meth:`Timeline.end` closes the last point at the run's end and freezes the timeline.
 
 Pure logic, no I/O; the run state supplies samples through :class:`TimelineSource`.
 """
@@ -46,18 +48,15 @@ _NAN = math.nan
 
 
 class TimelineSample(NamedTuple):
-    """The run at one moment: cumulative counters, then gauges (``None``: not defined then)."""
+    """The run at one moment: cumulative counters of the events with a time, then gauges
+    (``None``: not defined then)."""
 
     started: int
     completed: int
     failed: int
     drained: int
-    tokens: int
     in_flight: int
     stragglers: int
-    p50_s: float | None
-    p75_s: float | None
-    p95_s: float | None
     drain_margin_s: float | None
     seconds_left: float | None
     healthy: int
@@ -66,13 +65,15 @@ class TimelineSample(NamedTuple):
 
 _FIELDS = TimelineSample._fields
 _WIDTH = len(_FIELDS)
-_COUNTS = ("started", "completed", "failed", "drained", "tokens")
+_COUNTS = ("started", "completed", "failed", "drained")
 _COUNT_AT = tuple(_FIELDS.index(name) for name in _COUNTS)
-_INTS = frozenset(("started", "completed", "failed", "drained", "tokens", "in_flight", "stragglers",
-                   "healthy", "unhealthy"))  # fmt: skip
+_COMPLETED = _FIELDS.index("completed")
+_INTS = frozenset(
+    ("started", "completed", "failed", "drained", "in_flight", "stragglers", "healthy", "unhealthy")
+)
 #: Counters are kept as doubles (8 bytes a value): exact up to 2**53, clamped there.
 _INT_CAP = 2**53
-ZERO_SAMPLE = TimelineSample(0, 0, 0, 0, 0, 0, 0, None, None, None, None, None, 0, 0)
+ZERO_SAMPLE = TimelineSample(0, 0, 0, 0, 0, 0, None, None, 0, 0)
 
 
 class TimelineSource(Protocol):
@@ -93,9 +94,8 @@ def _stored(value: int | float | None) -> float:
 class Timeline:
     """The fixed-size time series of one run (see the module docstring).
 
-    ``origin`` is the start of point 0 (``None``: the first fact's time, for a run restored from
-    a snapshot written before timelines existed); ``baseline`` the cumulative counters at
-    ``origin``.
+    ``origin`` is the start of point 0 (``None``: the first fact's time); ``baseline`` the
+    cumulative counters at ``origin``.
     """
 
     __slots__ = ("_columns", "_edge", "_end_t", "_last", "baseline", "bucket_s", "max_points", "origin")
@@ -166,6 +166,11 @@ class Timeline:
         return self._end_t is not None
 
     @property
+    def latest(self) -> float:
+        """The latest time seen (the end, once frozen; ``origin`` before any fact)."""
+        return self._last
+
+    @property
     def closed(self) -> int:
         """Points closed so far (the final one included once frozen)."""
         return len(self._columns[0])
@@ -173,21 +178,23 @@ class Timeline:
     # -- feeding ------------------------------------------------------------------------------
 
     def advance(self, at: float, source: TimelineSource) -> None:
-        """A fact with arrival time ``at`` is about to be applied to ``source``."""
+        """A fact that happened at ``at`` is about to be applied to ``source``."""
         if at < self._edge:
             if at > self._last:
                 self._last = at
             return
         self._cross(at, source)
 
-    def end(self, at: float, source: TimelineSource) -> None:
-        """The run ended at arrival time ``at`` (its ``run_ended`` is about to be applied):
-        close every point up to ``at``, then the last one at ``at``, and freeze."""
+    def end(self, at: float | None, source: TimelineSource) -> None:
+        """The run ended at ``at`` (``None``: at its latest fact): close every point up to it,
+        then the last one there, and freeze. A timeline that never had a time stays empty."""
         if self.frozen:
             return
-        self.advance(at, source)
-        if self.origin is None:  # restored run without a timeline, ended before any fact
-            self.origin = at
+        if self.origin is None:
+            self.freeze()
+            return
+        if at is not None:
+            self.advance(at, source)
         self._append(source.timeline_samples([self._last]))
         self._end_t = self._last
         self._edge = math.inf
@@ -278,10 +285,30 @@ class Timeline:
         series["rollouts_per_hour"] = per_hour
         return times, {name: series[name] for name in _SERIES}
 
+    def rate(self, completed: int, window_s: float | None = None) -> float | None:
+        """Completions per hour up to the latest time seen (the end, once frozen): since
+        ``origin``, or over the last ``window_s`` seconds, measured from the last point boundary
+        at or before its start (so the count and the span agree). ``completed`` is the run's
+        cumulative count now (a frozen timeline reads its own). ``None`` without a span."""
+        origin = self.origin
+        if origin is None:
+            return None
+        column = self._columns[_COMPLETED]
+        end, count = self._last, float(completed)
+        if self.frozen:
+            if not column:
+                return None
+            count = column[-1]
+        start, before = origin, _stored(self.baseline[_COMPLETED])
+        if window_s is not None:
+            point = math.floor((end - window_s - origin) / self.bucket_s) - 1
+            if 0 <= point < len(column) - (1 if self.frozen else 0):
+                start, before = origin + (point + 1) * self.bucket_s, column[point]
+        span = end - start
+        return (count - before) * 3600.0 / span if span > 0 else None
 
-_GAUGES = ("in_flight", "stragglers", "p50_s", "p75_s", "p95_s", "drain_margin_s", "seconds_left",
-           "healthy", "unhealthy")  # fmt: skip
+
+_GAUGES = ("in_flight", "stragglers", "drain_margin_s", "seconds_left", "healthy", "unhealthy")
 #: The body's series, in the order they are written.
-_SERIES = ("started", "completed", "failed", "drained", "in_flight", "stragglers",
-           "rollouts_per_hour", "p50_s", "p75_s", "p95_s", "drain_margin_s", "seconds_left",
-           "healthy", "unhealthy", "tokens")  # fmt: skip
+_SERIES = ("started", "completed", "failed", "drained", "in_flight", "stragglers", "rollouts_per_hour",
+           "drain_margin_s", "seconds_left", "healthy", "unhealthy")  # fmt: skip

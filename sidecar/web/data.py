@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from health.explain import explain_unobserved
+
 if TYPE_CHECKING:
     from sidecar.state.run import RunState
 
@@ -83,21 +85,31 @@ def recent_unhealthy(run: RunState) -> list[Any]:
     ]
 
 
+def _health(
+    verdicts: dict[str, int],
+    issues: dict[str, int],
+    coverage: dict[str, dict[str, int]],
+    tasks_closed: int,
+    unhealthy: list[Any],
+    order: str,
+) -> dict[str, Any]:
+    """The body's ``health``, with ``coverage`` (per check: rows evaluated, unobserved, ignored)
+    and, when most rows are unobserved, the CLI's one-line reason why (``unobserved_reason``)."""
+    summary = {"run": {"verdicts": verdicts, "artifacts": {"coverage": coverage}}}
+    return {
+        "verdicts": verdicts,
+        "issues": issues,
+        "coverage": coverage,
+        "unobserved_reason": explain_unobserved(summary),
+        "tasks_closed": tasks_closed,
+        "unhealthy": unhealthy,
+        "unhealthy_order": order,
+        "unhealthy_total": verdicts.get("unhealthy", 0),
+    }
+
+
 def _histogram(counts: list[int], bounds: Iterable[float]) -> dict[str, Any]:
     return {"bounds": list(bounds), "counts": list(counts)}
-
-
-def _latency(run: RunState) -> dict[str, Any]:
-    """``/report``'s ``latency`` without its ``summary`` text (which walks every sample)."""
-    tracker = run.tracker
-    return {
-        "samples": tracker.count,
-        "drained": tracker.drained,
-        "total_seconds": tracker.total_seconds,
-        "quantiles": {str(q): tracker.quantile(q) for q in (0.5, 0.75, 0.9, 0.95, 0.99, 1.0)},
-        "drain_margin": tracker.drain_margin(run.config.drain_margin_s),
-        "completions_per_hour": tracker.completions_per_hour(),
-    }
 
 
 def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int | None) -> dict[str, Any]:
@@ -129,26 +141,26 @@ def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int |
         "budget_s": run.config.dispatch_budget_s,
         "plan_tasks": len(run.plan) if run.plan is not None else None,
         "drain": run.drain_margin(run.config.drain_margin_s, now=run.ended_at if ended else now),
-        "latency": _latency(run),
+        "latency": run.latency(summary=False),
         "durations": {
             "completed": _histogram(run.durations["completed"].counts, DURATION_BUCKETS),
             "failed": _histogram(run.durations["failed"].counts, DURATION_BUCKETS),
         },
         "accounting": run.accounting.snapshot(ended=ended).as_dict(),
         "events": {"completed": run.completed, "failed": failed, "drained": run.drained},
-        "health": {
-            "verdicts": view.verdicts,
-            "issues": view.issues,
-            "tasks_closed": view.tasks_closed,
-            "unhealthy": recent_unhealthy(run),
-            "unhealthy_order": "latest",
-            "unhealthy_total": view.verdicts.get("unhealthy", 0),
-        },
+        "health": _health(
+            view.verdicts,
+            view.issues,
+            run.reducer.rollout_coverage(),  # the task checks' needs every task judged: not live
+            view.tasks_closed,
+            recent_unhealthy(run),
+            "latest",
+        ),
         "perf_summary": perf_summary,
         "perf_rollouts": perf_rollouts,
         "tokens": dict(run.tokens),
         "inflight": inflight,
-        "agents": run.agent_rows(now),
+        "agents": run.agent_rows(),
     }
 
 
@@ -174,14 +186,14 @@ def batch_body(
         "durations": None,
         "accounting": None,
         "events": None,
-        "health": {
-            "verdicts": run["verdicts"],
-            "issues": run["issues"],
-            "tasks_closed": len(summary.get("tasks", {})),
-            "unhealthy": unhealthy,
-            "unhealthy_order": "first",
-            "unhealthy_total": run["verdicts"].get("unhealthy", 0),
-        },
+        "health": _health(
+            run["verdicts"],
+            run["issues"],
+            run["artifacts"]["coverage"],
+            len(summary.get("tasks", {})),
+            unhealthy,
+            "first",
+        ),
         "perf_summary": perf_summary,
         "perf_rollouts": run["artifacts"]["records"],
         "tokens": {"prompt": tokens.get("prompt"), "completion": tokens.get("completion")},

@@ -136,13 +136,14 @@ def saved_csp() -> str:
     )
 
 
-def saved_html(page: dict[str, Any], timeline: dict[str, Any] | None) -> str:
-    """The self-contained page of one run: script, styles and data inline, no request made."""
+def saved_html(page: dict[str, Any], timeline: dict[str, Any] | None, written_at: float | None = None) -> str:
+    """The self-contained page of one run: script, styles and data inline, no request made.
+    ``written_at``: when the file is written (Unix seconds), which it says."""
     style, script = _inline_parts()
     head = (
         f'<meta http-equiv="Content-Security-Policy" content="{html.escape(saved_csp(), quote=True)}">'
         f"<style>{style}</style>"
     )
-    data = embed_json({"page": page, "timeline": timeline})
+    data = embed_json({"page": page, "timeline": timeline, "written_at": written_at})
     tail = f'<script type="application/json" id="page-data">{data}</script><script>{script}</script>'
     return _document(head, 'data-mode="saved"', f"Run {page.get('run_id')} \u00b7 rollout-sidecar", tail)

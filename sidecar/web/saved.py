@@ -27,8 +27,9 @@ class HtmlError(RuntimeError):
 
 
 def write_html(path: Path, page: dict[str, Any], timeline: dict[str, Any] | None) -> Path:
-    """Write the page of ``page`` (and ``timeline``) to ``path`` atomically (temp file, rename)."""
-    text = saved_html(page, timeline)
+    """Write the page of ``page`` (and ``timeline``) to ``path`` atomically (temp file, rename),
+    stamped with the wall-clock time it is written."""
+    text = saved_html(page, timeline, time.time())
     part = path.with_name(f".{path.name}.part")
     try:
         part.write_text(text, encoding="utf-8")

@@ -115,7 +115,8 @@ class TestStatus:
         assert cli_main(["follow", str(run_dir), "--sidecar", sidecar, "--once"]) == 0
         out, err = capsys.readouterr()
         assert err == ""
-        assert f"{rows} line(s)" in out
+        assert f"{rows} line(s)" in out and "generation" not in out  # nothing internal
+        assert out.rstrip().endswith(f"its page: {sidecar}/runs/run")
         assert _runs(sidecar) == ["run"]  # what the refusals above compare against
 
     def test_a_status_line_on_a_terminal(

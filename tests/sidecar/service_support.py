@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from sidecar.demo.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
+from sidecar.demo.synthetic import START_TIME, FaultRates, SyntheticConfig, api_steps, generate_events
 from sidecar.ingest.engines import Engines, default_engines
 from sidecar.ingest.ingestor import Ingestor
 from sidecar.journal import Journal
@@ -33,6 +33,8 @@ class GeneratedRun:
     events: list[dict[str, Any]] = field(default_factory=list)
     main_lines: list[bytes] = field(default_factory=list)
     tracker_ops: list[tuple[str, float | None]] = field(default_factory=list)
+    started_at: float = START_TIME
+    """When the simulated run started (its events' ``at`` and its rows' trajectories follow it)."""
 
     def local_tracker(self) -> DispatchLatencyTracker:
         tracker = DispatchLatencyTracker()
@@ -77,7 +79,7 @@ def generate_run(
         failure_rate=failure_rate,
         drained_fraction=drained_fraction,
     )
-    run = GeneratedRun(plan={str(task): repeats for task in range(num_tasks)})
+    run = GeneratedRun(plan={str(task): repeats for task in range(num_tasks)}, started_at=START_TIME)
     for step in api_steps(generate_events(config, seed), row_hook=text_hook):
         run.events.append(step.event)
         if step.main_line is not None:
@@ -117,7 +119,7 @@ def state_fingerprint(run: Any) -> dict[str, Any]:
         "inflight": run.inflight_body(2_000_000.0, limit=1000),
         "frozen_clock": run._clock.frozen,
         "timeline": run.timeline_body(),
-        "agents": run.agent_rows(2_000_000.0),
+        "agents": run.agent_rows(),
         "agents_folded": run.agents.folded,
     }
 

@@ -72,6 +72,16 @@ class TestFactsFormats:
         for fact in (completed, failed):
             assert _facts.decode_fact(_facts.encode_fact(fact)) == fact
 
+    def test_the_time_round_trips(self) -> None:
+        facts = (
+            self._completed("a")._replace(at=1_790_000_000.25),
+            _facts.StartedFact(5.0, 0, 1, 0, 0, 1_790_000_000.0),
+            _facts.LatencyFact(5.0, 0, "record", 2.0, 1_790_000_001.0),
+            _facts.RunEndedFact(5.0, 0, 9.0, 9.0),
+        )
+        for fact in facts:
+            assert _facts.decode_fact(_facts.encode_fact(fact)) == fact
+
     @pytest.mark.parametrize("version", [1, 3, 5, True, "4"])
     def test_another_format_is_refused_naming_both(self, version: object) -> None:
         payload = msgspec.msgpack.encode([version, 6, 1.0, 0, "record", 2.0])

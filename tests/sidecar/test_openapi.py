@@ -3,6 +3,7 @@ and the service's real answers validate against the declared types (closed: no s
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,11 @@ class TestRealAnswersConform:
             },
             {"kind": "latency", "op": "record", "seconds": 1.0, "source": "t", "seq": 0},
         ]
+        now = time.time()  # stamped as a dispatcher stamps them: the timeline has points
+        events[0]["started_at"] = now - 10.0
+        for offset, event in enumerate(events[1:]):
+            if event["kind"] != "heartbeat":
+                event["at"] = now - 9.0 + offset
         answer = _conforms(await client.post("/v1/runs/r1/events", json=events))
         assert {result["status"] for result in answer["results"]} == {"accepted", "not_in_flight"}
         assert (

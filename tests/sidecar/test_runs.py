@@ -166,8 +166,8 @@ class TestAgents:
     def test_each_disposition_counts_where_the_page_says(self) -> None:
         """A row for the main file is a rollout of its agent (latency, ng_perf sums), a failure
         row or a failed attempt a failure, a no-persist row neither; an ended run's rate is over
-        its time from start to end."""
-        start = RunStarted(kind="run_started", plan={"1": 4})
+        its time from its stamped start to its stamped end."""
+        start = RunStarted(kind="run_started", plan={"1": 4}, started_at=1000.0)
         state = RunState("r", start, received_at=1000.0, engines=default_engines())
 
         def row(rollout: int, agent: str, **extra: Any) -> dict[str, Any]:
@@ -183,8 +183,9 @@ class TestAgents:
             {"kind": "run_ended", "ended_at": 1000.0 + 1800},
         ]
         for index, body in enumerate(events):
-            state.apply(EventBatch.validate_python([body])[0], 1001.0 + index)
-        rows = state.agent_rows(now=9e9)  # ended: the rate stops at ended_at
+            stamped = body if body["kind"] == "run_ended" else {**body, "at": 1001.0 + index}
+            state.apply(EventBatch.validate_python([stamped])[0], 5e9)  # arrival plays no part
+        rows = state.agent_rows()  # ended: the rate stops at ended_at
         assert rows is not None
         a, b = rows
         assert (a["agent"], a["rollouts"], a["failed"], a["latency_samples"]) == ("a", 2, 0, 2)

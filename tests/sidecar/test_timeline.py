@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 import random
 from collections.abc import Sequence
@@ -34,7 +35,6 @@ class Run:
     started: int = 0
     completed: int = 0
     failed: int = 0
-    tokens: int = 0
     in_flight: int = 0
     deadline: float | None = ORIGIN + 100.0
 
@@ -45,13 +45,9 @@ class Run:
                 self.completed,
                 self.failed,
                 0,
-                self.tokens,
                 self.in_flight,
                 int(at - ORIGIN) % 7,  # a gauge that moves with time alone
                 None if not self.completed else float(self.completed),
-                None,
-                None,
-                None,
                 None if self.deadline is None else self.deadline - at,
                 self.completed,
                 self.failed,
@@ -66,7 +62,6 @@ def _feed(timeline: Timeline, run: Run, facts: Sequence[tuple[float, str]]) -> N
         timeline.advance(at, run)
         if kind == "completed":
             run.completed += 1
-            run.tokens += 10
             run.in_flight -= 1
         elif kind == "failed":
             run.failed += 1
@@ -94,11 +89,9 @@ class TestGrid:
         assert series["completed"] == [0, 1, 0, 0]
         assert series["failed"] == [0, 0, 0, 1]
         assert series["in_flight"] == [2, 1, 1, 0]
-        assert series["tokens"] == [0, 10, 0, 0]
         assert series["stragglers"] == [1, 2, 3, 3]  # sampled at each point's own end
         assert series["seconds_left"] == [99.0, 98.0, 97.0, 96.75]
-        assert series["p50_s"] == [None, 1.0, 1.0, 1.0]
-        assert series["p75_s"] == [None] * 4 and series["drain_margin_s"] == [None] * 4
+        assert series["drain_margin_s"] == [None, 1.0, 1.0, 1.0]
         assert series["rollouts_per_hour"] == [0.0, 3600.0, 0.0, 0.0]
         assert series["healthy"] == [0, 1, 1, 1] and series["unhealthy"] == [0, 0, 0, 1]
 
@@ -181,7 +174,6 @@ class TestMerging:
         assert timeline.bucket_s * MAX_POINTS > span_s - (times[0] - ORIGIN) or len(t) > MAX_POINTS // 2
         assert t == sorted(t)
         assert sum(series["started"]) == run.started and sum(series["completed"]) == run.completed
-        assert sum(series["tokens"]) == run.tokens
 
     def test_the_same_facts_give_the_same_timeline_at_1k_and_at_1m_facts_per_run_length(self) -> None:
         """Its size depends on the run's length, never on how many facts fed it."""
@@ -264,7 +256,30 @@ class TestExact:
         timeline, run = Timeline(ORIGIN), Run()
         _feed(timeline, run, self._facts(4))
         assert timeline.closed <= MAX_POINTS
-        assert len(pack(timeline.to_snapshot())) < 14 * 8 * MAX_POINTS + 4096
+        assert len(pack(timeline.to_snapshot())) < 10 * 8 * MAX_POINTS + 4096
+
+
+class TestRate:
+    def test_completions_per_hour_over_the_span_and_over_a_window_from_a_point_boundary(self) -> None:
+        timeline, run = Timeline(ORIGIN), Run()
+        _feed(timeline, run, [(ORIGIN + 10.0 * k + 5, "completed") for k in range(360)])  # one per 10 s
+        end = ORIGIN + 3595.0
+        assert timeline.latest == end
+        assert timeline.rate(run.completed) == pytest.approx(360 * 3600.0 / 3595.0)
+        recent = timeline.rate(run.completed, 900.0)  # from the boundary at or before end - 900
+        start = ORIGIN + timeline.bucket_s * math.floor((end - 900.0 - ORIGIN) / timeline.bucket_s)
+        done_since = sum(1 for k in range(360) if ORIGIN + 10.0 * k + 5 >= start)
+        assert recent == pytest.approx(done_since * 3600.0 / (end - start))
+        timeline.end(None, run)  # at its latest fact: the rates stand still from then on
+        assert timeline.frozen and timeline.rate(10**6) == pytest.approx(360 * 3600.0 / 3595.0)
+
+    def test_no_time_means_no_rate(self) -> None:
+        untimed = Timeline(None)
+        assert untimed.rate(50) is None and untimed.rate(50, 900.0) is None
+        untimed.end(None, Run(completed=50))  # ended without a single time: no timeline at all
+        assert untimed.frozen and untimed.columns(Run())[0] == [] and untimed.rate(50) is None
+        instant = Timeline(ORIGIN)  # a span of no length has no rate either
+        assert instant.rate(3) is None
 
 
 class _Clock:
@@ -277,18 +292,27 @@ class _Clock:
         return self.now
 
 
+def _stamped(at: float, batch: list[dict[str, Any]]) -> tuple[float, list[dict[str, Any]]]:
+    """``(at, batch)`` with every event of the batch stamped as happening ``at`` (as it arrives)."""
+    timed = ("completed", "failed", "drained", "started")
+    return at, [{**event, "at": at} if event["kind"] in timed else event for event in batch]
+
+
 def _long_run() -> list[tuple[float, list[dict[str, Any]]]]:
     """A generated run spread over ~50 simulated minutes: every start at once, then the rest
-    four events a minute, past its 40-minute budget; ``(arrival time, batch)``."""
+    four events a minute, past its 40-minute budget; ``(arrival time, batch)``, each event
+    stamped with its arrival (the run's start and end too)."""
     run = generate_run(num_tasks=60, repeats=3, seed=5, duplicates=False)
     starts = [
         progress_event("started", event["row"]) for event in run.events if isinstance(event.get("row"), dict)
     ]
     head = {"kind": "run_started", "plan": run.plan, "dispatch_budget_s": 2400.0, "task_timeout_s": 30.0}
-    batches = [(ORIGIN, [head]), (ORIGIN + 0.5, [start for start in starts if start is not None])]
+    head["started_at"] = ORIGIN
+    batches = [(ORIGIN, [head]), _stamped(ORIGIN + 0.5, [start for start in starts if start is not None])]
     for index in range(0, len(run.events), 4):
-        batches.append((ORIGIN + 60.0 * (index // 4 + 1), run.events[index : index + 4]))
-    batches.append((batches[-1][0] + 3.0, [{"kind": "run_ended"}]))
+        batches.append(_stamped(ORIGIN + 60.0 * (index // 4 + 1), run.events[index : index + 4]))
+    end = batches[-1][0] + 3.0
+    batches.append((end, [{"kind": "run_ended", "ended_at": end}]))
     return batches
 
 
@@ -361,17 +385,14 @@ class TestRunState:
         assert sum(series["completed"]) == events["completed"] > 0
         assert sum(series["failed"]) == sum(entry["count"] for entry in events["failed"]) > 0
         assert sum(series["drained"]) == events["drained"] > 0
-        assert sum(series["started"]) == run.starts > 0
-        assert sum(series["tokens"]) == run.tokens["prompt"] + run.tokens["completion"] > 0
+        assert sum(series["started"]) == sum(len(batch) for _, batch in batches[1:2]) > 0
         assert series["healthy"][-1] == report["quality_summary"]["run"]["verdicts"]["healthy"]
         assert series["unhealthy"][-1] == report["quality_summary"]["run"]["verdicts"]["unhealthy"]
-        latency = report["latency"]["quantiles"]
-        assert (series["p50_s"][-1], series["p95_s"][-1]) == (latency["0.5"], latency["0.95"])
         assert series["drain_margin_s"][-1] == report["latency"]["drain_margin"]
         assert series["in_flight"][-1] == report["inflight_at_end"]["count"]
         assert series["stragglers"][-1] == report["inflight_at_end"]["stragglers"]
         assert max(series["stragglers"]) > 0  # every start at once, a 30 s timeout
-        assert series["p50_s"][0] is None  # before any completion
+        assert series["drain_margin_s"][0] is None  # before the fifth completion
         left = series["seconds_left"]
         assert left[0] > 0 > left[-1]  # the run outlived its budget
         assert body["t"][-1] == batches[-1][0] and body["ended_at"] == batches[-1][0]

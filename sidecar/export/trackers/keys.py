@@ -99,8 +99,9 @@ def live_metrics(run: RunState, now: float) -> dict[str, float]:
     failed_attempts = sum(run.failed.values())
 
     def pairs() -> Iterator[tuple[str, Any]]:
-        yield PREFIX + "throughput/rollouts_per_hour", tracker.completions_per_hour()
-        yield PREFIX + "throughput/rollouts_per_hour_15m", tracker.recent_completions_per_hour()
+        rate, recent = run.rates()
+        yield PREFIX + "throughput/rollouts_per_hour", rate
+        yield PREFIX + "throughput/rollouts_per_hour_15m", recent
         for name, q in _LIVE_QUANTILES:
             yield PREFIX + "latency/" + name, tracker.quantile(q) if tracker.count else None
         yield PREFIX + "drain/margin_s", margin["drain_margin"]

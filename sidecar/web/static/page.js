@@ -9,7 +9,8 @@
   "use strict";
 
   var POLL_MS = 2000;
-  var state = { body: null, timeline: null, charts: {}, refreshes: 0, errors: 0, lastError: null };
+  var state = { body: null, timeline: null, writtenAt: null, charts: {}, refreshes: 0, renders: 0, errors: 0, lastError: null };
+  var NO_TIMING = "no timing: these rows arrived together, their files hold no completion times";
   window.sidecarPage = state;
 
   // -- DOM helpers (text only) ---------------------------------------------------------------
@@ -43,6 +44,11 @@
     return value.toLocaleString("en-US", { maximumFractionDigits: digits === undefined ? 2 : digits });
   }
 
+  function compact(value) {
+    // An axis tick of a few characters at any magnitude: 0.25, 950, 12.3K, 1.2M.
+    return typeof value === "number" ? value.toLocaleString("en-US", { notation: "compact", maximumSignificantDigits: 3 }) : "";
+  }
+
   function duration(seconds) {
     if (seconds === null || seconds === undefined) return "\u2013";
     var sign = seconds < 0 ? "\u2212" : "";
@@ -64,7 +70,9 @@
     rows.forEach(function (row) {
       var tr = el("tr", null);
       row.forEach(function (cell) {
-        tr.appendChild(cell instanceof Node ? el("td", null, cell) : el("td", { text: fmt(cell) }));
+        var td = cell instanceof Node ? el("td", null, cell) : el("td", { text: fmt(cell) });
+        if (!(cell instanceof Node) && td.textContent.length <= 10) td.className = "num";  // "7 min" on one line
+        tr.appendChild(td);
       });
       body.appendChild(tr);
     });
@@ -77,10 +85,11 @@
     var dl = el("dl", { class: "facts" });
     if (name) dl.setAttribute("data-facts", name);
     pairs.forEach(function (pair) {
+      // [label, shown text, exact value, key, what it counts (a caption under it)]
       var dd = el("dd", { text: pair[1] });
       if (pair[2] !== undefined) dd.setAttribute("data-value", String(pair[2]));
       if (pair[3]) dd.setAttribute("data-key", pair[3]);
-      dl.appendChild(el("div", null, el("dt", { text: pair[0] }), dd));
+      dl.appendChild(el("div", null, el("dt", { text: pair[0] }), dd, pair[4] ? el("dd", { class: "note", text: pair[4] }) : null));
     });
     return dl;
   }
@@ -133,6 +142,25 @@
     return Math.max(240, Math.min(w, 1200));
   }
 
+  function axisSize(u, values, index, cycle) {
+    // As wide as the axis's longest tick label (never a fixed guess that cuts big numbers).
+    var axis = u.axes[index];
+    if (cycle > 1) return axis._size;
+    var size = axis.ticks.size + axis.gap;
+    var longest = (values || []).reduce(function (a, v) { return String(v).length > a.length ? String(v) : a; }, "");
+    if (longest) {
+      u.ctx.font = axis.font[0];
+      size += u.ctx.measureText(longest).width / devicePixelRatio;
+    }
+    return Math.ceil(size) + 2;
+  }
+
+  function yAxis(extra) {
+    var axis = { size: axisSize, values: function (u, splits) { return splits.map(compact); } };
+    Object.keys(extra || {}).forEach(function (k) { axis[k] = extra[k]; });
+    return axis;
+  }
+
   function plot(name, holder, opts, data) {
     // Recreated on each refresh: data and marks change together, and uPlot is fast at this size.
     var old = state.charts[name];
@@ -169,7 +197,10 @@
             ctx.lineTo(x, u.bbox.top + u.bbox.height);
             ctx.stroke();
             ctx.font = (11 * devicePixelRatio) + "px sans-serif";
-            ctx.fillText(mark.label, x + 3 * devicePixelRatio, u.bbox.top + (12 + 12 * (mark.row || 0)) * devicePixelRatio);
+            // beside the line, on whichever side has room for it
+            var room = u.bbox.left + u.bbox.width - x > ctx.measureText(mark.label).width + 4 * devicePixelRatio;
+            ctx.textAlign = room ? "left" : "right";
+            ctx.fillText(mark.label, x + (room ? 3 : -3) * devicePixelRatio, u.bbox.top + (12 + 12 * (mark.row || 0)) * devicePixelRatio);
           });
           ctx.restore();
         }],
@@ -181,11 +212,13 @@
     var data = [timeline.t.slice()];
     var series = [{}];
     keys.forEach(function (key, i) {
-      data.push(timeline.series[key].slice());
-      var stroke = (extra && extra.strokes && extra.strokes[i]) || COLORS[i % COLORS.length];
-      series.push({ label: labels[i], stroke: stroke, width: (extra && extra.widths && extra.widths[i]) || 2, spanGaps: false });
+      data.push(extra && extra.map ? timeline.series[key].map(extra.map) : timeline.series[key].slice());
+      var one = { label: labels[i], stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false };
+      var points = extra && extra.points && extra.points[i];
+      if (points) { one.points = points; one.paths = function () { return null; }; one.stroke = points.stroke; }
+      series.push(one);
     });
-    var opts = { title: extra && extra.title, series: series, axes: [{}, { size: 60 }], scales: { x: { time: true } } };
+    var opts = { series: series, axes: [{ space: 70 }, yAxis()], scales: { x: { time: true }, y: (extra && extra.scale) || {} } };
     if (extra && extra.plugins) opts.plugins = extra.plugins;
     return plot(name, holder, opts, data);
   }
@@ -198,8 +231,10 @@
     var box = el("header", { class: "run-header" });
     var title = el("h1", null, el("span", { class: "muted", text: "Run " }), el("span", { id: "run-id", text: body.run_id }));
     box.appendChild(title);
-    var badge = el("span", { class: "badge badge-" + body.status, id: "run-status", text: body.status });
-    box.appendChild(badge);
+    var reason = body.health.unobserved_reason;
+    var checked = body.status === "checked" && reason ? "not checked" : body.status;  // a batch run nothing could check
+    box.appendChild(el("span", { class: "badge badge-" + checked.replace(" ", "-"), id: "run-status", text: checked }));
+    if (reason) box.appendChild(el("p", { class: "warn", id: "not-checked", text: "Not checked: " + reason + "." }));
     var pairs = [];
     if (body.source !== "batch") {
       pairs.push(["started", clock(body.started_at)]);
@@ -208,53 +243,84 @@
       pairs.push(["time left", drain.seconds_left === undefined ? "no budget" : duration(drain.seconds_left), drain.seconds_left, "seconds_left"]);
       pairs.push(["drain margin", duration(drain.drain_margin), drain.drain_margin, "drain_margin"]);
       pairs.push(["start a task now?", drain.start_now === undefined ? "no budget" : (drain.start_now ? "yes" : "no")]);
-      pairs.push(["succeeded", fmt(acc.succeeded) + (acc.expected ? " of " + fmt(acc.expected) : ""), acc.succeeded, "succeeded"]);
+      pairs.push(["succeeded", fmt(acc.succeeded) + (acc.expected ? " of " + fmt(acc.expected) : ""), acc.succeeded, "succeeded", "rollouts, each once"]);
       pairs.push(["failed", fmt(acc.failed), acc.failed, "failed"]);
       pairs.push(["drained", fmt(acc.drained), acc.drained, "drained"]);
       pairs.push(["pending", fmt(acc.pending), acc.pending, "pending"]);
       pairs.push(["in flight", fmt((body.inflight || {}).count), (body.inflight || {}).count, "in_flight"]);
     } else {
       var v = body.health.verdicts;
-      pairs.push(["rollouts checked", fmt(v.healthy + v.unhealthy + v.unobserved)]);
+      pairs.push(["rows read", fmt(v.healthy + v.unhealthy + v.unobserved)]);
       pairs.push(["tasks", fmt(body.plan_tasks)]);
     }
     box.appendChild(facts(pairs, "header"));
     var live = document.body.getAttribute("data-mode") === "live";
     var note = body.source === "batch"
       ? "Batch health check (the files hold no timing: health and ng_perf only)"
-      : (live ? "Live: refreshed every " + POLL_MS / 1000 + " s" : "Saved file: the sidecar's data") + " \u00b7 as of " + clock(body.as_of);
+      : (live ? "Live: refreshed every " + POLL_MS / 1000 + " s \u00b7 as of " + clock(body.as_of) : "Saved file of the sidecar's data");
+    if (state.writtenAt) note += ", written " + clock(state.writtenAt);
     box.appendChild(el("p", { class: "muted", id: "as-of", text: note }));
-    if (timeline === null && body.source !== "batch") {
-      box.appendChild(el("p", { class: "muted", text: "No timeline for this run (the over-time charts are empty)." }));
-    }
     return box;
   }
 
+  function timed(timeline) {
+    return timeline && timeline.t.length > 0;
+  }
+
   function throughputSection(body, timeline) {
-    var s = card("throughput", "Rollouts per hour", "Completions per hour since the run started, at the end of each interval of the run's timeline.");
+    var s = card("throughput", "Rollouts per hour", "Completions per hour by when each ended: its row's own time, else the dispatcher's.");
     var latency = body.latency || {};
+    var events = body.events || {};
     s.appendChild(facts([
-      ["now", fmt(latency.completions_per_hour, 1) + " /h", latency.completions_per_hour, "completions_per_hour"],
-      ["completed events", fmt((body.events || {}).completed), (body.events || {}).completed, "completed"],
+      ["over the run", latency.completions_per_hour === null ? "no timing" : fmt(latency.completions_per_hour, 1) + " /h", latency.completions_per_hour, "completions_per_hour", "from its start to its latest time"],
+      ["completions", fmt(events.completed), events.completed, "completed", "events: retries, failure rows too"],
     ], "throughput"));
-    if (timeline) {
-      var chart = timeSeriesChart("throughput", s, timeline, ["rollouts_per_hour"], ["rollouts/hour (per interval)"], { strokes: ["#93c5fd"], widths: [1] });
-      chart.addSeries({ label: "moving average", stroke: "#1d4ed8", width: 2 }, 2);
-      chart.setData(chart.data.concat([movingAverage(timeline.series.rollouts_per_hour)]));
-      s.appendChild(details("Data table", timelineTable(timeline, ["rollouts_per_hour", "completed", "failed", "drained"], "throughput")));
+    if (!timed(timeline)) {
+      s.appendChild(el("p", { class: "muted notiming", text: NO_TIMING }));
+      return s;
     }
+    var placed = timeline.series.completed.reduce(function (a, b) { return a + b; }, 0);
+    if (placed < events.completed) {
+      s.appendChild(el("p", { class: "caption", text: fmt(events.completed - placed) + " of " + fmt(events.completed) + " completions have no time; the rates count the other " + fmt(placed) + "." }));
+    }
+    // The line is the rate over a trailing window; single intervals are dots, those above the
+    // axis (fitted to the line) left out. Rates over more than two orders of magnitude: a log axis.
+    var trailing = windowRate(timeline);
+    var shown = trailing.filter(function (v) { return v !== null && v > 0; });
+    var top = Math.max.apply(null, shown.concat([0]));
+    var log = shown.length > 0 && top / Math.min.apply(null, shown) >= 100;
+    var positive = function (v) { return v !== null && v > 0 ? v : null; };
+    var chart = timeSeriesChart("throughput", s, timeline, ["rollouts_per_hour"], ["each interval"], {
+      map: log ? positive : null,
+      points: [{ show: true, size: 3, fill: "#93c5fd", stroke: "#60a5fa" }],
+      scale: log ? { distr: 3, log: 10 } : { range: function (u, lo, hi) { return [0, top > 0 ? top * 1.5 : Math.max(hi, 1)]; } },
+    });
+    chart.addSeries({ label: "trailing window", stroke: "#1d4ed8", width: 2 }, 2);
+    chart.setData(chart.data.concat([log ? trailing.map(positive) : trailing]));
+    s.appendChild(el("p", { class: "caption", text: "Dots: each interval of " + duration(timeline.bucket_s) + "; line: the rate over the last " + duration(windowWidth(timeline) * timeline.bucket_s) + (log ? " (log scale: the rates span " + Math.floor(Math.log10(top / Math.min.apply(null, shown))) + " orders of magnitude)." : "; dots above the axis are off it.") }));
+    s.appendChild(details("Data table", timelineTable(timeline, ["rollouts_per_hour", "completed", "failed", "drained"], "throughput")));
     return s;
   }
 
-  function movingAverage(values) {
-    // A trailing mean over ~1/40 of the points: per-interval rates are noisy at small buckets.
-    var window = Math.max(1, Math.round(values.length / 40));
-    var out = [], sum = 0, count = 0;
-    for (var i = 0; i < values.length; i++) {
-      if (values[i] !== null) { sum += values[i]; count += 1; }
-      var old = i - window;
-      if (old >= 0 && values[old] !== null) { sum -= values[old]; count -= 1; }
-      out.push(count ? sum / count : null);
+  function windowWidth(timeline) {
+    // Points in the trailing window: ~1/25 of the run, and room for ~10 completions on average.
+    var n = timeline.t.length;
+    var done = timeline.series.completed.reduce(function (a, b) { return a + b; }, 0);
+    var wide = done ? Math.round(10 * n / done) : n;
+    return Math.max(5, Math.min(Math.max(Math.round(n / 25), wide), Math.round(n / 3)));
+  }
+
+  function windowRate(timeline) {
+    // Completions in a trailing window of ~1/25 of the points (at least 5) over the window's
+    // length: a rate, unlike a mean of per-interval rates, that single short intervals cannot swing.
+    var t = timeline.t, done = timeline.series.completed, n = t.length;
+    var width = windowWidth(timeline);
+    var times = [t[0] - timeline.bucket_s].concat(t), total = [0], out = [];
+    for (var i = 0; i < n; i++) total.push(total[i] + done[i]);
+    for (i = 0; i < n; i++) {
+      var j = Math.max(0, i + 1 - width);
+      var span = times[i + 1] - times[j];
+      out.push(span > 0 ? (total[i + 1] - total[j]) * 3600 / span : null);
     }
     return out;
   }
@@ -284,7 +350,7 @@
       ["p99", duration(q["0.99"]), q["0.99"], "p99"],
       ["max", duration(q["1.0"]), q["1.0"], "max"],
       ["drain margin", duration(latency.drain_margin), latency.drain_margin, "drain_margin"],
-      ["samples", fmt(latency.samples), latency.samples, "samples"],
+      ["samples", fmt(latency.samples), latency.samples, "samples", "durations: completions, long failures"],
     ], "latency"));
     var bounds = hist.completed.bounds;
     var xs = bounds.concat([bounds[bounds.length - 1] * 2]);
@@ -311,7 +377,7 @@
         { label: "completed (cum. share)", stroke: COLORS[0], width: 2 },
         { label: "failed (cum. share)", stroke: COLORS[1], width: 2 }],
       scales: { x: { time: false, distr: 3 }, y: { range: [0, 1] } },
-      axes: [{ label: "seconds (bucket upper bound; last: +Inf)" }, { size: 50 }],
+      axes: [{ label: "seconds (bucket upper bound; last: +Inf)", values: function (u, splits) { return splits.map(compact); } }, yAxis()],
       plugins: [verticalMarks(marks)],
     }, data);
     s.appendChild(details("Data table", table(["\u2264 seconds", "completed", "failed"], bounds.concat(["+Inf"]).map(function (b, i) {
@@ -329,20 +395,24 @@
   }
 
   function drainSection(body, timeline) {
-    var s = card("drain", "Drain margin against time left", "Time left in the dispatch budget and the drain margin; once time left falls below the margin, starting a task is pointless (marked).");
+    var s = card("drain", "Drain margin against time left", "Time left in the dispatch budget and the drain margin, on a log scale so the hours left and the minutes of margin both show (a spent budget ends its line); once time left falls below the margin, starting a task is pointless (marked).");
     var drain = body.drain || {};
-    var at = timeline ? pointlessAt(timeline) : null;
+    var at = timed(timeline) ? pointlessAt(timeline) : null;
     s.appendChild(facts([
       ["drain margin", duration(drain.drain_margin), drain.drain_margin, "drain_margin"],
       ["time left", drain.seconds_left === undefined ? "no budget" : duration(drain.seconds_left), drain.seconds_left, "seconds_left"],
       ["pointless from", at !== null ? clock(at) : (drain.seconds_left === undefined ? "no budget" : "not (yet)"), at === null ? "" : at, "pointless_at"],
     ], "drain"));
-    if (timeline) {
-      timeSeriesChart("drain", s, timeline, ["seconds_left", "drain_margin_s"], ["time left (s)", "drain margin (s)"], {
-        plugins: [verticalMarks([{ x: at, label: "starting a task pointless", color: "#dc2626" }])],
-      });
-      s.appendChild(details("Data table", timelineTable(timeline, ["seconds_left", "drain_margin_s"], "drain")));
+    if (!timed(timeline)) {
+      s.appendChild(el("p", { class: "muted notiming", text: NO_TIMING }));
+      return s;
     }
+    timeSeriesChart("drain", s, timeline, ["seconds_left", "drain_margin_s"], ["time left (s)", "drain margin (s)"], {
+      map: function (v) { return v !== null && v > 0 ? v : null; },  // a log axis has no 0: a spent budget ends the line
+      scale: { distr: 3, log: 10 },
+      plugins: [verticalMarks([{ x: at, label: "starting a task pointless", color: "#dc2626" }])],
+    });
+    s.appendChild(details("Data table", timelineTable(timeline, ["seconds_left", "drain_margin_s"], "drain")));
     return s;
   }
 
@@ -354,7 +424,10 @@
       ["stragglers", fmt(inflight.stragglers), inflight.stragglers, "stragglers"],
       ["oldest age", duration(inflight.oldest_age_s), inflight.oldest_age_s, "oldest_age_s"],
     ], "inflight"));
-    if (timeline) {
+    var started = timed(timeline) && timeline.series.started.some(function (n) { return n > 0; });
+    if (timed(timeline) && !started) {
+      s.appendChild(el("p", { class: "muted", text: "No rollout of this run reported its start (a started event), so none shows in flight." }));
+    } else if (started) {
       timeSeriesChart("inflight", s, timeline, ["in_flight", "stragglers"], ["in flight", "stragglers"]);
       s.appendChild(details("Data table", timelineTable(timeline, ["in_flight", "stragglers", "started"], "inflight-series")));
     }
@@ -371,32 +444,50 @@
     return a;
   }
 
-  function barTable(name, labelHeader, rows, valueHeader) {
-    // rows: [label(Node|string), value]; bars are sized with the CSSOM (style-src stays 'self').
+  function barTable(name, headers, rows) {
+    // rows: [label (Node|string), value, more cells...], then a bar for the value, sized with the
+    // CSSOM (style-src stays 'self').
     var max = rows.reduce(function (m, r) { return Math.max(m, r[1] || 0); }, 0);
-    return table([labelHeader, valueHeader, ""], rows.map(function (r) {
+    return table(headers.concat([""]), rows.map(function (r) {
       var bar = el("span", { class: "bar" });
       bar.style.width = (max ? (100 * (r[1] || 0) / max) : 0) + "%";
-      return [r[0], r[1], el("span", { class: "bar-track" }, bar)];
+      return r.concat([el("span", { class: "bar-track" }, bar)]);
     }), name);
   }
 
+  function checkedOn(c) {
+    // How much of the run a check could look at: its coverage (none for a live task check).
+    if (!c) return "\u2013";
+    if (c.ignored) return "ignored";
+    var all = c.evaluated + c.unobserved;
+    if (!c.evaluated) return all ? "not run: no evidence" : "\u2013";
+    return c.unobserved ? fmt(c.evaluated) + " of " + fmt(all) : "all " + fmt(all);
+  }
+
   function healthSection(body, timeline) {
-    var s = card("health", "Health", "Verdicts so far, findings per check, and the unhealthy rollouts with the checks that fired (each linked to its explanation below).");
+    var s = card("health", "Health", "Verdicts so far, findings per check and how much of the run each check could look at, and the unhealthy rollouts with the checks that fired (each linked to its explanation below).");
     var h = body.health;
+    var v = h.verdicts;
+    var judged = v.healthy + v.unhealthy;
+    function verdict(key) {  // zero of a verdict no row could get is "not checked", not a count
+      return [key, h.unobserved_reason && !v[key] ? "not checked" : fmt(v[key]), v[key], key];
+    }
     s.appendChild(facts([
-      ["healthy", fmt(h.verdicts.healthy), h.verdicts.healthy, "healthy"],
-      ["unhealthy", fmt(h.verdicts.unhealthy), h.verdicts.unhealthy, "unhealthy"],
-      ["unobserved", fmt(h.verdicts.unobserved), h.verdicts.unobserved, "unobserved"],
+      verdict("healthy"), verdict("unhealthy"),
+      ["unobserved", fmt(v.unobserved), v.unobserved, "unobserved", h.unobserved_reason ? "only " + fmt(judged) + " of " + fmt(judged + v.unobserved) + " rows checked" : "rows a check could not look at"],
       ["tasks closed", fmt(h.tasks_closed), h.tasks_closed, "tasks_closed"],
     ], "health"));
-    if (timeline) {
+    if (timed(timeline)) {
       timeSeriesChart("verdicts", s, timeline, ["healthy", "unhealthy"], ["healthy (so far)", "unhealthy (so far)"]);
       s.appendChild(details("Data table", timelineTable(timeline, ["healthy", "unhealthy"], "verdicts")));
     }
     s.appendChild(el("h3", { text: "Findings per check" }));
     var checks = Object.keys(h.issues);
-    s.appendChild(barTable("issues", "check", checks.map(function (c) { return [checkLink(c), h.issues[c]]; }), "findings"));
+    var coverage = h.coverage || {};
+    s.appendChild(barTable("issues", ["check", "findings", "rows checked"], checks.map(function (c) {
+      var on = checkedOn(coverage[c]);
+      return [checkLink(c), h.issues[c], el("span", { class: on.indexOf("not run") === 0 ? "notrun" : "", text: on })];
+    })));
     var which = h.unhealthy_order === "latest" ? "latest " : "first ";
     s.appendChild(el("h3", { text: "Unhealthy rollouts" + (h.unhealthy_total > h.unhealthy.length ? " (" + which + h.unhealthy.length + " of " + fmt(h.unhealthy_total) + (which === "latest " ? ", newest first" : "") + ")" : "") }));
     if (!h.unhealthy.length) {
@@ -421,12 +512,12 @@
     if (!acc) return null;
     var s = card("coverage", "Coverage and failures", "Each planned rollout counted once by its latest state; failures by class count every failed attempt.");
     var keys = ["expected", "succeeded", "failed", "drained", "missing", "pending", "unplanned"];
-    s.appendChild(barTable("coverage", "rollouts", keys.map(function (k) { return [k, acc[k]]; }), "count"));
+    s.appendChild(barTable("coverage", ["rollouts", "count"], keys.map(function (k) { return [k, acc[k]]; })));
     s.appendChild(el("h3", { text: "Failures by class" }));
     var failed = (body.events || {}).failed || [];
-    s.appendChild(failed.length ? barTable("failures", "class", failed.map(function (f) {
+    s.appendChild(failed.length ? barTable("failures", ["class", "attempts"], failed.map(function (f) {
       return [f.failure_class + (f.terminal ? " (terminal)" : " (retryable)"), f.count];
-    }), "attempts") : el("p", { class: "muted", text: "none" }));
+    })) : el("p", { class: "muted", text: "none" }));
     return s;
   }
 
@@ -466,8 +557,8 @@
         { label: "p95 latency (s)", stroke: COLORS[4], fill: COLORS[4] + "99", width: 1, scale: "s", paths: bars({ size: [0.35, 60], align: 1 }), points: { show: false } }],
       scales: { x: { time: false, range: [-0.6, agents.length - 0.4] }, rate: { range: function (u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; } }, s: { range: function (u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; } } },
       axes: [{ values: label, splits: function () { return xs; }, grid: { show: false } },
-        { scale: "rate", label: rateLabel, size: 60 },
-        { scale: "s", side: 1, label: "p95 latency (s)", size: 60, grid: { show: false } }],
+        yAxis({ scale: "rate", label: rateLabel }),
+        yAxis({ scale: "s", side: 1, label: "p95 latency (s)", grid: { show: false } })],
     }, [xs, agents.map(function (a) { return a[rateKey]; }), agents.map(function (a) { return a.latency_p95_s; })]);
   }
 
@@ -481,8 +572,9 @@
       s.appendChild(el("p", { class: "muted", text: "No row of this run names its agent (agent_ref)." }));
       return s;
     }
-    var rateKey = live ? "rollouts_per_hour" : "rollouts";
-    var rateLabel = live ? "rollouts/h" : "rollouts";
+    var rated = agents.some(function (a) { return a.rollouts_per_hour !== null; });  // a run with no time has no rate
+    var rateKey = rated ? "rollouts_per_hour" : "rollouts";
+    var rateLabel = rated ? "rollouts/h" : "rollouts";
     agentsChart(s, agents, rateKey, rateLabel);
     function most(key) { return agents.reduce(function (m, a) { return Math.max(m, a[key] || 0); }, 0); }
     var maxRate = most(rateKey), maxP95 = most("latency_p95_s"), maxFailed = most("failed");
@@ -564,6 +656,7 @@
     }
     restoreView(kept);
     document.title = "Run " + body.run_id + " \u00b7 rollout-sidecar";
+    state.renders += 1;
   }
 
   function getJSON(url) {
@@ -638,6 +731,7 @@
     var embedded = JSON.parse(document.getElementById("page-data").textContent);
     state.body = embedded.page;
     state.timeline = embedded.timeline;
+    state.writtenAt = embedded.written_at;
     renderRun(state.body, state.timeline);
     state.refreshes += 1;
   }

@@ -1,7 +1,9 @@
 """A real sidecar on a hand-moved clock, fed a generated run over HTTP, and a headless Chromium.
 
-The clock moves only when a test moves it (10 simulated seconds per batch of events), so the
-run has a timeline, a budget that runs out and in-flight ages, and every number the page shows
+The generated run is simulated from :data:`T0`: its events are stamped ``at`` their simulated
+finish (as ``dispatcher_client`` stamps them) and its rows' trajectories carry the same times.
+The service's clock moves only when a test posts (to the latest time of the batch), so the run
+has a timeline, a budget that runs out and in-flight ages, and every number the page shows
 stays still while a test compares it with the sidecar's JSON.
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar.demo.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
+from sidecar.demo.synthetic import START_TIME, FaultRates, SyntheticConfig, api_steps, generate_events
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
 
@@ -26,6 +28,7 @@ __all__ = [
     "CHROMIUM",
     "HOSTILE",
     "SECOND_AGENT",
+    "T0",
     "ManualClock",
     "SidecarRun",
     "artifacts_dir",
@@ -33,6 +36,8 @@ __all__ = [
     "feed",
     "launch_args",
     "run_events",
+    "sidecar",
+    "start_run",
 ]
 
 CHROMIUM = "/usr/bin/chromium"
@@ -40,8 +45,7 @@ HOSTILE = '<img src=x onerror="window.__pwned=1;alert(1)">'
 """Text that runs script if it were ever parsed as HTML."""
 SECOND_AGENT = "second-agent"
 """The agent of a hostile run's odd tasks."""
-T0 = 1_800_000_000.0
-STEP_S = 10.0
+T0 = START_TIME
 
 
 def launch_args() -> list[str]:
@@ -125,13 +129,13 @@ class SidecarRun:
         )
 
     def advance(self, batches: int, per_batch: int = 4) -> int:
-        """Post the next ``batches`` batches of the run, the clock moved :data:`STEP_S` before each."""
+        """Post the next ``batches`` batches of the run, the clock moved to the latest time of each."""
         posted = 0
         for _ in range(batches):
             if not self.pending:
                 break
-            self.clock.now += STEP_S
             batch, self.pending = self.pending[:per_batch], self.pending[per_batch:]
+            self.clock.now = max([self.clock.now, *(event["at"] for event in batch if "at" in event)])
             self.post(batch)
             self.posted.extend(batch)
             posted += len(batch)
@@ -144,24 +148,43 @@ class SidecarRun:
 
 
 @contextmanager
-def feed(
-    tmp: Path, run_id: str = "run-page", *, budget_s: float = 250.0, hostile: bool = False
-) -> Iterator[SidecarRun]:
-    """A real sidecar holding ``run_id``, started with a plan and a budget, nothing else yet."""
+def sidecar(tmp: Path) -> Iterator[tuple[ServiceThread, httpx.Client, ManualClock]]:
+    """A real sidecar on a :class:`ManualClock` at :data:`T0`, and a client of it."""
     clock = ManualClock()
     state = tmp / "state"
     shutil.rmtree(state, ignore_errors=True)
-    settings = ServiceSettings(port=0, journal_path=state / "journal.sqlite3")
-    events = run_events(hostile=hostile)
-    with ServiceThread(settings, clock=clock) as url, httpx.Client(base_url=url, timeout=30) as client:
-        run = SidecarRun(url, client, clock, run_id, pending=events)
-        plan = {str(task): 3 for task in range(24)}
-        run.post([{"kind": "run_started", "plan": plan, "dispatch_budget_s": budget_s}])
-        # three rollouts outside the generated run stay in flight (one with a hostile identity)
-        in_flight: list[Any] = [
-            {"kind": "started", "task_index": 900 + i, "rollout_index": 0} for i in range(2)
-        ]
-        if hostile:
-            in_flight.append({"kind": "started", "task_index": HOSTILE, "rollout_index": 0})
-        run.post(in_flight)
-        yield run
+    thread = ServiceThread(ServiceSettings(port=0, journal_path=state / "journal.sqlite3"), clock=clock)
+    with thread as url, httpx.Client(base_url=url, timeout=30) as client:
+        yield thread, client, clock
+
+
+def start_run(
+    url: str,
+    client: httpx.Client,
+    clock: ManualClock,
+    run_id: str,
+    *,
+    budget_s: float = 250.0,
+    hostile: bool = False,
+) -> SidecarRun:
+    """``run_id`` started at :data:`T0` with a plan and a budget, its generated events pending, and
+    three rollouts outside them in flight (one with a hostile identity when ``hostile``)."""
+    run = SidecarRun(url, client, clock, run_id, pending=run_events(hostile=hostile))
+    plan = {str(task): 3 for task in range(24)}
+    run.post([{"kind": "run_started", "plan": plan, "dispatch_budget_s": budget_s, "started_at": T0}])
+    in_flight: list[Any] = [{"kind": "started", "task_index": 900 + i, "rollout_index": 0} for i in range(2)]
+    if hostile:
+        in_flight.append({"kind": "started", "task_index": HOSTILE, "rollout_index": 0})
+    run.post([{**event, "at": T0} for event in in_flight])
+    return run
+
+
+@contextmanager
+def feed(
+    tmp: Path, run_id: str = "run-page", *, budget_s: float = 250.0, hostile: bool = False
+) -> Iterator[SidecarRun]:
+    """A real sidecar holding ``run_id`` (:func:`start_run`), nothing else yet."""
+    with sidecar(tmp) as (_, client, clock):
+        yield start_run(
+            str(client.base_url).rstrip("/"), client, clock, run_id, budget_s=budget_s, hostile=hostile
+        )

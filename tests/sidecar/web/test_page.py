@@ -54,7 +54,7 @@ class TestShells:
 
 class TestSavedFile:
     def test_inline_script_and_style_are_allowed_by_hash_and_nothing_may_be_fetched(self) -> None:
-        page = saved_html({"run_id": HOSTILE, "schema": 1}, None)
+        page = saved_html({"run_id": HOSTILE, "schema": 1}, None, 1_800_000_000.5)
         scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
         styles = re.findall(r"<style>(.*?)</style>", page, re.S)
         assert len(scripts) == 1 and len(styles) == 1
@@ -65,7 +65,12 @@ class TestSavedFile:
         assert "src=" not in page.replace("src=x onerror", "")  # no script or style loaded by URL
         data = re.search(r'<script type="application/json" id="page-data">(.*?)</script>', page, re.S)
         assert data is not None
-        assert orjson.loads(data.group(1)) == {"page": {"run_id": HOSTILE, "schema": 1}, "timeline": None}
+        embedded = orjson.loads(data.group(1))
+        assert embedded == {
+            "page": {"run_id": HOSTILE, "schema": 1},
+            "timeline": None,
+            "written_at": 1_800_000_000.5,
+        }
         assert "<img" not in page.split("<body", 1)[1].replace("<script", "")
 
     def test_the_title_escapes_the_run_id(self) -> None:
