@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "report": "sidecar.service_cli",
     "follow": "dispatcher_client.follow_cli",
     "demo": "sidecar.demo_cli",
+    "attach": "sidecar.attach_cli",
 }
 
 
