@@ -49,10 +49,14 @@ class GymServers(AgentServer):
         )
         super(AgentServer, self).__init__()  # the thread and uvicorn of AgentServer, with this app
         self.jobs_seen: set[str] = set()
+        #: ``time.monotonic()`` of the first request and of the last reply (the collection's span).
+        self.first: float | None = None
+        self.last: float | None = None
         everyone = asyncio.Event()
 
         async def run(request: Request) -> Response:
             received = time.monotonic()
+            self.first = self.first or received
             row = orjson.loads(await request.body())
             self.jobs_seen.add(row["responses_create_params"]["input"][0]["content"].split()[0])
             if len(self.jobs_seen) >= jobs:
@@ -62,6 +66,7 @@ class GymServers(AgentServer):
             event = rollout_event(config, seed, task, rollout, int(row.get("_ng_attempt_index") or 0))
             seconds, status, body = reply_for(event, 3600.0)
             await asyncio.sleep(max(0.0, seconds / scale - (time.monotonic() - received)))
+            self.last = time.monotonic()
             return Response(body, status_code=status, media_type="application/json")
 
         async def global_config(request: Request) -> Response:
