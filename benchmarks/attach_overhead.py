@@ -15,7 +15,8 @@ agent server (``tests/nemo_gym/agent_server.py``: generated rows, seeded duratio
 
 Printed per mode: the collection's throughput (rollouts over the span from the agent's first
 request to its last reply) and the whole process's (rollouts over its wall time, NeMo Gym's start and
-attach's final flush included), medians and their ratio to ``plain`` (target >= 0.98 for both).
+attach's final flush included), and the job process's CPU time per rollout; medians and their ratio
+to ``plain`` (target >= 0.98 for the throughputs).
 The launcher itself is not timed: it only waits for the job (one ``sigtimedwait`` a second).
 """
 
@@ -23,11 +24,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,10 +43,15 @@ from tests.reliability_harness.sidecar_process import SidecarProcess, free_port 
 MODES = ("plain", "live", "down")
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _run(
     mode: str, agent: GymServers, where: Path, args: argparse.Namespace, sidecar: str, n: int
-) -> tuple[float, float]:
-    """One job; ``(collection rollouts/s, whole-process rollouts/s)``."""
+) -> tuple[float, float, float]:
+    """One job; ``(collection rollouts/s, whole-process rollouts/s, its CPU ms per rollout)``."""
     inputs = write_inputs(where / "in.jsonl", args.tasks)
     output = where / f"{mode}-{n}" / "rollouts.jsonl"
     command = collect_command(
@@ -55,15 +63,15 @@ def _run(
         env[URL_ENV] = sidecar if mode == "live" else f"http://127.0.0.1:{free_port()}"
         env[RUN_ID_ENV] = f"bench-{mode}-{n}"
     agent.first = agent.last = None
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu()
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, _cpu() - cpu
     if done.returncode != 0 or agent.first is None or agent.last is None:
         raise SystemExit(f"{mode}: the job failed ({done.returncode}): {done.stderr[-2000:]}")
     if mode == "live" and ", 0 not;" not in done.stderr:
         raise SystemExit(f"live: not every event was delivered: {done.stderr[-1000:]}")
     rollouts = args.tasks * args.repeats
-    return rollouts / (agent.last - agent.first), rollouts / wall
+    return rollouts / (agent.last - agent.first), rollouts / wall, cpu * 1000 / rollouts
 
 
 def main() -> None:
@@ -74,7 +82,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1000.0, help="task time divisor (default 1000)")
     parser.add_argument("--rounds", type=int, default=5, help="runs of each mode, interleaved (default 5)")
     args = parser.parse_args()
-    results: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
+    results: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in MODES}
     with tempfile.TemporaryDirectory() as scratch:
         where = Path(scratch)
         sidecar = SidecarProcess(where / "journal.sqlite", port=free_port(), log_level="warning")
@@ -85,18 +93,22 @@ def main() -> None:
             for n in range(args.rounds):
                 for mode in MODES[n % 3 :] + MODES[: n % 3]:  # each mode takes each place in turn
                     results[mode].append(_run(mode, agent, where, args, url, n))
-                    collection, whole = results[mode][-1]
-                    print(f"round {n} {mode:5s}: {collection:8.1f} rollouts/s collecting, {whole:6.1f} job")
+                    print(f"round {n} {mode:5s}: " + _line(results[mode][-1]))
         finally:
             agent.stop()
             sidecar.stop()
     base = [statistics.median(values) for values in zip(*results["plain"], strict=True)]
     size = f"{args.tasks * args.repeats} rollouts per job, concurrency {args.concurrency}"
-    print(f"\n{size}, {args.rounds} rounds; medians, ratio to plain (collecting / job)")
+    print(f"\n{size}, {args.rounds} rounds; medians, and their ratio to plain (collecting / job / CPU)")
     for mode in MODES:
         medians = [statistics.median(values) for values in zip(*results[mode], strict=True)]
         ratios = " / ".join(f"{m / b:.3f}" for m, b in zip(medians, base, strict=True))
-        print(f"{mode:5s}: {medians[0]:8.1f} rollouts/s collecting, {medians[1]:6.1f} job; ratio {ratios}")
+        print(f"{mode:5s}: {_line(medians)}; ratio {ratios}")
+
+
+def _line(figures: Sequence[float]) -> str:
+    collecting, job, cpu = figures
+    return f"{collecting:7.1f} rollouts/s collecting, {job:6.1f} over the job, {cpu:5.2f} CPU ms per rollout"
 
 
 if __name__ == "__main__":
