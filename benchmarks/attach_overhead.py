@@ -68,7 +68,7 @@ def _run(
     wall, cpu = time.perf_counter() - started, _cpu() - cpu
     if done.returncode != 0 or agent.first is None or agent.last is None:
         raise SystemExit(f"{mode}: the job failed ({done.returncode}): {done.stderr[-2000:]}")
-    if mode == "live" and ", 0 not;" not in done.stderr:
+    if mode == "live" and ", 0 refused, 0 not delivered;" not in done.stderr:
         raise SystemExit(f"live: not every event was delivered: {done.stderr[-1000:]}")
     rollouts = args.tasks * args.repeats
     return rollouts / (agent.last - agent.first), rollouts / wall, cpu * 1000 / rollouts

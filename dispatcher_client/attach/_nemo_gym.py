@@ -171,10 +171,10 @@ class _Run:
             tracker.close()
         client.close(0.0)
         stats = client.stats
-        undelivered = stats.submitted - stats.sent - stats.rejected
+        lost = stats.submitted - stats.sent - stats.rejected
         _say(
-            f"run {self.run_id}: {stats.sent} events delivered to {self.url}, {undelivered} not; "
-            f"drain margin {margin}"
+            f"run {self.run_id}: {stats.sent} events delivered to {self.url}, {stats.rejected} refused, "
+            f"{lost} not delivered; drain margin {margin}"
         )
 
 

@@ -7,7 +7,10 @@ is tested in ``tests/nemo_gym``), the sidecar the real service on 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +22,7 @@ import pytest
 from dispatcher_client.attach import BOOTSTRAP_DIR, POOLED_ENV, RUN_ID_ENV, URL_ENV, run_id_for
 from dispatcher_client.attach.bootstrap import sitecustomize
 from sidecar.server import ServiceThread
-from sidecar.settings import ServiceSettings
+from sidecar.settings import Secret, ServiceSettings
 from tests.dispatcher_client.attach_standin import ROWS_RAN, write_standin
 from tests.dispatcher_client.support import free_port
 
@@ -59,19 +62,30 @@ def test_the_hook_reports_every_rollout_of_the_collection(sidecar: str, tmp_path
     assert [agent["agent"] for agent in page["agents"]] == ["edited_after_ng_perf"]
     margin = httpx.get(f"{sidecar}/drain_margin", params={"run_id": "standin"}).json()
     assert (margin["samples"], margin["drained"], report["latency"]["samples"]) == (3, 2, 3)
-    assert "events delivered" in done.stderr and ", 0 not;" in done.stderr
+    assert ", 0 refused, 0 not delivered;" in done.stderr
 
 
-def test_without_a_sidecar_the_job_is_unchanged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sidecar_kind", ["none", "refusing", "silent"])
+def test_without_a_working_sidecar_the_job_is_unchanged(tmp_path: Path, sidecar_kind: str) -> None:
+    """Nothing listening, a sidecar refusing the job's token, one that accepts and never answers."""
     job = write_standin(tmp_path)
     plain = _python([str(job), str(tmp_path / "plain.txt")], tmp_path, url=None)
-    closed = f"http://127.0.0.1:{free_port()}"
-    attached = _python([str(job), str(tmp_path / "attached.txt")], tmp_path, url=closed)
+    with contextlib.ExitStack() as stack:
+        if sidecar_kind == "refusing":
+            settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite", token=Secret("theirs"))
+            url = stack.enter_context(ServiceThread(settings))
+        elif sidecar_kind == "silent":
+            silent = stack.enter_context(socket.create_server(("127.0.0.1", 0)))
+            url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        else:
+            url = f"http://127.0.0.1:{free_port()}"
+        attached = _python([str(job), str(tmp_path / "attached.txt")], tmp_path, url=url)
     assert plain.returncode == attached.returncode == 0, attached.stderr
     written = [sorted((tmp_path / name).read_text().splitlines()) for name in ("plain.txt", "attached.txt")]
     assert written[0] == written[1] and len(written[0]) == 4
     assert "patched: False" in plain.stdout and "patched: True" in attached.stdout
-    assert "0 events delivered" in attached.stderr
+    lost = re.search(r" 0 events delivered to \S+, (\d+) refused, (\d+) not delivered;", attached.stderr)
+    assert lost is not None and int(lost.group(1)) + int(lost.group(2)) == 12, attached.stderr
 
 
 def test_nothing_is_loaded_or_patched_before_nemo_gym(tmp_path: Path) -> None:

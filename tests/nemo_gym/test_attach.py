@@ -36,7 +36,8 @@ TASKS, REPEATS, SEED, SCALE = 16, 2, 7, 300.0
 #: Short enough that NeMo Gym drains about half of the 32 rollouts at the adaptive (p75) margin.
 BUDGET_S = 2.0
 _END = re.compile(
-    r"run (\S+): (\d+) events delivered to \S+, (\d+) not; drain margin (\S+) s \((.*) samples\)"
+    r"run (\S+): (\d+) events delivered to \S+, 0 refused, (\d+) not delivered; "
+    r"drain margin (\S+) s \((.*) samples\)"
 )
 
 
