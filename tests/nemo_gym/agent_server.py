@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,9 @@ class GymServers(AgentServer):
         #: ``time.monotonic()`` of the first request and of the last reply (the collection's span).
         self.first: float | None = None
         self.last: float | None = None
+        #: Cleared, replies wait (the job just sees slower rollouts) until it is set again.
+        self.replying = threading.Event()
+        self.replying.set()
         everyone = asyncio.Event()
 
         async def run(request: Request) -> Response:
@@ -66,6 +70,8 @@ class GymServers(AgentServer):
             event = rollout_event(config, seed, task, rollout, int(row.get("_ng_attempt_index") or 0))
             seconds, status, body = reply_for(event, 3600.0)
             await asyncio.sleep(max(0.0, seconds / scale - (time.monotonic() - received)))
+            while not self.replying.is_set():  # noqa: ASYNC110 (set from the test's thread)
+                await asyncio.sleep(0.01)
             self.last = time.monotonic()
             return Response(body, status_code=status, media_type="application/json")
 

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,14 @@ def _nemo_gym_reports(where: Path, tmp: Path) -> dict[str, bytes]:
     return {name: (copy / name).read_bytes() for name in REPORTS}
 
 
+def _wait(condition: Callable[[], object], job: subprocess.Popen[str]) -> None:
+    """Until ``condition`` holds, while the job runs (a failure names which)."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert job.poll() is None and time.monotonic() < deadline, "the job ended (or 120 s passed) first"
+        time.sleep(0.02)
+
+
 def _lines(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
@@ -223,17 +231,28 @@ def test_without_a_sidecar_the_job_is_unchanged(agent: GymServers, tmp_path: Pat
 def test_sidecar_killed_and_restarted_mid_run(agent: GymServers, sidecar: _Sidecar, tmp_path: Path) -> None:
     where = tmp_path / "job"
     job = subprocess.Popen(
-        _job(agent, where, ["--sidecar", sidecar.url, "--run-id", "gym-restart"]),
+        _job(agent, where, ["--sidecar", sidecar.url, "--run-id", "gym-restart"], budget=None),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 120
-    while not any(run["completed"] >= 3 for run in sidecar.get("/v1/runs")["runs"]):
-        assert job.poll() is None and time.monotonic() < deadline, "the job ended before the sidecar saw it"
-        time.sleep(0.02)
+
+    def written() -> int:
+        rows = where / "rollouts.jsonl"
+        return rows.read_bytes().count(b"\n") if rows.exists() else 0
+
+    def succeeded() -> int:
+        report = sidecar.get("/report", run_id="gym-restart")
+        return int(report.get("accounting", {}).get("succeeded", 0))
+
+    _wait(lambda: succeeded() >= 3, job)
     sidecar.stop(signal.SIGKILL)
+    before = written()
+    _wait(lambda: written() >= before + 2, job)  # completions the client now holds for later
+    agent.replying.clear()  # the job waits on its agent meanwhile (it only sees slower rollouts)
     sidecar.start()  # the same journal: what it acknowledged is there; the client re-sends the rest
+    _wait(lambda: succeeded() >= written() - 1, job)  # (one row is sent when the next one ends)
+    agent.replying.set()
     stdout, stderr = job.communicate(timeout=300)
     assert job.returncode == 0, stderr[-3000:]
     out = tmp_path / "report"
