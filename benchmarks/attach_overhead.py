@@ -64,7 +64,8 @@ def _run(
         env[RUN_ID_ENV] = f"bench-{mode}-{n}"
     agent.first = agent.last = None
     started, cpu = time.perf_counter(), _cpu()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    # in the scratch directory: Hydra writes outputs/ where the job starts
+    done = subprocess.run(command, env=env, cwd=where, capture_output=True, text=True, check=False)
     wall, cpu = time.perf_counter() - started, _cpu() - cpu
     if done.returncode != 0 or agent.first is None or agent.last is None:
         raise SystemExit(f"{mode}: the job failed ({done.returncode}): {done.stderr[-2000:]}")

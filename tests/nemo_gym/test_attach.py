@@ -109,8 +109,9 @@ def _job(
     return command if attach is None else [str(BIN / "rollout-sidecar"), "attach", *attach, "--", *command]
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The job from ``cwd`` (Hydra writes ``outputs/`` where a job starts: never into the checkout)."""
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -166,7 +167,7 @@ def _check_run(
 
 def test_attached_run_is_observed_exactly(agent: GymServers, sidecar: _Sidecar, tmp_path: Path) -> None:
     where = tmp_path / "job"
-    done = _run(_job(agent, where, ["--sidecar", sidecar.url, "--run-id", "gym-live"]))
+    done = _run(_job(agent, where, ["--sidecar", sidecar.url, "--run-id", "gym-live"]), tmp_path)
     assert "rollout-sidecar attach: run gym-live: " + sidecar.url + "/runs/gym-live" in done.stderr
     out = tmp_path / "report"
     subprocess.run(
@@ -199,7 +200,7 @@ def test_attached_run_is_observed_exactly(agent: GymServers, sidecar: _Sidecar, 
 
 def test_own_sidecar_writes_reports_beside_the_output(agent: GymServers, tmp_path: Path) -> None:
     where = tmp_path / "job"
-    done = _run(_job(agent, where, []))
+    done = _run(_job(agent, where, []), tmp_path)
     beside = where / "rollouts.jsonl.sidecar"
     assert re.search(r"run (rollouts-\d{8}T\d{6}): http://127\.0\.0\.1:\d+/runs/\1\n", done.stderr), (
         done.stderr
@@ -219,8 +220,8 @@ def _comparable(path: Path) -> list[bytes]:
 
 def test_without_a_sidecar_the_job_is_unchanged(agent: GymServers, tmp_path: Path) -> None:
     closed = f"http://127.0.0.1:{_free_port()}"
-    plain = _run(_job(agent, tmp_path / "plain", None, budget=None))
-    attached = _run(_job(agent, tmp_path / "attached", ["--sidecar", closed], budget=None))
+    plain = _run(_job(agent, tmp_path / "plain", None, budget=None), tmp_path)
+    attached = _run(_job(agent, tmp_path / "attached", ["--sidecar", closed], budget=None), tmp_path)
     for name in ("rollouts.jsonl", "rollouts_failures.jsonl", "rollouts_materialized_inputs.jsonl"):
         assert _comparable(tmp_path / "attached" / name) == _comparable(tmp_path / "plain" / name), name
     assert "Per-task latency over" in attached.stdout and plain.returncode == attached.returncode == 0
@@ -235,6 +236,7 @@ def test_sidecar_killed_and_restarted_mid_run(agent: GymServers, sidecar: _Sidec
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        cwd=tmp_path,
     )
 
     def written() -> int:
@@ -280,7 +282,7 @@ def test_two_pooled_processes_answer_the_pooled_p75(sidecar: _Sidecar, tmp_path:
         attach = ["--sidecar", sidecar.url, "--run-id", "pooled", "--pooled"]
         argvs = [_job(agent, tmp_path / f"job{i}", attach, budget=None, job=i) for i in (0, 1)]
         jobs = [
-            subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for argv in argvs
         ]
         outputs = [job.communicate(timeout=300) for job in jobs]
