@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # NeMo Gym 0.7.0 and this project resolved into one Python 3.13 venv: `pip check` must be clean and
-# NeMo Gym's own RolloutCollectionHelper must dispatch through RemoteLatencyTracker into a sidecar
-# (tests/nemo_gym). Bounded: the venv (NeMo Gym's dependencies are large) is kept between local runs
-# in $NEMO_GYM_VENV, and only this project is reinstalled into it.
+# NeMo Gym's own RolloutCollectionHelper must dispatch through RemoteLatencyTracker into a sidecar, and
+# its ng_collect_rollouts run under `rollout-sidecar attach` (tests/nemo_gym). Bounded: the venv (NeMo
+# Gym's dependencies are large) is kept between local runs in $NEMO_GYM_VENV, and only this project
+# is reinstalled into it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD

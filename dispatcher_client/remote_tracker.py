@@ -12,10 +12,18 @@ event ``{"kind": "latency", "op": <method>, "seconds": s, "source": <this tracke
 counts its calls, which together form the idempotency key. In the sidecar these feed only the
 run's tracker, its duration histogram and drained counter, never the rollout accounting or
 health (those come from completion events or the follower).
+
+``pooled=True`` is for several dispatcher processes of one run (NeMo RL's Gym workers, shards):
+``drain_margin`` then answers the run's p75 over every process's samples, pooled in the sidecar
+(never an average of per-process p75s). A background task on the client's loop fetches it every
+``pooled_interval_s``, so the dispatch path still only reads a field; while the sidecar does not
+answer, the local tracker does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import itertools
 from types import TracebackType
 from typing import Any
@@ -25,7 +33,7 @@ import httpx
 from sidecar.perf import DispatchLatencyTracker
 from sidecar.wire import LatencyOp, source_id
 
-from ._core import renamed_timeout
+from ._core import SidecarError, renamed_timeout
 from .config import ClientConfig, ClientStats
 from .sync import SyncSidecarClient
 
@@ -50,6 +58,8 @@ class RemoteLatencyTracker:
         transport: httpx.AsyncBaseTransport | None = None,
         local: DispatchLatencyTracker | None = None,
         start_run: bool = True,
+        pooled: bool = False,
+        pooled_interval_s: float = 1.0,
         **run_fields: Any,
     ) -> None:
         if client is None:
@@ -65,6 +75,11 @@ class RemoteLatencyTracker:
         self.local = local if local is not None else DispatchLatencyTracker()
         self.source = source_id()
         self._seq = itertools.count()
+        #: The sidecar's last answer for the whole run, ``(drain margin, samples)``; ``None``: none.
+        self.pooled: tuple[float | None, int] | None = None
+        self._poller: concurrent.futures.Future[None] | None = None
+        if pooled:
+            self._poller = asyncio.run_coroutine_threadsafe(self._poll(pooled_interval_s), client._loop)
         if start_run:
             client.start_run(**run_fields)
 
@@ -90,7 +105,30 @@ class RemoteLatencyTracker:
         return self.local.quantile(q)
 
     def drain_margin(self, configured: float | None) -> float | None:
+        pooled = self.pooled
+        if configured is None and pooled is not None:
+            return pooled[0]
         return self.local.drain_margin(configured)
+
+    async def _fetch(self) -> None:
+        try:
+            body = await self.client.core.drain_margin_info(None, timeout_s=0.5)
+            margin = body.get("drain_margin")
+            self.pooled = (None if margin is None else float(margin), int(body.get("samples") or 0))
+        except (SidecarError, TypeError, ValueError):
+            self.pooled = None  # unreachable, unknown run (not started yet) or a bad answer: local
+
+    async def _poll(self, interval_s: float) -> None:
+        while True:
+            await self._fetch()
+            await asyncio.sleep(interval_s)
+
+    def refresh(self) -> None:
+        """Fetch the pooled margin now (blocks up to about a second; ``pooled`` is ``None`` after)."""
+        try:
+            asyncio.run_coroutine_threadsafe(self._fetch(), self.client._loop).result(2.0)
+        except (concurrent.futures.TimeoutError, RuntimeError):  # a stuck or closed loop: local answers
+            self.pooled = None
 
     def summary(self) -> str:
         return self.local.summary()
@@ -123,6 +161,8 @@ class RemoteLatencyTracker:
     def close(self, timeout_s: float | None = None, *, timeout: float | None = None) -> None:
         """Deliver what is buffered and stop the background thread (if this tracker owns it)."""
         wait_s = renamed_timeout(timeout_s, timeout, None)
+        if self._poller is not None:
+            self._poller.cancel()
         if self._owns_client:
             self.client.close(wait_s)
 

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "report": "sidecar.http.cli",
     "follow": "dispatcher_client.follow_cli",
     "demo": "sidecar.demo.cli",
+    "attach": "sidecar.http.attach",
 }
 
 

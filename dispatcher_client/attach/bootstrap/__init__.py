@@ -1,0 +1,1 @@
+"""The directory ``rollout-sidecar attach`` puts first on the job's ``PYTHONPATH`` (its ``sitecustomize``)."""
