@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from dispatcher_client import RemoteLatencyTracker
-from sidecar.perf import DispatchLatencyTracker
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
+from sidecar.perf import DispatchLatencyTracker
 
 MINE = [1.0, 2.0, 3.0, 4.0, 5.0]
 THEIRS = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]

@@ -30,6 +30,7 @@ import os
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -74,11 +75,23 @@ class BlockingReadsResult:
 
 
 def poll_margin(
-    client: httpx.Client, seconds: float, into: list[float], violations: list[str], run_id: str = RUN
+    client: httpx.Client,
+    seconds: float,
+    into: list[float],
+    violations: list[str],
+    run_id: str = RUN,
+    *,
+    until: Callable[[], bool] | None = None,
+    cap_s: float = 300.0,
 ) -> None:
-    """``/drain_margin`` of ``run_id`` every 5 ms for ``seconds``: each latency (ms) into ``into``."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    """``/drain_margin`` of ``run_id`` every 5 ms for ``seconds``, and on until ``until()`` holds
+    (at most ``cap_s``): each latency (ms) into ``into``. ``until`` makes a slow machine wait for
+    the work it asks for instead of failing a window."""
+    began_at = time.monotonic()
+    end = began_at + seconds
+    while time.monotonic() < end or (
+        until is not None and not until() and time.monotonic() < began_at + cap_s
+    ):
         began = time.perf_counter()
         response = client.get("/drain_margin", params={"run_id": run_id})
         into.append((time.perf_counter() - began) * 1000)
@@ -87,7 +100,7 @@ def poll_margin(
         time.sleep(0.005)
 
 
-def _read_loop(url: str, path: str, stop: Any, outcomes: Any, nice: int = 0) -> None:
+def _read_loop(url: str, path: str, stop: Any, outcomes: Any, done: Any, nice: int = 0) -> None:
     """Poll ``path`` back to back (or, for ``trickle``, post a latency event every 50 ms) until
     ``stop``; put ``(path, latencies ms, errors)`` on ``outcomes``. Runs at niceness ``nice``."""
     os.nice(nice)
@@ -109,12 +122,13 @@ def _read_loop(url: str, path: str, stop: Any, outcomes: Any, nice: int = 0) -> 
             else:
                 response = client.get(path, params={"run_id": RUN} if path == "/report" else None)
             samples.append((time.perf_counter() - began) * 1000)
+            done.value += 1
             if response.status_code != 200:
                 errors.append(f"{path} answered {response.status_code}")
     outcomes.put((path, samples, errors[:10]))
 
 
-def _inflight_loop(url: str, stop: Any, outcomes: Any, nice: int = 0) -> None:
+def _inflight_loop(url: str, stop: Any, outcomes: Any, done: Any, nice: int = 0) -> None:
     """``INFLIGHT_POLLERS`` threads polling the in-flight run's ``/inflight`` back to back until ``stop``."""
     os.nice(nice)
     samples: list[float] = []
@@ -126,6 +140,8 @@ def _inflight_loop(url: str, stop: Any, outcomes: Any, nice: int = 0) -> None:
                 began = time.perf_counter()
                 response = client.get(f"/v1/runs/{INFLIGHT_RUN}/inflight")
                 samples.append((time.perf_counter() - began) * 1000)
+                with done.get_lock():
+                    done.value += 1
                 if response.status_code != 200:
                     errors.append(f"/inflight answered {response.status_code}")
 
@@ -137,7 +153,7 @@ def _inflight_loop(url: str, stop: Any, outcomes: Any, nice: int = 0) -> None:
     outcomes.put(("/inflight", samples, errors[:10]))
 
 
-def _otlp_receiver(port: int, stop: Any, outcomes: Any, nice: int = 0) -> None:
+def _otlp_receiver(port: int, stop: Any, outcomes: Any, done: Any, nice: int = 0) -> None:
     """An OTLP/HTTP endpoint that accepts every push (and counts them) until ``stop``."""
     os.nice(nice)
     pushes: list[float] = []
@@ -146,6 +162,8 @@ def _otlp_receiver(port: int, stop: Any, outcomes: Any, nice: int = 0) -> None:
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length") or 0))
             pushes.append(time.monotonic())
+            with done.get_lock():
+                done.value += 1
             self.send_response(200)
             self.send_header("content-type", "application/x-protobuf")
             self.send_header("content-length", "0")
@@ -198,7 +216,12 @@ def run_blocking_reads(
     stop = context.Event()
     outcomes: multiprocessing.Queue[tuple[str, list[float], list[str]]] = context.Queue()
     otlp_port = free_port()
-    receiver = context.Process(target=_otlp_receiver, args=(otlp_port, stop, outcomes, reader_nice))
+    # answers so far per reader: the loaded phase lasts until each has done enough to judge
+    done = {name: context.Value("i", 0) for name in ("/report", "/metrics", "trickle", "/inflight", "otlp")}
+    enough = {"/report": 2, "/metrics": 2, "trickle": 6, "/inflight": 2, "otlp": 2}
+    receiver = context.Process(
+        target=_otlp_receiver, args=(otlp_port, stop, outcomes, done["otlp"], reader_nice)
+    )
     receiver.start()
     sidecar = SidecarProcess(
         journal,
@@ -217,15 +240,25 @@ def run_blocking_reads(
             # the readers run in other processes: in this one they would contend for its GIL
             # with the poller and inflate the very latency measured
             readers = [
-                context.Process(target=_read_loop, args=(url, path, stop, outcomes, reader_nice))
+                context.Process(target=_read_loop, args=(url, path, stop, outcomes, done[path], reader_nice))
                 for path in ("/report", "/metrics", "trickle")
             ]
-            readers.append(context.Process(target=_inflight_loop, args=(url, stop, outcomes, reader_nice)))
+            readers.append(
+                context.Process(
+                    target=_inflight_loop, args=(url, stop, outcomes, done["/inflight"], reader_nice)
+                )
+            )
             children += readers
             for child in readers:
                 child.start()
             time.sleep(0.5)
-            poll_margin(client, seconds, result.loaded_ms, result.violations)
+            poll_margin(
+                client,
+                seconds,
+                result.loaded_ms,
+                result.violations,
+                until=lambda: all(done[name].value >= count for name, count in enough.items()),
+            )
             stop.set()
             for _ in children:
                 path, samples, errors = outcomes.get(timeout=300)
@@ -290,7 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inflight", type=int, default=200_000)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument(
-        "--reader-nice", type=int, default=10, choices=range(20), metavar="0..19",
+        "--reader-nice",
+        type=int,
+        default=10,
+        choices=range(20),
+        metavar="0..19",
         help="niceness of the reader processes (0: the same priority as the sidecar)",
     )
     parser.add_argument("--rounds", type=int, default=1, help="baseline/this-build pairs, interleaved")
