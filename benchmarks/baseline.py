@@ -1,4 +1,4 @@
-"""Another commit's build, unpacked beside ours so a benchmark can time both in one run.
+"""What the benchmarks share: another commit's build to time beside ours, quantiles, verdicts.
 
 Benchmarks quote ratios against a baseline measured in the same run on the same (noisy, shared)
 machine; this is how they get the baseline's code: our three packages at ``ref``, extracted with
@@ -12,10 +12,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import tarfile
+from collections.abc import Sequence
 from io import BytesIO
 from pathlib import Path
 
-__all__ = ["PACKAGES", "unpack_baseline"]
+__all__ = ["PACKAGES", "quantile", "unpack_baseline", "verdict"]
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("sidecar", "health", "dispatcher_client")
@@ -50,3 +51,17 @@ def _build_extensions(ref: str, into: Path) -> None:
     )
     if built.returncode != 0:
         print(f"baseline {ref}: native extensions not built; it runs its fallbacks\n{built.stderr[-2000:]}")
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``: the value at rank ``floor(q * n)`` of the sorted
+    sample, so ``q=0.99`` of 100 values is the largest, never an interpolation (nan if empty)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def verdict(name: str, value: float, limit: float, unit: str = "") -> bool:
+    """Print ``PASS``/``FAIL`` for one target (``value <= limit``) and return whether it held."""
+    held = value <= limit
+    print(f"  {'PASS' if held else 'FAIL'}  {name}: {value:.4g}{unit} (target <= {limit:.4g}{unit})")
+    return held

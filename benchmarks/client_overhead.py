@@ -38,7 +38,7 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.stats import quantile  # noqa: E402
+from benchmarks.baseline import quantile  # noqa: E402
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SidecarClient  # noqa: E402
 from sidecar.perf import DispatchLatencyTracker, build_ng_perf  # noqa: E402
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port  # noqa: E402

@@ -35,7 +35,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
-from benchmarks.stats import quantile
+from benchmarks.baseline import quantile
 from sidecar.demo.synthetic import SyntheticConfig, generate_rows
 from tests.reliability_harness.proc_stats import cpu_seconds, resident_bytes
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port

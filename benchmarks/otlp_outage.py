@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchmarks.stats import quantile
+from benchmarks.baseline import quantile
 from sidecar.demo.synthetic import SyntheticConfig, api_steps, generate_events
 from tests.reliability_harness.sidecar_process import SidecarProcess
 

@@ -36,10 +36,12 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.baseline import unpack_baseline  # noqa: E402
+from benchmarks.baseline import (
+    quantile,
+    unpack_baseline,
+)
 from benchmarks.fact_journal import RUN_ID, completed_templates, template_rows, write_journal  # noqa: E402
 from benchmarks.state import serve  # noqa: E402
-from benchmarks.stats import quantile  # noqa: E402
 
 _PURE = """
 import random, sys, time

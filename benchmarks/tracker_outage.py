@@ -34,8 +34,8 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.baseline import quantile
 from benchmarks.otlp_outage import completion_events, post_load, socketless_port
-from benchmarks.stats import quantile
 from sidecar.export.trackers import tracker_available
 from tests.reliability_harness.proc_stats import cpu_seconds
 from tests.reliability_harness.sidecar_process import SidecarProcess

@@ -1,0 +1,606 @@
+"""The red team's shapes (issue 36): each hostile load against a control run, PASS/FAIL per target.
+
+One command (``--quick``: small sizes, ~3 min on two shared cores; ``--only`` picks shapes)::
+
+    .venv/bin/python benchmarks/red_team.py --quick
+    .venv/bin/python benchmarks/red_team.py --only big-body,client-batches
+
+The service is a real ``rollout-sidecar serve`` on 127.0.0.1 in its own process; the load comes
+from other processes (``spawn``), bounded in count and time; a thread of this one polls
+``/drain_margin`` every 5 ms on one keep-alive connection, and only the polls made while the
+load was on the wire are counted (the clocks are ``CLOCK_MONOTONIC``, shared by the processes).
+Memory is read from ``/proc`` (peak: ``VmHWM``, reset before the load). The shapes:
+
+* ``big-body``: one body of 700k events (under the 64 MB body cap, 70x the 10,000-event cap):
+  ``/drain_margin`` max <= 200 ms, peak RSS growth <= 300 MB, answered 413/422 naming the cap.
+  Control: the same polls with the service idle.
+* ``client-batches``: three clients post ``dispatcher_client``'s default 512-event batches of
+  generated rows back to back: ``/drain_margin`` p99 <= 5 ms. Control: idle.
+* ``invalid-rows``: 1-3 MB rows with one wrong-typed field (they fail the contract), one a
+  request: ``/drain_margin`` p99 <= 2x the control's, the same rows valid.
+* ``report-readers``: a run of 100k rows, one client posting 16-event batches every 20 ms while
+  two readers loop on ``/report`` and ``/report/verdicts``: ingest p99 <= 2x the control's
+  (the same client, no readers).
+* ``mlflow``: ``serve --mlflow-tracking-uri`` of a loopback endpoint answering every request with
+  a 1.9 GB body: peak RSS growth <= the control's (no tracker, same events) + 100 MB, and
+  ``/drain_margin`` p99 <= 50 ms (an exporter never slows the answers).
+* ``follow-line``: ``rollout-sidecar follow`` of a run whose rollouts hold a 300 MB line between
+  good rows: exits 0 (alive), every good row ingested, a ``record_unreadable`` finding, its peak
+  RSS <= the control's (the same rows without the line) + 64 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import itertools
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere
+
+from benchmarks.baseline import quantile, verdict  # noqa: E402
+from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows  # noqa: E402
+from tests.reliability_harness.proc_stats import peak_resident_bytes, resident_bytes  # noqa: E402
+from tests.reliability_harness.sidecar_process import SidecarProcess, free_port  # noqa: E402
+
+MB = 1 << 20
+EVENT_CAP = 10_000
+FULL = {
+    "big_events": 700_000,
+    "batch_rounds": 20,
+    "invalid_rows": 48,
+    "reader_rows": 100_000,
+    "phase_s": 15.0,
+    "mlflow_bytes": 1900 * MB,
+    "mlflow_wait_s": 30.0,
+    "line_bytes": 300 * MB,
+}
+QUICK = {
+    "big_events": 100_000,
+    "batch_rounds": 4,
+    "invalid_rows": 12,
+    "reader_rows": 10_000,
+    "phase_s": 5.0,
+    "mlflow_bytes": 300 * MB,
+    "mlflow_wait_s": 12.0,
+    "line_bytes": 100 * MB,
+}
+Sizes = dict[str, Any]
+Window = tuple[float, float]
+
+
+# -- the load's side (each function runs in a process of its own) ---------------------------------
+
+
+def _connect(url: str, timeout: float = 300.0) -> http.client.HTTPConnection:
+    parts = urlsplit(url)
+    return http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
+
+
+def _request(
+    conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None = None
+) -> tuple[int, bytes]:
+    conn.request(method, path, body=body, headers={"content-type": "application/json"})
+    answer = conn.getresponse()
+    return answer.status, answer.read()
+
+
+def _rows(seed: int, count: int, *, calls: int, payload: int, invalid: bool = False) -> list[dict[str, Any]]:
+    """Generated result rows; ``invalid``: each one fails the contract by one wrong-typed field."""
+    faults = FaultRates(**{f.name: 0.0 for f in fields(FaultRates)} | {"invalid_trajectory": float(invalid)})
+    config = SyntheticConfig(
+        num_tasks=count,
+        repeats_per_task=1,
+        model_calls_per_rollout=calls,
+        payload_bytes_per_call=payload,
+        faults=faults,
+    )
+    return list(itertools.islice(generate_rows(config, seed), count))
+
+
+def _completed(row: dict[str, Any], task: int, source: str, seq: int) -> dict[str, Any]:
+    row = {**row, "_ng_task_index": task, "_ng_rollout_index": 0}
+    return {
+        "kind": "completed",
+        "seconds": 1.0 + task % 50,
+        "row": row,
+        "source": source,
+        "seq": seq,
+        "at": time.time(),
+    }
+
+
+def big_body_load(url: str, run: str, events: int) -> tuple[int, str, int, Window]:
+    """One ``POST`` of ``events`` latency events: (status, answer head, body bytes, its window)."""
+    event = b'{"kind":"latency","op":"record","seconds":1.5,"source":"red-team","seq":%d}'
+    body = b"[" + b",".join(event % i for i in range(events)) + b"]"
+    conn = _connect(url)
+    began = time.perf_counter()
+    status, answer = _request(conn, "POST", f"/v1/runs/{run}/events", body)
+    return status, answer[:400].decode("utf-8", "replace"), len(body), (began, time.perf_counter())
+
+
+def batches_load(url: str, run: str, client: int, rounds: int, batch: int) -> tuple[list[float], int, Window]:
+    """``rounds`` batches of ``batch`` completions back to back: (latencies, body bytes, window)."""
+    pool = _rows(client, 64, calls=4, payload=1024)
+    bodies = [
+        orjson.dumps(
+            [
+                _completed(pool[i % 64], (client * rounds + r) * batch + i, f"c{client}", r * batch + i)
+                for i in range(batch)
+            ]
+        )
+        for r in range(rounds)
+    ]
+    conn, latencies = _connect(url), []
+    began = time.perf_counter()
+    for body in bodies:
+        start = time.perf_counter()
+        status, answer = _request(conn, "POST", f"/v1/runs/{run}/events", body)
+        assert status == 200, answer[:300]
+        latencies.append(time.perf_counter() - start)
+    return latencies, sum(map(len, bodies)) // len(bodies), (began, time.perf_counter())
+
+
+def big_rows_load(
+    url: str, run: str, count: int, invalid: bool, first_task: int
+) -> tuple[list[float], list[int], Window]:
+    """``count`` rows of 1-3 MB, one a request: (latencies, row sizes, window)."""
+    rows = [
+        row
+        for row in _rows(3, count * 2, calls=200, payload=8000, invalid=invalid)
+        if MB <= len(orjson.dumps(row)) <= 3 * MB
+    ][:count]
+    bodies = [
+        orjson.dumps([_completed(row, first_task + i, "rows", first_task + i)]) for i, row in enumerate(rows)
+    ]
+    conn, latencies = _connect(url), []
+    began = time.perf_counter()
+    for body in bodies:
+        start = time.perf_counter()
+        status, answer = _request(conn, "POST", f"/v1/runs/{run}/events", body)
+        assert status == 200, answer[:300]
+        latencies.append(time.perf_counter() - start)
+    return latencies, [len(body) for body in bodies], (began, time.perf_counter())
+
+
+def steady_load(
+    url: str, run: str, first_task: int, seconds: float, batch: int = 16, every: float = 0.02
+) -> list[float]:
+    """A ``batch``-event POST every ``every`` seconds for ``seconds``: each one's latency."""
+    pool = _rows(11, 32, calls=2, payload=256)
+    conn, latencies, task = _connect(url), [], first_task
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        body = orjson.dumps(
+            [_completed(pool[i % 32], task + i, f"steady{first_task}", task + i) for i in range(batch)]
+        )
+        task += batch
+        start = time.perf_counter()
+        status, answer = _request(conn, "POST", f"/v1/runs/{run}/events", body)
+        assert status == 200, answer[:300]
+        latencies.append(time.perf_counter() - start)
+        time.sleep(max(0.0, every - (time.perf_counter() - start)))
+    return latencies
+
+
+def preload(url: str, run: str, first_task: int, count: int, batch: int = 500) -> int:
+    """``count`` small completions in ``batch``-event bodies, as fast as the service takes them."""
+    pool = _rows(first_task, 64, calls=2, payload=256)
+    conn = _connect(url)
+    for start in range(first_task, first_task + count, batch):
+        body = orjson.dumps(
+            [_completed(pool[i % 64], i, f"pre{first_task}", i) for i in range(start, start + batch)]
+        )
+        status, answer = _request(conn, "POST", f"/v1/runs/{run}/events", body)
+        assert status == 200, answer[:300]
+    return count
+
+
+def report_reader(url: str, run: str, seconds: float) -> int:
+    """``/report`` and ``/report/verdicts`` of ``run`` back to back for ``seconds``: reads made."""
+    conn, reads = _connect(url), 0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        for path in (f"/report?run_id={run}", f"/report/verdicts?run_id={run}"):
+            status, _ = _request(conn, "GET", path)
+            reads += status == 200
+    return reads
+
+
+def hostile_mlflow(port: int, body_bytes: int, seconds: float) -> None:
+    """A loopback endpoint answering every request with 200 and a ``body_bytes`` JSON body."""
+    server = socket.create_server(("127.0.0.1", port))
+    server.settimeout(0.5)
+    chunk = b"a" * MB
+
+    def answer(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), conn:
+            while True:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    got = conn.recv(65536)
+                    if not got:
+                        return
+                    head += got
+                headers, _, rest = head.partition(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in headers.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                while len(rest) < length:
+                    rest += conn.recv(65536)
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b'Content-Length: %d\r\n\r\n{"a":"' % body_bytes
+                )
+                for _ in range((body_bytes - 8) // MB):
+                    conn.sendall(chunk)
+                conn.sendall(b"a" * ((body_bytes - 8) % MB) + b'"}')
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with contextlib.suppress(TimeoutError):
+            threading.Thread(target=answer, args=(server.accept()[0],), daemon=True).start()
+
+
+# -- the measuring side ---------------------------------------------------------------------------
+
+
+class Poller:
+    """``GET /drain_margin`` every ``every`` s in a thread: (send time, latency) of each poll."""
+
+    def __init__(self, url: str, run: str, every: float = 0.005) -> None:
+        self.url, self.path, self.every = url, f"/drain_margin?run_id={run}", every
+        self.samples: list[tuple[float, float]] = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        conn = _connect(self.url, timeout=60)
+        while not self._stop.is_set():
+            start = time.perf_counter()
+            status, _ = _request(conn, "GET", self.path)
+            self.samples.append((start, time.perf_counter() - start))
+            self.failures += status != 200
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> Poller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def within(self, window: Window) -> list[float]:
+        return [latency for start, latency in self.samples if window[0] <= start <= window[1]]
+
+
+def ms(values: list[float]) -> str:
+    return (
+        f"p50 {quantile(values, 0.5) * 1e3:.2f} p99 {quantile(values, 0.99) * 1e3:.2f} "
+        f"max {max(values, default=float('nan')) * 1e3:.1f} ms (n={len(values)})"
+    )
+
+
+@contextlib.contextmanager
+def service(workdir: Path, name: str, *extra: str) -> Iterator[SidecarProcess]:
+    """``rollout-sidecar serve`` on 127.0.0.1 with a fresh journal, stopped on exit."""
+    sidecar = SidecarProcess(
+        workdir / f"{name}.sqlite3",
+        workdir / f"{name}.log",
+        extra_args=list(extra),
+        port=free_port(),
+        log_level="warning",
+    )
+    sidecar.start(timeout=120)
+    try:
+        yield sidecar
+    finally:
+        sidecar.stop()
+
+
+@contextlib.contextmanager
+def polled(
+    workdir: Path, run: str, *extra: str, every: float = 0.005
+) -> Iterator[tuple[SidecarProcess, Poller]]:
+    """:func:`service` with ``run`` started and its ``/drain_margin`` polled."""
+    with service(workdir, run, *extra) as sidecar:
+        start_run(sidecar.url, run)
+        with Poller(sidecar.url, run, every) as poller:
+            yield sidecar, poller
+
+
+def start_run(url: str, run: str) -> None:
+    status, answer = _request(_connect(url), "POST", f"/v1/runs/{run}/events", b'[{"kind":"run_started"}]')
+    assert status == 200, answer[:300]
+
+
+def reset_peak(pid: int) -> int:
+    """Reset ``VmHWM`` to ``VmRSS`` (``/proc/PID/clear_refs``); returns that RSS."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    return resident_bytes(pid)
+
+
+def idle(poller: Poller, seconds: float = 2.0) -> list[float]:
+    began = time.perf_counter()
+    time.sleep(seconds)
+    return poller.within((began, time.perf_counter()))
+
+
+def big_body(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
+    with polled(workdir, "big") as (sidecar, poller):
+        assert sidecar.pid is not None
+        control = idle(poller)
+        before = reset_peak(sidecar.pid)
+        status, answer, size, window = pool.submit(
+            big_body_load, sidecar.url, "big", sizes["big_events"]
+        ).result()
+        growth = peak_resident_bytes(sidecar.pid) - before
+        loaded = poller.within(window)
+    print(
+        f"  {sizes['big_events']:,} events, {size / MB:.1f} MB body: answered {status} "
+        f"in {window[1] - window[0]:.2f} s: {answer[:160]}"
+    )
+    print(f"  /drain_margin idle {ms(control)}\n  /drain_margin during the body {ms(loaded)}")
+    named = status in (413, 422) and any(cap in answer for cap in ("10000", "10,000", "10_000"))
+    print(f"  {'PASS' if named else 'FAIL'}  answered 413 or 422 naming the {EVENT_CAP:,}-event cap")
+    held = verdict("/drain_margin max", max(loaded, default=0.0) * 1e3, 200, " ms")
+    return named & held & verdict("peak RSS growth", growth / MB, 300, " MB")
+
+
+def client_batches(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
+    with polled(workdir, "batches") as (sidecar, poller):
+        control = idle(poller)
+        futures = [
+            pool.submit(batches_load, sidecar.url, "batches", client, sizes["batch_rounds"], 512)
+            for client in range(3)
+        ]
+        results = [future.result() for future in futures]
+        window = (min(r[2][0] for r in results), max(r[2][1] for r in results))
+        loaded = poller.within(window)
+    rows = 3 * sizes["batch_rounds"] * 512
+    posts = [latency for result in results for latency in result[0]]
+    print(
+        f"  3 clients x {sizes['batch_rounds']} batches of 512 rows ({results[0][1] / MB:.1f} MB a body): "
+        f"{rows / (window[1] - window[0]):,.0f} rows/s, POST {ms(posts)}"
+    )
+    print(f"  /drain_margin idle {ms(control)}\n  /drain_margin loaded {ms(loaded)}")
+    print(f"  ratio p99 loaded / idle: {quantile(loaded, 0.99) / quantile(control, 0.99):.1f}x")
+    return verdict("/drain_margin p99 under the batches", quantile(loaded, 0.99) * 1e3, 5, " ms")
+
+
+def invalid_rows(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
+    count = sizes["invalid_rows"]
+    with polled(workdir, "rows") as (sidecar, poller):
+        figures = {}
+        for invalid in (False, True):
+            latencies, lengths, window = pool.submit(
+                big_rows_load, sidecar.url, "rows", count, invalid, 1000 * invalid
+            ).result()
+            figures[invalid] = poller.within(window)
+            label = "invalid" if invalid else "valid (control)"
+            print(
+                f"  {len(lengths)} {label} rows of {min(lengths) / MB:.1f}-{max(lengths) / MB:.1f} MB: "
+                f"POST {ms(latencies)}"
+            )
+            print(f"    /drain_margin {ms(figures[invalid])}")
+    valid_p99, invalid_p99 = quantile(figures[False], 0.99), quantile(figures[True], 0.99)
+    print(f"  ratio p99 invalid / valid: {invalid_p99 / valid_p99:.2f}x")
+    return verdict("/drain_margin p99 with invalid rows", invalid_p99 * 1e3, 2 * valid_p99 * 1e3, " ms")
+
+
+def report_readers(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
+    total, seconds = sizes["reader_rows"], sizes["phase_s"]
+    with service(workdir, "readers") as sidecar:
+        start_run(sidecar.url, "readers")
+        began = time.perf_counter()
+        half = total // 2
+        for future in [pool.submit(preload, sidecar.url, "readers", first, half) for first in (0, half)]:
+            future.result()
+        print(f"  {total:,} rows loaded in {time.perf_counter() - began:.1f} s")
+        control = pool.submit(steady_load, sidecar.url, "readers", 10_000_000, seconds).result()
+        readers = [pool.submit(report_reader, sidecar.url, "readers", seconds + 1) for _ in range(2)]
+        loaded = pool.submit(steady_load, sidecar.url, "readers", 20_000_000, seconds).result()
+        reads = sum(future.result() for future in readers)
+    print(f"  ingest, no readers (control): {ms(control)}")
+    print(f"  ingest, 2 readers ({reads} reports read): {ms(loaded)}")
+    print(f"  ratio p99 readers / none: {quantile(loaded, 0.99) / quantile(control, 0.99):.2f}x")
+    return verdict(
+        "ingest p99 with readers", quantile(loaded, 0.99) * 1e3, 2 * quantile(control, 0.99) * 1e3, " ms"
+    )
+
+
+def mlflow(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
+    port, wait = free_port(), sizes["mlflow_wait_s"]
+    growth: dict[str, float] = {}
+    p99: dict[str, float] = {}
+    endpoint: Future[None] | None = None
+    for name, extra in (
+        ("control", ()),
+        ("hostile", ("--mlflow-tracking-uri", f"http://127.0.0.1:{port}", "--tracker-interval", "1")),
+    ):
+        if extra:
+            endpoint = pool.submit(hostile_mlflow, port, sizes["mlflow_bytes"], wait + 30)
+            time.sleep(1.0)
+        with polled(workdir, "tracked", *extra, every=0.05) as (sidecar, poller):
+            assert sidecar.pid is not None
+            before = reset_peak(sidecar.pid)
+            preload(sidecar.url, "tracked", 0, 1000)
+            began = time.perf_counter()
+            time.sleep(wait)
+            growth[name] = (peak_resident_bytes(sidecar.pid) - before) / MB
+            polls = poller.within((began, time.perf_counter()))
+            p99[name] = quantile(polls, 0.99) * 1e3
+            alive = sidecar.poll() is None and poller.failures == 0
+        print(
+            f"  {name}: peak RSS growth {growth[name]:.0f} MB over {wait:.0f} s, alive {alive}, "
+            f"/drain_margin {ms(polls)}"
+        )
+    if endpoint is not None:
+        endpoint.cancel()
+    print(f"  the hostile endpoint answered every request with {sizes['mlflow_bytes'] / MB:,.0f} MB")
+    held = verdict(
+        "peak RSS growth with the hostile endpoint", growth["hostile"], growth["control"] + 100, " MB"
+    )
+    return held & verdict("/drain_margin p99 with the hostile endpoint", p99["hostile"], 50, " ms")
+
+
+def follow_line(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
+    good = [orjson.dumps(row) + b"\n" for row in _rows(5, 20, calls=2, payload=256)]
+    peaks: dict[str, float] = {}
+    held = True
+    for name, line_bytes in (("control", 0), ("line", sizes["line_bytes"])):
+        run_dir = workdir / f"follow-{name}"
+        run_dir.mkdir()
+        with (run_dir / "rollouts.jsonl").open("wb") as out:
+            out.writelines(good[:10])
+            if line_bytes:
+                out.write(
+                    b'{"_ng_task_index":100,"_ng_rollout_index":0,"reward":0.0,"response":{"output":'
+                    b'[{"type":"message","content":[{"type":"output_text","text":"'
+                )
+                for _ in range(line_bytes // MB):
+                    out.write(b"x" * MB)
+                out.write(b'"}]}]}}\n')
+            out.writelines(good[10:])
+        with service(workdir, f"follow-{name}") as sidecar:
+            assert sidecar.pid is not None
+            before = reset_peak(sidecar.pid)
+            follower = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "sidecar.cli",
+                    "follow",
+                    str(run_dir),
+                    "--sidecar",
+                    sidecar.url,
+                    "--until-idle",
+                    "2",
+                    "--give-up-after",
+                    "30",
+                ],
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+            code, peak, output = _wait_with_rusage(follower, 120.0 + line_bytes / (2 * MB))
+            served = (peak_resident_bytes(sidecar.pid) - before) / MB
+            _, summary = _request(
+                _connect(sidecar.url), "GET", f"/report/quality_summary.json?run_id={run_dir.name}"
+            )
+        peaks[name] = peak
+        run = orjson.loads(summary)["run"] if summary.startswith(b"{") else {}
+        records, unreadable = (
+            run.get("artifacts", {}).get("records"),
+            run.get("issues", {}).get("record_unreadable"),
+        )
+        print(
+            f"  {name}: follower exit {code}, peak RSS {peak:.0f} MB; service RSS growth {served:.0f} MB; "
+            f"records {records}, record_unreadable {unreadable}"
+        )
+        if code != 0:
+            print(f"    follower said: {output[-600:]}")
+        if line_bytes:
+            held &= _check(f"follower alive past a {line_bytes / MB:.0f} MB line (exit 0)", code == 0)
+            held &= _check("the line skipped with a record_unreadable finding", bool(unreadable))
+            held &= _check("every good row ingested", (records or 0) - (unreadable or 0) >= len(good))
+            held &= verdict("service peak RSS growth", served, 64, " MB")
+    return held & verdict("follower peak RSS", peaks["line"], peaks["control"] + 64, " MB")
+
+
+def _check(name: str, held: bool) -> bool:
+    print(f"  {'PASS' if held else 'FAIL'}  {name}")
+    return held
+
+
+def _wait_with_rusage(child: subprocess.Popen[bytes], timeout: float) -> tuple[int, float, str]:
+    """Wait for ``child`` (SIGKILL after ``timeout``): its exit code, peak RSS in MB, output."""
+    assert child.stdout is not None
+    output: list[bytes] = []
+    reader = threading.Thread(
+        target=lambda: output.append(child.stdout.read() if child.stdout else b""), daemon=True
+    )
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:
+            child.returncode = os.waitstatus_to_exitcode(status)
+            reader.join(5)
+            return child.returncode, usage.ru_maxrss / 1024, b"".join(output).decode("utf-8", "replace")
+        if time.monotonic() > deadline:
+            child.kill()
+        time.sleep(0.05)
+
+
+SHAPES: dict[str, Callable[[ProcessPoolExecutor, Path, Sizes], bool]] = {
+    "big-body": big_body,
+    "client-batches": client_batches,
+    "invalid-rows": invalid_rows,
+    "report-readers": report_readers,
+    "mlflow": mlflow,
+    "follow-line": follow_line,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument(
+        "--only", default=",".join(SHAPES), help=f"comma-separated shapes of {', '.join(SHAPES)}"
+    )
+    args = parser.parse_args(argv)
+    chosen = [name for name in args.only.split(",") if name]
+    unknown = sorted(set(chosen) - set(SHAPES))
+    if unknown:
+        parser.error(f"unknown shape(s): {', '.join(unknown)}")
+    sizes = QUICK if args.quick else FULL
+    print(f"load average {os.getloadavg()[0]:.1f}; sizes {'quick' if args.quick else 'full'}")
+    results: dict[str, bool] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="red-team-") as tmp,
+        ProcessPoolExecutor(8, mp_context=multiprocessing.get_context("spawn")) as pool,
+    ):
+        for name in chosen:
+            print(f"== {name}")
+            began = time.perf_counter()
+            workdir = Path(tmp) / name
+            workdir.mkdir()
+            try:
+                results[name] = SHAPES[name](pool, workdir, sizes)
+            except Exception as error:  # one shape's breakage must not hide the others' figures
+                print(f"  FAIL  {type(error).__name__}: {str(error)[:500]}")
+                results[name] = False
+            print(f"  ({time.perf_counter() - began:.0f} s)")
+    print("\n".join(f"{'PASS' if held else 'FAIL'}  {name}" for name, held in results.items()))
+    return 0 if all(results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
