@@ -21,9 +21,11 @@ Memory is read from ``/proc`` (peak: ``VmHWM``, reset before the load). The shap
 * ``report-readers``: a run of 100k rows, one client posting 16-event batches every 20 ms while
   two readers loop on ``/report`` and ``/report/verdicts``: ingest p99 <= 2x the control's
   (the same client, no readers).
-* ``mlflow``: ``serve --mlflow-tracking-uri`` of a loopback endpoint answering every request with
-  a 1.9 GB body: peak RSS growth <= the control's (no tracker, same events) + 100 MB, and
-  ``/drain_margin`` p99 <= 50 ms (an exporter never slows the answers).
+* ``mlflow``, ``otlp``, ``wandb``: the exporter pointed at a loopback endpoint that answers
+  every request with a 1.9 GB body (``huge``), never answers (``hang``), drips a status line
+  (``drip``), answers 500 (``error``), or at a port nothing listens on (``down``); ``--quick``:
+  ``huge`` and ``hang`` only. Per mode: peak RSS growth <= the control's (no exporter, the same
+  steady ingest) + 100 MB, ``/drain_margin`` p99 <= 50 ms, SIGTERM to exit <= 5 s.
 * ``follow-line``: ``rollout-sidecar follow`` of a run whose rollouts hold a 300 MB line between
   good rows: exits 0 (alive), every good row ingested, a ``record_unreadable`` finding, its peak
   RSS <= the control's (the same rows without the line) + 64 MB.
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import http.client
 import itertools
 import multiprocessing
@@ -44,7 +47,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -68,8 +71,9 @@ FULL = {
     "invalid_rows": 48,
     "reader_rows": 100_000,
     "phase_s": 15.0,
-    "mlflow_bytes": 1900 * MB,
-    "mlflow_wait_s": 30.0,
+    "export_bytes": 1900 * MB,
+    "export_s": 20.0,
+    "export_modes": ("huge", "hang", "drip", "error", "down"),
     "line_bytes": 300 * MB,
 }
 QUICK = {
@@ -78,8 +82,9 @@ QUICK = {
     "invalid_rows": 12,
     "reader_rows": 10_000,
     "phase_s": 5.0,
-    "mlflow_bytes": 300 * MB,
-    "mlflow_wait_s": 12.0,
+    "export_bytes": 300 * MB,
+    "export_s": 8.0,
+    "export_modes": ("huge", "hang"),
     "line_bytes": 100 * MB,
 }
 Sizes = dict[str, Any]
@@ -207,7 +212,10 @@ def preload(url: str, run: str, first_task: int, count: int, batch: int = 500) -
     conn = _connect(url)
     for start in range(first_task, first_task + count, batch):
         body = orjson.dumps(
-            [_completed(pool[i % 64], i, f"pre{first_task}", i) for i in range(start, start + batch)]
+            [
+                _completed(pool[i % 64], i, f"pre{first_task}", i)
+                for i in range(start, min(start + batch, first_task + count))
+            ]
         )
         status, answer = _request(conn, "POST", f"/v1/runs/{run}/events", body)
         assert status == 200, answer[:300]
@@ -225,15 +233,17 @@ def report_reader(url: str, run: str, seconds: float) -> int:
     return reads
 
 
-def hostile_mlflow(port: int, body_bytes: int, seconds: float) -> None:
-    """A loopback endpoint answering every request with 200 and a ``body_bytes`` JSON body."""
+def hostile_endpoint(port: int, mode: str, body_bytes: int, seconds: float) -> None:
+    """A loopback HTTP endpoint for ``seconds`` that, to every request, answers 200 with a
+    ``body_bytes`` JSON body (``huge``), never answers (``hang``), sends a status line a byte
+    every 100 ms (``drip``) or answers 500 (``error``)."""
     server = socket.create_server(("127.0.0.1", port))
     server.settimeout(0.5)
-    chunk = b"a" * MB
+    deadline = time.monotonic() + seconds
 
     def answer(conn: socket.socket) -> None:
         with contextlib.suppress(OSError), conn:
-            while True:
+            while time.monotonic() < deadline:
                 head = b""
                 while b"\r\n\r\n" not in head:
                     got = conn.recv(65536)
@@ -241,25 +251,28 @@ def hostile_mlflow(port: int, body_bytes: int, seconds: float) -> None:
                         return
                     head += got
                 headers, _, rest = head.partition(b"\r\n\r\n")
-                length = next(
-                    (
-                        int(line.split(b":")[1])
-                        for line in headers.split(b"\r\n")
-                        if line.lower().startswith(b"content-length:")
-                    ),
-                    0,
-                )
-                while len(rest) < length:
+                sizes = [
+                    int(line.split(b":")[1])
+                    for line in headers.lower().split(b"\r\n")
+                    if b"content-length:" in line
+                ]
+                while len(rest) < sum(sizes):
                     rest += conn.recv(65536)
-                conn.sendall(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                    b'Content-Length: %d\r\n\r\n{"a":"' % body_bytes
-                )
-                for _ in range((body_bytes - 8) // MB):
-                    conn.sendall(chunk)
-                conn.sendall(b"a" * ((body_bytes - 8) % MB) + b'"}')
+                if mode == "hang":
+                    time.sleep(max(0.0, deadline - time.monotonic()))
+                elif mode == "drip":
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+                    while time.monotonic() < deadline:
+                        conn.sendall(b"x")
+                        time.sleep(0.1)
+                elif mode == "error":
+                    conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 2\r\n\r\n{}")
+                else:
+                    conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n{"a":"' % body_bytes)
+                    for _ in range((body_bytes - 8) // MB):
+                        conn.sendall(b"a" * MB)
+                    conn.sendall(b"a" * ((body_bytes - 8) % MB) + b'"}')
 
-    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         with contextlib.suppress(TimeoutError):
             threading.Thread(target=answer, args=(server.accept()[0],), daemon=True).start()
@@ -307,14 +320,19 @@ def ms(values: list[float]) -> str:
 
 
 @contextlib.contextmanager
-def service(workdir: Path, name: str, *extra: str) -> Iterator[SidecarProcess]:
-    """``rollout-sidecar serve`` on 127.0.0.1 with a fresh journal, stopped on exit."""
+def service(
+    workdir: Path, name: str, *extra: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> Iterator[SidecarProcess]:
+    """``rollout-sidecar serve`` on 127.0.0.1 with the journal ``name`` (``cwd``: another build's
+    packages), stopped on exit."""
     sidecar = SidecarProcess(
         workdir / f"{name}.sqlite3",
         workdir / f"{name}.log",
         extra_args=list(extra),
         port=free_port(),
         log_level="warning",
+        env=env,
+        cwd=cwd,
     )
     sidecar.start(timeout=120)
     try:
@@ -325,10 +343,10 @@ def service(workdir: Path, name: str, *extra: str) -> Iterator[SidecarProcess]:
 
 @contextlib.contextmanager
 def polled(
-    workdir: Path, run: str, *extra: str, every: float = 0.005
+    workdir: Path, run: str, *extra: str, every: float = 0.005, env: dict[str, str] | None = None
 ) -> Iterator[tuple[SidecarProcess, Poller]]:
     """:func:`service` with ``run`` started and its ``/drain_margin`` polled."""
-    with service(workdir, run, *extra) as sidecar:
+    with service(workdir, run, *extra, env=env) as sidecar:
         start_run(sidecar.url, run)
         with Poller(sidecar.url, run, every) as poller:
             yield sidecar, poller
@@ -434,39 +452,51 @@ def report_readers(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bo
     )
 
 
-def mlflow(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
-    port, wait = free_port(), sizes["mlflow_wait_s"]
-    growth: dict[str, float] = {}
-    p99: dict[str, float] = {}
-    endpoint: Future[None] | None = None
-    for name, extra in (
-        ("control", ()),
-        ("hostile", ("--mlflow-tracking-uri", f"http://127.0.0.1:{port}", "--tracker-interval", "1")),
-    ):
-        if extra:
-            endpoint = pool.submit(hostile_mlflow, port, sizes["mlflow_bytes"], wait + 30)
+def exporter_args(exporter: str, url: str, workdir: Path) -> tuple[list[str], dict[str, str]]:
+    """``serve``'s options and environment to export to ``url`` often (a step every 0.5 s)."""
+    env = {"MLFLOW_DISABLE_TELEMETRY": "true", "WANDB_SILENT": "true", "WANDB_DIR": str(workdir)}
+    if exporter == "otlp":
+        env |= {"OTEL_METRIC_EXPORT_INTERVAL": "500", "OTEL_EXPORTER_OTLP_TIMEOUT": "2"}
+        return ["--otlp-endpoint", url], env
+    if exporter == "mlflow":
+        return ["--mlflow-tracking-uri", url, "--tracker-interval", "0.5"], env
+    if exporter == "wandb":
+        env |= {"WANDB_MODE": "online", "WANDB_BASE_URL": url, "WANDB_API_KEY": "x" * 40}
+        return ["--wandb-project", "red-team", "--tracker-interval", "0.5"], env
+    return [], env
+
+
+def hostile_exporter(exporter: str, pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
+    """``exporter`` pointed at a hostile endpoint, once per mode (``down``: nothing listens),
+    against a control run without it, the same steady ingest in each."""
+    wait, held, control_growth = sizes["export_s"], True, 0.0
+    for mode in ("control", *sizes["export_modes"]):
+        port = free_port()
+        extra, env = exporter_args(exporter if mode != "control" else "", f"http://127.0.0.1:{port}", workdir)
+        if mode not in ("control", "down"):
+            pool.submit(hostile_endpoint, port, mode, sizes["export_bytes"], wait + 20)
             time.sleep(1.0)
-        with polled(workdir, "tracked", *extra, every=0.05) as (sidecar, poller):
+        with polled(workdir, f"{exporter}-{mode}", *extra, every=0.02, env=env) as (sidecar, poller):
             assert sidecar.pid is not None
             before = reset_peak(sidecar.pid)
-            preload(sidecar.url, "tracked", 0, 1000)
             began = time.perf_counter()
-            time.sleep(wait)
-            growth[name] = (peak_resident_bytes(sidecar.pid) - before) / MB
+            ingest = pool.submit(steady_load, sidecar.url, f"{exporter}-{mode}", 0, wait).result()
+            growth = (peak_resident_bytes(sidecar.pid) - before) / MB
             polls = poller.within((began, time.perf_counter()))
-            p99[name] = quantile(polls, 0.99) * 1e3
             alive = sidecar.poll() is None and poller.failures == 0
+            stop_began = time.perf_counter()
+        stopped = time.perf_counter() - stop_began
         print(
-            f"  {name}: peak RSS growth {growth[name]:.0f} MB over {wait:.0f} s, alive {alive}, "
-            f"/drain_margin {ms(polls)}"
+            f"  {mode}: peak RSS growth {growth:.0f} MB, alive {alive}, SIGTERM to exit {stopped:.2f} s\n"
+            f"    POST {ms(ingest)}\n    /drain_margin {ms(polls)}"
         )
-    if endpoint is not None:
-        endpoint.cancel()
-    print(f"  the hostile endpoint answered every request with {sizes['mlflow_bytes'] / MB:,.0f} MB")
-    held = verdict(
-        "peak RSS growth with the hostile endpoint", growth["hostile"], growth["control"] + 100, " MB"
-    )
-    return held & verdict("/drain_margin p99 with the hostile endpoint", p99["hostile"], 50, " ms")
+        if mode == "control":
+            control_growth = growth
+            continue
+        held &= verdict(f"{mode}: peak RSS growth", growth, control_growth + 100, " MB")
+        held &= verdict(f"{mode}: /drain_margin p99", quantile(polls, 0.99) * 1e3, 50, " ms")
+        held &= verdict(f"{mode}: SIGTERM to exit", stopped, 5, " s")
+    return held
 
 
 def follow_line(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
@@ -564,7 +594,9 @@ SHAPES: dict[str, Callable[[ProcessPoolExecutor, Path, Sizes], bool]] = {
     "client-batches": client_batches,
     "invalid-rows": invalid_rows,
     "report-readers": report_readers,
-    "mlflow": mlflow,
+    "mlflow": functools.partial(hostile_exporter, "mlflow"),
+    "otlp": functools.partial(hostile_exporter, "otlp"),
+    "wandb": functools.partial(hostile_exporter, "wandb"),
     "follow-line": follow_line,
 }
 
