@@ -190,10 +190,3 @@ def test_the_accounting_body_is_the_snapshots_fields() -> None:
 
     assert list(AccountingBody.__annotations__) == [field.name for field in fields(AccountingSnapshot)]
 
-
-def test_the_agent_rows_are_the_schemas_type() -> None:
-    """The page's agent rows are typed by the schema itself (one definition)."""
-    from sidecar.http.responses import AgentBody
-    from sidecar.state.agents import AgentRow
-
-    assert AgentRow is AgentBody
