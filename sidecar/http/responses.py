@@ -111,7 +111,6 @@ class PageBody(TypedDict):
     health: dict[str, Any]
     perf_summary: dict[str, Any] | None
     perf_rollouts: int | None
-    perf_pending: bool
     tokens: dict[str, int]
     inflight: dict[str, Any]
     agents: list[AgentBody] | None

@@ -51,10 +51,6 @@ def fetch_page(
     try:
         with httpx.Client(base_url=sidecar, headers=headers, timeout=timeout) as client:
             page = client.get(f"{base}/page")
-            deadline = time.monotonic() + timeout
-            while page.status_code == 200 and page.json().get("perf_pending") and time.monotonic() < deadline:
-                time.sleep(0.25)  # a big run's perf summary is still being built: the file wants it
-                page = client.get(f"{base}/page")
             if page.status_code >= 400:
                 raise HtmlError(f"{page.request.url} answered {page.status_code}: {page.text[:200]}")
             timeline = client.get(f"{base}/timeline")
