@@ -177,13 +177,6 @@ class Accounting:
             raise ValueError(f"accounting snapshot: {len(accounting._classes)} classes, expected {_CLASSES}")
         return accounting
 
-    def _planned(self, key: RolloutKey) -> bool:
-        if self._plan is None:
-            return False
-        repeats = self._plan.get(str(key[0]))
-        rollout = key[1]
-        return repeats is not None and isinstance(rollout, int) and 0 <= rollout < repeats
-
     def _locate(self, key: RolloutKey, *, create: bool) -> tuple[int, int]:
         """``(block, slot)``: the planned task's block offset (-1: unplanned, or no block and not
         ``create``) and the rollout's slot in ``_slots`` (-1: its status is in the dict;

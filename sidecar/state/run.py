@@ -220,7 +220,7 @@ class RunState:
             "recent_unhealthy": [list(entry) for entry in self.recent_unhealthy],
             "issues": self._issues,
             "maybe_duplicates": self._maybe_duplicates,
-            "inflight": self.inflight.to_snapshot(stamps=False),
+            "inflight": self.inflight.to_snapshot(),
             "inflight_at_end": self.inflight_at_end,
             "timed": self.timed,
             "timeline": self.timeline.to_snapshot(),
