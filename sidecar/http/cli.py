@@ -46,11 +46,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         f"works too; /healthz and /readyz stay open) (default: ${READ_TOKEN_ENV_VAR}, else reads are open)",
     )
     serve.add_argument(
-        "--open-metrics",
-        action="store_true",
-        help="with --read-token-file, leave /metrics readable without a token (default: off)",
-    )
-    serve.add_argument(
         "--otlp-endpoint",
         default=None,
         metavar="URL",
@@ -87,12 +82,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=rules.eval_interval_s,
         metavar="SECONDS",
         help=f"seconds between straggler/stall evaluations (default {rules.eval_interval_s:g})",
-    )
-    serve.add_argument(
-        "--keep-rows",
-        action="store_true",
-        help="also journal every raw row, for audits (default: only what each row contributes; "
-        "the dispatcher's rollouts.jsonl holds the rows)",
     )
     add_serve_flags(serve)
     serve.add_argument("--log-level", default="info", help="log level (default info)")
@@ -162,12 +151,10 @@ def _serve(args: argparse.Namespace) -> int:
         settings = ServiceSettings(
             token=load_token(args.token_file),
             read_token=load_token(args.read_token_file, variable=READ_TOKEN_ENV_VAR),
-            open_metrics=args.open_metrics,
             inflight=inflight,
             otlp_endpoint=endpoint,
             otlp_interval_s=interval_s,
             trackers=trackers,
-            keep_rows=args.keep_rows,
             **options,
         )
         follower = _start_follower(args, settings)

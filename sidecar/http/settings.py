@@ -116,8 +116,9 @@ class ServiceSettings:
     token: Secret | None = None
     #: With it, every read but the probes needs this token or ``token`` (``serve --read-token-file``).
     read_token: Secret | None = None
-    #: ``/metrics`` stays readable without a token even with ``read_token`` (``serve --open-metrics``).
-    open_metrics: bool = False
+    open_metrics: bool = _option(
+        False, "--open-metrics", bool, "with --read-token-file, leave /metrics readable without a token"
+    )
     body_cap: int = _option(64 << 20, "--body-cap", size(1024, 16 << 30), "max request body (default 64M)")
     #: orjson's own parse limit, so any row the batch check can read also fits in a request.
     max_json_depth: int = _option(1024, "--max-json-depth", whole(8, 1024), "max JSON nesting of a request")
@@ -134,7 +135,12 @@ class ServiceSettings:
     otlp_interval_s: float = _option(15.0, None, seconds(86400, low=0.05, open_low=False), "")
     #: MLflow / W&B export (``sidecar.export.trackers``); ``None``: none.
     trackers: TrackerSettings | None = None
-    keep_rows: bool = False
+    #: The state never reads them back (audits only).
+    keep_rows: bool = _option(
+        False, "--keep-rows", bool,
+        "also journal every raw row, for audits (default: only what each row contributes; the "
+        "dispatcher's rollouts.jsonl holds the rows)",
+    )  # fmt: skip
     snapshot_every_events: int = _option(
         100_000, "--snapshot-every-events", whole(0, 10**12),
         "snapshot the state after N journaled events (default {default}; 0: not by count)", metavar="N",
@@ -233,6 +239,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         if not meta.get("flag"):
             continue
         text, default = meta["help"], spec.default
+        if meta["kind"] is bool:  # a switch, off unless given
+            text = text if "default" in text else f"{text} (default: off)"
+            groups[meta["group"]].add_argument(meta["flag"], dest=spec.name, action="store_true", help=text)
+            continue
         shown = f"{default:g}" if isinstance(default, float) else default
         text = text.format(default=shown) if "default" in text else f"{text} (default {shown})"
         groups[meta["group"]].add_argument(
