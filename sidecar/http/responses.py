@@ -14,13 +14,13 @@ from typing import Any, Literal, NotRequired
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
+from sidecar.state.accounting import AccountingSnapshot
 from sidecar.state.agents import AgentBody
 from sidecar.state.run import DrainMarginBody
 from sidecar.state.timeline import TimelineBody, TimelineSeries
 from sidecar.wire import FollowerState, OutcomeStatus
 
 __all__ = [
-    "AccountingBody",
     "AgentBody",
     "DrainMarginBody",
     "ErrorBody",
@@ -106,7 +106,7 @@ class PageBody(TypedDict):
     drain: DrainMarginBody
     latency: dict[str, Any]
     durations: dict[str, Any]
-    accounting: AccountingBody
+    accounting: AccountingSnapshot
     events: dict[str, Any]
     health: dict[str, Any]
     perf_summary: dict[str, Any] | None
@@ -182,23 +182,6 @@ class LatencyBody(TypedDict):
 
 
 @with_config(_CLOSED)
-class AccountingBody(TypedDict):
-    """A run's rollout accounting (``sidecar.state.accounting.AccountingSnapshot``)."""
-
-    expected: int | None
-    succeeded: int
-    failed: int
-    failed_terminal: int
-    failed_attempts: int
-    drained: int
-    missing: int | None
-    pending: int | None
-    unplanned: int | None
-    tasks_planned: int | None
-    tasks_complete: int
-
-
-@with_config(_CLOSED)
 class FailedCount(TypedDict):
     failure_class: str
     terminal: bool
@@ -236,7 +219,7 @@ class ReportBody(TypedDict):
     quality_summary: QualitySummaryBody
     latency: LatencyBody
     perf_summary: dict[str, Any] | None
-    accounting: AccountingBody
+    accounting: AccountingSnapshot
     events: EventCounts
     health: HealthCounts
     inflight_at_end: dict[str, Any] | None

@@ -20,6 +20,7 @@ from itertools import chain
 from typing import Any
 
 import orjson
+from pydantic import ConfigDict, with_config
 
 __all__ = ["Accounting", "AccountingSnapshot", "RolloutKey", "identity_chars", "normalize_index"]
 
@@ -74,6 +75,7 @@ def identity_chars(value: int | str) -> int:
     return len(str(value))
 
 
+@with_config(ConfigDict(extra="forbid"))
 @dataclass(frozen=True, slots=True)
 class AccountingSnapshot:
     """One rollout identity counts once, by its latest state: ``succeeded`` (a success, even after

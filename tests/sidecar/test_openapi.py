@@ -180,13 +180,3 @@ class TestRealAnswersConform:
             assert response.status_code >= 400
             _conforms(response)
 
-
-def test_the_accounting_body_is_the_snapshots_fields() -> None:
-    """``AccountingBody`` (the schema) names exactly ``AccountingSnapshot``'s fields, in order."""
-    from dataclasses import fields
-
-    from sidecar.http.responses import AccountingBody
-    from sidecar.state.accounting import AccountingSnapshot
-
-    assert list(AccountingBody.__annotations__) == [field.name for field in fields(AccountingSnapshot)]
-
