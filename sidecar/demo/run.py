@@ -42,6 +42,7 @@ from sidecar.http.report_files import fetch_report
 from sidecar.http.server import ServiceThread, loop_factory
 from sidecar.http.server_thread import ServerThread
 from sidecar.http.settings import ServiceSettings
+from sidecar.perf import drained_result, should_drain
 from sidecar.state.inflight import InflightRules
 from sidecar.web.saved import fetch_page, write_html
 
@@ -210,11 +211,11 @@ class _Dispatcher:
         async with self.gate:  # held for the drain check and the /run call only, as in NeMo Gym
             now, margin = self.now(), stats.margin
             left = stats.budget_s - now
-            if left <= 0 or (margin is not None and left < margin):
+            if should_drain(left, margin):
                 stats.drained += 1
                 if stats.first_drain is None:
                     stats.first_drain = {"at_s": now, "time_left_s": left, "drain_margin_s": margin}
-                drained = synthetic.drained_result(left, margin) | {key: row[key] for key in _STAMPED}
+                drained = drained_result(left, margin) | {key: row[key] for key in _STAMPED}
                 await self.sidecar.drained(row, drained)
                 return
             stats.dispatched, stats.in_flight = stats.dispatched + 1, stats.in_flight + 1

@@ -28,6 +28,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from sidecar.demo._trajectory import build_row, create_params, task_question, text
+from sidecar.perf import drained_result
 
 __all__ = [
     "FAULT_CHECKS",
@@ -41,7 +42,6 @@ __all__ = [
     "RunDirStats",
     "SyntheticConfig",
     "api_steps",
-    "drained_result",
     "generate_events",
     "generate_rows",
     "materialized_rows",
@@ -179,21 +179,6 @@ def _stamp(row: JSON, job: _Job, config: SyntheticConfig) -> JSON:
     if job[2]:
         row["_ng_attempt_index"] = job[2]
     return row
-
-
-def drained_result(remaining: float, margin: float | None) -> JSON:
-    """The result NeMo Gym builds for a row the dispatch budget never started (unstamped)."""
-    message = "not dispatched: dispatch budget exhausted"
-    if margin is not None:
-        message = (
-            f"not dispatched: {remaining:.0f}s left in dispatch budget, below the {margin:.0f}s drain margin"
-        )
-    return {
-        "_ng_failure_class": "cancelled",
-        "_ng_no_persist": True,
-        "_ng_dispatch_drained": True,
-        "error_message": message,
-    }
 
 
 def _failure_row(

@@ -157,7 +157,7 @@ def create_app(service: Service) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         exception_handlers={
-            RequestError: request_error_handler(dumps_json, service.metrics.on_error),
+            RequestError: request_error_handler(service.metrics.on_error),
             404: not_found,
             405: not_allowed,
             Exception: internal,

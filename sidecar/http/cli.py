@@ -9,17 +9,16 @@ from typing import Any
 
 import structlog
 
-from health.cli_types import number, seconds, sidecar_url, size, whole
+from health.cli_types import number, seconds, sidecar_url, whole
 from sidecar.export.trackers.cli import add_serve_flags, tracker_settings
 from sidecar.http.settings import (
-    DEFAULT_BODY_CAP,
-    DEFAULT_JOURNAL_PATH,
-    DEFAULT_MAX_JSON_DEPTH,
     READ_TOKEN_ENV_VAR,
     TOKEN_ENV_VAR,
     ServiceSettings,
     SettingsError,
+    add_options,
     load_token,
+    options_of,
 )
 from sidecar.state.inflight import InflightRules
 
@@ -32,14 +31,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="run the sidecar service",
         description="Run the ingest / drain margin / metrics / report service.",
     )
-    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=whole(0, 65535), default=9400, help="port (default 9400)")
-    serve.add_argument(
-        "--journal",
-        type=Path,
-        default=DEFAULT_JOURNAL_PATH,
-        help=f"SQLite journal path (default {DEFAULT_JOURNAL_PATH})",
-    )
+    add_options(serve)
     serve.add_argument(
         "--token-file",
         type=Path,
@@ -52,30 +44,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help=f"file holding the token reads need (run list, reports, pages, metrics; the ingest token "
         f"works too; /healthz and /readyz stay open) (default: ${READ_TOKEN_ENV_VAR}, else reads are open)",
-    )
-    serve.add_argument(
-        "--open-metrics",
-        action="store_true",
-        help="with --read-token-file, leave /metrics readable without a token (default: off)",
-    )
-    serve.add_argument(
-        "--body-cap",
-        type=size(1024, 16 << 30),
-        default=DEFAULT_BODY_CAP,
-        help="max request body (default 64M)",
-    )
-    serve.add_argument(
-        "--max-json-depth",
-        type=whole(8, 1024),
-        default=DEFAULT_MAX_JSON_DEPTH,
-        help=f"max JSON nesting of a request (default {DEFAULT_MAX_JSON_DEPTH})",
-    )
-    serve.add_argument(
-        "--retain-ended",
-        type=seconds(1e9, open_low=False),
-        default=None,
-        metavar="SECONDS",
-        help="forget runs this long after they ended (default: keep them)",
     )
     serve.add_argument(
         "--otlp-endpoint",
@@ -115,34 +83,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help=f"seconds between straggler/stall evaluations (default {rules.eval_interval_s:g})",
     )
-    serve.add_argument(
-        "--keep-rows",
-        action="store_true",
-        help="also journal every raw row, for audits (default: only what each row contributes; "
-        "the dispatcher's rollouts.jsonl holds the rows)",
-    )
-    serve.add_argument(
-        "--snapshot-every-events",
-        type=whole(0, 10**12),
-        default=100_000,
-        metavar="N",
-        help="snapshot the state after N journaled events (default 100000; 0: not by count)",
-    )
-    serve.add_argument(
-        "--snapshot-every-seconds",
-        type=seconds(1e9, open_low=False),
-        default=300.0,
-        metavar="S",
-        help="... or S seconds after the last snapshot (default 300; 0: not by time)",
-    )
-    serve.add_argument(
-        "--snapshot-keep",
-        type=whole(1, 100),
-        default=2,
-        metavar="K",
-        help="snapshots kept; journal records older than the oldest are compacted (default 2)",
-    )
-    _add_limits(serve)
     add_serve_flags(serve)
     serve.add_argument("--log-level", default="info", help="log level (default info)")
     serve.add_argument(  # dispatcher_client's follower, run beside the service (issue 5)
@@ -187,116 +127,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     report.set_defaults(handler=_report)
 
 
-def _add_limits(serve: argparse.ArgumentParser) -> None:
-    """Caps and timeouts: what one client may cost the service (see docs/reliability.md)."""
-    d = ServiceSettings()
-    limits = serve.add_argument_group("limits")
-    limits.add_argument(
-        "--inputs-root",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="read run_started.materialized_inputs only from files under DIR (default: any path whose "
-        "name ends in _materialized_inputs.jsonl)",
-    )
-    limits.add_argument(
-        "--max-input-line",
-        type=size(1024, 4 << 30),
-        default=d.max_input_line_bytes,
-        metavar="SIZE",
-        help="longest materialized-inputs line read (default 16M)",
-    )
-    limits.add_argument(
-        "--max-plan-tasks",
-        type=whole(1, 10**9),
-        default=d.max_plan_tasks,
-        help=f"tasks per plan (default {d.max_plan_tasks})",
-    )
-    limits.add_argument(
-        "--max-runs",
-        type=whole(1, 10**6),
-        default=d.max_runs,
-        help=f"runs held at once (default {d.max_runs})",
-    )
-    limits.add_argument(
-        "--max-identity-chars",
-        type=whole(1, 1 << 20),
-        default=d.max_identity_chars,
-        help="longest task / rollout identity, explicit or in a row or line "
-        f"(default {d.max_identity_chars})",
-    )
-    limits.add_argument(
-        "--max-inflight",
-        type=whole(1, 10**8),
-        default=d.max_inflight,
-        metavar="N",
-        help="in-flight rollouts tracked over all runs; later starts are counted as untracked "
-        f"(default {d.max_inflight})",
-    )
-    limits.add_argument(
-        "--max-body-bytes-in-flight",
-        type=size(1024, 1 << 40),
-        default=d.max_body_bytes_in_flight,
-        metavar="SIZE",
-        help="request body bytes held at once over all requests (default 256M)",
-    )
-    limits.add_argument(
-        "--header-timeout",
-        type=seconds(86400),
-        default=d.header_timeout_s,
-        metavar="SECONDS",
-        help=f"close a connection without complete headers after this long (default {d.header_timeout_s:g})",
-    )
-    limits.add_argument(
-        "--body-timeout",
-        type=seconds(86400),
-        default=d.body_timeout_s,
-        metavar="SECONDS",
-        help=f"close a connection whose request body stalls this long (default {d.body_timeout_s:g})",
-    )
-    limits.add_argument(
-        "--write-timeout",
-        type=seconds(86400),
-        default=d.write_timeout_s,
-        metavar="SECONDS",
-        help="drop a connection whose client reads nothing of a response this long "
-        f"(default {d.write_timeout_s:g})",
-    )
-    limits.add_argument(
-        "--max-connections-per-peer",
-        type=whole(1, 10**6),
-        default=d.max_connections_per_peer,
-        help=f"open connections per client address (default {d.max_connections_per_peer})",
-    )
-    limits.add_argument(
-        "--metrics-retain-ended",
-        type=seconds(1e9),
-        default=d.metrics_retain_ended_s,
-        metavar="SECONDS",
-        help=f"ended runs leave /metrics after this long (default {d.metrics_retain_ended_s:g})",
-    )
-
-
-def _limits(args: argparse.Namespace) -> dict[str, Any]:
-    root = args.inputs_root
-    if root is not None and not root.is_dir():
-        raise SettingsError(f"--inputs-root {str(root)!r} is not a directory")
-    return {
-        "inputs_root": root,
-        "max_input_line_bytes": args.max_input_line,
-        "max_plan_tasks": args.max_plan_tasks,
-        "max_runs": args.max_runs,
-        "max_identity_chars": args.max_identity_chars,
-        "max_inflight": args.max_inflight,
-        "write_timeout_s": args.write_timeout,
-        "max_body_bytes_in_flight": max(args.max_body_bytes_in_flight, args.body_cap),
-        "header_timeout_s": args.header_timeout,
-        "body_timeout_s": args.body_timeout,
-        "max_connections_per_peer": args.max_connections_per_peer,
-        "metrics_retain_ended_s": args.metrics_retain_ended,
-    }
-
-
 def _serve(args: argparse.Namespace) -> int:
     from health.process_tuning import own_process
     from sidecar.http.logging import configure_logging
@@ -316,25 +146,16 @@ def _serve(args: argparse.Namespace) -> int:
             trackers = tracker_settings(args)
         except ValueError as exc:  # InflightRules / OtlpConfigError / trackers name the value
             raise SettingsError(str(exc)) from exc
+        options = options_of(args)  # a larger --body-cap alone raises the in-flight cap with it
+        options["max_body_bytes_in_flight"] = max(args.max_body_bytes_in_flight, args.body_cap)
         settings = ServiceSettings(
-            host=args.host,
-            port=args.port,
-            journal_path=args.journal,
             token=load_token(args.token_file),
             read_token=load_token(args.read_token_file, variable=READ_TOKEN_ENV_VAR),
-            open_metrics=args.open_metrics,
-            body_cap=args.body_cap,
-            max_json_depth=args.max_json_depth,
-            retain_ended_s=args.retain_ended,
             inflight=inflight,
             otlp_endpoint=endpoint,
             otlp_interval_s=interval_s,
             trackers=trackers,
-            **_limits(args),
-            keep_rows=args.keep_rows,
-            snapshot_every_events=args.snapshot_every_events,
-            snapshot_every_s=args.snapshot_every_seconds,
-            snapshot_keep=args.snapshot_keep,
+            **options,
         )
         follower = _start_follower(args, settings)
         try:

@@ -3,8 +3,8 @@
 Every refusal is a :class:`RequestError` carrying its status, error code, offending field,
 detail and the metric reason it counts under. :func:`error_body` is the one place the error
 body ``{"error": <code>, "field": <where>, "detail": <what>}`` is built; the app registers
-:func:`request_error_handler` for :class:`RequestError` (as starlette's ``HTTPException`` is
-handled), so route handlers raise and never catch their own refusals.
+:func:`request_error_handler` for :class:`RequestError`, so route handlers raise and never catch
+their own refusals.
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 
+from sidecar.http.json_bodies import dumps_json
+
 __all__ = [
     "ErrorCode",
     "RequestError",
     "error_body",
     "json_response",
-    "render_request_error",
     "request_error_handler",
 ]
 
@@ -79,24 +80,17 @@ def error_body(error: str, field: str | None, detail: str) -> dict[str, Any]:
     return {"error": error, "field": field, "detail": detail}
 
 
-def render_request_error(
-    exc: RequestError, dumps: Callable[[Any], bytes], count: Callable[[str], None]
-) -> bytes:
-    """Count ``exc`` under its reason, log it, and return its JSON body (every route's refusal
-    goes through here, whichever layer answers it)."""
-    if exc.reason is not None:
-        count(exc.reason)
-        _log.info("request rejected", reason=exc.reason, status=exc.status, field=exc.field)
-    return dumps(error_body(exc.error, exc.field, exc.detail))
-
-
 def request_error_handler(
-    dumps: Callable[[Any], bytes], count: Callable[[str], None]
+    count: Callable[[str], None],
 ) -> Callable[[Request, Exception], Awaitable[Response]]:
     """The app's handler for :class:`RequestError`: counts its reason, logs it, renders its body."""
 
     async def handle(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestError)
-        return json_response(render_request_error(exc, dumps, count), exc.status, exc.headers)
+        if exc.reason is not None:
+            count(exc.reason)
+            _log.info("request rejected", reason=exc.reason, status=exc.status, field=exc.field)
+        body = dumps_json(error_body(exc.error, exc.field, exc.detail))
+        return json_response(body, exc.status, exc.headers)
 
     return handle

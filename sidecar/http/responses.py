@@ -14,10 +14,13 @@ from typing import Any, Literal, NotRequired
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
+from sidecar.state.accounting import AccountingSnapshot
+from sidecar.state.agents import AgentBody
+from sidecar.state.run import DrainMarginBody
+from sidecar.state.timeline import TimelineBody, TimelineSeries
 from sidecar.wire import FollowerState, OutcomeStatus
 
 __all__ = [
-    "AccountingBody",
     "AgentBody",
     "DrainMarginBody",
     "ErrorBody",
@@ -103,83 +106,15 @@ class PageBody(TypedDict):
     drain: DrainMarginBody
     latency: dict[str, Any]
     durations: dict[str, Any]
-    accounting: AccountingBody
+    accounting: AccountingSnapshot
     events: dict[str, Any]
     health: dict[str, Any]
     perf_summary: dict[str, Any] | None
     perf_rollouts: int | None
-    perf_pending: bool
     tokens: dict[str, int]
     inflight: dict[str, Any]
     agents: list[AgentBody] | None
     """Per agent, by name (rows naming an ``agent_ref``); ``None`` when no row named one."""
-
-
-@with_config(_CLOSED)
-class AgentBody(TypedDict):
-    """One agent on the run page (``sidecar.state.agents.AgentRow`` is this type; ``docs/report.md``,
-    ``agents``).
-    A batch page's ``failed`` and ``rollouts_per_hour`` are ``None`` (the files hold neither)."""
-
-    agent: str
-    other: bool
-    rollouts: int
-    failed: int | None
-    rollouts_per_hour: float | None
-    latency_samples: int
-    latency_p50_s: float | None
-    latency_p95_s: float | None
-    num_turns: int
-    num_tool_calls: int
-    prompt_tokens: int
-    completion_tokens: int
-
-
-@with_config(_CLOSED)
-class TimelineSeries(TypedDict):
-    """The timeline's columns (``docs/report.md``): per-interval counts of the events with a time,
-    gauges at each point's end."""
-
-    started: list[int]
-    completed: list[int]
-    failed: list[int]
-    drained: list[int]
-    in_flight: list[int]
-    stragglers: list[int]
-    rollouts_per_hour: list[float | None]
-    drain_margin_s: list[float | None]
-    seconds_left: list[float | None]
-    healthy: list[int]
-    unhealthy: list[int]
-
-
-@with_config(_CLOSED)
-class TimelineBody(TypedDict):
-    """``GET /v1/runs/{run_id}/timeline``: at most ``max_points`` points, one column per series."""
-
-    run_id: str
-    status: Literal["running", "ended"]
-    frozen: bool
-    bucket_s: float
-    max_points: int
-    started_at: float | None
-    ended_at: float | None
-    t: list[float]
-    series: TimelineSeries
-
-
-@with_config(_CLOSED)
-class DrainMarginBody(TypedDict):
-    """``GET /drain_margin``; the budget keys only when the run declared a dispatch budget."""
-
-    run_id: str
-    drain_margin: float | None
-    configured: float | None
-    samples: int
-    drained: int
-    budget_deadline: NotRequired[float]
-    seconds_left: NotRequired[float]
-    start_now: NotRequired[bool]
 
 
 @with_config(_CLOSED)
@@ -247,23 +182,6 @@ class LatencyBody(TypedDict):
 
 
 @with_config(_CLOSED)
-class AccountingBody(TypedDict):
-    """A run's rollout accounting (``sidecar.state.accounting.AccountingSnapshot``)."""
-
-    expected: int | None
-    succeeded: int
-    failed: int
-    failed_terminal: int
-    failed_attempts: int
-    drained: int
-    missing: int | None
-    pending: int | None
-    unplanned: int | None
-    tasks_planned: int | None
-    tasks_complete: int
-
-
-@with_config(_CLOSED)
 class FailedCount(TypedDict):
     failure_class: str
     terminal: bool
@@ -301,7 +219,7 @@ class ReportBody(TypedDict):
     quality_summary: QualitySummaryBody
     latency: LatencyBody
     perf_summary: dict[str, Any] | None
-    accounting: AccountingBody
+    accounting: AccountingSnapshot
     events: EventCounts
     health: HealthCounts
     inflight_at_end: dict[str, Any] | None

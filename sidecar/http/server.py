@@ -159,8 +159,8 @@ def _refusal(settings: ServiceSettings, error: BaseException) -> JournalError:
         return error
     message = " ".join(f"{type(error).__name__}: {error}".split())[:1000]
     return JournalError(
-        f"journal {settings.journal_path}: the state cannot be rebuilt ({message}); the journal and the "
-        "snapshot directory are kept as they were",
+        f"journal {settings.journal_path}: the state cannot be rebuilt ({message}); the journal is "
+        "kept as it was",
         path=settings.journal_path,
     )
 

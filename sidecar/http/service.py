@@ -13,7 +13,7 @@ import contextlib
 import functools
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -87,13 +87,14 @@ class Service:
                 settings.journal_path, on_commit=self.metrics.on_commit, keep_snapshots=settings.snapshot_keep
             )
         self.journal = journal
-        self._counted = _ReplayCounter(journal)
+        #: Journal records the replay applied so far (its progress callback, every 10,000).
+        self._progress = 0
         #: ``serve --follow``'s follower (anything with ``status() -> dict``), shown in ``/readyz``.
         self.follower: Any = None
         #: The server's slow-client guard (``sidecar.http.guard.ConnectionGuard``), once serving.
         self.connection_guard: Any = None
         self.ingestor = Ingestor(
-            self._counted,
+            journal,
             engines or default_engines(),
             on_event=self._on_event,
             health_interval_s=settings.health_metrics_interval_s,
@@ -120,8 +121,6 @@ class Service:
             follower=lambda: self.follower.status() if self.follower is not None else None,
             retain_ended_s=settings.metrics_retain_ended_s,
         )
-        self.started = False
-        self.ready = False
         self._retention: asyncio.Task[None] | None = None
         self._inflight: asyncio.Task[None] | None = None
         self.otlp: Any = None  # sidecar.export.otlp.OtlpPusher while pushing
@@ -136,6 +135,9 @@ class Service:
         self.metrics.on_event(kind, result, count)
         self.reads.note_event()
 
+    def _note_progress(self, applied: int) -> None:
+        self._progress = applied
+
     @property
     def replay_progress(self) -> dict[str, int]:
         """How far the replay got: ``snapshot_seq``, the seq the loaded snapshot covers (0: none
@@ -144,7 +146,7 @@ class Service:
         replayed``; records compacted into the snapshot are not replayed again)."""
         stats = getattr(self.journal, "stats", None)
         return {
-            "replayed": self._counted.replayed,
+            "replayed": max(self._progress, self.ingestor.replayed),
             "journal_events": getattr(stats, "events", 0),
             "snapshot_seq": self.ingestor.restored_seq,
         }
@@ -290,7 +292,7 @@ class Service:
         try:
             # The newest usable snapshot, then the journal after it; the replay freezes the
             # rebuilt state out of the cyclic collector's way (see ``Ingestor.replay``).
-            await asyncio.to_thread(self.ingestor.replay)
+            await asyncio.to_thread(self.ingestor.replay, self._note_progress)
         except Exception as exc:
             self.replay_error = exc
             _log.error("journal replay failed", error=f"{type(exc).__name__}: {exc}")
@@ -370,22 +372,3 @@ class Service:
         self.started = False
         _log.info("service stopped")
 
-
-class _ReplayCounter:
-    """The journal as the ingestor sees it, counting the records its replay yields (progress: the
-    tail after the snapshot the replay started from)."""
-
-    def __init__(self, journal: JournalLike) -> None:
-        self._journal = journal
-        self.replayed = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._journal, name)
-
-    async def append(self, events: Any) -> Any:
-        return await self._journal.append(events)
-
-    def replay(self, *, after_seq: int = 0) -> Iterator[Any]:
-        for record in self._journal.replay(after_seq=after_seq):
-            self.replayed += 1
-            yield record

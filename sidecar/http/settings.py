@@ -1,39 +1,38 @@
 """Service configuration: where to listen, where the journal lives, how requests are bounded.
 
-Kept as one frozen dataclass so the CLI, the server runner and tests build it the same way.
-The bearer token is held as a :class:`Secret` whose ``repr`` never shows the value, so a
-settings object can be logged safely.
+One frozen dataclass, the only place a setting is declared: a field that ``serve`` takes as an
+option carries its flag, range and help in its metadata (:func:`_option`), so the CLI adds the
+options from the fields (:func:`add_options`) and the same range checks every value, given on
+the command line or built in code. The bearer token is held as a :class:`Secret` whose ``repr``
+never shows the value, so a settings object can be logged safely.
 """
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
+from health.cli_types import Ranged, seconds, size, whole
 from sidecar.export.trackers._settings import TrackerSettings
+from sidecar.journal import DEFAULT_JOURNAL_PATH
 from sidecar.state.inflight import DEFAULT_MAX_TOTAL, InflightRules
 
 __all__ = [
-    "DEFAULT_BODY_CAP",
-    "DEFAULT_JOURNAL_PATH",
-    "DEFAULT_MAX_JSON_DEPTH",
     "READ_TOKEN_ENV_VAR",
     "TOKEN_ENV_VAR",
     "Secret",
     "ServiceSettings",
     "SettingsError",
+    "add_options",
     "is_loopback",
     "load_token",
+    "options_of",
 ]
 
-DEFAULT_JOURNAL_PATH = Path("sidecar-state") / "journal.sqlite3"
-#: Large result rows (long multi-turn trajectories) must fit; 64 MiB covers them with room.
-DEFAULT_BODY_CAP = 64 * 1024 * 1024
-#: orjson's own parse limit, so any row the batch check can read (minus the few levels of the
-#: request envelope) also fits in a request and is reported as the batch check reports it.
-DEFAULT_MAX_JSON_DEPTH = 1024
 TOKEN_ENV_VAR = "ROLLOUT_SIDECAR_TOKEN"
 #: Where ``serve`` reads the read token from when ``--read-token-file`` is not given.
 READ_TOKEN_ENV_VAR = "ROLLOUT_SIDECAR_READ_TOKEN"
@@ -93,112 +92,135 @@ def load_token(
     return Secret(value) if value else None
 
 
+def _option(
+    default: Any, flag: str | None, kind: Ranged | type, help: str, *, metavar: str | None = None,
+    group: str | None = None,
+) -> Any:  # fmt: skip
+    """A field with its type (a :class:`Ranged` range is checked for every value) and, with a
+    ``flag``, its ``serve`` option. ``help`` names the default where it says ``default``, else
+    ``(default ...)`` is appended."""
+    meta = {"flag": flag, "kind": kind, "help": help, "metavar": metavar, "group": group}
+    return field(default=default, metadata=meta)
+
+
+_LIMITS = "limits"
+
+
 @dataclass(frozen=True, slots=True)
 class ServiceSettings:
-    host: str = "127.0.0.1"
-    port: int = 9400
-    journal_path: Path = DEFAULT_JOURNAL_PATH
+    host: str = _option("127.0.0.1", "--host", str, "bind address")
+    port: int = _option(9400, "--port", whole(0, 65535), "port")
+    journal_path: Path = _option(  # noqa: RUF009
+        DEFAULT_JOURNAL_PATH, "--journal", Path, "SQLite journal path", metavar="FILE"
+    )
     token: Secret | None = None
     #: With it, every read but the probes needs this token or ``token`` (``serve --read-token-file``).
     read_token: Secret | None = None
-    #: ``/metrics`` stays readable without a token even with ``read_token`` (``serve --open-metrics``).
-    open_metrics: bool = False
-    body_cap: int = DEFAULT_BODY_CAP
-    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+    open_metrics: bool = _option(
+        False, "--open-metrics", bool, "with --read-token-file, leave /metrics readable without a token"
+    )
+    body_cap: int = _option(64 << 20, "--body-cap", size(1024, 16 << 30), "max request body (default 64M)")
+    #: orjson's own parse limit, so any row the batch check can read also fits in a request.
+    max_json_depth: int = _option(1024, "--max-json-depth", whole(8, 1024), "max JSON nesting of a request")
     #: Minimum seconds between two full health summaries computed for ``/metrics``.
-    health_metrics_interval_s: float = 2.0
-    #: Forget runs this many seconds after they ended (memory and metric series); ``None``: keep.
-    retain_ended_s: float | None = None
+    health_metrics_interval_s: float = _option(2.0, None, seconds(3600, open_low=False), "")
+    retain_ended_s: float | None = _option(
+        None, "--retain-ended", seconds(1e9, open_low=False),
+        "forget runs this long after they ended (default: keep them)", metavar="SECONDS",
+    )  # fmt: skip
     #: Straggler and stall rules of in-flight rollouts (``sidecar.state.inflight``).
     inflight: InflightRules = field(default_factory=InflightRules)
     #: OTLP/HTTP base URL metrics are pushed to (``<url>/v1/metrics``); ``None``: no push.
     otlp_endpoint: str | None = None
-    #: Seconds between two OTLP pushes.
-    otlp_interval_s: float = 15.0
+    otlp_interval_s: float = _option(15.0, None, seconds(86400, low=0.05, open_low=False), "")
     #: MLflow / W&B export (``sidecar.export.trackers``); ``None``: none.
     trackers: TrackerSettings | None = None
-    #: Only read ``materialized_inputs`` files under this directory (``None``: any such file name).
-    inputs_root: Path | None = None
-    #: Longest line of a materialized-inputs file the service reads.
-    max_input_line_bytes: int = 16 << 20
-    #: Most tasks one plan may declare (given or derived from materialized inputs).
-    max_plan_tasks: int = 1_000_000
-    #: Most runs held at once; a new run past it is refused with 429 until runs end and are dropped.
-    max_runs: int = 1_000
-    #: Longest task / rollout identity (characters of its text) an event may give, explicitly or
-    #: in its row or line.
-    max_identity_chars: int = 1024
-    #: In-flight rollouts tracked over all runs; ``started`` events past it are counted as
-    #: untracked, as past a run's own cap.
-    max_inflight: int = DEFAULT_MAX_TOTAL
-    #: Request body bytes the service holds at once over all requests; past it, 503 + Retry-After.
-    max_body_bytes_in_flight: int = 256 << 20
-    #: Seconds a connection may take to send its complete request headers before it is closed.
-    header_timeout_s: float = 10.0
-    #: Seconds a request body may go without a byte arriving before the connection is closed.
-    body_timeout_s: float = 30.0
-    #: Seconds a response may go without the client reading any of it (its unsent bytes not
-    #: shrinking) before the connection is dropped and those bytes freed.
-    write_timeout_s: float = 60.0
-    #: Open connections one peer address may hold; more are closed at once.
-    max_connections_per_peer: int = 256
-    #: Ended runs leave ``/metrics`` this many seconds after they ended (``/report`` keeps them).
-    metrics_retain_ended_s: float = 3600.0
-    #: Also journal each event's raw row (audits); the state never reads it back.
-    keep_rows: bool = False
-    #: Snapshot the runs' state after this many journaled events (0: never by count).
-    snapshot_every_events: int = 100_000
-    #: ... or this many seconds after the previous snapshot if events arrived since (0: never by time).
-    snapshot_every_s: float = 300.0
-    #: Snapshots kept; the journal's records older than the oldest kept one are compacted.
-    snapshot_keep: int = 2
+    #: The state never reads them back (audits only).
+    keep_rows: bool = _option(
+        False, "--keep-rows", bool,
+        "also journal every raw row, for audits (default: only what each row contributes; the "
+        "dispatcher's rollouts.jsonl holds the rows)",
+    )  # fmt: skip
+    snapshot_every_events: int = _option(
+        100_000, "--snapshot-every-events", whole(0, 10**12),
+        "snapshot the state after N journaled events (default {default}; 0: not by count)", metavar="N",
+    )  # fmt: skip
+    snapshot_every_s: float = _option(
+        300.0, "--snapshot-every-seconds", seconds(1e9, open_low=False),
+        "... or S seconds after the last snapshot (default {default}; 0: not by time)", metavar="S",
+    )  # fmt: skip
+    snapshot_keep: int = _option(
+        2, "--snapshot-keep", whole(1, 100),
+        "snapshots kept; journal records older than the oldest are compacted (default {default})",
+        metavar="K",
+    )  # fmt: skip
+    inputs_root: Path | None = _option(  # noqa: RUF009
+        None, "--inputs-root", Path,
+        "read run_started.materialized_inputs only from files under DIR (default: any path whose name "
+        "ends in _materialized_inputs.jsonl)", metavar="DIR", group=_LIMITS,
+    )  # fmt: skip
+    max_input_line_bytes: int = _option(
+        16 << 20, "--max-input-line", size(1024, 4 << 30),
+        "longest materialized-inputs line read (default 16M)", metavar="SIZE", group=_LIMITS,
+    )  # fmt: skip
+    max_plan_tasks: int = _option(
+        1_000_000, "--max-plan-tasks", whole(1, 10**9), "tasks per plan", group=_LIMITS
+    )
+    #: A new run past it is refused with 429 until runs end and are dropped.
+    max_runs: int = _option(1_000, "--max-runs", whole(1, 10**6), "runs held at once", group=_LIMITS)
+    max_identity_chars: int = _option(
+        1024, "--max-identity-chars", whole(1, 1 << 20),
+        "longest task / rollout identity, explicit or in a row or line", group=_LIMITS,
+    )  # fmt: skip
+    max_inflight: int = _option(
+        DEFAULT_MAX_TOTAL, "--max-inflight", whole(1, 10**8),
+        "in-flight rollouts tracked over all runs; later starts are counted as untracked", metavar="N",
+        group=_LIMITS,
+    )  # fmt: skip
+    #: Past it, 503 + Retry-After; at least the body cap, or a request at the cap could never be taken.
+    max_body_bytes_in_flight: int = _option(
+        256 << 20, "--max-body-bytes-in-flight", size(1024, 1 << 40),
+        "request body bytes held at once over all requests (default 256M)", metavar="SIZE", group=_LIMITS,
+    )  # fmt: skip
+    header_timeout_s: float = _option(
+        10.0, "--header-timeout", seconds(86400),
+        "close a connection without complete headers after this long", metavar="SECONDS", group=_LIMITS,
+    )  # fmt: skip
+    body_timeout_s: float = _option(
+        30.0, "--body-timeout", seconds(86400),
+        "close a connection whose request body stalls this long", metavar="SECONDS", group=_LIMITS,
+    )  # fmt: skip
+    #: Its unsent bytes not shrinking: the connection is dropped and those bytes freed.
+    write_timeout_s: float = _option(
+        60.0, "--write-timeout", seconds(86400),
+        "drop a connection whose client reads nothing of a response this long", metavar="SECONDS",
+        group=_LIMITS,
+    )  # fmt: skip
+    max_connections_per_peer: int = _option(
+        256, "--max-connections-per-peer", whole(1, 10**6), "open connections per client address",
+        group=_LIMITS,
+    )  # fmt: skip
+    #: ``/report`` keeps them.
+    metrics_retain_ended_s: float = _option(
+        3600.0, "--metrics-retain-ended", seconds(1e9),
+        "ended runs leave /metrics after this long", metavar="SECONDS", group=_LIMITS,
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
-        self._check_service_ranges()
-        self._check_request_caps()
-
-    def _check_service_ranges(self) -> None:
-        if not 0 <= self.port <= 65535:
-            raise SettingsError(f"port must be in 0..65535, got {self.port!r}")
-        if self.body_cap < 1024:
-            raise SettingsError(f"body cap must be at least 1024 bytes, got {self.body_cap!r}")
-        if self.retain_ended_s is not None and not self.retain_ended_s >= 0:
-            raise SettingsError(f"retain_ended_s must be >= 0, got {self.retain_ended_s!r}")
-        if not 0.05 <= self.otlp_interval_s <= 86400:
-            raise SettingsError(
-                f"OTLP export interval must be in 0.05..86400 s, got {self.otlp_interval_s!r}"
-            )
-        if not 0 <= self.snapshot_every_events <= 10**12:
-            raise SettingsError(
-                f"snapshot_every_events must be in 0..1e12, got {self.snapshot_every_events!r}"
-            )
-        if not 0 <= self.snapshot_every_s <= 10**9:
-            raise SettingsError(f"snapshot_every_s must be in 0..1e9, got {self.snapshot_every_s!r}")
-        if not 1 <= self.snapshot_keep <= 100:
-            raise SettingsError(f"snapshot_keep must be in 1..100, got {self.snapshot_keep!r}")
-
-    def _check_request_caps(self) -> None:
-        if not 8 <= self.max_json_depth <= 1024:
-            raise SettingsError(f"max JSON depth must be in 8..1024, got {self.max_json_depth!r}")
-        for name in (
-            "max_input_line_bytes",
-            "max_plan_tasks",
-            "max_runs",
-            "max_identity_chars",
-            "max_inflight",
-            "max_connections_per_peer",
-        ):
-            if getattr(self, name) < 1:
-                raise SettingsError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        for spec in fields(self):
+            kind, value = spec.metadata.get("kind"), getattr(self, spec.name)
+            if isinstance(kind, Ranged) and value is not None:
+                try:
+                    kind(repr(value))
+                except argparse.ArgumentTypeError:
+                    raise SettingsError(f"{spec.name} must be {kind.describe()}, got {value!r}") from None
         if self.max_body_bytes_in_flight < self.body_cap:
             raise SettingsError(
                 f"max_body_bytes_in_flight ({self.max_body_bytes_in_flight}) must be >= the body cap "
                 f"({self.body_cap}), or a request at the cap could never be taken"
             )
-        for name in ("header_timeout_s", "body_timeout_s", "write_timeout_s", "metrics_retain_ended_s"):
-            value = getattr(self, name)
-            if not (value > 0 and value < float("inf")):
-                raise SettingsError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+        if self.inputs_root is not None and not self.inputs_root.is_dir():
+            raise SettingsError(f"--inputs-root {str(self.inputs_root)!r} is not a directory")
 
     def check_bind(self) -> None:
         """Refuse to listen beyond loopback without a token: the ingest API would be open to anyone."""
@@ -207,3 +229,30 @@ class ServiceSettings:
                 f"refusing to bind non-loopback address {self.host!r} without a bearer token "
                 f"(give --token-file or set {TOKEN_ENV_VAR})"
             )
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """``serve``'s options of the fields that have a flag (``limits`` in their own group)."""
+    groups: dict[str | None, Any] = {None: parser, _LIMITS: parser.add_argument_group(_LIMITS)}
+    for spec in fields(ServiceSettings):
+        meta = spec.metadata
+        if not meta.get("flag"):
+            continue
+        text, default = meta["help"], spec.default
+        if meta["kind"] is bool:  # a switch, off unless given
+            text = text if "default" in text else f"{text} (default: off)"
+            groups[meta["group"]].add_argument(meta["flag"], dest=spec.name, action="store_true", help=text)
+            continue
+        shown = f"{default:g}" if isinstance(default, float) else default
+        text = text.format(default=shown) if "default" in text else f"{text} (default {shown})"
+        groups[meta["group"]].add_argument(
+            meta["flag"], dest=spec.name, type=meta["kind"], default=default,
+            metavar=meta["metavar"], help=text,
+        )  # fmt: skip
+
+
+def options_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``ServiceSettings`` keywords ``args`` holds (every field :func:`add_options` added)."""
+    flagged = (spec.name for spec in fields(ServiceSettings) if spec.metadata.get("flag"))
+    return {name: getattr(args, name) for name in flagged}
+

@@ -20,6 +20,7 @@ from itertools import chain
 from typing import Any
 
 import orjson
+from pydantic import ConfigDict, with_config
 
 __all__ = ["Accounting", "AccountingSnapshot", "RolloutKey", "identity_chars", "normalize_index"]
 
@@ -74,6 +75,7 @@ def identity_chars(value: int | str) -> int:
     return len(str(value))
 
 
+@with_config(ConfigDict(extra="forbid"))
 @dataclass(frozen=True, slots=True)
 class AccountingSnapshot:
     """One rollout identity counts once, by its latest state: ``succeeded`` (a success, even after
@@ -176,13 +178,6 @@ class Accounting:
         if len(accounting._classes) != _CLASSES:
             raise ValueError(f"accounting snapshot: {len(accounting._classes)} classes, expected {_CLASSES}")
         return accounting
-
-    def _planned(self, key: RolloutKey) -> bool:
-        if self._plan is None:
-            return False
-        repeats = self._plan.get(str(key[0]))
-        rollout = key[1]
-        return repeats is not None and isinstance(rollout, int) and 0 <= rollout < repeats
 
     def _locate(self, key: RolloutKey, *, create: bool) -> tuple[int, int]:
         """``(block, slot)``: the planned task's block offset (-1: unplanned, or no block and not

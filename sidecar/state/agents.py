@@ -15,14 +15,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from sidecar.http.responses import AgentBody
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
+
 from sidecar.state.durations import DurationHistogram
 
 __all__ = [
     "AGENT_NAME_CHARS",
     "MAX_AGENTS",
     "OTHER_AGENTS",
-    "AgentRow",
+    "AgentBody",
     "AgentTotals",
     "agent_name",
 ]
@@ -38,8 +40,23 @@ OTHER_AGENTS: Final = "(other agents)"
 PERF_SUMS: Final = ("num_turns", "num_tool_calls", "prompt_tokens", "completion_tokens")
 
 
-#: One agent on the page: the schema of ``/v1/runs/{id}/page``'s ``agents`` items, written once.
-AgentRow = AgentBody
+@with_config(ConfigDict(extra="forbid"))
+class AgentBody(TypedDict):
+    """One agent on the run page (``docs/report.md``, ``agents``).
+    A batch page's ``failed`` and ``rollouts_per_hour`` are ``None`` (the files hold neither)."""
+
+    agent: str
+    other: bool
+    rollouts: int
+    failed: int | None
+    rollouts_per_hour: float | None
+    latency_samples: int
+    latency_p50_s: float | None
+    latency_p95_s: float | None
+    num_turns: int
+    num_tool_calls: int
+    prompt_tokens: int
+    completion_tokens: int
 
 
 def agent_name(row: Mapping[str, Any] | Any) -> str | None:
@@ -141,7 +158,7 @@ class AgentTotals:
         """One failed attempt of ``name``."""
         self._of(name).failed += 1
 
-    def rows(self, elapsed_s: float | None, *, failures: bool = True) -> list[AgentRow] | None:
+    def rows(self, elapsed_s: float | None, *, failures: bool = True) -> list[AgentBody] | None:
         """The page's rows, by name (the other agents last); ``None`` when no row named an agent.
 
         ``elapsed_s``: the run's time so far (its rate's denominator), ``None`` where unknown;

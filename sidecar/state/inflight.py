@@ -389,51 +389,18 @@ class InflightRegistry:
 
     # -- persistence ----------------------------------------------------------------------
 
-    def to_snapshot(self, *, stamps: bool = True) -> dict[str, Any]:
-        """What a state snapshot keeps: started attempts and their flags (heartbeats are not kept).
-
-        ``stamps=False`` leaves out the evaluator's flag stamps and counts, which belong to the
-        process that made them: a registry rebuilt from the journal has none either.
-        """
-        if not stamps:
-            return {
-                "entries": [
-                    [entry.task, entry.rollout, entry.attempt, entry.started_at, None, None]
-                    for entry in self._entries.values()
-                ],
-                "untracked": self.untracked,
-                "flags": [0, 0],
-            }
+    def to_snapshot(self) -> dict[str, Any]:
+        """What a state snapshot keeps: the started attempts, as a replay rebuilds them (heartbeats
+        and the evaluator's stamps and counts belong to the process that made them)."""
         return {
-            "entries": [
-                [
-                    entry.task,
-                    entry.rollout,
-                    entry.attempt,
-                    entry.started_at,
-                    entry.flagged_at,
-                    entry.flagged_threshold,
-                ]
-                for entry in self._entries.values()
-            ],
+            "entries": [[e.task, e.rollout, e.attempt, e.started_at] for e in self._entries.values()],
             "untracked": self.untracked,
-            "flags": [self.flags.stragglers, self.flags.stalls],
         }
 
     @classmethod
     def from_snapshot(cls, data: dict[str, Any], rules: InflightRules | None = None) -> InflightRegistry:
         registry = cls(rules or InflightRules())
-        for task, rollout, attempt, started_at, flagged_at, flagged_threshold in data["entries"]:
-            registry._add(
-                InflightEntry(
-                    task,
-                    rollout,
-                    attempt,
-                    started_at,
-                    flagged_at=flagged_at,
-                    flagged_threshold=flagged_threshold,
-                )
-            )
-        registry.untracked = data["untracked"]
-        registry.flags = _Flags(*data["flags"])
+        for task, rollout, attempt, started_at in data["entries"]:
+            registry._add(InflightEntry(task, rollout, int(attempt), float(started_at)))
+        registry.untracked = int(data["untracked"])
         return registry

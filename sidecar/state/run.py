@@ -13,13 +13,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, NotRequired, cast
+
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
 
 from health.compact import VERDICTS
 from health.reduce import GroupStore, HealthReducer, release_gradually
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
-from sidecar.http.responses import DrainMarginBody, TimelineBody, TimelineSeries
 from sidecar.ingest.engines import Engines
 from sidecar.ingest.events import Event, Heartbeat, RunStarted, event_identity
 from sidecar.ingest.facts import derive_fact
@@ -37,10 +39,10 @@ from sidecar.journal import (
 )
 from sidecar.perf import DispatchLatencyTracker, PerfSummaryState
 from sidecar.state.accounting import Accounting, normalize_index
-from sidecar.state.agents import AgentRow, AgentTotals
+from sidecar.state.agents import AgentBody, AgentTotals
 from sidecar.state.durations import DURATION_BUCKETS, DurationHistogram
 from sidecar.state.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold
-from sidecar.state.timeline import Timeline, TimelineSample
+from sidecar.state.timeline import Timeline, TimelineBody, TimelineSample, TimelineSeries
 
 # A fact's disposition is journaled as the plain int of its :class:`Disposition`.
 NOT_PERSISTED = int(Disposition.NOT_PERSISTED)
@@ -52,6 +54,7 @@ __all__ = [
     "INFLIGHT_REPORT_LIMIT",
     "RECENT_UNHEALTHY",
     "TOKEN_KINDS",
+    "DrainMarginBody",
     "DurationHistogram",
     "HealthView",
     "ReportCut",
@@ -73,6 +76,20 @@ TOKEN_KINDS = {
     "cached": "cached_prompt_tokens",
 }
 _TOKEN_ITEMS = tuple(TOKEN_KINDS.items())
+
+
+@with_config(ConfigDict(extra="forbid"))
+class DrainMarginBody(TypedDict):
+    """``GET /drain_margin``; the budget keys only when the run declared a dispatch budget."""
+
+    run_id: str
+    drain_margin: float | None
+    configured: float | None
+    samples: int
+    drained: int
+    budget_deadline: NotRequired[float]
+    seconds_left: NotRequired[float]
+    start_now: NotRequired[bool]
 
 
 class _EventClock:
@@ -203,7 +220,7 @@ class RunState:
             "recent_unhealthy": [list(entry) for entry in self.recent_unhealthy],
             "issues": self._issues,
             "maybe_duplicates": self._maybe_duplicates,
-            "inflight": self.inflight.to_snapshot(stamps=False),
+            "inflight": self.inflight.to_snapshot(),
             "inflight_at_end": self.inflight_at_end,
             "timed": self.timed,
             "timeline": self.timeline.to_snapshot(),
@@ -616,7 +633,7 @@ class RunState:
             "series": series,
         }
 
-    def agent_rows(self) -> list[AgentRow] | None:
+    def agent_rows(self) -> list[AgentBody] | None:
         """The page's per-agent rows: each agent's rate over the run's time, the span of its
         ``completions_per_hour`` (none without one)."""
         origin = self.timeline.origin

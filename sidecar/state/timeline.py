@@ -27,13 +27,18 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
+
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
 
 __all__ = [
     "BASE_BUCKET_S",
     "MAX_POINTS",
     "Timeline",
+    "TimelineBody",
     "TimelineSample",
+    "TimelineSeries",
     "TimelineSource",
 ]
 
@@ -74,6 +79,39 @@ _INTS = frozenset(
 #: Counters are kept as doubles (8 bytes a value): exact up to 2**53, clamped there.
 _INT_CAP = 2**53
 ZERO_SAMPLE = TimelineSample(0, 0, 0, 0, 0, 0, None, None, 0, 0)
+
+
+@with_config(ConfigDict(extra="forbid"))
+class TimelineSeries(TypedDict):
+    """The timeline's columns (``docs/report.md``): per-interval counts of the events with a time,
+    gauges at each point's end."""
+
+    started: list[int]
+    completed: list[int]
+    failed: list[int]
+    drained: list[int]
+    in_flight: list[int]
+    stragglers: list[int]
+    rollouts_per_hour: list[float | None]
+    drain_margin_s: list[float | None]
+    seconds_left: list[float | None]
+    healthy: list[int]
+    unhealthy: list[int]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class TimelineBody(TypedDict):
+    """``GET /v1/runs/{run_id}/timeline``: at most ``max_points`` points, one column per series."""
+
+    run_id: str
+    status: Literal["running", "ended"]
+    frozen: bool
+    bucket_s: float
+    max_points: int
+    started_at: float | None
+    ended_at: float | None
+    t: list[float]
+    series: TimelineSeries
 
 
 class TimelineSource(Protocol):
@@ -310,5 +348,4 @@ class Timeline:
 
 _GAUGES = ("in_flight", "stragglers", "drain_margin_s", "seconds_left", "healthy", "unhealthy")
 #: The body's series, in the order they are written.
-_SERIES = ("started", "completed", "failed", "drained", "in_flight", "stragglers", "rollouts_per_hour",
-           "drain_margin_s", "seconds_left", "healthy", "unhealthy")  # fmt: skip
+_SERIES = tuple(TimelineSeries.__annotations__)

@@ -112,10 +112,9 @@ def _histogram(counts: list[int], bounds: Iterable[float]) -> dict[str, Any]:
     return {"bounds": list(bounds), "counts": list(counts)}
 
 
-def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int | None) -> dict[str, Any]:
-    """The page body of a run held by the service, at ``now``, given its perf summary (O(rollouts)
-    to build: the caller keeps one, made over ``perf_rollouts``). O(1) in the run's size except
-    the health counts of a run with a duplicate identity (``RunState.health_view``), so the route
+def live_body(run: RunState, now: float) -> dict[str, Any]:
+    """The page body of a run held by the service, at ``now``. O(1) in the run's size except the
+    health counts of a run with a duplicate identity (``RunState.health_view``), so the route
     builds it off the loop."""
     from sidecar.state.durations import DURATION_BUCKETS
 
@@ -156,8 +155,8 @@ def live_body(run: RunState, now: float, perf_summary: Any, perf_rollouts: int |
             recent_unhealthy(run),
             "latest",
         ),
-        "perf_summary": perf_summary,
-        "perf_rollouts": perf_rollouts,
+        "perf_summary": run.perf.result(run.perf_rollouts),
+        "perf_rollouts": run.perf_rollouts,
         "tokens": dict(run.tokens),
         "inflight": inflight,
         "agents": run.agent_rows(),

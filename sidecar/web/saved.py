@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from sidecar.state.agents import AgentRow, AgentTotals, agent_name
+from sidecar.state.agents import AgentBody, AgentTotals, agent_name
 from sidecar.web.data import batch_body, unhealthy_rows
 from sidecar.web.page import saved_html
 
@@ -51,10 +51,6 @@ def fetch_page(
     try:
         with httpx.Client(base_url=sidecar, headers=headers, timeout=timeout) as client:
             page = client.get(f"{base}/page")
-            deadline = time.monotonic() + timeout
-            while page.status_code == 200 and page.json().get("perf_pending") and time.monotonic() < deadline:
-                time.sleep(0.25)  # a big run's perf summary is still being built: the file wants it
-                page = client.get(f"{base}/page")
             if page.status_code >= 400:
                 raise HtmlError(f"{page.request.url} answered {page.status_code}: {page.text[:200]}")
             timeline = client.get(f"{base}/timeline")
@@ -73,7 +69,7 @@ def _lines(path: Path) -> Iterator[bytes]:
                 yield line
 
 
-def _perf(rollout_paths: Iterable[Path]) -> tuple[dict[str, Any] | None, list[AgentRow] | None]:
+def _perf(rollout_paths: Iterable[Path]) -> tuple[dict[str, Any] | None, list[AgentBody] | None]:
     """NeMo Gym's perf summary over the rows' ``ng_perf`` (their own, else built from the
     trajectory), and per agent (rows naming an ``agent_ref``) as the live page has it
     (:class:`sidecar.state.agents.AgentTotals`): rollouts, latency from ``ng_perf.total_latency_ms``

@@ -30,7 +30,7 @@ from sidecar.demo.run import (
     reply_for,
     run_demo,
 )
-from sidecar.demo.synthetic import SyntheticConfig, drained_result, rollout_event, sample_task_seconds
+from sidecar.demo.synthetic import SyntheticConfig, rollout_event, sample_task_seconds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALL_RUN = ("--duration", "4", "--tasks", "45", "--concurrency", "8", "--task-timeout", "20", "--seed", "11")
@@ -169,16 +169,6 @@ class TestDemoEndToEnd:
 
 
 class TestDispatcherRows:
-    def test_drained_result_is_the_spec_shape(self) -> None:
-        assert drained_result(39.9, 40.0) == {
-            "_ng_failure_class": "cancelled",
-            "_ng_no_persist": True,
-            "_ng_dispatch_drained": True,
-            "error_message": "not dispatched: 40s left in dispatch budget, below the 40s drain margin",
-        }
-        assert drained_result(-12.2, 150.0)["error_message"].startswith("not dispatched: -12s left")
-        assert drained_result(-1.0, None)["error_message"] == "not dispatched: dispatch budget exhausted"
-
     @pytest.mark.parametrize(
         ("status", "failure_class"),
         [

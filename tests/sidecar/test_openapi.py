@@ -180,20 +180,3 @@ class TestRealAnswersConform:
             assert response.status_code >= 400
             _conforms(response)
 
-
-def test_the_accounting_body_is_the_snapshots_fields() -> None:
-    """``AccountingBody`` (the schema) names exactly ``AccountingSnapshot``'s fields, in order."""
-    from dataclasses import fields
-
-    from sidecar.http.responses import AccountingBody
-    from sidecar.state.accounting import AccountingSnapshot
-
-    assert list(AccountingBody.__annotations__) == [field.name for field in fields(AccountingSnapshot)]
-
-
-def test_the_agent_rows_are_the_schemas_type() -> None:
-    """The page's agent rows are typed by the schema itself (one definition)."""
-    from sidecar.http.responses import AgentBody
-    from sidecar.state.agents import AgentRow
-
-    assert AgentRow is AgentBody

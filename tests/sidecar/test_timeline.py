@@ -447,10 +447,3 @@ class TestMergeProperty:
 def _exact(values: Sequence[float]) -> list[float | None]:
     return [None if value != value else value for value in values]  # NaN (a null) equals itself
 
-
-def test_the_body_names_exactly_the_documented_series() -> None:
-    """The columns ``Timeline`` writes are the ones ``/openapi.json`` declares (``TimelineSeries``)."""
-    from sidecar.http.responses import TimelineSeries
-    from sidecar.state.timeline import _SERIES
-
-    assert list(_SERIES) == list(TimelineSeries.__annotations__)

@@ -245,6 +245,5 @@ def _page_html(run: RunState, now: float, report: dict[str, Any]) -> bytes:
     from sidecar.web.data import live_body
     from sidecar.web.page import saved_html
 
-    body = live_body(run, now, report.get("perf_summary"), run.perf_rollouts)
-    body["perf_pending"] = False
+    body = live_body(run, now)
     return saved_html(body, dict(run.timeline_body())).encode()

@@ -617,9 +617,6 @@
         return [f[1], fmt(p[f[0]], 2), p[f[0]], f[0]];
       }), "perf"));
     }
-    if (body.perf_pending) {
-      s.appendChild(el("p", { class: "muted", text: p ? "Being brought up to date\u2026" : "Being computed (a big run's summary takes a few seconds)\u2026" }));
-    }
     if (!rows.length) {
       s.appendChild(el("p", { class: "muted", text: "No ng_perf data yet." }));
       return s;
