@@ -94,10 +94,7 @@ class EventCounter:
         self._depth, self._level = depth, level
         self.events += commas + (self.events == 0 and level > 0)  # (an empty list counts one)
         if self.events > self.max_events:
-            raise TooManyEvents(
-                f"more than {self.max_events} events in one request; at most {self.max_events} "
-                "(send several batches)"
-            )
+            raise TooManyEvents(f"more than {self.max_events} events in one request")
 
 
 def _finite_only(value: Any) -> Any:

@@ -57,6 +57,8 @@ __all__ = [
 
 _log = structlog.get_logger("sidecar.ingest.ingestor")
 _MAX_EVENTS_PER_APPEND = 4096
+#: Longest the sequencer applies facts before it lets the event loop answer others.
+_APPLY_SLICE_S = 0.002
 
 
 class JournalLike(Protocol):
@@ -452,7 +454,7 @@ class Ingestor:
                     inflight = self._begin(queued)
                 try:
                     async with self.apply_lock:  # a report or scrape being built off the loop reads state
-                        self._apply_batch(batch, committed)
+                        await self._apply_batch(batch, committed)
                 except Exception as exc:  # committed events are replayed on restart; answer, keep going
                     _log.exception("answering a committed batch failed")
                     _fail(batch, exc)
@@ -533,8 +535,11 @@ class Ingestor:
     def _settings_of(state: RunState | None) -> tuple[str, frozenset[str]] | None:
         return None if state is None else (state.config.source_path, state.ignored_checks)
 
-    def _apply_batch(self, batch: list[_Pending], committed: list[JournalEvent | None]) -> None:
+    async def _apply_batch(self, batch: list[_Pending], committed: list[JournalEvent | None]) -> None:
+        """Apply a committed batch in journal order, giving the event loop back every
+        :data:`_APPLY_SLICE_S` (readers that hold the apply lock wait for the whole batch)."""
         position = 0
+        began = time.perf_counter()
         # (kind, metric result) -> events: the event callback runs once per pair and batch
         counted: dict[tuple[str, str], int] = {}
         try:
@@ -550,6 +555,9 @@ class Ingestor:
                     pair = (event.kind, _ACCEPTED if stored is not None else _DUPLICATE)
                     counted[pair] = counted.get(pair, 0) + 1
                     outcomes.append(outcome)
+                    if time.perf_counter() - began > _APPLY_SLICE_S:
+                        await asyncio.sleep(0)
+                        began = time.perf_counter()
                 if not pending.future.done():
                     pending.future.set_result(outcomes)
         finally:

@@ -56,7 +56,7 @@ class TestEventCounter:
     def test_refuses_past_the_cap_before_the_end(self) -> None:
         counter = EventCounter(3, 10)
         counter.feed(b'[{"kind":"a"},{},')
-        with pytest.raises(TooManyEvents, match="at most 3"):
+        with pytest.raises(TooManyEvents, match="more than 3 events"):
             counter.feed(b"{},{}")
 
 
