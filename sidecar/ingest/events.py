@@ -20,8 +20,8 @@ the row's own and are not limited here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any, Generic, Literal, TypeVar, get_args, overload
+from functools import cached_property
+from typing import Annotated, Any, Literal, get_args
 
 import orjson
 from pydantic import (
@@ -109,37 +109,11 @@ Name = Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)]
 Index = StrictInt | StrictStr
 
 
-_T = TypeVar("_T")
-
-
-class _computed_once(Generic[_T]):
-    """``functools.cached_property`` without its lock: worked out on first read, then a plain
-    attribute. (Python 3.11's takes one lock shared by every instance on each first read, and
-    an event is read by the one thread that handles its request.)"""
-
-    def __init__(self, func: Callable[[Any], _T]) -> None:
-        self._func = func
-        self._name = func.__name__
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> _computed_once[_T]: ...
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
-    def __get__(self, instance: object | None, owner: type | None = None) -> _T | _computed_once[_T]:
-        if instance is None:
-            return self
-        value = instance.__dict__[self._name] = self._func(instance)
-        return value
-
-
 class _Event(BaseModel):
     """``generation`` (follower): a followed file was recreated or truncated, so a
     ``run_started`` of a higher generation resets the run and older generations are ignored."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, ignored_types=(_computed_once,))
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     generation: Count | None = None
 
@@ -240,7 +214,7 @@ class Completed(_Identified):
             raise ValueError("line is blank; blank lines carry no rollout")
         return self
 
-    @_computed_once
+    @cached_property
     def parsed(self) -> tuple[dict[str, Any] | None, str | None]:
         """``(row, parse_error)``: the row as given, or the line parsed once, as the batch check
         parses a line (identity, ``ng_perf`` and the health digest all read this one parse)."""
@@ -248,13 +222,13 @@ class Completed(_Identified):
             return self.row, None
         return parse_line(self.line.encode("utf-8", "surrogatepass"))
 
-    @_computed_once
+    @cached_property
     def identity(self) -> tuple[Any, Any, int]:
         """``event_identity(self)``, worked out once (the key, the fact and the in-flight
         registry all ask)."""
         return _identity(self)
 
-    @_computed_once
+    @cached_property
     def row_bytes(self) -> bytes | None:
         """The bytes its content hash covers: the line, the row as sent, or the row dumped once."""
         if self.line is not None:
