@@ -136,16 +136,14 @@ async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
             raise RequestError(400, "bad_request", "the client closed the connection mid-body", "body")
 
 
-async def _counted(chunks: AsyncIterator[bytes], counter: EventCounter) -> AsyncIterator[bytes]:
-    """``chunks``, each counted first: past a cap the body is refused before it is read on."""
-    async for chunk in chunks:
-        try:
-            counter.feed(chunk)
-        except TooManyEvents as exc:
-            raise _too_many(str(exc)) from None
-        except BodyTooDeep as exc:
-            raise RequestError(400, "too_deep", str(exc), "body") from None
-        yield chunk
+def _count(counter: EventCounter, chunk: bytes) -> None:
+    """Count ``chunk``: past a cap the body is refused before it is read on."""
+    try:
+        counter.feed(chunk)
+    except TooManyEvents as exc:
+        raise _too_many(str(exc)) from None
+    except BodyTooDeep as exc:
+        raise RequestError(400, "too_deep", str(exc), "body") from None
 
 
 def _answer(run_id: str, outcomes: list[EventOutcome]) -> bytes:
@@ -193,52 +191,28 @@ class IngestHandlers:
 
     async def _body(
         self, receive: Receive, declared: int | None, counter: EventCounter | None
-    ) -> bytes | bytearray:
-        """The whole body, at most the cap, each chunk counted as it arrives (``counter``). With a
-        declared length it is read straight into one buffer of that size (no list of chunks
-        joined into a second copy at the end)."""
-        cap = self.settings.body_cap
-        chunks = _chunks(receive) if counter is None else _counted(_chunks(receive), counter)
-        if declared is not None:
-            return await self._body_into(chunks, declared)
+    ) -> list[bytes]:
+        """The body's chunks, at most the cap (or its ``Content-Length``), each counted as it
+        arrives (``counter``). They are joined on a worker thread (a large join lets go of the
+        interpreter lock), never on the event loop."""
+        cap = self.settings.body_cap if declared is None else declared
         parts: list[bytes] = []
         size = 0
-        async for chunk in chunks:
+        async for chunk in _chunks(receive):
             size += len(chunk)
             if size > cap:
-                raise RequestError(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
-            parts.append(chunk)
-        return b"".join(parts)
-
-    async def _body_into(self, chunks: AsyncIterator[bytes], declared: int) -> bytes | bytearray:
-        """A body of ``declared`` bytes. One that arrives as one chunk (the usual case: the HTTP
-        layer gathers what has arrived before the handler reads) is that chunk, never copied;
-        else the chunks are written into one buffer of the declared size."""
-        first = b""
-        buffer: bytearray | None = None
-        size = 0
-        async for chunk in chunks:
-            end = size + len(chunk)
-            if end > declared:  # the HTTP layer enforces Content-Length; never write past it
+                if declared is None:
+                    raise RequestError(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
                 raise RequestError(
                     400, "bad_request", f"body longer than its Content-Length {declared}", "body"
                 )
-            if not size:
-                first = chunk
-            else:
-                if buffer is None:
-                    buffer = bytearray(declared)
-                    buffer[:size] = first
-                buffer[size:end] = chunk
-            size = end
-        if size < declared:
-            raise RequestError(
-                400,
-                "bad_request",
-                f"body of {size} bytes is shorter than its Content-Length {declared}",
-                "body",
-            )
-        return first if buffer is None else buffer
+            if counter is not None:
+                _count(counter, chunk)
+            parts.append(chunk)
+        if declared is not None and size < declared:
+            detail = f"body of {size} bytes is shorter than its Content-Length {declared}"
+            raise RequestError(400, "bad_request", detail, "body")
+        return parts
 
     def _check_caps(self, run_id: str, events: list[Event]) -> None:
         """The service's configurable caps on what one batch may add to its state.
@@ -307,8 +281,8 @@ class IngestHandlers:
     @asynccontextmanager
     async def _held_body(
         self, declared: str | None, receive: Receive, counter: EventCounter | None = None
-    ) -> AsyncIterator[bytes | bytearray]:
-        """The request body, counted against ``max_body_bytes_in_flight`` until the block ends.
+    ) -> AsyncIterator[list[bytes]]:
+        """The request body's chunks, counted against ``max_body_bytes_in_flight`` until the block ends.
 
         What a request declares is reserved before a byte is read (a body without a length
         reserves the cap), so concurrent large bodies are refused with 503 instead of being
@@ -338,9 +312,9 @@ class IngestHandlers:
         finally:
             self._held -= size
 
-    def _parse_events(self, run_id: str, body: bytes | bytearray) -> list[Event]:
+    def _parse_events(self, run_id: str, parts: list[bytes]) -> list[Event]:
         """The body's events, checked against the caps (on a worker thread)."""
-        events = parse_events(body)
+        events = parse_events(parts[0] if len(parts) == 1 else b"".join(parts))
         self._check_caps(run_id, events)
         return events
 
@@ -370,9 +344,9 @@ class IngestHandlers:
         self._check_run_id(run_id)
         self.require_ready()
         counter = EventCounter(MAX_EVENTS_PER_REQUEST, self.settings.max_json_depth)
-        async with self._held_body(request.headers.get("content-length"), request.receive, counter) as body:
-            events = await anyio.to_thread.run_sync(self._parse_events, run_id, body)
-            del body  # parsed: the raw body need not stay resident while the batch is stored
+        async with self._held_body(request.headers.get("content-length"), request.receive, counter) as parts:
+            events = await anyio.to_thread.run_sync(self._parse_events, run_id, parts)
+            del parts  # parsed: the raw body need not stay resident while the batch is stored
             return json_response(await self._ingest(run_id, events))
 
     async def lines(self, request: Request) -> Response:
@@ -397,10 +371,16 @@ class IngestHandlers:
                 raise RequestError(400, "validation", detail, name) from exc
         if "line_number" not in event:
             raise RequestError(400, "validation", "line_number is required", "line_number")
-        async with self._held_body(request.headers.get("content-length"), request.receive) as body:
-            with memoryview(body) as view:  # no copy of the body without its newline
-                event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
-            del body
-            events = [await anyio.to_thread.run_sync(_validate, 0, event)]
-            self._check_caps(run_id, events)
+        async with self._held_body(request.headers.get("content-length"), request.receive) as parts:
+            events = await anyio.to_thread.run_sync(self._parse_line, run_id, event, parts)
+            del parts
             return json_response(await self._ingest(run_id, events))
+
+    def _parse_line(self, run_id: str, event: dict[str, Any], parts: list[bytes]) -> list[Event]:
+        """The line's ``completed`` event, checked against the caps (on a worker thread)."""
+        body = b"".join(parts)
+        with memoryview(body) as view:  # no copy of the body without its newline
+            event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
+        events = [_validate(0, event)]
+        self._check_caps(run_id, events)
+        return events
