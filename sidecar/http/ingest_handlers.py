@@ -2,8 +2,9 @@
 ``POST /v1/runs/{run_id}/lines`` (one raw rollout line).
 
 A request is authorized, its body reserved against the in-flight cap and read at most to the
-body cap, parsed once (rows kept as their bytes where the vetter covers the body), checked
-against the service's caps and handed to the ingestor; the answer is sent after the commit.
+body cap (its events counted and its depth checked as it arrives), then split into events,
+parsed and validated one event at a time on a worker thread, checked against the service's caps
+and handed to the ingestor; the answer is sent after the commit.
 The bearer token is compared in constant time and never logged; no row content is ever logged.
 """
 
@@ -18,26 +19,24 @@ import anyio
 import msgspec
 import orjson
 import structlog
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
 
 from sidecar.http.errors import RequestError, json_response
-from sidecar.http.json_bodies import dumps_json, line_text, too_deep
+from sidecar.http.json_bodies import BodyTooDeep, EventCounter, TooManyEvents, dumps_json, line_text
 from sidecar.http.responses import IngestBody
 from sidecar.http.service import Service
-from sidecar.ingest.answers import IdentityTooLong, TooManyRuns, UnknownRun
+from sidecar.ingest.answers import EventOutcome, IdentityTooLong, TooManyRuns, UnknownRun
 from sidecar.ingest.events import (
     EVENT_KINDS,
     MAX_EVENTS_PER_REQUEST,
     Completed,
     Event,
-    EventBatch,
     RunStarted,
 )
 from sidecar.ingest.plans import PlanError
-from sidecar.ingest.raw_rows import RawRow, decode_request, row_spans
 from sidecar.journal import JournalUnavailable
 from sidecar.state.accounting import identity_chars
 from sidecar.wire import RUN_ID_PATTERN
@@ -47,41 +46,78 @@ __all__ = ["IngestHandlers"]
 _log = structlog.get_logger("sidecar.http.app")
 
 
-def _field_of(error: Any) -> str:
-    parts = [str(part) for part in error["loc"] if part not in EVENT_KINDS]
-    if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
-        parts.append("kind")
-    return ".".join(["events", *parts])
-
-
+_EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 _LINE_PARAMS: dict[str, type] = {"line_number": int, "generation": int, "seconds": float, "latency_ms": float}
 
 
-def _validate(parsed: Any) -> list[Event]:
+class _Wrapped(msgspec.Struct, forbid_unknown_fields=True):
+    events: list[msgspec.Raw]
+
+
+#: Splits a body into its events' spans, building none of them.
+_SPLITTER = msgspec.json.Decoder(list[msgspec.Raw] | _Wrapped)
+
+
+class _RowSpan(msgspec.Struct):
+    row: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_ROW_SPAN = msgspec.json.Decoder(_RowSpan)
+
+
+def _validate(index: int, value: Any) -> Event:
+    """One event, validated by the models; a refusal names ``events.<index>.<field>``."""
     try:
-        return EventBatch.validate_python(parsed)
+        return _EVENT.validate_python(value)
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
+        parts = [str(part) for part in first["loc"] if part not in EVENT_KINDS]
+        if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            parts.append("kind")
+        field = ".".join(["events", str(index), *parts])
         raise RequestError(
-            422, "validation", f"{first['msg']} ({exc.error_count()} error(s))", _field_of(first)
+            422, "validation", f"{first['msg']} ({exc.error_count()} error(s))", field
         ) from exc
 
 
-def _with_raw_rows(events: list[Event], body: bytes | bytearray) -> list[Event]:
-    """``events`` with each completion's row as the bytes it was sent as, so its content hash is
-    the one the raw path computes for the same row (a retry is a duplicate whichever path the
-    body took)."""
-    if not any(isinstance(event, Completed) and isinstance(event.row, dict) for event in events):
-        return events
-    spans = row_spans(body)
-    if spans is None or len(spans) != len(events):
-        return events
-    return [
-        event.model_copy(update={"row": RawRow(span, vetted=False, parsed=event.row)})
-        if isinstance(event, Completed) and isinstance(event.row, dict)
-        else event
-        for event, span in zip(events, spans, strict=True)
-    ]
+def parse_events(body: bytes | bytearray) -> list[Event]:
+    """The events of an ingest body (a JSON array, or ``{"events": [...]}``), on a worker thread.
+
+    The body is split into its events' spans in one scan, then each event is parsed and
+    validated on its own: no single call holds the interpreter for the whole batch, and a
+    completion keeps its row's bytes as sent (its content hash covers them).
+    """
+    try:
+        decoded = _SPLITTER.decode(body)
+    except msgspec.ValidationError as exc:
+        detail = f'give a JSON array of events, or {{"events": [...]}} ({exc})'
+        raise RequestError(422, "validation", detail, "events") from exc
+    except msgspec.DecodeError as exc:
+        raise RequestError(400, "invalid_json", f"body is not valid JSON: {exc}", "body") from exc
+    spans = decoded.events if isinstance(decoded, _Wrapped) else decoded
+    if not spans:
+        raise RequestError(422, "validation", "a batch holds at least one event", "events")
+    if len(spans) > MAX_EVENTS_PER_REQUEST:  # (the count while reading refuses these first)
+        raise _too_many(f"{len(spans)} events in one request")
+    events = []
+    for index, span in enumerate(spans):
+        view = memoryview(span)
+        try:
+            value = orjson.loads(view)
+        except orjson.JSONDecodeError as exc:
+            raise RequestError(
+                400, "invalid_json", f"event {index} is not valid JSON: {exc}", "body"
+            ) from exc
+        event = _validate(index, value)
+        if isinstance(event, Completed) and event.row is not None:
+            event._sent = bytes(_ROW_SPAN.decode(view).row)
+        events.append(event)
+    return events
+
+
+def _too_many(what: str) -> RequestError:
+    detail = f"{what}; at most {MAX_EVENTS_PER_REQUEST} events per request (send several batches)"
+    return RequestError(413, "too_large", detail, "events")
 
 
 async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
@@ -100,29 +136,19 @@ async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
             raise RequestError(400, "bad_request", "the client closed the connection mid-body", "body")
 
 
-class _Envelope(msgspec.Struct):
-    events: list[msgspec.Raw]
-
-
-_COUNTER = msgspec.json.Decoder(list[msgspec.Raw] | _Envelope)
-
-
-def _check_event_count(body: bytes | bytearray) -> None:
-    """Refuse a batch of more than ``MAX_EVENTS_PER_REQUEST`` events from one scan of the body
-    that builds none of them (each event stays a view of the body's bytes); a body this scan
-    cannot read is left to the parser, which says why."""
+def _count(counter: EventCounter, chunk: bytes) -> None:
+    """Count ``chunk``: past a cap the body is refused before it is read on."""
     try:
-        decoded = _COUNTER.decode(body)
-    except (msgspec.DecodeError, RecursionError):
-        return
-    count = len(decoded if isinstance(decoded, list) else decoded.events)
-    if count > MAX_EVENTS_PER_REQUEST:
-        raise RequestError(
-            413,
-            "too_large",
-            f"{count} events in one request; at most {MAX_EVENTS_PER_REQUEST} (send several batches)",
-            "events",
-        )
+        counter.feed(chunk)
+    except TooManyEvents as exc:
+        raise _too_many(str(exc)) from None
+    except BodyTooDeep as exc:
+        raise RequestError(400, "too_deep", str(exc), "body") from None
+
+
+def _answer(run_id: str, outcomes: list[EventOutcome]) -> bytes:
+    answer: IngestBody = {"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]}
+    return dumps_json(answer)
 
 
 def _too_many_runs(held: int) -> RequestError:
@@ -163,50 +189,30 @@ class IngestHandlers:
                 {"WWW-Authenticate": "Bearer"},
             )
 
-    async def _body(self, receive: Receive, declared: int | None) -> bytes | bytearray:
-        """The whole body, at most the cap. With a declared length it is read straight into one
-        buffer of that size (no list of chunks joined into a second copy at the end)."""
-        cap = self.settings.body_cap
-        if declared is not None:
-            return await self._body_into(receive, declared)
-        chunks: list[bytes] = []
+    async def _body(
+        self, receive: Receive, declared: int | None, counter: EventCounter | None
+    ) -> list[bytes]:
+        """The body's chunks, at most the cap (or its ``Content-Length``), each counted as it
+        arrives (``counter``). They are joined on a worker thread (a large join lets go of the
+        interpreter lock), never on the event loop."""
+        cap = self.settings.body_cap if declared is None else declared
+        parts: list[bytes] = []
         size = 0
         async for chunk in _chunks(receive):
             size += len(chunk)
             if size > cap:
-                raise RequestError(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    async def _body_into(self, receive: Receive, declared: int) -> bytes | bytearray:
-        """A body of ``declared`` bytes. One that arrives as one chunk (the usual case: the HTTP
-        layer gathers what has arrived before the handler reads) is that chunk, never copied;
-        else the chunks are written into one buffer of the declared size."""
-        first = b""
-        buffer: bytearray | None = None
-        size = 0
-        async for chunk in _chunks(receive):
-            end = size + len(chunk)
-            if end > declared:  # the HTTP layer enforces Content-Length; never write past it
+                if declared is None:
+                    raise RequestError(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
                 raise RequestError(
                     400, "bad_request", f"body longer than its Content-Length {declared}", "body"
                 )
-            if not size:
-                first = chunk
-            else:
-                if buffer is None:
-                    buffer = bytearray(declared)
-                    buffer[:size] = first
-                buffer[size:end] = chunk
-            size = end
-        if size < declared:
-            raise RequestError(
-                400,
-                "bad_request",
-                f"body of {size} bytes is shorter than its Content-Length {declared}",
-                "body",
-            )
-        return first if buffer is None else buffer
+            if counter is not None:
+                _count(counter, chunk)
+            parts.append(chunk)
+        if declared is not None and size < declared:
+            detail = f"body of {size} bytes is shorter than its Content-Length {declared}"
+            raise RequestError(400, "bad_request", detail, "body")
+        return parts
 
     def _check_caps(self, run_id: str, events: list[Event]) -> None:
         """The service's configurable caps on what one batch may add to its state.
@@ -273,8 +279,10 @@ class IngestHandlers:
             )
 
     @asynccontextmanager
-    async def _held_body(self, declared: str | None, receive: Receive) -> AsyncIterator[bytes | bytearray]:
-        """The request body, counted against ``max_body_bytes_in_flight`` until the block ends.
+    async def _held_body(
+        self, declared: str | None, receive: Receive, counter: EventCounter | None = None
+    ) -> AsyncIterator[list[bytes]]:
+        """The request body's chunks, counted against ``max_body_bytes_in_flight`` until the block ends.
 
         What a request declares is reserved before a byte is read (a body without a length
         reserves the cap), so concurrent large bodies are refused with 503 instead of being
@@ -299,39 +307,19 @@ class IngestHandlers:
         self._held += size
         try:
             yield await self._body(
-                receive, int(declared) if declared is not None and declared.isdigit() else None
+                receive, int(declared) if declared is not None and declared.isdigit() else None, counter
             )
         finally:
             self._held -= size
 
-    def _parse_events(self, body: bytes | bytearray) -> list[Event]:
-        """The request's events, read once: a vetted body with its rows kept as bytes
-        (``sidecar.ingest.raw_rows``), any other body parsed and refused exactly as the models say.
-
-        Runs on a worker thread (never on the event loop), and refuses a batch of more than
-        ``MAX_EVENTS_PER_REQUEST`` events after one scan that builds none of them."""
-        _check_event_count(body)
-        decoded = decode_request(body, self.settings.max_json_depth)
-        if decoded is not None:
-            return _validate(decoded)
-        return _with_raw_rows(self._parse_in_full(body), body)
-
-    def _parse_in_full(self, body: bytes | bytearray) -> list[Event]:
-        if too_deep(body, self.settings.max_json_depth):
-            raise RequestError(
-                400, "too_deep", f"JSON nesting exceeds {self.settings.max_json_depth} levels", "body"
-            )
-        try:
-            parsed = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise RequestError(400, "invalid_json", f"body is not valid JSON: {exc}", "body") from exc
-        if isinstance(parsed, dict) and set(parsed) == {"events"}:
-            parsed = parsed["events"]
-        return _validate(parsed)
+    def _parse_events(self, run_id: str, parts: list[bytes]) -> list[Event]:
+        """The body's events, checked against the caps (on a worker thread)."""
+        events = parse_events(parts[0] if len(parts) == 1 else b"".join(parts))
+        self._check_caps(run_id, events)
+        return events
 
     async def _ingest(self, run_id: str, events: list[Event]) -> bytes:
         """Store ``events`` and answer with their outcomes (a 200's JSON body)."""
-        self._check_caps(run_id, events)
         try:
             outcomes = await self.service.ingestor.submit(run_id, events)
         except UnknownRun as exc:
@@ -347,8 +335,7 @@ class IngestHandlers:
             raise RequestError(
                 503, "journal_unavailable", f"events not stored: {exc}", None, {"Retry-After": "1"}
             ) from exc
-        answer: IngestBody = {"run_id": run_id, "results": [o.as_dict(i) for i, o in enumerate(outcomes)]}
-        return dumps_json(answer)
+        return await anyio.to_thread.run_sync(_answer, run_id, outcomes)
 
     async def events(self, request: Request) -> Response:
         """``POST /v1/runs/{run_id}/events``: a batch of events."""
@@ -356,9 +343,10 @@ class IngestHandlers:
         self._authorize(request.headers.get("authorization"))
         self._check_run_id(run_id)
         self.require_ready()
-        async with self._held_body(request.headers.get("content-length"), request.receive) as body:
-            events = await anyio.to_thread.run_sync(self._parse_events, body)
-            del body  # parsed: the raw body need not stay resident while the batch is stored
+        counter = EventCounter(MAX_EVENTS_PER_REQUEST, self.settings.max_json_depth)
+        async with self._held_body(request.headers.get("content-length"), request.receive, counter) as parts:
+            events = await anyio.to_thread.run_sync(self._parse_events, run_id, parts)
+            del parts  # parsed: the raw body need not stay resident while the batch is stored
             return json_response(await self._ingest(run_id, events))
 
     async def lines(self, request: Request) -> Response:
@@ -383,9 +371,16 @@ class IngestHandlers:
                 raise RequestError(400, "validation", detail, name) from exc
         if "line_number" not in event:
             raise RequestError(400, "validation", "line_number is required", "line_number")
-        async with self._held_body(request.headers.get("content-length"), request.receive) as body:
-            with memoryview(body) as view:  # no copy of the body without its newline
-                event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
-            del body
-            events = await anyio.to_thread.run_sync(_validate, [event])
+        async with self._held_body(request.headers.get("content-length"), request.receive) as parts:
+            events = await anyio.to_thread.run_sync(self._parse_line, run_id, event, parts)
+            del parts
             return json_response(await self._ingest(run_id, events))
+
+    def _parse_line(self, run_id: str, event: dict[str, Any], parts: list[bytes]) -> list[Event]:
+        """The line's ``completed`` event, checked against the caps (on a worker thread)."""
+        body = b"".join(parts)
+        with memoryview(body) as view:  # no copy of the body without its newline
+            event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
+        events = [_validate(0, event)]
+        self._check_caps(run_id, events)
+        return events

@@ -1,5 +1,6 @@
-"""JSON bodies: the nesting-depth check run before parsing, and the serializers every answer
-goes through (64-bit-safe, and the report's chunked one that keeps the event loop responsive).
+"""JSON bodies: the event count and nesting depth checked while an ingest body is read, and the
+serializers every answer goes through (64-bit-safe, and the report's chunked one that keeps the
+event loop responsive).
 
 No HTTP here: the trackers' export writes reports with :func:`dumps_report` too.
 """
@@ -17,45 +18,83 @@ import orjson
 from health.reduce import release_gradually
 
 __all__ = [
+    "BodyTooDeep",
+    "EventCounter",
+    "TooManyEvents",
     "dumps_json",
     "dumps_report",
-    "json_depth",
     "line_text",
-    "too_deep",
 ]
 
 _STRING = re.compile(rb'"[^"]*"')
-_NOT_SKELETON = bytes(b for b in range(256) if b not in b'"[]{}')
+_NOT_SKELETON = bytes(b for b in range(256) if b not in b'"[]{},')
 _OPENERS = frozenset(b"[{")
+_COMMA = ord(",")
 
 
-def json_depth(data: bytes | bytearray, limit: int | None = None) -> int:
-    """Nesting depth of a JSON text, brackets inside strings ignored; stops once past ``limit``.
+class BodyTooDeep(ValueError):
+    """The body nests deeper than the cap (found while reading it)."""
 
-    Runs mostly in C: escaped backslashes and quotes are dropped, everything but quotes and
-    brackets deleted, strings removed; only the remaining brackets are walked in Python.
+
+class TooManyEvents(ValueError):
+    """The body holds more events than the cap (found while reading it)."""
+
+
+class EventCounter:
+    """Counts the events of an ingest body (a JSON array, or ``{"events": [...]}``) and its
+    nesting depth chunk by chunk, as the body arrives, so a body past either cap is refused
+    before the rest of it is read or any of it decoded.
+
+    Each chunk is reduced at C speed (escapes dropped, everything but quotes, brackets and
+    commas deleted, strings removed); only the brackets and commas left are walked. A comma
+    directly inside the events' list separates two events; a body that is not JSON is left
+    to the decoder, which says why.
     """
-    if b"\\" in data:  # (each replace copies the whole text, so only when there is an escape)
-        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    skeleton = data.translate(None, _NOT_SKELETON)
-    depth = deepest = 0
-    for byte in _STRING.sub(b"", skeleton):
-        if byte in _OPENERS:
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if limit is not None and deepest > limit:
-                    return deepest
-        else:
-            depth -= 1
-    return deepest
 
+    def __init__(self, max_events: int, max_depth: int) -> None:
+        self.max_events = max_events
+        self.max_depth = max_depth
+        self.events = 0
+        self._depth = 0
+        self._level = 0  # the depth of the events' list: 1 (array) or 2 (wrapped), 0 until seen
+        self._in_string = False
+        self._carry = b""  # an unpaired backslash at the end of the last chunk
 
-def too_deep(data: bytes | bytearray, limit: int) -> bool:
-    """True if ``data`` nests deeper than ``limit``; free when it has too few brackets to do so."""
-    if data.count(b"[") + data.count(b"{") <= limit:
-        return False
-    return json_depth(data, limit) > limit
+    def feed(self, chunk: bytes) -> None:
+        """Count ``chunk``; raises :class:`TooManyEvents` or :class:`BodyTooDeep`."""
+        data = self._carry + chunk if self._carry else chunk
+        if b"\\" in data:
+            data = data.replace(b"\\\\", b"")
+        self._carry = b""
+        if data.endswith(b"\\"):
+            data, self._carry = data[:-1], b"\\"
+        if b'\\"' in data:
+            data = data.replace(b'\\"', b"")
+        skeleton = data.translate(None, _NOT_SKELETON)
+        if self._in_string:
+            skeleton = b'"' + skeleton
+        self._in_string = skeleton.count(b'"') % 2 == 1
+        if self._in_string:
+            skeleton = skeleton[: skeleton.rfind(b'"')]
+        self._walk(_STRING.sub(b"", skeleton))
+
+    def _walk(self, skeleton: bytes) -> None:
+        depth, level, commas = self._depth, self._level, 0
+        for byte in skeleton:
+            if byte == _COMMA:
+                commas += depth == level
+            elif byte in _OPENERS:
+                depth += 1
+                if depth > self.max_depth:
+                    raise BodyTooDeep(f"JSON nesting exceeds {self.max_depth} levels")
+                if not level:
+                    level = 1 if byte == ord("[") else 2
+            else:
+                depth -= 1
+        self._depth, self._level = depth, level
+        self.events += commas + (self.events == 0 and level > 0)  # (an empty list counts one)
+        if self.events > self.max_events:
+            raise TooManyEvents(f"more than {self.max_events} events in one request")
 
 
 def _finite_only(value: Any) -> Any:

@@ -20,19 +20,18 @@ the row's own and are not limited here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, get_args, overload
+from functools import cached_property
+from typing import Annotated, Any, Literal, get_args
 
 import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StrictInt,
     StrictStr,
     TypeAdapter,
-    ValidatorFunctionWrapHandler,
-    WrapValidator,
     field_validator,
     model_validator,
 )
@@ -41,7 +40,6 @@ from xxhash import xxh3_128_hexdigest
 from health.parse import parse_line
 from health.registry import CHECK_IDS
 from sidecar.export.trackers._settings import MLFLOW_RUN_ID_PATTERN, WANDB_RUN_PATH_PATTERN
-from sidecar.ingest.raw_rows import RawRow, raw_line
 from sidecar.wire import (
     ATTEMPT_KEY,
     MAX_EVENT_SEQ,
@@ -51,8 +49,8 @@ from sidecar.wire import (
     EventKind,
     LatencyOp,
     check_event_model,
+    dump_row,
 )
-from sidecar.wire import dump_row as _dump_value
 
 __all__ = [
     "EVENT_KINDS",
@@ -77,7 +75,6 @@ __all__ = [
     "RunTracking",
     "Started",
     "content_hash",
-    "dump_row",
     "event_identity",
     "idempotency_key",
     "row_of",
@@ -112,37 +109,11 @@ Name = Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)]
 Index = StrictInt | StrictStr
 
 
-_T = TypeVar("_T")
-
-
-class _computed_once(Generic[_T]):
-    """``functools.cached_property`` without its lock: worked out on first read, then a plain
-    attribute. (Python 3.11's takes one lock shared by every instance on each first read, and
-    an event is read by the one thread that handles its request.)"""
-
-    def __init__(self, func: Callable[[Any], _T]) -> None:
-        self._func = func
-        self._name = func.__name__
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> _computed_once[_T]: ...
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
-    def __get__(self, instance: object | None, owner: type | None = None) -> _T | _computed_once[_T]:
-        if instance is None:
-            return self
-        value = instance.__dict__[self._name] = self._func(instance)
-        return value
-
-
 class _Event(BaseModel):
     """``generation`` (follower): a followed file was recreated or truncated, so a
     ``run_started`` of a higher generation resets the run and older generations are ignored."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, ignored_types=(_computed_once,))
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     generation: Count | None = None
 
@@ -214,18 +185,6 @@ class RunStarted(_Event):
         return self
 
 
-def _raw_or_validated(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """A :class:`RawRow` (only the service's own request decoder makes one: JSON cannot) is the
-    row as sent and already vetted as an object; anything else is validated as a row."""
-    return value if isinstance(value, RawRow) else handler(value)
-
-
-if TYPE_CHECKING:
-    CompletedRow = dict[str, Any] | RawRow | None
-else:  # the schema a client sees stays "an object or null"
-    CompletedRow = Annotated[dict[str, Any] | None, WrapValidator(_raw_or_validated)]
-
-
 class Completed(_Identified):
     """A rollout finished with a reply: the full result row (or, from a follower, its raw line).
 
@@ -241,9 +200,11 @@ class Completed(_Identified):
     attempt: Count | None = None
     seconds: Seconds | None = None
     latency_ms: Milliseconds | None = None
-    row: CompletedRow = None
+    row: dict[str, Any] | None = None
     line: str | None = None
     line_number: Annotated[int, Field(ge=1, le=MAX_COUNT)] | None = None
+    #: The row's bytes as the client sent them (set by the request decoder; ``None``: dumped).
+    _sent: bytes | None = PrivateAttr(None)
 
     @model_validator(mode="after")
     def _row_or_line(self) -> Completed:
@@ -253,29 +214,28 @@ class Completed(_Identified):
             raise ValueError("line is blank; blank lines carry no rollout")
         return self
 
-    @_computed_once
+    @cached_property
     def parsed(self) -> tuple[dict[str, Any] | None, str | None]:
         """``(row, parse_error)``: the row as given, or the line parsed once, as the batch check
         parses a line (identity, ``ng_perf`` and the health digest all read this one parse)."""
         if self.line is None:
-            return (self.row.parsed() if isinstance(self.row, RawRow) else self.row), None
+            return self.row, None
         return parse_line(self.line.encode("utf-8", "surrogatepass"))
 
-    @_computed_once
+    @cached_property
     def identity(self) -> tuple[Any, Any, int]:
         """``event_identity(self)``, worked out once (the key, the fact and the in-flight
         registry all ask)."""
         return _identity(self)
 
-    @_computed_once
-    def raw(self) -> RawRow | None:
-        """The row or line as its bytes, when they are a JSON object (``None``: a dict row given in
-        process, or a line that is not an object: those are read from :attr:`parsed`)."""
-        if isinstance(self.row, RawRow):
-            return self.row
-        if self.line is None:
-            return None
-        return raw_line(self.line.encode("utf-8", "surrogatepass").strip(b" \t\n\r\x0b\x0c"))
+    @cached_property
+    def row_bytes(self) -> bytes | None:
+        """The bytes its content hash covers: the line, the row as sent, or the row dumped once."""
+        if self.line is not None:
+            return self.line.encode("utf-8", "surrogatepass")
+        if self._sent is not None:
+            return self._sent
+        return None if self.row is None else dump_row(self.row)
 
 
 class Failed(_Identified):
@@ -388,13 +348,9 @@ EventBatch: TypeAdapter[list[Event]] = TypeAdapter(
 )
 
 
-def row_of(event: Completed | Failed | Drained) -> dict[str, Any] | RawRow | None:
-    """The event's row; for a follower's raw line, the parsed line (``None`` if unreadable).
-    A row kept as bytes (:class:`RawRow`) answers ``get`` / ``in`` like the parsed row."""
-    if isinstance(event, Completed):
-        raw = event.raw
-        return raw if raw is not None else event.parsed[0]
-    return event.row
+def row_of(event: Completed | Failed | Drained) -> dict[str, Any] | None:
+    """The event's row; for a follower's raw line, the parsed line (``None`` if unreadable)."""
+    return event.parsed[0] if isinstance(event, Completed) else event.row
 
 
 def _attempt_from(raw: Any) -> int:
@@ -424,21 +380,11 @@ def _identity(event: Event) -> tuple[Any, Any, int]:
     return task, rollout, attempt
 
 
-def dump_row(row: dict[str, Any] | RawRow) -> bytes:
-    """A row as compact JSON bytes, however deep it nests (``sidecar.wire.dump_row``); a row
-    kept as the bytes it arrived in is those bytes."""
-    if isinstance(row, RawRow):
-        return row.data
-    return _dump_value(row)
-
-
 def _row_bytes(event: Event) -> bytes | None:
-    """The bytes a completion's content hash covers (its line, or its row serialized once)."""
-    if isinstance(event, Completed) and event.line is not None:
-        return event.line.encode("utf-8", "surrogatepass")
-    if isinstance(event, Completed) and isinstance(event.row, RawRow):
-        return event.row.data  # the bytes as sent: never rebuilt to be hashed
-    if isinstance(event, Completed | Failed | Drained) and event.row is not None:
+    """The bytes a completion's content hash covers (its line, or its row as sent)."""
+    if isinstance(event, Completed):
+        return event.row_bytes
+    if isinstance(event, Failed | Drained):
         return dump_row(event.row)
     return None
 

@@ -1,7 +1,7 @@
 """What an event contributes to its run: its fact, derived once at ingest (pure).
 
-:func:`derive_fact` reads a completion's row once (the batch check's fast path from its bytes
-where it vouches, else the parsed row) into its identity, disposition, digest and ``ng_perf``;
+:func:`derive_fact` reads a completion's parsed row once into its identity, disposition, digest
+and ``ng_perf``;
 :class:`sidecar.state.run.RunState` applies the fact, at ingest and identically on replay, and never
 reads the row again (but for a *deferred* digest, see :mod:`sidecar.journal`).
 """
@@ -13,8 +13,7 @@ from typing import Any
 
 import orjson
 
-from health.compact import CompactDigest
-from sidecar.ingest.engines import Engines, Everyday
+from sidecar.ingest.engines import Engines
 from sidecar.ingest.events import (
     Completed,
     Drained,
@@ -25,11 +24,8 @@ from sidecar.ingest.events import (
     RunEnded,
     RunStarted,
     Started,
-    dump_row,
     event_identity,
-    row_of,
 )
-from sidecar.ingest.raw_rows import RawRow
 from sidecar.journal import (
     CompletedFact,
     Disposition,
@@ -44,7 +40,7 @@ from sidecar.journal import (
 )
 from sidecar.state.accounting import RolloutKey, normalize_index
 from sidecar.state.agents import agent_name
-from sidecar.wire import TASK_KEY
+from sidecar.wire import TASK_KEY, dump_row
 
 __all__ = ["FAILURE_CLASSES", "derive_fact", "latency_ms", "row_time"]
 
@@ -127,11 +123,7 @@ def _identity_key(event: Completed | Failed | Drained | Started) -> RolloutKey:
 def _kept(event: Event, keep_rows: bool) -> bytes | None:
     if not keep_rows or not isinstance(event, Completed | Failed | Drained):
         return None
-    if isinstance(event, Completed) and event.line is not None:
-        return event.line.encode("utf-8", "surrogatepass")
-    if isinstance(event, Completed) and isinstance(event.row, RawRow):
-        return event.row.data
-    return None if event.row is None else dump_row(event.row)
+    return event.row_bytes if isinstance(event, Completed) else dump_row(event.row)
 
 
 def derive_fact(
@@ -160,8 +152,6 @@ def derive_fact(
         return LatencyFact(received_at, generation, event.op, event.seconds, event.at)
     if isinstance(event, Heartbeat):
         raise TypeError("a heartbeat has no fact: it is applied in memory and never journaled")
-    # a completion's fast path reads its identity keys too: it goes first
-    vouched = _everyday(event, engines, settings) if isinstance(event, Completed) else None
     task, rollout = _identity_key(event)
     if isinstance(event, Started):
         return StartedFact(received_at, generation, task, rollout, event.attempt, event.at)
@@ -188,7 +178,7 @@ def derive_fact(
             agent_name(row),
             _when(_trajectory_times(row), event, received_at),
         )
-    return _completed_fact(event, received_at, generation, (task, rollout), engines, settings, kept, vouched)
+    return _completed_fact(event, received_at, generation, (task, rollout), engines, settings, kept)
 
 
 def _when(times: Iterable[Any], event: Completed | Failed, received_at: float) -> float | None:
@@ -205,114 +195,48 @@ def _completed_fact(
     engines: Engines,
     settings: tuple[str, frozenset[str]] | None,
     kept: bytes | None,
-    vouched: Everyday | None,
 ) -> CompletedFact:
     base = (received_at, generation, event.seconds, key[0], key[1])
-    if vouched is not None:
-        raw = row_of(event)
-        agent_perf = _agent_perf(raw) if vouched.ng_perf is None else None
-        at = _when(vouched.times, event, received_at)
-        return _digested(event, base, vouched.ng_perf, agent_perf, vouched.digest, kept, agent_name(raw), at)
-    row = event.parsed[0]
+    row, parse_error = event.parsed
     agent = agent_name(row)
     at = _when(_trajectory_times(row), event, received_at)
-    ng_perf = None if row is None else engines.build_ng_perf(row, latency_ms(event))
+    disposition, label, terminal = DIGESTED, "", False
     if row is not None and row.get(_NO_PERSIST_KEY):
         disposition = NOT_PERSISTED_DRAINED if row.get(_DRAINED_KEY) else NOT_PERSISTED
-        return CompletedFact(
-            *base, disposition, "", False, ng_perf, None, None, None, False, None, kept, agent, at
-        )
-    if row is not None and row.get(_FAILURE_CLASS_KEY) is not None:
-        label = _failure_label(row.get(_FAILURE_CLASS_KEY))
+    elif row is not None and row.get(_FAILURE_CLASS_KEY) is not None:
+        disposition, label = FAILURE_ROW, _failure_label(row.get(_FAILURE_CLASS_KEY))
         terminal = bool(row.get(_TERMINAL_KEY))
+    located = (
+        disposition == DIGESTED and settings is not None and not (row is not None and TASK_KEY not in row)
+    )
+    location = None
+    if located:
+        assert settings is not None
+        line_number = event.line_number if event.line_number is not None else 0
+        location = {"source_path": settings[0], "source_index": 0, "line_number": line_number,
+                    "ordinal": 0, "ignored_checks": settings[1]}  # fmt: skip
+    digest, ng_perf = (None, None)
+    if row is not None or location is not None:
+        digest, ng_perf = engines.digest_and_perf(row, parse_error, latency_ms(event), location)
+    if disposition != DIGESTED:
         return CompletedFact(
-            *base, FAILURE_ROW, label, terminal, ng_perf, None, None, None, False, None, kept, agent, at
+            *base, disposition, label, terminal, ng_perf, None, None, None, False, None, kept, agent, at
         )
     agent_perf = _agent_perf(row) if ng_perf is None else None
-    digest = None
-    if settings is not None and not (isinstance(row, dict) and TASK_KEY not in row):
-        record, parse_error = event.parsed
-        digest = engines.digest_record(
-            record,
-            parse_error=parse_error,
-            source_path=settings[0],
-            source_index=0,
-            line_number=event.line_number if event.line_number is not None else 0,
-            ordinal=0,
-            ignored_checks=settings[1],
-        )
-    return _digested(event, base, ng_perf, agent_perf, digest, kept, agent, at)
+    if digest is None or (event.line_number is None and _LINE_LOCATOR in digest.findings):
+        # its identity or locator depends on the row's position: digested when applied
+        deferred = event.row_bytes
+        return CompletedFact(
+            *base, DIGESTED, "", False, ng_perf, agent_perf, None,
+            deferred, event.line is not None, event.line_number, kept, agent, at,
+        )  # fmt: skip
+    return CompletedFact(
+        *base, DIGESTED, "", False, ng_perf, agent_perf, digest_fields(digest),
+        None, False, event.line_number, kept, agent, at,
+    )  # fmt: skip
 
 
-def _agent_perf(row: dict[str, Any] | RawRow | None) -> dict[str, Any] | None:
+def _agent_perf(row: dict[str, Any] | None) -> dict[str, Any] | None:
     """The row's own ``ng_perf`` object, which ``attach_ng_perf`` keeps when it cannot build one."""
     value = None if row is None else row.get("ng_perf")
     return value if isinstance(value, dict) else None
-
-
-def _everyday(
-    event: Completed, engines: Engines, settings: tuple[str, frozenset[str]] | None
-) -> Everyday | None:
-    """Digest and ``ng_perf`` of an everyday row straight from its bytes (the batch fast path);
-    ``None`` for any row the full path must read (not digested here, or not vouched for).
-
-    The fast path runs before anything else reads the row: its one decode also reads the keys
-    that tell an everyday row, which the row then answers (here, and for the event's
-    identity) without a pass over its bytes of its own."""
-    raw = event.raw
-    digest_everyday = engines.digest_everyday
-    if raw is None or digest_everyday is None or settings is None:
-        return None
-    vouched = digest_everyday(
-        raw.data,
-        latency_ms(event),
-        source_path=settings[0],
-        source_index=0,
-        line_number=event.line_number if event.line_number is not None else 0,
-        ordinal=0,
-        ignored_checks=settings[1],
-        shallow_json=raw.shallow,
-    )
-    if vouched is not None:
-        raw.learn(vouched.service_keys)
-    if (
-        vouched is None
-        or TASK_KEY not in raw  # its digest depends on its position: left to apply time
-        or raw.get(_NO_PERSIST_KEY)
-        or raw.get(_FAILURE_CLASS_KEY) is not None
-    ):
-        return None
-    return vouched
-
-
-def _digested(
-    event: Completed,
-    base: tuple[float, int, float | None, Any, Any],
-    ng_perf: dict[str, Any] | None,
-    agent_perf: dict[str, Any] | None,
-    digest: Any,
-    kept: bytes | None,
-    agent: str | None,
-    at: float | None,
-) -> CompletedFact:
-    """The fact of a row for the main file: with its digest, or with the row (``deferred``) when
-    the digest depends on the row's position."""
-    if not isinstance(digest, CompactDigest) or (
-        event.line_number is None and _LINE_LOCATOR in digest.findings
-    ):
-        digest = None  # its identity or locator depends on the row's position
-    fact = CompletedFact(
-        *base, DIGESTED, "", False, ng_perf, agent_perf,
-        None if digest is None else digest_fields(digest),
-        None, False, event.line_number, kept, agent, at,
-    )  # fmt: skip
-    if digest is not None:
-        return fact
-    if event.line is not None:
-        deferred, is_line = event.line.encode("utf-8", "surrogatepass"), True
-    elif isinstance(event.row, RawRow):
-        deferred, is_line = event.row.data, False  # the bytes as sent, parsed again when applied
-    else:
-        assert event.row is not None
-        deferred, is_line = dump_row(event.row), False
-    return fact._replace(digest=None, deferred=deferred, deferred_is_line=is_line)

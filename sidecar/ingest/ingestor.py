@@ -57,6 +57,8 @@ __all__ = [
 
 _log = structlog.get_logger("sidecar.ingest.ingestor")
 _MAX_EVENTS_PER_APPEND = 4096
+#: Longest the sequencer applies facts before it lets the event loop answer others.
+_APPLY_SLICE_S = 0.002
 
 
 class JournalLike(Protocol):
@@ -290,30 +292,6 @@ class Ingestor:
         """Apply one journaled record's fact."""
         self._apply(record.run_id, decode_fact(record.payload, seq=record.seq))
 
-    def _settings(self, run_id: str, event: Event) -> tuple[str, frozenset[str]] | None:
-        """The digest settings ``event`` will meet when applied, if already known."""
-        state = self.runs.get(run_id)
-        if state is None or (event.generation or 0) != state.generation:
-            return None
-        return state.config.source_path, state.ignored_checks
-
-    def _derive(
-        self,
-        run_id: str,
-        event: Event,
-        received_at: float,
-        plan: dict[str, int] | None,
-        settings: tuple[str, frozenset[str]] | None = None,
-    ) -> Fact:
-        return derive_fact(
-            event,
-            received_at=received_at,
-            engines=self._engines,
-            settings=settings if settings is not None else self._settings(run_id, event),
-            plan=plan,
-            keep_rows=self._keep_rows,
-        )
-
     def drop_ended(self, retain_s: float, *, now: float | None = None) -> list[str]:
         """Forget runs that ended at least ``retain_s`` seconds ago; their events stay journaled.
 
@@ -365,37 +343,13 @@ class Ingestor:
         starts = isinstance(events[0], RunStarted)
         if run_id not in self.runs and run_id not in self._starting and not starts:
             raise UnknownRun(run_id)
-        received_at = self._clock()
-        plans: list[dict[str, int] | None] = []
-        for index, event in enumerate(events):
-            plan = None
-            if isinstance(event, RunStarted) and event.materialized_inputs is not None:
-                try:
-                    plan = await anyio.to_thread.run_sync(self._read_plan, event.materialized_inputs)
-                except PlanError as exc:
-                    exc.index = index
-                    raise
-            plans.append(plan)
-        records = []
-        facts: list[Fact] = []
-        state = self.runs.get(run_id)
-        generation = None if state is None else state.generation
-        settings = self._settings_of(state)
-        for event, plan in zip(events, plans, strict=True):
-            if isinstance(event, RunStarted) and (generation is None or (event.generation or 0) > generation):
-                generation = event.generation or 0  # what applying this start will make the run
-                settings = (event.source_path, frozenset(event.ignored_checks))
-            known = settings if (event.generation or 0) == generation else None
-            fact = self._derive(run_id, event, received_at, plan, known)
-            if self._max_identity_chars is not None:
-                check_identity(len(facts), event, fact, self._max_identity_chars)
-            facts.append(fact)
-            key = idempotency_key(run_id, event)
-            records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=encode_fact(fact)))
-        future: asyncio.Future[list[EventOutcome]] = asyncio.get_running_loop().create_future()
-        if starts:
+        if starts:  # from now on, the run's other events are not refused as unknown
             self._starting[run_id] = self._starting.get(run_id, 0) + 1
         try:
+            state = self.runs.get(run_id)
+            known = None if state is None else (state.generation, self._settings_of(state))
+            records, facts = await anyio.to_thread.run_sync(self._derive_batch, run_id, events, known)
+            future: asyncio.Future[list[EventOutcome]] = asyncio.get_running_loop().create_future()
             self._queue.put_nowait(_Pending(run_id, events, records, facts, future))
             return await future
         finally:
@@ -405,6 +359,43 @@ class Ingestor:
                     self._starting[run_id] = left
                 else:
                     del self._starting[run_id]
+
+    def _derive_batch(
+        self, run_id: str, events: list[Event], known: tuple[int, tuple[str, frozenset[str]] | None] | None
+    ) -> tuple[list[JournalEvent], list[Fact]]:
+        """Each event's fact and journal record, on a worker thread (a row is parsed, validated and
+        digested here, never on the event loop). ``known``: the run's generation and digest
+        settings when the batch was submitted; a fact of another generation than the one its
+        event meets when applied is digested then (or ignored, if superseded)."""
+        received_at = self._clock()
+        generation, settings = (None, None) if known is None else known
+        records, facts = [], []
+        for index, event in enumerate(events):
+            plan = None
+            if isinstance(event, RunStarted):
+                if event.materialized_inputs is not None:
+                    try:
+                        plan = self._read_plan(event.materialized_inputs)
+                    except PlanError as exc:
+                        exc.index = index
+                        raise
+                if generation is None or (event.generation or 0) > generation:
+                    generation = event.generation or 0  # what applying this start will make the run
+                    settings = (event.source_path, frozenset(event.ignored_checks))
+            fact = derive_fact(
+                event,
+                received_at=received_at,
+                engines=self._engines,
+                settings=settings if (event.generation or 0) == generation else None,
+                plan=plan,
+                keep_rows=self._keep_rows,
+            )
+            if self._max_identity_chars is not None:
+                check_identity(index, event, fact, self._max_identity_chars)
+            facts.append(fact)
+            key = idempotency_key(run_id, event)
+            records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=encode_fact(fact)))
+        return records, facts
 
     async def _submit_with_heartbeats(self, run_id: str, events: list[Event]) -> list[EventOutcome]:
         """Journal the batch's other events, then apply its heartbeats in memory (never journaled).
@@ -463,7 +454,7 @@ class Ingestor:
                     inflight = self._begin(queued)
                 try:
                     async with self.apply_lock:  # a report or scrape being built off the loop reads state
-                        self._apply_batch(batch, committed)
+                        await self._apply_batch(batch, committed)
                 except Exception as exc:  # committed events are replayed on restart; answer, keep going
                     _log.exception("answering a committed batch failed")
                     _fail(batch, exc)
@@ -544,8 +535,11 @@ class Ingestor:
     def _settings_of(state: RunState | None) -> tuple[str, frozenset[str]] | None:
         return None if state is None else (state.config.source_path, state.ignored_checks)
 
-    def _apply_batch(self, batch: list[_Pending], committed: list[JournalEvent | None]) -> None:
+    async def _apply_batch(self, batch: list[_Pending], committed: list[JournalEvent | None]) -> None:
+        """Apply a committed batch in journal order, giving the event loop back every
+        :data:`_APPLY_SLICE_S` (readers that hold the apply lock wait for the whole batch)."""
         position = 0
+        began = time.perf_counter()
         # (kind, metric result) -> events: the event callback runs once per pair and batch
         counted: dict[tuple[str, str], int] = {}
         try:
@@ -561,6 +555,9 @@ class Ingestor:
                     pair = (event.kind, _ACCEPTED if stored is not None else _DUPLICATE)
                     counted[pair] = counted.get(pair, 0) + 1
                     outcomes.append(outcome)
+                    if time.perf_counter() - began > _APPLY_SLICE_S:
+                        await asyncio.sleep(0)
+                        began = time.perf_counter()
                 if not pending.future.done():
                     pending.future.set_result(outcomes)
         finally:

@@ -1,5 +1,5 @@
-"""A fact carries the row's agent and its time: on the raw path (row bytes, the fast path's one decode) and on
-the full path alike, for every disposition and for failed attempts; capped client text."""
+"""A fact carries the row's agent and its time, for every disposition and for failed attempts;
+capped client text."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from typing import Any
 import orjson
 import pytest
 
+from sidecar.http.ingest_handlers import parse_events
 from sidecar.ingest.engines import default_engines
-from sidecar.ingest.events import EventBatch
 from sidecar.ingest.facts import derive_fact
-from sidecar.ingest.raw_rows import RawRow, decode_request
 from sidecar.journal import CompletedFact, Disposition, FailedFact, decode_fact, encode_fact
 from sidecar.state.agents import AGENT_NAME_CHARS
 
@@ -27,35 +26,23 @@ def everyday_row() -> dict[str, Any]:
     return row
 
 
-def _both_paths(event: dict[str, Any]) -> list[Any]:
-    """The event as the raw path decodes it (row bytes) and as the full path does (a dict)."""
-    body = orjson.dumps([event])
-    decoded = decode_request(body, 1024)
-    assert decoded is not None
-    (raw,) = EventBatch.validate_python(decoded)
-    (full,) = EventBatch.validate_python(orjson.loads(body))
-    return [raw, full]
+def _decoded(event: dict[str, Any]) -> list[Any]:
+    """The event as the service decodes it from a request body."""
+    return parse_events(orjson.dumps([event]))
 
 
 def _facts(event: dict[str, Any]) -> list[Any]:
-    facts = [
+    return [
         derive_fact(each, received_at=1.0, engines=default_engines(), settings=SETTINGS)
-        for each in _both_paths(event)
+        for each in _decoded(event)
     ]
-    assert facts[0] == facts[1]
-    return facts
 
 
 class TestAgentInFacts:
-    def test_an_everyday_row_on_the_fast_path(self, everyday_row: dict[str, Any]) -> None:
+    def test_an_everyday_row(self, everyday_row: dict[str, Any]) -> None:
         row = {**everyday_row, "agent_ref": {"name": "math_agent"}}
-        raw, full = _both_paths({"kind": "completed", "seconds": 2.0, "row": row})
-        assert isinstance(raw.row, RawRow)
-        facts = [
-            derive_fact(e, received_at=1.0, engines=default_engines(), settings=SETTINGS) for e in (raw, full)
-        ]
-        assert facts[0] == facts[1]
-        assert isinstance(facts[0], CompletedFact) and facts[0].digest is not None  # vouched for
+        facts = _facts({"kind": "completed", "seconds": 2.0, "row": row})
+        assert isinstance(facts[0], CompletedFact) and facts[0].digest is not None
         assert facts[0].agent == "math_agent"
 
     @pytest.mark.parametrize(
@@ -74,24 +61,24 @@ class TestAgentInFacts:
             "reward": 1,
             **extra,
         }
-        (fact, _) = _facts({"kind": "completed", "seconds": 1.0, "row": row})
+        (fact,) = _facts({"kind": "completed", "seconds": 1.0, "row": row})
         assert fact.disposition == disposition and fact.agent == "coder"
 
     def test_a_failed_attempt_keeps_the_agent(self) -> None:
         row = {"_ng_task_index": 1, "_ng_rollout_index": 0, "agent_ref": {"name": "coder"}}
-        (fact, _) = _facts({"kind": "failed", "seconds": 4.0, "row": row, "failure_class": "cancelled"})
+        (fact,) = _facts({"kind": "failed", "seconds": 4.0, "row": row, "failure_class": "cancelled"})
         assert isinstance(fact, FailedFact) and fact.agent == "coder"
 
     @pytest.mark.parametrize("ref", [None, "coder", {"name": 7}, {"name": ["x"]}, {"id": "coder"}])
     def test_no_agent_named_is_none(self, ref: Any) -> None:
         row = {"_ng_task_index": 1, "_ng_rollout_index": 0, "agent_ref": ref, "reward": 1}
-        (fact, _) = _facts({"kind": "completed", "seconds": 1.0, "row": row})
+        (fact,) = _facts({"kind": "completed", "seconds": 1.0, "row": row})
         assert fact.agent is None
 
     def test_a_long_hostile_name_is_capped_and_journaled_exactly(self) -> None:
         name = '<img src=x onerror="alert(1)">' * 40
         row = {"_ng_task_index": 1, "_ng_rollout_index": 0, "agent_ref": {"name": name}, "reward": 1}
-        (fact, _) = _facts({"kind": "completed", "seconds": 1.0, "row": row})
+        (fact,) = _facts({"kind": "completed", "seconds": 1.0, "row": row})
         assert fact.agent == name[:AGENT_NAME_CHARS]
         assert decode_fact(encode_fact(fact)).agent == fact.agent
 
@@ -114,9 +101,9 @@ class TestTimeInFacts:
     def _at(self, event: dict[str, Any]) -> Any:
         facts = [
             derive_fact(each, received_at=self.ARRIVAL, engines=default_engines(), settings=SETTINGS)
-            for each in _both_paths(event)
+            for each in _decoded(event)
         ]
-        assert facts[0] == facts[1] and decode_fact(encode_fact(facts[0])).at == facts[0].at
+        assert decode_fact(encode_fact(facts[0])).at == facts[0].at
         return facts[0].at
 
     @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The JSON bodies: the nesting-depth check before parsing, and the report's chunked serializer."""
+"""The JSON bodies: the event count and depth checked while reading, and the report's chunked serializer."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.http.json_bodies import dumps_json, dumps_report, json_depth, too_deep
+from sidecar.http.json_bodies import BodyTooDeep, EventCounter, TooManyEvents, dumps_json, dumps_report
 
 _json_values = st.recursive(
     st.none() | st.integers(-(2**63), 2**63 - 1) | st.text(alphabet='[]{}"\\ab\n'),
@@ -28,23 +28,36 @@ def _depth(value: Any) -> int:
     return 0
 
 
-class TestJsonDepth:
-    def test_counts_nesting_and_ignores_brackets_in_strings(self) -> None:
-        assert json_depth(b'{"a": [1, {"b": "[[[{{{"}]}', 100) == 3
-        assert json_depth(b'"\\"[[["', 100) == 0
-        assert json_depth(b"[" * 50 + b"]" * 50, 10) == 11  # stops counting once past the limit
-        assert json_depth(b"1", 10) == 0
-        assert json_depth(orjson.dumps(["\\", ['"]]\\"'], [[]]])) == 3  # escaped backslash and quotes
+def _fed(body: bytes, size: int, max_events: int = 10**9, max_depth: int = 1024) -> EventCounter:
+    counter = EventCounter(max_events, max_depth)
+    for start in range(0, len(body), size):
+        counter.feed(body[start : start + size])
+    return counter
+
+
+class TestEventCounter:
+    def test_counts_events_and_ignores_brackets_and_commas_in_strings(self) -> None:
+        body = orjson.dumps([{"a": [1, {"b": "[[,{{{"}]}, "\\", ['"]],\\"'], [[]]])
+        for size in (1, 2, 3, 7, len(body)):
+            assert _fed(body, size).events == 4
+            assert _fed(orjson.dumps({"events": orjson.loads(body)}), size).events == 4
 
     @settings(max_examples=150, deadline=None)
-    @given(_json_values)
-    def test_depth_equals_the_structure(self, value: Any) -> None:
-        assert json_depth(orjson.dumps(value)) == _depth(value)
+    @given(st.lists(_json_values, min_size=1, max_size=6), st.integers(1, 9))
+    def test_count_and_depth_equal_the_structure_however_the_body_is_cut(
+        self, events: list[Any], size: int
+    ) -> None:
+        body = orjson.dumps(events)
+        depth = _depth(events)
+        assert _fed(body, size, max_depth=depth).events == len(events)
+        with pytest.raises(BodyTooDeep):
+            _fed(body, size, max_depth=depth - 1)
 
-    def test_too_deep(self) -> None:
-        assert not too_deep(b"[" * 10 + b"]" * 10, 10)
-        assert too_deep(b"[" * 11 + b"]" * 11, 10)
-        assert not too_deep(b'["' + b"[" * 40 + b'"]', 10)  # many brackets, all inside a string
+    def test_refuses_past_the_cap_before_the_end(self) -> None:
+        counter = EventCounter(3, 10)
+        counter.feed(b'[{"kind":"a"},{},')
+        with pytest.raises(TooManyEvents, match="more than 3 events"):
+            counter.feed(b"{},{}")
 
 
 class TestDumpsReport:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -94,12 +93,8 @@ class TestDurationHistogram:
 
 
 class TestFollowerLines:
-    @pytest.mark.parametrize("fast_path", [True, False])
-    def test_a_line_is_parsed_once_and_its_trajectory_validated_once(
-        self, monkeypatch: Any, fast_path: bool
-    ) -> None:
-        """Without the fast path, once each; with it, an everyday line is neither parsed into
-        Python objects nor validated by the pydantic contract."""
+    def test_a_line_is_parsed_once_and_its_trajectory_validated_once(self, monkeypatch: Any) -> None:
+        """Its digest and its ``ng_perf`` share one parse and one validation."""
         import orjson
 
         import sidecar.ingest.events as events_module
@@ -130,24 +125,19 @@ class TestFollowerLines:
             validations.append(obj)
             return original_validate(cls, obj, *args, **kwargs)
 
-        engines = default_engines()
-        if not fast_path:
-            engines = dataclasses.replace(engines, digest_everyday=None)
         monkeypatch.setattr(events_module, "parse_line", counting_parse)
         monkeypatch.setattr(TrajectoryRecord, "model_validate", classmethod(counting_validate))
         state = RunState(
             "r",
             RunStarted(kind="run_started", plan=run.plan),
             received_at=1.0e9,
-            engines=default_engines()
-            if fast_path
-            else dataclasses.replace(default_engines(), digest_everyday=None),
+            engines=default_engines(),
             health_interval_s=0.0,
         )
         for index, body in enumerate(lines):
             assert state.apply(EventBatch.validate_python([body])[0], 1.0e9 + index) is not None  # ng_perf
-        assert len(parses) == (0 if fast_path else len(lines))
-        assert len(validations) == (0 if fast_path else len(lines))
+        assert len(parses) == len(lines)
+        assert len(validations) == len(lines)
 
 
 class TestTaskFlags:
