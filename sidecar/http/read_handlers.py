@@ -137,11 +137,13 @@ class ReadHandlers:
             ended: InflightBody = {"run_id": run.run_id, **body, "ended": True}  # type: ignore[typeddict-item]
             return _json(ended)
         now, limit = self.service.clock(), int(raw)
-        body = await self.service.reads.build(
-            ("inflight", run.run_id, id(run), limit, now), lambda: run.inflight_body(now, limit=limit)
-        )
-        live: InflightBody = {**body, "ended": False}  # type: ignore[typeddict-item]
-        return _json(live)
+
+        def encoded() -> bytes:  # O(limit) entries, built and encoded off the loop
+            live: InflightBody = {**run.inflight_body(now, limit=limit), "ended": False}  # type: ignore[typeddict-item]
+            return dumps_json(live)
+
+        live = await self.service.reads.build(("inflight", run.run_id, id(run), limit, now), encoded)
+        return json_response(live)
 
     async def timeline(self, request: Request) -> Response:
         """The run's bounded time series, columnar (``docs/report.md``); frozen once it ended."""

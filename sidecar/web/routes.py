@@ -61,8 +61,8 @@ def web_routes(
         # Off the loop, as /metrics is: the health counts of a run with a duplicate identity are
         # the reducer's O(rollouts) summary (650 ms at 100k tasks, once per health interval).
         key = ("page", run.run_id, id(run))
-        body = await service.reads.build(key, lambda: live_body(run, service.clock()))
-        return Response(dumps(body), media_type="application/json")
+        body = await service.reads.build(key, lambda: dumps(live_body(run, service.clock())))
+        return Response(body, media_type="application/json")
 
     return [
         Route("/", index, methods=["GET"]),
