@@ -135,7 +135,7 @@ def create_app(service: Service) -> Starlette:
         Route("/openapi.json", reads.openapi, methods=["GET"]),
         Route("/healthz", reads.healthz, methods=["GET"]),
         Route("/readyz", reads.readyz, methods=["GET"]),
-        *web_routes(service, reads.run_of, dumps_json),  # the page (sidecar/web)
+        *web_routes(service, reads.run_of),  # the page (sidecar/web)
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:

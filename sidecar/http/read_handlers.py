@@ -28,7 +28,6 @@ from sidecar.wire import FollowerState
 
 __all__ = ["ReadHandlers"]
 
-_JSON = "application/json"
 _INFLIGHT_DEFAULT_LIMIT = 20
 _INFLIGHT_MAX_LIMIT = 1000
 
@@ -97,13 +96,14 @@ class ReadHandlers:
 
     async def report(self, request: Request) -> Response:
         run = self.run_of(request.query_params.get("run_id"))
-        body = await self.service.reads.build_from_cut(run.report_cut, lambda cut: dumps_report(cut.report()))
-        return Response(body, media_type=_JSON)
+        return json_response(
+            await self.service.reads.build_from_cut(run.report_cut, lambda cut: dumps_report(cut.report()))
+        )
 
     async def quality_summary(self, request: Request) -> Response:
         run = self.run_of(request.query_params.get("run_id"))
         summary = await self.service.reads.build_from_cut(run.reducer.cut, HealthReducer.summary_bytes)
-        return Response(summary, media_type=_JSON)
+        return json_response(summary)
 
     async def verdicts(self, request: Request) -> Response:
         run = self.run_of(request.query_params.get("run_id"))
@@ -137,11 +137,13 @@ class ReadHandlers:
             ended: InflightBody = {"run_id": run.run_id, **body, "ended": True}  # type: ignore[typeddict-item]
             return _json(ended)
         now, limit = self.service.clock(), int(raw)
-        body = await self.service.reads.build(
-            ("inflight", run.run_id, id(run), limit, now), lambda: run.inflight_body(now, limit=limit)
-        )
-        live: InflightBody = {**body, "ended": False}  # type: ignore[typeddict-item]
-        return _json(live)
+
+        def encoded() -> bytes:  # O(limit) entries, built and encoded off the loop
+            live: InflightBody = {**run.inflight_body(now, limit=limit), "ended": False}  # type: ignore[typeddict-item]
+            return dumps_json(live)
+
+        live = await self.service.reads.build(("inflight", run.run_id, id(run), limit, now), encoded)
+        return json_response(live)
 
     async def timeline(self, request: Request) -> Response:
         """The run's bounded time series, columnar (``docs/report.md``); frozen once it ended."""

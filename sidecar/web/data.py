@@ -54,16 +54,11 @@ def unhealthy_rows(lines: Iterable[bytes | str | dict[str, Any]], limit: int = U
         if row.get("verdict") != "unhealthy":
             continue
         out.append(
-            {
-                "task_index": row.get("_ng_task_index"),
-                "rollout_index": row.get("_ng_rollout_index"),
-                "stage_index": row.get("stage_index"),
-                "findings": [
-                    {"check": str(f.get("check")), "detail": _detail_text(f.get("detail"))}
-                    for f in row.get("findings", [])[:20]
-                ],
-            }
-        )
+            _unhealthy(
+                row.get("_ng_task_index"), row.get("_ng_rollout_index"), row.get("stage_index"),
+                row.get("findings", []),
+            )
+        )  # fmt: skip
         if len(out) >= limit:
             break
     return out
@@ -72,17 +67,21 @@ def unhealthy_rows(lines: Iterable[bytes | str | dict[str, Any]], limit: int = U
 def recent_unhealthy(run: RunState) -> list[Any]:
     """The run's latest unhealthy rollouts, newest first, in the shape of :func:`unhealthy_rows`."""
     return [
-        {
-            "task_index": task,
-            "rollout_index": rollout,
-            "stage_index": stage,
-            "findings": [
-                {"check": str(f.get("check")), "detail": _detail_text(f.get("detail"))}
-                for f in orjson.loads(findings)[:20]
-            ],
-        }
+        _unhealthy(task, rollout, stage, orjson.loads(findings))
         for task, rollout, stage, findings in reversed(run.recent_unhealthy)
     ]
+
+
+def _unhealthy(task: Any, rollout: Any, stage: Any, findings: list[Any]) -> dict[str, Any]:
+    """One unhealthy rollout as the page lists it: identity and (at most 20) findings."""
+    return {
+        "task_index": task,
+        "rollout_index": rollout,
+        "stage_index": stage,
+        "findings": [
+            {"check": str(f.get("check")), "detail": _detail_text(f.get("detail"))} for f in findings[:20]
+        ],
+    }
 
 
 def _health(

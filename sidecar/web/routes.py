@@ -8,13 +8,14 @@ batch ``--html`` never import it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from sidecar.http.errors import RequestError
+from sidecar.http.errors import RequestError, json_response
+from sidecar.http.json_bodies import dumps_json
 from sidecar.web.data import live_body
 from sidecar.web.page import ASSETS, LIVE_CSP, asset_bytes, index_html, run_html
 
@@ -34,10 +35,10 @@ _TYPES: Final = {".js": "text/javascript; charset=utf-8", ".css": "text/css; cha
 
 
 def web_routes(
-    service: Service, run_of: Callable[[str | None], RunState], dumps: Callable[[Any], bytes]
+    service: Service, run_of: Callable[[str | None], RunState]
 ) -> list[Route]:
-    """The routes, given the service, its run lookup (raising the 4xx :class:`RequestError`s of
-    the other run routes) and its JSON encoder."""
+    """The routes, given the service and its run lookup (raising the 4xx :class:`RequestError`s of
+    the other run routes)."""
     async def index(request: Request) -> Response:
         return Response(index_html(), media_type="text/html; charset=utf-8", headers=HTML_HEADERS)
 
@@ -61,8 +62,8 @@ def web_routes(
         # Off the loop, as /metrics is: the health counts of a run with a duplicate identity are
         # the reducer's O(rollouts) summary (650 ms at 100k tasks, once per health interval).
         key = ("page", run.run_id, id(run))
-        body = await service.reads.build(key, lambda: live_body(run, service.clock()))
-        return Response(dumps(body), media_type="application/json")
+        body = await service.reads.build(key, lambda: dumps_json(live_body(run, service.clock())))
+        return json_response(body)
 
     return [
         Route("/", index, methods=["GET"]),
