@@ -619,6 +619,7 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="red-team-") as tmp,
         ProcessPoolExecutor(8, mp_context=multiprocessing.get_context("spawn")) as pool,
     ):
+        list(pool.map(time.sleep, [0.5] * 8))  # every worker started before any load is timed
         for name in chosen:
             print(f"== {name}")
             began = time.perf_counter()

@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="service-") as tmp,
         ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool,
     ):
+        list(pool.map(time.sleep, [0.5] * 4))  # every worker started before any load is timed
         builds = {"this": ROOT, "baseline": unpack_baseline(args.baseline_ref, Path(tmp) / "baseline")}
         for round_number in range(rounds):
             order = ["this", "baseline"][:: 1 if round_number % 2 == 0 else -1]
