@@ -16,8 +16,9 @@ Memory is read from ``/proc`` (peak: ``VmHWM``, reset before the load). The shap
   Control: the same polls with the service idle.
 * ``client-batches``: three clients post ``dispatcher_client``'s default 512-event batches of
   generated rows back to back: ``/drain_margin`` p99 <= 5 ms. Control: idle.
-* ``invalid-rows``: 1-3 MB rows with one wrong-typed field (they fail the contract), one a
-  request: ``/drain_margin`` p99 <= 2x the control's, the same rows valid.
+* ``invalid-rows``: 1-3 MB rows that fail the contract by one field (an unknown key or a
+  negative duration in one model call), one a request: ``/drain_margin`` p99 <= 2x the
+  control's, the same rows valid.
 * ``report-readers``: a run of 100k rows, one client posting 16-event batches every 20 ms while
   two readers loop on ``/report`` and ``/report/verdicts``: ingest p99 <= 2x the control's
   (the same client, no readers).
@@ -108,7 +109,8 @@ def _request(
 
 
 def _rows(seed: int, count: int, *, calls: int, payload: int, invalid: bool = False) -> list[dict[str, Any]]:
-    """Generated result rows; ``invalid``: each one fails the contract by one wrong-typed field."""
+    """Generated result rows; ``invalid``: each fails the contract by one field of one model call
+    (an unknown key or a negative duration: the demo's ``invalid_trajectory`` fault)."""
     faults = FaultRates(**{f.name: 0.0 for f in fields(FaultRates)} | {"invalid_trajectory": float(invalid)})
     config = SyntheticConfig(
         num_tasks=count,
