@@ -24,7 +24,7 @@ from sidecar.http.openapi import openapi_document
 from sidecar.http.responses import DrainMarginBody, HealthzBody, InflightBody, ReadyBody, RunListBody
 from sidecar.http.service import Service
 from sidecar.ingest.events import MAX_SECONDS
-from sidecar.state.forecast import REFRESH_S, compute_forecast, forecast_input
+from sidecar.state.forecast import compute_forecast, forecast_input, stale
 from sidecar.state.run import RunState
 from sidecar.wire import FollowerState
 
@@ -152,10 +152,10 @@ class ReadHandlers:
 
     async def forecast(self, request: Request) -> Response:
         """The run's end forecast (``docs/http-api.md``): built from a bounded cut on a worker
-        thread, at most every :data:`REFRESH_S` seconds (requests in between get the last one)."""
+        thread, at most every ``forecast.REFRESH_S`` seconds (requests in between get the last one)."""
         run = self.run_of(request.path_params["run_id"])
         memo = run.forecast
-        if memo.body is None or (not run.ended and time.monotonic() - memo.at >= REFRESH_S):
+        if stale(run):
             now = self.service.clock()
             body = await self.service.reads.build_from_cut(lambda: forecast_input(run, now), compute_forecast)
             memo.body, memo.at = body, time.monotonic()

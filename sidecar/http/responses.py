@@ -383,7 +383,7 @@ class ForecastBasis(TypedDict):
     replicates: int
     seed: int
     scale: NotRequired[float]
-    retry_share: NotRequired[float]
+    fail_share: NotRequired[float]
     reason: str | None
     """Why fields are ``null`` (too few completions, no plan, no budget), else ``None``."""
 

@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sidecar.state.run import RunState
 
-__all__ = ["MIN_SAMPLES", "ForecastInput", "ForecastMemo", "compute_forecast", "current", "forecast_input"]
+__all__ = [
+    "MIN_SAMPLES",
+    "ForecastInput",
+    "ForecastMemo",
+    "compute_forecast",
+    "current",
+    "forecast_input",
+    "stale",
+]
 
 #: Completions needed before anything is forecast (the tracker's own threshold for its margin).
 MIN_SAMPLES = 5
@@ -71,7 +79,11 @@ class ForecastInput:
     in_flight: int
     concurrency: int
     samples: int
-    retry_share: float
+    #: Share of ended attempts that failed, share of those that were terminal, and the failed
+    #: attempts' durations (quantiles of their histogram).
+    fail_share: float
+    terminal_share: float
+    failures: tuple[float, ...]
     durations: tuple[float, ...]
     ages: tuple[float, ...]
 
@@ -90,8 +102,11 @@ def forecast_input(run: RunState, now: float) -> ForecastInput:
     points = min(tracker.count, MAX_POINTS)
     durations = tuple(tracker.quantile((i + 0.5) / points) or 0.0 for i in range(points))
     ages = tuple(now - start for start in inflight.start_times(MAX_POINTS))
-    retried = sum(n for (_, terminal), n in run.failed.items() if not terminal)
-    attempts = run.completed + sum(run.failed.values())
+    failed = sum(run.failed.values())
+    terminal = sum(n for (_, is_terminal), n in run.failed.items() if is_terminal)
+    attempts = run.completed + failed
+    histogram = run.durations["failed"]
+    failure_points = min(histogram.observations, 100)
     return ForecastInput(
         run_id=run.run_id,
         as_of=now,
@@ -104,7 +119,9 @@ def forecast_input(run: RunState, now: float) -> ForecastInput:
         in_flight=count,
         concurrency=max(memo.peak, count),
         samples=tracker.count,
-        retry_share=min(retried / attempts, 0.9) if attempts else 0.0,
+        fail_share=min(failed / attempts, 0.9) if attempts else 0.0,
+        terminal_share=terminal / failed if failed else 1.0,
+        failures=tuple(histogram.quantile((i + 0.5) / failure_points) or 0.0 for i in range(failure_points)),
         durations=durations,
         ages=ages,
     )
@@ -210,17 +227,20 @@ def compute_forecast(inp: ForecastInput) -> dict[str, Any]:
     ages = [inp.ages[round(i * (len(inp.ages) - 1) / max(1, round(inp.in_flight / scale) - 1))]
             for i in range(round(inp.in_flight / scale))] if inp.ages else []  # fmt: skip
     left = math.inf if inp.deadline is None else inp.deadline - inp.as_of
-    retry = inp.retry_share
+    fail_share = inp.fail_share if inp.failures else 0.0
     finished, cut, never, eta, last_starts = [], [], [], [], []
     for _ in range(REPLICATES):
 
-        def attempts(first: float) -> float:
-            total = first
-            while retry and rng.random() < retry:
-                total += dist.draw(rng)
-            return total
+        def attempts(total: float = 0.0) -> float:
+            """Time until a rollout's attempts end it: a failed attempt takes a failure's time and,
+            unless terminal, another attempt follows; a successful one a completion's."""
+            while fail_share and rng.random() < fail_share:
+                total += rng.choice(inp.failures)
+                if rng.random() < inp.terminal_share:
+                    return total
+            return total + dist.draw(rng)
 
-        ends = [attempts(dist.draw(rng, age)) - age for age in ages]
+        ends = [dist.draw(rng, age) - age for age in ages]  # the running attempt, as a completion
         done = sum(1 for end in ends if end <= left)
         running = len(ends) - done
         heap = ends + [0.0] * max(0, slots - len(ends))  # every in-flight rollout holds a slot
@@ -230,7 +250,7 @@ def compute_forecast(inp: ForecastInput) -> dict[str, Any]:
         start = 0.0
         for _ in range(todo):
             start = heapq.heappop(heap)
-            end = start + attempts(dist.draw(rng))
+            end = start + attempts()
             heapq.heappush(heap, end)
             last_end = max(last_end, end)
             if left - start > 0 and left - start >= inp.margin:
@@ -246,7 +266,7 @@ def compute_forecast(inp: ForecastInput) -> dict[str, Any]:
         last_starts.append(start)
     elapsed = inp.as_of - inp.started_at
     by_end = cut_off = None
-    basis: dict[str, Any] = {"scale": scale, "retry_share": retry, "reason": None}
+    basis: dict[str, Any] = {"scale": scale, "fail_share": fail_share, "reason": None}
     if inp.deadline is not None:
         by_end = {
             "finished": _counts(finished, scale, inp.finished),
@@ -267,6 +287,12 @@ def current(run: RunState, now: float) -> dict[str, Any] | None:
     For readers already off the loop with ingest paused (``/metrics``, the OTLP push, the page).
     """
     memo = run.forecast
-    if not run.ended and time.monotonic() - memo.at >= REFRESH_S:
+    if stale(run):
         memo.body, memo.at = compute_forecast(forecast_input(run, now)), time.monotonic()
     return memo.body
+
+
+def stale(run: RunState) -> bool:
+    """No forecast yet, or a live run's is :data:`REFRESH_S` old."""
+    memo = run.forecast
+    return memo.body is None or (not run.ended and time.monotonic() - memo.at >= REFRESH_S)
