@@ -4,8 +4,8 @@ One command::
 
     /work/venv/bin/python -m benchmarks.forecast --runs 40
 
-Each run (seed ``--seed + i``) is a dispatcher simulated event by event: a plan of 80-160 tasks of
-4-8 repeats, a concurrency limit of 16-64, durations from a lognormal or a heavy-tailed mixture
+Each run (seed ``--seed + i``) is a dispatcher simulated event by event: a plan of 200-400 tasks of
+4-8 repeats, a concurrency limit of 32-128, durations from a lognormal or a heavy-tailed mixture
 (odd and even runs), 5 % of attempts failing (retried once, then terminal), and a dispatch budget
 chosen to cut 0-40 % of the plan: the dispatcher starts a rollout only while the budget has more
 than the configured drain margin left, and at the budget's end the wall kills what runs. The
@@ -125,8 +125,8 @@ def _dispatch(rng: random.Random, plan: dict[str, int], kind: str, median: float
 def make_run(seed: int, start: float) -> Run:
     rng = random.Random(seed)
     kind = "lognormal" if seed % 2 == 0 else "heavy"
-    plan = {str(task): rng.randint(4, 8) for task in range(rng.randint(80, 160))}
-    concurrency = rng.randint(16, 64)
+    plan = {str(task): rng.randint(4, 8) for task in range(rng.randint(200, 400))}
+    concurrency = rng.randint(32, 128)
     median = rng.uniform(120.0, 900.0)
     margin = median * 0.5
     cut = rng.uniform(0.0, 0.4)

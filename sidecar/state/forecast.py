@@ -128,13 +128,18 @@ def forecast_input(run: RunState, now: float) -> ForecastInput:
 
 
 class _Distribution:
-    """Kaplan-Meier over weighted events (durations) and censored points (ages), sampled by inversion."""
+    """Kaplan-Meier over weighted events (durations) and censored points (ages), sampled by inversion.
 
-    def __init__(self, durations: tuple[float, ...], events: int, ages: tuple[float, ...], censored: int):
-        event_w = events / len(durations)
-        censor_w = censored / len(ages) if ages else 0.0
-        points = sorted([(d, 0, event_w) for d in durations] + [(a, 1, censor_w) for a in ages])
-        at_risk, survival = float(events + (censored if ages else 0)), 1.0
+    ``points`` are ``(time, censored, weight)`` sorted by time (events first on a tie). With ``rng``
+    each weight is multiplied by a Gamma draw of shape ``weight`` (a Bayesian bootstrap in which a
+    point standing for ``w`` rollouts varies as ``w`` would): each replicate of the Monte Carlo
+    draws from its own estimate, so the spread covers what the samples leave unknown.
+    """
+
+    def __init__(self, points: list[tuple[float, int, float]], rng: random.Random | None = None):
+        if rng is not None:
+            points = [(moment, censoring, rng.gammavariate(w, 1.0)) for moment, censoring, w in points]
+        at_risk, survival = sum(point[2] for point in points), 1.0
         self.times: list[float] = []
         self.cdf: list[float] = []
         for moment, censoring, weight in points:
@@ -143,8 +148,14 @@ class _Distribution:
                 self.times.append(moment)
                 self.cdf.append(1.0 - survival)
             at_risk -= weight
-        self.longest = max(points[-1][0], 1e-9)
         self.covered = self.cdf[-1] if self.cdf else 0.0
+        # The tail past the last event: exponential, its mean the excess time per event over the
+        # estimate's top fifth (the exponential's maximum likelihood, censored points included).
+        index = bisect_left(self.cdf, min(0.8, self.covered))
+        threshold = self.times[index] if self.times else 0.0
+        events = sum(w for t, censoring, w in points if t > threshold and not censoring)
+        exposure = sum((t - threshold) * w for t, _, w in points if t > threshold)
+        self.excess = exposure / events if events > 0 else max(points[-1][0], 1e-9)
 
     def cdf_at(self, age: float) -> float:
         index = bisect_right(self.times, age)
@@ -152,7 +163,7 @@ class _Distribution:
 
     def draw(self, rng: random.Random, older_than: float = 0.0) -> float:
         """A duration longer than ``older_than``: by inversion within the estimate, past its last
-        event an exponential tail (mean half the longest time seen, or of the age)."""
+        event from the exponential tail."""
         low = self.cdf_at(older_than) if older_than > 0 else 0.0
         u = low + rng.random() * (1.0 - low)
         if u < self.covered:
@@ -160,7 +171,7 @@ class _Distribution:
             if value > older_than:
                 return value
         floor = max(older_than, self.times[-1] if self.times else 0.0)
-        return floor + rng.expovariate(1.0 / (0.5 * max(self.longest, older_than)))
+        return floor + rng.expovariate(1.0 / self.excess)
 
 
 def _spread(values: Sequence[float], labels: tuple[str, ...] = ("p10", "p50", "p90")) -> dict[str, float]:
@@ -220,7 +231,8 @@ def compute_forecast(inp: ForecastInput) -> dict[str, Any]:
     if inp.concurrency < 1 and not_started:
         return _empty(inp, "no started events: the run's concurrency is unknown")
     rng = random.Random(SEED)
-    dist = _Distribution(inp.durations, inp.samples, inp.ages, inp.in_flight)
+    event_w, censor_w = inp.samples / len(inp.durations), inp.in_flight / max(1, len(inp.ages))
+    points = sorted([(d, 0, event_w) for d in inp.durations] + [(a, 1, censor_w) for a in inp.ages])
     scale = max(1.0, (inp.in_flight + not_started) / MAX_ITEMS)
     slots = max(1, round(inp.concurrency / scale))
     todo = round(not_started / scale)
@@ -228,18 +240,20 @@ def compute_forecast(inp: ForecastInput) -> dict[str, Any]:
             for i in range(round(inp.in_flight / scale))] if inp.ages else []  # fmt: skip
     left = math.inf if inp.deadline is None else inp.deadline - inp.as_of
     fail_share = inp.fail_share if inp.failures else 0.0
+
+    def attempts(dist: _Distribution) -> float:
+        """Time until a rollout's attempts end it: a failed attempt takes a failure's time and,
+        unless terminal, another attempt follows; a successful one a completion's."""
+        total = 0.0
+        while fail_share and rng.random() < fail_share:
+            total += rng.choice(inp.failures)
+            if rng.random() < inp.terminal_share:
+                return total
+        return total + dist.draw(rng)
+
     finished, cut, never, eta, last_starts = [], [], [], [], []
     for _ in range(REPLICATES):
-
-        def attempts(total: float = 0.0) -> float:
-            """Time until a rollout's attempts end it: a failed attempt takes a failure's time and,
-            unless terminal, another attempt follows; a successful one a completion's."""
-            while fail_share and rng.random() < fail_share:
-                total += rng.choice(inp.failures)
-                if rng.random() < inp.terminal_share:
-                    return total
-            return total + dist.draw(rng)
-
+        dist = _Distribution(points, rng)
         ends = [dist.draw(rng, age) - age for age in ages]  # the running attempt, as a completion
         done = sum(1 for end in ends if end <= left)
         running = len(ends) - done
@@ -250,7 +264,7 @@ def compute_forecast(inp: ForecastInput) -> dict[str, Any]:
         start = 0.0
         for _ in range(todo):
             start = heapq.heappop(heap)
-            end = start + attempts()
+            end = start + attempts(dist)
             heapq.heappush(heap, end)
             last_end = max(last_end, end)
             if left - start > 0 and left - start >= inp.margin:
