@@ -155,9 +155,11 @@ class ReadHandlers:
         thread, at most every ``forecast.REFRESH_S`` seconds (requests in between get the last one)."""
         run = self.run_of(request.path_params["run_id"])
         memo = run.forecast
-        if stale(run):
+        if stale(run) or memo.body is None:  # an ended run never forecast: its state at the end
             now = self.service.clock()
             body = await self.service.reads.build_from_cut(lambda: forecast_input(run, now), compute_forecast)
+            if run.ended:
+                return _json(body)
             memo.body, memo.at = body, time.monotonic()
         return _json(memo.body)
 

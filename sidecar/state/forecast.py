@@ -307,6 +307,5 @@ def current(run: RunState, now: float) -> dict[str, Any] | None:
 
 
 def stale(run: RunState) -> bool:
-    """No forecast yet, or a live run's is :data:`REFRESH_S` old."""
-    memo = run.forecast
-    return memo.body is None or (not run.ended and time.monotonic() - memo.at >= REFRESH_S)
+    """A live run's forecast is missing or :data:`REFRESH_S` old (an ended run keeps its last)."""
+    return not run.ended and time.monotonic() - run.forecast.at >= REFRESH_S

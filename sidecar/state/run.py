@@ -679,7 +679,6 @@ class RunState:
             self.reducer.cut(),
         )
 
-
     def forecast_accuracy(self) -> dict[str, Any] | None:
         """``/report``'s ``forecast``: the last live forecast against how the run really ended
         (``None`` when none was made in this process)."""

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from sidecar.export.trackers.keys import PREFIX, live_metrics
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
 from sidecar.journal import StartedFact
@@ -158,3 +159,23 @@ def test_groups_stay_bounded_under_100k_open_tasks() -> None:
     groups.close(0)
     groups.apply(StartedFact(T0, 0, 0, 1, 0, T0))  # a freed place takes a new group
     assert len(groups) == MAX_GROUPS
+
+
+def test_gauges_tracker_keys_and_the_report_carry_the_forecast(served: Any) -> None:
+    """The same numbers in /metrics and the tracker's live keys; at the end /report holds the last
+    forecast against how the run really ended."""
+    thread, client, clock = served
+    _waves(client, clock, "told")
+    body = client.get("/v1/runs/told/forecast").json()
+    metrics = client.get("/metrics").text
+    assert 'rollout_sidecar_forecast_finished{band="p50",run_id="told"} 20.0' in metrics
+    assert 'rollout_sidecar_forecast_eta_seconds{band="p90",run_id="told"} 75.0' in metrics
+    assert 'rollout_sidecar_forecast_budget_for_all_seconds{run_id="told"} 90.0' in metrics
+    run = thread.service.ingestor.runs["told"]
+    live = live_metrics(run, clock.now)
+    assert live[PREFIX + "forecast/finished_p50"] == 20 and live[PREFIX + "forecast/cut_off_p50"] == 4
+    _post(client, "told", [_done(8 + i, T0 + 30.0) for i in range(4)] + [{"kind": "run_ended"}])
+    report = client.get("/report", params={"run_id": "told"}).json()["forecast"]
+    actual = {"finished": 12, "drained": 0}
+    assert report == {"last": body, "actual": actual, "error": 8, "inside_p10_p90": False}
+    assert client.get("/v1/runs/told/forecast").json() == body  # the last live one, held
