@@ -8,7 +8,6 @@ Each answer is built from the run's applied state; heavy bodies are built off th
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -160,7 +159,7 @@ class ReadHandlers:
             body = await self.service.reads.build_from_cut(lambda: forecast_input(run, now), compute_forecast)
             if run.ended:
                 return _json(body)
-            memo.body, memo.at = body, time.monotonic()
+            memo.keep(body)
         return _json(memo.body)
 
     async def groups(self, request: Request) -> Response:

@@ -116,6 +116,8 @@ class PageBody(TypedDict):
     agents: list[AgentBody] | None
     """Per agent, by name (rows naming an ``agent_ref``); ``None`` when no row named one."""
     forecast: NotRequired[ForecastBody | None]
+    forecast_history: NotRequired[list[tuple[float, int, int, int, int]]]
+    """``[as_of, finished, p10, p50, p90]`` of the recent forecasts' finished-by-the-budget band."""
     groups: NotRequired[list[GroupBody]]
 
 

@@ -24,8 +24,9 @@ import math
 import random
 import time
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -52,16 +53,28 @@ SEED = 0
 METHOD = "kaplan-meier + monte-carlo"
 #: A forecast is recomputed at most this often (seconds); readers in between get the last one.
 REFRESH_S = 3.0
+#: Forecasts the page's chart keeps per run.
+HISTORY = 240
 
 
 @dataclass(slots=True)
 class ForecastMemo:
-    """The last forecast of a run (memory only) and the highest concurrency seen while work waited."""
+    """The last forecast of a run (memory only), the page's short history of its band, and the
+    highest concurrency seen while work waited."""
 
     body: dict[str, Any] | None = None
     #: ``time.monotonic()`` of ``body``.
     at: float = -math.inf
     peak: int = 0
+    #: ``(as_of, finished, p10, p50, p90)`` of the finished-by-the-budget band, oldest first.
+    history: deque[tuple[float, int, int, int, int]] = field(default_factory=lambda: deque(maxlen=HISTORY))
+
+    def keep(self, body: dict[str, Any]) -> None:
+        self.body, self.at = body, time.monotonic()
+        end = body["by_budget_end"]
+        if end is not None:
+            band = end["finished"]
+            self.history.append((body["as_of"], body["finished"], band["p10"], band["p50"], band["p90"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,7 +315,7 @@ def current(run: RunState, now: float) -> dict[str, Any] | None:
     """
     memo = run.forecast
     if stale(run):
-        memo.body, memo.at = compute_forecast(forecast_input(run, now)), time.monotonic()
+        memo.keep(compute_forecast(forecast_input(run, now)))
     return memo.body
 
 
