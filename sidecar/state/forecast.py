@@ -55,6 +55,8 @@ METHOD = "kaplan-meier + monte-carlo"
 REFRESH_S = 3.0
 #: Forecasts the page's chart keeps per run.
 HISTORY = 240
+#: The exponential tail is fitted past this share of the estimate.
+TAIL_FROM = 0.9
 
 
 @dataclass(slots=True)
@@ -163,8 +165,8 @@ class _Distribution:
             at_risk -= weight
         self.covered = self.cdf[-1] if self.cdf else 0.0
         # The tail past the last event: exponential, its mean the excess time per event over the
-        # estimate's top fifth (the exponential's maximum likelihood, censored points included).
-        index = bisect_left(self.cdf, min(0.8, self.covered))
+        # estimate's top tenth (the exponential's maximum likelihood, censored points included).
+        index = bisect_left(self.cdf, min(TAIL_FROM, self.covered))
         threshold = self.times[index] if self.times else 0.0
         events = sum(w for t, censoring, w in points if t > threshold and not censoring)
         exposure = sum((t - threshold) * w for t, _, w in points if t > threshold)
