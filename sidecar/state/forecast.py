@@ -3,12 +3,14 @@
 Method (``docs/http-api.md``, "Forecast"): the rollout duration distribution is a Kaplan-Meier
 estimate over the tracker's completed durations (events) and the in-flight rollouts' ages
 (right-censored: they ran at least that long), so long rollouts still running pull the estimate
-up instead of being ignored. A fixed-seed Monte Carlo of :data:`REPLICATES` runs then plays the
-rest of the run: each in-flight rollout ends after a time drawn from the distribution
-conditioned on its age; the not-started rollouts are dispatched first-come into the observed
-concurrency, each started only while the budget has at least the drain margin left (NeMo Gym's
-rule). A non-terminal failure is retried (with the observed share of retried attempts), so a
-rollout's time is the sum of its attempts'. The p10/p50/p90 of the replicates are the answer.
+up instead of being ignored; past its last event an exponential tail fitted to its top tenth. A
+fixed-seed Monte Carlo of :data:`REPLICATES` runs, each on a Bayesian bootstrap of the estimate (so
+the band includes what the samples leave unknown), then plays the rest of the run: each in-flight
+rollout ends after a time drawn conditioned on its age; the not-started rollouts are dispatched
+first-come into the observed concurrency, each started only while the budget has more than 0 s
+and at least the drain margin left (NeMo Gym's rule). An attempt fails at the observed share and
+then takes a failed attempt's time, followed by another attempt unless terminal. The p10/p50/p90
+of the replicates are the answer.
 
 Bounded: :func:`forecast_input` (on the event loop) reads at most :data:`MAX_POINTS` quantiles of
 the tracker and :data:`MAX_POINTS` in-flight start times by rank, O(log n) each; the simulation
