@@ -706,7 +706,8 @@
         healthSection(body, null); agentsSection(body); perfSection(body);
       } else {
         throughputSection(body, timeline); latencySection(body); drainSection(body, timeline);
-        forecastSection(body); inflightSection(body, timeline); groupsSection(body); healthSection(body, timeline); coverageSection(body);
+        forecastSection(body); inflightSection(body, timeline); groupsSection(body);
+        healthSection(body, timeline); coverageSection(body);
         agentsSection(body); perfSection(body);
       }
     } finally {
