@@ -172,7 +172,8 @@ def test_gauges_tracker_keys_and_the_report_carry_the_forecast(served: Any) -> N
     assert 'rollout_sidecar_forecast_eta_seconds{band="p90",run_id="told"} 75.0' in metrics
     assert 'rollout_sidecar_forecast_budget_for_all_seconds{run_id="told"} 90.0' in metrics
     page = client.get("/v1/runs/told/page").json()  # the run page draws the same forecast
-    assert page["forecast"] == body and page["forecast_history"] == [[T0 + 25.0, 8, 20, 20, 20]]
+    assert page["forecast"] == body  # recomputed or not (3 s apart), the same answer on a still run
+    assert {tuple(point) for point in page["forecast_history"]} == {(T0 + 25.0, 8, 20, 20, 20)}
     assert [group["task_index"] for group in page["groups"]] == [2]
     run = thread.service.ingestor.runs["told"]
     live = live_metrics(run, clock.now)
