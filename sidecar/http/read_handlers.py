@@ -7,6 +7,7 @@ Each answer is built from the run's applied state; heavy bodies are built off th
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,7 +24,7 @@ from sidecar.http.openapi import openapi_document
 from sidecar.http.responses import DrainMarginBody, HealthzBody, InflightBody, ReadyBody, RunListBody
 from sidecar.http.service import Service
 from sidecar.ingest.events import MAX_SECONDS
-from sidecar.state.forecast import compute_forecast, forecast_input, stale
+from sidecar.state.forecast import compute_forecast, forecast_input, stale, unforecast
 from sidecar.state.run import RunState
 from sidecar.wire import FollowerState
 
@@ -153,13 +154,12 @@ class ReadHandlers:
         """The run's end forecast (``docs/http-api.md``): built from a bounded cut on a worker
         thread, at most every ``forecast.REFRESH_S`` seconds (requests in between get the last one)."""
         run = self.run_of(request.path_params["run_id"])
-        memo = run.forecast
-        if stale(run) or memo.body is None:  # an ended run never forecast: its state at the end
-            now = self.service.clock()
-            body = await self.service.reads.build_from_cut(lambda: forecast_input(run, now), compute_forecast)
-            if run.ended:
-                return _json(body)
-            memo.keep(body)
+        memo, now = run.forecast, self.service.clock()
+        if run.ended and memo.body is None:
+            return _json(unforecast(forecast_input(run, now), "the run ended before a forecast was made"))
+        if stale(run):
+            cut = functools.partial(forecast_input, run, now)  # under the ingest pause, then a thread
+            memo.keep(await self.service.reads.build_from_cut(cut, compute_forecast))
         return _json(memo.body)
 
     async def groups(self, request: Request) -> Response:

@@ -42,6 +42,7 @@ __all__ = [
     "current",
     "forecast_input",
     "stale",
+    "unforecast",
 ]
 
 #: Completions needed before anything is forecast (the tracker's own threshold for its margin).
@@ -201,7 +202,8 @@ def _counts(values: Sequence[float], scale: float, base: int) -> dict[str, int]:
     return {label: base + round(value * scale) for label, value in _spread(values).items()}
 
 
-def _empty(inp: ForecastInput, reason: str) -> dict[str, Any]:
+def unforecast(inp: ForecastInput, reason: str) -> dict[str, Any]:
+    """The body without a forecast: the counts, every forecast field ``null`` and ``reason``."""
     return _body(inp, None, None, None, None, {"reason": reason})
 
 
@@ -241,12 +243,12 @@ def _body(
 def compute_forecast(inp: ForecastInput) -> dict[str, Any]:
     """The ``GET /v1/runs/{run_id}/forecast`` body (on a worker thread: up to ~0.1 s of CPU)."""
     if inp.planned is None:
-        return _empty(inp, "no plan: run_started gave neither plan nor materialized_inputs")
+        return unforecast(inp, "no plan: run_started gave neither plan nor materialized_inputs")
     if inp.samples < MIN_SAMPLES:
-        return _empty(inp, f"{inp.samples} of the {MIN_SAMPLES} completions needed")
+        return unforecast(inp, f"{inp.samples} of the {MIN_SAMPLES} completions needed")
     not_started = max(0, inp.planned - inp.finished - inp.drained - inp.in_flight)
     if inp.concurrency < 1 and not_started:
-        return _empty(inp, "no started events: the run's concurrency is unknown")
+        return unforecast(inp, "no started events: the run's concurrency is unknown")
     rng = random.Random(SEED)
     event_w, censor_w = inp.samples / len(inp.durations), inp.in_flight / max(1, len(inp.ages))
     points = sorted([(d, 0, event_w) for d in inp.durations] + [(a, 1, censor_w) for a in inp.ages])

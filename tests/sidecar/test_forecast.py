@@ -183,3 +183,13 @@ def test_gauges_tracker_keys_and_the_report_carry_the_forecast(served: Any) -> N
     actual = {"finished": 12, "drained": 0}
     assert report == {"last": body, "actual": actual, "error": 8, "inside_p10_p90": False}
     assert client.get("/v1/runs/told/forecast").json() == body  # the last live one, held
+
+
+def test_a_run_ended_before_any_forecast_says_so(served: Any) -> None:
+    _, client, clock = served
+    _waves(client, clock, "silent")
+    _post(client, "silent", [{"kind": "run_ended"}])
+    body = client.get("/v1/runs/silent/forecast").json()
+    assert body["basis"]["reason"] == "the run ended before a forecast was made"
+    assert body["by_budget_end"] is None and body["finished"] == 8
+    assert client.get("/report", params={"run_id": "silent"}).json()["forecast"] is None
