@@ -193,3 +193,12 @@ def test_a_run_ended_before_any_forecast_says_so(served: Any) -> None:
     assert body["basis"]["reason"] == "the run ended before a forecast was made"
     assert body["by_budget_end"] is None and body["finished"] == 8
     assert client.get("/report", params={"run_id": "silent"}).json()["forecast"] is None
+
+
+def test_open_groups_survive_a_snapshot() -> None:
+    groups = OpenGroups()
+    for rollout in range(3):
+        groups.apply(StartedFact(T0, 0, "t", rollout, 0, T0 + rollout))
+    restored = OpenGroups.from_snapshot(groups.to_snapshot())
+    assert restored.blocking(T0 + 10, 5, {"t": 4}) == groups.blocking(T0 + 10, 5, {"t": 4})
+    assert restored.blocking(T0 + 10, 5, None)[0]["in_flight"] == 3
