@@ -29,6 +29,7 @@ from prometheus_client.samples import Sample
 
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from sidecar.http.errors import ErrorCode
+from sidecar.state.forecast import current
 from sidecar.state.run import TOKEN_KINDS, RunState
 from sidecar.wire import FollowerState
 
@@ -118,6 +119,16 @@ class _Families:
         self.straggler_threshold = _gauge(
             "straggler_threshold_seconds", "Age past which an in-flight rollout straggles (+Inf: no rule)."
         )
+        forecast = (
+            ("finished", "forecast_finished", "planned rollouts finished when the budget ends"),
+            ("drained", "forecast_drained", "planned rollouts the budget never starts"),
+            ("cut_off", "forecast_cut_off", "rollouts in flight when the budget ends"),
+            ("eta_all_s", "forecast_eta_seconds", "seconds until every planned rollout ends"),
+        )
+        self.forecast = {key: _gauge(name, f"Forecast: {doc}.", "band") for key, name, doc in forecast}
+        self.forecast["budget_for_all_s"] = _gauge(
+            "forecast_budget_for_all_seconds", "Forecast: the dispatch budget starting every planned rollout."
+        )
 
     def all(self) -> tuple[Metric, ...]:
         return (
@@ -144,6 +155,7 @@ class _Families:
             self.stalled,
             self.untracked,
             self.straggler_threshold,
+            *self.forecast.values(),
         )
 
     def add_run(self, run: RunState) -> None:
@@ -211,6 +223,18 @@ class _Families:
         if threshold is not None:  # no series before a rule applies: every sample stays finite
             self.straggler_threshold.add_metric([rid], threshold)
 
+    def add_forecast(self, run: RunState, now: float) -> None:
+        """The run's forecast (recomputed here at most every few seconds); no series while null."""
+        body = current(run, now)
+        if body is None:
+            return
+        end = body["by_budget_end"] or {}
+        for name, spread in (*end.items(), ("cut_off", body["cut_off"]), ("eta_all_s", body["eta_all_s"])):
+            for band, value in (spread or {}).items():
+                self.forecast[name].add_metric([run.run_id, band], value)
+        if body["budget_for_all_s"] is not None:
+            self.forecast["budget_for_all_s"].add_metric([run.run_id], body["budget_for_all_s"])
+
 
 def _counter_value(total: int) -> float:
     """An exact ``int`` total as a finite sample value: past the double range it saturates, so the
@@ -265,6 +289,7 @@ class _RunCollector(Collector):
         for run in runs:
             families.add_run(run)
             families.add_inflight(run, now)
+            families.add_forecast(run, now)
         yield from families.all()
         yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=len(runs))
 

@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from sidecar.state.forecast import current
+
 if TYPE_CHECKING:
     from sidecar.state.run import RunState
 
@@ -42,6 +44,8 @@ MAX_TABLE_ROWS = 10_000
 ARTIFACTS = ("quality_summary.json", "rollout_verdicts.jsonl", "perf_summary.json", "report.json")
 
 _VERDICTS = ("healthy", "unhealthy", "unobserved")
+_FORECAST = ("finished_p10", "finished_p50", "finished_p90", "drained_p50", "cut_off_p50", "eta_all_p50_s",
+             "eta_all_p90_s", "budget_for_all_s")  # fmt: skip
 _LIVE_QUANTILES = (("p50_s", 0.5), ("p75_s", 0.75), ("p95_s", 0.95))
 _FINAL_QUANTILES = (("p50_s", "0.5"), ("p75_s", "0.75"), ("p90_s", "0.9"), ("p95_s", "0.95"),
                     ("p99_s", "0.99"), ("max_s", "1.0"))  # fmt: skip
@@ -63,6 +67,7 @@ LIVE_KEYS = (
     PREFIX + "rollouts/failed_attempts",
     PREFIX + "rollouts/drained",
     *(PREFIX + "health/" + verdict for verdict in _VERDICTS),
+    *(PREFIX + "forecast/" + name for name in _FORECAST),
 )
 #: Keys of the final summary (absent when the report has no such figure).
 FINAL_KEYS = (
@@ -76,6 +81,8 @@ FINAL_KEYS = (
     *(PREFIX + "final/health/" + verdict for verdict in _VERDICTS),
     PREFIX + "final/health/records",
     PREFIX + "final/duration_s",
+    PREFIX + "final/forecast/finished_p50",
+    PREFIX + "final/forecast/error",
 )
 
 
@@ -114,8 +121,25 @@ def live_metrics(run: RunState, now: float) -> dict[str, float]:
         yield PREFIX + "rollouts/drained", run.drained
         for verdict in _VERDICTS:
             yield PREFIX + "health/" + verdict, verdicts.get(verdict, 0)
+        yield from _forecast_pairs(current(run, now))
 
     return _kept(pairs())
+
+
+def _forecast_pairs(body: Mapping[str, Any] | None) -> Iterator[tuple[str, Any]]:
+    """The forecast's figures as live keys (none while it says null)."""
+    if body is None:
+        return
+    end, eta = body["by_budget_end"], body["eta_all_s"]
+    if end is not None:
+        for band in ("p10", "p50", "p90"):
+            yield PREFIX + "forecast/finished_" + band, end["finished"][band]
+        yield PREFIX + "forecast/drained_p50", end["drained"]["p50"]
+        yield PREFIX + "forecast/cut_off_p50", body["cut_off"]["p50"]
+    if eta is not None:
+        yield PREFIX + "forecast/eta_all_p50_s", eta["p50"]
+        yield PREFIX + "forecast/eta_all_p90_s", eta["p90"]
+    yield PREFIX + "forecast/budget_for_all_s", body["budget_for_all_s"]
 
 
 def final_metrics(report: Mapping[str, Any]) -> dict[str, float]:
@@ -144,6 +168,10 @@ def final_metrics(report: Mapping[str, Any]) -> dict[str, float]:
         began, end = _number(started), _number(ended)
         if began is not None and end is not None:
             yield PREFIX + "final/duration_s", end - began
+        forecast = report.get("forecast") or {}
+        band = ((forecast.get("last") or {}).get("by_budget_end") or {}).get("finished") or {}
+        yield PREFIX + "final/forecast/finished_p50", band.get("p50")
+        yield PREFIX + "final/forecast/error", forecast.get("error")
 
     return _kept(pairs())
 
