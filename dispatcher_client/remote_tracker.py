@@ -33,7 +33,7 @@ import httpx
 from sidecar.perf import DispatchLatencyTracker
 from sidecar.wire import LatencyOp, source_id
 
-from ._core import SidecarError, renamed_timeout
+from .client import SidecarError
 from .config import ClientConfig, ClientStats
 from .sync import SyncSidecarClient
 
@@ -154,17 +154,16 @@ class RemoteLatencyTracker:
     def stats(self) -> ClientStats:
         return self.client.stats
 
-    def flush(self, timeout_s: float | None = None, *, timeout: float | None = None) -> bool:
-        """As :meth:`SyncSidecarClient.flush` (``timeout`` is the deprecated name of ``timeout_s``)."""
-        return self.client.flush(renamed_timeout(timeout_s, timeout, None))
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """As :meth:`SyncSidecarClient.flush`."""
+        return self.client.flush(timeout_s)
 
-    def close(self, timeout_s: float | None = None, *, timeout: float | None = None) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
         """Deliver what is buffered and stop the background thread (if this tracker owns it)."""
-        wait_s = renamed_timeout(timeout_s, timeout, None)
         if self._poller is not None:
             self._poller.cancel()
         if self._owns_client:
-            self.client.close(wait_s)
+            self.client.close(timeout_s)
 
     def __enter__(self) -> RemoteLatencyTracker:
         return self

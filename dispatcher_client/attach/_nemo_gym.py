@@ -32,8 +32,8 @@ from types import ModuleType
 from typing import Any
 
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SyncSidecarClient
-from dispatcher_client._events import completed_event, drained_event, failed_event
 from dispatcher_client.attach import POOLED_ENV, TOKEN_FILE_ENV, URL_ENV, run_id_for
+from dispatcher_client.client import completed_event, drained_event, failed_event
 
 __all__ = ["TESTED_VERSIONS", "install"]
 

@@ -405,7 +405,7 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
     if getattr(args, "follow", None) is None:
         return None
     from dispatcher_client.follow import FollowerThread
-    from dispatcher_client.follow_cli import refuse_run_dir
+    from sidecar.http.follow import refuse_run_dir
 
     refused = refuse_run_dir(args.follow, None, serve=True)
     if refused is not None:
@@ -418,7 +418,7 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
     url = f"http://[{host}]:{settings.port}" if ":" in host else f"http://{host}:{settings.port}"
     token = settings.token.get() if settings.token is not None else None
     try:
-        thread = FollowerThread(args.follow, url, token=token)
+        thread = FollowerThread(args.follow, url, token=token, max_line_bytes=settings.body_cap)
     except ValueError as exc:
         raise SettingsError(f"--follow {str(args.follow)!r}: {exc}") from exc
     thread.start()
