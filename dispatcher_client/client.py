@@ -36,19 +36,9 @@ from .config import ClientConfig, ClientStats, resolve_token
 from .sender import Sender
 
 __all__ = [
-    "ClientClosed",
-    "SidecarAuthError",
-    "SidecarClient",
-    "SidecarError",
-    "SidecarUnreachable",
-    "completed_event",
-    "drained_event",
-    "encode_event",
-    "failed_event",
-    "latency_event",
-    "progress_event",
-    "run_ended_event",
-    "run_started_event",
+    "ClientClosed", "SidecarAuthError", "SidecarClient", "SidecarError", "SidecarUnreachable",
+    "completed_event", "drained_event", "encode_event", "failed_event", "latency_event", "progress_event",
+    "run_ended_event", "run_started_event",
 ]
 
 _log = logging.getLogger("dispatcher_client")

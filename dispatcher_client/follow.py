@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,7 +27,6 @@ import orjson
 
 from sidecar.wire import (
     EventKind,
-    FollowerState,
     MaterializedInputsError,
     materialized_lines,
     plan_from_lines,
@@ -38,7 +36,7 @@ from .client import SidecarClient, run_ended_event
 from .config import ClientConfig, resolve_token
 from .tail import FilePosition, SentRange, TailRead, is_blank_line, read_new_lines
 
-__all__ = ["FollowPaths", "Follower", "FollowerError", "FollowerThread", "follow_paths"]
+__all__ = ["FollowPaths", "Follower", "FollowerError", "follow_paths"]
 
 _log = logging.getLogger("dispatcher_client.follow")
 _CHUNK_EVENTS = 256
@@ -461,81 +459,3 @@ class Follower:
         finally:
             stopped.cancel()
             await self.client.aclose(1.0)
-
-
-class FollowerThread:
-    """A :class:`Follower` on its own thread and loop, beside a server (``serve --follow``).
-
-    Its requests are retried until the server listens, so it can start first. A transient error
-    (an ``OSError`` on a followed file) restarts it from its checkpoint after a backoff; a
-    :class:`FollowerError` stops it until an operator acts. :meth:`status` says which (``/readyz``,
-    ``/metrics``); :meth:`stop` leaves the run open.
-    """
-
-    def __init__(self, run_dir: str | os.PathLike[str], sidecar_url: str, *, retry_max_s: float = 30.0,
-                 **options: Any) -> None:
-        self._run_dir, self._url, self._options = run_dir, sidecar_url, options
-        self.follower = Follower(run_dir, sidecar_url=sidecar_url, **options)
-        self.retry_max_s = retry_max_s
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="sidecar-follower", daemon=True)
-        self.error: BaseException | None = None
-        self.state = FollowerState.STARTING
-        self.last_error: str | None = None
-        self.retries = 0
-
-    def status(self) -> dict[str, Any]:
-        return {"state": self.state, "last_error": self.last_error, "retries": self.retries,
-                "lines_sent": self.follower.lines_sent}
-
-    async def _follow(self, stop: asyncio.Event) -> None:
-        delay = 0.5
-        while not stop.is_set():
-            self.state = FollowerState.FOLLOWING
-            try:
-                await self.follower.run(stop)
-                return
-            except FollowerError as exc:
-                self.state, self.last_error = FollowerState.STOPPED, str(exc)
-                _log.error("follower stopped: %s", exc)
-                return
-            except OSError as exc:
-                self.state, self.last_error = FollowerState.RETRYING, f"{type(exc).__name__}: {exc}"
-                self.retries += 1
-                _log.warning("follower error, restarting from its checkpoint in %.1f s: %s", delay, exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
-            delay = min(self.retry_max_s, delay * 2)
-            try:
-                self.follower = Follower(self._run_dir, sidecar_url=self._url, **self._options)
-            except (OSError, ValueError) as exc:
-                self.last_error = f"{type(exc).__name__}: {exc}"
-
-    def _main(self) -> None:
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            self._ready.set()
-            await self._follow(self._stop)
-
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # reported by stop()
-            self.error = exc
-            self.state, self.last_error = FollowerState.STOPPED, f"{type(exc).__name__}: {exc}"
-            _log.exception("follower thread failed")
-        finally:
-            self._ready.set()
-
-    def start(self) -> None:
-        self._thread.start()
-        self._ready.wait(10.0)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        loop, stop = self._loop, self._stop
-        if loop is not None and stop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(stop.set)
-        self._thread.join(timeout)

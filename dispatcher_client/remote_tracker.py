@@ -1,23 +1,15 @@
 """``RemoteLatencyTracker``: a drop-in ``DispatchLatencyTracker`` that also feeds the sidecar.
 
-NeMo Gym's dispatcher calls ``record`` / ``record_failure`` / ``record_drained`` and reads
-``drain_margin`` synchronously on its event loop, so every method here is synchronous and
-takes microseconds: it updates a local :class:`DispatchLatencyTracker` (which therefore
-answers exactly what the in-process tracker would, sidecar or not) and hands a small dict to
-a background thread (:class:`SyncSidecarClient`) that batches it to the sidecar.
+NeMo Gym calls ``record`` / ``record_failure`` / ``record_drained`` and reads ``drain_margin``
+synchronously on its event loop, so each method updates a local :class:`DispatchLatencyTracker`
+(which answers exactly what the in-process tracker would, sidecar or not) and hands a tuple to a
+:class:`SyncSidecarClient`'s thread. The tracker API carries no rollout identity: each call goes as a
+``latency`` event (``op``, ``seconds``, and ``source``/``seq`` naming this tracker and counting its
+calls, the idempotency key), which feeds the run's tracker only, never its accounting or health.
 
-The tracker API carries no rollout identity, so each call is forwarded as a ``latency``
-event ``{"kind": "latency", "op": <method>, "seconds": s, "source": <this tracker>,
-"seq": n}``: ``source`` is unique per tracker instance (host, pid, random suffix) and ``seq``
-counts its calls, which together form the idempotency key. In the sidecar these feed only the
-run's tracker, its duration histogram and drained counter, never the rollout accounting or
-health (those come from completion events or the follower).
-
-``pooled=True`` is for several dispatcher processes of one run (NeMo RL's Gym workers, shards):
-``drain_margin`` then answers the run's p75 over every process's samples, pooled in the sidecar
-(never an average of per-process p75s). A background task on the client's loop fetches it every
-``pooled_interval_s``, so the dispatch path still only reads a field; while the sidecar does not
-answer, the local tracker does.
+``pooled=True`` (several dispatcher processes of one run): ``drain_margin`` answers the run's p75
+over every process's samples, pooled in the sidecar (never an average of per-process p75s), fetched
+in the background every ``pooled_interval_s``; while the sidecar does not answer, the local one.
 """
 
 from __future__ import annotations
@@ -47,30 +39,18 @@ class RemoteLatencyTracker:
     ``drain_margin(configured)`` takes its argument as NeMo Gym's tracker does (``None``: adaptive).
     """
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        *,
-        run_id: str | None = None,
-        token: str | None = None,
-        client: SyncSidecarClient | None = None,
-        config: ClientConfig | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        local: DispatchLatencyTracker | None = None,
-        start_run: bool = True,
-        pooled: bool = False,
-        pooled_interval_s: float = 1.0,
-        **run_fields: Any,
-    ) -> None:
+    def __init__(self, base_url: str | None = None, *, run_id: str | None = None, token: str | None = None,
+                 client: SyncSidecarClient | None = None, config: ClientConfig | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 local: DispatchLatencyTracker | None = None, start_run: bool = True, pooled: bool = False,
+                 pooled_interval_s: float = 1.0,
+                 **run_fields: Any) -> None:
+        self._owns_client = client is None
         if client is None:
             if base_url is None or run_id is None:
                 raise ValueError("RemoteLatencyTracker needs base_url and run_id, or a client")
-            client = SyncSidecarClient(
-                base_url, run_id=run_id, token=token, config=config, transport=transport
-            )
-            self._owns_client = True
-        else:
-            self._owns_client = False
+            client = SyncSidecarClient(base_url, run_id=run_id, token=token, config=config,
+                                       transport=transport)
         self.client = client
         self.local = local if local is not None else DispatchLatencyTracker()
         self.source = source_id()

@@ -404,8 +404,7 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
     """``serve --follow RUN_DIR``: dispatcher_client's follower on a thread, posting to this service."""
     if getattr(args, "follow", None) is None:
         return None
-    from dispatcher_client.follow import FollowerThread
-    from sidecar.http.follow import refuse_run_dir
+    from sidecar.http.follow import FollowerThread, refuse_run_dir
 
     refused = refuse_run_dir(args.follow, None, serve=True)
     if refused is not None:

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from dispatcher_client.follow import Follower
-from sidecar.http.follow import _Status
 from sidecar.cli import build_parser
 from sidecar.cli import main as cli_main
+from sidecar.http.follow import _Status
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
 from tests.dispatcher_client.support import free_port
