@@ -22,15 +22,7 @@ import httpx
 import orjson
 
 from sidecar.perf import DispatchLatencyTracker, build_ng_perf
-from sidecar.wire import (
-    RUN_ID_PATTERN,
-    EventKind,
-    EventNumber,
-    OutcomeStatus,
-    dump_row,
-    row_identity,
-    source_id,
-)
+from sidecar.wire import RUN_ID_PATTERN, EventKind, EventNumber, dump_row, row_identity, source_id
 
 from .config import ClientConfig, ClientStats, resolve_token
 from .sender import Sender
@@ -44,7 +36,7 @@ __all__ = [
 _log = logging.getLogger("dispatcher_client")
 _Row = Mapping[str, Any] | None
 _Json = dict[str, Any]
-_STORED = (OutcomeStatus.ACCEPTED, OutcomeStatus.DUPLICATE)
+_STORED = ("accepted", "duplicate")  # the sidecar holds the event: its ng_perf is the one
 #: How long reads go to the local tracker after the sidecar failed to answer one.
 _READS_DOWN_S = 1.0
 _TOKEN_FIX = "set $ROLLOUT_SIDECAR_TOKEN, or pass token=..., to the token the service reads from --token-file"

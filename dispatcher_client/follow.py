@@ -1,13 +1,11 @@
-"""The follower: turns an unmodified NeMo Gym run directory into sidecar events.
+"""The follower: an unmodified NeMo Gym run directory into sidecar events.
 
-It tails ``<stem>.jsonl`` (each non-blank physical line a ``completed`` event carrying the raw
-``line`` and its ``line_number``, so the sidecar digests exactly the bytes the batch
-``health-check`` reads) and ``<stem>_failures.jsonl`` (each readable row a ``failed`` event), and
-reads ``<stem>_materialized_inputs.jsonl`` for the plan. A checkpoint (positions, generation, the
-range sent past them) keeps it exact across restarts, truncations, crashes and outages
-(docs/client.md). A line over ``max_line_bytes`` (a runaway generation) is never held: it is sent
-as an unreadable line of that number, which the sidecar reports ``record_unreadable``, and the
-follower goes on.
+Each non-blank line of ``<stem>.jsonl`` is a ``completed`` event with the raw ``line`` and its
+``line_number`` (the sidecar digests the bytes the batch ``health-check`` reads), each readable row of
+``<stem>_failures.jsonl`` a ``failed`` event; ``<stem>_materialized_inputs.jsonl`` gives the plan. A
+checkpoint (positions, generation, the range sent past them) keeps it exact across restarts,
+truncations, crashes and outages. A line over ``max_line_bytes`` (a runaway generation) is never
+held: it goes as an unreadable line of its number (``record_unreadable``) and the follower goes on.
 """
 
 from __future__ import annotations
@@ -25,12 +23,7 @@ from typing import Any
 import httpx
 import orjson
 
-from sidecar.wire import (
-    EventKind,
-    MaterializedInputsError,
-    materialized_lines,
-    plan_from_lines,
-)
+from sidecar.wire import EventKind, MaterializedInputsError, materialized_lines, plan_from_lines
 
 from .client import SidecarClient, run_ended_event
 from .config import ClientConfig, resolve_token
@@ -173,14 +166,9 @@ class Follower:
         self.started = bool(body.get("started"))
 
     def _save_state(self) -> None:
-        body = {
-            "run_id": self.run_id,
-            "source_path": self.paths.source_path,
-            "generation": self.generation,
-            "started": self.started,
-            "files": {name: position.as_json() for name, position in self.positions.items()},
-            "sent": {name: sent.as_json() for name, sent in self.sent.items()},
-        }
+        body = {"run_id": self.run_id, "source_path": self.paths.source_path, "generation": self.generation,
+                "started": self.started, "sent": {name: sent.as_json() for name, sent in self.sent.items()},
+                "files": {name: position.as_json() for name, position in self.positions.items()}}
         tmp = self.state_path.with_name(self.state_path.name + ".tmp")
         with open(tmp, "wb") as handle:
             handle.write(orjson.dumps(body))
