@@ -179,18 +179,12 @@ class Follower:
     # -- events ---------------------------------------------------------------------------
 
     def _gen(self, event: dict[str, Any]) -> dict[str, Any]:
-        if self.generation:
-            event["generation"] = self.generation
-        return event
+        return {**event, "generation": self.generation} if self.generation else event
 
     def _start(self) -> None:
-        event: dict[str, Any] = {"kind": EventKind.RUN_STARTED.value, "source_path": self.paths.source_path}
-        plan = _plan(self.paths.materialized)
-        if plan is not None:
-            event["plan"] = plan
-        if self.ignored_checks:
-            event["ignored_checks"] = self.ignored_checks
-        self.client.submit_event(self._gen(event))
+        event = {"kind": EventKind.RUN_STARTED.value, "source_path": self.paths.source_path,
+                 "plan": _plan(self.paths.materialized), "ignored_checks": self.ignored_checks or None}
+        self.client.submit_event(self._gen({key: value for key, value in event.items() if value is not None}))
 
     def _completion(self, number: int, line: bytes) -> dict[str, Any]:
         event: dict[str, Any] = {"kind": EventKind.COMPLETED.value, "line_number": number}
@@ -280,15 +274,14 @@ class Follower:
     def _unreachable(self, now: float, error: str | None, *, down: bool) -> None:
         if not down:
             self.unreachable_since = None
-            return
-        if self.unreachable_since is None:
+        elif self.unreachable_since is None:
             self.unreachable_since = now
             giving_up = "" if self.give_up_s is None else f", giving up after {self.give_up_s:g} s"
             _log.warning("sidecar %s not answering (%s); retrying with backoff%s", self.sidecar_url, error,
                          giving_up)
-        if self.give_up_s is not None and now - self.unreachable_since >= self.give_up_s:
+        if down and self.give_up_s is not None and now - (self.unreachable_since or now) >= self.give_up_s:
             raise FollowerError(
-                f"sidecar {self.sidecar_url} unreachable for {now - self.unreachable_since:.0f} s "
+                f"sidecar {self.sidecar_url} unreachable for {now - (self.unreachable_since or now):.0f} s "
                 f"(last error: {error}); the checkpoint stays where the sidecar last acknowledged: "
                 "start the sidecar (or fix --sidecar) and rerun"
             )

@@ -1,18 +1,11 @@
 """Delivery: a FIFO of encoded events, batched, retried, spilled to disk, never blocking the caller.
 
-Order is one logical queue: the batch in flight, then the spool (older), then memory (newer).
-Submitting never awaits: past the in-memory limits the oldest events spill to the spool's end,
-past the spool's limit (or without a spool) the new event is dropped and counted. A failed
-request is retried with exponential backoff and jitter until delivered; the sidecar's
-idempotency keys make a retried event a duplicate. A batch refused as invalid (or too large) is
-bisected so one bad event cannot hold the others back; ``unknown_run`` (a sidecar with a fresh
-journal) re-sends the run's ``run_started`` first.
-
-The spool is one append-only JSONL file per run, read back in order from a position stored in a
-side file after each delivered batch, truncated once drained, and picked up by the next client of
-the run after a crash (anything sent twice is a duplicate). ``ClientConfig.fsync``: ``always``
-fsyncs each append, ``interval`` every ``fsync_interval_s``, ``never`` leaves it to the OS; a
-process crash loses nothing spooled either way.
+One logical queue: the batch in flight, the spool (older), memory (newer). Past the memory limits
+the oldest events spill to the spool's end; past the spool's (or without one) the new event is
+dropped and counted. Failed requests are retried with backoff (idempotency keys make a retry a
+duplicate); a batch refused as invalid is bisected; ``unknown_run`` re-sends ``run_started`` first.
+The spool is one append-only JSONL file per run, read from a position stored after each delivered
+batch, truncated once drained, and resumed by the next client of the run after a crash.
 """
 
 from __future__ import annotations

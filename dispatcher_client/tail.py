@@ -1,15 +1,11 @@
 """Tailing one append-only JSONL file the way NeMo Gym writes it, in bounded memory.
 
-A line counts once its newline is on disk; a partial last line is held back (the position stays
-before it) until the newline arrives. A line longer than ``max_line_bytes`` is never held: it is
-scanned in chunks and returned as :class:`Oversize` (its size and digest), so one runaway row
-costs at most the cap plus a chunk. The position is a byte offset, the physical line number
-reached, the file's inode and the last bytes consumed. The file is *restarted* (read again from
-byte 0, as a new generation) when its inode changed, it is shorter than the position, the bytes
-before the position differ from those consumed, or the bytes of a :class:`SentRange` (lines sent
-past the position, which the sidecar may hold) are no longer in the file as they were sent.
-NeMo Gym's resume repair only cuts or completes an unterminated last line, never consumed, so it
-restarts nothing (unless that line was sent).
+A line counts once its newline is on disk (a partial last line waits). A line over ``max_line_bytes``
+is never held: it is scanned in chunks and returned as :class:`Oversize`, so one runaway row costs
+at most the cap plus a chunk. The file is *restarted* (read from byte 0, a new generation) when its
+inode changed, it is shorter than the position, the bytes before the position changed, or a
+:class:`SentRange` (lines sent past the position) is no longer in the file as sent. NeMo Gym's
+resume repair only cuts or completes an unterminated last line, never consumed: no restart.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 __all__ = ["FilePosition", "Oversize", "SentRange", "TailRead", "is_blank_line", "read_new_lines"]
@@ -45,8 +41,7 @@ class FilePosition:
     """The last consumed bytes (up to 64), to notice a truncate-and-regrow."""
 
     def as_json(self) -> dict[str, Any]:
-        return {"inode": self.inode, "device": self.device, "offset": self.offset,
-                "line_number": self.line_number, "tail": self.tail.hex()}
+        return {**asdict(self), "tail": self.tail.hex()}
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> FilePosition:
@@ -96,7 +91,7 @@ class SentRange:
         return self.terminated or os.pread(fd, 1, self.end) == b"\n"
 
     def as_json(self) -> dict[str, Any]:
-        return {"start": self.start, "end": self.end, "digest": self.digest, "terminated": self.terminated}
+        return asdict(self)
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> SentRange:
