@@ -12,8 +12,7 @@ import logging
 
 from .client import ClientClosed, SidecarAuthError, SidecarClient, SidecarError, SidecarUnreachable
 from .config import ClientConfig, ClientStats
-from .remote_tracker import RemoteLatencyTracker
-from .sync import SyncSidecarClient
+from .sync import RemoteLatencyTracker, SyncSidecarClient
 
 # A library's loggers print nothing until the application configures logging.
 logging.getLogger(__name__).addHandler(logging.NullHandler())
