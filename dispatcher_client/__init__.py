@@ -18,13 +18,6 @@ from .sync import RemoteLatencyTracker, SyncSidecarClient
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
-    "ClientClosed",
-    "ClientConfig",
-    "ClientStats",
-    "RemoteLatencyTracker",
-    "SidecarAuthError",
-    "SidecarClient",
-    "SidecarError",
-    "SidecarUnreachable",
-    "SyncSidecarClient",
+    "ClientClosed", "ClientConfig", "ClientStats", "RemoteLatencyTracker", "SidecarAuthError",
+    "SidecarClient", "SidecarError", "SidecarUnreachable", "SyncSidecarClient",
 ]

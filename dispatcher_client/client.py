@@ -150,7 +150,7 @@ class SidecarClient:
         self.config = config or ClientConfig()
         self.stats = ClientStats()
         token = resolve_token(token)
-        self._headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.auth_headers = {"authorization": f"Bearer {token}"} if token else {}
         self._transport = transport
         #: This client's own events: the drain margin while the sidecar is not there.
         self.local = DispatchLatencyTracker()
@@ -161,6 +161,13 @@ class SidecarClient:
         self._http: httpx.AsyncClient | None = None
         self._sender: Sender | None = None
         self._slow_since: int | None = None  # stats.sent when an answer last came too late
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The pooled connection (``ClientClosed`` when not open)."""
+        if self._http is None:
+            raise self._closed_error()
+        return self._http
 
     def next_number(self) -> EventNumber:
         """A fresh ``(source, seq)`` (thread-safe: one atomic counter step)."""
@@ -180,7 +187,7 @@ class SidecarClient:
                 transport=self._transport,
                 limits=httpx.Limits(max_connections=8, max_keepalive_connections=8),
             )
-            self._sender = Sender(self._http, self.run_id, config, self.stats, headers=self._headers)
+            self._sender = Sender(self._http, self.run_id, config, self.stats, headers=self.auth_headers)
             self._sender.start()
         return self
 
@@ -364,11 +371,9 @@ class SidecarClient:
                             status=status, response=response)
 
     async def _get(self, path: str, timeout_s: float, **params: Any) -> httpx.Response:
-        if self._http is None:
-            raise self._closed_error()
         try:
-            response = await self._http.get(path, params={"run_id": self.run_id, **params},
-                                            headers=self._headers, timeout=timeout_s)
+            response = await self.http.get(path, params={"run_id": self.run_id, **params},
+                                            headers=self.auth_headers, timeout=timeout_s)
         except httpx.HTTPError as exc:
             raise self.read_error(path, error=exc) from exc
         if response.status_code != 200:

@@ -26,7 +26,7 @@ import orjson
 from sidecar.wire import EventKind, MaterializedInputsError, materialized_lines, plan_from_lines
 
 from .client import SidecarClient, run_ended_event
-from .config import ClientConfig, resolve_token
+from .config import ClientConfig
 from .tail import FilePosition, SentRange, TailRead, is_blank_line, read_new_lines
 
 __all__ = ["FollowPaths", "Follower", "FollowerError", "follow_paths"]
@@ -133,7 +133,6 @@ class Follower:
         self.ignored_checks = list(dict.fromkeys(check.strip() for check in ignored_checks if check.strip()))
         self.client = SidecarClient(sidecar_url, run_id=self.run_id, token=token, config=client_config)
         self.sidecar_url = sidecar_url.rstrip("/")
-        self._token = resolve_token(token)
         self.read_bytes, self.max_line_bytes, self.raw_line_bytes = read_bytes, max_line_bytes, raw_line_bytes
         self.give_up_s = give_up_s
         self.unreachable_since: float | None = None
@@ -290,38 +289,32 @@ class Follower:
         """``event``'s line as the raw body of ``/lines``, retried until acknowledged; one over the
         sidecar's body cap (413) is skipped as an oversize line."""
         params = {key: str(value) for key, value in event.items() if key not in (_RAW, "kind")}
-        headers = {"Content-Type": "application/x-ndjson"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        url = f"{self.sidecar_url}/v1/runs/{self.run_id}/lines"
-        loop = asyncio.get_running_loop()
-        attempt = 0
-        async with httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=5.0)) as http:
-            while True:
-                try:
-                    response = await http.post(url, params=params, content=event[_RAW], headers=headers)
-                except httpx.HTTPError as exc:
-                    error = f"{type(exc).__name__}: {exc}"
-                else:
-                    status = response.status_code
-                    if status == 200:
-                        self.unreachable_since = None
-                        return
-                    error = f"HTTP {status}: {response.text[:300]}"
-                    if status == 413:
-                        self.max_line_bytes = min(self.max_line_bytes, len(event[_RAW]) - 1)
-                        await self._deliver([self._skipped(path, event["line_number"], len(event[_RAW]))],
-                                            path, FilePosition(line_number=event["line_number"] - 1))
-                        return
-                    if status < 500 and status not in (408, 425, 429):
-                        raise FollowerError(
-                            f"the sidecar refused line {event['line_number']} of {str(path)!r} "
-                            f"({len(event[_RAW])} bytes; {error}); the checkpoint stays before it: "
-                            f"{_refusal_hint(error)}, then rerun"
-                        )
-                self._unreachable(loop.time(), error, down=True)
-                await asyncio.sleep(min(5.0, 0.1 * 2**attempt))
-                attempt += 1
+        headers = {**self.client.auth_headers, "Content-Type": "application/x-ndjson"}
+        line, number, attempt = event[_RAW], event["line_number"], 0
+        while True:
+            try:
+                response = await self.client.http.post(f"/v1/runs/{self.run_id}/lines", params=params,
+                                                       content=line, headers=headers, timeout=60.0)
+            except httpx.HTTPError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            else:
+                status = response.status_code
+                if status == 200:
+                    self.unreachable_since = None
+                    return
+                error = f"HTTP {status}: {response.text[:300]}"
+                if status == 413:  # the sidecar's cap is lower than ours: learn it
+                    self.max_line_bytes = min(self.max_line_bytes, len(line) - 1)
+                    skipped = self._skipped(path, number, len(line))
+                    return await self._deliver([skipped], path, FilePosition(line_number=number - 1))
+                if status < 500 and status not in (408, 425, 429):
+                    raise FollowerError(
+                        f"the sidecar refused line {number} of {str(path)!r} ({len(line)} bytes; {error}); "
+                        f"the checkpoint stays before it: {_refusal_hint(error)}, then rerun"
+                    )
+            self._unreachable(asyncio.get_running_loop().time(), error, down=True)
+            await asyncio.sleep(min(5.0, 0.1 * 2**attempt))
+            attempt += 1
 
     async def _commit(self) -> None:
         """Wait for everything queued to be acknowledged, then checkpoint (never past a refused
