@@ -25,7 +25,7 @@ COMMANDS: dict[str, str] = {
     "health-check": "sidecar.export.trackers.cli:register_health_check",
     "serve": "sidecar.http.cli",
     "report": "sidecar.http.cli",
-    "follow": "dispatcher_client.follow_cli",
+    "follow": "sidecar.http.follow",
     "demo": "sidecar.demo.cli",
     "attach": "sidecar.http.attach",
 }

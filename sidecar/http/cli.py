@@ -225,8 +225,7 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
     """``serve --follow RUN_DIR``: dispatcher_client's follower on a thread, posting to this service."""
     if getattr(args, "follow", None) is None:
         return None
-    from dispatcher_client.follow import FollowerThread
-    from dispatcher_client.follow_cli import refuse_run_dir
+    from sidecar.http.follow import FollowerThread, refuse_run_dir
 
     refused = refuse_run_dir(args.follow, None, serve=True)
     if refused is not None:
@@ -239,7 +238,7 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
     url = f"http://[{host}]:{settings.port}" if ":" in host else f"http://{host}:{settings.port}"
     token = settings.token.get() if settings.token is not None else None
     try:
-        thread = FollowerThread(args.follow, url, token=token)
+        thread = FollowerThread(args.follow, url, token=token, max_line_bytes=settings.body_cap)
     except ValueError as exc:
         raise SettingsError(f"--follow {str(args.follow)!r}: {exc}") from exc
     thread.start()
