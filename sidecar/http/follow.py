@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from dispatcher_client.follow import Follower, FollowerError
 from health.cli_types import seconds, sidecar_url, size
-from sidecar.http.settings import DEFAULT_BODY_CAP, SettingsError, load_token
+from sidecar.http.settings import ServiceSettings, SettingsError, load_token
 from sidecar.wire import FollowerState
 
 __all__ = ["FollowerThread", "refuse_run_dir", "register"]
@@ -58,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add("--ignore-checks", "--ignore", dest="ignore_checks", action="append", default=None,
         metavar="CHECK[,CHECK...]",
         help="comma-separated check IDs to skip, as health-check's option (repeatable; default: none)")
-    add("--max-line", type=size(1024, 4 << 30), default=DEFAULT_BODY_CAP, metavar="SIZE",
+    add("--max-line", type=size(1024, 4 << 30), default=ServiceSettings().body_cap, metavar="SIZE",
         help="longest line sent; a longer one (a runaway generation) is reported record_unreadable and "
         "skipped (default 64M, the sidecar's default --body-cap)")
     add("--give-up-after", type=seconds(1e7), default=60.0, metavar="SECONDS",
