@@ -212,8 +212,7 @@ class Service:
         return histogram.low, histogram.high
 
     def _start_otlp(self, endpoint: str) -> None:
-        from sidecar.export.otlp import OtlpPusher, SeriesTimes
-        from sidecar.export.otlp_transport import http_settings
+        from sidecar.export.otlp import OtlpPusher, SeriesTimes, http_settings
 
         self.otlp = OtlpPusher(
             self.metrics.registry,

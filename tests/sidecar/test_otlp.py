@@ -15,9 +15,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.cli import main as cli_main
-from sidecar.export.otlp import otel_name, prometheus_name
-from sidecar.export.otlp_config import OtlpConfigError, resolve_endpoint, resolve_interval, resolve_protocol
-from sidecar.export.otlp_resource import service_name
+from sidecar.export.otlp import (
+    OtlpConfigError,
+    otel_name,
+    prometheus_name,
+    resolve_endpoint,
+    resolve_interval,
+    resolve_protocol,
+    service_name,
+)
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
 from tests.dispatcher_client.support import SidecarProcess, free_port
