@@ -2,13 +2,15 @@
 
 ``health-check`` itself lives in ``health`` (which never imports ``sidecar``); this module adds
 ``--mlflow-run-id`` / ``--wandb-run-path`` to its parser and wraps its handler, so after the
-report files are written they are logged into the given run.
+report files are written they are logged into the given run (:func:`log_run_dir`: the files byte
+for byte, and the final keys and parameters a batch check knows).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,12 +20,13 @@ from sidecar.export.trackers._settings import (
     DEFAULT_INTERVAL_S,
     MLFLOW_RUN_ID_PATTERN,
     WANDB_RUN_PATH_PATTERN,
+    RunTarget,
     TrackerName,
     TrackerSettings,
     tracker_available,
 )
 
-__all__ = ["add_serve_flags", "register_health_check", "tracker_settings"]
+__all__ = ["add_serve_flags", "log_run_dir", "register_health_check", "tracker_settings"]
 
 _HEALTH_PROG = "rollout-sidecar health-check"
 
@@ -141,8 +144,6 @@ def _targets(args: argparse.Namespace) -> dict[TrackerName, str]:
 
 
 def _health_check(args: argparse.Namespace, handler: Callable[[argparse.Namespace], int]) -> int:
-    import re
-
     targets = _targets(args)
     patterns = {
         "mlflow": (MLFLOW_RUN_ID_PATTERN, "--mlflow-run-id"),
@@ -159,10 +160,38 @@ def _health_check(args: argparse.Namespace, handler: Callable[[argparse.Namespac
     code = handler(args)
     if code != 0 or not targets:
         return code
-    from sidecar.export.trackers.batch import log_run_dir
-
     html: Path | None = getattr(args, "html", None)
     failed = log_run_dir(Path(args.run_dir), targets, html=html)
     for line in failed:
         sys.stderr.write(f"{_HEALTH_PROG}: report written, but {line}\n")
     return 1 if failed else 0
+
+
+def log_run_dir(run_dir: Path, targets: dict[TrackerName, str], *, html: Path | None = None) -> list[str]:
+    """Log ``run_dir``'s report into each target run; one message per tracker that failed.
+    ``html``: the run's page written by ``--html``, logged as ``report.html``."""
+    import orjson
+
+    from sidecar.export.trackers.backends import make_backend
+    from sidecar.export.trackers.session import ExportStore, TrackerSession, final_package
+
+    directory = run_dir.parent if run_dir.is_file() else run_dir
+    files = {
+        name: (directory / name).read_bytes() for name in ("quality_summary.json", "rollout_verdicts.jsonl")
+    }
+    if html is not None and html.is_file():
+        files["report.html"] = html.read_bytes()
+    report = {"run_id": directory.name, "quality_summary": orjson.loads(files["quality_summary.json"])}
+    failed: list[str] = []
+    for name, ref in targets.items():
+        try:
+            session = TrackerSession(make_backend(name, TrackerSettings()), ExportStore(None))
+            try:
+                session.log_final(
+                    RunTarget(directory.name, given=ref), final_package({}, report, files, name)
+                )
+            finally:
+                session.close()
+        except Exception as exc:  # each tracker on its own: one failing leaves the other logged
+            failed.append(f"logging into {name} run {ref!r} failed: {type(exc).__name__}: {exc}"[:500])
+    return failed
