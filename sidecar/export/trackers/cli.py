@@ -77,6 +77,14 @@ def add_serve_flags(serve: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"seconds between two live steps (default {DEFAULT_INTERVAL_S:g})",
     )
+    group.add_argument(
+        "--tracker-timeout",
+        type=seconds(600, low=0.05, open_low=False),
+        default=10.0,
+        metavar="SECONDS",
+        help="longest one MLflow HTTP call or W&B wait may take before it fails and is counted "
+        "(default 10; an answer over 4 MiB fails at once)",
+    )
 
 
 def _missing(name: TrackerName, flag: str) -> str:
@@ -93,6 +101,7 @@ def tracker_settings(args: argparse.Namespace) -> TrackerSettings | None:
         wandb_entity=args.wandb_entity,
         wandb_name=args.wandb_name,
         interval_s=args.tracker_interval,
+        timeout_s=args.tracker_timeout,
     )
     flags = {"mlflow": "--mlflow-tracking-uri", "wandb": "--wandb-project"}
     for name in settings.enabled:
