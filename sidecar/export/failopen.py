@@ -25,8 +25,6 @@ from typing import Literal
 
 import structlog
 
-__all__ = ["MAX_RESPONSE_BYTES", "Deadline", "FailOpenWorker", "JobResult", "OutageLog"]
-
 #: Most bytes of any answer an exporter reads (status line and headers included for OTLP).
 MAX_RESPONSE_BYTES = 4 << 20
 #: What became of a job: ``sent``; it raised (``failed``); the queue was full (``queue_full``); the

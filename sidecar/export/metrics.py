@@ -31,8 +31,6 @@ from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from sidecar.state.run import TOKEN_KINDS, RunState
 from sidecar.wire import FollowerState
 
-__all__ = ["FOLLOWER_STATES", "ServiceMetrics", "render"]
-
 _P = "rollout_sidecar_"
 _QUANTILES = (("0.5", 0.5), ("0.75", 0.75), ("0.95", 0.95))
 
@@ -53,7 +51,7 @@ def _gauge(name: str, doc: str, *labels: str) -> GaugeMetricFamily:
 
 
 class _Families:
-    """One scrape's run-scoped metric families."""
+    """One scrape's run-scoped metric families (every attribute is one)."""
 
     def __init__(self) -> None:
         self.completed = _counter("rollouts_completed", "Completion events accepted (duplicates ignored).")
@@ -114,31 +112,7 @@ class _Families:
         )
 
     def all(self) -> tuple[Metric, ...]:
-        return (
-            self.completed,
-            self.failed,
-            self.drained,
-            self.duration,
-            self.quantile,
-            self.samples,
-            self.margin,
-            self.rate,
-            self.expected,
-            self.pending,
-            self.deadline,
-            self.timeout,
-            self.verdicts,
-            self.findings,
-            self.closed,
-            self.flags,
-            self.tokens,
-            self.inflight,
-            self.inflight_oldest,
-            self.stragglers,
-            self.stalled,
-            self.untracked,
-            self.straggler_threshold,
-        )
+        return tuple(vars(self).values())  # in the order they were made above
 
     def add_run(self, run: RunState) -> None:
         rid = run.run_id

@@ -51,25 +51,6 @@ if TYPE_CHECKING:
     from prometheus_client.core import Metric
     from prometheus_client.registry import CollectorRegistry
 
-__all__ = [
-    "MAX_RESPONSE_BYTES",
-    "HttpSettings",
-    "OtlpConfigError",
-    "OtlpPusher",
-    "SendOutcome",
-    "SeriesTimes",
-    "http_settings",
-    "nemo_run_id",
-    "otel_name",
-    "otlp_available",
-    "post",
-    "prometheus_name",
-    "resolve_endpoint",
-    "resolve_interval",
-    "resolve_protocol",
-    "resource_attributes",
-    "service_name",
-]
 
 _log = structlog.get_logger("sidecar.export.otlp")
 

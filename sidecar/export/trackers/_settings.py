@@ -13,17 +13,6 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = [
-    "DEFAULT_INTERVAL_S",
-    "MLFLOW_RUN_ID_PATTERN",
-    "TRACKERS",
-    "WANDB_RUN_PATH_PATTERN",
-    "RunTarget",
-    "TrackerName",
-    "TrackerSettings",
-    "tracker_available",
-]
-
 TrackerName = Literal["mlflow", "wandb"]
 TRACKERS: tuple[TrackerName, ...] = ("mlflow", "wandb")
 DEFAULT_INTERVAL_S = 15.0

@@ -37,8 +37,6 @@ from sidecar.export.trackers._settings import DEFAULT_EXPERIMENT, RunTarget, Tra
 from sidecar.export.trackers.keys import PREFIX, STEP_KEY, UNHEALTHY_COLUMNS, UNHEALTHY_TABLE
 from sidecar.export.trackers.session import Backend, FinalPackage, OpenedRun, TrackerError
 
-__all__ = ["FINAL_TAG", "MlflowBackend", "WandbBackend", "make_backend", "split_run_path", "wandb_run_id"]
-
 RUN_ID_TAG = "rollout_sidecar.run_id"
 INSTANCE_TAG = "rollout_sidecar.instance"
 FINAL_TAG = "rollout_sidecar.final"

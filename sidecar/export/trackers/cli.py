@@ -26,50 +26,34 @@ from sidecar.export.trackers._settings import (
     tracker_available,
 )
 
-__all__ = ["add_serve_flags", "log_run_dir", "register_health_check", "tracker_settings"]
-
 _HEALTH_PROG = "rollout-sidecar health-check"
 
 
+#: ``serve``'s tracker flags: (flag, settings field, metavar, help); named like NeMo Gym's settings.
+_SERVE_FLAGS = (
+    ("--mlflow-tracking-uri", "mlflow_tracking_uri", "URI",
+     "log into this MLflow tracking server (needs the mlflow extra: pip install '.[mlflow]' in the clone; "
+     "default off; MLFLOW_TRACKING_URI is used with --mlflow-experiment alone)"),
+    ("--mlflow-experiment", "mlflow_experiment_name", "NAME",
+     "experiment of the runs the sidecar creates (default rollout-sidecar)"),
+    ("--mlflow-run-name", "mlflow_run_name", "NAME",
+     "name of the runs the sidecar creates (default: the sidecar run id)"),
+    ("--wandb-project", "wandb_project", "NAME",
+     "log into this W&B project (needs the wandb extra: pip install '.[wandb]' in the clone; default off; "
+     "WANDB_API_KEY, WANDB_MODE, WANDB_DIR are read by wandb)"),
+    ("--wandb-entity", "wandb_entity", "E", "W&B entity (default: wandb's)"),
+    ("--wandb-name", "wandb_name", "NAME",
+     "name of the W&B runs the sidecar creates (default: the sidecar run id)"),
+)  # fmt: skip
+
+
 def add_serve_flags(serve: argparse.ArgumentParser) -> None:
-    """``serve``'s MLflow and W&B flags, named like NeMo Gym's exporter settings."""
+    """``serve``'s MLflow and W&B flags."""
     group = serve.add_argument_group(
         "experiment trackers", "log each run's numbers into MLflow and/or W&B (docs/operations.md)"
     )
-    group.add_argument(
-        "--mlflow-tracking-uri",
-        metavar="URI",
-        default=None,
-        help="log into this MLflow tracking server (needs the mlflow extra: pip install '.[mlflow]' in "
-        "the clone; default off; MLFLOW_TRACKING_URI is used with --mlflow-experiment alone)",
-    )
-    group.add_argument(
-        "--mlflow-experiment",
-        dest="mlflow_experiment_name",
-        metavar="NAME",
-        default=None,
-        help="experiment of the runs the sidecar creates (default rollout-sidecar)",
-    )
-    group.add_argument(
-        "--mlflow-run-name",
-        metavar="NAME",
-        default=None,
-        help="name of the runs the sidecar creates (default: the sidecar run id)",
-    )
-    group.add_argument(
-        "--wandb-project",
-        metavar="NAME",
-        default=None,
-        help="log into this W&B project (needs the wandb extra: pip install '.[wandb]' in the clone; "
-        "default off; WANDB_API_KEY, WANDB_MODE, WANDB_DIR are read by wandb)",
-    )
-    group.add_argument("--wandb-entity", metavar="E", default=None, help="W&B entity (default: wandb's)")
-    group.add_argument(
-        "--wandb-name",
-        metavar="NAME",
-        default=None,
-        help="name of the W&B runs the sidecar creates (default: the sidecar run id)",
-    )
+    for flag, dest, metavar, help_text in _SERVE_FLAGS:
+        group.add_argument(flag, dest=dest, metavar=metavar, default=None, help=help_text)
     group.add_argument(
         "--tracker-interval",
         type=seconds(86400, low=0.05, open_low=False),
@@ -94,12 +78,7 @@ def _missing(name: TrackerName, flag: str) -> str:
 def tracker_settings(args: argparse.Namespace) -> TrackerSettings | None:
     """The tracker settings of ``serve``'s arguments; ``ValueError`` (one line) without the extra."""
     settings = TrackerSettings(
-        mlflow_tracking_uri=args.mlflow_tracking_uri,
-        mlflow_experiment_name=args.mlflow_experiment_name,
-        mlflow_run_name=args.mlflow_run_name,
-        wandb_project=args.wandb_project,
-        wandb_entity=args.wandb_entity,
-        wandb_name=args.wandb_name,
+        **{dest: getattr(args, dest) for _, dest, _, _ in _SERVE_FLAGS},
         interval_s=args.tracker_interval,
         timeout_s=args.tracker_timeout,
     )

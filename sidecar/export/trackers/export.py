@@ -26,8 +26,6 @@ from sidecar.export.trackers.keys import live_metrics
 from sidecar.export.trackers.session import Backend, ExportStore, TrackerSession, final_package, report_files
 from sidecar.state.run import RunState
 
-__all__ = ["ServiceReads", "TrackerExport", "abandoned_trackers"]
-
 _log = structlog.get_logger("sidecar.export.trackers")
 #: Trackers whose thread was still busy at a shutdown's deadline (see :func:`abandoned_trackers`).
 _ABANDONED: set[str] = set()

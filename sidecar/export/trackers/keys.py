@@ -10,25 +10,12 @@ interval with a step; ``final/`` keys once, when the run ends, from the run's ``
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sidecar.state.run import RunState
-
-__all__ = [
-    "ARTIFACTS",
-    "FINAL_KEYS",
-    "LIVE_KEYS",
-    "PREFIX",
-    "STEP_KEY",
-    "UNHEALTHY_TABLE",
-    "final_metrics",
-    "live_metrics",
-    "run_params",
-    "unhealthy_rows",
-]
 
 PREFIX = "rollout_sidecar/"
 #: Logged with every live step, its value the step itself: a resumed exporter reads it back.
@@ -38,8 +25,6 @@ UNHEALTHY_TABLE = PREFIX + "unhealthy_rollouts"
 UNHEALTHY_COLUMNS = ("task_index", "rollout_index", "rollout_id", "checks", "findings")
 #: Most unhealthy rollouts put into the table (the verdicts artifact has them all).
 MAX_TABLE_ROWS = 10_000
-#: Artifact file names, under the ``rollout_sidecar/`` artifact directory.
-ARTIFACTS = ("quality_summary.json", "rollout_verdicts.jsonl", "perf_summary.json", "report.json")
 
 _VERDICTS = ("healthy", "unhealthy", "unobserved")
 _LIVE_QUANTILES = (("p50_s", 0.5), ("p75_s", 0.75), ("p95_s", 0.95))
@@ -48,33 +33,25 @@ _FINAL_QUANTILES = (("p50_s", "0.5"), ("p75_s", "0.75"), ("p90_s", "0.9"), ("p95
 _ACCOUNTING = ("expected", "succeeded", "failed", "failed_terminal", "failed_attempts", "drained",
                "missing", "pending", "unplanned", "tasks_planned", "tasks_complete")  # fmt: skip
 
-#: Keys a live step may carry (absent while undefined: no samples, no budget).
+#: Keys a live step may carry (absent while undefined: no samples, no budget), in the order
+#: :func:`live_metrics` computes them.
 LIVE_KEYS = (
     STEP_KEY,
-    PREFIX + "throughput/rollouts_per_hour",
-    PREFIX + "throughput/rollouts_per_hour_15m",
+    *(PREFIX + key for key in ("throughput/rollouts_per_hour", "throughput/rollouts_per_hour_15m")),
     *(PREFIX + "latency/" + name for name, _ in _LIVE_QUANTILES),
-    PREFIX + "drain/margin_s",
-    PREFIX + "drain/seconds_left",
-    PREFIX + "inflight/count",
-    PREFIX + "inflight/stragglers",
-    PREFIX + "inflight/stalled",
-    PREFIX + "rollouts/completed",
-    PREFIX + "rollouts/failed_attempts",
-    PREFIX + "rollouts/drained",
+    *(PREFIX + key for key in ("drain/margin_s", "drain/seconds_left", "inflight/count",
+                               "inflight/stragglers", "inflight/stalled", "rollouts/completed",
+                               "rollouts/failed_attempts", "rollouts/drained")),
     *(PREFIX + "health/" + verdict for verdict in _VERDICTS),
-)
-#: Keys of the final summary (absent when the report has no such figure).
+)  # fmt: skip
+#: Keys of the final summary (absent when the report has no such figure), in
+#: :func:`final_metrics`' order.
 FINAL_KEYS = (
     PREFIX + "final/rollouts_per_hour",
     *(PREFIX + "final/latency/" + name for name, _ in _FINAL_QUANTILES),
-    PREFIX + "final/drain_margin_s",
-    PREFIX + "final/samples",
-    PREFIX + "final/completed",
-    PREFIX + "final/drained",
+    *(PREFIX + "final/" + key for key in ("drain_margin_s", "samples", "completed", "drained")),
     *(PREFIX + "final/accounting/" + name for name in _ACCOUNTING),
-    *(PREFIX + "final/health/" + verdict for verdict in _VERDICTS),
-    PREFIX + "final/health/records",
+    *(PREFIX + "final/health/" + verdict for verdict in (*_VERDICTS, "records")),
     PREFIX + "final/duration_s",
 )
 
@@ -86,7 +63,7 @@ def _number(value: Any) -> float | None:
     return number if number == number and abs(number) != float("inf") else None
 
 
-def _kept(pairs: Iterator[tuple[str, Any]]) -> dict[str, float]:
+def _kept(pairs: Iterable[tuple[str, Any]]) -> dict[str, float]:
     return {key: number for key, value in pairs if (number := _number(value)) is not None}
 
 
@@ -96,26 +73,20 @@ def live_metrics(run: RunState, now: float) -> dict[str, float]:
     margin = run.drain_margin(run.config.drain_margin_s, now=now)
     inflight = run.inflight.view(now, run.straggler_threshold())
     verdicts = run.health_view().verdicts
-    failed_attempts = sum(run.failed.values())
-
-    def pairs() -> Iterator[tuple[str, Any]]:
-        rate, recent = run.rates()
-        yield PREFIX + "throughput/rollouts_per_hour", rate
-        yield PREFIX + "throughput/rollouts_per_hour_15m", recent
-        for name, q in _LIVE_QUANTILES:
-            yield PREFIX + "latency/" + name, tracker.quantile(q) if tracker.count else None
-        yield PREFIX + "drain/margin_s", margin["drain_margin"]
-        yield PREFIX + "drain/seconds_left", margin.get("seconds_left")
-        yield PREFIX + "inflight/count", inflight.count
-        yield PREFIX + "inflight/stragglers", inflight.stragglers
-        yield PREFIX + "inflight/stalled", inflight.stalled
-        yield PREFIX + "rollouts/completed", run.completed
-        yield PREFIX + "rollouts/failed_attempts", failed_attempts
-        yield PREFIX + "rollouts/drained", run.drained
-        for verdict in _VERDICTS:
-            yield PREFIX + "health/" + verdict, verdicts.get(verdict, 0)
-
-    return _kept(pairs())
+    values = (
+        *run.rates(),
+        *(tracker.quantile(q) if tracker.count else None for _, q in _LIVE_QUANTILES),
+        margin["drain_margin"],
+        margin.get("seconds_left"),
+        inflight.count,
+        inflight.stragglers,
+        inflight.stalled,
+        run.completed,
+        sum(run.failed.values()),
+        run.drained,
+        *(verdicts.get(verdict, 0) for verdict in _VERDICTS),
+    )
+    return _kept(zip(LIVE_KEYS[1:], values, strict=True))  # LIVE_KEYS' order, after the step
 
 
 def final_metrics(report: Mapping[str, Any]) -> dict[str, float]:
@@ -123,29 +94,23 @@ def final_metrics(report: Mapping[str, Any]) -> dict[str, float]:
     latency = report.get("latency") or {}
     quantiles = latency.get("quantiles") or {}
     accounting = report.get("accounting") or {}
+    events = report.get("events") or {}
     run = (report.get("quality_summary") or {}).get("run") or {}
     verdicts = run.get("verdicts") or {}
-    started, ended = report.get("started_at"), report.get("ended_at")
-
-    def pairs() -> Iterator[tuple[str, Any]]:
-        yield PREFIX + "final/rollouts_per_hour", latency.get("completions_per_hour")
-        for name, label in _FINAL_QUANTILES:
-            yield PREFIX + "final/latency/" + name, quantiles.get(label)
-        yield PREFIX + "final/drain_margin_s", latency.get("drain_margin")
-        yield PREFIX + "final/samples", latency.get("samples")
-        events = report.get("events") or {}
-        yield PREFIX + "final/completed", events.get("completed")
-        yield PREFIX + "final/drained", events.get("drained")
-        for name in _ACCOUNTING:
-            yield PREFIX + "final/accounting/" + name, accounting.get(name)
-        for verdict in _VERDICTS:
-            yield PREFIX + "final/health/" + verdict, verdicts.get(verdict)
-        yield PREFIX + "final/health/records", (run.get("artifacts") or {}).get("records")
-        began, end = _number(started), _number(ended)
-        if began is not None and end is not None:
-            yield PREFIX + "final/duration_s", end - began
-
-    return _kept(pairs())
+    began, end = _number(report.get("started_at")), _number(report.get("ended_at"))
+    values = (
+        latency.get("completions_per_hour"),
+        *(quantiles.get(label) for _, label in _FINAL_QUANTILES),
+        latency.get("drain_margin"),
+        latency.get("samples"),
+        events.get("completed"),
+        events.get("drained"),
+        *(accounting.get(name) for name in _ACCOUNTING),
+        *(verdicts.get(verdict) for verdict in _VERDICTS),
+        (run.get("artifacts") or {}).get("records"),
+        end - began if began is not None and end is not None else None,
+    )
+    return _kept(zip(FINAL_KEYS, values, strict=True))
 
 
 def _version(distribution: str) -> str:

@@ -24,17 +24,6 @@ import orjson
 from sidecar.export.trackers._settings import RunTarget, TrackerName
 from sidecar.export.trackers.keys import STEP_KEY, final_metrics, run_params, unhealthy_rows
 
-__all__ = [
-    "Backend",
-    "ExportState",
-    "ExportStore",
-    "FinalPackage",
-    "OpenedRun",
-    "TrackerError",
-    "TrackerSession",
-    "report_files",
-]
-
 
 class TrackerError(RuntimeError):
     """A tracker refused or could not be reached; the message names the tracker and the run."""
