@@ -89,13 +89,9 @@ def tracker_settings(args: argparse.Namespace) -> TrackerSettings | None:
     return settings if settings.enabled else None
 
 
-def register_health_check(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``health-check`` as ``sidecar.web.health_cli`` registers it (``health.cli`` plus ``--html``),
-    plus the tracker flags: the check runs, its page is written, then both are logged."""
-    from sidecar.web.health_cli import register
-
-    register(subparsers)
-    parser = subparsers.choices["health-check"]
+def add_health_check_flags(parser: argparse.ArgumentParser) -> None:
+    """The tracker flags of the registered ``health-check`` ``parser``, its handler wrapped: the
+    check runs, its page is written, then both are logged into the given runs."""
     group = parser.add_argument_group("experiment trackers", "log the report into an existing run")
     group.add_argument(
         "--mlflow-run-id",

@@ -153,7 +153,7 @@ def test_health_check_pays_nothing_for_the_trackers_it_is_not_given() -> None:
     ``benchmarks/health_check.py --fixed-cost``)."""
     probe = (
         "import argparse, sys\n"
-        "from sidecar.export.trackers.cli import register_health_check\n"
+        "from sidecar.cli import register_health_check\n"
         "register_health_check(argparse.ArgumentParser().add_subparsers())\n"
         "print(sorted(m for m in ('sqlite3', 'importlib.metadata', 'sidecar.export.trackers.session',"
         " 'sidecar.export.trackers.backends', 'mlflow', 'wandb') if m in sys.modules))\n"
