@@ -471,6 +471,11 @@ def post(settings: HttpSettings, body: bytes) -> SendResult:
         deadline.cancel()
 
 
+def _import_sender() -> None:
+    import httpcore  # noqa: F401
+    from opentelemetry.exporter.otlp.proto.common import metrics_encoder  # noqa: F401
+
+
 class PushNotAccepted(Exception):
     """A push the collector did not accept (the message is its outcome and detail, for the log)."""
 
@@ -532,6 +537,7 @@ class OtlpPusher:
         )
 
     async def _run(self) -> None:
+        await asyncio.to_thread(_import_sender)  # ~0.6 s cold, paid before the first push, off the loop
         while True:
             await asyncio.sleep(self.interval_s)
             try:

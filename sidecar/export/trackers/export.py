@@ -133,7 +133,6 @@ class TrackerExport:
             retry_s = max(settings.interval_s, settings.retry_down_s)
             self.channels.append(_Channel(session, worker, store.finished(name), retry_s))
         self._task: asyncio.Task[None] | None = None
-        self.ticks = 0
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="tracker-export")
@@ -151,7 +150,6 @@ class TrackerExport:
 
     async def tick(self) -> None:
         """One step of every live run, and the final summary of every ended run not yet summarised."""
-        self.ticks += 1
         moment = time.monotonic()
         active = [channel for channel in self.channels if not channel.resting(moment)]
         for channel in self.channels:
