@@ -12,8 +12,9 @@ code in the process keep the client's own behaviour. A run the sidecar creates c
 it again; ``rollout_sidecar.final=done`` marks a run whose final summary is logged.
 
 **W&B** (reads ``WANDB_API_KEY``, ``WANDB_MODE``, ``WANDB_DIR``, ``WANDB_BASE_URL`` itself). Its
-HTTP runs in wandb's own service process, so answers never reach this one; what the sidecar
-bounds is its waits and the service's retries: ``init_timeout`` and ``finish_timeout``, the
+HTTP runs in wandb's own service process, so answers never reach this one; its analytics, which
+it would send from this process and read whole, are off (``WANDB_ERROR_REPORTING=false``). The
+sidecar bounds its waits and the service's retries: ``init_timeout`` and ``finish_timeout``, the
 GraphQL, file-stream and upload timeouts, at most 3 retries each. Each sidecar run is one W&B run
 (``reinit="create_new"``), a created one with an id derived from the journal's id and the run id
 (``resume="allow"``: a restart continues it). W&B's own ``_step`` stays the run owner's: the
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import socket
 import tempfile
 import threading
@@ -85,6 +87,7 @@ def _bounded_adapter() -> Any:
     from requests.adapters import HTTPAdapter
     from urllib3.connection import HTTPConnection, HTTPSConnection
     from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+    from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
     pools = {
         "http": type("Pool", (HTTPConnectionPool,), {"ConnectionCls": _watching(HTTPConnection)}),
@@ -110,8 +113,8 @@ def _bounded_adapter() -> Any:
                 response = super().send(request, stream=True, timeout=deadline.left(), **kwargs)
                 body = response.raw.read(MAX_RESPONSE_BYTES + 1, decode_content=True)
                 deadline.left()  # raises once the deadline shut the socket
-            except Exception:
-                if deadline.expired:
+            except Exception as exc:
+                if deadline.expired or isinstance(exc, requests.Timeout | TimeoutError | Urllib3Timeout):
                     raise requests.Timeout(f"no complete answer within {timeout_s:g} s") from None
                 raise
             finally:
@@ -255,6 +258,8 @@ class WandbBackend:
     def __init__(
         self, project: str | None, entity: str | None, run_name: str | None, timeout_s: float
     ) -> None:
+        # wandb's analytics are sent from this process with whole answers read: off.
+        os.environ["WANDB_ERROR_REPORTING"] = "false"
         import wandb
 
         self._wandb: Any = wandb

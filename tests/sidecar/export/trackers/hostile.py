@@ -23,6 +23,8 @@ class HostileEndpoint:
         self.delay_s = delay_s
         self.huge_bytes = huge_bytes
         self.requests = 0
+        #: The request line of each request (``POST /graphql HTTP/1.1``).
+        self.lines: list[str] = []
         #: Bytes of answers sent (written into the socket) before the client hung up.
         self.written = 0
         self._lock = threading.Lock()
@@ -62,6 +64,7 @@ class HostileEndpoint:
                 head += chunk
             with self._lock:
                 self.requests += 1
+                self.lines.append(head.split(b"\r\n", 1)[0].decode("latin-1"))
             if self.mode == "hang":
                 self._stop.wait(300)
             elif self.mode == "500":
