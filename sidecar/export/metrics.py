@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
 from prometheus_client.core import (
@@ -28,18 +28,10 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
-from sidecar.http.errors import ErrorCode
 from sidecar.state.forecast import current
 from sidecar.state.run import TOKEN_KINDS, RunState
 from sidecar.wire import FollowerState
 
-if TYPE_CHECKING:
-    from sidecar.ingest.ingestor import Ingestor
-
-__all__ = ["ERROR_REASONS", "FOLLOWER_STATES", "ServiceMetrics", "render"]
-
-#: Every ``ingest_errors_total`` reason: the error codes a refused request carries.
-ERROR_REASONS: tuple[str, ...] = get_args(ErrorCode)
 _P = "rollout_sidecar_"
 _QUANTILES = (("0.5", 0.5), ("0.75", 0.75), ("0.95", 0.95))
 
@@ -60,7 +52,7 @@ def _gauge(name: str, doc: str, *labels: str) -> GaugeMetricFamily:
 
 
 class _Families:
-    """One scrape's run-scoped metric families."""
+    """One scrape's run-scoped metric families (every attribute is one)."""
 
     def __init__(self) -> None:
         self.completed = _counter("rollouts_completed", "Completion events accepted (duplicates ignored).")
@@ -131,32 +123,8 @@ class _Families:
         )
 
     def all(self) -> tuple[Metric, ...]:
-        return (
-            self.completed,
-            self.failed,
-            self.drained,
-            self.duration,
-            self.quantile,
-            self.samples,
-            self.margin,
-            self.rate,
-            self.expected,
-            self.pending,
-            self.deadline,
-            self.timeout,
-            self.verdicts,
-            self.findings,
-            self.closed,
-            self.flags,
-            self.tokens,
-            self.inflight,
-            self.inflight_oldest,
-            self.stragglers,
-            self.stalled,
-            self.untracked,
-            self.straggler_threshold,
-            *self.forecast.values(),
-        )
+        made = vars(self).values()  # in the order they were made above
+        return tuple(m for value in made for m in (value.values() if isinstance(value, dict) else (value,)))
 
     def add_run(self, run: RunState) -> None:
         rid = run.run_id
@@ -250,17 +218,19 @@ FOLLOWER_STATES = tuple(state.value for state in FollowerState)
 
 
 class _RunCollector(Collector):
-    """Yields every run-scoped family from the ingestor's current run states (none while the
-    journal replays: the states are being rebuilt on another thread)."""
+    """Yields every run-scoped family from the current run states (none while the journal
+    replays: the states are being rebuilt on another thread)."""
 
     def __init__(
         self,
-        ingestor: Ingestor,
+        runs: Callable[[], Iterable[RunState]],
+        now: Callable[[], float],
         ready: Callable[[], bool],
         follower: Callable[[], dict[str, Any] | None],
         retain_ended_s: float | None,
     ) -> None:
-        self._ingestor = ingestor
+        self._runs = runs
+        self._now = now
         self._retain_ended_s = retain_ended_s
         self._ready = ready
         self._follower = follower
@@ -280,12 +250,12 @@ class _RunCollector(Collector):
         if not self._ready():
             yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=0)
             return
-        runs = list(self._ingestor.runs.values())
+        runs = list(self._runs())
         if self._retain_ended_s is not None:
             cutoff = time.time() - self._retain_ended_s
             runs = [run for run in runs if run.ended_at is None or run.ended_at > cutoff]
         families = _Families()
-        now = self._ingestor.now()
+        now = self._now()
         for run in runs:
             families.add_run(run)
             families.add_inflight(run, now)
@@ -295,9 +265,12 @@ class _RunCollector(Collector):
 
 
 class ServiceMetrics:
-    """The service's registry: run families plus ingest, error and journal metrics."""
+    """The service's registry: run families plus ingest, error and journal metrics.
 
-    def __init__(self, ingestor: Ingestor | None = None) -> None:
+    ``error_reasons``: every ``ingest_errors_total`` reason (the codes a refused request carries,
+    the HTTP layer's), each series present from the start at 0."""
+
+    def __init__(self, error_reasons: tuple[str, ...]) -> None:
         # ``*_created`` series add nothing a dashboard uses and double the exposition of every
         # counter; the switch is process-wide, which suits the service process.
         disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -314,7 +287,8 @@ class ServiceMetrics:
         self.ingest_errors = Counter(
             _P + "ingest_errors", "Rejected requests by reason.", ["reason"], registry=self.registry
         )
-        for reason in ERROR_REASONS:
+        self._error_reasons = error_reasons
+        for reason in error_reasons:
             self.ingest_errors.labels(reason)
         self.commit_duration = Histogram(
             _P + "journal_commit_duration_seconds",
@@ -360,20 +334,19 @@ class ServiceMetrics:
             ["tracker", "reason"],
             registry=self.registry,
         )
-        if ingestor is not None:
-            self.attach(ingestor)
 
     def attach(
         self,
-        ingestor: Ingestor,
+        runs: Callable[[], Iterable[RunState]],
+        now: Callable[[], float],
         *,
         ready: Callable[[], bool] = lambda: True,
         follower: Callable[[], dict[str, Any] | None] = lambda: None,
         retain_ended_s: float | None = None,
     ) -> None:
-        """Run-scoped families of ``ingestor``'s runs; a run that ended ``retain_ended_s`` ago
-        leaves them (its report stays), so a scrape costs the live runs, not the history."""
-        self.registry.register(_RunCollector(ingestor, ready, follower, retain_ended_s))
+        """Run-scoped families of the ``runs()`` at ``now()``; a run that ended ``retain_ended_s``
+        ago leaves them (its report stays), so a scrape costs the live runs, not the history."""
+        self.registry.register(_RunCollector(runs, now, ready, follower, retain_ended_s))
 
     def on_event(self, kind: str, result: str, count: int = 1) -> None:
         """``count`` events of ``kind`` ended as ``result`` (one call per kind and result of a batch)."""
@@ -404,7 +377,7 @@ class ServiceMetrics:
                 self.tracker_dropped.labels(tracker, reason)
 
     def on_error(self, reason: str) -> None:
-        self.ingest_errors.labels(reason if reason in ERROR_REASONS else "bad_request").inc()
+        self.ingest_errors.labels(reason if reason in self._error_reasons else "bad_request").inc()
 
     def on_commit(self, seconds: float, events: int) -> None:
         """Journal callback (may run on the journal's writer thread; client metrics are thread-safe)."""

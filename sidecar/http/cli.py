@@ -200,8 +200,7 @@ def _otlp(cli_endpoint: str | None) -> tuple[str | None, float]:
     """The OTLP metrics URL and interval; ``--otlp-endpoint`` without the ``otel`` extra is an error,
     the NeMo Gym environment switch without it only a warning (the job must still run). A protocol,
     header, timeout or TLS file the push cannot use is refused here, before the service starts."""
-    from sidecar.export.otlp_config import otlp_available, resolve_endpoint, resolve_interval
-    from sidecar.export.otlp_transport import http_settings
+    from sidecar.export.otlp import http_settings, otlp_available, resolve_endpoint, resolve_interval
 
     endpoint = resolve_endpoint(cli_endpoint)
     if endpoint is None:

@@ -10,7 +10,7 @@ interval with a step; ``final/`` keys once, when the run ends, from the run's ``
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -18,19 +18,6 @@ from sidecar.state.forecast import current
 
 if TYPE_CHECKING:
     from sidecar.state.run import RunState
-
-__all__ = [
-    "ARTIFACTS",
-    "FINAL_KEYS",
-    "LIVE_KEYS",
-    "PREFIX",
-    "STEP_KEY",
-    "UNHEALTHY_TABLE",
-    "final_metrics",
-    "live_metrics",
-    "run_params",
-    "unhealthy_rows",
-]
 
 PREFIX = "rollout_sidecar/"
 #: Logged with every live step, its value the step itself: a resumed exporter reads it back.
@@ -40,8 +27,6 @@ UNHEALTHY_TABLE = PREFIX + "unhealthy_rollouts"
 UNHEALTHY_COLUMNS = ("task_index", "rollout_index", "rollout_id", "checks", "findings")
 #: Most unhealthy rollouts put into the table (the verdicts artifact has them all).
 MAX_TABLE_ROWS = 10_000
-#: Artifact file names, under the ``rollout_sidecar/`` artifact directory.
-ARTIFACTS = ("quality_summary.json", "rollout_verdicts.jsonl", "perf_summary.json", "report.json")
 
 _VERDICTS = ("healthy", "unhealthy", "unobserved")
 _FORECAST = ("finished_p10", "finished_p50", "finished_p90", "drained_p50", "cut_off_p50", "eta_all_p50_s",
@@ -52,34 +37,26 @@ _FINAL_QUANTILES = (("p50_s", "0.5"), ("p75_s", "0.75"), ("p90_s", "0.9"), ("p95
 _ACCOUNTING = ("expected", "succeeded", "failed", "failed_terminal", "failed_attempts", "drained",
                "missing", "pending", "unplanned", "tasks_planned", "tasks_complete")  # fmt: skip
 
-#: Keys a live step may carry (absent while undefined: no samples, no budget).
+#: Keys a live step may carry (absent while undefined: no samples, no budget), in the order
+#: :func:`live_metrics` computes them.
 LIVE_KEYS = (
     STEP_KEY,
-    PREFIX + "throughput/rollouts_per_hour",
-    PREFIX + "throughput/rollouts_per_hour_15m",
+    *(PREFIX + key for key in ("throughput/rollouts_per_hour", "throughput/rollouts_per_hour_15m")),
     *(PREFIX + "latency/" + name for name, _ in _LIVE_QUANTILES),
-    PREFIX + "drain/margin_s",
-    PREFIX + "drain/seconds_left",
-    PREFIX + "inflight/count",
-    PREFIX + "inflight/stragglers",
-    PREFIX + "inflight/stalled",
-    PREFIX + "rollouts/completed",
-    PREFIX + "rollouts/failed_attempts",
-    PREFIX + "rollouts/drained",
+    *(PREFIX + key for key in ("drain/margin_s", "drain/seconds_left", "inflight/count",
+                               "inflight/stragglers", "inflight/stalled", "rollouts/completed",
+                               "rollouts/failed_attempts", "rollouts/drained")),
     *(PREFIX + "health/" + verdict for verdict in _VERDICTS),
     *(PREFIX + "forecast/" + name for name in _FORECAST),
-)
-#: Keys of the final summary (absent when the report has no such figure).
+)  # fmt: skip
+#: Keys of the final summary (absent when the report has no such figure), in
+#: :func:`final_metrics`' order.
 FINAL_KEYS = (
     PREFIX + "final/rollouts_per_hour",
     *(PREFIX + "final/latency/" + name for name, _ in _FINAL_QUANTILES),
-    PREFIX + "final/drain_margin_s",
-    PREFIX + "final/samples",
-    PREFIX + "final/completed",
-    PREFIX + "final/drained",
+    *(PREFIX + "final/" + key for key in ("drain_margin_s", "samples", "completed", "drained")),
     *(PREFIX + "final/accounting/" + name for name in _ACCOUNTING),
-    *(PREFIX + "final/health/" + verdict for verdict in _VERDICTS),
-    PREFIX + "final/health/records",
+    *(PREFIX + "final/health/" + verdict for verdict in (*_VERDICTS, "records")),
     PREFIX + "final/duration_s",
     PREFIX + "final/forecast/finished_p50",
     PREFIX + "final/forecast/error",
@@ -93,7 +70,7 @@ def _number(value: Any) -> float | None:
     return number if number == number and abs(number) != float("inf") else None
 
 
-def _kept(pairs: Iterator[tuple[str, Any]]) -> dict[str, float]:
+def _kept(pairs: Iterable[tuple[str, Any]]) -> dict[str, float]:
     return {key: number for key, value in pairs if (number := _number(value)) is not None}
 
 
