@@ -153,7 +153,7 @@ def run_follow_refusals(
         unreadable = placeholder.encode() + b"\n"  # the batch check of the file as the sidecar saw it
         (over_dir / "rollouts.jsonl").write_bytes(b"".join([rows[0], rows[1], unreadable, rows[3]]))
         if live != batch_files(over_dir):
-                result.violations.append("over cap: live report != batch check with the line unreadable")
+            result.violations.append("over cap: live report != batch check with the line unreadable")
     finally:
         sidecar.stop()
 
