@@ -59,9 +59,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
 from benchmarks.baseline import quantile, verdict  # noqa: E402
-from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows  # noqa: E402
 from tests.reliability_harness.proc_stats import peak_resident_bytes, resident_bytes  # noqa: E402
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port  # noqa: E402
+from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows  # noqa: E402
 
 MB = 1 << 20
 EVENT_CAP = 10_000

@@ -9,11 +9,17 @@ from typing import Any
 
 import httpx
 
-from sidecar.demo.synthetic import START_TIME, FaultRates, SyntheticConfig, api_steps, generate_events
 from sidecar.ingest.engines import Engines, default_engines
 from sidecar.ingest.ingestor import Ingestor
 from sidecar.journal import Journal
 from sidecar.perf import DispatchLatencyTracker
+from tests.sidecar.synthetic_support import (
+    START_TIME,
+    FaultRates,
+    SyntheticConfig,
+    api_steps,
+    generate_events,
+)
 
 __all__ = [
     "GeneratedRun",

@@ -1,4 +1,4 @@
-"""Tests for sidecar.demo.synthetic: determinism, row contract, fault rates, run-directory layout."""
+"""The synthetic generator and its whole runs: determinism, row contract, fault rates, run layout."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-import sidecar.demo.synthetic as synthetic
-from sidecar.demo.synthetic import (
+from tests.sidecar.synthetic_support import (
     FAULT_CHECKS,
     MAX_ATTEMPTS,
     SAMPLE_RUN_CONFIG,
@@ -29,7 +28,7 @@ from sidecar.demo.synthetic import (
     write_run_dir,
 )
 
-SAMPLE_RUN = Path(synthetic.__file__).resolve().parent / "sample_run"
+SAMPLE_RUN = Path(__file__).resolve().parents[2] / "sidecar" / "demo" / "sample_run"
 
 # Small payloads keep the suite fast; the shape of the rows does not depend on the payload size.
 SMALL = SyntheticConfig(
