@@ -92,24 +92,6 @@ class DrainMarginBody(TypedDict):
     start_now: NotRequired[bool]
 
 
-class _EventClock:
-    """Wall clock that reads the event's arrival time while an event is applied, and stops at
-    the run's end: an ended run's rates are frozen, so its report is the same whenever (and
-    after however many journal replays) it is read."""
-
-    __slots__ = ("fallback", "frozen", "pinned")
-
-    def __init__(self, fallback: Callable[[], float] = time.time) -> None:
-        self.pinned: float | None = None
-        self.frozen: float | None = None
-        self.fallback = fallback
-
-    def __call__(self) -> float:
-        if self.pinned is not None:
-            return self.pinned
-        return self.frozen if self.frozen is not None else self.fallback()
-
-
 @dataclass(frozen=True, slots=True)
 class HealthView:
     """Current verdict and finding counts (from the reducer's summary) and closed-task flags."""
@@ -145,10 +127,8 @@ class RunState:
         self.plan = plan if plan is not None else started.plan
         self.ended_at: float | None = None
         self._engines = engines
-        self._clock = _EventClock(clock)
-        self._clock.pinned = received_at
-        self.tracker = DispatchLatencyTracker(clock=self._clock)
-        self._clock.pinned = None
+        self._clock = clock
+        self.tracker = DispatchLatencyTracker()
         self.reducer = HealthReducer(started.ignored_checks, packed=True)
         self._spilling = self._spill_to(closed_groups)
         self.perf = PerfSummaryState()
@@ -192,7 +172,7 @@ class RunState:
 
     def to_snapshot(self) -> dict[str, Any]:
         """The run's state as plain values (see :mod:`sidecar.state.snapshot`): everything but the
-        engines, the clock's fallback and the health cache (a monotonic-clock memo). The in-flight
+        engines, the clock and the health cache (a monotonic-clock memo). The in-flight
         registry is kept as its started attempts, without this process's flag stamps, as a replay
         rebuilds it (heartbeats are memory only); its rules come from the loading service."""
         return {
@@ -202,7 +182,6 @@ class RunState:
             "started_at": self.started_at,
             "plan": self.plan,
             "ended_at": self.ended_at,
-            "frozen": self._clock.frozen,
             "tracker": self.tracker.to_snapshot(),
             "reducer": self.reducer.to_snapshot(),
             "perf": self.perf.to_snapshot(),
@@ -241,7 +220,7 @@ class RunState:
     ) -> RunState:
         """The run :meth:`to_snapshot` described, with what a snapshot does not hold re-attached:
         the engines, the in-flight rules and service-wide budget (whose count the caller sets from
-        all runs), the wall clock (frozen at ``ended_at`` for an ended run) and the store of closed
+        all runs), the wall clock and the store of closed
         task groups. Raises ``KeyError``/``TypeError``/``ValueError`` on a wrong shape."""
         state = cls.__new__(cls)
         config = RunStarted.model_validate_json(data["config"])
@@ -253,9 +232,8 @@ class RunState:
         state.plan = data["plan"]
         state.ended_at = data["ended_at"]
         state._engines = engines
-        state._clock = _EventClock(clock)
-        state._clock.frozen = data["frozen"]
-        state.tracker = DispatchLatencyTracker.from_snapshot(data["tracker"], clock=state._clock)
+        state._clock = clock
+        state.tracker = DispatchLatencyTracker.from_snapshot(data["tracker"])
         state.reducer = HealthReducer.from_snapshot(data["reducer"])
         state._spilling = state._spill_to(closed_groups)
         state.perf = PerfSummaryState.from_snapshot(data["perf"])
@@ -333,32 +311,28 @@ class RunState:
     def apply_fact(self, fact: Fact) -> dict[str, Any] | None:
         """Apply one committed fact; a completion returns its ``ng_perf`` (or ``None``)."""
         self._version += 1
-        self._clock.pinned = fact.received_at
         at = None if isinstance(fact, RunEndedFact | RunStartedFact) else fact.at
-        try:
-            if at is not None:
-                self.timeline.advance(at, self)  # closes points with the state before the fact
-                self._count_timed(fact)
-            if isinstance(fact, CompletedFact):
-                self.inflight.ended((fact.task, fact.rollout), None)
-                return self._completed(fact)
-            if isinstance(fact, FailedFact):
-                self.inflight.ended((fact.task, fact.rollout), fact.attempt)
-                self._failed(fact)
-            elif isinstance(fact, DrainedFact):
-                self.inflight.ended((fact.task, fact.rollout), fact.attempt)
-                self._drained()
-                self._settle(self.accounting.drained((fact.task, fact.rollout)))
-            elif isinstance(fact, StartedFact):
-                self._started(fact)
-            elif isinstance(fact, RunEndedFact):
-                self.timeline.end(fact.at, self)  # unstamped: at the latest event with a time
-                self._ended(fact.ended_at)
-            elif isinstance(fact, LatencyFact):
-                self._latency(fact)
-            return None
-        finally:
-            self._clock.pinned = None
+        if at is not None:
+            self.timeline.advance(at, self)  # closes points with the state before the fact
+            self._count_timed(fact)
+        if isinstance(fact, CompletedFact):
+            self.inflight.ended((fact.task, fact.rollout), None)
+            return self._completed(fact)
+        if isinstance(fact, FailedFact):
+            self.inflight.ended((fact.task, fact.rollout), fact.attempt)
+            self._failed(fact)
+        elif isinstance(fact, DrainedFact):
+            self.inflight.ended((fact.task, fact.rollout), fact.attempt)
+            self._drained()
+            self._settle(self.accounting.drained((fact.task, fact.rollout)))
+        elif isinstance(fact, StartedFact):
+            self._started(fact)
+        elif isinstance(fact, RunEndedFact):
+            self.timeline.end(fact.at, self)  # unstamped: at the latest event with a time
+            self._ended(fact.ended_at)
+        elif isinstance(fact, LatencyFact):
+            self._latency(fact)
+        return None
 
     def _count_timed(self, fact: Fact) -> None:
         timed = self.timed
@@ -490,7 +464,6 @@ class RunState:
 
     def _ended(self, ended_at: float) -> None:
         self.ended_at = ended_at
-        self._clock.frozen = ended_at
         self.inflight_at_end = self.inflight_body(ended_at, limit=INFLIGHT_REPORT_LIMIT, at_end=True)
         self.inflight.clear()
         for task in self.accounting.succeeded_tasks():
@@ -557,7 +530,7 @@ class RunState:
         }
         deadline = self.budget_deadline
         if deadline is not None:
-            remaining = deadline - (self._clock.fallback() if now is None else now)
+            remaining = deadline - (self._clock() if now is None else now)
             body["budget_deadline"] = deadline
             body["seconds_left"] = remaining
             body["start_now"] = not (remaining <= 0 or (margin is not None and remaining < margin))

@@ -123,7 +123,6 @@ def state_fingerprint(run: Any) -> dict[str, Any]:
         },
         "health": run.health_view(fresh=True),
         "inflight": run.inflight_body(2_000_000.0, limit=1000),
-        "frozen_clock": run._clock.frozen,
         "timeline": run.timeline_body(),
         "agents": run.agent_rows(),
         "agents_folded": run.agents.folded,
