@@ -102,6 +102,36 @@ class HealthView:
     task_flags: dict[str, int]
 
 
+_NUMBER = (int, float)
+#: What a snapshot holds of a run as is (name -> its type), and the parts that snapshot themselves.
+_PLAIN: dict[str, type | tuple[type, ...]] = {
+    "run_id": str,
+    "received_at": _NUMBER,
+    "started_at": _NUMBER,
+    "plan": (dict, type(None)),
+    "ended_at": (*_NUMBER, type(None)),
+    "completed": int,
+    "drained": int,
+    "tokens": dict,
+    "perf_rollouts": int,
+    "_next_ordinal": int,
+    "_task_flags": dict,
+    "_verdicts": dict,
+    "_issues": list,
+    "_maybe_duplicates": bool,
+    "inflight_at_end": (dict, type(None)),
+    "timed": list,
+}
+_PARTS: dict[str, Any] = {
+    "tracker": DispatchLatencyTracker,
+    "reducer": HealthReducer,
+    "perf": PerfSummaryState,
+    "accounting": Accounting,
+    "timeline": Timeline,
+    "agents": AgentTotals,
+}
+
+
 class RunState:
     """Everything the service knows about one run."""
 
@@ -175,35 +205,14 @@ class RunState:
         engines, the clock and the health cache (a monotonic-clock memo). The in-flight
         registry is kept as its started attempts, without this process's flag stamps, as a replay
         rebuilds it (heartbeats are memory only); its rules come from the loading service."""
-        return {
-            "run_id": self.run_id,
+        data = {name: getattr(self, name) for name in _PLAIN}
+        data.update({name: getattr(self, name).to_snapshot() for name in (*_PARTS, "inflight")})
+        return data | {
             "config": self.config.model_dump_json(exclude_none=True).encode(),
-            "received_at": self.received_at,
-            "started_at": self.started_at,
-            "plan": self.plan,
-            "ended_at": self.ended_at,
-            "tracker": self.tracker.to_snapshot(),
-            "reducer": self.reducer.to_snapshot(),
-            "perf": self.perf.to_snapshot(),
-            "accounting": self.accounting.to_snapshot(),
-            "completed": self.completed,
-            "drained": self.drained,
             "failed": [[label, terminal, count] for (label, terminal), count in self.failed.items()],
             "durations": {name: histogram.to_snapshot() for name, histogram in self.durations.items()},
-            "tokens": self.tokens,
-            "perf_rollouts": self.perf_rollouts,
-            "next_ordinal": self._next_ordinal,
             "closed": [[task, list(checks)] for task, checks in self._closed.items()],
-            "task_flags": self._task_flags,
-            "verdicts": self._verdicts,
             "recent_unhealthy": [list(entry) for entry in self.recent_unhealthy],
-            "issues": self._issues,
-            "maybe_duplicates": self._maybe_duplicates,
-            "inflight": self.inflight.to_snapshot(),
-            "inflight_at_end": self.inflight_at_end,
-            "timed": self.timed,
-            "timeline": self.timeline.to_snapshot(),
-            "agents": self.agents.to_snapshot(),
         }
 
     @classmethod
@@ -220,56 +229,38 @@ class RunState:
     ) -> RunState:
         """The run :meth:`to_snapshot` described, with what a snapshot does not hold re-attached:
         the engines, the in-flight rules and service-wide budget (whose count the caller sets from
-        all runs), the wall clock and the store of closed
-        task groups. Raises ``KeyError``/``TypeError``/``ValueError`` on a wrong shape."""
+        all runs), the wall clock and the store of closed task groups. Raises
+        ``KeyError``/``TypeError``/``ValueError`` on a wrong shape."""
         state = cls.__new__(cls)
-        config = RunStarted.model_validate_json(data["config"])
-        state.run_id = str(data["run_id"])
-        state.config = config
+        for name, kind in _PLAIN.items():
+            if not isinstance(data[name], kind):
+                raise ValueError(f"run snapshot: {name} is {data[name]!r:.80}")
+            setattr(state, name, data[name])
+        if (len(state._issues), len(state.timed)) != (len(CHECK_IDS), 4) or (
+            state._verdicts.keys() != set(VERDICTS) or state.tokens.keys() != TOKEN_KINDS.keys()
+        ):
+            raise ValueError("run snapshot: issue, timed, verdict or token counts of the wrong shape")
+        for name, part in _PARTS.items():
+            setattr(state, name, part.from_snapshot(data[name]))
+        state.config = config = RunStarted.model_validate_json(data["config"])
         state.generation = config.generation or 0
-        state.received_at = float(data["received_at"])
-        state.started_at = float(data["started_at"])
-        state.plan = data["plan"]
-        state.ended_at = data["ended_at"]
-        state._engines = engines
-        state._clock = clock
-        state.tracker = DispatchLatencyTracker.from_snapshot(data["tracker"])
-        state.reducer = HealthReducer.from_snapshot(data["reducer"])
-        state._spilling = state._spill_to(closed_groups)
-        state.perf = PerfSummaryState.from_snapshot(data["perf"])
-        state.accounting = Accounting.from_snapshot(data["accounting"])
         state.ignored_checks = frozenset(config.ignored_checks)
-        state.completed = int(data["completed"])
-        state.drained = int(data["drained"])
+        state._engines, state._clock = engines, clock
+        state._spilling = state._spill_to(closed_groups)
         state.failed = {(str(label), bool(terminal)): int(count) for label, terminal, count in data["failed"]}
+        durations = data["durations"]
         state.durations = {
-            name: DurationHistogram.from_snapshot(data["durations"][name]) for name in ("completed", "failed")
+            name: DurationHistogram.from_snapshot(durations[name]) for name in ("completed", "failed")
         }
-        state.tokens = {kind: int(data["tokens"][kind]) for kind in TOKEN_KINDS}
-        state.perf_rollouts = int(data["perf_rollouts"])
-        state._next_ordinal = int(data["next_ordinal"])
         state._closed = {task: tuple(checks) for task, checks in data["closed"]}
-        state._task_flags = {str(check): int(count) for check, count in data["task_flags"].items()}
         state._health_min_interval_s = state._health_interval_s = health_interval_s
         state._health_cache = None
-        state._verdicts = {verdict: int(data["verdicts"][verdict]) for verdict in VERDICTS}
         state.recent_unhealthy = deque(
             (tuple(entry) for entry in data["recent_unhealthy"]), maxlen=RECENT_UNHEALTHY
         )
-        if len(data["issues"]) != len(CHECK_IDS):
-            raise ValueError(f"run snapshot: {len(data['issues'])} issue counts, expected {len(CHECK_IDS)}")
-        state._issues = [int(count) for count in data["issues"]]
-        state._maybe_duplicates = bool(data["maybe_duplicates"])
-        state._version = 0
-        state._health_version = -1
+        state._version, state._health_version = 0, -1
         state.inflight = InflightRegistry.from_snapshot(data["inflight"], inflight_rules)
         state.inflight.budget = inflight_budget
-        state.inflight_at_end = data["inflight_at_end"]
-        if len(data["timed"]) != 4:
-            raise ValueError(f"run snapshot: {len(data['timed'])} timed counts, expected 4")
-        state.timed = [int(count) for count in data["timed"]]
-        state.timeline = Timeline.from_snapshot(data["timeline"])
-        state.agents = AgentTotals.from_snapshot(data["agents"])
         return state
 
     def _spill_to(self, store: GroupStore | None) -> bool:
