@@ -356,10 +356,7 @@ class RunState:
             self._settle(self.accounting.drained((fact.task, fact.rollout)))
             return ng_perf
         if disposition == FAILURE_ROW:
-            if fact.agent is not None:
-                self.agents.failure(fact.agent)
-            self._count_failure(fact.failure_class, fact.terminal)
-            self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
+            self._count_failure(fact)
             return ng_perf
         digest = self._digest(fact)
         task = self._engines.digest_task_index(digest)
@@ -411,17 +408,19 @@ class RunState:
             ignored_checks=self.ignored_checks,
         )
 
-    def _count_failure(self, label: str, terminal: bool) -> None:
-        self.failed[(label, terminal)] = self.failed.get((label, terminal), 0) + 1
+    def _count_failure(self, fact: FailedFact | CompletedFact) -> None:
+        """A failed attempt (a failure event, or a reply whose row has a failure class)."""
+        if fact.agent is not None:
+            self.agents.failure(fact.agent)
+        key = (fact.failure_class, fact.terminal)
+        self.failed[key] = self.failed.get(key, 0) + 1
+        self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
 
     def _failed(self, fact: FailedFact) -> None:
         if fact.seconds is not None:
             self.tracker.record_failure(fact.seconds)
             self.durations["failed"].observe(fact.seconds)
-        if fact.agent is not None:
-            self.agents.failure(fact.agent)
-        self._count_failure(fact.failure_class, fact.terminal)
-        self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
+        self._count_failure(fact)
 
     def _latency(self, fact: LatencyFact) -> None:
         """Identity-less tracker call (RemoteLatencyTracker): tracker, histogram, drained count only."""
