@@ -38,13 +38,13 @@ from starlette.routing import Route
 
 from dispatcher_client import ClientConfig, SidecarClient, SidecarError
 from sidecar.demo import synthetic
-from sidecar.http.report_files import fetch_report
+from sidecar.http.report_files import fetch_page, fetch_report
 from sidecar.http.server import ServiceThread, loop_factory
 from sidecar.http.server_thread import ServerThread
 from sidecar.http.settings import ServiceSettings
 from sidecar.perf import drained_result, should_drain
 from sidecar.state.inflight import InflightRules
-from sidecar.web.saved import fetch_page, write_html
+from sidecar.web.saved import write_html
 
 __all__ = ["SCALE", "DemoConfig", "DispatchStats", "gym_failure_row", "live_line", "reply_for", "run_demo"]
 

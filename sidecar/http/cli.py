@@ -239,8 +239,8 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from sidecar.http.report_files import ReportError, fetch_report
-    from sidecar.web.saved import HtmlError, fetch_page, write_html
+    from sidecar.http.report_files import ReportError, fetch_page, fetch_report
+    from sidecar.web.saved import HtmlError, write_html
 
     if args.out is None and args.html is None:
         print("rollout-sidecar report: pass --out DIR, --html FILE or both", file=sys.stderr)  # noqa: T201
