@@ -16,8 +16,9 @@ Memory is read from ``/proc`` (peak: ``VmHWM``, reset before the load). The shap
   Control: the same polls with the service idle.
 * ``client-batches``: three clients post ``dispatcher_client``'s default 512-event batches of
   generated rows back to back: ``/drain_margin`` p99 <= 5 ms. Control: idle.
-* ``invalid-rows``: 1-3 MB rows with one wrong-typed field (they fail the contract), one a
-  request: ``/drain_margin`` p99 <= 2x the control's, the same rows valid.
+* ``invalid-rows``: 1-3 MB rows that fail the contract by one field (an unknown key or a
+  negative duration in one model call), one a request: ``/drain_margin`` p99 <= 2x the
+  control's, the same rows valid.
 * ``report-readers``: a run of 100k rows, one client posting 16-event batches every 20 ms while
   two readers loop on ``/report`` and ``/report/verdicts``: ingest p99 <= 2x the control's
   (the same client, no readers).
@@ -36,8 +37,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import http.client
-import itertools
 import multiprocessing
 import os
 import socket
@@ -46,24 +45,35 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
-from benchmarks.baseline import quantile, verdict  # noqa: E402
-from tests.reliability_harness.proc_stats import peak_resident_bytes, resident_bytes  # noqa: E402
-from tests.reliability_harness.sidecar_process import SidecarProcess, free_port  # noqa: E402
-from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows  # noqa: E402
+from benchmarks.baseline import (  # noqa: E402
+    MB,
+    Poller,
+    completed_event,
+    connect,
+    generated_rows,
+    ms,
+    polled,
+    preload,
+    quantile,
+    request,
+    reset_peak,
+    service,
+    start_run,
+    verdict,
+)
+from tests.reliability_harness.proc_stats import peak_resident_bytes  # noqa: E402
+from tests.reliability_harness.sidecar_process import free_port  # noqa: E402
 
-MB = 1 << 20
 EVENT_CAP = 10_000
 FULL = {
     "big_events": 700_000,
@@ -94,71 +104,33 @@ Window = tuple[float, float]
 # -- the load's side (each function runs in a process of its own) ---------------------------------
 
 
-def _connect(url: str, timeout: float = 300.0) -> http.client.HTTPConnection:
-    parts = urlsplit(url)
-    return http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
-
-
-def _request(
-    conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None = None
-) -> tuple[int, bytes]:
-    conn.request(method, path, body=body, headers={"content-type": "application/json"})
-    answer = conn.getresponse()
-    return answer.status, answer.read()
-
-
-def _rows(seed: int, count: int, *, calls: int, payload: int, invalid: bool = False) -> list[dict[str, Any]]:
-    """Generated result rows; ``invalid``: each one fails the contract by one wrong-typed field."""
-    faults = FaultRates(**{f.name: 0.0 for f in fields(FaultRates)} | {"invalid_trajectory": float(invalid)})
-    config = SyntheticConfig(
-        num_tasks=count,
-        repeats_per_task=1,
-        model_calls_per_rollout=calls,
-        payload_bytes_per_call=payload,
-        faults=faults,
-    )
-    return list(itertools.islice(generate_rows(config, seed), count))
-
-
-def _completed(row: dict[str, Any], task: int, source: str, seq: int) -> dict[str, Any]:
-    row = {**row, "_ng_task_index": task, "_ng_rollout_index": 0}
-    return {
-        "kind": "completed",
-        "seconds": 1.0 + task % 50,
-        "row": row,
-        "source": source,
-        "seq": seq,
-        "at": time.time(),
-    }
-
-
 def big_body_load(url: str, run: str, events: int) -> tuple[int, str, int, Window]:
     """One ``POST`` of ``events`` latency events: (status, answer head, body bytes, its window)."""
     event = b'{"kind":"latency","op":"record","seconds":1.5,"source":"red-team","seq":%d}'
     body = b"[" + b",".join(event % i for i in range(events)) + b"]"
-    conn = _connect(url)
+    conn = connect(url)
     began = time.perf_counter()
-    status, answer = _request(conn, "POST", f"/v1/runs/{run}/events", body)
+    status, answer = request(conn, "POST", f"/v1/runs/{run}/events", body)
     return status, answer[:400].decode("utf-8", "replace"), len(body), (began, time.perf_counter())
 
 
 def batches_load(url: str, run: str, client: int, rounds: int, batch: int) -> tuple[list[float], int, Window]:
     """``rounds`` batches of ``batch`` completions back to back: (latencies, body bytes, window)."""
-    pool = _rows(client, 64, calls=4, payload=1024)
+    pool = generated_rows(client, 64, calls=4, payload=1024)
     bodies = [
         orjson.dumps(
             [
-                _completed(pool[i % 64], (client * rounds + r) * batch + i, f"c{client}", r * batch + i)
+                completed_event(pool[i % 64], (client * rounds + r) * batch + i, f"c{client}", r * batch + i)
                 for i in range(batch)
             ]
         )
         for r in range(rounds)
     ]
-    conn, latencies = _connect(url), []
+    conn, latencies = connect(url), []
     began = time.perf_counter()
     for body in bodies:
         start = time.perf_counter()
-        status, answer = _request(conn, "POST", f"/v1/runs/{run}/events", body)
+        status, answer = request(conn, "POST", f"/v1/runs/{run}/events", body)
         assert status == 200, answer[:300]
         latencies.append(time.perf_counter() - start)
     return latencies, sum(map(len, bodies)) // len(bodies), (began, time.perf_counter())
@@ -170,17 +142,18 @@ def big_rows_load(
     """``count`` rows of 1-3 MB, one a request: (latencies, row sizes, window)."""
     rows = [
         row
-        for row in _rows(3, count * 2, calls=200, payload=8000, invalid=invalid)
+        for row in generated_rows(3, count * 2, calls=200, payload=8000, invalid=invalid)
         if MB <= len(orjson.dumps(row)) <= 3 * MB
     ][:count]
     bodies = [
-        orjson.dumps([_completed(row, first_task + i, "rows", first_task + i)]) for i, row in enumerate(rows)
+        orjson.dumps([completed_event(row, first_task + i, "rows", first_task + i)])
+        for i, row in enumerate(rows)
     ]
-    conn, latencies = _connect(url), []
+    conn, latencies = connect(url), []
     began = time.perf_counter()
     for body in bodies:
         start = time.perf_counter()
-        status, answer = _request(conn, "POST", f"/v1/runs/{run}/events", body)
+        status, answer = request(conn, "POST", f"/v1/runs/{run}/events", body)
         assert status == 200, answer[:300]
         latencies.append(time.perf_counter() - start)
     return latencies, [len(body) for body in bodies], (began, time.perf_counter())
@@ -190,45 +163,29 @@ def steady_load(
     url: str, run: str, first_task: int, seconds: float, batch: int = 16, every: float = 0.02
 ) -> list[float]:
     """A ``batch``-event POST every ``every`` seconds for ``seconds``: each one's latency."""
-    pool = _rows(11, 32, calls=2, payload=256)
-    conn, latencies, task = _connect(url), [], first_task
+    pool = generated_rows(11, 32, calls=2, payload=256)
+    conn, latencies, task = connect(url), [], first_task
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
         body = orjson.dumps(
-            [_completed(pool[i % 32], task + i, f"steady{first_task}", task + i) for i in range(batch)]
+            [completed_event(pool[i % 32], task + i, f"steady{first_task}", task + i) for i in range(batch)]
         )
         task += batch
         start = time.perf_counter()
-        status, answer = _request(conn, "POST", f"/v1/runs/{run}/events", body)
+        status, answer = request(conn, "POST", f"/v1/runs/{run}/events", body)
         assert status == 200, answer[:300]
         latencies.append(time.perf_counter() - start)
         time.sleep(max(0.0, every - (time.perf_counter() - start)))
     return latencies
 
 
-def preload(url: str, run: str, first_task: int, count: int, batch: int = 500) -> int:
-    """``count`` small completions in ``batch``-event bodies, as fast as the service takes them."""
-    pool = _rows(first_task, 64, calls=2, payload=256)
-    conn = _connect(url)
-    for start in range(first_task, first_task + count, batch):
-        body = orjson.dumps(
-            [
-                _completed(pool[i % 64], i, f"pre{first_task}", i)
-                for i in range(start, min(start + batch, first_task + count))
-            ]
-        )
-        status, answer = _request(conn, "POST", f"/v1/runs/{run}/events", body)
-        assert status == 200, answer[:300]
-    return count
-
-
 def report_reader(url: str, run: str, seconds: float) -> int:
     """``/report`` and ``/report/verdicts`` of ``run`` back to back for ``seconds``: reads made."""
-    conn, reads = _connect(url), 0
+    conn, reads = connect(url), 0
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
         for path in (f"/report?run_id={run}", f"/report/verdicts?run_id={run}"):
-            status, _ = _request(conn, "GET", path)
+            status, _ = request(conn, "GET", path)
             reads += status == 200
     return reads
 
@@ -278,89 +235,7 @@ def hostile_endpoint(port: int, mode: str, body_bytes: int, seconds: float) -> N
             threading.Thread(target=answer, args=(server.accept()[0],), daemon=True).start()
 
 
-# -- the measuring side ---------------------------------------------------------------------------
-
-
-class Poller:
-    """``GET /drain_margin`` every ``every`` s in a thread: (send time, latency) of each poll."""
-
-    def __init__(self, url: str, run: str, every: float = 0.005) -> None:
-        self.url, self.path, self.every = url, f"/drain_margin?run_id={run}", every
-        self.samples: list[tuple[float, float]] = []
-        self.failures = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        conn = _connect(self.url, timeout=60)
-        while not self._stop.is_set():
-            start = time.perf_counter()
-            status, _ = _request(conn, "GET", self.path)
-            self.samples.append((start, time.perf_counter() - start))
-            self.failures += status != 200
-            self._stop.wait(self.every)
-
-    def __enter__(self) -> Poller:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def within(self, window: Window) -> list[float]:
-        return [latency for start, latency in self.samples if window[0] <= start <= window[1]]
-
-
-def ms(values: list[float]) -> str:
-    return (
-        f"p50 {quantile(values, 0.5) * 1e3:.2f} p99 {quantile(values, 0.99) * 1e3:.2f} "
-        f"max {max(values, default=float('nan')) * 1e3:.1f} ms (n={len(values)})"
-    )
-
-
-@contextlib.contextmanager
-def service(
-    workdir: Path, name: str, *extra: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> Iterator[SidecarProcess]:
-    """``rollout-sidecar serve`` on 127.0.0.1 with the journal ``name`` (``cwd``: another build's
-    packages), stopped on exit."""
-    sidecar = SidecarProcess(
-        workdir / f"{name}.sqlite3",
-        workdir / f"{name}.log",
-        extra_args=list(extra),
-        port=free_port(),
-        log_level="warning",
-        env=env,
-        cwd=cwd,
-    )
-    sidecar.start(timeout=120)
-    try:
-        yield sidecar
-    finally:
-        sidecar.stop()
-
-
-@contextlib.contextmanager
-def polled(
-    workdir: Path, run: str, *extra: str, every: float = 0.005, env: dict[str, str] | None = None
-) -> Iterator[tuple[SidecarProcess, Poller]]:
-    """:func:`service` with ``run`` started and its ``/drain_margin`` polled."""
-    with service(workdir, run, *extra, env=env) as sidecar:
-        start_run(sidecar.url, run)
-        with Poller(sidecar.url, run, every) as poller:
-            yield sidecar, poller
-
-
-def start_run(url: str, run: str) -> None:
-    status, answer = _request(_connect(url), "POST", f"/v1/runs/{run}/events", b'[{"kind":"run_started"}]')
-    assert status == 200, answer[:300]
-
-
-def reset_peak(pid: int) -> int:
-    """Reset ``VmHWM`` to ``VmRSS`` (``/proc/PID/clear_refs``); returns that RSS."""
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
-    return resident_bytes(pid)
+# -- the shapes ----------------------------------------------------------------------------------
 
 
 def idle(poller: Poller, seconds: float = 2.0) -> list[float]:
@@ -500,7 +375,7 @@ def hostile_exporter(exporter: str, pool: ProcessPoolExecutor, workdir: Path, si
 
 
 def follow_line(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
-    good = [orjson.dumps(row) + b"\n" for row in _rows(5, 20, calls=2, payload=256)]
+    good = [orjson.dumps(row) + b"\n" for row in generated_rows(5, 20, calls=2, payload=256)]
     peaks: dict[str, float] = {}
     held = True
     for name, line_bytes in (("control", 0), ("line", sizes["line_bytes"])):
@@ -541,8 +416,8 @@ def follow_line(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
             )
             code, peak, output = _wait_with_rusage(follower, 120.0 + line_bytes / (2 * MB))
             served = (peak_resident_bytes(sidecar.pid) - before) / MB
-            _, summary = _request(
-                _connect(sidecar.url), "GET", f"/report/quality_summary.json?run_id={run_dir.name}"
+            _, summary = request(
+                connect(sidecar.url), "GET", f"/report/quality_summary.json?run_id={run_dir.name}"
             )
         peaks[name] = peak
         run = orjson.loads(summary)["run"] if summary.startswith(b"{") else {}
@@ -619,6 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="red-team-") as tmp,
         ProcessPoolExecutor(8, mp_context=multiprocessing.get_context("spawn")) as pool,
     ):
+        list(pool.map(time.sleep, [0.5] * 8))  # every worker started before any load is timed
         for name in chosen:
             print(f"== {name}")
             began = time.perf_counter()

@@ -36,8 +36,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
-from benchmarks.baseline import quantile, unpack_baseline, verdict  # noqa: E402
-from benchmarks.red_team import Poller, _connect, _request, preload, service, start_run  # noqa: E402
+from benchmarks.baseline import (  # noqa: E402
+    Poller,
+    connect,
+    preload,
+    quantile,
+    request,
+    service,
+    start_run,
+    unpack_baseline,
+    verdict,
+)
 from tests.reliability_harness.proc_stats import cpu_seconds, resident_bytes  # noqa: E402
 
 RUN = "state"
@@ -81,10 +90,10 @@ def one_build(pool: ProcessPoolExecutor, workdir: Path, code: Path, rollouts: in
         figures["restart to ready (s)"] = time.perf_counter() - began
         time.sleep(1.0)
         figures["resident bytes per rollout"] = (resident_bytes(sidecar.pid) - empty_rss) / count
-        conn, reads = _connect(sidecar.url), []
+        conn, reads = connect(sidecar.url), []
         for _ in range(5):
             start = time.perf_counter()
-            status, answer = _request(conn, "GET", f"/report?run_id={RUN}")
+            status, answer = request(conn, "GET", f"/report?run_id={RUN}")
             assert status == 200, answer[:300]
             reads.append(time.perf_counter() - start)
         figures["/report (ms)"] = statistics.median(reads) * 1e3
@@ -105,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="service-") as tmp,
         ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool,
     ):
+        list(pool.map(time.sleep, [0.5] * 4))  # every worker started before any load is timed
         builds = {"this": ROOT, "baseline": unpack_baseline(args.baseline_ref, Path(tmp) / "baseline")}
         for round_number in range(rounds):
             order = ["this", "baseline"][:: 1 if round_number % 2 == 0 else -1]

@@ -34,56 +34,38 @@ FsyncPolicy = Literal["always", "interval", "never"]
 
 @dataclass(frozen=True, slots=True)
 class ClientConfig:
-    """Tuning of :class:`~dispatcher_client.SidecarClient`; the defaults suit one dispatcher."""
+    """Tuning of :class:`~dispatcher_client.SidecarClient`; the defaults suit one dispatcher
+    (docs/client.md, "Limits")."""
 
-    max_batch_events: int = 512
-    """Events per request at most (the service accepts up to 10,000)."""
-    max_batch_bytes: int = 8 << 20
-    """Request body size at most (the service's default cap is 64 MiB)."""
-    linger_s: float = 0.002
-    """How long a partial batch waits for company before it is sent."""
-    max_buffered_events: int = 20_000
-    """In-memory events not yet acknowledged; past it they spill to the spool (or drop)."""
+    max_batch_events: int = 64  # events per request (the service takes 10,000: docs/client.md, "Batch size")
+    max_batch_bytes: int = 256 << 10  # body bytes per request (~5 ms of the service's digest; one larger
+    # event goes alone)
+    linger_s: float = 0.002  # how long a partial batch waits for company
+    max_buffered_events: int = 20_000  # unacknowledged in memory; past it they spill to the spool (or drop)
     max_buffered_bytes: int = 128 << 20
-    """In-memory bytes not yet acknowledged; past it they spill to the spool (or drop)."""
-    spool_dir: Path | None = None
-    """Directory of the on-disk spool; ``None`` keeps everything in memory."""
-    spool_max_bytes: int = 4 << 30
-    """Unsent bytes the spool may hold; past it new events are dropped."""
-    fsync: FsyncPolicy = "interval"
-    """``always``: fsync after every spill; ``interval``: at most every ``fsync_interval_s``
-    (a host crash may lose that much spooled data; a process crash loses nothing written);
-    ``never``: leave it to the OS."""
+    spool_dir: Path | None = None  # the on-disk spool; None keeps everything in memory
+    spool_max_bytes: int = 4 << 30  # unsent bytes the spool may hold; past it new events are dropped
+    fsync: FsyncPolicy = "interval"  # always: each spill; interval: every fsync_interval_s; never: the OS's
     fsync_interval_s: float = 1.0
-    request_timeout_s: float = 10.0
-    """Per-request timeout; a timed-out batch is retried (idempotency keys make that safe)."""
+    request_timeout_s: float = 10.0  # a timed-out batch is retried (idempotency keys make that safe)
     connect_timeout_s: float = 1.0
-    backoff_initial_s: float = 0.05
+    backoff_initial_s: float = 0.05  # retry delay: min(max, initial * 2**n) times a random 0.5..1
     backoff_max_s: float = 5.0
-    """Retry delay: ``min(max, initial * 2**n)`` scaled by a random factor in [0.5, 1]."""
-    ack_timeout_s: float = 0.5
-    """How long :meth:`SidecarClient.completed` waits for the service's ``ng_perf`` before it
-    answers with the locally built one (it does not wait at all while the sidecar is down)."""
-    handoff_interval_s: float = 0.01
-    """Sync facade / RemoteLatencyTracker: how often the background thread collects the events
-    the caller's thread handed over (earlier when a full batch is waiting)."""
-    close_timeout_s: float = 5.0
-    """How long closing tries to deliver what is buffered; the rest goes to the spool or is
-    counted as dropped."""
-    clock: Callable[[], float] = time.time
-    """The wall clock (Unix seconds) each event is stamped with when it happens (``at``, the
-    run's ``started_at`` and ``ended_at``): the sidecar's rates and timeline go by it."""
+    ack_timeout_s: float = 0.5  # completed() waits this long for the sidecar's ng_perf (not while it is down)
+    handoff_interval_s: float = 0.01  # sync facade: how often its thread collects what callers handed over
+    close_timeout_s: float = 5.0  # closing tries this long to deliver; the rest is spooled or dropped
+    clock: Callable[[], float] = time.time  # stamps each event (at, started_at, ended_at): rates, timeline
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_events", "max_batch_bytes", "max_buffered_events", "max_buffered_bytes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"ClientConfig.{name} must be >= 1, got {getattr(self, name)!r}")
-        for name in ("linger_s", "backoff_initial_s", "ack_timeout_s", "close_timeout_s"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"ClientConfig.{name} must be >= 0, got {getattr(self, name)!r}")
-        for name in ("handoff_interval_s", "fsync_interval_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"ClientConfig.{name} must be > 0, got {getattr(self, name)!r}")
+        for names, low, bound in (
+            (("max_batch_events", "max_batch_bytes", "max_buffered_events", "max_buffered_bytes"), 1, ">= 1"),
+            (("linger_s", "backoff_initial_s", "ack_timeout_s", "close_timeout_s"), 0, ">= 0"),
+            (("handoff_interval_s", "fsync_interval_s"), 0, "> 0"),
+        ):
+            for name in names:
+                value = getattr(self, name)
+                if not (value > low if bound == "> 0" else value >= low):
+                    raise ValueError(f"ClientConfig.{name} must be {bound}, got {value!r}")
         if self.fsync not in ("always", "interval", "never"):
             raise ValueError(f"ClientConfig.fsync must be always|interval|never, got {self.fsync!r}")
 
@@ -93,28 +75,17 @@ class ClientStats:
     """Counters since the client started (events, not requests, unless named so)."""
 
     submitted: int = 0
-    sent: int = 0
-    """Events the sidecar acknowledged (accepted or duplicate)."""
-    duplicates: int = 0
-    """Acknowledged as already journaled (a retry of a delivered event: nothing double counted)."""
-    retried: int = 0
-    """Event deliveries repeated after a failed or timed-out request."""
-    spooled: int = 0
-    """Events written to the on-disk spool."""
-    dropped: int = 0
-    """Events lost: buffer and spool full, or still undelivered when the client closed."""
-    rejected: int = 0
-    """Events the sidecar refused (4xx other than an unknown run): a client bug, logged."""
+    sent: int = 0  # acknowledged by the sidecar (accepted or duplicate)
+    duplicates: int = 0  # acknowledged as already journaled (a retry: nothing double counted)
+    retried: int = 0  # deliveries repeated after a failed or timed-out request
+    spooled: int = 0  # written to the on-disk spool
+    dropped: int = 0  # lost: buffer and spool full, or undelivered when the client closed
+    rejected: int = 0  # refused by the sidecar (4xx other than an unknown run): a client bug, logged
     requests: int = 0
     failed_requests: int = 0
-    local_ng_perf: int = 0
-    """``completed`` answers built locally because the sidecar did not answer in time."""
-    local_drain_margin: int = 0
-    """``drain_margin`` answers from the client's local tracker (sidecar down or slow)."""
-    buffered: int = 0
-    """Events in memory right now (gauge)."""
-    spool_pending_bytes: int = 0
-    """Unsent bytes in the spool right now (gauge)."""
-    connected: bool = True
-    """False after a failed request, until the next success."""
+    local_ng_perf: int = 0  # completed() answers built locally (the sidecar did not answer in time)
+    local_drain_margin: int = 0  # drain_margin() answers from the local tracker (sidecar down or slow)
+    buffered: int = 0  # in memory right now
+    spool_pending_bytes: int = 0  # unsent in the spool right now
+    connected: bool = True  # False after a failed request, until the next success
     last_error: str | None = field(default=None)

@@ -1,11 +1,11 @@
-"""The follower: turns an unmodified NeMo Gym run directory into sidecar events.
+"""The follower: an unmodified NeMo Gym run directory into sidecar events.
 
-It tails ``<stem>.jsonl`` (each non-blank physical line a ``completed`` event carrying the raw
-``line`` and its ``line_number``, so the sidecar digests exactly the bytes the batch
-``health-check`` reads) and ``<stem>_failures.jsonl`` (each readable row a ``failed`` event),
-and reads ``<stem>_materialized_inputs.jsonl`` for the plan as the sidecar would. How it stays
-exact across restarts, truncations, crashes and outages (generations, checkpoints, sent
-ranges) is described in ``docs/client.md`` ("How the follower stays exact").
+Each non-blank line of ``<stem>.jsonl`` is a ``completed`` event with the raw ``line`` and its
+``line_number`` (the sidecar digests the bytes the batch ``health-check`` reads), each readable row of
+``<stem>_failures.jsonl`` a ``failed`` event; ``<stem>_materialized_inputs.jsonl`` gives the plan. A
+checkpoint (positions, generation, the range sent past them) keeps it exact across restarts,
+truncations, crashes and outages. A line over ``max_line_bytes`` (a runaway generation) is never
+held: it goes as an unreadable line of its number (``record_unreadable``) and the follower goes on.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,38 +23,24 @@ from typing import Any
 import httpx
 import orjson
 
-from health.registry import CHECK_IDS
-from sidecar.wire import (
-    EventKind,
-    FollowerState,
-    MaterializedInputsError,
-    materialized_lines,
-    plan_from_lines,
-)
+from sidecar.wire import EventKind, MaterializedInputsError, materialized_lines, plan_from_lines
 
-from ._events import run_ended_event
-from ._tail import FilePosition, SentRange, TailRead, is_blank_line, read_new_lines
-from .client import SidecarClient
+from .client import SidecarClient, run_ended_event
 from .config import ClientConfig
+from .tail import FilePosition, SentRange, TailRead, is_blank_line, read_new_lines
 
-__all__ = ["FollowPaths", "Follower", "FollowerError", "FollowerThread", "follow_paths", "run_follower"]
+__all__ = ["FollowPaths", "Follower", "FollowerError", "follow_paths"]
 
 _log = logging.getLogger("dispatcher_client.follow")
 _CHUNK_EVENTS = 256
-#: The sidecar's ``latency_ms`` range: a row's latency outside it is not sent (the sidecar would
-#: refuse the event, and with it the line).
+#: The sidecar's ``latency_ms`` range: a latency outside it is not sent (the event would be refused).
 _MAX_LATENCY_MS = 1e10
 _RAW = "_raw_line"
-_TOKEN_HINT = "check the bearer token (--token-file or $ROLLOUT_SIDECAR_TOKEN)"
-_CAP_HINT = "raise the sidecar's cap with `rollout-sidecar serve --body-cap SIZE`"
 
 
 def _refusal_hint(error: str | None) -> str:
-    text = error or ""
-    if text.startswith(("HTTP 401", "HTTP 403")):
-        return _TOKEN_HINT
-    if text.startswith("HTTP 413"):
-        return _CAP_HINT
+    if (error or "").startswith(("HTTP 401", "HTTP 403")):
+        return "check the bearer token (--token-file or $ROLLOUT_SIDECAR_TOKEN)"
     return "fix the cause the sidecar names"
 
 
@@ -65,8 +50,7 @@ class FollowerError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class FollowPaths:
-    """The files of one run directory, named as NeMo Gym names them (``<stem>.jsonl``,
-    ``<stem>_failures.jsonl``, ``<stem>_materialized_inputs.jsonl``)."""
+    """The files of one run directory, named as NeMo Gym names them."""
 
     rollouts: Path
     failures: Path
@@ -75,28 +59,18 @@ class FollowPaths:
     """The rollouts path as ``health_check_run_dir(run_dir, rollout_file)`` spells it in locators."""
 
 
-def follow_paths(
-    run_dir: str | os.PathLike[str], rollouts_file: str | os.PathLike[str] | None = None
-) -> FollowPaths:
-    directory = Path(run_dir)
+def follow_paths(run_dir: str | os.PathLike[str], rollouts_file: str | os.PathLike[str] | None = None
+                 ) -> FollowPaths:
     selected = Path(rollouts_file) if rollouts_file is not None else Path("rollouts.jsonl")
-    rollouts = selected if selected.is_absolute() else directory / selected
+    rollouts = selected if selected.is_absolute() else Path(run_dir) / selected
     stem = rollouts.stem if rollouts.suffix else rollouts.name
-    return FollowPaths(
-        rollouts=rollouts,
-        failures=rollouts.with_name(f"{stem}_failures.jsonl"),
-        materialized=rollouts.with_name(f"{stem}_materialized_inputs.jsonl"),
-        source_path=str(rollouts),
-    )
+    return FollowPaths(rollouts, rollouts.with_name(f"{stem}_failures.jsonl"),
+                       rollouts.with_name(f"{stem}_materialized_inputs.jsonl"), str(rollouts))
 
 
 def _plan(path: Path) -> dict[str, int] | None:
-    """Repeats per ``str(_ng_task_index)`` over the materialized inputs; ``None`` if absent.
-
-    Read as the sidecar reads a ``materialized_inputs`` path (:func:`sidecar.wire.plan_from_lines`):
-    a line that is not a JSON object with ``_ng_task_index`` stops the follower, as the sidecar
-    would refuse the plan.
-    """
+    """Repeats per task over the materialized inputs (``None`` if absent), read as the sidecar reads
+    them: a line that is not a JSON object with ``_ng_task_index`` stops the follower."""
     try:
         handle = open(path, "rb", buffering=0)  # noqa: SIM115 (closed below)
     except OSError:
@@ -117,13 +91,18 @@ def _text(line: bytes) -> str:
         return "\ufffd" + line.decode("utf-8", "replace")
 
 
-def _row_latency_ms(line: bytes) -> int | float | None:
-    """The row's ``ng_perf.total_latency_ms`` (NeMo Gym's measured latency), as written."""
+def _row_latency_ms(line: bytes, parse_bytes: int) -> int | float | None:
+    """The row's ``ng_perf.total_latency_ms`` as written. A row longer than ``parse_bytes`` is not
+    parsed whole (that would hold it several times over): only its last ``ng_perf`` object is."""
     try:
-        row = orjson.loads(line)
+        if len(line) <= parse_bytes:
+            row = orjson.loads(line)
+            perf = row.get("ng_perf") if isinstance(row, dict) else None
+        else:
+            start = line.find(b"{", line.rfind(b'"ng_perf"'))
+            perf = orjson.loads(line[start : line.find(b"}", start) + 1]) if start >= 0 else None
     except orjson.JSONDecodeError:
         return None
-    perf = row.get("ng_perf") if isinstance(row, dict) else None
     latency = perf.get("total_latency_ms") if isinstance(perf, dict) else None
     if isinstance(latency, int | float) and not isinstance(latency, bool) and 0 < latency <= _MAX_LATENCY_MS:
         return latency
@@ -131,56 +110,38 @@ def _row_latency_ms(line: bytes) -> int | float | None:
 
 
 class Follower:
-    """Follows one run directory into one sidecar run (``await Follower(...).run()``)."""
+    """Follows one run directory into one sidecar run (``await Follower(...).run()``).
 
-    def __init__(
-        self,
-        run_dir: str | os.PathLike[str],
-        *,
-        sidecar_url: str,
-        run_id: str | None = None,
-        rollouts_file: str | os.PathLike[str] | None = None,
-        token: str | None = None,
-        state_path: str | os.PathLike[str] | None = None,
-        poll_interval_s: float = 0.2,
-        latency_from_rows: bool = True,
-        ignored_checks: Iterable[str] = (),
-        client_config: ClientConfig | None = None,
-        read_bytes: int = 8 << 20,
-        raw_line_bytes: int = 1 << 20,
-        give_up_s: float | None = None,
-    ) -> None:
+    ``read_bytes`` bounds one read of lines; ``max_line_bytes`` (default: the service's default
+    body cap) is the longest line sent, a longer one is skipped; lines over ``raw_line_bytes`` go
+    as raw bodies to ``/lines`` (JSON escaping could double them); ``give_up_s``: stop with
+    :class:`FollowerError` after the sidecar was unreachable this long (``None``: never).
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str], *, sidecar_url: str, run_id: str | None = None,
+                 rollouts_file: str | os.PathLike[str] | None = None, token: str | None = None,
+                 state_path: str | os.PathLike[str] | None = None, poll_interval_s: float = 0.2,
+                 latency_from_rows: bool = True, ignored_checks: Iterable[str] = (),
+                 client_config: ClientConfig | None = None, read_bytes: int = 8 << 20,
+                 max_line_bytes: int = 64 << 20, raw_line_bytes: int = 1 << 20,
+                 give_up_s: float | None = None) -> None:
         self.paths = follow_paths(run_dir, rollouts_file)
         self.run_id = run_id or Path(os.path.abspath(run_dir)).name
-        self.state_path = (
-            Path(state_path)
-            if state_path is not None
-            else Path(run_dir) / f".rollout_sidecar_follow.{self.run_id}.json"
-        )
+        self.state_path = Path(state_path or Path(run_dir) / f".rollout_sidecar_follow.{self.run_id}.json")
         self.poll_interval_s = poll_interval_s
-        self.read_bytes = read_bytes  # per file per read: bounds the follower's memory
         self.latency_from_rows = latency_from_rows
         self.ignored_checks = list(dict.fromkeys(check.strip() for check in ignored_checks if check.strip()))
-        unknown = sorted(set(self.ignored_checks) - set(CHECK_IDS))
-        if unknown:
-            raise ValueError(f"unknown check id(s) in ignored_checks: {', '.join(unknown)}")
-        self.client = SidecarClient(
-            sidecar_url, run_id=self.run_id, token=token, config=client_config or ClientConfig()
-        )
+        self.client = SidecarClient(sidecar_url, run_id=self.run_id, token=token, config=client_config)
         self.sidecar_url = sidecar_url.rstrip("/")
-        self._token = token
-        self.raw_line_bytes = raw_line_bytes
-        """Lines longer than this go as raw bodies to ``/lines`` (JSON escaping could double them)."""
+        self.read_bytes, self.max_line_bytes, self.raw_line_bytes = read_bytes, max_line_bytes, raw_line_bytes
         self.give_up_s = give_up_s
-        """Stop with :class:`FollowerError` after the sidecar was unreachable this long (None: never)."""
         self.unreachable_since: float | None = None
         self.generation = 0
         self.positions = {"rollouts": FilePosition(), "failures": FilePosition()}
+        #: Per file, bytes past the checkpoint sent to the sidecar (it may hold their lines).
         self.sent: dict[str, SentRange] = {}
-        """Per file, bytes past the checkpoint sent to the sidecar (it may hold their lines)."""
         self.started = False
-        self.lines_sent = 0
-        self.restarts = 0
+        self.lines_sent = self.lines_skipped = self.restarts = 0
         self._load_state()
 
     # -- state ----------------------------------------------------------------------------
@@ -188,9 +149,7 @@ class Follower:
     def _load_state(self) -> None:
         try:
             body = orjson.loads(self.state_path.read_bytes())
-        except FileNotFoundError:
-            # Nothing is known of what was sent before: supersede whatever the sidecar holds for
-            # this run (a deleted run dir re-run under the same name, a lost state file).
+        except FileNotFoundError:  # nothing known of what was sent: supersede what the sidecar holds
             self.generation = time.time_ns() // 1_000_000
             return
         except (OSError, orjson.JSONDecodeError) as exc:
@@ -206,14 +165,9 @@ class Follower:
         self.started = bool(body.get("started"))
 
     def _save_state(self) -> None:
-        body = {
-            "run_id": self.run_id,
-            "source_path": self.paths.source_path,
-            "generation": self.generation,
-            "started": self.started,
-            "files": {name: position.as_json() for name, position in self.positions.items()},
-            "sent": {name: sent.as_json() for name, sent in self.sent.items()},
-        }
+        body = {"run_id": self.run_id, "source_path": self.paths.source_path, "generation": self.generation,
+                "started": self.started, "sent": {name: sent.as_json() for name, sent in self.sent.items()},
+                "files": {name: position.as_json() for name, position in self.positions.items()}}
         tmp = self.state_path.with_name(self.state_path.name + ".tmp")
         with open(tmp, "wb") as handle:
             handle.write(orjson.dumps(body))
@@ -224,18 +178,12 @@ class Follower:
     # -- events ---------------------------------------------------------------------------
 
     def _gen(self, event: dict[str, Any]) -> dict[str, Any]:
-        if self.generation:
-            event["generation"] = self.generation
-        return event
+        return {**event, "generation": self.generation} if self.generation else event
 
     def _start(self) -> None:
-        event: dict[str, Any] = {"kind": EventKind.RUN_STARTED.value, "source_path": self.paths.source_path}
-        plan = _plan(self.paths.materialized)
-        if plan is not None:
-            event["plan"] = plan
-        if self.ignored_checks:
-            event["ignored_checks"] = self.ignored_checks
-        self.client.submit_event(self._gen(event))
+        event = {"kind": EventKind.RUN_STARTED.value, "source_path": self.paths.source_path,
+                 "plan": _plan(self.paths.materialized), "ignored_checks": self.ignored_checks or None}
+        self.client.submit_event(self._gen({key: value for key, value in event.items() if value is not None}))
 
     def _completion(self, number: int, line: bytes) -> dict[str, Any]:
         event: dict[str, Any] = {"kind": EventKind.COMPLETED.value, "line_number": number}
@@ -243,28 +191,33 @@ class Follower:
             event[_RAW] = line
         else:
             event["line"] = _text(line)
-        latency_ms = _row_latency_ms(line)
+        latency_ms = _row_latency_ms(line, self.raw_line_bytes)
         if latency_ms is not None:
             event["latency_ms"] = latency_ms  # the sidecar's ng_perf keeps the row's latency
             if self.latency_from_rows:
                 event["seconds"] = latency_ms / 1000.0
         return self._gen(event)
 
+    def _skipped(self, path: Path, number: int, size: int) -> dict[str, Any]:
+        """Line ``number``, too long to send, as the unreadable line the sidecar counts in its place
+        (``record_unreadable``, as the batch check counts a line it cannot read)."""
+        self.lines_skipped += 1
+        _log.warning("%s: line %d of %d bytes is over the %d-byte cap: skipped (reported record_unreadable)",
+                     path, number, size, self.max_line_bytes)
+        text = f"rollout-sidecar follow: line {number} of {size} bytes, over the cap, not read"
+        line = orjson.dumps(text).decode()
+        return self._gen({"kind": EventKind.COMPLETED.value, "line_number": number, "line": line})
+
     def _failure(self, line: bytes) -> dict[str, Any] | None:
         try:
             row = orjson.loads(line)
         except orjson.JSONDecodeError:
             return None
-        if not isinstance(row, dict):
-            return None
-        return self._gen({"kind": EventKind.FAILED.value, "row": row})
+        return self._gen({"kind": EventKind.FAILED.value, "row": row}) if isinstance(row, dict) else None
 
     async def _restart(self) -> None:
-        """A file was replaced or truncated: new generation, every file from the start.
-
-        The generation comes from the clock when that is larger, so a follower killed between
-        the sidecar's reset and its own checkpoint still resets the sidecar again on restart.
-        """
+        """A file was replaced or truncated: new generation (from the clock when larger, so a follower
+        killed between the sidecar's reset and its checkpoint resets it again), every file from 0."""
         self.generation = max(self.generation + 1, time.time_ns() // 1_000_000)
         self.restarts += 1
         self.positions = {name: FilePosition() for name in self.positions}
@@ -275,14 +228,11 @@ class Follower:
         await self._commit()
 
     async def _deliver(self, events: list[dict[str, Any]], path: Path, position: FilePosition) -> None:
-        """Send ``events`` in acknowledged chunks (one read is at most ``read_bytes`` of lines).
-
-        Should the client drop or the sidecar refuse an event all the same, the checkpoint must
-        not move past it: :class:`FollowerError` stops the follower with the checkpoint where it
-        was, and a rerun re-sends from there (what the sidecar already acknowledged comes back
-        as a duplicate). Long lines go one by one as raw bodies, in file order.
-        """
-        dropped, rejected = self.client.stats.dropped, self.client.stats.rejected
+        """Send ``events`` in acknowledged chunks, long lines one by one as raw bodies, in file order.
+        An event dropped or refused all the same stops the follower (:class:`FollowerError`) with
+        the checkpoint before it: a rerun re-sends from there (acknowledged ones as duplicates)."""
+        stats = self.client.stats
+        dropped, rejected = stats.dropped, stats.rejected
         queued = 0
         for event in events:
             if _RAW in event:
@@ -298,25 +248,22 @@ class Follower:
                 queued = 0
         if queued:
             await self._flush()
-        lost = self.client.stats.dropped - dropped
-        if lost:
+        if stats.dropped > dropped:
             raise FollowerError(
-                f"{lost} event(s) read from {str(path)!r} after line {position.line_number} were dropped "
-                "by the client (buffer full, no spool); the checkpoint stays there and a restart re-sends "
-                "them: raise ClientConfig.max_buffered_bytes or set ClientConfig.spool_dir"
+                f"{stats.dropped - dropped} event(s) read from {str(path)!r} after line "
+                f"{position.line_number} were dropped by the client (buffer full, no spool); the checkpoint "
+                "stays there and a restart re-sends them: raise ClientConfig.max_buffered_bytes or set "
+                "ClientConfig.spool_dir"
             )
-        refused = self.client.stats.rejected - rejected
-        if refused:
-            error = self.client.stats.last_error
+        if stats.rejected > rejected:
             raise FollowerError(
-                f"the sidecar refused {refused} event(s) read from {str(path)!r} after line "
-                f"{position.line_number} ({error}); the checkpoint stays there: {_refusal_hint(error)}, "
-                "then rerun"
+                f"the sidecar refused {stats.rejected - rejected} event(s) read from {str(path)!r} after "
+                f"line {position.line_number} ({stats.last_error}); the checkpoint stays there: "
+                f"{_refusal_hint(stats.last_error)}, then rerun"
             )
 
     async def _flush(self) -> None:
-        """Wait for every queued event to be acknowledged; report an unreachable sidecar at once,
-        and give up after ``give_up_s`` of it."""
+        """Wait for every queued event to be acknowledged; give up after ``give_up_s`` unreachable."""
         loop = asyncio.get_running_loop()
         while not await self.client.flush(0.5):
             stats = self.client.stats
@@ -326,90 +273,123 @@ class Follower:
     def _unreachable(self, now: float, error: str | None, *, down: bool) -> None:
         if not down:
             self.unreachable_since = None
-            return
-        if self.unreachable_since is None:
+        elif self.unreachable_since is None:
             self.unreachable_since = now
-            _log.warning(
-                "sidecar %s not answering (%s); retrying with backoff%s",
-                self.sidecar_url,
-                error,
-                "" if self.give_up_s is None else f", giving up after {self.give_up_s:g} s",
-            )
-        if self.give_up_s is not None and now - self.unreachable_since >= self.give_up_s:
+            giving_up = "" if self.give_up_s is None else f", giving up after {self.give_up_s:g} s"
+            _log.warning("sidecar %s not answering (%s); retrying with backoff%s", self.sidecar_url, error,
+                         giving_up)
+        if down and self.give_up_s is not None and now - (self.unreachable_since or now) >= self.give_up_s:
             raise FollowerError(
-                f"sidecar {self.sidecar_url} unreachable for {now - self.unreachable_since:.0f} s "
+                f"sidecar {self.sidecar_url} unreachable for {now - (self.unreachable_since or now):.0f} s "
                 f"(last error: {error}); the checkpoint stays where the sidecar last acknowledged: "
                 "start the sidecar (or fix --sidecar) and rerun"
             )
 
     async def _post_raw(self, event: dict[str, Any], path: Path) -> None:
-        """``event``'s line as the raw body of ``/lines``, retried until acknowledged or refused."""
+        """``event``'s line as the raw body of ``/lines``, retried until acknowledged; one over the
+        sidecar's body cap (413) is skipped as an oversize line."""
         params = {key: str(value) for key, value in event.items() if key not in (_RAW, "kind")}
-        headers = {"Content-Type": "application/x-ndjson"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        url = f"{self.sidecar_url}/v1/runs/{self.run_id}/lines"
-        loop = asyncio.get_running_loop()
-        attempt = 0
-        async with httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=5.0)) as http:
-            while True:
-                error: str
-                try:
-                    response = await http.post(url, params=params, content=event[_RAW], headers=headers)
-                except httpx.HTTPError as exc:
-                    error = f"{type(exc).__name__}: {exc}"
-                else:
-                    if response.status_code == 200:
-                        self.unreachable_since = None
-                        return
-                    error = f"HTTP {response.status_code}: {response.text[:300]}"
-                    if response.status_code < 500 and response.status_code not in (408, 425, 429):
-                        raise FollowerError(
-                            f"the sidecar refused line {event['line_number']} of {str(path)!r} "
-                            f"({len(event[_RAW])} bytes; {error}); the checkpoint stays before it: "
-                            f"{_refusal_hint(error)}, then rerun"
-                        )
-                self._unreachable(loop.time(), error, down=True)
-                await asyncio.sleep(min(5.0, 0.1 * 2**attempt))
-                attempt += 1
+        headers = {**self.client.auth_headers, "Content-Type": "application/x-ndjson"}
+        line, number, attempt = event[_RAW], event["line_number"], 0
+        while True:
+            try:
+                response = await self.client.http.post(f"/v1/runs/{self.run_id}/lines", params=params,
+                                                       content=line, headers=headers, timeout=60.0)
+            except httpx.HTTPError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            else:
+                status = response.status_code
+                if status == 200:
+                    self.unreachable_since = None
+                    return
+                error = f"HTTP {status}: {response.text[:300]}"
+                if status == 413:  # the sidecar's cap is lower than ours: learn it
+                    self.max_line_bytes = min(self.max_line_bytes, len(line) - 1)
+                    skipped = self._skipped(path, number, len(line))
+                    return await self._deliver([skipped], path, FilePosition(line_number=number - 1))
+                if status < 500 and status not in (408, 425, 429):
+                    raise FollowerError(
+                        f"the sidecar refused line {number} of {str(path)!r} ({len(line)} bytes; {error}); "
+                        f"the checkpoint stays before it: {_refusal_hint(error)}, then rerun"
+                    )
+            self._unreachable(asyncio.get_running_loop().time(), error, down=True)
+            await asyncio.sleep(min(5.0, 0.1 * 2**attempt))
+            attempt += 1
 
     async def _commit(self) -> None:
-        """Wait for the sidecar to acknowledge everything queued, then checkpoint (never past a
-        refusal: ``run_started`` or ``run_ended`` refused stops the follower as a line would)."""
+        """Wait for everything queued to be acknowledged, then checkpoint (never past a refused
+        ``run_started`` or ``run_ended``: that stops the follower as a refused line would)."""
         rejected = self.client.stats.rejected
         await self._flush()
         if self.client.stats.rejected > rejected:
             error = self.client.stats.last_error
-            raise FollowerError(
-                f"the sidecar refused the run's start or end ({error}); nothing was checkpointed: "
-                f"{_refusal_hint(error)}, then rerun"
-            )
+            raise FollowerError(f"the sidecar refused the run's start or end ({error}); nothing was "
+                                f"checkpointed: {_refusal_hint(error)}, then rerun")
         await asyncio.to_thread(self._save_state)
 
-    def _events_of(self, name: str, read: TailRead, final: bool) -> tuple[list[dict[str, Any]], bytes]:
-        """The events of one read of file ``name``, and the unterminated last line sent with them
-        (only when ``final``: the run is over, as the batch check would read the file now)."""
+    def _events_of(self, name: str, path: Path, read: TailRead, final: bool
+                   ) -> tuple[list[dict[str, Any]], SentRange | None]:
+        """The events of one read of file ``name`` and the range they cover; an unterminated last
+        line only when ``final`` (the run is over, as the batch check would read the file now)."""
+        oversize = read.oversize
+        if oversize is not None:
+            if not (oversize.sent.terminated or final):
+                return [], None
+            event = self._skipped(path, oversize.line_number, oversize.size) if name == "rollouts" else None
+            return ([event] if event else []), oversize.sent
         events = []
         for number, line in read.lines:
-            if is_blank_line(line):
-                continue
-            event = self._completion(number, line) if name == "rollouts" else self._failure(line)
+            event = None if is_blank_line(line) else self._event(name, number, line)
             if event is not None:
                 events.append(event)
         partial = b""
         if final and read.at_end and not read.lines and not is_blank_line(read.partial):
-            number = read.position.line_number + 1
-            event = (
-                self._completion(number, read.partial) if name == "rollouts" else self._failure(read.partial)
-            )
+            event = self._event(name, read.position.line_number + 1, read.partial)
             if event is not None:
                 events.append(event)
                 partial = read.partial
-        return events, partial
+        if not events:
+            return events, None
+        return events, SentRange.of(self.positions[name].offset, [line for _, line in read.lines], partial)
+
+    def _event(self, name: str, number: int, line: bytes) -> dict[str, Any] | None:
+        return self._completion(number, line) if name == "rollouts" else self._failure(line)
+
+    async def step(self, *, final: bool = False) -> int:
+        """One poll of both files; returns the number of events delivered (and checkpointed).
+        ``final`` also sends an unterminated last line."""
+        if not self.started:
+            if not final and not (self.paths.rollouts.exists() or self.paths.failures.exists()):
+                return 0  # NeMo Gym writes the materialized inputs first: wait for the plan
+            self._start()
+            self.started = True
+            await self._commit()
+        sent = 0
+        for name, path in (("rollouts", self.paths.rollouts), ("failures", self.paths.failures)):
+            while True:
+                position = self.positions[name]
+                read: TailRead = await asyncio.to_thread(
+                    read_new_lines, str(path), position, max_bytes=self.read_bytes,
+                    max_line_bytes=self.max_line_bytes, sent=self.sent.get(name),
+                )
+                if read.restarted:
+                    await self._restart()
+                    return sent + await self.step(final=final)
+                events, sent_range = self._events_of(name, path, read, final)
+                if sent_range is not None:  # recorded before the sidecar sees any of them
+                    self.sent[name] = sent_range
+                    await asyncio.to_thread(self._save_state)
+                await self._deliver(events, path, position)
+                await self._advance(name, position, read.position)
+                sent += len(events)
+                self.lines_sent += len(events) if name == "rollouts" else 0
+                if not read.lines and (read.oversize is None or read.at_end):
+                    break
+        return sent
 
     async def _advance(self, name: str, before: FilePosition, after: FilePosition) -> None:
-        """Checkpoint file ``name`` at ``after`` once its events were acknowledged; the sent range
-        is dropped once the checkpoint passed it."""
+        """Checkpoint file ``name`` at ``after`` (its events acknowledged); drop the sent range once
+        the checkpoint passed it."""
         changed = after != before
         self.positions[name] = after
         pending = self.sent.get(name)
@@ -419,41 +399,6 @@ class Follower:
         if changed:
             await asyncio.to_thread(self._save_state)
 
-    async def step(self, *, final: bool = False) -> int:
-        """One poll of both files; returns the number of events delivered (and checkpointed).
-
-        ``final`` also sends an unterminated last line (the run is over, as the batch check
-        would read the file now).
-        """
-        if not self.started:
-            if not final and not (self.paths.rollouts.exists() or self.paths.failures.exists()):
-                return 0  # NeMo Gym writes the materialized inputs first: wait for the plan
-            self._start()
-            self.started = True
-            await self._commit()
-        sent = 0
-        for name in ("rollouts", "failures"):
-            path = self.paths.rollouts if name == "rollouts" else self.paths.failures
-            while True:
-                position = self.positions[name]
-                read: TailRead = await asyncio.to_thread(
-                    read_new_lines, str(path), position, max_bytes=self.read_bytes, sent=self.sent.get(name)
-                )
-                if read.restarted:
-                    await self._restart()
-                    return sent + await self.step(final=final)
-                events, partial = self._events_of(name, read, final)
-                if events:  # recorded before the sidecar sees any of them
-                    self.sent[name] = SentRange.of(position.offset, (line for _, line in read.lines), partial)
-                    await asyncio.to_thread(self._save_state)
-                await self._deliver(events, path, position)
-                await self._advance(name, position, read.position)
-                sent += len(events)
-                self.lines_sent += len(events) if name == "rollouts" else 0
-                if not read.lines:
-                    break
-        return sent
-
     async def end_run(self) -> None:
         """Send what is left (an unterminated last line included) and ``run_ended``."""
         await self.step(final=True)
@@ -462,11 +407,8 @@ class Follower:
 
     async def run(self, stop: asyncio.Event | None = None, *, idle_exit_s: float | None = None) -> None:
         """Follow until ``stop`` is set (positions checkpointed, the run left open) or, with
-        ``idle_exit_s``, until no file grew for that long (then the run is ended).
-
-        ``stop`` also interrupts a poll that waits for an unreachable sidecar: what it had not
-        checkpointed is simply read again by the next follower.
-        """
+        ``idle_exit_s``, until no file grew for that long (then the run is ended). ``stop`` also
+        interrupts a poll waiting for an unreachable sidecar (the next follower reads it again)."""
         stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
         last_growth = loop.time()
@@ -491,108 +433,3 @@ class Follower:
         finally:
             stopped.cancel()
             await self.client.aclose(1.0)
-
-
-async def run_follower(
-    run_dir: str | os.PathLike[str],
-    sidecar_url: str,
-    *,
-    stop: asyncio.Event | None = None,
-    **options: Any,
-) -> None:
-    """Follow ``run_dir`` into the sidecar at ``sidecar_url`` until ``stop`` is set.
-
-    The hook for ``serve --follow RUN_DIR``: start it as a task on the service's loop once the
-    server listens, and set ``stop`` on shutdown. ``options`` are :class:`Follower`'s.
-    """
-    await Follower(run_dir, sidecar_url=sidecar_url, **options).run(stop)
-
-
-class FollowerThread:
-    """A :class:`Follower` on its own thread and loop, beside a server (``serve --follow``).
-
-    Until the server listens, its requests fail and are retried with backoff, so it can be
-    started before the server binds. A transient error (an ``OSError`` such as a
-    ``PermissionError`` on a followed file) restarts the follower from its checkpoint after a
-    backoff, as a restarted process would; a :class:`FollowerError` (a refused line) stops it
-    until an operator acts. :meth:`status` says which, for ``/readyz`` and ``/metrics``.
-    :meth:`stop` leaves the run open (positions checkpointed).
-    """
-
-    def __init__(
-        self,
-        run_dir: str | os.PathLike[str],
-        sidecar_url: str,
-        *,
-        retry_max_s: float = 30.0,
-        **options: Any,
-    ) -> None:
-        self._run_dir, self._url, self._options = run_dir, sidecar_url, options
-        self.follower = Follower(run_dir, sidecar_url=sidecar_url, **options)
-        self.retry_max_s = retry_max_s
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="sidecar-follower", daemon=True)
-        self.error: BaseException | None = None
-        self.state = FollowerState.STARTING
-        self.last_error: str | None = None
-        self.retries = 0
-
-    def status(self) -> dict[str, Any]:
-        return {
-            "state": self.state,
-            "last_error": self.last_error,
-            "retries": self.retries,
-            "lines_sent": self.follower.lines_sent,
-        }
-
-    async def _follow(self, stop: asyncio.Event) -> None:
-        delay = 0.5
-        while not stop.is_set():
-            self.state = FollowerState.FOLLOWING
-            try:
-                await self.follower.run(stop)
-                return
-            except FollowerError as exc:
-                self.state, self.last_error = FollowerState.STOPPED, str(exc)
-                _log.error("follower stopped: %s", exc)
-                return
-            except OSError as exc:
-                self.state, self.last_error = FollowerState.RETRYING, f"{type(exc).__name__}: {exc}"
-                self.retries += 1
-                _log.warning("follower error, restarting from its checkpoint in %.1f s: %s", delay, exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
-            delay = min(self.retry_max_s, delay * 2)
-            try:
-                self.follower = Follower(self._run_dir, sidecar_url=self._url, **self._options)
-            except (OSError, ValueError) as exc:
-                self.last_error = f"{type(exc).__name__}: {exc}"
-
-    def _main(self) -> None:
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            self._ready.set()
-            await self._follow(self._stop)
-
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # reported by stop()
-            self.error = exc
-            self.state, self.last_error = FollowerState.STOPPED, f"{type(exc).__name__}: {exc}"
-            _log.exception("follower thread failed")
-        finally:
-            self._ready.set()
-
-    def start(self) -> None:
-        self._thread.start()
-        self._ready.wait(10.0)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        loop, stop = self._loop, self._stop
-        if loop is not None and stop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(stop.set)
-        self._thread.join(timeout)

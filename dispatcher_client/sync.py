@@ -1,14 +1,15 @@
-"""``SyncSidecarClient``: the same client for dispatchers that are not async.
+"""The synchronous faces of the client: ``SyncSidecarClient`` and ``RemoteLatencyTracker``.
 
-A background thread runs its own event loop with a :class:`SidecarClient` on it, and the sync
-client is a facade over that one client: its source, sequence, local tracker, stats and
-fallback rules are the async client's (``ClientCore``), never a second copy. Event
-calls build a small dict and append it to a deque: the caller's thread does no encoding, no
-network I/O and no system call. The loop collects the deque every ``handoff_interval_s``
-(and is woken early only when a full batch is waiting), because waking it per event would
-make the caller's thread write to the loop's self-pipe, releasing the GIL to the background
-thread in the middle of the dispatcher's work. Reads (``drain_margin``, ``report``) block
-the caller until the loop answers or their timeout passes.
+``SyncSidecarClient`` runs one :class:`SidecarClient` on a background thread's loop and is a facade
+over it. Event calls append a dict (or a tuple) to a deque: the caller's thread does no encoding, no
+I/O, no system call. The loop collects the deque every ``handoff_interval_s`` (earlier only when a
+full batch waits): waking it per event would hand the GIL to its thread mid-dispatch.
+
+``RemoteLatencyTracker`` is NeMo Gym's ``DispatchLatencyTracker`` interface: each call updates a local
+tracker (the in-process answer, sidecar or not) and goes as a ``latency`` event (``source``/``seq``:
+this tracker and its call count, the idempotency key) that feeds the run's tracker only. ``pooled``:
+``drain_margin`` is the run's p75 over every process, fetched in the background (local while the
+sidecar does not answer; never an average of per-process p75s).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import itertools
 import threading
 import time
 from collections import deque
@@ -26,268 +28,168 @@ from typing import Any, TypeVar
 import httpx
 
 from sidecar.perf import DispatchLatencyTracker
-from sidecar.wire import EventNumber
+from sidecar.wire import EventKind, LatencyOp, source_id
 
-from ._core import ClientClosed, SidecarError, renamed_timeout
-from ._events import latency_event
-from .client import SidecarClient
+from .client import ClientClosed, SidecarClient, SidecarError, latency_event, run_ended_event
 from .config import ClientConfig, ClientStats
 
-__all__ = ["SyncSidecarClient"]
+__all__ = ["RemoteLatencyTracker", "SyncSidecarClient"]
 
 T = TypeVar("T")
+_Latency = tuple[str, float | None, str, int, float]
 
 
 class SyncSidecarClient:
     """Thread-safe, blocking-free facade: ``with SyncSidecarClient(url, run_id=...) as c: ...``.
 
-    ``token`` and ``transport`` as :class:`SidecarClient`'s: ``None`` reads
-    ``$ROLLOUT_SIDECAR_TOKEN``; the transport serves the background thread's async client,
-    which is this facade's one core (:attr:`core`).
+    ``token`` and ``transport`` as :class:`SidecarClient`'s; :attr:`core` is the client it drives.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        run_id: str,
-        token: str | None = None,
-        config: ClientConfig | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self._client = SidecarClient(base_url, run_id=run_id, token=token, config=config, transport=transport)
-        # API event dicts, or (op, seconds, source, seq) tuples of latency events (cheaper to make).
-        self._pending: deque[Mapping[str, Any] | tuple[str, float | None, str, int, float]] = deque()
+    def __init__(self, base_url: str, *, run_id: str, token: str | None = None,
+                 config: ClientConfig | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.core = SidecarClient(base_url, run_id=run_id, token=token, config=config, transport=transport)
+        self.base_url, self.run_id, self.config = self.core.base_url, run_id, self.core.config
+        self.local, self.source, self.next_number = self.core.local, self.core.source, self.core.next_number
+        # API event dicts, or latency tuples (cheaper to make on the caller's thread).
+        self._pending: deque[Mapping[str, Any] | _Latency] = deque()
         self._scheduled = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="sidecar-client", daemon=True)
         self._thread.start()
         self._closed = False
-        self._wake_at = self.config.max_batch_events
         self._poller: asyncio.Task[None] | None = None
         self._call(self._open(), timeout_s=10.0)
         atexit.register(self.close)
 
-    # -- the one core ---------------------------------------------------------------------
-
-    @property
-    def core(self) -> SidecarClient:
-        """The async client this facade drives: its identity, tracker and stats are this one's."""
-        return self._client
-
-    @property
-    def base_url(self) -> str:
-        return self._client.base_url
-
-    @property
-    def run_id(self) -> str:
-        return self._client.run_id
-
-    @property
-    def config(self) -> ClientConfig:
-        return self._client.config
-
     @property
     def stats(self) -> ClientStats:
-        return self._client.stats
-
-    @property
-    def local(self) -> DispatchLatencyTracker:
-        """The local tracker of this client's own events (the core's)."""
-        return self._client.local
-
-    @property
-    def source(self) -> str:
-        """This client's name in event identities (the core's)."""
-        return self._client.source
-
-    def next_number(self) -> EventNumber:
-        """A fresh ``(source, seq)`` from the core's one sequence."""
-        return self._client.next_number()
-
-    def _closed_error(self) -> ClientClosed:
-        return ClientClosed(
-            f"{type(self).__name__} is not open: use it as a context manager, or open it first"
-        )
+        return self.core.stats
 
     async def _open(self) -> None:
-        await self._client.open()
+        await self.core.open()
         self._poller = asyncio.get_running_loop().create_task(self._collect())
 
     async def _collect(self) -> None:
-        interval = self.config.handoff_interval_s
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(self.config.handoff_interval_s)
             if self._pending:
                 self._pump()
 
     def _call(self, coro: Coroutine[Any, Any, T], timeout_s: float | None) -> T:
         if self._loop.is_closed():
             coro.close()
-            raise self._closed_error()
+            name = type(self).__name__
+            raise ClientClosed(f"{name} is not open: use it as a context manager, or open it first")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
 
     # -- hand-over ------------------------------------------------------------------------
 
-    def submit_event(self, event: Mapping[str, Any]) -> None:
-        """Queue one raw API event from any thread; returns in about a microsecond."""
+    def submit_event(self, event: Mapping[str, Any] | _Latency) -> None:
+        """Queue one API event from any thread; returns in about a microsecond."""
         if self._closed:  # fail open: a tracker used after close still answers locally
-            self._client.stats.dropped += 1
+            self.stats.dropped += 1
             return
         pending = self._pending
         pending.append(event)
-        if len(pending) >= self._wake_at and not self._scheduled:
+        if len(pending) >= self.config.max_batch_events and not self._scheduled:
             self._scheduled = True
             try:
                 self._loop.call_soon_threadsafe(self._pump)
             except RuntimeError:  # the loop closed under us (interpreter exit)
-                self._client.stats.dropped += len(self._pending)
-                self._pending.clear()
+                self.stats.dropped += len(pending)
+                pending.clear()
 
     def submit_latency(self, op: str, seconds: float | None, source: str, seq: int) -> None:
-        """Queue one ``latency`` event (``RemoteLatencyTracker``) stamped now; the dict is built
-        on the loop."""
-        if self._closed:
-            self._client.stats.dropped += 1
-            return
-        pending = self._pending
-        pending.append((op, seconds, source, seq, self._client.config.clock()))
-        if len(pending) >= self._wake_at and not self._scheduled:
-            self._scheduled = True
-            try:
-                self._loop.call_soon_threadsafe(self._pump)
-            except RuntimeError:
-                self._client.stats.dropped += len(pending)
-                pending.clear()
+        """Queue one ``latency`` event (``RemoteLatencyTracker``), stamped now; built on the loop."""
+        self.submit_event((op, seconds, source, seq, self.config.clock()))
 
     def _pump(self) -> None:
         self._scheduled = False  # before popping: an append that saw True is popped below
-        pending = self._pending
-        client = self._client
+        pending, core = self._pending, self.core
         while pending:
             item = pending.popleft()
-            if isinstance(item, tuple):
-                client.submit_event(latency_event(*item))
-            else:
-                client.submit_event(item)
+            core.submit_event(latency_event(*item) if isinstance(item, tuple) else item)
 
     # -- events ---------------------------------------------------------------------------
 
-    def start_run(
-        self,
-        *,
-        plan: Mapping[Any, int] | None = None,
-        dispatch_budget_s: float | None = None,
-        drain_margin_s: float | None = None,
-        materialized_inputs: str | None = None,
-        tracking: Mapping[str, str] | None = None,
-        **fields: Any,
-    ) -> None:
+    def start_run(self, *, plan: Mapping[Any, int] | None = None, dispatch_budget_s: float | None = None,
+                  drain_margin_s: float | None = None, materialized_inputs: str | None = None,
+                  tracking: Mapping[str, str] | None = None, **fields: Any) -> None:
         """As :meth:`SidecarClient.start_run`."""
-        if tracking is not None:  # {"mlflow_run_id": ..., "wandb_run_path": ...}: runs to log into
-            fields = {**fields, "tracking": dict(tracking)}
-        self.submit_event(
-            self._client._run_started(plan, dispatch_budget_s, drain_margin_s, materialized_inputs, fields)
-        )
+        self.submit_event(self.core.build_run_started(plan, dispatch_budget_s, drain_margin_s,
+                                                      materialized_inputs, tracking, fields))
 
-    def completed(
-        self,
-        row: Mapping[str, Any] | None,
-        result: Mapping[str, Any],
-        *,
-        seconds: float,
-        latency_ms: float | None = None,
-        wait: bool = True,
-    ) -> dict[str, Any] | None:
+    def completed(self, row: Mapping[str, Any] | None, result: Mapping[str, Any], *, seconds: float,
+                  latency_ms: float | None = None, wait: bool = True) -> dict[str, Any] | None:
         """Report a completion; returns its ``ng_perf`` (the sidecar's, or built locally)."""
-        client = self._client
-        event = client._completion(row, result, seconds, latency_ms)
-        if not wait or not client.stats.connected:
+        core = self.core
+        event = core.build_completed(row, result, seconds, latency_ms)
+        if not wait or not core.stats.connected:
             self.submit_event(event)
-            return client._local_ng_perf(result, seconds, latency_ms)
+            return core.local_ng_perf(result, seconds, latency_ms)
 
         async def ask() -> dict[str, Any] | None:
             self._pump()  # earlier hand-overs first: order is preserved
-            return await client.deliver_completion(event, result, seconds, latency_ms, wait=True)
+            return await core.deliver_completion(event, result, seconds, latency_ms, wait=True)
 
         return self._call(ask(), None)
 
-    def failed(
-        self, row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], *, seconds: float | None = None
-    ) -> None:
-        """As :meth:`SidecarClient.failed`."""
-        self.submit_event(self._client._failure(row, failure_row, seconds))
+    def failed(self, row: Mapping[str, Any] | None, failure_row: Mapping[str, Any], *,
+               seconds: float | None = None) -> None:
+        self.submit_event(self.core.build_failed(row, failure_row, seconds))
 
     def drained(self, row: Mapping[str, Any] | None, result: Mapping[str, Any] | None = None) -> None:
-        """As :meth:`SidecarClient.drained`."""
-        self.submit_event(self._client._drain(row, result))
+        self.submit_event(self.core.build_drained(row, result))
 
     def started(self, row: Mapping[str, Any] | None) -> None:
-        """As :meth:`SidecarClient.started`."""
-        self._progress("started", row)
+        event = self.core.build_progress(EventKind.STARTED, row)
+        if event is not None:
+            self.submit_event(event)
 
     def heartbeat(self, row: Mapping[str, Any] | None) -> None:
-        """As :meth:`SidecarClient.heartbeat`."""
-        self._progress("heartbeat", row)
-
-    def _progress(self, kind: str, row: Mapping[str, Any] | None) -> None:
-        event = self._client._progress(kind, row)
+        event = self.core.build_progress(EventKind.HEARTBEAT, row)
         if event is not None:
             self.submit_event(event)
 
     def run_ended(self) -> None:
-        self.submit_event(self._client._ended())
+        self.submit_event(run_ended_event(ended_at=self.config.clock()))
 
     # -- reads and lifecycle --------------------------------------------------------------
 
-    def drain_margin(
-        self,
-        configured: float | None = None,
-        *,
-        timeout_s: float | None = None,
-        strict: bool = False,
-        timeout: float | None = None,
-    ) -> float | None:
-        """As :meth:`SidecarClient.drain_margin` (``timeout_s`` default 0.5; ``timeout`` is its
-        deprecated name): falls back to this facade's local tracker."""
-        wait_s = renamed_timeout(timeout_s, timeout, 0.5)
-        assert wait_s is not None
-        core = self._client
-        now = time.monotonic()
-        if core._ask_sidecar(now, strict):
-            try:
-                return self._call(
-                    self._client.drain_margin(configured, timeout_s=wait_s, strict=True), wait_s + 1.0
-                )
-            except ClientClosed:
+    def drain_margin(self, configured: float | None = None, *, timeout_s: float = 0.5,
+                     strict: bool = False) -> float | None:
+        """As :meth:`SidecarClient.drain_margin`: falls back to the local tracker."""
+        core, now = self.core, time.monotonic()
+        if not core.ask_sidecar(now, strict):
+            return core.local_drain_margin(configured)
+        try:
+            asked = core.drain_margin(configured, timeout_s=timeout_s, strict=True)
+            return self._call(asked, timeout_s + 1.0)
+        except ClientClosed:
+            raise
+        except (SidecarError, concurrent.futures.TimeoutError):
+            if strict:
                 raise
-            except (SidecarError, concurrent.futures.TimeoutError):
-                if strict:
-                    raise
-                core._sidecar_unanswered(now)
-        return core._local_drain_margin(configured)
+            return core.local_drain_margin(configured, now)
 
-    def report(self, *, timeout_s: float | None = None, timeout: float | None = None) -> dict[str, Any]:
-        """As :meth:`SidecarClient.report` (``timeout_s`` default 30; ``timeout``: deprecated name)."""
-        wait_s = renamed_timeout(timeout_s, timeout, 30.0)
-        assert wait_s is not None
-        return self._call(self._client.report(timeout_s=wait_s), wait_s + 1.0)
+    def report(self, *, timeout_s: float = 30.0) -> dict[str, Any]:
+        """As :meth:`SidecarClient.report`."""
+        return self._call(self.core.report(timeout_s=timeout_s), timeout_s + 1.0)
 
-    def flush(self, timeout_s: float | None = None, *, timeout: float | None = None) -> bool:
+    def flush(self, timeout_s: float | None = None) -> bool:
         """Block until everything handed over so far is acknowledged; False on timeout."""
-        wait_s = renamed_timeout(timeout_s, timeout, None)
 
         async def flush() -> bool:
             self._pump()
-            return await self._client.flush(wait_s)
+            return await self.core.flush(timeout_s)
 
         return self._call(flush(), None)
 
-    def close(self, timeout_s: float | None = None, *, timeout: float | None = None) -> None:
-        """Deliver what is buffered (up to ``close_timeout_s``), then stop the thread."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """Deliver what is buffered (up to ``timeout_s``, default ``close_timeout_s``), stop the thread."""
         if self._closed:
             return
-        wait_s = renamed_timeout(timeout_s, timeout, None)
         self._closed = True
         atexit.unregister(self.close)
 
@@ -295,7 +197,7 @@ class SyncSidecarClient:
             if self._poller is not None:
                 self._poller.cancel()
             self._pump()
-            await self._client.aclose(wait_s)
+            await self.core.aclose(timeout_s)
 
         try:
             self._call(close(), None)
@@ -307,7 +209,116 @@ class SyncSidecarClient:
     def __enter__(self) -> SyncSidecarClient:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class RemoteLatencyTracker:
+    """``latency_tracker=RemoteLatencyTracker("http://127.0.0.1:9400", run_id="run-7")``.
+
+    ``token`` and ``transport`` as :class:`SidecarClient`'s: ``None`` reads ``$ROLLOUT_SIDECAR_TOKEN``.
+    ``drain_margin(configured)`` takes its argument as NeMo Gym's tracker does (``None``: adaptive).
+    """
+
+    def __init__(self, base_url: str | None = None, *, run_id: str | None = None, token: str | None = None,
+                 client: SyncSidecarClient | None = None, config: ClientConfig | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 local: DispatchLatencyTracker | None = None, start_run: bool = True, pooled: bool = False,
+                 pooled_interval_s: float = 1.0, **run_fields: Any) -> None:
+        self._owns_client = client is None
+        if client is None:
+            if base_url is None or run_id is None:
+                raise ValueError("RemoteLatencyTracker needs base_url and run_id, or a client")
+            client = SyncSidecarClient(base_url, run_id=run_id, token=token, config=config,
+                                       transport=transport)
+        self.client = client
+        self.local = local if local is not None else DispatchLatencyTracker()
+        self.source = source_id()
+        self._seq = itertools.count()
+        #: The sidecar's last answer for the whole run, ``(drain margin, samples)``; ``None``: none.
+        self.pooled: tuple[float | None, int] | None = None
+        self._poller: concurrent.futures.Future[None] | None = None
+        if pooled:
+            self._poller = asyncio.run_coroutine_threadsafe(self._poll(pooled_interval_s), client._loop)
+        if start_run:
+            client.start_run(**run_fields)
+
+    # -- the DispatchLatencyTracker interface ------------------------------------------------
+
+    def record(self, seconds: float) -> None:
+        self.local.record(seconds)
+        self.client.submit_latency(LatencyOp.RECORD.value, seconds, self.source, next(self._seq))
+
+    def record_failure(self, seconds: float) -> None:
+        self.local.record_failure(seconds)
+        self.client.submit_latency(LatencyOp.RECORD_FAILURE.value, seconds, self.source, next(self._seq))
+
+    def record_drained(self) -> None:
+        self.local.record_drained()
+        self.client.submit_latency(LatencyOp.RECORD_DRAINED.value, None, self.source, next(self._seq))
+
+    def drain_margin(self, configured: float | None) -> float | None:
+        pooled = self.pooled
+        if configured is None and pooled is not None:
+            return pooled[0]
+        return self.local.drain_margin(configured)
+
+    async def _fetch(self) -> None:
+        try:
+            body = await self.client.core.drain_margin_info(None, timeout_s=0.5)
+            margin = body.get("drain_margin")
+            self.pooled = (None if margin is None else float(margin), int(body.get("samples") or 0))
+        except (SidecarError, TypeError, ValueError):
+            self.pooled = None  # unreachable, unknown run (not started yet) or a bad answer: local
+
+    async def _poll(self, interval_s: float) -> None:
+        while True:
+            await self._fetch()
+            await asyncio.sleep(interval_s)
+
+    def refresh(self) -> None:
+        """Fetch the pooled margin now (blocks up to about a second; ``pooled`` is ``None`` after)."""
+        try:
+            asyncio.run_coroutine_threadsafe(self._fetch(), self.client._loop).result(2.0)
+        except (concurrent.futures.TimeoutError, RuntimeError):  # a stuck or closed loop: local answers
+            self.pooled = None
+
+    @property
+    def _durations(self) -> list[float]:
+        """The seed API documents ``_durations`` / ``_drained``: read-only views of the local tracker."""
+        return self.local.samples()
+
+    @property
+    def _drained(self) -> int:
+        return self.local.drained
+
+    def __getattr__(self, name: str) -> Any:
+        # drained, quantile(), summary(), count, percentiles(), ...: the local tracker's.
+        if name.startswith("__") or name in ("local", "client"):
+            raise AttributeError(name)
+        return getattr(self.local, name)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def stats(self) -> ClientStats:
+        return self.client.stats
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """As :meth:`SyncSidecarClient.flush`."""
+        return self.client.flush(timeout_s)
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Deliver what is buffered and stop the background thread (if this tracker owns it)."""
+        if self._poller is not None:
+            self._poller.cancel()
+        if self._owns_client:
+            self.client.close(timeout_s)
+
+    def __enter__(self) -> RemoteLatencyTracker:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()

@@ -22,13 +22,23 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 #: Subcommand name -> the module whose ``register`` adds it, in ``--help`` order.
 COMMANDS: dict[str, str] = {
-    "health-check": "sidecar.export.trackers.cli:register_health_check",
+    "health-check": "sidecar.cli:register_health_check",
     "serve": "sidecar.http.cli",
     "report": "sidecar.http.cli",
-    "follow": "dispatcher_client.follow_cli",
+    "follow": "sidecar.http.follow",
     "demo": "sidecar.demo.cli",
     "attach": "sidecar.http.attach",
 }
+
+
+def register_health_check(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``health-check`` as ``sidecar.web`` registers it (``health.cli`` plus ``--html``), plus the
+    tracker flags of ``sidecar.export`` (neither layer imports the other)."""
+    from sidecar.export.trackers.cli import add_health_check_flags
+    from sidecar.web.health_cli import register
+
+    register(subparsers)
+    add_health_check_flags(subparsers.choices["health-check"])
 
 
 def _registrars(command: str | None) -> list[Register]:

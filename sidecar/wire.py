@@ -67,7 +67,7 @@ _READ_CHUNK = 1 << 20
 
 
 class FollowerState(StrEnum):
-    """``serve --follow``'s follower (``dispatcher_client.follow.FollowerThread``), as ``/readyz``
+    """``serve --follow``'s follower (``sidecar.http.follow.FollowerThread``), as ``/readyz``
     and the ``follower_state`` metric report it."""
 
     STARTING = "starting"

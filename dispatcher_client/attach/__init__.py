@@ -2,16 +2,10 @@
 
 The launcher (``sidecar/http/attach.py``) puts :data:`BOOTSTRAP_DIR` first on the child's
 ``PYTHONPATH``; its ``sitecustomize`` loads :mod:`dispatcher_client.attach._nemo_gym` once
-``nemo_gym.rollout_collection`` is imported. The launcher configures the child through these
-environment variables (all optional but the first):
-
-- ``ROLLOUT_SIDECAR_ATTACH_URL``: the sidecar's base URL; without it nothing is patched;
-- ``ROLLOUT_SIDECAR_ATTACH_RUN_ID``: the run id (else see :func:`run_id_for`);
-- ``ROLLOUT_SIDECAR_ATTACH_TOKEN_FILE``: file holding the bearer token (else ``$ROLLOUT_SIDECAR_TOKEN``);
-- ``ROLLOUT_SIDECAR_ATTACH_POOLED``: ``1``: the drain margin is the run's pooled p75 over every
-  process attached to it (``RemoteLatencyTracker(pooled=True)``).
-
-Light by rule: the standard library, httpx, pydantic, orjson and ``dispatcher_client`` only.
+``nemo_gym.rollout_collection`` is imported. The child is configured by its environment:
+:data:`URL_ENV` (without it nothing is patched), :data:`RUN_ID_ENV` (else :func:`run_id_for`),
+:data:`TOKEN_FILE_ENV` (else ``$ROLLOUT_SIDECAR_TOKEN``) and :data:`POOLED_ENV` (``1``: the run's
+pooled p75 over every attached process).
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """NeMo Gym's rollout collection, instrumented in place (loaded by the attach ``sitecustomize``).
 
-Wrapped, never copied, in ``nemo_gym.rollout_collection`` (tested with NeMo Gym 0.7.x; another
-version, or a missing name, is said in one line and the job runs unpatched), and only while
-``RolloutCollectionHelper.run_from_config`` runs (a context variable marks it):
-
-- ``DispatchLatencyTracker``: the tracker ``run_from_config`` builds is a :class:`RemoteLatencyTracker`
-  (local answers, so the job's ``drain_margin`` is unchanged; pooled with ``--pooled``);
-- ``RolloutCollectionHelper._run_examples_with_metadata``: its rows are the plan (``run_started``);
-- ``ServerClient.post`` to ``/run``: the rollout started (its identity is the posted row);
-- ``_attach_ng_perf``: called once per finished rollout on the row NeMo Gym then writes.
-  Each row is sent when the next one arrives (or the collection loop ends, at ``summary()``): by
-  then NeMo Gym has written it, so the event carries exactly the written row (token capture edits
-  it after ``ng_perf``). A reply is ``completed`` with the tracker's duration for it and the
-  measured latency, a failed ``/run`` is ``failed``, a budget drain is ``drained``.
-
-``run_ended`` follows when ``run_from_config`` returns or raises. Fail-open: events go through the
-client's background batcher; any error in here is said once and stops the instrumentation only.
+Wrapped, never copied, in ``nemo_gym.rollout_collection`` (tested with 0.7.x; another version, or a
+missing name, is said in one line and the job runs unpatched), only while
+``RolloutCollectionHelper.run_from_config`` runs: its tracker is a :class:`RemoteLatencyTracker`
+(local answers), ``_run_examples_with_metadata``'s rows are the plan, ``ServerClient.post`` to
+``/run`` is a start, and ``_attach_ng_perf`` sees each finished row, sent when the next one arrives
+(or the loop ends, at ``summary()``), by when NeMo Gym wrote it as the event carries it (token
+capture edits it after ``ng_perf``): ``completed``, ``failed`` (a failed ``/run``) or ``drained``.
+``run_ended`` follows. Any error in here is said once and stops the instrumentation only.
 """
 
 from __future__ import annotations
@@ -32,8 +24,8 @@ from types import ModuleType
 from typing import Any
 
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SyncSidecarClient
-from dispatcher_client._events import completed_event, drained_event, failed_event
 from dispatcher_client.attach import POOLED_ENV, TOKEN_FILE_ENV, URL_ENV, run_id_for
+from dispatcher_client.client import completed_event, drained_event, failed_event
 
 __all__ = ["TESTED_VERSIONS", "install"]
 

@@ -1,18 +1,23 @@
-"""A fail-open worker: a bounded queue drained by one daemon thread, for pushes to outside systems.
+"""Fail-open pushes to systems the service does not control (a collector, an experiment tracker).
 
-The service pushes to systems it does not control (an experiment tracker, a collector). Any
-of them may be down, slow or refusing; none of that may reach the event loop. So the loop
-only ever calls :meth:`FailOpenWorker.submit`, which never blocks: a full queue drops the job
-(counted ``queue_full``). The thread runs the jobs in order; a job that raises is counted
-``failed``. An outage (the first failure after a success) is logged once, and its end (the
-first success after it) once more with the number of jobs lost meanwhile
-(:class:`~sidecar.export.outage.OutageLog`). The thread is a daemon, so :meth:`stop` waits at most
-its deadline for a hung push and the process can exit.
+Any of them may be down, slow, refusing or hostile; none of that may reach the event loop or
+the process's memory. Three pieces:
+
+- :class:`FailOpenWorker`: a bounded queue drained by one daemon thread. The loop only calls
+  :meth:`~FailOpenWorker.submit`, which never blocks (a full queue drops the job, counted
+  ``queue_full``); a job that raises is counted ``failed``; :meth:`~FailOpenWorker.stop` waits at
+  most its deadline for a hung push, so the process can always exit.
+- :class:`OutageLog`: an outage is logged once when it starts (the first failure after a success)
+  and once when it ends (with its length and the drops meanwhile), never once per push.
+- :class:`Deadline`: the total time of one HTTP call; when it passes, the sockets the call opened
+  are shut down, so connect, TLS, send and a dripping answer all end by then.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -20,23 +25,112 @@ from typing import Literal
 
 import structlog
 
-from sidecar.export.outage import OutageLog
-
-__all__ = ["DropReason", "FailOpenWorker", "JobResult", "SkipReason"]
-
-#: Why a job did not reach its destination: it raised, the queue was full, or the caller skipped
-#: it (:meth:`FailOpenWorker.skip`): ``busy``, the same kind of job was still waiting; ``down``,
-#: the destination is down and this was not a retry.
-DropReason = Literal["failed", "queue_full", "busy", "down"]
-SkipReason = Literal["busy", "down"]
-#: What became of a job: ``sent``, or a drop reason.
+#: Most bytes of any answer an exporter reads (status line and headers included for OTLP).
+MAX_RESPONSE_BYTES = 4 << 20
+#: What became of a job: ``sent``; it raised (``failed``); the queue was full (``queue_full``); the
+#: caller skipped it (``busy``: the same kind of job still waits; ``down``: not a retry).
 JobResult = Literal["sent", "failed", "queue_full", "busy", "down"]
 
-_log = structlog.get_logger("sidecar.failopen")
+
+class Deadline:
+    """Time left of one call; shuts down every watched socket when it runs out."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._end = time.monotonic() + seconds
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self.expired = False
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def left(self) -> float:
+        left = self._end - time.monotonic()
+        if left <= 0 or self.expired:
+            raise TimeoutError(f"no complete answer within {self.seconds:g} s")
+        return left
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._socks.append(sock)
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._socks:
+                _shut(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class OutageLog:
+    """Start and end of one destination's outages (thread-safe). ``down``, ``back`` and ``stopped``
+    are the three log events; ``context`` (endpoint, worker name) is logged with each."""
+
+    def __init__(
+        self,
+        logger: structlog.typing.FilteringBoundLogger,
+        *,
+        down: str,
+        back: str,
+        stopped: str,
+        clock: Callable[[], float] = time.monotonic,
+        **context: object,
+    ) -> None:
+        self._log = logger
+        self._events = (down, back, stopped)
+        self._context = context
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._dropped = 0
+
+    @property
+    def down(self) -> bool:
+        """True while an outage is going on (the last attempt failed)."""
+        return self._since is not None
+
+    def failed(self, **first_failure: object) -> None:
+        """A failed push: starts an outage when none is on (logged with ``first_failure``)."""
+        with self._lock:
+            if self._since is None:
+                self._since, self._dropped = self._clock(), 0
+                self._log.warning(self._events[0], **self._context, **first_failure)
+            self._dropped += 1
+
+    def dropped(self) -> None:
+        """A push not even tried: counted only while an outage is on, never starts one."""
+        with self._lock:
+            if self._since is not None:
+                self._dropped += 1
+
+    def sent(self) -> None:
+        """A push arrived: the end of an outage, if one was on."""
+        with self._lock:
+            self._end(self._log.info, self._events[1])
+
+    def close(self) -> None:
+        """No more pushes: an outage still on is logged as cut short by the shutdown."""
+        with self._lock:
+            self._end(self._log.warning, self._events[2])
+
+    def _end(self, log: Callable[..., object], event: str) -> None:
+        if self._since is not None:
+            log(event, **self._context, outage_s=round(self._clock() - self._since, 3), dropped=self._dropped)
+            self._since = None
 
 
 class FailOpenWorker:
-    """Runs submitted callables on one thread, dropping (and counting) what it cannot take."""
+    """Runs submitted callables on one daemon thread, dropping (and counting) what it cannot take."""
 
     def __init__(
         self,
@@ -46,28 +140,24 @@ class FailOpenWorker:
         on_result: Callable[[JobResult], None] = lambda result: None,
         outage: OutageLog | None = None,
     ) -> None:
-        """``outage``: how this destination's outages are logged (default: as a push
-        destination named ``name``)."""
         if maxsize < 1:
             raise ValueError(f"{name}: queue size must be >= 1, got {maxsize!r}")
         self.name = name
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize)
         self._on_result = on_result
-        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self.outage = outage or OutageLog(
-            _log,
+            structlog.get_logger("sidecar.failopen"),
             down="push destination down: dropping until it answers",
             back="push destination back",
             stopped="push destination stopped during an outage",
             worker=name,
         )
         self._stopping = False
-        self.busy = False
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
 
     @property
     def down(self) -> bool:
-        """True while the last job failed (an outage is going on)."""
         return self.outage.down
 
     def submit(self, job: Callable[[], None]) -> bool:
@@ -77,54 +167,40 @@ class FailOpenWorker:
         try:
             self._queue.put_nowait(job)
         except queue.Full:
-            self._note_drop("queue_full")
+            self.outage.failed(reason="queue_full")
+            self._on_result("queue_full")
             return False
         return True
 
-    def skip(self, reason: SkipReason) -> None:
-        """Count a job the caller did not submit: an older one of its kind still waits (``busy``:
-        a slow destination gets no backlog), or the destination is down and it is not time to
-        retry (``down``: an outage costs one attempt per retry interval, not one per job)."""
+    def skip(self, reason: Literal["busy", "down"]) -> None:
+        """Count a job the caller did not submit (see :data:`JobResult`)."""
         self._on_result(reason)
 
     def pending(self) -> int:
         """Jobs submitted and not yet finished (queued, plus the running one)."""
         return self._queue.unfinished_tasks
 
-    def _note_drop(self, reason: DropReason, error: str = "") -> None:
-        self.outage.failed(reason=reason, error=error[:300])
-        self._on_result(reason)
-
-    def _note_sent(self) -> None:
-        self.outage.sent()
-        self._on_result("sent")
-
     def _work(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is None:
-                return
-            self.busy = True
+        while (job := self._queue.get()) is not None:
             try:
                 job()
             except Exception as exc:  # the destination's failure is counted, never raised
-                self._note_drop("failed", f"{type(exc).__name__}: {exc}")
+                self.outage.failed(reason="failed", error=f"{type(exc).__name__}: {exc}"[:300])
+                self._on_result("failed")
             else:
-                self._note_sent()
+                self.outage.sent()
+                self._on_result("sent")
             finally:
-                self.busy = False
                 self._queue.task_done()
 
     def stop(self, deadline_s: float = 2.0) -> bool:
-        """Let queued jobs finish for at most ``deadline_s``; True if the thread ended in time.
-
-        A hung job is abandoned (the thread is a daemon); jobs still queued then are dropped.
-        """
+        """Let queued jobs finish for at most ``deadline_s``; True if the thread ended in time
+        (a hung job is abandoned: the thread is a daemon)."""
         self._stopping = True
         end = time.monotonic() + max(0.0, deadline_s)
         while True:
             try:
-                self._queue.put(None, timeout=max(0.0, end - time.monotonic()) or 0.001)
+                self._queue.put(None, timeout=max(0.001, end - time.monotonic()))
                 break
             except queue.Full:
                 if time.monotonic() >= end:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
 from prometheus_client.core import (
@@ -28,17 +28,10 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
-from sidecar.http.errors import ErrorCode
+from sidecar.state.forecast import current
 from sidecar.state.run import TOKEN_KINDS, RunState
 from sidecar.wire import FollowerState
 
-if TYPE_CHECKING:
-    from sidecar.ingest.ingestor import Ingestor
-
-__all__ = ["ERROR_REASONS", "FOLLOWER_STATES", "ServiceMetrics", "render"]
-
-#: Every ``ingest_errors_total`` reason: the error codes a refused request carries.
-ERROR_REASONS: tuple[str, ...] = get_args(ErrorCode)
 _P = "rollout_sidecar_"
 _QUANTILES = (("0.5", 0.5), ("0.75", 0.75), ("0.95", 0.95))
 
@@ -59,7 +52,7 @@ def _gauge(name: str, doc: str, *labels: str) -> GaugeMetricFamily:
 
 
 class _Families:
-    """One scrape's run-scoped metric families."""
+    """One scrape's run-scoped metric families (every attribute is one)."""
 
     def __init__(self) -> None:
         self.completed = _counter("rollouts_completed", "Completion events accepted (duplicates ignored).")
@@ -118,33 +111,20 @@ class _Families:
         self.straggler_threshold = _gauge(
             "straggler_threshold_seconds", "Age past which an in-flight rollout straggles (+Inf: no rule)."
         )
+        forecast = (
+            ("finished", "forecast_finished", "planned rollouts finished when the budget ends"),
+            ("drained", "forecast_drained", "planned rollouts the budget never starts"),
+            ("cut_off", "forecast_cut_off", "rollouts in flight when the budget ends"),
+            ("eta_all_s", "forecast_eta_seconds", "seconds until every planned rollout ends"),
+        )
+        self.forecast = {key: _gauge(name, f"Forecast: {doc}.", "band") for key, name, doc in forecast}
+        self.forecast["budget_for_all_s"] = _gauge(
+            "forecast_budget_for_all_seconds", "Forecast: the dispatch budget starting every planned rollout."
+        )
 
     def all(self) -> tuple[Metric, ...]:
-        return (
-            self.completed,
-            self.failed,
-            self.drained,
-            self.duration,
-            self.quantile,
-            self.samples,
-            self.margin,
-            self.rate,
-            self.expected,
-            self.pending,
-            self.deadline,
-            self.timeout,
-            self.verdicts,
-            self.findings,
-            self.closed,
-            self.flags,
-            self.tokens,
-            self.inflight,
-            self.inflight_oldest,
-            self.stragglers,
-            self.stalled,
-            self.untracked,
-            self.straggler_threshold,
-        )
+        made = vars(self).values()  # in the order they were made above
+        return tuple(m for value in made for m in (value.values() if isinstance(value, dict) else (value,)))
 
     def add_run(self, run: RunState) -> None:
         rid = run.run_id
@@ -211,6 +191,18 @@ class _Families:
         if threshold is not None:  # no series before a rule applies: every sample stays finite
             self.straggler_threshold.add_metric([rid], threshold)
 
+    def add_forecast(self, run: RunState, now: float) -> None:
+        """The run's forecast (recomputed here at most every few seconds); no series while null."""
+        body = current(run, now)
+        if body is None:
+            return
+        end = body["by_budget_end"] or {}
+        for name, spread in (*end.items(), ("cut_off", body["cut_off"]), ("eta_all_s", body["eta_all_s"])):
+            for band, value in (spread or {}).items():
+                self.forecast[name].add_metric([run.run_id, band], value)
+        if body["budget_for_all_s"] is not None:
+            self.forecast["budget_for_all_s"].add_metric([run.run_id], body["budget_for_all_s"])
+
 
 def _counter_value(total: int) -> float:
     """An exact ``int`` total as a finite sample value: past the double range it saturates, so the
@@ -226,17 +218,19 @@ FOLLOWER_STATES = tuple(state.value for state in FollowerState)
 
 
 class _RunCollector(Collector):
-    """Yields every run-scoped family from the ingestor's current run states (none while the
-    journal replays: the states are being rebuilt on another thread)."""
+    """Yields every run-scoped family from the current run states (none while the journal
+    replays: the states are being rebuilt on another thread)."""
 
     def __init__(
         self,
-        ingestor: Ingestor,
+        runs: Callable[[], Iterable[RunState]],
+        now: Callable[[], float],
         ready: Callable[[], bool],
         follower: Callable[[], dict[str, Any] | None],
         retain_ended_s: float | None,
     ) -> None:
-        self._ingestor = ingestor
+        self._runs = runs
+        self._now = now
         self._retain_ended_s = retain_ended_s
         self._ready = ready
         self._follower = follower
@@ -256,23 +250,27 @@ class _RunCollector(Collector):
         if not self._ready():
             yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=0)
             return
-        runs = list(self._ingestor.runs.values())
+        runs = list(self._runs())
         if self._retain_ended_s is not None:
             cutoff = time.time() - self._retain_ended_s
             runs = [run for run in runs if run.ended_at is None or run.ended_at > cutoff]
         families = _Families()
-        now = self._ingestor.now()
+        now = self._now()
         for run in runs:
             families.add_run(run)
             families.add_inflight(run, now)
+            families.add_forecast(run, now)
         yield from families.all()
         yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=len(runs))
 
 
 class ServiceMetrics:
-    """The service's registry: run families plus ingest, error and journal metrics."""
+    """The service's registry: run families plus ingest, error and journal metrics.
 
-    def __init__(self, ingestor: Ingestor | None = None) -> None:
+    ``error_reasons``: every ``ingest_errors_total`` reason (the codes a refused request carries,
+    the HTTP layer's), each series present from the start at 0."""
+
+    def __init__(self, error_reasons: tuple[str, ...]) -> None:
         # ``*_created`` series add nothing a dashboard uses and double the exposition of every
         # counter; the switch is process-wide, which suits the service process.
         disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -289,7 +287,8 @@ class ServiceMetrics:
         self.ingest_errors = Counter(
             _P + "ingest_errors", "Rejected requests by reason.", ["reason"], registry=self.registry
         )
-        for reason in ERROR_REASONS:
+        self._error_reasons = error_reasons
+        for reason in error_reasons:
             self.ingest_errors.labels(reason)
         self.commit_duration = Histogram(
             _P + "journal_commit_duration_seconds",
@@ -335,20 +334,19 @@ class ServiceMetrics:
             ["tracker", "reason"],
             registry=self.registry,
         )
-        if ingestor is not None:
-            self.attach(ingestor)
 
     def attach(
         self,
-        ingestor: Ingestor,
+        runs: Callable[[], Iterable[RunState]],
+        now: Callable[[], float],
         *,
         ready: Callable[[], bool] = lambda: True,
         follower: Callable[[], dict[str, Any] | None] = lambda: None,
         retain_ended_s: float | None = None,
     ) -> None:
-        """Run-scoped families of ``ingestor``'s runs; a run that ended ``retain_ended_s`` ago
-        leaves them (its report stays), so a scrape costs the live runs, not the history."""
-        self.registry.register(_RunCollector(ingestor, ready, follower, retain_ended_s))
+        """Run-scoped families of the ``runs()`` at ``now()``; a run that ended ``retain_ended_s``
+        ago leaves them (its report stays), so a scrape costs the live runs, not the history."""
+        self.registry.register(_RunCollector(runs, now, ready, follower, retain_ended_s))
 
     def on_event(self, kind: str, result: str, count: int = 1) -> None:
         """``count`` events of ``kind`` ended as ``result`` (one call per kind and result of a batch)."""
@@ -379,7 +377,7 @@ class ServiceMetrics:
                 self.tracker_dropped.labels(tracker, reason)
 
     def on_error(self, reason: str) -> None:
-        self.ingest_errors.labels(reason if reason in ERROR_REASONS else "bad_request").inc()
+        self.ingest_errors.labels(reason if reason in self._error_reasons else "bad_request").inc()
 
     def on_commit(self, seconds: float, events: int) -> None:
         """Journal callback (may run on the journal's writer thread; client metrics are thread-safe)."""

@@ -1,79 +1,300 @@
 """OTLP/HTTP push of the numbers ``/metrics`` shows, into an OpenTelemetry Collector.
 
-The source is the service's own Prometheus registry: every push collects it exactly as a
-scrape does and translates each family, so a push and a scrape of the same state carry the
-same values. Translation rules:
+**Where.** ``serve --otlp-endpoint URL`` pushes to ``URL/v1/metrics``; without it
+``NEMO_GYM_OTEL_ENABLED=1`` turns the push on with the standard ``OTEL_EXPORTER_OTLP_*``
+variables (:func:`resolve_endpoint`). A setting that cannot work is an :class:`OtlpConfigError`
+naming the variable, so ``serve`` stops with one line instead of pushing nowhere.
 
-- names: ``rollout_sidecar_<rest>[_<unit>]`` becomes ``rollout_sidecar.<rest with dots>`` with
-  the unit as the OTel unit (``_seconds`` -> ``s``, ``_per_hour`` -> ``1/h``, ``_bytes`` ->
-  ``By``). The collector's Prometheus translation (dots to underscores, unit suffix, ``_total``
-  on monotonic sums) gives back today's names: ``rollout_sidecar.task.duration`` (``s``) is
-  ``rollout_sidecar_task_duration_seconds``;
-- counters are cumulative monotonic sums, histograms cumulative with the Prometheus bucket
-  bounds (plus min and max where the service keeps them), gauges gauges; the quantile summary
-  becomes a gauge with a ``quantile`` attribute (its ``_count``/``_sum`` are the tracker
-  samples and total, exported as such elsewhere), ``info`` a gauge of 1;
-- the start time of a run's series is the run's start, so a restarted service that replays
-  its journal continues the same cumulative series; the service's own series start when the
-  process started (a restart is a reset, as in Prometheus);
-- the ``run_id`` label becomes the ``rollout_sidecar.run_id`` attribute, leaving ``run_id`` to
-  the collector's resource attributes; the resource is NeMo Gym's (``sidecar.export.otlp_resource``).
+**What.** Every push collects the service's own Prometheus registry as a scrape does, so a push
+and a scrape of one state carry the same values. ``rollout_sidecar_<rest>[_<unit>]`` becomes
+``rollout_sidecar.<rest with dots>`` with the unit as the OTel unit; the collector's Prometheus
+translation gives today's names back. Counters are cumulative monotonic sums, histograms
+cumulative (with min/max where kept), the quantile summary a gauge with a ``quantile``
+attribute. A run's series start at the run's start, so a restart that replays the journal
+continues them. ``run_id`` becomes ``rollout_sidecar.run_id``; the resource is NeMo Gym's
+(:func:`resource_attributes`).
 
-The OpenTelemetry packages are the optional extra ``otel`` and are imported only when a push
-is configured. Pushing never blocks the event loop: the loop collects (a scrape's cost) and
-the daemon thread of a :class:`~sidecar.export.failopen.FailOpenWorker` sends
-(``sidecar.export.otlp_transport``:
-a total deadline, a capped read); while a send is still running the next push is dropped and
-counted ``busy``, a send that fails is counted ``failed``, and an outage is logged once when it
-starts and once when it ends. Shutdown waits for the last push briefly and never past that.
+**How.** The loop collects; a :class:`~sidecar.export.failopen.FailOpenWorker` thread sends one
+POST per push (:func:`post`): a total deadline, at most :data:`MAX_RESPONSE_BYTES` of the answer
+read, no retry (the next push is the retry, cumulative values lose nothing). A push while one is
+still sending is dropped (``busy``), a failed one counted ``failed``, an outage logged once when it
+starts and once when it ends. The ``otel`` extra is imported only when a push is configured.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import enum
+import functools
+import gzip
+import importlib.util
 import math
+import os
+import socket
+import ssl
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 import structlog
 
 from health.process_tuning import collector_paused
-from sidecar.export.failopen import FailOpenWorker
-from sidecar.export.otlp_resource import resource_attributes
-from sidecar.export.otlp_transport import HttpSettings, SendOutcome, SendResult, post
-from sidecar.export.outage import OutageLog
+from sidecar.export.failopen import Deadline, FailOpenWorker, OutageLog
 
 if TYPE_CHECKING:
+    import httpcore
     from prometheus_client.core import Metric
     from prometheus_client.registry import CollectorRegistry
 
-__all__ = [
-    "RUN_ID_ATTRIBUTE",
-    "OtlpPusher",
-    "PushNotAccepted",
-    "SeriesTimes",
-    "make_resource",
-    "otel_name",
-    "prometheus_name",
-    "to_metrics_data",
-]
 
 _log = structlog.get_logger("sidecar.export.otlp")
 
+DEFAULT_INTERVAL_S = 15.0
+DEFAULT_TIMEOUT_S = 10.0
+PROTOCOL = "http/protobuf"
+#: Bytes of an error answer kept for the log (a 2xx is decided by its status line alone).
+MAX_RESPONSE_BYTES = 64 * 1024
 RUN_ID_ATTRIBUTE = "rollout_sidecar.run_id"
 _PREFIX = "rollout_sidecar_"
-#: Prometheus unit suffix -> OTel (UCUM) unit; the collector translates them back.
 _UNITS = (("_seconds", "s"), ("_per_hour", "1/h"), ("_bytes", "By"))
 _SUFFIX_OF_UNIT = {unit: suffix for suffix, unit in _UNITS}
+_SERVICE_SUFFIX = "rollout-sidecar"
+#: Slurm variable -> resource attribute, as nemo-lens 0.1.0 names them, then the two we add.
+_SLURM = (
+    ("SLURM_JOB_ID", "slurm.job.id"), ("SLURM_JOB_NAME", "slurm.job.name"),
+    ("SLURM_NODELIST", "slurm.nodelist"), ("SLURM_NNODES", "slurm.nnodes"),
+    ("SLURM_NTASKS", "slurm.ntasks"), ("SLURM_CLUSTER_NAME", "slurm.cluster.name"),
+    ("SLURM_PROCID", "slurm.procid"), ("SLURM_NODEID", "slurm.nodeid"),
+)  # fmt: skip
+_GENERATED_RUN_ID = uuid.uuid4().hex[:12]
+
+
+class OtlpConfigError(ValueError):
+    """An OTLP setting is unusable; the message names it and where it came from."""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("rollout-sidecar")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _on(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _off(value: str) -> bool:
+    return value.strip().lower() in ("0", "false", "no", "off")
+
+
+# ---- where: flag and environment -----------------------------------------------------------
+
+
+def otlp_available() -> bool:
+    """True when the ``otel`` extra (SDK and the OTLP protobuf encoder) is installed."""
+    try:
+        names = ("opentelemetry.sdk.metrics", "opentelemetry.exporter.otlp.proto.common")
+        return all(importlib.util.find_spec(name) is not None for name in names)
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def _check_url(url: str, where: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise OtlpConfigError(f"{where} must be an http(s) URL such as http://127.0.0.1:4318, got {url!r}")
+    return url
+
+
+def resolve_protocol(env: Mapping[str, str] | None = None) -> str:
+    """``http/protobuf``, or :class:`OtlpConfigError` naming the variable that asks for another."""
+    environ = os.environ if env is None else env
+    for variable in ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        value = environ.get(variable, "").strip()
+        if value and value.lower() != PROTOCOL:
+            raise OtlpConfigError(
+                f"{variable}={value!r}: the sidecar pushes {PROTOCOL} only "
+                f"(set OTEL_EXPORTER_OTLP_METRICS_PROTOCOL={PROTOCOL} for it)"
+            )
+        if value:
+            break
+    return PROTOCOL
+
+
+def resolve_endpoint(cli_endpoint: str | None, env: Mapping[str, str] | None = None) -> str | None:
+    """The metrics URL to push to, or ``None`` (no push).
+
+    ``--otlp-endpoint`` is a base URL (metrics go to ``<url>/v1/metrics``). Without it,
+    ``NEMO_GYM_OTEL_ENABLED=1`` turns the push on (unless ``NEMO_GYM_OTEL_METRICS_ENABLED=0`` or
+    ``NEMO_GYM_OTEL_EXPORTER`` is not ``otlp``): ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` as given,
+    else ``OTEL_EXPORTER_OTLP_ENDPOINT`` plus ``/v1/metrics``, else the SDKs' ``localhost:4318``.
+    """
+    environ = os.environ if env is None else env
+    if cli_endpoint:
+        url = _check_url(cli_endpoint, "--otlp-endpoint").rstrip("/") + "/v1/metrics"
+        resolve_protocol(environ)
+        return url
+    if not _on(environ.get("NEMO_GYM_OTEL_ENABLED", "")):
+        return None
+    if _off(environ.get("NEMO_GYM_OTEL_METRICS_ENABLED", "1")):
+        _log.info("otlp push off", reason="NEMO_GYM_OTEL_METRICS_ENABLED is off")
+        return None
+    exporter = environ.get("NEMO_GYM_OTEL_EXPORTER", "otlp").strip().lower() or "otlp"
+    if exporter != "otlp":
+        _log.info("otlp push off", reason=f"NEMO_GYM_OTEL_EXPORTER={exporter!r}, not otlp")
+        return None
+    resolve_protocol(environ)
+    signal = environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()
+    if signal:
+        return _check_url(signal, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+    base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    if base:
+        return _check_url(base, "OTEL_EXPORTER_OTLP_ENDPOINT").rstrip("/") + "/v1/metrics"
+    return "http://localhost:4318/v1/metrics"
+
+
+def resolve_interval(env: Mapping[str, str] | None = None) -> float:
+    """Seconds between pushes: ``OTEL_METRIC_EXPORT_INTERVAL`` (milliseconds, as the SDK reads it)."""
+    raw = (os.environ if env is None else env).get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
+    if not raw:
+        return DEFAULT_INTERVAL_S
+    try:
+        millis = float(raw)
+    except ValueError:
+        raise OtlpConfigError(f"OTEL_METRIC_EXPORT_INTERVAL must be milliseconds, got {raw!r}") from None
+    if not (math.isfinite(millis) and 50 <= millis <= 86_400_000):
+        raise OtlpConfigError(f"OTEL_METRIC_EXPORT_INTERVAL must be in 50..86400000 ms, got {raw!r}")
+    return millis / 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSettings:
+    """Where and how a push is sent (``OTEL_EXPORTER_OTLP_[METRICS_]*``; the metrics one wins)."""
+
+    url: str
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    gzip: bool = False
+    certificate: str | None = None
+    client_certificate: str | None = None
+    client_key: str | None = None
+
+
+def _env(environ: Mapping[str, str], name: str) -> tuple[str, str] | None:
+    for variable in (f"OTEL_EXPORTER_OTLP_METRICS_{name}", f"OTEL_EXPORTER_OTLP_{name}"):
+        value = environ.get(variable, "").strip()
+        if value:
+            return variable, value
+    return None
+
+
+def _headers(variable: str, raw: str) -> tuple[tuple[str, str], ...]:
+    """``k1=v1,k2=v2`` with URL-encoded values (the OTLP exporter's format)."""
+    out = []
+    for item in filter(str.strip, raw.split(",")):
+        key, sep, value = item.partition("=")
+        key, value = key.strip().lower(), unquote(value.strip())
+        if not sep or not key or not key.isascii() or any(c in key for c in ' \t:\r\n()<>@,;\\"/[]?={}'):
+            raise OtlpConfigError(f"{variable}: {item.strip()[:80]!r} is not a header such as key=value")
+        if any(c in value for c in "\r\n\0"):
+            raise OtlpConfigError(f"{variable}: the value of {key!r} holds a line break")
+        if len(value) > 8192:
+            raise OtlpConfigError(
+                f"{variable}: the value of {key!r} has {len(value)} characters, at most 8192"
+            )
+        out.append((key, value))
+    if len(out) > 64:
+        raise OtlpConfigError(f"{variable}: {len(out)} headers, at most 64")
+    return tuple(out)
+
+
+def _timeout(variable: str, raw: str) -> float:
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise OtlpConfigError(f"{variable} must be seconds, got {raw!r}") from None
+    if not (math.isfinite(seconds) and 0 < seconds <= 600):
+        raise OtlpConfigError(f"{variable} must be in (0, 600] seconds, got {raw!r}")
+    return seconds
+
+
+def _file(found: tuple[str, str] | None) -> str | None:
+    if found is not None and not os.path.isfile(found[1]):
+        raise OtlpConfigError(f"{found[0]}: no such file {found[1]!r}")
+    return None if found is None else found[1]
+
+
+def http_settings(url: str, env: Mapping[str, str] | None = None) -> HttpSettings:
+    """The settings of pushes to ``url`` from the ``OTEL_EXPORTER_OTLP_*`` variables."""
+    environ = os.environ if env is None else env
+    headers, timeout = _env(environ, "HEADERS"), _env(environ, "TIMEOUT")
+    compression = _env(environ, "COMPRESSION")
+    if compression is not None and compression[1].lower() not in ("gzip", "none"):
+        raise OtlpConfigError(f"{compression[0]} must be gzip or none, got {compression[1]!r}")
+    return HttpSettings(
+        url=url,
+        headers=_headers(*headers) if headers else (),
+        timeout_s=_timeout(*timeout) if timeout else DEFAULT_TIMEOUT_S,
+        gzip=compression is not None and compression[1].lower() == "gzip",
+        certificate=_file(_env(environ, "CERTIFICATE")),
+        client_certificate=_file(_env(environ, "CLIENT_CERTIFICATE")),
+        client_key=_file(_env(environ, "CLIENT_KEY")),
+    )
+
+
+# ---- the resource: NeMo Gym's names (0.7.0 on nemo-lens 0.1.0) ------------------------------
+
+
+def _get(environ: Mapping[str, str], name: str) -> str:
+    return environ.get(name, "").strip()[:256]
+
+
+def nemo_run_id(env: Mapping[str, str] | None = None) -> str:
+    """``NEMO_GYM_OTEL_RUN_ID``, else ``SLURM_JOB_ID``, else this process's own (NeMo Gym's order)."""
+    environ = os.environ if env is None else env
+    return _get(environ, "NEMO_GYM_OTEL_RUN_ID") or _get(environ, "SLURM_JOB_ID") or _GENERATED_RUN_ID
+
+
+def service_name(env: Mapping[str, str] | None = None) -> str:
+    """``<OTEL_SERVICE_NAME or nemo-gym>/rollout-sidecar`` (the base alone when per-server names are off)."""
+    environ = os.environ if env is None else env
+    base = _get(environ, "OTEL_SERVICE_NAME") or "nemo-gym"
+    per_server = not _off(environ.get("NEMO_GYM_OTEL_SERVICE_NAME_PER_SERVER", "1"))
+    if not per_server or base.endswith("/" + _SERVICE_SUFFIX):
+        return base
+    return f"{base}/{_SERVICE_SUFFIX}"
+
+
+def resource_attributes(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The push's resource: ``service.name``, ``service.instance.id`` (``<run id>-rollout-sidecar-
+    <host>``, stable across a restart), ``nemo.run.id``, ``host.name``, ``service.version`` and the
+    ``slurm.*`` attributes under Slurm. The sidecar's run id is a point attribute, never here."""
+    environ = os.environ if env is None else env
+    run_id, host = nemo_run_id(environ), socket.gethostname()
+    attributes = {
+        "service.name": service_name(environ),
+        "service.version": _version(),
+        "service.instance.id": f"{run_id}-{_SERVICE_SUFFIX}-{host}",
+        "nemo.run.id": run_id,
+        "host.name": host,
+    }
+    if _get(environ, "SLURM_JOB_ID"):
+        attributes.update({attr: _get(environ, var) for var, attr in _SLURM if _get(environ, var)})
+    return attributes
+
+
+# ---- what: Prometheus families -> OTel metrics -----------------------------------------------
 
 
 def otel_name(family: str) -> tuple[str, str]:
     """``(name, unit)`` of a Prometheus family name (without ``_total``)."""
-    rest = family.removeprefix(_PREFIX)
-    unit = ""
+    rest, unit = family.removeprefix(_PREFIX), ""
     for suffix, otel_unit in _UNITS:
         if rest.endswith(suffix):
             rest, unit = rest[: -len(suffix)], otel_unit
@@ -91,25 +312,8 @@ def prometheus_name(name: str, unit: str, *, monotonic_sum: bool = False) -> str
 class SeriesTimes:
     """Where a series' cumulative start time and its histogram min/max come from."""
 
-    #: Start (unix seconds) of a series by its Prometheus labels.
     start_of: Callable[[Mapping[str, str]], float]
-    #: ``(min, max)`` of a histogram series, or ``None`` when the service does not keep them.
     extremes_of: Callable[[str, Mapping[str, str]], tuple[float, float] | None]
-
-
-def _version() -> str:
-    try:
-        return metadata.version("rollout-sidecar")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def make_resource(attributes: Mapping[str, str] | None = None) -> Any:
-    """The OTel ``Resource`` of the pushes: ``attributes`` (default: NeMo Gym's, from the
-    environment) over ``OTEL_RESOURCE_ATTRIBUTES``."""
-    from opentelemetry.sdk.resources import Resource
-
-    return Resource.create(dict(resource_attributes() if attributes is None else attributes))
 
 
 def _attributes(labels: Mapping[str, str]) -> dict[str, str]:
@@ -120,15 +324,12 @@ def _ns(seconds: float) -> int:
     return int(seconds * 1e9)
 
 
-def to_metrics_data(
-    families: Iterable[Metric], times: SeriesTimes, *, now: float, resource: Any = None
-) -> Any:
+def to_metrics_data(families: Iterable[Metric], times: SeriesTimes, *, now: float, resource: Any) -> Any:
     """An OTel ``MetricsData`` of the collected Prometheus ``families`` at ``now``."""
     from opentelemetry.sdk.metrics.export import (
         AggregationTemporality,
         Gauge,
         Histogram,
-        HistogramDataPoint,
         MetricsData,
         NumberDataPoint,
         ResourceMetrics,
@@ -138,88 +339,153 @@ def to_metrics_data(
     from opentelemetry.sdk.metrics.export import Metric as OtelMetric
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-    cumulative = AggregationTemporality.CUMULATIVE
     now_ns = _ns(now)
 
-    def point(sample: Any) -> Any:
-        start = _ns(times.start_of(sample.labels))
-        return NumberDataPoint(_attributes(sample.labels), start, now_ns, float(sample.value))
+    def points(samples: Iterable[Any]) -> list[Any]:
+        return [
+            NumberDataPoint(_attributes(s.labels), _ns(times.start_of(s.labels)), now_ns, float(s.value))
+            for s in samples
+        ]
 
     metrics = []
     for family in families:
         name, unit = otel_name(family.name)
         data: Any = None
         if family.type == "counter":
-            points = [point(s) for s in family.samples if s.name.endswith("_total")]
-            data = Sum(points, cumulative, is_monotonic=True)
+            samples = [s for s in family.samples if s.name.endswith("_total")]
+            data = Sum(points(samples), AggregationTemporality.CUMULATIVE, is_monotonic=True)
         elif family.type in ("gauge", "info"):
-            if family.type == "info":
-                name = name + ".info"
-            data = Gauge([point(s) for s in family.samples])
+            name += ".info" if family.type == "info" else ""
+            data = Gauge(points(family.samples))
         elif family.type == "summary":
-            data = Gauge([point(s) for s in family.samples if "quantile" in s.labels])
+            data = Gauge(points(s for s in family.samples if "quantile" in s.labels))
         elif family.type == "histogram":
-            data = Histogram(_histogram_points(family, times, now_ns, HistogramDataPoint), cumulative)
+            data = Histogram(_histogram_points(family, times, now_ns), AggregationTemporality.CUMULATIVE)
         if data is not None and data.data_points:
             metrics.append(OtelMetric(name, family.documentation, unit, data))
-    if resource is None:
-        resource = make_resource()
     scope = InstrumentationScope("rollout_sidecar", _version())
     return MetricsData([ResourceMetrics(resource, [ScopeMetrics(scope, metrics, "")], "")])
 
 
-def _histogram_points(family: Metric, times: SeriesTimes, now_ns: int, point_type: Any) -> list[Any]:
+def _histogram_points(family: Metric, times: SeriesTimes, now_ns: int) -> list[Any]:
     """Prometheus cumulative ``_bucket``/``_sum``/``_count`` samples -> per-bucket OTel points."""
+    from opentelemetry.sdk.metrics.export import HistogramDataPoint
+
     series: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
     for sample in family.samples:
         labels = {k: v for k, v in sample.labels.items() if k != "le"}
         entry = series.setdefault(tuple(sorted(labels.items())), {"labels": labels, "buckets": []})
         if sample.name.endswith("_bucket"):
             entry["buckets"].append((float(sample.labels["le"]), sample.value))
-        elif sample.name.endswith("_sum"):
-            entry["sum"] = sample.value
-        elif sample.name.endswith("_count"):
-            entry["count"] = sample.value
-    points = []
+        else:
+            entry[sample.name.rpartition("_")[2]] = sample.value  # "sum" / "count"
+    out = []
     for entry in series.values():
         buckets = sorted(entry["buckets"])
         cumulative = [count for _, count in buckets]
-        previous = [0.0, *cumulative[:-1]]
-        counts = [int(count - before) for count, before in zip(cumulative, previous, strict=True)]
-        bounds = [bound for bound, _ in buckets if not math.isinf(bound)]
-        extremes = times.extremes_of(family.name, entry["labels"])
-        points.append(
-            point_type(
+        counts = [int(c - before) for c, before in zip(cumulative, [0.0, *cumulative[:-1]], strict=True)]
+        low, high = times.extremes_of(family.name, entry["labels"]) or (None, None)
+        out.append(
+            HistogramDataPoint(
                 attributes=_attributes(entry["labels"]),
                 start_time_unix_nano=_ns(times.start_of(entry["labels"])),
                 time_unix_nano=now_ns,
-                count=int(entry.get("count", buckets[-1][1] if buckets else 0)),
+                count=int(entry.get("count", cumulative[-1] if buckets else 0)),
                 sum=entry.get("sum", 0.0),
                 bucket_counts=counts,
-                explicit_bounds=bounds,
-                min=extremes[0] if extremes else None,
-                max=extremes[1] if extremes else None,
+                explicit_bounds=[bound for bound, _ in buckets if not math.isinf(bound)],
+                min=low,  # type: ignore[arg-type]  # the SDK allows None: no min kept
+                max=high,  # type: ignore[arg-type]
             )
         )
-    return points
+    return out
+
+
+# ---- how: one bounded POST -------------------------------------------------------------------
+
+
+class SendOutcome(enum.Enum):
+    SENT = "sent"  # 2xx
+    REJECTED = "rejected"  # the collector answered something else
+    UNREACHABLE = "unreachable"  # refused, reset, no route, bad name, TLS failure
+    TIMED_OUT = "timed_out"  # the total deadline passed
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    outcome: SendOutcome
+    #: ``HTTP 503: <start of the body>`` or the error, at most 300 characters, for the log.
+    detail: str = ""
+
+
+def _backend(deadline: Deadline) -> httpcore.SyncBackend:
+    """httpcore's socket backend, each socket it opens watched by ``deadline``."""
+    import httpcore
+
+    class Watched(httpcore.SyncBackend):
+        def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
+            stream = super().connect_tcp(*args, **kwargs)
+            deadline.watch(stream.get_extra_info("socket"))
+            return stream
+
+    return Watched()
+
+
+def post(settings: HttpSettings, body: bytes) -> SendResult:
+    """POST ``body`` (an encoded ``ExportMetricsServiceRequest``) within ``settings.timeout_s``."""
+    import httpcore
+
+    headers = [("Content-Type", "application/x-protobuf"), ("User-Agent", f"rollout-sidecar/{_version()}")]
+    headers += [("Content-Encoding", "gzip")] if settings.gzip else []
+    payload = gzip.compress(body, compresslevel=6) if settings.gzip else body
+    context = None
+    if settings.url.startswith("https"):
+        context = ssl.create_default_context(cafile=settings.certificate)
+        if settings.client_certificate:
+            context.load_cert_chain(settings.client_certificate, settings.client_key)
+    deadline = Deadline(settings.timeout_s)
+    try:
+        timeouts = {name: deadline.left() for name in ("connect", "read", "write", "pool")}
+        with (
+            httpcore.ConnectionPool(ssl_context=context, network_backend=_backend(deadline)) as pool,
+            pool.stream(
+                "POST", settings.url, headers=[*headers, *settings.headers], content=payload,
+                extensions={"timeout": timeouts},
+            ) as response,
+        ):  # fmt: skip
+            if 200 <= response.status < 300:
+                return SendResult(SendOutcome.SENT)
+            text = b""
+            for chunk in response.iter_stream():
+                text += chunk
+                if len(text) >= MAX_RESPONSE_BYTES:
+                    break
+            detail = text[:300].decode("utf-8", "replace").strip()
+            return SendResult(SendOutcome.REJECTED, f"HTTP {response.status}: {detail}"[:300])
+    except Exception as exc:
+        if deadline.expired or isinstance(exc, TimeoutError | httpcore.TimeoutException):
+            return SendResult(SendOutcome.TIMED_OUT, f"no complete answer within {settings.timeout_s:g} s")
+        cause = exc.__context__ or exc
+        return SendResult(SendOutcome.UNREACHABLE, f"{type(cause).__name__}: {cause}"[:300])
+    finally:
+        deadline.cancel()
+
+
+def _import_sender() -> None:
+    import httpcore  # noqa: F401
+    from opentelemetry.exporter.otlp.proto.common import metrics_encoder  # noqa: F401
 
 
 class PushNotAccepted(Exception):
-    """A push the collector did not accept: its :class:`SendOutcome` and the detail for the log."""
-
-    def __init__(self, result: SendResult) -> None:
-        super().__init__(f"{result.outcome.value}: {result.detail}")
-        self.result = result
+    """A push the collector did not accept (the message is its outcome and detail, for the log)."""
 
 
 class OtlpPusher:
     """Every ``interval_s``: collect ``registry`` and send it on a fail-open worker of one push.
 
     With ``apply_lock`` (the service's), the periodic collection runs on a worker thread while
-    ingest waits, as a ``/metrics`` build does: a collection reads every run's health view, which
-    falls back to a whole summary when a run has duplicate identities, so on the loop it could hold
-    ``/drain_margin`` for tens of milliseconds. Without it (tests, the final push at shutdown) it
-    runs where it is called.
+    ingest waits, as a ``/metrics`` build does, so a slow collection never holds ``/drain_margin``.
+    Without it (tests, the final push at shutdown) it runs where it is called.
     """
 
     def __init__(
@@ -231,20 +497,19 @@ class OtlpPusher:
         *,
         on_result: Callable[[str], None],
         resource: Mapping[str, str] | None = None,
-        send: Callable[[HttpSettings, bytes], SendResult] = post,
         clock: Callable[[], float] = time.time,
         apply_lock: asyncio.Lock | None = None,
     ) -> None:
+        from opentelemetry.sdk.resources import Resource
+
         self.registry = registry
-        self._apply_lock = apply_lock
         self.settings = settings
-        self.endpoint = settings.url
         self.interval_s = interval_s
         self._times = times
-        self._clock = clock  # the clock run start times are read on
-        self._on_result = on_result  # "sent" | "failed" | "busy"
-        self._send_fn = send
-        self._resource = make_resource(resource)
+        self._clock = clock
+        self._on_result = on_result
+        self._apply_lock = apply_lock
+        self._resource = Resource.create(dict(resource_attributes() if resource is None else resource))
         self._outage = OutageLog(
             _log,
             down="otlp collector unavailable, pushes dropped until it answers",
@@ -252,7 +517,6 @@ class OtlpPusher:
             stopped="otlp push stopped during an outage",
             endpoint=settings.url,
         )
-        # One push at a time: the queue holds one, and a push is only submitted to an idle worker.
         self._worker = FailOpenWorker("otlp-push", maxsize=1, on_result=on_result, outage=self._outage)
         self._task: asyncio.Task[None] | None = None
 
@@ -262,20 +526,27 @@ class OtlpPusher:
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="otlp-push")
+        attributes = self._resource.attributes
         _log.info(
             "otlp push on",
-            endpoint=self.endpoint,
+            endpoint=self.settings.url,
             interval_s=self.interval_s,
             timeout_s=self.settings.timeout_s,
-            service_name=self._resource.attributes.get("service.name"),
-            nemo_run_id=self._resource.attributes.get("nemo.run.id"),
+            service_name=attributes.get("service.name"),
+            nemo_run_id=attributes.get("nemo.run.id"),
         )
 
     async def _run(self) -> None:
+        await asyncio.to_thread(_import_sender)  # ~0.6 s cold, paid before the first push, off the loop
         while True:
             await asyncio.sleep(self.interval_s)
             try:
-                await self._push_collected_off_loop()
+                if self._apply_lock is None:
+                    self.push()
+                elif not self._still_sending():
+                    async with self._apply_lock:
+                        data = await asyncio.to_thread(self._collect, True)
+                    self._worker.submit(functools.partial(self._send, data))
             except Exception:  # a translation bug must not stop later pushes
                 _log.exception("otlp push failed")
                 self._on_result("failed")
@@ -287,25 +558,12 @@ class OtlpPusher:
             return True
         return False
 
-    def _collect(self) -> Any:
-        families = self.registry.collect()
-        return to_metrics_data(families, self._times, now=self._clock(), resource=self._resource)
-
-    def _collect_paused(self) -> Any:
-        """:meth:`_collect` with the cyclic collector paused (in a ``serve`` process), as a
-        ``/metrics`` build is: its allocations would otherwise trigger a pass that holds the GIL."""
-        with collector_paused():
-            return self._collect()
-
-    async def _push_collected_off_loop(self) -> bool:
-        """:meth:`push`, the collection on a worker thread serialized with ingest (``apply_lock``)."""
-        if self._apply_lock is None:
-            return self.push()
-        if self._still_sending():
-            return False
-        async with self._apply_lock:
-            data = await asyncio.to_thread(self._collect_paused)
-        return self._worker.submit(lambda: self._send(data))
+    def _collect(self, paused: bool = False) -> Any:
+        """The registry as OTel data; ``paused`` (off the loop, in ``serve``): the cyclic collector
+        paused around it, as for a ``/metrics`` build (its pass would hold the GIL)."""
+        with collector_paused() if paused else contextlib.nullcontext():
+            families = self.registry.collect()
+            return to_metrics_data(families, self._times, now=self._clock(), resource=self._resource)
 
     def push(self) -> bool:
         """Collect now and hand the data to the sender thread; False (counted ``busy``) if it still sends."""
@@ -318,13 +576,13 @@ class OtlpPusher:
         """On the sender thread; an encoding bug fails the push like an outage, never further."""
         from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 
-        result = self._send_fn(self.settings, encode_metrics(data).SerializeToString())
+        result = post(self.settings, encode_metrics(data).SerializeToString())
         if result.outcome is not SendOutcome.SENT:
-            raise PushNotAccepted(result)
+            raise PushNotAccepted(f"{result.outcome.value}: {result.detail}")
 
     async def stop(self, final_timeout_s: float = 2.0) -> None:
-        """Stop pushing; one last push (so the end of a run reaches the collector), waited on at
-        most ``final_timeout_s`` and never past it: the sender is a daemon thread with its own deadline."""
+        """Stop pushing; one last push (the end of a run reaches the collector), waited on at most
+        ``final_timeout_s``: the sender is a daemon thread with its own deadline."""
         if self._task is not None:
             self._task.cancel()
             self._task = None

@@ -127,6 +127,8 @@ def create_app(service: Service) -> Starlette:
         Route("/v1/runs", reads.runs, methods=["GET"]),
         Route("/v1/runs/{run_id}/inflight", reads.inflight, methods=["GET"]),
         Route("/v1/runs/{run_id}/timeline", reads.timeline, methods=["GET"]),
+        Route("/v1/runs/{run_id}/forecast", reads.forecast, methods=["GET"]),
+        Route("/v1/runs/{run_id}/groups", reads.groups, methods=["GET"]),
         Route("/drain_margin", reads.drain_margin, methods=["GET"]),
         Route("/metrics", reads.metrics, methods=["GET"]),
         Route("/report", reads.report, methods=["GET"]),

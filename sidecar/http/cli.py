@@ -185,8 +185,7 @@ def _otlp(cli_endpoint: str | None) -> tuple[str | None, float]:
     """The OTLP metrics URL and interval; ``--otlp-endpoint`` without the ``otel`` extra is an error,
     the NeMo Gym environment switch without it only a warning (the job must still run). A protocol,
     header, timeout or TLS file the push cannot use is refused here, before the service starts."""
-    from sidecar.export.otlp_config import otlp_available, resolve_endpoint, resolve_interval
-    from sidecar.export.otlp_transport import http_settings
+    from sidecar.export.otlp import http_settings, otlp_available, resolve_endpoint, resolve_interval
 
     endpoint = resolve_endpoint(cli_endpoint)
     if endpoint is None:
@@ -210,8 +209,7 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
     """``serve --follow RUN_DIR``: dispatcher_client's follower on a thread, posting to this service."""
     if getattr(args, "follow", None) is None:
         return None
-    from dispatcher_client.follow import FollowerThread
-    from dispatcher_client.follow_cli import refuse_run_dir
+    from sidecar.http.follow import FollowerThread, refuse_run_dir
 
     refused = refuse_run_dir(args.follow, None, serve=True)
     if refused is not None:
@@ -224,7 +222,7 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
     url = f"http://[{host}]:{settings.port}" if ":" in host else f"http://{host}:{settings.port}"
     token = settings.token.get() if settings.token is not None else None
     try:
-        thread = FollowerThread(args.follow, url, token=token)
+        thread = FollowerThread(args.follow, url, token=token, max_line_bytes=settings.body_cap)
     except ValueError as exc:
         raise SettingsError(f"--follow {str(args.follow)!r}: {exc}") from exc
     thread.start()

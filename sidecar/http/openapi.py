@@ -114,6 +114,25 @@ OPERATIONS: Mapping[tuple[str, str], Operation] = MappingProxyType(
             ),
             _RUN_ERRORS,
         ),
+        ("GET", "/v1/runs/{run_id}/forecast"): Operation(
+            "The run's end forecast: finished and drained when the budget ends (docs/http-api.md).",
+            bodies.ForecastBody,
+            (_RUN_ID_PATH,),
+            _RUN_ERRORS,
+        ),
+        ("GET", "/v1/runs/{run_id}/groups"): Operation(
+            "Open task groups waiting longest on a repeat in flight (bounded; docs/http-api.md).",
+            bodies.GroupsBody,
+            (
+                _RUN_ID_PATH,
+                Param(
+                    "limit",
+                    required=False,
+                    schema={"type": "integer", "minimum": 0, "maximum": 1000, "default": 20},
+                ),
+            ),
+            _RUN_ERRORS,
+        ),
         ("GET", "/v1/runs/{run_id}/timeline"): Operation(
             "A run's bounded time series (at most 1024 points, columnar; docs/report.md).",
             bodies.TimelineBody,

@@ -7,6 +7,7 @@ Each answer is built from the run's applied state; heavy bodies are built off th
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +24,7 @@ from sidecar.http.openapi import openapi_document
 from sidecar.http.responses import DrainMarginBody, HealthzBody, InflightBody, ReadyBody, RunListBody
 from sidecar.http.service import Service
 from sidecar.ingest.events import MAX_SECONDS
+from sidecar.state.forecast import compute_forecast, forecast_input, stale, unforecast
 from sidecar.state.run import RunState
 from sidecar.wire import FollowerState
 
@@ -34,6 +36,15 @@ _INFLIGHT_MAX_LIMIT = 1000
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return json_response(dumps_json(body), status, headers)
+
+
+def _limit(raw: str) -> int:
+    """A ``limit`` query value in 0..1000, else the 400 naming it."""
+    # ASCII digits only and few of them: int() refuses '²' and 5,000-digit strings.
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6) or int(raw) > _INFLIGHT_MAX_LIMIT:
+        detail = f"limit must be an integer in 0..{_INFLIGHT_MAX_LIMIT}, got {raw[:40]!r}"
+        raise RequestError(400, "validation", detail, "limit")
+    return int(raw)
 
 
 class ReadHandlers:
@@ -124,19 +135,15 @@ class ReadHandlers:
         After ``run_ended`` the answer is what was in flight at the end (``ended: true``).
         """
         run = self.run_of(request.path_params["run_id"])
-        raw = request.query_params.get("limit", str(_INFLIGHT_DEFAULT_LIMIT))
-        # ASCII digits only and few of them: int() refuses '²' and 5,000-digit strings.
-        if not (raw.isascii() and raw.isdigit() and len(raw) <= 6) or int(raw) > _INFLIGHT_MAX_LIMIT:
-            detail = f"limit must be an integer in 0..{_INFLIGHT_MAX_LIMIT}, got {raw[:40]!r}"
-            raise RequestError(400, "validation", detail, "limit")
+        limit = _limit(request.query_params.get("limit", str(_INFLIGHT_DEFAULT_LIMIT)))
         if run.inflight_at_end is not None:
             body = dict(run.inflight_at_end)
-            body["oldest"] = body["oldest"][: int(raw)]
+            body["oldest"] = body["oldest"][:limit]
             flags = run.inflight.flags  # this process's evaluations, kept after the end
             body["flagged"] = {"stragglers": flags.stragglers, "stalled": flags.stalls}
             ended: InflightBody = {"run_id": run.run_id, **body, "ended": True}  # type: ignore[typeddict-item]
             return _json(ended)
-        now, limit = self.service.clock(), int(raw)
+        now = self.service.clock()
 
         def encoded() -> bytes:  # O(limit) entries, built and encoded off the loop
             live: InflightBody = {**run.inflight_body(now, limit=limit), "ended": False}  # type: ignore[typeddict-item]
@@ -144,6 +151,31 @@ class ReadHandlers:
 
         live = await self.service.reads.build(("inflight", run.run_id, id(run), limit, now), encoded)
         return json_response(live)
+
+    async def forecast(self, request: Request) -> Response:
+        """The run's end forecast (``docs/http-api.md``): built from a bounded cut on a worker
+        thread, at most every ``forecast.REFRESH_S`` seconds (requests in between get the last one)."""
+        run = self.run_of(request.path_params["run_id"])
+        memo, now = run.forecast, self.service.clock()
+        if run.ended and memo.body is None:
+            return _json(unforecast(forecast_input(run, now), "the run ended before a forecast was made"))
+        if stale(run):
+            cut = functools.partial(forecast_input, run, now)  # under the ingest pause, then a thread
+            memo.keep(await self.service.reads.build_from_cut(cut, compute_forecast))
+        return _json(memo.body)
+
+    async def groups(self, request: Request) -> Response:
+        """The open task groups waiting longest on a repeat in flight (at most ``limit``)."""
+        run = self.run_of(request.path_params["run_id"])
+        limit = _limit(request.query_params.get("limit", str(_INFLIGHT_DEFAULT_LIMIT)))
+        now, open_groups = self.service.clock(), run.groups
+
+        def build() -> dict[str, Any]:
+            listed = open_groups.blocking(now, limit, run.plan)
+            return {"run_id": run.run_id, "as_of": now, "open": len(open_groups),
+                    "untracked": open_groups.untracked, "groups": listed}  # fmt: skip
+
+        return _json(await self.service.reads.build(("groups", run.run_id, id(run), limit, now), build))
 
     async def timeline(self, request: Request) -> Response:
         """The run's bounded time series, columnar (``docs/report.md``); frozen once it ended."""

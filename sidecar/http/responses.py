@@ -26,6 +26,8 @@ __all__ = [
     "ErrorBody",
     "EventResult",
     "FollowerStatus",
+    "ForecastBody",
+    "GroupsBody",
     "HealthzBody",
     "InflightBody",
     "InflightEntryBody",
@@ -115,6 +117,10 @@ class PageBody(TypedDict):
     inflight: dict[str, Any]
     agents: list[AgentBody] | None
     """Per agent, by name (rows naming an ``agent_ref``); ``None`` when no row named one."""
+    forecast: NotRequired[ForecastBody | None]
+    forecast_history: NotRequired[list[tuple[float, int, int, int, int]]]
+    """``[as_of, finished, p10, p50, p90]`` of the recent forecasts' finished-by-the-budget band."""
+    groups: NotRequired[list[GroupBody]]
 
 
 @with_config(_CLOSED)
@@ -223,6 +229,8 @@ class ReportBody(TypedDict):
     events: EventCounts
     health: HealthCounts
     inflight_at_end: dict[str, Any] | None
+    forecast: NotRequired[ForecastAccuracy | None]
+    """Once the run ended: its last live forecast against how it ended (``None``: none was made)."""
 
 
 @with_config(_CLOSED)
@@ -272,3 +280,84 @@ class OpenAPIBody(TypedDict):
     info: dict[str, str]
     paths: dict[str, dict[str, Any]]
     components: dict[str, Any]
+
+
+@with_config(_CLOSED)
+class Spread(TypedDict):
+    p10: int
+    p50: int
+    p90: int
+
+
+@with_config(_CLOSED)
+class BudgetEnd(TypedDict):
+    finished: Spread
+    drained: Spread
+
+
+@with_config(_CLOSED)
+class ForecastBasis(TypedDict):
+    method: str
+    samples: int
+    censored: int
+    replicates: int
+    seed: int
+    scale: NotRequired[float]
+    fail_share: NotRequired[float]
+    reason: str | None
+    """Why fields are ``null`` (too few completions, no plan, no budget), else ``None``."""
+
+
+@with_config(_CLOSED)
+class ForecastBody(TypedDict):
+    """``GET /v1/runs/{run_id}/forecast`` (``docs/http-api.md`` "Forecast")."""
+
+    run_id: str
+    as_of: float
+    planned: int | None
+    finished: int
+    in_flight: int
+    not_started: int | None
+    concurrency: int
+    by_budget_end: BudgetEnd | None
+    cut_off: Spread | None
+    eta_all_s: dict[str, float] | None
+    budget_for_all_s: float | None
+    basis: ForecastBasis
+
+
+@with_config(_CLOSED)
+class ForecastActual(TypedDict):
+    finished: int
+    drained: int
+
+
+@with_config(_CLOSED)
+class ForecastAccuracy(TypedDict):
+    """``/report``'s ``forecast``: the last live forecast and how the run really ended."""
+
+    last: ForecastBody
+    actual: ForecastActual | None
+    error: NotRequired[int]
+    inside_p10_p90: NotRequired[bool]
+
+
+@with_config(_CLOSED)
+class GroupBody(TypedDict):
+    task_index: int | str
+    planned: int | None
+    finished: int
+    in_flight: int
+    duration_cv: float | None
+    oldest_age_s: float
+
+
+@with_config(_CLOSED)
+class GroupsBody(TypedDict):
+    """``GET /v1/runs/{run_id}/groups``: open task groups, the longest-waiting first."""
+
+    run_id: str
+    as_of: float
+    open: int
+    untracked: int
+    groups: list[GroupBody]

@@ -14,11 +14,12 @@ import functools
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, get_args
 
 import structlog
 
 from sidecar.export.metrics import ServiceMetrics
+from sidecar.http.errors import ErrorCode
 from sidecar.http.offloop import OffLoopReads
 from sidecar.http.settings import ServiceSettings
 from sidecar.ingest.engines import Engines, default_engines
@@ -68,7 +69,7 @@ class Service:
         self.clock = clock
         self.started = False
         self.ready = False
-        self.metrics = ServiceMetrics()
+        self.metrics = ServiceMetrics(get_args(ErrorCode))
         #: The journal is the service's own file (trackers keep their side table beside it).
         self._own_journal = journal is None
         if journal is None:
@@ -114,7 +115,8 @@ class Service:
         )
         self.reads = OffLoopReads(self.ingestor.apply_lock)
         self.metrics.attach(
-            self.ingestor,
+            lambda: self.ingestor.runs.values(),
+            self.ingestor.now,
             ready=lambda: self.ready,
             follower=lambda: self.follower.status() if self.follower is not None else None,
             retain_ended_s=settings.metrics_retain_ended_s,
@@ -211,8 +213,7 @@ class Service:
         return histogram.low, histogram.high
 
     def _start_otlp(self, endpoint: str) -> None:
-        from sidecar.export.otlp import OtlpPusher, SeriesTimes
-        from sidecar.export.otlp_transport import http_settings
+        from sidecar.export.otlp import OtlpPusher, SeriesTimes, http_settings
 
         self.otlp = OtlpPusher(
             self.metrics.registry,
@@ -227,8 +228,15 @@ class Service:
 
     async def _start_trackers(self) -> None:
         """MLflow / W&B export; a tracker whose client cannot even be built is logged and left off."""
-        from sidecar.export.trackers import ExportStore
-        from sidecar.export.trackers.export import TrackerExport, make_backend
+        from sidecar.export.trackers.backends import make_backend
+        from sidecar.export.trackers.export import ServiceReads, TrackerExport
+        from sidecar.export.trackers.session import ExportStore
+        from sidecar.http.json_bodies import dumps_report
+        from sidecar.web.data import live_body
+        from sidecar.web.page import saved_html
+
+        def page(run: Any, now: float, report: dict[str, Any]) -> bytes:
+            return saved_html(live_body(run, now), dict(run.timeline_body())).encode()
 
         settings = self.settings.trackers
         assert settings is not None
@@ -241,8 +249,15 @@ class Service:
             except Exception as exc:  # fail open: the service runs without this tracker
                 _log.warning("tracker off", tracker=name, error=f"{type(exc).__name__}: {exc}"[:300])
         self.metrics.trackers_on(tuple(backend.name for backend in backends))
+        reads = ServiceReads(
+            runs=lambda: self.ingestor.runs.values(),
+            build=self.reads.build,
+            clock=self.clock,
+            report=lambda run: dumps_report(run.report()),
+            page=page,
+        )
         self.trackers = TrackerExport(
-            self, settings, store, backends, on_result=self.metrics.on_tracker_result
+            reads, settings, store, backends, on_result=self.metrics.on_tracker_result
         )
         self.trackers.start()
 

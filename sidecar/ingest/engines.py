@@ -1,24 +1,25 @@
 """The health pipeline and the perf core a run feeds, behind one injectable bundle.
 
-The service never re-implements either: a completion's digest and ``ng_perf`` come from
-:func:`digest_and_perf` (one validation of its ``ng_trajectory`` serves both), a position-dependent
-row is digested when applied with ``digest_record``. Tests inject a bundle that refuses to be
-called to prove a replay never reads a row.
+The service never re-implements either: a completion's digest and ``ng_perf`` come from its
+bytes by the health check's fast road (:func:`digest_bytes`) where it vouches, else from the
+parsed row (:func:`digest_and_perf`: one validation of its ``ng_trajectory`` serves both); a
+position-dependent row is digested when applied with ``digest_record``. Tests inject a bundle
+that refuses to be called to prove a replay never reads a row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from health.compact import CompactDigest, compact_digest
 from health.contract import check_trajectory
-from health.digest import digest_record_with_trajectory
+from health.digest import digest_everyday_compact, digest_record_with_trajectory
 from health.types import TaskIndex
 from sidecar.perf import ng_perf_for_trajectory
 
-__all__ = ["DigestAndPerf", "DigestRecord", "Engines", "default_engines", "digest_and_perf"]
+__all__ = ["DigestRecord", "Engines", "default_engines", "digest_and_perf", "digest_bytes"]
 
 
 class DigestRecord(Protocol):
@@ -87,6 +88,27 @@ def digest_and_perf(
     return digest, None if trajectory is None else ng_perf_for_trajectory(trajectory, latency_ms)
 
 
+#: ``(data, latency_ms, location)`` -> ``(digest, ng_perf, record)``, or ``None`` (not vouched for).
+DigestBytes = Callable[
+    [bytes, float | None, dict[str, Any]], tuple[CompactDigest, dict[str, Any] | None, Any] | None
+]
+
+
+def digest_bytes(
+    data: bytes, latency_ms: float | None, location: dict[str, Any]
+) -> tuple[CompactDigest, dict[str, Any] | None, Any] | None:
+    """A row's (or line's) compact digest, ``ng_perf`` and the record the health check's fast road
+    read from its bytes (the keys the service reads too), where that road vouches for them;
+    ``None``: parse the row and use :func:`digest_and_perf`."""
+    vouched = digest_everyday_compact(data, **location)
+    if vouched is None:
+        return None
+    digest, record = vouched
+    trajectory = record.ng_trajectory  # the contract's fields, as ng_perf reads them
+    ng_perf = None if trajectory is None else ng_perf_for_trajectory(cast(Any, trajectory), latency_ms)
+    return digest, ng_perf, record
+
+
 def _task_index(digest: CompactDigest) -> TaskIndex:
     return digest.task_index
 
@@ -98,10 +120,9 @@ class Engines:
     digest_record: DigestRecord
     digest_task_index: Callable[[CompactDigest], TaskIndex]
     digest_and_perf: DigestAndPerf
+    digest_bytes: DigestBytes
 
 
 def default_engines() -> Engines:
     """The real perf core and health pipeline."""
-    return Engines(
-        digest_record=digest_record, digest_task_index=_task_index, digest_and_perf=digest_and_perf
-    )
+    return Engines(digest_record, _task_index, digest_and_perf, digest_bytes)

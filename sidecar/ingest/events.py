@@ -21,17 +21,18 @@ the row's own and are not limited here.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     StrictInt,
     StrictStr,
     TypeAdapter,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     field_validator,
     model_validator,
 )
@@ -70,9 +71,11 @@ __all__ = [
     "Failed",
     "Heartbeat",
     "Latency",
+    "RowUnreadable",
     "RunEnded",
     "RunStarted",
     "RunTracking",
+    "SentRow",
     "Started",
     "content_hash",
     "event_identity",
@@ -185,6 +188,57 @@ class RunStarted(_Event):
         return self
 
 
+class SentRow:
+    """A completion's row as the bytes its client sent (a JSON object), parsed only if read:
+    where the health check's fast road vouches for the bytes, the row is never built as
+    Python objects (most of a row's cost)."""
+
+    __slots__ = ("_parsed", "data")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._parsed: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"SentRow({len(self.data)} bytes)"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SentRow) and self.data == other.data
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def parsed(self) -> dict[str, Any]:
+        """The row as orjson parses it (raises :class:`RowUnreadable` if it does not)."""
+        if self._parsed is None:
+            try:
+                value = orjson.loads(self.data)
+            except orjson.JSONDecodeError as exc:
+                raise RowUnreadable(f"row is not valid JSON: {exc}") from None
+            if not isinstance(value, dict):
+                raise RowUnreadable("row must be an object or null")
+            self._parsed = value
+        return self._parsed
+
+
+class RowUnreadable(ValueError):
+    """A row sent as bytes that orjson does not read (the request is refused, nothing stored);
+    ``index``: its event's place in the batch."""
+
+    index = 0
+
+
+def _sent_or_validated(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A :class:`SentRow` (only the service's request decoder makes one: JSON cannot) is the row
+    as sent; anything else is validated as a row."""
+    return value if isinstance(value, SentRow) else handler(value)
+
+
+if TYPE_CHECKING:
+    CompletedRow = dict[str, Any] | SentRow | None
+else:  # the schema a client sees stays "an object or null"
+    CompletedRow = Annotated[dict[str, Any] | None, WrapValidator(_sent_or_validated)]
+
+
 class Completed(_Identified):
     """A rollout finished with a reply: the full result row (or, from a follower, its raw line).
 
@@ -200,11 +254,9 @@ class Completed(_Identified):
     attempt: Count | None = None
     seconds: Seconds | None = None
     latency_ms: Milliseconds | None = None
-    row: dict[str, Any] | None = None
+    row: CompletedRow = None
     line: str | None = None
     line_number: Annotated[int, Field(ge=1, le=MAX_COUNT)] | None = None
-    #: The row's bytes as the client sent them (set by the request decoder; ``None``: dumped).
-    _sent: bytes | None = PrivateAttr(None)
 
     @model_validator(mode="after")
     def _row_or_line(self) -> Completed:
@@ -219,7 +271,7 @@ class Completed(_Identified):
         """``(row, parse_error)``: the row as given, or the line parsed once, as the batch check
         parses a line (identity, ``ng_perf`` and the health digest all read this one parse)."""
         if self.line is None:
-            return self.row, None
+            return (self.row.parsed() if isinstance(self.row, SentRow) else self.row), None
         return parse_line(self.line.encode("utf-8", "surrogatepass"))
 
     @cached_property
@@ -233,8 +285,8 @@ class Completed(_Identified):
         """The bytes its content hash covers: the line, the row as sent, or the row dumped once."""
         if self.line is not None:
             return self.line.encode("utf-8", "surrogatepass")
-        if self._sent is not None:
-            return self._sent
+        if isinstance(self.row, SentRow):
+            return self.row.data
         return None if self.row is None else dump_row(self.row)
 
 
@@ -348,12 +400,13 @@ EventBatch: TypeAdapter[list[Event]] = TypeAdapter(
 )
 
 
-def row_of(event: Completed | Failed | Drained) -> dict[str, Any] | None:
+def row_of(event: Completed | Failed | Drained) -> dict[str, Any] | None:  # (a sent row parsed)
     """The event's row; for a follower's raw line, the parsed line (``None`` if unreadable)."""
     return event.parsed[0] if isinstance(event, Completed) else event.row
 
 
-def _attempt_from(raw: Any) -> int:
+def attempt_from(raw: Any) -> int:
+    """An attempt number read from a row (``_ng_attempt_index``): what is not a count is 0."""
     if isinstance(raw, bool) or raw is None:
         return int(bool(raw))
     try:
@@ -376,7 +429,7 @@ def _identity(event: Event) -> tuple[Any, Any, int]:
     row = (row_of(event) if isinstance(event, Completed | Failed | Drained) else None) or {}
     task = event.task_index if event.task_index is not None else row.get(TASK_KEY)
     rollout = event.rollout_index if event.rollout_index is not None else row.get(ROLLOUT_KEY, 0)
-    attempt = event.attempt if event.attempt is not None else _attempt_from(row.get(ATTEMPT_KEY))
+    attempt = event.attempt if event.attempt is not None else attempt_from(row.get(ATTEMPT_KEY))
     return task, rollout, attempt
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import orjson
+from msgspec import UNSET
 
 from sidecar.ingest.engines import Engines
 from sidecar.ingest.events import (
@@ -23,7 +24,9 @@ from sidecar.ingest.events import (
     Latency,
     RunEnded,
     RunStarted,
+    SentRow,
     Started,
+    attempt_from,
     event_identity,
 )
 from sidecar.journal import (
@@ -152,6 +155,11 @@ def derive_fact(
         return LatencyFact(received_at, generation, event.op, event.seconds, event.at)
     if isinstance(event, Heartbeat):
         raise TypeError("a heartbeat has no fact: it is applied in memory and never journaled")
+    if isinstance(event, Completed):
+        kept = _kept(event, keep_rows)
+        fast = _from_bytes(event, received_at, generation, engines, settings, kept)
+        if fast is not None:
+            return fast
     task, rollout = _identity_key(event)
     if isinstance(event, Started):
         return StartedFact(received_at, generation, task, rollout, event.attempt, event.at)
@@ -185,6 +193,61 @@ def _when(times: Iterable[Any], event: Completed | Failed, received_at: float) -
     """The fact's ``at``: the row's own evidence, else the time the sender stamped, else none."""
     own = row_time(times, received_at)
     return own if own is not None else event.at
+
+
+def _from_bytes(
+    event: Completed,
+    received_at: float,
+    generation: int,
+    engines: Engines,
+    settings: tuple[str, frozenset[str]] | None,
+    kept: bytes | None,
+) -> CompletedFact | None:
+    """The fact of an everyday row (or line) from its bytes, where the health check's fast road
+    vouches for them: the row is never built as Python objects. ``None`` for any other row
+    (the parsed row decides: position-dependent, not persisted, a failure row, no trajectory).
+
+    The fast road's record holds the keys the service reads; the event's identity is set from
+    it, so neither the key nor the in-flight registry parses the row."""
+    data = event.row_bytes if event.row is None or isinstance(event.row, SentRow) else None
+    if data is None or settings is None:
+        return None
+    line_number = event.line_number if event.line_number is not None else 0
+    location = {"source_path": settings[0], "source_index": 0, "line_number": line_number,
+                "ordinal": 0, "ignored_checks": settings[1]}  # fmt: skip
+    if event.line is not None:
+        data = data.strip(b" \t\n\r\x0b\x0c")
+    vouched = engines.digest_bytes(data, latency_ms(event), location)
+    if vouched is None:
+        return None
+    digest, ng_perf, record = vouched
+    trajectory = record.ng_trajectory
+    if (
+        record.task_index is UNSET  # its digest depends on its position: left to apply time
+        or (record.no_persist is not UNSET and record.no_persist)
+        or record.failure_class not in (UNSET, None)
+        or trajectory is None
+        or ng_perf is None
+        or (event.line_number is None and _LINE_LOCATOR in digest.findings)
+    ):
+        return None
+    task = event.task_index if event.task_index is not None else record.task_index
+    rollout = event.rollout_index if event.rollout_index is not None else _present(record.rollout_index, 0)
+    attempt = event.attempt if event.attempt is not None else attempt_from(_present(record.attempt, None))
+    event.__dict__["identity"] = (task, rollout, attempt)  # (Completed.identity, worked out here)
+    times = [turn.timestamp for turn in trajectory.turns] + [
+        call.completed_at for call in trajectory.model_calls
+    ]
+    agent = agent_name({"agent_ref": _present(record.agent_ref, None)})
+    return CompletedFact(
+        received_at, generation, event.seconds, normalize_index(task), normalize_index(rollout),
+        DIGESTED, "", False, ng_perf, None, digest_fields(digest), None, False, event.line_number,
+        kept, agent, _when(times, event, received_at),
+    )  # fmt: skip
+
+
+def _present(value: Any, default: Any) -> Any:
+    return default if value is UNSET else value
 
 
 def _completed_fact(

@@ -26,6 +26,7 @@ from sidecar.ingest.engines import Engines
 from sidecar.ingest.events import (
     Event,
     Heartbeat,
+    RowUnreadable,
     RunStarted,
     idempotency_key,
 )
@@ -382,18 +383,22 @@ class Ingestor:
                 if generation is None or (event.generation or 0) > generation:
                     generation = event.generation or 0  # what applying this start will make the run
                     settings = (event.source_path, frozenset(event.ignored_checks))
-            fact = derive_fact(
-                event,
-                received_at=received_at,
-                engines=self._engines,
-                settings=settings if (event.generation or 0) == generation else None,
-                plan=plan,
-                keep_rows=self._keep_rows,
-            )
+            try:
+                fact = derive_fact(
+                    event,
+                    received_at=received_at,
+                    engines=self._engines,
+                    settings=settings if (event.generation or 0) == generation else None,
+                    plan=plan,
+                    keep_rows=self._keep_rows,
+                )
+                key = idempotency_key(run_id, event)
+            except RowUnreadable as exc:  # a row sent as bytes that orjson does not read
+                exc.index = index
+                raise
             if self._max_identity_chars is not None:
                 check_identity(index, event, fact, self._max_identity_chars)
             facts.append(fact)
-            key = idempotency_key(run_id, event)
             records.append(JournalEvent(run_id=run_id, kind=event.kind, key=key, payload=encode_fact(fact)))
         return records, facts
 

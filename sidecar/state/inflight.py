@@ -366,6 +366,12 @@ class InflightRegistry:
         """The ``limit`` longest-running rollouts, oldest first."""
         return [slot[2] for slot in self._by_start.islice(0, limit)]
 
+    def start_times(self, limit: int) -> list[float]:
+        """At most ``limit`` start times at evenly spaced ranks, oldest first (O(limit log n))."""
+        count = len(self._by_start)
+        picks = range(count) if count <= limit else (i * (count - 1) // (limit - 1) for i in range(limit))
+        return [self._by_start[i][0] for i in picks]
+
     def as_dict(self, now: float, threshold: float | None, limit: int) -> dict[str, Any]:
         """The ``/inflight`` body (identities and times only, never payloads)."""
         view = self.view(now, threshold)

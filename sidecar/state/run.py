@@ -41,6 +41,8 @@ from sidecar.perf import DispatchLatencyTracker, PerfSummaryState
 from sidecar.state.accounting import Accounting, normalize_index
 from sidecar.state.agents import AgentBody, AgentTotals
 from sidecar.state.durations import DURATION_BUCKETS, DurationHistogram
+from sidecar.state.forecast import ForecastMemo
+from sidecar.state.groups import OpenGroups
 from sidecar.state.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold
 from sidecar.state.timeline import Timeline, TimelineBody, TimelineSample, TimelineSeries
 
@@ -197,6 +199,9 @@ class RunState:
         self.timeline = Timeline(started.started_at)
         #: Per agent (rows naming an ``agent_ref``): counts, latency buckets, ``ng_perf`` sums.
         self.agents = AgentTotals()
+        self.groups = OpenGroups()
+        #: The last forecast (memory only; :mod:`sidecar.state.forecast`).
+        self.forecast = ForecastMemo()
 
     # -- snapshots ------------------------------------------------------------------------
 
@@ -213,6 +218,8 @@ class RunState:
             "durations": {name: histogram.to_snapshot() for name, histogram in self.durations.items()},
             "closed": [[task, list(checks)] for task, checks in self._closed.items()],
             "recent_unhealthy": [list(entry) for entry in self.recent_unhealthy],
+            "groups": self.groups.to_snapshot(),
+            "forecast": self.forecast.body,
         }
 
     @classmethod
@@ -261,6 +268,8 @@ class RunState:
         state._version, state._health_version = 0, -1
         state.inflight = InflightRegistry.from_snapshot(data["inflight"], inflight_rules)
         state.inflight.budget = inflight_budget
+        state.groups = OpenGroups.from_snapshot(data["groups"])
+        state.forecast = ForecastMemo(body=data["forecast"])
         return state
 
     def _spill_to(self, store: GroupStore | None) -> bool:
@@ -306,6 +315,8 @@ class RunState:
         if at is not None:
             self.timeline.advance(at, self)  # closes points with the state before the fact
             self._count_timed(fact)
+        if self.ended_at is None:
+            self.groups.apply(fact)
         if isinstance(fact, CompletedFact):
             self.inflight.ended((fact.task, fact.rollout), None)
             return self._completed(fact)
@@ -456,6 +467,7 @@ class RunState:
         self.ended_at = ended_at
         self.inflight_at_end = self.inflight_body(ended_at, limit=INFLIGHT_REPORT_LIMIT, at_end=True)
         self.inflight.clear()
+        self.groups.clear()
         for task in self.accounting.succeeded_tasks():
             self._close(task)
 
@@ -471,6 +483,7 @@ class RunState:
         checks = self._closed[task] = tuple(finding.check for finding in findings)
         for check in checks:
             flags[check] = flags.get(check, 0) + 1
+        self.groups.close(task)
         if self._spilling:
             self.reducer.spill(task)
 
@@ -641,9 +654,26 @@ class RunState:
                 "events": {"completed": self.completed, "failed": failed, "drained": self.drained},
                 "health": {"tasks_closed": len(self._closed)},
                 "inflight_at_end": self.inflight_at_end,
+                **({"forecast": self.forecast_accuracy()} if self.ended else {}),
             },
             self.reducer.cut(),
         )
+
+    def forecast_accuracy(self) -> dict[str, Any] | None:
+        """``/report``'s ``forecast``: the last live forecast against how the run really ended
+        (``None`` when none was made in this process)."""
+        last = self.forecast.body
+        if last is None or last.get("by_budget_end") is None:
+            return None if last is None else {"last": last, "actual": None}
+        snapshot = self.accounting.snapshot(ended=True)
+        finished = snapshot.succeeded + snapshot.failed_terminal
+        band = last["by_budget_end"]["finished"]
+        return {
+            "last": last,
+            "actual": {"finished": finished, "drained": snapshot.drained},
+            "error": band["p50"] - finished,
+            "inside_p10_p90": band["p10"] <= finished <= band["p90"],
+        }
 
 
 class ReportCut(NamedTuple):

@@ -36,6 +36,8 @@ UNHEALTHY_LIMIT: Final = 50
 batch, the first in report order (task, rollout). ``unhealthy_total`` counts all."""
 OLDEST_LIMIT: Final = 10
 """Oldest in-flight rollouts the body lists."""
+GROUPS_LIMIT: Final = 10
+"""Open task groups the body lists (the longest waiting)."""
 _DETAIL_CAP: Final = 300
 """Characters of one finding's detail kept (as JSON text); the rest is cut with an ellipsis."""
 
@@ -116,6 +118,7 @@ def live_body(run: RunState, now: float) -> dict[str, Any]:
     health counts of a run with a duplicate identity (``RunState.health_view``), so the route
     builds it off the loop."""
     from sidecar.state.durations import DURATION_BUCKETS
+    from sidecar.state.forecast import current
 
     view = run.health_view()
     ended = run.ended_at is not None
@@ -159,6 +162,9 @@ def live_body(run: RunState, now: float) -> dict[str, Any]:
         "tokens": dict(run.tokens),
         "inflight": inflight,
         "agents": run.agent_rows(),
+        "forecast": current(run, now),
+        "forecast_history": [list(point) for point in run.forecast.history],
+        "groups": run.groups.blocking(now, GROUPS_LIMIT, run.plan),
     }
 
 

@@ -1,4 +1,4 @@
-"""What both clients share: errors with the sidecar's answer, ClientClosed, transport=, timeout_s."""
+"""What both clients share: errors with the sidecar's answer, ClientClosed, transport=."""
 
 from __future__ import annotations
 
@@ -104,14 +104,12 @@ def test_sync_client_and_tracker_take_a_transport(tmp_path: Path) -> None:
     assert "/v1/runs/t2/events" in tracker_transport.paths
 
 
-def test_sync_client_closed_and_deprecated_timeout(tmp_path: Path) -> None:
+def test_sync_client_closed(tmp_path: Path) -> None:
     with ServiceThread(_settings(tmp_path)) as url:
         client = SyncSidecarClient(url, run_id="d")
         client.start_run()
-        with pytest.warns(DeprecationWarning, match="timeout_s"):
-            assert client.flush(timeout=10)
-        with pytest.warns(DeprecationWarning):
-            assert client.drain_margin(timeout=2.0) is None
+        assert client.flush(timeout_s=10)
+        assert client.drain_margin(timeout_s=2.0) is None
         client.close(timeout_s=10)
     with pytest.raises(ClientClosed, match="SyncSidecarClient is not open"):
         client.flush(1)

@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
-from dispatcher_client._events import completed_event, encode_event, identity, run_started_event
+from dispatcher_client.client import completed_event, encode_event, run_started_event
+from sidecar.wire import row_identity as identity
 
 
 def _nested(levels: int) -> Any:

@@ -199,10 +199,6 @@ class TestArguments:
     ) -> None:
         with pytest.raises(ValueError, match="'bad id'"):
             Follower(tmp_path, sidecar_url="http://127.0.0.1:9", run_id="bad id")
-        with pytest.raises(ValueError, match="no_such_check"):
-            Follower(
-                tmp_path, sidecar_url="http://127.0.0.1:9", run_id="ok", ignored_checks=["no_such_check"]
-            )
         argv = ["follow", str(tmp_path / "a b"), "--sidecar", "http://127.0.0.1:9", "--once"]
         (tmp_path / "a b").mkdir()
         assert cli_main(argv) == 2
@@ -531,5 +527,60 @@ async def test_a_line_the_client_drops_stops_the_follower_without_moving_the_che
         async with resumed.client:
             await resumed.end_run()
         files = sidecar_files(url, "overflow")
+    assert files == batch_files(run_dir)
+    capsys.readouterr()
+
+
+def _placeholder(number: int, size: int) -> bytes:
+    """What the follower sends in place of a line over the cap: an unreadable line of that number."""
+    return orjson.dumps(f"rollout-sidecar follow: line {number} of {size} bytes, over the cap, not read")
+
+
+@pytest.mark.parametrize("cap", ["follower", "sidecar"])
+async def test_a_line_over_the_cap_is_reported_unreadable_and_the_follower_goes_on(
+    tmp_path: Path, cap: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One runaway row (over the follower's ``max_line_bytes``, or refused 413 by the sidecar's body
+    cap) costs one ``record_unreadable`` at its line number; every line after it is still followed,
+    and the reports equal the batch check over the file with that line unreadable."""
+    run_dir = tmp_path / "runaway"
+    run_dir.mkdir()
+    main, _ = _lines(12, 4)
+    huge = main[2][:-2] + b', "runaway": "' + b"x" * 300_000 + b'"}\n'
+    lines = [*main[:3], huge, *main[3:]]
+    (run_dir / "rollouts.jsonl").write_bytes(b"".join(lines))
+    options: dict[str, Any] = {"max_line_bytes": 100_000} if cap == "follower" else {"raw_line_bytes": 50_000}
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3", body_cap=200_000)
+    with ServiceThread(settings) as url:
+        follower = Follower(run_dir, sidecar_url=url, read_bytes=4096, **options)
+        async with follower.client:
+            await follower.end_run()
+        files = sidecar_files(url, "runaway")
+    assert follower.lines_skipped == 1 and follower.lines_sent == len(lines)
+    unreadable = _placeholder(4, len(huge) - 1) + b"\n"
+    (run_dir / "rollouts.jsonl").write_bytes(b"".join([*main[:3], unreadable, *main[3:]]))
+    assert files == batch_files(run_dir)
+    assert b'"record_unreadable"' in files[1] and b'"line":4}' in files[1]
+    assert f"line 4 of {len(huge) - 1} bytes is over the" in caplog.text
+
+
+async def test_an_unterminated_last_line_over_the_cap_waits_then_ends_the_run_unreadable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "torn"
+    run_dir.mkdir()
+    main, _ = _lines(13, 3)
+    cap = max(len(line) for line in main)
+    tail = b'{"runaway": "' + b"y" * cap
+    (run_dir / "rollouts.jsonl").write_bytes(b"".join(main) + tail)
+    settings = ServiceSettings(port=0, journal_path=tmp_path / "j.sqlite3")
+    with ServiceThread(settings) as url:
+        follower = Follower(run_dir, sidecar_url=url, read_bytes=1024, max_line_bytes=cap)
+        async with follower.client:
+            assert await follower.step() == len(main)  # the unterminated line is not sent while it may grow
+            await follower.end_run()
+        files = sidecar_files(url, "torn")
+    assert follower.lines_skipped == 1
+    (run_dir / "rollouts.jsonl").write_bytes(b"".join(main) + _placeholder(len(main) + 1, len(tail)))
     assert files == batch_files(run_dir)
     capsys.readouterr()

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import dispatcher_client.follow as follow_module
-from dispatcher_client.follow import FollowerThread
+from sidecar.http.follow import FollowerThread
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
 from tests.sidecar.service_support import generate_run

@@ -27,7 +27,7 @@ def _loaded_after(statement: str) -> set[str]:
 
 
 def test_importing_the_client_never_loads_the_server() -> None:
-    loaded = _loaded_after("import dispatcher_client, dispatcher_client.follow, dispatcher_client.follow_cli")
+    loaded = _loaded_after("import dispatcher_client, dispatcher_client.follow")
     assert not loaded & set(SERVER), f"dispatcher_client imported server modules: {loaded & set(SERVER)}"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dispatcher_client._spool import Spool
+from dispatcher_client.sender import Spool
 
 
 def _drain(spool: Spool, max_events: int = 3, max_bytes: int = 1 << 20) -> list[bytes]:

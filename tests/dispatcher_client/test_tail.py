@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher_client._tail import FilePosition, SentRange, read_new_lines
+from dispatcher_client.tail import FilePosition, SentRange, read_new_lines
 
 
 def _append(path: Path, data: bytes) -> None:
@@ -162,3 +162,29 @@ class TestSentRange:
         with pytest.raises(ValueError, match=r"sent range \[4, 8\) of .* \(byte 0\)"):
             read_new_lines(str(path), FilePosition(), sent=sent)
         assert SentRange.from_json(sent.as_json()) == sent
+
+
+def test_a_line_over_the_cap_is_scanned_in_bounded_memory(tmp_path: Path) -> None:
+    """An 8 MiB line under a 1 KiB cap: its size and range come back, its bytes are never held
+    (at most a chunk of it at a time), and the next read starts past it."""
+    import tracemalloc
+
+    path = tmp_path / "r.jsonl"
+    huge = b"z" * (8 << 20)
+    _append(path, b"one\n" + huge + b"\ntwo\n")
+    first = read_new_lines(str(path), FilePosition(), max_bytes=4, max_line_bytes=1024)
+    assert first.lines == [(1, b"one")]
+    tracemalloc.start()
+    try:
+        skipped = read_new_lines(str(path), first.position, max_bytes=4, max_line_bytes=1024)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 << 20
+    assert skipped.lines == [] and skipped.oversize is not None
+    assert (skipped.oversize.line_number, skipped.oversize.size) == (2, len(huge))
+    assert skipped.oversize.sent == SentRange.of(4, [huge])
+    assert skipped.position.offset == 4 + len(huge) + 1 and skipped.position.line_number == 2
+    assert read_new_lines(str(path), skipped.position).lines == [(3, b"two")]
+    again = read_new_lines(str(path), first.position, max_line_bytes=1024, sent=skipped.oversize.sent)
+    assert not again.restarted and again.oversize == skipped.oversize

@@ -8,7 +8,7 @@ from typing import Any, get_args
 import orjson
 import pytest
 
-from dispatcher_client import _events as client_events
+from dispatcher_client import client as client_events
 from sidecar.http.openapi import openapi_document
 from sidecar.ingest import events
 from sidecar.wire import (

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from dispatcher_client._events import progress_event
+from dispatcher_client.client import progress_event
 from sidecar.ingest.engines import default_engines
 from sidecar.ingest.events import EventBatch, RunStarted
 from sidecar.state.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold

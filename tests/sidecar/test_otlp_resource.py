@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from sidecar.export.otlp_resource import nemo_run_id, resource_attributes, service_name
+from sidecar.export.otlp import nemo_run_id, resource_attributes, service_name
 
 #: What ``gym eval submit`` puts in a job's environment (NeMo Gym 0.7.0's driver_telemetry_env).
 GYM_EVAL_SUBMIT = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import structlog
 from structlog.testing import capture_logs
 
-from sidecar.export.outage import OutageLog
+from sidecar.export.failopen import OutageLog
 
 
 class _Clock:

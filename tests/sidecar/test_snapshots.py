@@ -273,7 +273,9 @@ class TestFacts:
         def refuse(*args: Any, **kwargs: Any) -> Any:
             raise AssertionError("replay parsed or validated a row")
 
-        blind = dataclasses.replace(default_engines(), digest_record=refuse, digest_and_perf=refuse)
+        blind = dataclasses.replace(
+            default_engines(), digest_record=refuse, digest_and_perf=refuse, digest_bytes=refuse
+        )
         restarted = await service.start(snapshots=False, engines=blind)
         try:
             assert state_fingerprint(restarted.runs[RUN]) == expected

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sidecar.state.timeline as timeline_module
-from dispatcher_client._events import progress_event
+from dispatcher_client.client import progress_event
 from sidecar.http.json_bodies import dumps_json
 from sidecar.ingest.events import EventBatch
 from sidecar.journal import pack, unpack

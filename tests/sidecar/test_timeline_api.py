@@ -12,7 +12,7 @@ import httpx
 import orjson
 import pytest
 
-from dispatcher_client._events import progress_event
+from dispatcher_client.client import progress_event
 from sidecar.http.json_bodies import dumps_json
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import Secret, ServiceSettings

@@ -13,17 +13,6 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = [
-    "DEFAULT_INTERVAL_S",
-    "MLFLOW_RUN_ID_PATTERN",
-    "TRACKERS",
-    "WANDB_RUN_PATH_PATTERN",
-    "RunTarget",
-    "TrackerName",
-    "TrackerSettings",
-    "tracker_available",
-]
-
 TrackerName = Literal["mlflow", "wandb"]
 TRACKERS: tuple[TrackerName, ...] = ("mlflow", "wandb")
 DEFAULT_INTERVAL_S = 15.0
@@ -61,6 +50,8 @@ class TrackerSettings:
     stop_deadline_s: float = 2.0
     #: While a tracker is down it is tried again at most this often (or every interval, if longer).
     retry_down_s: float = 10.0
+    #: Longest one MLflow HTTP call or one W&B wait takes before it fails (backends.py).
+    timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.interval_s) and 0.05 <= self.interval_s <= 86400):
@@ -69,6 +60,8 @@ class TrackerSettings:
             raise ValueError(f"tracker queue size must be in 1..100000, got {self.queue_size!r}")
         if not (math.isfinite(self.retry_down_s) and 0 <= self.retry_down_s <= 86400):
             raise ValueError(f"tracker retry interval must be in 0..86400 s, got {self.retry_down_s!r}")
+        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 600):
+            raise ValueError(f"tracker call timeout must be in (0, 600] s, got {self.timeout_s!r}")
         if not (math.isfinite(self.stop_deadline_s) and 0 <= self.stop_deadline_s <= 600):
             raise ValueError(f"tracker stop deadline must be in 0..600 s, got {self.stop_deadline_s!r}")
 

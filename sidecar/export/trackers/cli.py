@@ -2,13 +2,15 @@
 
 ``health-check`` itself lives in ``health`` (which never imports ``sidecar``); this module adds
 ``--mlflow-run-id`` / ``--wandb-run-path`` to its parser and wraps its handler, so after the
-report files are written they are logged into the given run.
+report files are written they are logged into the given run (:func:`log_run_dir`: the files byte
+for byte, and the final keys and parameters a batch check knows).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,61 +20,54 @@ from sidecar.export.trackers._settings import (
     DEFAULT_INTERVAL_S,
     MLFLOW_RUN_ID_PATTERN,
     WANDB_RUN_PATH_PATTERN,
+    RunTarget,
     TrackerName,
     TrackerSettings,
     tracker_available,
 )
 
-__all__ = ["add_serve_flags", "register_health_check", "tracker_settings"]
-
 _HEALTH_PROG = "rollout-sidecar health-check"
 
 
+#: ``serve``'s tracker flags: (flag, settings field, metavar, help); named like NeMo Gym's settings.
+_SERVE_FLAGS = (
+    ("--mlflow-tracking-uri", "mlflow_tracking_uri", "URI",
+     "log into this MLflow tracking server (needs the mlflow extra: pip install '.[mlflow]' in the clone; "
+     "default off; MLFLOW_TRACKING_URI is used with --mlflow-experiment alone)"),
+    ("--mlflow-experiment", "mlflow_experiment_name", "NAME",
+     "experiment of the runs the sidecar creates (default rollout-sidecar)"),
+    ("--mlflow-run-name", "mlflow_run_name", "NAME",
+     "name of the runs the sidecar creates (default: the sidecar run id)"),
+    ("--wandb-project", "wandb_project", "NAME",
+     "log into this W&B project (needs the wandb extra: pip install '.[wandb]' in the clone; default off; "
+     "WANDB_API_KEY, WANDB_MODE, WANDB_DIR are read by wandb)"),
+    ("--wandb-entity", "wandb_entity", "E", "W&B entity (default: wandb's)"),
+    ("--wandb-name", "wandb_name", "NAME",
+     "name of the W&B runs the sidecar creates (default: the sidecar run id)"),
+)  # fmt: skip
+
+
 def add_serve_flags(serve: argparse.ArgumentParser) -> None:
-    """``serve``'s MLflow and W&B flags, named like NeMo Gym's exporter settings."""
+    """``serve``'s MLflow and W&B flags."""
     group = serve.add_argument_group(
         "experiment trackers", "log each run's numbers into MLflow and/or W&B (docs/operations.md)"
     )
-    group.add_argument(
-        "--mlflow-tracking-uri",
-        metavar="URI",
-        default=None,
-        help="log into this MLflow tracking server (needs the mlflow extra: pip install '.[mlflow]' in "
-        "the clone; default off; MLFLOW_TRACKING_URI is used with --mlflow-experiment alone)",
-    )
-    group.add_argument(
-        "--mlflow-experiment",
-        dest="mlflow_experiment_name",
-        metavar="NAME",
-        default=None,
-        help="experiment of the runs the sidecar creates (default rollout-sidecar)",
-    )
-    group.add_argument(
-        "--mlflow-run-name",
-        metavar="NAME",
-        default=None,
-        help="name of the runs the sidecar creates (default: the sidecar run id)",
-    )
-    group.add_argument(
-        "--wandb-project",
-        metavar="NAME",
-        default=None,
-        help="log into this W&B project (needs the wandb extra: pip install '.[wandb]' in the clone; "
-        "default off; WANDB_API_KEY, WANDB_MODE, WANDB_DIR are read by wandb)",
-    )
-    group.add_argument("--wandb-entity", metavar="E", default=None, help="W&B entity (default: wandb's)")
-    group.add_argument(
-        "--wandb-name",
-        metavar="NAME",
-        default=None,
-        help="name of the W&B runs the sidecar creates (default: the sidecar run id)",
-    )
+    for flag, dest, metavar, help_text in _SERVE_FLAGS:
+        group.add_argument(flag, dest=dest, metavar=metavar, default=None, help=help_text)
     group.add_argument(
         "--tracker-interval",
         type=seconds(86400, low=0.05, open_low=False),
         default=DEFAULT_INTERVAL_S,
         metavar="SECONDS",
         help=f"seconds between two live steps (default {DEFAULT_INTERVAL_S:g})",
+    )
+    group.add_argument(
+        "--tracker-timeout",
+        type=seconds(600, low=0.05, open_low=False),
+        default=10.0,
+        metavar="SECONDS",
+        help="longest one MLflow HTTP call or W&B wait may take before it fails and is counted "
+        "(default 10; an answer over 4 MiB fails at once)",
     )
 
 
@@ -83,13 +78,9 @@ def _missing(name: TrackerName, flag: str) -> str:
 def tracker_settings(args: argparse.Namespace) -> TrackerSettings | None:
     """The tracker settings of ``serve``'s arguments; ``ValueError`` (one line) without the extra."""
     settings = TrackerSettings(
-        mlflow_tracking_uri=args.mlflow_tracking_uri,
-        mlflow_experiment_name=args.mlflow_experiment_name,
-        mlflow_run_name=args.mlflow_run_name,
-        wandb_project=args.wandb_project,
-        wandb_entity=args.wandb_entity,
-        wandb_name=args.wandb_name,
+        **{dest: getattr(args, dest) for _, dest, _, _ in _SERVE_FLAGS},
         interval_s=args.tracker_interval,
+        timeout_s=args.tracker_timeout,
     )
     flags = {"mlflow": "--mlflow-tracking-uri", "wandb": "--wandb-project"}
     for name in settings.enabled:
@@ -98,13 +89,9 @@ def tracker_settings(args: argparse.Namespace) -> TrackerSettings | None:
     return settings if settings.enabled else None
 
 
-def register_health_check(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``health-check`` as ``sidecar.web.health_cli`` registers it (``health.cli`` plus ``--html``),
-    plus the tracker flags: the check runs, its page is written, then both are logged."""
-    from sidecar.web.health_cli import register
-
-    register(subparsers)
-    parser = subparsers.choices["health-check"]
+def add_health_check_flags(parser: argparse.ArgumentParser) -> None:
+    """The tracker flags of the registered ``health-check`` ``parser``, its handler wrapped: the
+    check runs, its page is written, then both are logged into the given runs."""
     group = parser.add_argument_group("experiment trackers", "log the report into an existing run")
     group.add_argument(
         "--mlflow-run-id",
@@ -141,8 +128,6 @@ def _targets(args: argparse.Namespace) -> dict[TrackerName, str]:
 
 
 def _health_check(args: argparse.Namespace, handler: Callable[[argparse.Namespace], int]) -> int:
-    import re
-
     targets = _targets(args)
     patterns = {
         "mlflow": (MLFLOW_RUN_ID_PATTERN, "--mlflow-run-id"),
@@ -159,10 +144,38 @@ def _health_check(args: argparse.Namespace, handler: Callable[[argparse.Namespac
     code = handler(args)
     if code != 0 or not targets:
         return code
-    from sidecar.export.trackers.batch import log_run_dir
-
     html: Path | None = getattr(args, "html", None)
     failed = log_run_dir(Path(args.run_dir), targets, html=html)
     for line in failed:
         sys.stderr.write(f"{_HEALTH_PROG}: report written, but {line}\n")
     return 1 if failed else 0
+
+
+def log_run_dir(run_dir: Path, targets: dict[TrackerName, str], *, html: Path | None = None) -> list[str]:
+    """Log ``run_dir``'s report into each target run; one message per tracker that failed.
+    ``html``: the run's page written by ``--html``, logged as ``report.html``."""
+    import orjson
+
+    from sidecar.export.trackers.backends import make_backend
+    from sidecar.export.trackers.session import ExportStore, TrackerSession, final_package
+
+    directory = run_dir.parent if run_dir.is_file() else run_dir
+    files = {
+        name: (directory / name).read_bytes() for name in ("quality_summary.json", "rollout_verdicts.jsonl")
+    }
+    if html is not None and html.is_file():
+        files["report.html"] = html.read_bytes()
+    report = {"run_id": directory.name, "quality_summary": orjson.loads(files["quality_summary.json"])}
+    failed: list[str] = []
+    for name, ref in targets.items():
+        try:
+            session = TrackerSession(make_backend(name, TrackerSettings()), ExportStore(None))
+            try:
+                session.log_final(
+                    RunTarget(directory.name, given=ref), final_package({}, report, files, name)
+                )
+            finally:
+                session.close()
+        except Exception as exc:  # each tracker on its own: one failing leaves the other logged
+            failed.append(f"logging into {name} run {ref!r} failed: {type(exc).__name__}: {exc}"[:500])
+    return failed

@@ -1,38 +1,49 @@
 """The service side of tracker export: every interval, each run's figures to each tracker.
 
-On the event loop only two cheap things happen: the figures are built on the read thread
-(``OffLoopReads``, as a ``/metrics`` or ``/report`` build is) and a job is handed to the
+On the event loop only two cheap things happen: the figures are built on the read thread (the
+service's ``build``, as a ``/metrics`` or ``/report`` build is) and a job is handed to the
 tracker's :class:`~sidecar.export.failopen.FailOpenWorker`, which never blocks. Each tracker has its
 own thread, so a hung MLflow never holds up W&B, and neither holds up ingest or
 ``/drain_margin``. A live step that cannot be queued or sent is dropped and counted; the final
-summary of an ended run is retried every interval until the tracker holds it.
+summary of an ended run is retried every interval until the tracker holds it. The service hands
+in what the export reads (:class:`ServiceReads`); nothing here imports it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import structlog
 
 from sidecar.export.failopen import FailOpenWorker, JobResult
-from sidecar.export.trackers._core import Backend, TrackerSession, final_package, report_files
 from sidecar.export.trackers._settings import RunTarget, TrackerName, TrackerSettings
-from sidecar.export.trackers._state import ExportStore
 from sidecar.export.trackers.keys import live_metrics
-
-if TYPE_CHECKING:
-    from sidecar.http.service import Service
-    from sidecar.state.run import RunState
-
-__all__ = ["TrackerExport", "abandoned_trackers", "make_backend"]
+from sidecar.export.trackers.session import Backend, ExportStore, TrackerSession, final_package, report_files
+from sidecar.state.run import RunState
 
 _log = structlog.get_logger("sidecar.export.trackers")
 #: Trackers whose thread was still busy at a shutdown's deadline (see :func:`abandoned_trackers`).
 _ABANDONED: set[str] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceReads:
+    """What the export reads from the service, as the service builds it."""
+
+    #: The runs held now.
+    runs: Callable[[], Iterable[RunState]]
+    #: ``build(key, fn)``: ``fn()`` on the read thread, serialized with ingest (shared by key).
+    build: Callable[[Hashable, Callable[[], Any]], Awaitable[Any]]
+    clock: Callable[[], float]
+    #: The run's ``/report`` body, byte for byte as served.
+    report: Callable[[RunState], bytes]
+    #: The run's page as ``report --html`` writes it, given the time and the parsed report.
+    page: Callable[[RunState, float, dict[str, Any]], bytes]
 
 
 def abandoned_trackers() -> frozenset[str]:
@@ -42,19 +53,6 @@ def abandoned_trackers() -> frozenset[str]:
     to finish sending), so ``serve`` then ends the process at once, journal already closed.
     """
     return frozenset(_ABANDONED)
-
-
-def make_backend(name: TrackerName, settings: TrackerSettings) -> Backend:
-    """The backend of ``name`` (imports its library: call only with the extra installed)."""
-    if name == "mlflow":
-        from sidecar.export.trackers.mlflow import MlflowBackend
-
-        return MlflowBackend(
-            settings.mlflow_tracking_uri, settings.mlflow_experiment_name, settings.mlflow_run_name
-        )
-    from sidecar.export.trackers.wandb import WandbBackend
-
-    return WandbBackend(settings.wandb_project, settings.wandb_entity, settings.wandb_name)
 
 
 def target_of(run: RunState, name: TrackerName) -> RunTarget:
@@ -109,18 +107,18 @@ class _Channel:
 
 
 class TrackerExport:
-    """Exports every run of ``service`` to the configured trackers (see the module docstring)."""
+    """Exports every run ``reads`` shows to the configured trackers (see the module docstring)."""
 
     def __init__(
         self,
-        service: Service,
+        reads: ServiceReads,
         settings: TrackerSettings,
         store: ExportStore,
         backends: list[Backend],
         *,
         on_result: Callable[[str, JobResult], None] = lambda tracker, result: None,
     ) -> None:
-        self.service = service
+        self.reads = reads
         self.settings = settings
         self.store = store
         self.channels: list[_Channel] = []
@@ -135,7 +133,6 @@ class TrackerExport:
             retry_s = max(settings.interval_s, settings.retry_down_s)
             self.channels.append(_Channel(session, worker, store.finished(name), retry_s))
         self._task: asyncio.Task[None] | None = None
-        self.ticks = 0
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="tracker-export")
@@ -153,7 +150,6 @@ class TrackerExport:
 
     async def tick(self) -> None:
         """One step of every live run, and the final summary of every ended run not yet summarised."""
-        self.ticks += 1
         moment = time.monotonic()
         active = [channel for channel in self.channels if not channel.resting(moment)]
         for channel in self.channels:
@@ -161,16 +157,15 @@ class TrackerExport:
                 channel.worker.skip("down")
         if not active:
             return
-        for run in list(self.service.ingestor.runs.values()):
+        for run in list(self.reads.runs()):
             if run.ended:
                 await self._final(run, active)
             else:
                 await self._live(run, active)
 
     async def _live(self, run: RunState, active: list[_Channel]) -> None:
-        reads = self.service.reads
-        now = self.service.clock()
-        metrics = await reads.build(
+        now = self.reads.clock()
+        metrics = await self.reads.build(
             ("tracker-live", run.run_id, id(run), now), lambda: live_metrics(run, now)
         )
         for channel in active:
@@ -180,14 +175,14 @@ class TrackerExport:
         channels = [c for c in active if run.run_id not in c.finished and run.run_id not in c.final_queued]
         if not channels:
             return
-        reads = self.service.reads
+        reads = self.reads
         rid, key = run.run_id, id(run)
-        report_bytes = await reads.build(("report", rid, key), lambda: _dumps_report(run))
+        report_bytes = await reads.build(("report", rid, key), lambda: reads.report(run))
         summary = await reads.build(("summary", rid, key), run.reducer.summary_bytes)
         lines = await reads.build(("verdicts", rid, key), lambda: list(run.reducer.iter_verdict_lines()))
         report = orjson.loads(report_bytes)
-        now = self.service.clock()
-        html = await reads.build(("tracker-html", rid, key), lambda: _page_html(run, now, report))
+        now = reads.clock()
+        html = await reads.build(("tracker-html", rid, key), lambda: reads.page(run, now, report))
         files = report_files(report, summary, b"".join(lines), html)
         config = {name: getattr(run.config, name, None) for name in _CONFIG_PARAMS}
         for channel in channels:
@@ -232,18 +227,3 @@ class TrackerExport:
 #: ``run_started`` fields logged as parameters (read with ``getattr``: a run restored from a
 #: snapshot older than a field lacks it).
 _CONFIG_PARAMS = ("dispatch_budget_s", "drain_margin_s", "task_timeout_s", "max_attempts", "ignored_checks")
-
-
-def _dumps_report(run: RunState) -> bytes:
-    from sidecar.http.json_bodies import dumps_report
-
-    return dumps_report(run.report())
-
-
-def _page_html(run: RunState, now: float, report: dict[str, Any]) -> bytes:
-    """The run's page as one self-contained file, as ``report --html`` writes it."""
-    from sidecar.web.data import live_body
-    from sidecar.web.page import saved_html
-
-    body = live_body(run, now)
-    return saved_html(body, dict(run.timeline_body())).encode()

@@ -10,25 +10,14 @@ interval with a step; ``final/`` keys once, when the run ends, from the run's ``
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from sidecar.state.forecast import current
+
 if TYPE_CHECKING:
     from sidecar.state.run import RunState
-
-__all__ = [
-    "ARTIFACTS",
-    "FINAL_KEYS",
-    "LIVE_KEYS",
-    "PREFIX",
-    "STEP_KEY",
-    "UNHEALTHY_TABLE",
-    "final_metrics",
-    "live_metrics",
-    "run_params",
-    "unhealthy_rows",
-]
 
 PREFIX = "rollout_sidecar/"
 #: Logged with every live step, its value the step itself: a resumed exporter reads it back.
@@ -38,44 +27,39 @@ UNHEALTHY_TABLE = PREFIX + "unhealthy_rollouts"
 UNHEALTHY_COLUMNS = ("task_index", "rollout_index", "rollout_id", "checks", "findings")
 #: Most unhealthy rollouts put into the table (the verdicts artifact has them all).
 MAX_TABLE_ROWS = 10_000
-#: Artifact file names, under the ``rollout_sidecar/`` artifact directory.
-ARTIFACTS = ("quality_summary.json", "rollout_verdicts.jsonl", "perf_summary.json", "report.json")
 
 _VERDICTS = ("healthy", "unhealthy", "unobserved")
+_FORECAST = ("finished_p10", "finished_p50", "finished_p90", "drained_p50", "cut_off_p50", "eta_all_p50_s",
+             "eta_all_p90_s", "budget_for_all_s")  # fmt: skip
 _LIVE_QUANTILES = (("p50_s", 0.5), ("p75_s", 0.75), ("p95_s", 0.95))
 _FINAL_QUANTILES = (("p50_s", "0.5"), ("p75_s", "0.75"), ("p90_s", "0.9"), ("p95_s", "0.95"),
                     ("p99_s", "0.99"), ("max_s", "1.0"))  # fmt: skip
 _ACCOUNTING = ("expected", "succeeded", "failed", "failed_terminal", "failed_attempts", "drained",
                "missing", "pending", "unplanned", "tasks_planned", "tasks_complete")  # fmt: skip
 
-#: Keys a live step may carry (absent while undefined: no samples, no budget).
+#: Keys a live step may carry (absent while undefined: no samples, no budget), in the order
+#: :func:`live_metrics` computes them.
 LIVE_KEYS = (
     STEP_KEY,
-    PREFIX + "throughput/rollouts_per_hour",
-    PREFIX + "throughput/rollouts_per_hour_15m",
+    *(PREFIX + key for key in ("throughput/rollouts_per_hour", "throughput/rollouts_per_hour_15m")),
     *(PREFIX + "latency/" + name for name, _ in _LIVE_QUANTILES),
-    PREFIX + "drain/margin_s",
-    PREFIX + "drain/seconds_left",
-    PREFIX + "inflight/count",
-    PREFIX + "inflight/stragglers",
-    PREFIX + "inflight/stalled",
-    PREFIX + "rollouts/completed",
-    PREFIX + "rollouts/failed_attempts",
-    PREFIX + "rollouts/drained",
+    *(PREFIX + key for key in ("drain/margin_s", "drain/seconds_left", "inflight/count",
+                               "inflight/stragglers", "inflight/stalled", "rollouts/completed",
+                               "rollouts/failed_attempts", "rollouts/drained")),
     *(PREFIX + "health/" + verdict for verdict in _VERDICTS),
-)
-#: Keys of the final summary (absent when the report has no such figure).
+    *(PREFIX + "forecast/" + name for name in _FORECAST),
+)  # fmt: skip
+#: Keys of the final summary (absent when the report has no such figure), in
+#: :func:`final_metrics`' order.
 FINAL_KEYS = (
     PREFIX + "final/rollouts_per_hour",
     *(PREFIX + "final/latency/" + name for name, _ in _FINAL_QUANTILES),
-    PREFIX + "final/drain_margin_s",
-    PREFIX + "final/samples",
-    PREFIX + "final/completed",
-    PREFIX + "final/drained",
+    *(PREFIX + "final/" + key for key in ("drain_margin_s", "samples", "completed", "drained")),
     *(PREFIX + "final/accounting/" + name for name in _ACCOUNTING),
-    *(PREFIX + "final/health/" + verdict for verdict in _VERDICTS),
-    PREFIX + "final/health/records",
+    *(PREFIX + "final/health/" + verdict for verdict in (*_VERDICTS, "records")),
     PREFIX + "final/duration_s",
+    PREFIX + "final/forecast/finished_p50",
+    PREFIX + "final/forecast/error",
 )
 
 
@@ -86,7 +70,7 @@ def _number(value: Any) -> float | None:
     return number if number == number and abs(number) != float("inf") else None
 
 
-def _kept(pairs: Iterator[tuple[str, Any]]) -> dict[str, float]:
+def _kept(pairs: Iterable[tuple[str, Any]]) -> dict[str, float]:
     return {key: number for key, value in pairs if (number := _number(value)) is not None}
 
 
@@ -114,8 +98,25 @@ def live_metrics(run: RunState, now: float) -> dict[str, float]:
         yield PREFIX + "rollouts/drained", run.drained
         for verdict in _VERDICTS:
             yield PREFIX + "health/" + verdict, verdicts.get(verdict, 0)
+        yield from _forecast_pairs(current(run, now))
 
     return _kept(pairs())
+
+
+def _forecast_pairs(body: Mapping[str, Any] | None) -> Iterator[tuple[str, Any]]:
+    """The forecast's figures as live keys (none while it says null)."""
+    if body is None:
+        return
+    end, eta = body["by_budget_end"], body["eta_all_s"]
+    if end is not None:
+        for band in ("p10", "p50", "p90"):
+            yield PREFIX + "forecast/finished_" + band, end["finished"][band]
+        yield PREFIX + "forecast/drained_p50", end["drained"]["p50"]
+        yield PREFIX + "forecast/cut_off_p50", body["cut_off"]["p50"]
+    if eta is not None:
+        yield PREFIX + "forecast/eta_all_p50_s", eta["p50"]
+        yield PREFIX + "forecast/eta_all_p90_s", eta["p90"]
+    yield PREFIX + "forecast/budget_for_all_s", body["budget_for_all_s"]
 
 
 def final_metrics(report: Mapping[str, Any]) -> dict[str, float]:
@@ -144,6 +145,10 @@ def final_metrics(report: Mapping[str, Any]) -> dict[str, float]:
         began, end = _number(started), _number(ended)
         if began is not None and end is not None:
             yield PREFIX + "final/duration_s", end - began
+        forecast = report.get("forecast") or {}
+        band = ((forecast.get("last") or {}).get("by_budget_end") or {}).get("finished") or {}
+        yield PREFIX + "final/forecast/finished_p50", band.get("p50")
+        yield PREFIX + "final/forecast/error", forecast.get("error")
 
     return _kept(pairs())
 

@@ -253,6 +253,8 @@
       pairs.push(["rows read", fmt(v.healthy + v.unhealthy + v.unobserved)]);
       pairs.push(["tasks", fmt(body.plan_tasks)]);
     }
+    var line = forecastLine(body);
+    if (line) box.appendChild(el("p", { class: "forecast", id: "forecast-line", text: line }));
     box.appendChild(facts(pairs, "header"));
     var live = document.body.getAttribute("data-mode") === "live";
     var note = body.source === "batch"
@@ -413,6 +415,63 @@
       plugins: [verticalMarks([{ x: at, label: "starting a task pointless", color: "#dc2626" }])],
     });
     s.appendChild(details("Data table", timelineTable(timeline, ["seconds_left", "drain_margin_s"], "drain")));
+    return s;
+  }
+
+  function hoursMinutes(seconds) {
+    var minutes = Math.round(seconds / 60);
+    return minutes < 60 ? minutes + " min" : Math.floor(minutes / 60) + " h " + (minutes % 60) + " min";
+  }
+
+  function forecastLine(body) {
+    // "at this pace 2,150-2,180 of 2,193 finish before the budget ends; 2,193 needs about 4 h 40 min"
+    var f = body.forecast;
+    if (!f || f.planned === null) return null;
+    if (!f.eta_all_s) return "Forecast: " + f.basis.reason + ".";
+    var needs = fmt(f.planned) + " needs about " + hoursMinutes(f.as_of - body.started_at + f.eta_all_s.p50);
+    var end = f.by_budget_end;
+    if (!end) return "At this pace " + needs + ".";
+    var band = end.finished.p10 === end.finished.p90 ? fmt(end.finished.p50) : fmt(end.finished.p10) + "\u2013" + fmt(end.finished.p90);
+    return "At this pace " + band + " of " + fmt(f.planned) + " finish before the budget ends; " + needs + ".";
+  }
+
+  function forecastSection(body) {
+    var s = card("forecast", "Finished by the budget's end (forecast)", "The forecast's p10\u2013p90 band of rollouts finished when the dispatch budget ends, its p50, the planned total and those finished so far, at each recent forecast (docs/http-api.md).");
+    var f = body.forecast;
+    if (!f || !f.by_budget_end) {
+      s.appendChild(el("p", { class: "muted", text: f ? "No forecast: " + f.basis.reason + "." : "No forecast yet." }));
+      return s;
+    }
+    var end = f.by_budget_end;
+    s.appendChild(facts([
+      ["finished by the end", fmt(end.finished.p10) + "\u2013" + fmt(end.finished.p90) + " (p50 " + fmt(end.finished.p50) + ")", end.finished.p50, "finished_p50"],
+      ["never started", fmt(end.drained.p50), end.drained.p50, "drained_p50"],
+      ["in flight at the end", fmt(f.cut_off.p50), f.cut_off.p50, "cut_off_p50"],
+      ["all done in", duration(f.eta_all_s.p50) + " (p90 " + duration(f.eta_all_s.p90) + ")", f.eta_all_s.p50, "eta_all_p50_s"],
+      ["budget for all", duration(f.budget_for_all_s), f.budget_for_all_s, "budget_for_all_s"],
+    ], "forecast"));
+    var history = body.forecast_history || [];
+    if (history.length) {
+      var column = function (i) { return history.map(function (h) { return h[i]; }); };
+      var data = [column(0), column(2), column(3), column(4), history.map(function () { return f.planned; }), column(1)];
+      var series = [{}, { label: "p10", stroke: COLORS[0], width: 1 }, { label: "p50", stroke: COLORS[0], width: 2 },
+        { label: "p90", stroke: COLORS[0], width: 1 }, { label: "planned", stroke: "#111827", width: 1, dash: [6, 4] },
+        { label: "finished so far", stroke: COLORS[2], width: 2 }];
+      plot("forecast", s, { series: series, bands: [{ series: [3, 1], fill: "rgba(37,99,235,0.15)" }],
+        axes: [{ space: 70 }, yAxis()], scales: { x: { time: true }, y: {} } }, data);
+      s.appendChild(details("Data table", table(["as of", "finished so far", "p10", "p50", "p90"], history.map(function (h) {
+        return [clock(h[0]), h[1], h[2], h[3], h[4]];
+      }), "forecast")));
+    }
+    return s;
+  }
+
+  function groupsSection(body) {
+    var s = card("groups", "Task groups holding the run up", "Open tasks with a repeat still running, the longest waiting first: repeats finished and in flight, the spread of the finished repeats' durations (coefficient of variation) and the oldest repeat's age.");
+    var groups = body.groups || [];
+    s.appendChild(groups.length ? table(["task", "planned", "finished", "in flight", "duration CV", "oldest age"], groups.map(function (g) {
+      return [g.task_index, fmt(g.planned), g.finished, g.in_flight, fmt(g.duration_cv), duration(g.oldest_age_s)];
+    }), "groups") : el("p", { class: "muted", text: "none" }));
     return s;
   }
 
@@ -644,7 +703,8 @@
         healthSection(body, null); agentsSection(body); perfSection(body);
       } else {
         throughputSection(body, timeline); latencySection(body); drainSection(body, timeline);
-        inflightSection(body, timeline); healthSection(body, timeline); coverageSection(body);
+        forecastSection(body); inflightSection(body, timeline); groupsSection(body);
+        healthSection(body, timeline); coverageSection(body);
         agentsSection(body); perfSection(body);
       }
     } finally {

@@ -31,7 +31,6 @@ class TestWithoutTheExtras:
             "import sidecar.http.server, sidecar.http.service, sidecar.http.app, sidecar.http.cli\n"
             "import sidecar.export.trackers\n"
             "import sidecar.export.trackers.export, sidecar.export.trackers.cli\n"
-            "import sidecar.export.trackers.batch\n"
             "from sidecar.cli import build_parser\n"
             "build_parser()\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mlflow', 'wandb')))\n"
@@ -150,14 +149,14 @@ def test_health_check_logs_its_report_into_the_wandb_run(tmp_path: Path, wandb_o
 
 def test_health_check_pays_nothing_for_the_trackers_it_is_not_given() -> None:
     """Registering the tracker flags loads no export machinery: a plain ``health-check`` process
-    would otherwise pay ~20 ms and ~6 MB for ``sidecar.export.trackers._core`` (measured by
+    would otherwise pay ~20 ms and ~6 MB for ``sidecar.export.trackers.session`` (measured by
     ``benchmarks/health_check.py --fixed-cost``)."""
     probe = (
         "import argparse, sys\n"
-        "from sidecar.export.trackers.cli import register_health_check\n"
+        "from sidecar.cli import register_health_check\n"
         "register_health_check(argparse.ArgumentParser().add_subparsers())\n"
-        "print(sorted(m for m in ('sqlite3', 'importlib.metadata', 'sidecar.export.trackers._core',"
-        " 'sidecar.export.trackers._state', 'mlflow', 'wandb') if m in sys.modules))\n"
+        "print(sorted(m for m in ('sqlite3', 'importlib.metadata', 'sidecar.export.trackers.session',"
+        " 'sidecar.export.trackers.backends', 'mlflow', 'wandb') if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout

@@ -1,23 +1,28 @@
-"""What MLflow and W&B share: the backend interface, the final package, and the per-tracker
-session that runs on the tracker's own thread and keeps the exactly-once bookkeeping.
+"""What MLflow and W&B share: the backend interface, the final package, the side table and the
+per-tracker session that keeps the exactly-once bookkeeping on the tracker's own thread.
 
 A backend only talks to its library; a :class:`TrackerSession` decides which tracker run a
-sidecar run goes to (the one the client named, the one this journal created before a crash,
-or a new one), which step comes next, and whether the final summary is still to be logged.
+sidecar run goes to (the one the client named, the one this journal created before a crash, or
+a new one), which step comes next, and whether the final summary is still to be logged. What it
+must remember across a crash is in a small SQLite file beside the journal
+(``<journal>.trackers.sqlite3``, ``synchronous=FULL``, written by the tracker threads): after a
+SIGKILL the same tracker run continues at the step after the last one logged, and a final
+summary already logged is skipped.
 """
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 
 from sidecar.export.trackers._settings import RunTarget, TrackerName
-from sidecar.export.trackers._state import ExportState, ExportStore
 from sidecar.export.trackers.keys import STEP_KEY, final_metrics, run_params, unhealthy_rows
-
-__all__ = ["Backend", "FinalPackage", "OpenedRun", "TrackerError", "TrackerSession", "report_files"]
 
 
 class TrackerError(RuntimeError):
@@ -89,6 +94,74 @@ def final_package(
         artifacts=files,
         unhealthy=unhealthy_rows(files.get("rollout_verdicts.jsonl", b"")),
     )
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tracker_runs (
+    run_id TEXT NOT NULL, tracker TEXT NOT NULL, ref TEXT, step INTEGER NOT NULL DEFAULT -1,
+    final INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (run_id, tracker));
+CREATE TABLE IF NOT EXISTS tracker_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@dataclass(slots=True)
+class ExportState:
+    """One run in one tracker: its tracker run id, the last step logged, whether it ended there."""
+
+    ref: str | None = None
+    step: int = -1
+    final: bool = False
+
+
+class ExportStore:
+    """The side table; safe from any thread (one connection behind a lock)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False,
+                                     isolation_level=None)  # fmt: skip
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.executescript(_SCHEMA)
+        self.instance = self._instance()
+
+    def _instance(self) -> str:
+        """This journal's id, tagged on every tracker run it creates (a run id alone may recur)."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM tracker_meta WHERE name='instance'").fetchone()
+            if row is not None:
+                return str(row[0])
+            value = uuid.uuid4().hex
+            self._conn.execute("INSERT INTO tracker_meta VALUES ('instance', ?)", (value,))
+            return value
+
+    def get(self, run_id: str, tracker: str) -> ExportState:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT ref, step, final FROM tracker_runs WHERE run_id=? AND tracker=?", (run_id, tracker)
+            ).fetchone()
+        return ExportState() if row is None else ExportState(row[0], int(row[1]), bool(row[2]))
+
+    def finished(self, tracker: str) -> set[str]:
+        """Runs whose final summary ``tracker`` already holds."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT run_id FROM tracker_runs WHERE tracker=? AND final=1", (tracker,)
+            )
+            return {str(row[0]) for row in rows}
+
+    def put(self, run_id: str, tracker: str, state: ExportState) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO tracker_runs (run_id, tracker, ref, step, final) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id, tracker) DO UPDATE SET ref=excluded.ref, step=excluded.step, "
+                "final=excluded.final",
+                (run_id, tracker, state.ref, state.step, int(state.final)),
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
 
 
 class TrackerSession:
