@@ -120,10 +120,6 @@ class SyntheticConfig:
             if bad_int or (isinstance(value, float) and not 0.0 <= value <= 1.0):
                 raise ValueError(f"SyntheticConfig.{name} is out of range: {value!r}")
 
-    @property
-    def num_rollouts(self) -> int:
-        return self.num_tasks * self.repeats_per_task
-
 
 def sample_task_seconds(rng: random.Random) -> float:
     """Seconds one rollout takes: lognormal body (median ~95 s); 6% are stragglers scaled by a
@@ -187,10 +183,6 @@ class RolloutEvent:
     def latency_seconds(self) -> float | None:
         """Dispatch-to-finish seconds (what the latency tracker records)."""
         return None if self.started_at is None else self.finished_at - self.started_at
-
-    def to_line(self) -> bytes:
-        """The JSONL line the collector writes for this event (drained rows are never written)."""
-        return self.line if self.line is not None else orjson.dumps(self.row) + b"\n"
 
 
 def start_job(

@@ -90,7 +90,8 @@ def generate_events(config: SyntheticConfig, seed: int) -> Iterator[RolloutEvent
     ``drained_fraction`` of the plan is drained; drained rows, retries of failed attempts and
     re-written duplicates are dispatched after the first pass, as a resumed run appends them.
     """
-    drain_from = config.num_rollouts - round(config.drained_fraction * config.num_rollouts)
+    rollouts = config.num_tasks * config.repeats_per_task
+    drain_from = rollouts - round(config.drained_fraction * rollouts)
     plan = (
         (task, rollout, 0, 0)
         for task in range(config.num_tasks)
@@ -220,7 +221,7 @@ def write_run_dir(
         for event in generate_events(config, seed):
             counts[event.kind] += 1
             if event.kind != "drained":
-                line = event.to_line()
+                line = event.line if event.line is not None else orjson.dumps(event.row) + b"\n"
                 counts["bytes"] += len(line)
                 (side if event.kind == "failure" else main).write(line)
     if materialized_inputs:

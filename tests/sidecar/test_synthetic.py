@@ -339,7 +339,7 @@ class TestFailuresAndDrains:
     def test_drained_rows_have_the_drain_shape_and_are_redispatched(self) -> None:
         events = _events(FAULTY, 2)
         drained = [e for e in events if e.kind == "drained"]
-        assert len(drained) == round(FAULTY.drained_fraction * FAULTY.num_rollouts)
+        assert len(drained) == round(FAULTY.drained_fraction * FAULTY.num_tasks * FAULTY.repeats_per_task)
         for event in drained:
             assert event.row is not None and event.latency_seconds is None
             assert list(event.row)[:4] == [
@@ -372,7 +372,7 @@ class TestRunDir:
         inputs = (tmp_path / "out_materialized_inputs.jsonl").read_bytes().splitlines()
         assert len(main) == stats.rows + stats.unreadable_lines
         assert len(side) == stats.failure_rows > 0
-        assert len(inputs) == FAULTY.num_rollouts
+        assert len(inputs) == FAULTY.num_tasks * FAULTY.repeats_per_task
         assert all(b'"_ng_no_persist"' not in line for line in main + side)
         assert stats.bytes_written == sum(len(line) + 1 for line in main + side)
         assert [orjson.loads(line) for line in inputs] == list(materialized_rows(FAULTY, 2))
