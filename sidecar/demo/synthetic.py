@@ -35,6 +35,7 @@ __all__ = [
     "sample_task_seconds",
     "stamp",
     "start_job",
+    "timeout_row",
 ]
 
 JSON = dict[str, Any]
@@ -138,17 +139,22 @@ def stamp(row: JSON, job: Job, config: SyntheticConfig) -> JSON:
     return row
 
 
-def _failure_row(
-    config: SyntheticConfig, rng: random.Random, job: Job, elapsed: float, terminal: bool
-) -> JSON:
-    """A ``<name>_failures.jsonl`` row: Gym's own from a ``/run`` that raised, or the agent's timeout."""
-    row: JSON = {
+def timeout_row(elapsed: float, terminal: bool) -> JSON:
+    """The failure row Gym writes for a rollout its agent cut at the timeout."""
+    return {
         "reward": 0.0,
         "failure_reason": f"rollout exceeded its {round(elapsed)}s timeout",
         "elapsed_seconds": round(elapsed, 3),
         "_ng_failure_class": "timeout_exceeded",
         "_ng_failure_terminal": terminal,
     }
+
+
+def _failure_row(
+    config: SyntheticConfig, rng: random.Random, job: Job, elapsed: float, terminal: bool
+) -> JSON:
+    """A ``<name>_failures.jsonl`` row: Gym's own from a ``/run`` that raised, or the agent's timeout."""
+    row = timeout_row(elapsed, terminal)
     if not terminal and rng.random() < 0.6:
         status, failure_type, message = rng.choice(_GYM_FAILURES)
         row = {
