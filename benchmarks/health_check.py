@@ -153,7 +153,7 @@ every check fires), plus torn lines and odd identities. ``realistic``: each faul
 
 
 def _synthetic_rows(kind: str, rollouts: int) -> object:
-    from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
+    from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows
 
     faults = {"healthy": FaultRates(), "faulty": FaultRates.mixed(0.05), "realistic": FaultRates.mixed(0.005)}
     config = SyntheticConfig(num_tasks=rollouts // 4, repeats_per_task=4, faults=faults[kind])

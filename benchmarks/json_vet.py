@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import orjson
 import simdjson
@@ -42,7 +44,8 @@ try:
     from health._payload_spans import compact
 except ImportError:  # not built: main() says so
     pass
-from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the generator lives with the tests
+from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows
 
 SEED = 20261202
 _DEPTH = 257

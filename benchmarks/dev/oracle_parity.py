@@ -62,7 +62,8 @@ def ng_perf_lines(rollouts: Path) -> None:
 
 
 def _write_run(run_dir: Path, seed: int, tasks: int) -> None:
-    from sidecar.demo.synthetic import FaultRates, SyntheticConfig, write_run_dir
+    sys.path.insert(0, str(REPO))  # the generator lives with the tests
+    from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, write_run_dir
 
     config = SyntheticConfig(
         num_tasks=tasks,

@@ -57,7 +57,8 @@ def reference(run_dir: str, paths: list[str]) -> None:
 def write_shards(run_dir: Path, seed: int, tasks: int, shards: int) -> list[Path]:
     import orjson
 
-    from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
+    sys.path.insert(0, str(REPO))  # the generator lives with the tests
+    from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows
 
     config = SyntheticConfig(
         num_tasks=tasks,

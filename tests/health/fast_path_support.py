@@ -38,7 +38,7 @@ from health.fast_path import read_everyday_record, read_stripped_line
 from health.parse import parse_line
 from health.rejection import RejectedRecord
 from health.types import RolloutDigest
-from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_events
+from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_events
 
 T = TypeVar("T")
 

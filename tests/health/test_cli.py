@@ -193,7 +193,7 @@ print(code, sorted(m for m in ("pydantic", "health.types") if m in sys.modules))
 def test_a_batch_run_of_everyday_and_faulty_rows_never_imports_pydantic(tmp_path: Path) -> None:
     """The batch path digests straight into compact digests: the pydantic models (and their
     ~0.1 s import) are for the rows that need the full contract, and for the library API."""
-    from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
+    from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows
 
     config = SyntheticConfig(num_tasks=6, repeats_per_task=4, faults=FaultRates.mixed(0.05))
     lines = [orjson.dumps(row) for row in generate_rows(config, 3)]
@@ -256,7 +256,7 @@ def test_a_serial_check_leaves_no_cyclic_garbage(tmp_path: Path) -> None:
     import gc
 
     from health.api import check_rollout_files
-    from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
+    from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows
 
     config = SyntheticConfig(num_tasks=30, repeats_per_task=4, faults=FaultRates.mixed(0.05))
     lines = [orjson.dumps(row) for row in generate_rows(config, 5)] + _many_small_rollouts(200)

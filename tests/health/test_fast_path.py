@@ -32,7 +32,6 @@ from health.fast_path import read_stripped_line
 from health.registry import ROLLOUT_CHECK_IDS
 from health.rejection import RejectedRecord
 from health.types import RolloutDigest
-from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
 from tests.health.fast_path_support import (
     DELETE,
     POLICY,
@@ -58,6 +57,7 @@ from tests.health.fast_path_support import (
     synthetic_corpus,
     with_changes,
 )
+from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows
 
 # Paths into the template record.
 TRAJECTORY: KeyPath = ("ng_trajectory",)
@@ -1114,7 +1114,7 @@ _EVERYDAY_RUN_SCRIPT = """
 import sys
 import orjson
 from health.digest import digest_line
-from sidecar.demo.synthetic import SyntheticConfig, generate_events
+from tests.sidecar.synthetic_support import SyntheticConfig, generate_events
 
 config = SyntheticConfig(num_tasks=10, repeats_per_task=4)
 lines = [orjson.dumps(e.row) for e in generate_events(config, 5) if e.row is not None]

@@ -29,7 +29,7 @@ from health.contract.conversation import Conversation
 from health.digest import Location, _digest_form, _digest_parsed, digest_line
 from health.parse import parse_line
 from health.types import RolloutDigest
-from sidecar.demo.synthetic import SyntheticConfig, generate_rows
+from tests.sidecar.synthetic_support import SyntheticConfig, generate_rows
 
 LOCATION = Location("run/rollouts.jsonl", 0, 5, 4)
 TOKEN_KEYS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
