@@ -78,9 +78,7 @@ class _VersionAction(argparse.Action):
         values: str | Sequence[Any] | None,
         option_string: str | None = None,
     ) -> None:
-        from health.native import native_status
-
-        sys.stdout.write(f"{parser.prog} {_version()}\n{native_status()}\n")
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
         parser.exit()
 
 
