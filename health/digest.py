@@ -4,9 +4,17 @@ Parse (orjson, :mod:`health.parse`), identify, validate the trajectory, derive e
 walk the rollout checks in registry order with their gates, derive the preliminary verdict
 (before the duplicate-identity post-pass) and the digest statistics. Never raises.
 
-The trajectory is vouched for by the structs derived from the contract
-(:func:`health.contract.strict.strict_trajectory`) and, where they cannot decide, by the
-pydantic contract itself: the two give the checks the same values.
+A line takes one of two roads, with the same outcome:
+
+* **fast**: simdjson vets the line (:func:`health.json_vet.vet`: orjson would read it, with
+  the values msgspec decodes, at most 257 containers deep, so the canonical dump cannot fail:
+  every free-form value sits at least 4 levels down) and msgspec decodes the keys the step
+  reads into :class:`LineRecord`, whose trajectory is the contract's derived struct
+  (:mod:`health.contract.strict`) with the calls' ``request`` / ``response`` kept as raw
+  spans: most of a line's bytes, which no check reads but a call cut off at a length limit;
+* **full**: orjson parses the line; the trajectory is vouched for by the derived structs
+  (:func:`~health.contract.strict.strict_trajectory`) or, where they cannot decide, by the
+  pydantic contract itself.
 
 One deliberate difference from NeMo Gym 0.7.0: where the reference aborts the whole run
 because an identity value cannot be coerced to ``int | str`` (``"_ng_task_index": null``, a
@@ -22,22 +30,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
+import msgspec
 import orjson
-from msgspec import UNSET, Struct
+from msgspec import UNSET, Raw, Struct, field
 
+from .checks import LENGTH_FINISH_REASONS
 from .compact import CompactDigest
 from .contract.canonical import check_trajectory
-from .contract.strict import strict_trajectory
+from .contract.models import TrajectoryRecord
+from .contract.strict import derive, strict_trajectory
 from .digest_forms import compact_from_walk, digest_from_walk
-from .evidence import Evidence, build_evidence
+from .evidence import Evidence, build_evidence, usage_tokens
 from .identity import (
     ROLLOUT_ID_KEY,
     ROLLOUT_INDEX_KEY,
     TASK_INDEX_KEY,
     Identity,
     InvalidIdentity,
+    identity_of,
     resolve_identity,
 )
+from .json_vet import vet
 from .parse import parse_line
 from .unreadable import unreadable_compact, unreadable_digest
 from .walk import WalkOutcome, walk
@@ -46,10 +59,10 @@ if TYPE_CHECKING:
     from .types import RolloutDigest
 
 __all__ = [
+    "LineRecord",
     "Location",
     "OrdinalIdentity",
     "PositionDependence",
-    "RowKeys",
     "TrajectoryCheck",
     "UnreadableLine",
     "digest_everyday_compact",
@@ -61,6 +74,10 @@ __all__ = [
 ]
 
 _DUMP_DEPTH_LIMIT = 254
+_MAX_LINE_DEPTH = 257
+"""253 levels for a free-form value (the dump's limit) plus the 4 levels above the shallowest one."""
+_NULL = Raw(b"null")
+_NO_RECORD: dict[str, Any] = {}
 
 TrajectoryCheck: TypeAlias = "tuple[Any, None] | tuple[None, str]"
 """The validated ``ng_trajectory`` (a derived struct or the contract's ``TrajectoryRecord``,
@@ -95,6 +112,76 @@ PositionDependence: TypeAlias = OrdinalIdentity | UnreadableLine | None
 """How a line's digest depends on its position besides the ``ordinal`` field (``None``: it does not)."""
 
 
+class _Usage(Struct):
+    """A record's top-level ``response``, of which the checks read ``usage`` alone."""
+
+    usage: Any = None
+
+
+class LineRecord(Struct):
+    """The keys of a rollout line the step (and the live service) reads; the rest is skipped.
+    ``UNSET`` marks an absent key (absent and ``null`` differ for the task index)."""
+
+    task_index: Any = field(default=UNSET, name=TASK_INDEX_KEY)
+    rollout_index: Any = field(default=UNSET, name=ROLLOUT_INDEX_KEY)
+    rollout_id: Any = field(default=None, name=ROLLOUT_ID_KEY)
+    stage_index: Any = None
+    attempt: Any = field(default=UNSET, name="_ng_attempt_index")
+    no_persist: Any = field(default=UNSET, name="_ng_no_persist")
+    failure_class: Any = field(default=UNSET, name="_ng_failure_class")
+    agent_ref: Any = UNSET
+    response: _Usage | None = None
+    ng_trajectory: derive(TrajectoryRecord, frozenset({"request", "response"})) | None = None  # type: ignore[valid-type]
+
+
+_LINE_DECODER = msgspec.json.Decoder(LineRecord)
+
+
+def _decode_line(data: bytes) -> LineRecord | None:
+    """The fast road's record (module notes), or ``None`` to take the full road."""
+    if data[:1] != b"{" or not vet(data, _MAX_LINE_DEPTH):
+        return None
+    try:
+        return _LINE_DECODER.decode(data)
+    except msgspec.DecodeError:  # outside the strict subset, or the contract is broken: full road
+        return None
+
+
+def _line_walked(line: LineRecord, ordinal: int, ignored: frozenset[str]) -> _Walked | None:
+    """The walk of a decoded line; ``None`` defers an invalid identity to the full road."""
+    trajectory = line.ng_trajectory
+    identity = identity_of(
+        ordinal if line.task_index is UNSET else line.task_index,
+        0 if line.rollout_index is UNSET else line.rollout_index,
+        line.stage_index,
+        line.rollout_id,
+        None if trajectory is None else trajectory.rollout_id,
+    )
+    if isinstance(identity, InvalidIdentity):
+        return None
+    responses: list[Any] = []
+    if trajectory is not None:
+        for call in trajectory.model_calls:  # the checks read the responses cut at a length limit
+            response = call.response
+            if response == _NULL:
+                responses.append(None)
+            elif call.response_metadata.finish_reason in LENGTH_FINISH_REASONS:
+                responses.append(orjson.loads(bytes(response)))
+            else:
+                responses.append(response)
+    usage = (None, None) if line.response is None else usage_tokens(line.response.usage)
+    evidence = build_evidence(trajectory, _NO_RECORD, responses, usage=usage)
+    return _Walked(identity, evidence, walk(evidence, None, ignored))
+
+
+def _line_dependence(line: LineRecord) -> OrdinalIdentity | None:
+    if line.task_index is not UNSET:
+        return None
+    trajectory = line.ng_trajectory
+    own_id = line.rollout_id or (None if trajectory is None else trajectory.rollout_id)
+    return OrdinalIdentity(None if own_id else f"{0 if line.rollout_index is UNSET else line.rollout_index}")
+
+
 class _Walked(Struct):
     """A record's identity, evidence and walk: what either digest form is made of."""
 
@@ -121,15 +208,21 @@ def _compact_form(
 
 def _walk_line(
     data: bytes | memoryview, location: Location, ignored: frozenset[str]
-) -> tuple[_Walked | UnreadableLine, PositionDependence, dict[str, Any] | None, TrajectoryCheck | None]:
-    """Parse and walk one line: the walk (or why the line has no readable identity), its
-    position dependence, the parsed record and the trajectory's validation."""
-    record, error = parse_line(bytes(data))
-    walked, checked = _digest_parsed(record, error, location, ignored, len(data), None)
+) -> tuple[_Walked | UnreadableLine, PositionDependence, LineRecord | dict[str, Any] | None]:
+    """Read and walk one line (fast road, else full road): the walk (or why the line has no
+    readable identity), its position dependence, and the record it read."""
+    data = bytes(data).strip()
+    line = _decode_line(data)
+    if line is not None:
+        fast = _line_walked(line, location.ordinal, ignored)
+        if fast is not None:
+            return fast, _line_dependence(line), line
+    record, error = parse_line(data)
+    walked, _ = _digest_parsed(record, error, location, ignored, len(data), None)
     if isinstance(walked, UnreadableLine):
-        return walked, walked, None, None
+        return walked, walked, None
     assert record is not None
-    return walked, _parsed_dependence(record), record, checked
+    return walked, _parsed_dependence(record), record
 
 
 def digest_line(
@@ -169,7 +262,7 @@ def digest_line_placed(
     id derives from the ordinal.
     """
     location = Location(source_path, source_index, line_number, ordinal)
-    walked, dependence, _, _ = _walk_line(data, location, ignored_checks)
+    walked, dependence, _ = _walk_line(data, location, ignored_checks)
     return _digest_form(walked, location, ignored_checks), dependence
 
 
@@ -186,21 +279,8 @@ def digest_line_compact(
     walk (what a batch worker sends back): no ``RolloutDigest`` model is built. ``data`` may be
     a view of a read buffer; nothing returned refers to it."""
     location = Location(source_path, source_index, line_number, ordinal)
-    walked, dependence, _, _ = _walk_line(data, location, ignored_checks)
+    walked, dependence, _ = _walk_line(data, location, ignored_checks)
     return _compact_form(walked, location, ignored_checks), dependence
-
-
-class RowKeys(NamedTuple):
-    """What the live service reads of a row besides its digest (``UNSET`` marks an absent key)."""
-
-    task_index: Any
-    rollout_index: Any
-    attempt: Any
-    no_persist: Any
-    failure_class: Any
-    agent_ref: Any
-    ng_trajectory: Any
-    """The validated trajectory (its fields hold the contract's values), or ``None``."""
 
 
 def digest_everyday_compact(
@@ -212,25 +292,17 @@ def digest_everyday_compact(
     ordinal: int,
     ignored_checks: frozenset[str] = frozenset(),
     shallow_json: bool = False,
-) -> tuple[CompactDigest, RowKeys] | None:
-    """A row's compact digest and the keys the live service reads, or ``None`` for a row
-    without a readable identity (the caller then takes its own path). ``shallow_json`` is
-    accepted for the live service's call and changes nothing."""
+) -> tuple[CompactDigest, LineRecord] | None:
+    """:func:`digest_line_compact`'s fast road alone, for a stripped line or a row's bytes: the
+    compact digest and the :class:`LineRecord` it read (the keys the live service reads too),
+    or ``None`` where only the full road can decide. ``shallow_json`` is accepted for the live
+    service's call and changes nothing."""
     location = Location(source_path, source_index, line_number, ordinal)
-    walked, _, record, checked = _walk_line(data, location, ignored_checks)
-    if isinstance(walked, UnreadableLine) or record is None:
+    line = _decode_line(data)
+    walked = None if line is None else _line_walked(line, ordinal, ignored_checks)
+    if line is None or walked is None:
         return None
-    get = record.get
-    keys = RowKeys(
-        get(TASK_INDEX_KEY, UNSET),
-        get(ROLLOUT_INDEX_KEY, UNSET),
-        get("_ng_attempt_index", UNSET),
-        get("_ng_no_persist", UNSET),
-        get("_ng_failure_class", UNSET),
-        get("agent_ref", UNSET),
-        None if checked is None else checked[0],
-    )
-    return _compact_form(walked, location, ignored_checks), keys
+    return _compact_form(walked, location, ignored_checks), line
 
 
 def digest_record(

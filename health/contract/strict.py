@@ -53,37 +53,44 @@ def _bounded(annotation: Any, metadata: list[Any]) -> Any:
     return Union[tuple(bounded)]  # noqa: UP007  (built at run time)
 
 
-def _strict_type(annotation: Any) -> Any:
+def _strict_type(annotation: Any, raw: frozenset[str]) -> Any:
     """The msgspec type standing for a pydantic annotation (models become derived structs)."""
     if annotation is Any or annotation in _SCALARS:
         return annotation
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return derive(annotation)
+        return derive(annotation, raw)
     origin = get_origin(annotation)
     if origin is Literal:
         return annotation
     if origin is list:
-        return list[_strict_type(get_args(annotation)[0])]  # type: ignore[misc]
+        return list[_strict_type(get_args(annotation)[0], raw)]  # type: ignore[misc]
     if origin in (Union, types.UnionType):
-        return Union[tuple(_strict_type(member) for member in get_args(annotation))]  # noqa: UP007
+        return Union[tuple(_strict_type(member, raw) for member in get_args(annotation))]  # noqa: UP007
     raise TypeError(f"no strict form for {annotation!r}")
 
 
 @functools.cache
-def derive(model: type[BaseModel]) -> type[msgspec.Struct]:
-    """The strict struct of ``model`` (see the module notes); one per model, built on first use."""
+def derive(model: type[BaseModel], raw: frozenset[str] = frozenset()) -> type[msgspec.Struct]:
+    """The strict struct of ``model`` (see the module notes); one per model, built on first use.
+
+    ``raw``: the names of free-form (``Any``) fields, at any level, that a struct decoded
+    straight from JSON keeps as :class:`msgspec.Raw` spans (any JSON value; ``null`` when
+    absent), so their bytes are never built into values."""
     fields: list[tuple[str, Any, Any]] = []
     own_validators: dict[str, TypeAdapter[Any]] = {}
     for name, info in model.model_fields.items():
         if any(type(item) not in _BOUNDS for item in info.metadata):  # pydantic's own validation
             own_validators[name] = TypeAdapter(Annotated[info.annotation, *info.metadata])  # type: ignore[arg-type]
             kind: Any = Any
+        elif name in raw and info.annotation is Any:
+            fields.append((name, msgspec.Raw, msgspec.Raw(b"null")))
+            continue
         else:
-            kind = _bounded(_strict_type(info.annotation), info.metadata)
+            kind = _bounded(_strict_type(info.annotation, raw), info.metadata)
         factory: Any = info.default_factory
         if factory is not None:
             if isinstance(factory, type) and issubclass(factory, BaseModel):
-                factory = derive(factory)
+                factory = derive(factory, raw)
             default = msgspec.field(default_factory=factory)
         elif info.default is PydanticUndefined:
             default = msgspec.NODEFAULT
@@ -104,7 +111,7 @@ def derive(model: type[BaseModel]) -> type[msgspec.Struct]:
 
     namespace = {"__post_init__": __post_init__} if own_validators or after else {}
     return msgspec.defstruct(
-        model.__name__,
+        model.__name__ + ("Raw" if raw else ""),
         [(name, kind) if value is msgspec.NODEFAULT else (name, kind, value) for name, kind, value in fields],
         namespace=namespace,
         kw_only=True,

@@ -17,8 +17,9 @@ from health.json_vet import MAX_DEPTH, vet, vet_event_rows
         (b'"\xff"', False),  # invalid UTF-8
         (b"\xef\xbb\xbf{}", False),  # BOM
         (b"[NaN]", False),
-        (b'{"a": 18446744073709551615}', False),  # 20 digits: refused (safe), msgspec keeps an int
-        (b'{"a": 184467440737095516}', True),
+        (b'{"a": 18446744073709551615}', True),  # 2**64 - 1: an integer for both
+        (b'{"a": 18446744073709551616}', False),  # orjson reads a float, msgspec an integer
+        (b'{"a": -9223372036854775809}', False),
         (b"{", False),
     ],
 )
@@ -29,6 +30,7 @@ def test_acceptance(data: bytes, expected: bool) -> None:
 def test_depth() -> None:
     assert vet(b"[[[]]]", 3)
     assert not vet(b"[[[]]]", 2)
+    assert not vet(b"[[[1]]]", 3)  # simdjson counts the scalar as a level: refused (safe)
     assert not vet(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1))
     with pytest.raises(ValueError, match="max_depth"):
         vet(b"[]", -1)

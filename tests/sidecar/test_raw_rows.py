@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec import UNSET
 
-from health.json_vet import native_vet, vet
+from health.json_vet import vet
 from sidecar.http.app import create_app
 from sidecar.http.errors import RequestError
 from sidecar.http.ingest_handlers import IngestHandlers
@@ -58,14 +58,6 @@ class TestVettedJson:
         vetted = vetted_json(data, limit)
         assert not vetted or json_depth(data) <= limit
         assert vetted or json_depth(data) >= limit
-
-    @pytest.mark.skipif(native_vet is None, reason="health._json_vet not built: the simdjson fallback")
-    @pytest.mark.parametrize("limit", [8, 259, 1024])
-    def test_the_native_vetter_is_exact_at_the_depth(self, limit: int) -> None:
-        for leaf in (b"1", b""):
-            data = b"[" * limit + leaf + b"]" * limit
-            assert json_depth(data) == limit
-            assert vetted_json(data, limit) and not vetted_json(data, limit - 1)
 
     @pytest.mark.parametrize(
         "data",
@@ -164,60 +156,6 @@ def _whole(body: bytes, max_depth: int, monkeypatch: pytest.MonkeyPatch) -> Any:
     with monkeypatch.context() as patch:
         patch.setattr(raw_rows, "vet_event_rows", vet)
         return _decoded(body, max_depth)
-
-
-@pytest.mark.skipif(native_vet is None, reason="the native vetter is not built: no row spans")
-class TestRowsCutOutByTheVetter:
-    """A body whose rows the vetting pass cut out decodes to what the whole body decodes to."""
-
-    def test_a_generated_run_in_both_forms(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        run = generate_run(num_tasks=6, repeats=3, fault_rate=0.05, failure_rate=0.2, drained_fraction=0.1)
-        events = [{"kind": "run_started", "plan": run.plan}, *run.events]
-        for body in (orjson.dumps(events), orjson.dumps({"events": events})):
-            assert raw_rows._vetted(body, 259) not in (True, False)  # the rows are cut out
-            cut = _decoded(body, 1024)
-            assert cut is not None and cut == _whole(body, 1024, monkeypatch)
-
-    @pytest.mark.parametrize(
-        "body",
-        [
-            b"[]",
-            b'{"events": []}',
-            b'[{"kind": "completed", "row": {"a": 1}, "row": {"_ng_task_index": 2}}]',  # last row kept
-            b'[{"kind": "completed", "row": {"row": {"row": 1}}}]',  # rows inside a row stay
-            b'[{"kind": "completed", "r\\u006fw": {"a": 1}}]',  # an escaped key: decoded whole
-            b'[{"kind": "failed", "row": null}, {"kind": "drained", "row": [1, "x"]}]',
-            b'[{"kind": "completed", "row": "text"}, {"kind": "completed"}]',
-            b'[{"kind": "completed", "row": {}}, 5]',  # an element that is not an event
-            b'{"events": [{"kind": "completed", "row": {}}], "events": []}',
-            b'{"events": [], "more": 1}',
-            b'[{"kind": "completed", "row": {"a": 1}, "colour": 1}]',  # a key the models forbid
-            b' [{"kind": "completed", "row": {}}]',  # leading space: the full path decides
-        ],
-    )
-    @pytest.mark.parametrize("max_depth", [3, 8, 1024])
-    def test_shapes(self, body: bytes, max_depth: int, monkeypatch: pytest.MonkeyPatch) -> None:
-        assert _decoded(body, max_depth) == _whole(body, max_depth, monkeypatch)
-
-    _VALID = orjson.dumps(
-        [
-            {"kind": "completed", "seconds": 1.5, "row": {"_ng_task_index": 1, "a": [1, {"row": "c\n"}]}},
-            {"kind": "completed", "row": {"_ng_task_index": 4, "d": [[[[[1]]]]]}},
-            {"kind": "failed", "task_index": 2, "row": {"_ng_failure_class": "cancelled"}},
-            {"kind": "completed", "line": '{"_ng_task_index": 3}', "line_number": 7},
-        ]
-    )
-    _NOISE = st.sampled_from([*b'{}[]",:0123456789.-eE \\ntrufalsnrow\xff', 0])
-
-    @pytest.mark.parametrize("max_depth", [8, 1024])
-    @settings(max_examples=300, deadline=None)
-    @given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 2), _NOISE), min_size=1, max_size=4))
-    def test_mutations(self, max_depth: int, edits: list[tuple[int, int, int]]) -> None:
-        body = _mutated(self._VALID, edits)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(raw_rows, "vet_event_rows", vet)
-            whole = _decoded(bytes(body), max_depth)
-        assert _decoded(bytes(body), max_depth) == whole
 
 
 class TestRawRow:
