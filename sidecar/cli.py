@@ -59,8 +59,7 @@ def _version() -> str:
 
 
 class _VersionAction(argparse.Action):
-    """``--version``: looks the version up only when asked (``importlib.metadata`` is slow to load),
-    with which JSON vetter this install runs (the check a newcomer makes after ``pip install .``)."""
+    """``--version``: looks the version up only when asked (``importlib.metadata`` is slow to load)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
         super().__init__(
