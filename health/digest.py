@@ -35,11 +35,10 @@ import orjson
 from msgspec import UNSET, Raw, Struct, field
 
 from .checks import LENGTH_FINISH_REASONS
-from .compact import CompactDigest
+from .compact import CompactDigest, expand_digest
 from .contract.canonical import check_trajectory
 from .contract.models import TrajectoryRecord
 from .contract.strict import derive, strict_trajectory
-from .digest_forms import compact_from_walk, digest_from_walk
 from .evidence import Evidence, build_evidence, usage_tokens
 from .identity import (
     ROLLOUT_ID_KEY,
@@ -52,8 +51,8 @@ from .identity import (
 )
 from .json_vet import vet
 from .parse import parse_line
-from .unreadable import unreadable_compact, unreadable_digest
-from .walk import WalkOutcome, walk
+from .unreadable import unreadable_compact
+from .walk import WalkOutcome, compact_from_walk, walk
 
 if TYPE_CHECKING:
     from .types import RolloutDigest
@@ -103,7 +102,7 @@ class OrdinalIdentity(NamedTuple):
 
 
 class UnreadableLine(NamedTuple):
-    """A line without a readable identity: its digest is :func:`~health.unreadable.unreadable_digest`."""
+    """A line without a readable identity: its digest is :func:`~health.unreadable.unreadable_compact`."""
 
     detail: dict[str, Any]
 
@@ -193,9 +192,7 @@ class _Walked(Struct):
 def _digest_form(
     walked: _Walked | UnreadableLine, location: Location, ignored: frozenset[str]
 ) -> RolloutDigest:
-    if isinstance(walked, UnreadableLine):
-        return unreadable_digest(walked.detail, *location, ignored)
-    return digest_from_walk(walked.identity, walked.evidence, walked.outcome, location.ordinal)
+    return expand_digest(_compact_form(walked, location, ignored))
 
 
 def _compact_form(

@@ -3,7 +3,7 @@
 A check whose inputs were not observed is *unobserved* (no finding); one whose rule raises is
 unobserved too and yields a ``check_execution_error`` finding instead. The walk's outcome is
 the findings as :class:`~health.compact.PlainFinding` in emission order, and the unobserved IDs
-in registry order; :mod:`health.digest_forms` turns them into a digest.
+in registry order; :func:`compact_from_walk` packs them with the statistics into a digest.
 """
 
 from __future__ import annotations
@@ -14,12 +14,25 @@ from typing import NamedTuple
 from msgspec import Struct
 
 from .check_terms import CheckInput
-from .checks import ROLLOUT_RULES, CheckRule
-from .compact import PlainFinding
+from .checks import ROLLOUT_RULES, CheckRule, ended_chains
+from .compact import (
+    CAPTURE_OBSERVED,
+    ENDED_ON_ERROR,
+    HEALTHY,
+    POLICY_CALLS_OBSERVED,
+    UNHEALTHY,
+    UNOBSERVED,
+    CompactDigest,
+    PlainFinding,
+    finding_positions,
+    render_findings,
+    unobserved_mask,
+)
 from .evidence import Evidence
+from .identity import Identity
 from .registry import ROLLOUT_CHECK_IDS, check_reads
 
-__all__ = ["BindingView", "WalkOutcome", "walk"]
+__all__ = ["BindingView", "WalkOutcome", "compact_from_walk", "walk"]
 
 CHECK_EXECUTION_ERROR = "check_execution_error"
 RECORD_UNREADABLE = "record_unreadable"
@@ -133,3 +146,65 @@ def walk(evidence: Evidence, trajectory_error: str | None, ignored_checks: froze
             continue
         _run_rule(check_id, rule, evidence, ignored_checks, outcome)
     return outcome
+
+
+_NO_FINDINGS = b"[]"
+
+
+def _call_statistics(ev: Evidence) -> tuple[bool, int, dict[str, int], bool]:
+    """The digest statistics not read straight off the evidence: whether the policy calls
+    were observed, the successful model calls, the failed calls by status, whether the
+    rollout ended on an error (a plain tuple: one is built per row)."""
+    failed_calls = ev.failed_calls
+    errors_by_status: dict[str, int] = {}
+    for call in failed_calls:
+        status = "unknown" if call.status_code is None else str(call.status_code)
+        errors_by_status[status] = errors_by_status.get(status, 0) + 1
+    turn_binding = ev.turn_binding
+    matched = turn_binding.matched_calls
+    return (
+        ev.turn_call_scope_complete and turn_binding.complete,
+        len(matched) if ev.all_successful else sum(1 for call in matched if call.successful),
+        errors_by_status,
+        bool(failed_calls) and bool(ended_chains(ev)),
+    )
+
+
+def compact_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> CompactDigest:
+    """The digest, compact: the walk's outcome and the statistics (calls, failures by status,
+    tokens), without ``Finding`` models (:func:`~health.compact.expand_digest` builds them)."""
+    findings = outcome.findings
+    unobserved = outcome.unobserved
+    calls = ev.calls
+    policy_calls_observed, successful_model_calls, errors_by_status, ended_on_error = _call_statistics(ev)
+    if findings:
+        verdict = UNHEALTHY
+        rendered = render_findings(findings)
+        positions = finding_positions(findings)
+    else:
+        verdict = UNOBSERVED if unobserved else HEALTHY
+        rendered = _NO_FINDINGS
+        positions = ()
+    return CompactDigest(
+        ordinal,
+        identity.task_index,
+        identity.rollout_index,
+        identity.stage_index,
+        identity.rollout_id,
+        verdict,
+        rendered,
+        positions,
+        unobserved_mask(unobserved),
+        (CAPTURE_OBSERVED if calls else 0)
+        | (POLICY_CALLS_OBSERVED if policy_calls_observed else 0)
+        | (ENDED_ON_ERROR if ended_on_error else 0),
+        len(calls),
+        successful_model_calls,
+        len(ev.failed_calls),
+        tuple(errors_by_status.items()) if errors_by_status else (),
+        ev.duplicated_calls,
+        ev.transcript_prompt or 0,
+        ev.transcript_completion or 0,
+        ev.capture_prompt,
+        ev.capture_completion,
+    )
