@@ -4,17 +4,11 @@ Parse (orjson, :mod:`health.parse`), identify, validate the trajectory, derive e
 walk the rollout checks in registry order with their gates, derive the preliminary verdict
 (before the duplicate-identity post-pass) and the digest statistics. Never raises.
 
-A line takes one of two roads, with the same outcome:
-
-* **fast**: simdjson vets the line (:func:`health.json_vet.vet`: orjson would read it, with
-  the values msgspec decodes, at most 257 containers deep, so the canonical dump cannot fail:
-  every free-form value sits at least 4 levels down) and msgspec decodes the keys the step
-  reads into :class:`LineRecord`, whose trajectory is the contract's derived struct
-  (:mod:`health.contract.strict`) with the calls' ``request`` / ``response`` kept as raw
-  spans: most of a line's bytes, which no check reads but a call cut off at a length limit;
-* **full**: orjson parses the line; the trajectory is vouched for by the derived structs
-  (:func:`~health.contract.strict.strict_trajectory`) or, where they cannot decide, by the
-  pydantic contract itself.
+A line takes one of two roads, with the same outcome: **fast**, decoded straight from its
+bytes without its payloads (:mod:`health.line_record`), else **full**: orjson parses it, and
+its trajectory is vouched for by the derived structs
+(:func:`~health.contract.strict.strict_trajectory`) or, where they cannot decide, by the
+pydantic contract itself.
 
 One deliberate difference from NeMo Gym 0.7.0: where the reference aborts the whole run
 because an identity value cannot be coerced to ``int | str`` (``"_ng_task_index": null``, a
@@ -30,26 +24,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
-import msgspec
 import orjson
-from msgspec import UNSET, Raw, Struct, field
+from msgspec import Struct
 
-from .checks import LENGTH_FINISH_REASONS
 from .compact import CompactDigest, expand_digest
 from .contract.canonical import check_trajectory
-from .contract.models import TrajectoryRecord
-from .contract.strict import derive, strict_trajectory
-from .evidence import Evidence, build_evidence, usage_tokens
+from .contract.strict import strict_trajectory
+from .evidence import Evidence, build_evidence
 from .identity import (
     ROLLOUT_ID_KEY,
     ROLLOUT_INDEX_KEY,
     TASK_INDEX_KEY,
     Identity,
     InvalidIdentity,
-    identity_of,
     resolve_identity,
 )
-from .json_vet import vet
+from .line_record import LineRecord, decode_line, line_dependence, line_inputs
 from .parse import parse_line
 from .unreadable import unreadable_compact
 from .walk import WalkOutcome, compact_from_walk, walk
@@ -58,7 +48,6 @@ if TYPE_CHECKING:
     from .types import RolloutDigest
 
 __all__ = [
-    "LineRecord",
     "Location",
     "OrdinalIdentity",
     "PositionDependence",
@@ -67,16 +56,11 @@ __all__ = [
     "digest_everyday_compact",
     "digest_line",
     "digest_line_compact",
-    "digest_line_placed",
     "digest_record",
     "digest_record_with_trajectory",
 ]
 
 _DUMP_DEPTH_LIMIT = 254
-_MAX_LINE_DEPTH = 257
-"""253 levels for a free-form value (the dump's limit) plus the 4 levels above the shallowest one."""
-_NULL = Raw(b"null")
-_NO_RECORD: dict[str, Any] = {}
 
 TrajectoryCheck: TypeAlias = "tuple[Any, None] | tuple[None, str]"
 """The validated ``ng_trajectory`` (a derived struct or the contract's ``TrajectoryRecord``,
@@ -111,76 +95,6 @@ PositionDependence: TypeAlias = OrdinalIdentity | UnreadableLine | None
 """How a line's digest depends on its position besides the ``ordinal`` field (``None``: it does not)."""
 
 
-class _Usage(Struct):
-    """A record's top-level ``response``, of which the checks read ``usage`` alone."""
-
-    usage: Any = None
-
-
-class LineRecord(Struct):
-    """The keys of a rollout line the step (and the live service) reads; the rest is skipped.
-    ``UNSET`` marks an absent key (absent and ``null`` differ for the task index)."""
-
-    task_index: Any = field(default=UNSET, name=TASK_INDEX_KEY)
-    rollout_index: Any = field(default=UNSET, name=ROLLOUT_INDEX_KEY)
-    rollout_id: Any = field(default=None, name=ROLLOUT_ID_KEY)
-    stage_index: Any = None
-    attempt: Any = field(default=UNSET, name="_ng_attempt_index")
-    no_persist: Any = field(default=UNSET, name="_ng_no_persist")
-    failure_class: Any = field(default=UNSET, name="_ng_failure_class")
-    agent_ref: Any = UNSET
-    response: _Usage | None = None
-    ng_trajectory: derive(TrajectoryRecord, frozenset({"request", "response"})) | None = None  # type: ignore[valid-type]
-
-
-_LINE_DECODER = msgspec.json.Decoder(LineRecord)
-
-
-def _decode_line(data: bytes) -> LineRecord | None:
-    """The fast road's record (module notes), or ``None`` to take the full road."""
-    if data[:1] != b"{" or not vet(data, _MAX_LINE_DEPTH):
-        return None
-    try:
-        return _LINE_DECODER.decode(data)
-    except msgspec.DecodeError:  # outside the strict subset, or the contract is broken: full road
-        return None
-
-
-def _line_walked(line: LineRecord, ordinal: int, ignored: frozenset[str]) -> _Walked | None:
-    """The walk of a decoded line; ``None`` defers an invalid identity to the full road."""
-    trajectory = line.ng_trajectory
-    identity = identity_of(
-        ordinal if line.task_index is UNSET else line.task_index,
-        0 if line.rollout_index is UNSET else line.rollout_index,
-        line.stage_index,
-        line.rollout_id,
-        None if trajectory is None else trajectory.rollout_id,
-    )
-    if isinstance(identity, InvalidIdentity):
-        return None
-    responses: list[Any] = []
-    if trajectory is not None:
-        for call in trajectory.model_calls:  # the checks read the responses cut at a length limit
-            response = call.response
-            if response == _NULL:
-                responses.append(None)
-            elif call.response_metadata.finish_reason in LENGTH_FINISH_REASONS:
-                responses.append(orjson.loads(bytes(response)))
-            else:
-                responses.append(response)
-    usage = (None, None) if line.response is None else usage_tokens(line.response.usage)
-    evidence = build_evidence(trajectory, _NO_RECORD, responses, usage=usage)
-    return _Walked(identity, evidence, walk(evidence, None, ignored))
-
-
-def _line_dependence(line: LineRecord) -> OrdinalIdentity | None:
-    if line.task_index is not UNSET:
-        return None
-    trajectory = line.ng_trajectory
-    own_id = line.rollout_id or (None if trajectory is None else trajectory.rollout_id)
-    return OrdinalIdentity(None if own_id else f"{0 if line.rollout_index is UNSET else line.rollout_index}")
-
-
 class _Walked(Struct):
     """A record's identity, evidence and walk: what either digest form is made of."""
 
@@ -209,11 +123,12 @@ def _walk_line(
     """Read and walk one line (fast road, else full road): the walk (or why the line has no
     readable identity), its position dependence, and the record it read."""
     data = bytes(data).strip()
-    line = _decode_line(data)
-    if line is not None:
-        fast = _line_walked(line, location.ordinal, ignored)
-        if fast is not None:
-            return fast, _line_dependence(line), line
+    line = decode_line(data)
+    inputs = None if line is None else line_inputs(line, location.ordinal)
+    if line is not None and inputs is not None:
+        suffix = line_dependence(line)
+        dependence = None if suffix is None else OrdinalIdentity(suffix or None)
+        return _Walked(*inputs, walk(inputs[1], None, ignored)), dependence, line
     record, error = parse_line(data)
     walked, _ = _digest_parsed(record, error, location, ignored, len(data), None)
     if isinstance(walked, UnreadableLine):
@@ -232,35 +147,8 @@ def digest_line(
     ignored_checks: frozenset[str] = frozenset(),
 ) -> RolloutDigest:
     """Digest one non-blank physical line (raw bytes, surrounding whitespace allowed)."""
-    return digest_line_placed(
-        data,
-        source_path=source_path,
-        source_index=source_index,
-        line_number=line_number,
-        ordinal=ordinal,
-        ignored_checks=ignored_checks,
-    )[0]
-
-
-def digest_line_placed(
-    data: bytes,
-    *,
-    source_path: str,
-    source_index: int,
-    line_number: int,
-    ordinal: int,
-    ignored_checks: frozenset[str] = frozenset(),
-) -> tuple[RolloutDigest, PositionDependence]:
-    """:func:`digest_line`, also saying how the digest depends on the line's position.
-
-    A map task that knows only split-local positions uses it to hand the driver what it needs
-    to place the line globally without digesting it again: for an unreadable line the
-    ``record_unreadable`` detail, for a record without ``_ng_task_index`` whether its rollout
-    id derives from the ordinal.
-    """
     location = Location(source_path, source_index, line_number, ordinal)
-    walked, dependence, _ = _walk_line(data, location, ignored_checks)
-    return _digest_form(walked, location, ignored_checks), dependence
+    return _digest_form(_walk_line(data, location, ignored_checks)[0], location, ignored_checks)
 
 
 def digest_line_compact(
@@ -272,9 +160,11 @@ def digest_line_compact(
     ordinal: int,
     ignored_checks: frozenset[str] = frozenset(),
 ) -> tuple[CompactDigest, PositionDependence]:
-    """:func:`digest_line_placed` with the digest in its compact form, packed straight from the
-    walk (what a batch worker sends back): no ``RolloutDigest`` model is built. ``data`` may be
-    a view of a read buffer; nothing returned refers to it."""
+    """:func:`digest_line` in the compact form (what a batch worker sends back), and how the
+    digest depends on the line's position, so that a map task that knows only split-local
+    positions hands the driver what it needs to place the line globally: for an unreadable
+    line the ``record_unreadable`` detail, for a record without ``_ng_task_index`` whether its
+    rollout id derives from the ordinal. ``data`` may be a view of a read buffer."""
     location = Location(source_path, source_index, line_number, ordinal)
     walked, dependence, _ = _walk_line(data, location, ignored_checks)
     return _compact_form(walked, location, ignored_checks), dependence
@@ -295,10 +185,11 @@ def digest_everyday_compact(
     or ``None`` where only the full road can decide. ``shallow_json`` is accepted for the live
     service's call and changes nothing."""
     location = Location(source_path, source_index, line_number, ordinal)
-    line = _decode_line(data)
-    walked = None if line is None else _line_walked(line, ordinal, ignored_checks)
-    if line is None or walked is None:
+    line = decode_line(data)
+    inputs = None if line is None else line_inputs(line, ordinal)
+    if line is None or inputs is None:
         return None
+    walked = _Walked(*inputs, walk(inputs[1], None, ignored_checks))
     return _compact_form(walked, location, ignored_checks), line
 
 
@@ -401,9 +292,7 @@ def _readable_identity(
     return identity
 
 
-def _depth_guarded(
-    raw: Any, checked: TrajectoryCheck, line_size: int | None
-) -> tuple[Any, str | None]:
+def _depth_guarded(raw: Any, checked: TrajectoryCheck, line_size: int | None) -> tuple[Any, str | None]:
     """The contract's validated trajectory, or why it is unreadable (its error, or the dump's).
 
     The canonical dump is never materialized: the checks read validated attributes, which
