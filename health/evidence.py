@@ -25,8 +25,6 @@ __all__ = [
     "Gap",
     "build_evidence",
     "call_identity",
-    "is_failed",
-    "is_successful",
     "transcript_usage",
 ]
 
@@ -151,22 +149,6 @@ class Evidence(Struct):
     @property
     def has_contradiction_gap(self) -> bool:
         return any(gap.code in CONTRADICTION_GAP_KINDS for gap in self.gaps)
-
-
-def is_failed(status_code: int | None, error_category: str | None, response_status: str | None) -> bool:
-    """A failed call: HTTP status >= 400, a truthy error category, or a failed response status."""
-    return (
-        (status_code is not None and status_code >= 400)
-        or bool(error_category)
-        or response_status in _FAILED_RESPONSE_STATUSES
-    )
-
-
-def is_successful(status_code: int | None, error_category: str | None, response_status: str | None) -> bool:
-    """Not failed, and no status or a 2xx/3xx one (a status below 200 is neither)."""
-    return not is_failed(status_code, error_category, response_status) and (
-        status_code is None or 200 <= status_code <= 399
-    )
 
 
 def call_identity(call: Call) -> str | None:
