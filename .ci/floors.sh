@@ -15,8 +15,8 @@ quiet $venv/bin/python -m pip install -q -c "$constraints" -r "$constraints" \
   pytest pytest-asyncio pytest-timeout hypothesis pyyaml
 # The project itself without re-resolving: its other dependencies at their newest.
 quiet $venv/bin/python -m pip install -q -c "$constraints" -e .
-$venv/bin/python -m pip list 2>/dev/null | grep -iE '^(pydantic|pydantic_core|orjson|msgspec') '
+$venv/bin/python -m pip list 2>/dev/null | grep -iE '^(pydantic|pydantic_core|orjson|msgspec|pysimdjson) '
 $venv/bin/python -m pytest -q -p no:cacheprovider \
-  tests/health/test_vectors.py tests/health/test_fast_path.py tests/health/test_json_vet.py \
-  tests/health/test_contract.py tests/health/test_digest.py \
+  tests/health/test_vectors.py tests/health/test_json_vet.py tests/health/test_conversation.py \
+  tests/health/test_contract.py tests/health/test_digest.py tests/health/test_evidence.py \
   tests/sidecar/test_events.py tests/sidecar/test_raw_rows.py
