@@ -20,6 +20,7 @@ from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
 from tests.dispatcher_client.support import free_port
 from tests.sidecar.service_support import generate_run
+from tests.signals import interruptible
 
 
 @pytest.fixture
@@ -178,7 +179,13 @@ def test_ctrl_c_during_once_exits_130_in_one_line(tmp_path: Path) -> None:
     _write_run(run_dir)
     argv = [sys.executable, "-m", "sidecar.cli", "follow", str(run_dir), "--once"]
     argv += ["--sidecar", f"http://127.0.0.1:{free_port()}"]  # nothing listens there
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+    with subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=interruptible,
+    ) as process:
         assert process.stderr is not None and process.stdout is not None
         retrying = process.stderr.readline()  # the follower's one line about the outage
         process.send_signal(signal.SIGINT)

@@ -1,0 +1,14 @@
+"""Children that get Ctrl-C as a terminal would give it to them."""
+
+from __future__ import annotations
+
+import signal
+
+
+def interruptible() -> None:
+    """``preexec_fn`` for a child a test sends SIGINT: default disposition, not blocked. A child
+    inherits an ignored or blocked SIGINT from the test process, and a library an earlier test in
+    the same worker loaded may have left it so (seen under ``pytest -n 2`` only): the child would
+    then never see the Ctrl-C the test is about."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
