@@ -27,8 +27,13 @@ __all__ = [
 ]
 
 _STRING = re.compile(rb'"[^"]*"')
-_PAIR = re.compile(rb"\{,*\}|\[,*\]")  # an innermost pair in a skeleton without strings
-_NOT_SKELETON = bytes(b for b in range(256) if b not in b'"[]{},')
+_PAIR_HEIGHT = 3  # a pair of a skeleton without strings holding at most two levels of pairs:
+_PAIR = re.compile(rb"\{,*\}|\[,*\]")
+for _ in range(_PAIR_HEIGHT - 1):
+    _PAIR = re.compile(rb"\{(?:,|%s)*+\}|\[(?:,|%s)*+\]" % (_PAIR.pattern, _PAIR.pattern))
+_ESCAPES = b"\\/bfnrtu"  # a backslash and every character JSON lets it escape but a quote
+_NOT_ESCAPES_OR_SKELETON = bytes(b for b in range(256) if b not in b'"[]{},' + _ESCAPES)
+_SLICE = 64 * 1024
 _OPENERS = frozenset(b"[{")
 _COMMA = ord(",")
 
@@ -64,15 +69,22 @@ class EventCounter:
 
     def feed(self, chunk: bytes) -> None:
         """Count ``chunk``; raises :class:`TooManyEvents` or :class:`BodyTooDeep`."""
-        data = self._carry + chunk if self._carry else chunk
-        if b"\\" in data:
-            data = data.replace(b"\\\\", b"")
+        for start in range(0, len(chunk), _SLICE):  # (each C call short: the loop waits for none)
+            self._feed(chunk[start : start + _SLICE] if len(chunk) > _SLICE else chunk)
+
+    def _feed(self, chunk: bytes) -> None:
+        # First everything but what escapes, strings and structure are made of goes: an escape's
+        # backslash stays next to the character it escapes, so the escapes are dropped on a
+        # quarter of the bytes.
+        data = self._carry + chunk.translate(None, _NOT_ESCAPES_OR_SKELETON)
         self._carry = b""
+        if b"\\\\" in data:
+            data = data.replace(b"\\\\", b"")
         if data.endswith(b"\\"):
             data, self._carry = data[:-1], b"\\"
         if b'\\"' in data:
             data = data.replace(b'\\"', b"")
-        skeleton = data.translate(None, _NOT_SKELETON)
+        skeleton = data.translate(None, _ESCAPES)
         if self._in_string:
             skeleton = b'"' + skeleton
         # Two adjacent quotes hold nothing structural between them (an empty string, or one
@@ -91,7 +103,7 @@ class EventCounter:
                 shorter = _PAIR.sub(b"", reduced)
                 if len(shorter) == len(reduced):
                     break
-                reduced, height = shorter, height + 1
+                reduced, height = shorter, height + _PAIR_HEIGHT
             if self._walk_reduced(reduced, height):
                 return
         self._walk_exact(skeleton)
