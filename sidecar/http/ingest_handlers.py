@@ -243,6 +243,7 @@ class IngestHandlers:
         self.settings = service.settings
         self.require_ready = require_ready
         self._held = 0
+        self._cpu = service.ingestor.cpu
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -284,10 +285,10 @@ class IngestHandlers:
             parts.append(chunk)
             pending += len(chunk)
             if counter is not None and pending >= _COUNT_EVERY:
-                await anyio.to_thread.run_sync(_count, counter, parts[counted:])
+                await anyio.to_thread.run_sync(_count, counter, parts[counted:], limiter=self._cpu)
                 counted, pending = len(parts), 0
         if counter is not None and pending:
-            await anyio.to_thread.run_sync(_count, counter, parts[counted:])
+            await anyio.to_thread.run_sync(_count, counter, parts[counted:], limiter=self._cpu)
         if declared is not None and size < declared:
             detail = f"body of {size} bytes is shorter than its Content-Length {declared}"
             raise RequestError(400, "bad_request", detail, "body")
@@ -416,7 +417,7 @@ class IngestHandlers:
             raise RequestError(
                 503, "journal_unavailable", f"events not stored: {exc}", None, {"Retry-After": "1"}
             ) from exc
-        return await anyio.to_thread.run_sync(_answer, run_id, outcomes)
+        return await anyio.to_thread.run_sync(_answer, run_id, outcomes, limiter=self._cpu)
 
     async def events(self, request: Request) -> Response:
         """``POST /v1/runs/{run_id}/events``: a batch of events."""
@@ -426,7 +427,7 @@ class IngestHandlers:
         self.require_ready()
         counter = EventCounter(MAX_EVENTS_PER_REQUEST, self.settings.max_json_depth)
         async with self._held_body(request.headers.get("content-length"), request.receive, counter) as parts:
-            events = await anyio.to_thread.run_sync(self._parse_events, run_id, parts)
+            events = await anyio.to_thread.run_sync(self._parse_events, run_id, parts, limiter=self._cpu)
             del parts  # parsed: the raw body need not stay resident while the batch is stored
             return json_response(await self._ingest(run_id, events))
 
@@ -453,7 +454,7 @@ class IngestHandlers:
         if "line_number" not in event:
             raise RequestError(400, "validation", "line_number is required", "line_number")
         async with self._held_body(request.headers.get("content-length"), request.receive) as parts:
-            events = await anyio.to_thread.run_sync(self._parse_line, run_id, event, parts)
+            events = await anyio.to_thread.run_sync(self._parse_line, run_id, event, parts, limiter=self._cpu)
             del parts
             return json_response(await self._ingest(run_id, events))
 
