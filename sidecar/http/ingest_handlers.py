@@ -59,6 +59,16 @@ class _Wrapped(msgspec.Struct, forbid_unknown_fields=True):
 _SPLITTER = msgspec.json.Decoder(list[msgspec.Raw] | _Wrapped)
 
 
+#: Splits a run of events (a piece of a bare array body, in brackets) into their spans.
+_PIECE_SPLITTER = msgspec.json.Decoder(list[msgspec.Raw])
+#: Bytes of body split in one call: msgspec holds the interpreter lock while it scans (~1 ms/MB).
+_PIECE = 256 * 1024
+#: Where an event of a bare array body likely starts (every client writes ``kind`` first).
+_EVENT_START = b',{"kind":"'
+_KIND_NAMES = frozenset(kind.encode() for kind in EVENT_KINDS)
+_MAX_MISSES = 8  # cuts tried inside events before the body is split in one call
+
+
 #: An event's keys, each value left as its span.
 _KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _COMPLETED = b'"completed"'
@@ -97,6 +107,47 @@ def _validate(index: int, value: Any) -> Event:
         ) from exc
 
 
+def _cut_after(body: bytes | bytearray, at: int) -> int:
+    """Where an event of the service's kinds likely starts at or past ``at`` (its comma), or -1."""
+    while (cut := body.find(_EVENT_START, at)) >= 0:
+        begin = cut + len(_EVENT_START)
+        if bytes(body[begin : body.find(b'"', begin, begin + 40)]) in _KIND_NAMES:
+            return cut
+        at = cut + 1
+    return -1
+
+
+def _split_in_pieces(body: bytes | bytearray) -> list[msgspec.Raw] | None:
+    """The events' spans of a bare array body, split :data:`_PIECE` bytes at a time so the event
+    loop gets the interpreter lock between the calls; ``None`` where that does not hold (a
+    small or wrapped body, or no cut found between two events: the whole body is then split
+    in one call, which also says what is wrong with it).
+
+    A cut is tried before each ``,{"kind":"<an event kind>"`` past a piece's length (a row may
+    hold such an object too); a piece that ends inside an event or a string is not JSON once
+    bracketed, so a piece that decodes ends between events.
+    """
+    if len(body) <= 2 * _PIECE or body[:1] != b"[":
+        return None
+    view, spans, start, misses = memoryview(body), [], 1, 0
+    with view:
+        cut = _cut_after(body, start + _PIECE)
+        while True:
+            piece = b"".join((b"[", view[start:] if cut < 0 else view[start:cut], b"" if cut < 0 else b"]"))
+            try:
+                spans += _PIECE_SPLITTER.decode(piece)
+            except msgspec.DecodeError:
+                misses += 1
+                if cut < 0 or misses > _MAX_MISSES:
+                    return None
+                cut = _cut_after(body, cut + 1)  # (that comma was inside an event)
+                continue
+            if cut < 0:
+                return spans
+            start = cut + 1
+            cut = _cut_after(body, start + _PIECE)
+
+
 def parse_events(body: bytes | bytearray) -> list[Event]:
     """The events of an ingest body (a JSON array, or ``{"events": [...]}``), on a worker thread.
 
@@ -106,7 +157,8 @@ def parse_events(body: bytes | bytearray) -> list[Event]:
     covers them, and it is parsed only where the health check's fast road does not vouch.
     """
     try:
-        decoded = _SPLITTER.decode(body)
+        pieces = _split_in_pieces(body)
+        decoded = _SPLITTER.decode(body) if pieces is None else pieces
     except msgspec.ValidationError as exc:
         detail = f'give a JSON array of events, or {{"events": [...]}} ({exc})'
         raise RequestError(422, "validation", detail, "events") from exc
@@ -150,10 +202,17 @@ async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
             raise RequestError(400, "bad_request", "the client closed the connection mid-body", "body")
 
 
-def _count(counter: EventCounter, chunk: bytes) -> None:
-    """Count ``chunk``: past a cap the body is refused before it is read on."""
+#: Uncounted body bytes that send the count to a worker thread (and hold reading till it is done).
+_COUNT_EVERY = 256 * 1024
+
+
+def _count(counter: EventCounter, chunks: list[bytes]) -> None:
+    """Count ``chunks`` (on a worker thread: ~8 ms of work per MB of realistic rows, in short C
+    calls, so the event loop gets the interpreter lock back between them); past a cap the body
+    is refused before it is read on."""
     try:
-        counter.feed(chunk)
+        for chunk in chunks:
+            counter.feed(chunk)
     except TooManyEvents as exc:
         raise _too_many(str(exc)) from None
     except BodyTooDeep as exc:
@@ -184,6 +243,7 @@ class IngestHandlers:
         self.settings = service.settings
         self.require_ready = require_ready
         self._held = 0
+        self._cpu = service.ingestor.cpu
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -207,11 +267,13 @@ class IngestHandlers:
         self, receive: Receive, declared: int | None, counter: EventCounter | None
     ) -> list[bytes]:
         """The body's chunks, at most the cap (or its ``Content-Length``), each counted as it
-        arrives (``counter``). They are joined on a worker thread (a large join lets go of the
-        interpreter lock), never on the event loop."""
+        arrives (``counter``, on a worker thread every :data:`_COUNT_EVERY` bytes: reading waits
+        for it, so a body past the event cap is refused having held at most that much uncounted).
+        They are joined on a worker thread (a large join lets go of the interpreter lock), never
+        on the event loop."""
         cap = self.settings.body_cap if declared is None else declared
         parts: list[bytes] = []
-        size = 0
+        size = pending = counted = 0
         async for chunk in _chunks(receive):
             size += len(chunk)
             if size > cap:
@@ -220,9 +282,13 @@ class IngestHandlers:
                 raise RequestError(
                     400, "bad_request", f"body longer than its Content-Length {declared}", "body"
                 )
-            if counter is not None:
-                _count(counter, chunk)
             parts.append(chunk)
+            pending += len(chunk)
+            if counter is not None and pending >= _COUNT_EVERY:
+                await anyio.to_thread.run_sync(_count, counter, parts[counted:], limiter=self._cpu)
+                counted, pending = len(parts), 0
+        if counter is not None and pending:
+            await anyio.to_thread.run_sync(_count, counter, parts[counted:], limiter=self._cpu)
         if declared is not None and size < declared:
             detail = f"body of {size} bytes is shorter than its Content-Length {declared}"
             raise RequestError(400, "bad_request", detail, "body")
@@ -351,7 +417,7 @@ class IngestHandlers:
             raise RequestError(
                 503, "journal_unavailable", f"events not stored: {exc}", None, {"Retry-After": "1"}
             ) from exc
-        return await anyio.to_thread.run_sync(_answer, run_id, outcomes)
+        return await anyio.to_thread.run_sync(_answer, run_id, outcomes, limiter=self._cpu)
 
     async def events(self, request: Request) -> Response:
         """``POST /v1/runs/{run_id}/events``: a batch of events."""
@@ -361,7 +427,7 @@ class IngestHandlers:
         self.require_ready()
         counter = EventCounter(MAX_EVENTS_PER_REQUEST, self.settings.max_json_depth)
         async with self._held_body(request.headers.get("content-length"), request.receive, counter) as parts:
-            events = await anyio.to_thread.run_sync(self._parse_events, run_id, parts)
+            events = await anyio.to_thread.run_sync(self._parse_events, run_id, parts, limiter=self._cpu)
             del parts  # parsed: the raw body need not stay resident while the batch is stored
             return json_response(await self._ingest(run_id, events))
 
@@ -388,7 +454,7 @@ class IngestHandlers:
         if "line_number" not in event:
             raise RequestError(400, "validation", "line_number is required", "line_number")
         async with self._held_body(request.headers.get("content-length"), request.receive) as parts:
-            events = await anyio.to_thread.run_sync(self._parse_line, run_id, event, parts)
+            events = await anyio.to_thread.run_sync(self._parse_line, run_id, event, parts, limiter=self._cpu)
             del parts
             return json_response(await self._ingest(run_id, events))
 

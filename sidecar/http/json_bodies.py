@@ -27,7 +27,13 @@ __all__ = [
 ]
 
 _STRING = re.compile(rb'"[^"]*"')
-_NOT_SKELETON = bytes(b for b in range(256) if b not in b'"[]{},')
+_PAIR_HEIGHT = 3  # a pair of a skeleton without strings holding at most two levels of pairs:
+_PAIR = re.compile(rb"\{,*\}|\[,*\]")
+for _ in range(_PAIR_HEIGHT - 1):
+    _PAIR = re.compile(rb"\{(?:,|%s)*+\}|\[(?:,|%s)*+\]" % (_PAIR.pattern, _PAIR.pattern))
+_ESCAPES = b"\\/bfnrtu"  # a backslash and every character JSON lets it escape but a quote
+_NOT_ESCAPES_OR_SKELETON = bytes(b for b in range(256) if b not in b'"[]{},' + _ESCAPES)
+_SLICE = 64 * 1024
 _OPENERS = frozenset(b"[{")
 _COMMA = ord(",")
 
@@ -46,9 +52,10 @@ class EventCounter:
     before the rest of it is read or any of it decoded.
 
     Each chunk is reduced at C speed (escapes dropped, everything but quotes, brackets and
-    commas deleted, strings removed); only the brackets and commas left are walked. A comma
-    directly inside the events' list separates two events; a body that is not JSON is left
-    to the decoder, which says why.
+    commas deleted, strings removed, then every bracket pair the chunk opens and closes
+    removed, innermost first); only the few brackets and commas left are walked, so a chunk
+    of realistic rows costs no Python work per byte. A comma directly inside the events' list
+    separates two events; a body that is not JSON is left to the decoder, which says why.
     """
 
     def __init__(self, max_events: int, max_depth: int) -> None:
@@ -62,23 +69,72 @@ class EventCounter:
 
     def feed(self, chunk: bytes) -> None:
         """Count ``chunk``; raises :class:`TooManyEvents` or :class:`BodyTooDeep`."""
-        data = self._carry + chunk if self._carry else chunk
-        if b"\\" in data:
-            data = data.replace(b"\\\\", b"")
+        for start in range(0, len(chunk), _SLICE):  # (each C call short: the loop waits for none)
+            self._feed(chunk[start : start + _SLICE] if len(chunk) > _SLICE else chunk)
+
+    def _feed(self, chunk: bytes) -> None:
+        # First everything but what escapes, strings and structure are made of goes: an escape's
+        # backslash stays next to the character it escapes, so the escapes are dropped on a
+        # quarter of the bytes.
+        data = self._carry + chunk.translate(None, _NOT_ESCAPES_OR_SKELETON)
         self._carry = b""
+        if b"\\\\" in data:
+            data = data.replace(b"\\\\", b"")
         if data.endswith(b"\\"):
             data, self._carry = data[:-1], b"\\"
         if b'\\"' in data:
             data = data.replace(b'\\"', b"")
-        skeleton = data.translate(None, _NOT_SKELETON)
+        skeleton = data.translate(None, _ESCAPES)
         if self._in_string:
             skeleton = b'"' + skeleton
+        # Two adjacent quotes hold nothing structural between them (an empty string, or one
+        # string's end and the next's start): dropping them keeps every other quote's role, and
+        # leaves the regex only the few strings that hold brackets or commas.
+        skeleton = skeleton.replace(b'""', b"")
         self._in_string = skeleton.count(b'"') % 2 == 1
         if self._in_string:
             skeleton = skeleton[: skeleton.rfind(b'"')]
-        self._walk(_STRING.sub(b"", skeleton))
+        self._walk(_STRING.sub(b"", skeleton) if b'"' in skeleton else skeleton)
 
     def _walk(self, skeleton: bytes) -> None:
+        if self._level:  # (the events' list is open: any pair this chunk closes lies inside it)
+            reduced, height = skeleton, 0
+            while True:
+                shorter = _PAIR.sub(b"", reduced)
+                if len(shorter) == len(reduced):
+                    break
+                reduced, height = shorter, height + _PAIR_HEIGHT
+            if self._walk_reduced(reduced, height):
+                return
+        self._walk_exact(skeleton)
+
+    def _walk_reduced(self, reduced: bytes, height: int) -> bool:
+        """Count from ``reduced`` (a removed pair nested at most ``height`` deep) if that is exact:
+        the events' list stays open and no position can pass the depth cap; else change nothing
+        and say so (the exact walk then takes the chunk)."""
+        depth, level, deepest, commas = self._depth, self._level, self._depth, 0
+        for byte in reduced:
+            if byte == _COMMA:
+                commas += depth == level
+            elif byte in _OPENERS:
+                depth += 1
+                deepest = max(deepest, depth)
+            else:
+                depth -= 1
+                if depth < level:  # the list closed: what follows it is the exact walk's
+                    return False
+        if deepest + height > self.max_depth:  # (a bound: the exact walk decides)
+            return False
+        self._depth = depth
+        self._count(commas)
+        return True
+
+    def _count(self, commas: int) -> None:
+        self.events += commas + (self.events == 0 and self._level > 0)  # (an empty list counts one)
+        if self.events > self.max_events:
+            raise TooManyEvents(f"more than {self.max_events} events in one request")
+
+    def _walk_exact(self, skeleton: bytes) -> None:
         depth, level, commas = self._depth, self._level, 0
         for byte in skeleton:
             if byte == _COMMA:
@@ -92,9 +148,7 @@ class EventCounter:
             else:
                 depth -= 1
         self._depth, self._level = depth, level
-        self.events += commas + (self.events == 0 and level > 0)  # (an empty list counts one)
-        if self.events > self.max_events:
-            raise TooManyEvents(f"more than {self.max_events} events in one request")
+        self._count(commas)
 
 
 def _finite_only(value: Any) -> Any:

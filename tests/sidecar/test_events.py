@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from pydantic import ValidationError
 
+from sidecar.http.errors import RequestError
 from sidecar.http.ingest_handlers import parse_events
 from sidecar.ingest.events import (
     MAX_SECONDS,
@@ -129,3 +131,42 @@ class TestNumberRanges:
             ]
         )
         assert events[0].dispatch_budget_s == MAX_SECONDS  # type: ignore[union-attr]
+
+
+class TestLargeBodies:
+    """A large bare array is split a piece at a time: the events are those of the whole body."""
+
+    @staticmethod
+    def _body(count: int) -> bytes:
+        # rows that hold what a cut is tried before (``,{"kind":"completed"``), in a nested
+        # object and in a string, so some cuts land inside an event
+        decoy = {"kind": "completed", "text": ',{"kind":"completed"' * 20}
+        events = [
+            {
+                "kind": "completed",
+                "seconds": 1.0 + index,
+                "row": {
+                    "pad": "x" * 3000,
+                    "calls": [decoy, decoy],
+                    "_ng_task_index": index,
+                    "_ng_rollout_index": 0,
+                },
+            }
+            for index in range(count)
+        ]
+        return orjson.dumps(events)
+
+    def test_events_equal_the_body_split_in_one_call(self) -> None:
+        body = self._body(400)
+        assert len(body) > 1_000_000
+        events = parse_events(body)
+        assert [getattr(event, "seconds", None) for event in events] == [1.0 + i for i in range(400)]
+        assert events == parse_events(orjson.dumps({"events": orjson.loads(body)}))
+
+    def test_a_broken_large_body_is_refused_as_one_body(self) -> None:
+        body = self._body(400)
+        with pytest.raises(RequestError) as cut:
+            parse_events(body[:-1])
+        with pytest.raises(RequestError) as trailing:
+            parse_events(body + b"x")
+        assert cut.value.status == trailing.value.status == 400
