@@ -64,7 +64,7 @@ class LineRecord(Struct):
 _LINE_DECODER = msgspec.json.Decoder(LineRecord)
 
 
-def decode_line(data: bytes) -> LineRecord | None:
+def decode_line(data: bytes | memoryview) -> LineRecord | None:
     """The fast road's record (module notes), or ``None`` to take the full road."""
     if data[:1] != b"{" or not vet(data, _MAX_LINE_DEPTH):
         return None
