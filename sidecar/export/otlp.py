@@ -1,31 +1,18 @@
 """OTLP/HTTP push of the numbers ``/metrics`` shows, into an OpenTelemetry Collector.
 
-**Where.** ``serve --otlp-endpoint URL`` pushes to ``URL/v1/metrics``; without it
-``NEMO_GYM_OTEL_ENABLED=1`` turns the push on with the standard ``OTEL_EXPORTER_OTLP_*``
-variables (:func:`resolve_endpoint`). A setting that cannot work is an :class:`OtlpConfigError`
-naming the variable, so ``serve`` stops with one line instead of pushing nowhere.
-
-**What.** Every push collects the service's own Prometheus registry as a scrape does, so a push
-and a scrape of one state carry the same values. ``rollout_sidecar_<rest>[_<unit>]`` becomes
-``rollout_sidecar.<rest with dots>`` with the unit as the OTel unit; the collector's Prometheus
-translation gives today's names back. Counters are cumulative monotonic sums, histograms
-cumulative (with min/max where kept), the quantile summary a gauge with a ``quantile``
-attribute. A run's series start at the run's start, so a restart that replays the journal
-continues them. ``run_id`` becomes ``rollout_sidecar.run_id``; the resource is NeMo Gym's
-(:func:`resource_attributes`).
-
-**How.** The loop collects; a :class:`~sidecar.export.failopen.FailOpenWorker` thread sends one
-POST per push (:func:`post`): a total deadline, at most :data:`MAX_RESPONSE_BYTES` of the answer
-read, no retry (the next push is the retry, cumulative values lose nothing). A push while one is
-still sending is dropped (``busy``), a failed one counted ``failed``, an outage logged once when it
-starts and once when it ends. The ``otel`` extra is imported only when a push is configured.
+``serve --otlp-endpoint URL`` pushes to ``URL/v1/metrics``; else ``NEMO_GYM_OTEL_ENABLED=1`` with
+the standard ``OTEL_EXPORTER_OTLP_*`` variables (an unusable one is an :class:`OtlpConfigError`
+naming it). Each push collects the service's own registry as a scrape does, so both carry the same
+values: ``rollout_sidecar_<rest>[_<unit>]`` becomes ``rollout_sidecar.<rest with dots>`` with the
+unit as OTel unit; series start at the run's start (a replayed restart continues them). A
+:class:`~sidecar.export.failopen.FailOpenWorker` thread sends one POST per push with a total
+deadline and a capped read, no retry: cumulative values lose nothing to a dropped push.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import functools
 import gzip
 import importlib.util
@@ -62,7 +49,6 @@ MAX_RESPONSE_BYTES = 64 * 1024
 RUN_ID_ATTRIBUTE = "rollout_sidecar.run_id"
 _PREFIX = "rollout_sidecar_"
 _UNITS = (("_seconds", "s"), ("_per_hour", "1/h"), ("_bytes", "By"))
-_SUFFIX_OF_UNIT = {unit: suffix for suffix, unit in _UNITS}
 _SERVICE_SUFFIX = "rollout-sidecar"
 #: Slurm variable -> resource attribute, as nemo-lens 0.1.0 names them, then the two we add.
 _SLURM = (
@@ -302,12 +288,6 @@ def otel_name(family: str) -> tuple[str, str]:
     return "rollout_sidecar." + rest.replace("_", "."), unit
 
 
-def prometheus_name(name: str, unit: str, *, monotonic_sum: bool = False) -> str:
-    """The collector's Prometheus name of an OTel metric made by :func:`otel_name`."""
-    base = name.replace(".", "_") + _SUFFIX_OF_UNIT.get(unit, "")
-    return base + "_total" if monotonic_sum else base
-
-
 @dataclass(frozen=True, slots=True)
 class SeriesTimes:
     """Where a series' cumulative start time and its histogram min/max come from."""
@@ -404,18 +384,8 @@ def _histogram_points(family: Metric, times: SeriesTimes, now_ns: int) -> list[A
 # ---- how: one bounded POST -------------------------------------------------------------------
 
 
-class SendOutcome(enum.Enum):
-    SENT = "sent"  # 2xx
-    REJECTED = "rejected"  # the collector answered something else
-    UNREACHABLE = "unreachable"  # refused, reset, no route, bad name, TLS failure
-    TIMED_OUT = "timed_out"  # the total deadline passed
-
-
-@dataclass(frozen=True, slots=True)
-class SendResult:
-    outcome: SendOutcome
-    #: ``HTTP 503: <start of the body>`` or the error, at most 300 characters, for the log.
-    detail: str = ""
+class PushNotAccepted(Exception):
+    """A push the collector did not take: ``rejected``, ``unreachable`` or ``timed_out`` and why."""
 
 
 def _backend(deadline: Deadline) -> httpcore.SyncBackend:
@@ -431,8 +401,9 @@ def _backend(deadline: Deadline) -> httpcore.SyncBackend:
     return Watched()
 
 
-def post(settings: HttpSettings, body: bytes) -> SendResult:
-    """POST ``body`` (an encoded ``ExportMetricsServiceRequest``) within ``settings.timeout_s``."""
+def post(settings: HttpSettings, body: bytes) -> None:
+    """POST ``body`` (an encoded ``ExportMetricsServiceRequest``) within ``settings.timeout_s``;
+    :class:`PushNotAccepted` unless the collector answers 2xx (at most 64 KiB of an error read)."""
     import httpcore
 
     headers = [("Content-Type", "application/x-protobuf"), ("User-Agent", f"rollout-sidecar/{_version()}")]
@@ -454,30 +425,27 @@ def post(settings: HttpSettings, body: bytes) -> SendResult:
             ) as response,
         ):  # fmt: skip
             if 200 <= response.status < 300:
-                return SendResult(SendOutcome.SENT)
+                return
             text = b""
             for chunk in response.iter_stream():
                 text += chunk
                 if len(text) >= MAX_RESPONSE_BYTES:
                     break
             detail = text[:300].decode("utf-8", "replace").strip()
-            return SendResult(SendOutcome.REJECTED, f"HTTP {response.status}: {detail}"[:300])
+            problem = f"rejected: HTTP {response.status}: {detail}"[:300]
     except Exception as exc:
         if deadline.expired or isinstance(exc, TimeoutError | httpcore.TimeoutException):
-            return SendResult(SendOutcome.TIMED_OUT, f"no complete answer within {settings.timeout_s:g} s")
+            raise PushNotAccepted(f"timed_out: no complete answer within {settings.timeout_s:g} s") from None
         cause = exc.__context__ or exc
-        return SendResult(SendOutcome.UNREACHABLE, f"{type(cause).__name__}: {cause}"[:300])
+        raise PushNotAccepted(f"unreachable: {type(cause).__name__}: {cause}"[:300]) from None
     finally:
         deadline.cancel()
+    raise PushNotAccepted(problem)
 
 
 def _import_sender() -> None:
     import httpcore  # noqa: F401
     from opentelemetry.exporter.otlp.proto.common import metrics_encoder  # noqa: F401
-
-
-class PushNotAccepted(Exception):
-    """A push the collector did not accept (the message is its outcome and detail, for the log)."""
 
 
 class OtlpPusher:
@@ -576,9 +544,7 @@ class OtlpPusher:
         """On the sender thread; an encoding bug fails the push like an outage, never further."""
         from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 
-        result = post(self.settings, encode_metrics(data).SerializeToString())
-        if result.outcome is not SendOutcome.SENT:
-            raise PushNotAccepted(f"{result.outcome.value}: {result.detail}")
+        post(self.settings, encode_metrics(data).SerializeToString())
 
     async def stop(self, final_timeout_s: float = 2.0) -> None:
         """Stop pushing; one last push (the end of a run reaches the collector), waited on at most
