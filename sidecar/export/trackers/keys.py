@@ -37,31 +37,6 @@ _FINAL_QUANTILES = (("p50_s", "0.5"), ("p75_s", "0.75"), ("p90_s", "0.9"), ("p95
 _ACCOUNTING = ("expected", "succeeded", "failed", "failed_terminal", "failed_attempts", "drained",
                "missing", "pending", "unplanned", "tasks_planned", "tasks_complete")  # fmt: skip
 
-#: Keys a live step may carry (absent while undefined: no samples, no budget), in the order
-#: :func:`live_metrics` computes them.
-LIVE_KEYS = (
-    STEP_KEY,
-    *(PREFIX + key for key in ("throughput/rollouts_per_hour", "throughput/rollouts_per_hour_15m")),
-    *(PREFIX + "latency/" + name for name, _ in _LIVE_QUANTILES),
-    *(PREFIX + key for key in ("drain/margin_s", "drain/seconds_left", "inflight/count",
-                               "inflight/stragglers", "inflight/stalled", "rollouts/completed",
-                               "rollouts/failed_attempts", "rollouts/drained")),
-    *(PREFIX + "health/" + verdict for verdict in _VERDICTS),
-    *(PREFIX + "forecast/" + name for name in _FORECAST),
-)  # fmt: skip
-#: Keys of the final summary (absent when the report has no such figure), in
-#: :func:`final_metrics`' order.
-FINAL_KEYS = (
-    PREFIX + "final/rollouts_per_hour",
-    *(PREFIX + "final/latency/" + name for name, _ in _FINAL_QUANTILES),
-    *(PREFIX + "final/" + key for key in ("drain_margin_s", "samples", "completed", "drained")),
-    *(PREFIX + "final/accounting/" + name for name in _ACCOUNTING),
-    *(PREFIX + "final/health/" + verdict for verdict in (*_VERDICTS, "records")),
-    PREFIX + "final/duration_s",
-    PREFIX + "final/forecast/finished_p50",
-    PREFIX + "final/forecast/error",
-)
-
 
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
