@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from importlib import metadata
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
@@ -28,19 +27,13 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
+from sidecar.export import version
 from sidecar.state.forecast import current
 from sidecar.state.run import TOKEN_KINDS, RunState
 from sidecar.wire import FollowerState
 
 _P = "rollout_sidecar_"
 _QUANTILES = (("0.5", 0.5), ("0.75", 0.75), ("0.95", 0.95))
-
-
-def _version() -> str:
-    try:
-        return metadata.version("rollout-sidecar")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 #: Run-scoped families, in exposition order: key, type, name after the prefix, help, labels after
@@ -276,7 +269,7 @@ class ServiceMetrics:
             _P + "journal_last_commit_timestamp_seconds", "Wall time of the last successful journal commit.",
             registry=registry,
         )  # fmt: skip
-        Info(_P + "build", "Build information.", registry=registry).info({"version": _version()})
+        Info(_P + "build", "Build information.", registry=registry).info({"version": version()})
         self.otlp_exports = Counter(
             _P + "otlp_exports", "OTLP metric pushes the collector accepted.", registry=registry
         )

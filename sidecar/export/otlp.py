@@ -24,13 +24,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import structlog
 
 from health.process_tuning import collector_paused
+from sidecar.export import version
 from sidecar.export.failopen import Deadline, FailOpenWorker, OutageLog
 
 if TYPE_CHECKING:
@@ -62,13 +62,6 @@ _GENERATED_RUN_ID = uuid.uuid4().hex[:12]
 
 class OtlpConfigError(ValueError):
     """An OTLP setting is unusable; the message names it and where it came from."""
-
-
-def _version() -> str:
-    try:
-        return metadata.version("rollout-sidecar")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _on(value: str) -> bool:
@@ -265,7 +258,7 @@ def resource_attributes(env: Mapping[str, str] | None = None) -> dict[str, str]:
     run_id, host = nemo_run_id(environ), socket.gethostname()
     attributes = {
         "service.name": service_name(environ),
-        "service.version": _version(),
+        "service.version": version(),
         "service.instance.id": f"{run_id}-{_SERVICE_SUFFIX}-{host}",
         "nemo.run.id": run_id,
         "host.name": host,
@@ -343,7 +336,7 @@ def to_metrics_data(families: Iterable[Metric], times: SeriesTimes, *, now: floa
             data = Histogram(_histogram_points(family, times, now_ns), AggregationTemporality.CUMULATIVE)
         if data is not None and data.data_points:
             metrics.append(OtelMetric(name, family.documentation, unit, data))
-    scope = InstrumentationScope("rollout_sidecar", _version())
+    scope = InstrumentationScope("rollout_sidecar", version())
     return MetricsData([ResourceMetrics(resource, [ScopeMetrics(scope, metrics, "")], "")])
 
 
@@ -406,7 +399,7 @@ def post(settings: HttpSettings, body: bytes) -> None:
     :class:`PushNotAccepted` unless the collector answers 2xx (at most 64 KiB of an error read)."""
     import httpcore
 
-    headers = [("Content-Type", "application/x-protobuf"), ("User-Agent", f"rollout-sidecar/{_version()}")]
+    headers = [("Content-Type", "application/x-protobuf"), ("User-Agent", f"rollout-sidecar/{version()}")]
     headers += [("Content-Encoding", "gzip")] if settings.gzip else []
     payload = gzip.compress(body, compresslevel=6) if settings.gzip else body
     context = None

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Iterable, Iterator, Mapping
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from sidecar.export import version
 from sidecar.state.forecast import current
 
 if TYPE_CHECKING:
@@ -128,13 +128,6 @@ def final_metrics(report: Mapping[str, Any]) -> dict[str, float]:
     return _kept(pairs())
 
 
-def _version(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def run_params(config: Mapping[str, Any], report: Mapping[str, Any], tracker: str) -> dict[str, str]:
     """Parameters of the run: budget, plan size, ignored checks and the versions that produced it.
 
@@ -153,9 +146,9 @@ def run_params(config: Mapping[str, Any], report: Mapping[str, Any], tracker: st
         "plan_rollouts": accounting.get("expected"),
         "ignored_checks": ",".join(sorted(ignored)) or "none",
         "run_id": report.get("run_id"),
-        "version": _version("rollout-sidecar"),
+        "version": version("rollout-sidecar"),
         "python": platform.python_version(),
-        f"{tracker}_version": _version(tracker),
+        f"{tracker}_version": version(tracker),
     }
     return {PREFIX + name: str(value) for name, value in values.items() if value is not None}
 
