@@ -1,9 +1,8 @@
 """The tracker flags of ``serve`` and ``health-check`` (no tracker library is imported here).
 
-``health-check`` itself lives in ``health`` (which never imports ``sidecar``); this module adds
-``--mlflow-run-id`` / ``--wandb-run-path`` to its parser and wraps its handler, so after the
-report files are written they are logged into the given run (:func:`log_run_dir`: the files byte
-for byte, and the final keys and parameters a batch check knows).
+``health`` never imports ``sidecar``, so this module adds ``--mlflow-run-id`` and
+``--wandb-run-path`` to the ``health-check`` parser and wraps its handler: the report it wrote is
+logged into the given runs.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""The metric, parameter and artifact names the sidecar logs into MLflow and W&B.
+"""The metric, parameter and artifact names logged into MLflow and W&B (docs/operations.md).
 
-Every key starts with :data:`PREFIX` (``rollout_sidecar/``), in NeMo Gym's slash style
-(``progress/total/rollouts_per_min``, ``coverage/expected``), so the sidecar's keys sort
-together beside NeMo Gym's own and can never collide with them. Live keys are logged every
-interval with a step; ``final/`` keys once, when the run ends, from the run's ``/report`` body
-(so each equals the report's figure); parameters once at the end. docs/operations.md lists them.
+Every key starts with ``rollout_sidecar/`` in NeMo Gym's slash style, so they sort beside NeMo
+Gym's own and never collide. Live keys every interval with a step; ``final/`` keys and parameters
+once at the end, from the run's ``/report`` body (each equals the report's figure).
 """
 
 from __future__ import annotations
