@@ -143,13 +143,20 @@ def resolve_interval(env: Mapping[str, str] | None = None) -> float:
     raw = (os.environ if env is None else env).get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
     if not raw:
         return DEFAULT_INTERVAL_S
+    ms = _number(
+        "OTEL_METRIC_EXPORT_INTERVAL", raw, "milliseconds", lambda v: 50 <= v <= 86_400_000, "50..86400000 ms"
+    )
+    return ms / 1000.0
+
+
+def _number(variable: str, raw: str, unit: str, ok: Callable[[float], bool], bounds: str) -> float:
     try:
-        millis = float(raw)
+        value = float(raw)
     except ValueError:
-        raise OtlpConfigError(f"OTEL_METRIC_EXPORT_INTERVAL must be milliseconds, got {raw!r}") from None
-    if not (math.isfinite(millis) and 50 <= millis <= 86_400_000):
-        raise OtlpConfigError(f"OTEL_METRIC_EXPORT_INTERVAL must be in 50..86400000 ms, got {raw!r}")
-    return millis / 1000.0
+        raise OtlpConfigError(f"{variable} must be {unit}, got {raw!r}") from None
+    if not (math.isfinite(value) and ok(value)):
+        raise OtlpConfigError(f"{variable} must be in {bounds}, got {raw!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,16 +200,6 @@ def _headers(variable: str, raw: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _timeout(variable: str, raw: str) -> float:
-    try:
-        seconds = float(raw)
-    except ValueError:
-        raise OtlpConfigError(f"{variable} must be seconds, got {raw!r}") from None
-    if not (math.isfinite(seconds) and 0 < seconds <= 600):
-        raise OtlpConfigError(f"{variable} must be in (0, 600] seconds, got {raw!r}")
-    return seconds
-
-
 def _file(found: tuple[str, str] | None) -> str | None:
     if found is not None and not os.path.isfile(found[1]):
         raise OtlpConfigError(f"{found[0]}: no such file {found[1]!r}")
@@ -219,7 +216,9 @@ def http_settings(url: str, env: Mapping[str, str] | None = None) -> HttpSetting
     return HttpSettings(
         url=url,
         headers=_headers(*headers) if headers else (),
-        timeout_s=_timeout(*timeout) if timeout else DEFAULT_TIMEOUT_S,
+        timeout_s=_number(*timeout, "seconds", lambda v: 0 < v <= 600, "(0, 600] seconds")
+        if timeout
+        else DEFAULT_TIMEOUT_S,
         gzip=compression is not None and compression[1].lower() == "gzip",
         certificate=_file(_env(environ, "CERTIFICATE")),
         client_certificate=_file(_env(environ, "CLIENT_CERTIFICATE")),
@@ -481,21 +480,13 @@ class OtlpPusher:
         self._worker = FailOpenWorker("otlp-push", maxsize=1, on_result=on_result, outage=self._outage)
         self._task: asyncio.Task[None] | None = None
 
-    @property
-    def resource_attributes(self) -> dict[str, Any]:
-        return dict(self._resource.attributes)
-
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="otlp-push")
-        attributes = self._resource.attributes
+        attributes, settings = self._resource.attributes, self.settings
         _log.info(
-            "otlp push on",
-            endpoint=self.settings.url,
-            interval_s=self.interval_s,
-            timeout_s=self.settings.timeout_s,
-            service_name=attributes.get("service.name"),
-            nemo_run_id=attributes.get("nemo.run.id"),
-        )
+            "otlp push on", endpoint=settings.url, interval_s=self.interval_s, timeout_s=settings.timeout_s,
+            service_name=attributes.get("service.name"), nemo_run_id=attributes.get("nemo.run.id"),
+        )  # fmt: skip
 
     async def _run(self) -> None:
         await asyncio.to_thread(_import_sender)  # ~0.6 s cold, paid before the first push, off the loop

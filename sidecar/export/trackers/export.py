@@ -77,7 +77,7 @@ class _Channel:
 
     def resting(self, now: float) -> bool:
         """True when the tracker is down and this step is not a retry (one per ``retry_s``)."""
-        if not self.worker.down:
+        if not self.worker.outage.down:
             return False
         if now >= self._retry_at:
             self._retry_at = now + self.retry_s
