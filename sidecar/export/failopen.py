@@ -1,16 +1,10 @@
 """Fail-open pushes to systems the service does not control (a collector, an experiment tracker).
 
-Any of them may be down, slow, refusing or hostile; none of that may reach the event loop or
-the process's memory. Three pieces:
-
-- :class:`FailOpenWorker`: a bounded queue drained by one daemon thread. The loop only calls
-  :meth:`~FailOpenWorker.submit`, which never blocks (a full queue drops the job, counted
-  ``queue_full``); a job that raises is counted ``failed``; :meth:`~FailOpenWorker.stop` waits at
-  most its deadline for a hung push, so the process can always exit.
-- :class:`OutageLog`: an outage is logged once when it starts (the first failure after a success)
-  and once when it ends (with its length and the drops meanwhile), never once per push.
-- :class:`Deadline`: the total time of one HTTP call; when it passes, the sockets the call opened
-  are shut down, so connect, TLS, send and a dripping answer all end by then.
+Any of them may be down, slow, refusing or hostile; none of that may reach the event loop or the
+process's memory. :class:`FailOpenWorker` runs jobs on one daemon thread behind a bounded queue
+(``submit`` never blocks, a full queue drops and counts); :class:`OutageLog` logs an outage once
+when it starts and once when it ends; :class:`Deadline` shuts an HTTP call's sockets when its total
+time is up, so connect, TLS, send and a dripping answer all end by then.
 """
 
 from __future__ import annotations
@@ -155,10 +149,6 @@ class FailOpenWorker:
         self._stopping = False
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
-
-    @property
-    def down(self) -> bool:
-        return self.outage.down
 
     def submit(self, job: Callable[[], None]) -> bool:
         """Queue ``job``; never blocks. False (counted ``queue_full``) when the queue is full."""

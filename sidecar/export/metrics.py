@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from importlib import metadata
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
@@ -28,6 +27,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
+from sidecar.export import version
 from sidecar.state.forecast import current
 from sidecar.state.run import TOKEN_KINDS, RunState
 from sidecar.wire import FollowerState
@@ -36,160 +36,128 @@ _P = "rollout_sidecar_"
 _QUANTILES = (("0.5", 0.5), ("0.75", 0.75), ("0.95", 0.95))
 
 
-def _version() -> str:
-    try:
-        return metadata.version("rollout-sidecar")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def _counter(name: str, doc: str, *labels: str) -> CounterMetricFamily:
-    return CounterMetricFamily(_P + name, doc, labels=["run_id", *labels])
-
-
-def _gauge(name: str, doc: str, *labels: str) -> GaugeMetricFamily:
-    return GaugeMetricFamily(_P + name, doc, labels=["run_id", *labels])
+#: Run-scoped families, in exposition order: key, type, name after the prefix, help, labels after
+#: ``run_id``. The quantile family is a summary, not a gauge: Prometheus reserves ``quantile`` for
+#: summaries (promtool rejects it on a gauge).
+_KINDS: dict[str, Any] = {
+    "c": CounterMetricFamily,
+    "g": GaugeMetricFamily,
+    "h": HistogramMetricFamily,
+    "s": SummaryMetricFamily,
+}
+_RUN_FAMILIES: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
+    ("completed", "c", "rollouts_completed", "Completion events accepted (duplicates ignored).", ()),
+    ("failed", "c", "rollouts_failed",
+     "Failed attempts by failure class (NeMo Gym's, or other) and terminal flag.",
+     ("failure_class", "terminal")),
+    ("drained", "c", "rollouts_drained", "Rollouts the dispatch budget never started.", ()),
+    ("duration", "h", "task_duration_seconds", "Dispatched task duration by outcome.", ("outcome",)),
+    ("quantile", "s", "task_duration_quantile_seconds",
+     "Exact tracker quantiles of task duration (tracker samples and their sum as _count/_sum).", ()),
+    ("samples", "g", "tracker_samples",
+     "Samples in the latency tracker (completions plus counted failures).", ()),
+    ("margin", "g", "drain_margin_seconds", "Tracker drain margin with the run's configured value.", ()),
+    ("rate", "g", "rollouts_per_hour",
+     "Completions per hour by when they happened, over the whole run and its last 15 minutes.", ("window",)),
+    ("expected", "g", "rollouts_expected", "Planned rollouts (sum of repeats).", ()),
+    ("pending", "g", "rollouts_pending",
+     "Planned rollouts not yet succeeded, terminally failed or drained.", ()),
+    ("deadline", "g", "budget_deadline_timestamp_seconds", "Unix time when the dispatch budget ends.", ()),
+    ("timeout", "g", "task_timeout_seconds", "Per-task timeout declared at run start.", ()),
+    ("verdicts", "g", "health_rollouts", "Rollouts by current health verdict.", ("verdict",)),
+    ("findings", "g", "health_findings", "Current health finding counts per check.", ("check",)),
+    ("closed", "g", "health_tasks_closed", "Tasks whose task-level checks ran.", ()),
+    ("flags", "g", "health_task_flags", "Closed tasks flagged by each task check.", ("check",)),
+    ("tokens", "c", "tokens", "Token sums from ng_perf.", ("kind",)),
+    ("inflight", "g", "inflight_rollouts", "Rollouts started and not yet ended.", ()),
+    ("inflight_oldest", "g", "inflight_oldest_age_seconds",
+     "Age of the longest-running in-flight rollout (0: none).", ()),
+    ("stragglers", "g", "inflight_stragglers", "In-flight rollouts older than the straggler threshold.", ()),
+    ("stalled", "g", "inflight_stalled", "Heartbeating in-flight rollouts whose heartbeats stopped.", ()),
+    ("untracked", "c", "inflight_untracked",
+     "Started rollouts not tracked in flight: the run's cap or serve --max-inflight over all runs "
+     "was reached.", ()),
+    ("straggler_threshold", "g", "straggler_threshold_seconds",
+     "Age past which an in-flight rollout straggles (+Inf: no rule).", ()),
+    ("finished", "g", "forecast_finished",
+     "Forecast: planned rollouts finished when the budget ends.", ("band",)),
+    ("drained_forecast", "g", "forecast_drained", "Forecast: planned rollouts the budget never starts.",
+     ("band",)),
+    ("cut_off", "g", "forecast_cut_off", "Forecast: rollouts in flight when the budget ends.", ("band",)),
+    ("eta_all_s", "g", "forecast_eta_seconds", "Forecast: seconds until every planned rollout ends.",
+     ("band",)),
+    ("budget_for_all_s", "g", "forecast_budget_for_all_seconds",
+     "Forecast: the dispatch budget starting every planned rollout.", ()),
+)  # fmt: skip
 
 
 class _Families:
-    """One scrape's run-scoped metric families (every attribute is one)."""
+    """One scrape's run-scoped metric families, by key of :data:`_RUN_FAMILIES`."""
 
     def __init__(self) -> None:
-        self.completed = _counter("rollouts_completed", "Completion events accepted (duplicates ignored).")
-        self.failed = _counter(
-            "rollouts_failed",
-            "Failed attempts by failure class (NeMo Gym's, or other) and terminal flag.",
-            "failure_class",
-            "terminal",
-        )
-        self.drained = _counter("rollouts_drained", "Rollouts the dispatch budget never started.")
-        self.duration = HistogramMetricFamily(
-            _P + "task_duration_seconds", "Dispatched task duration by outcome.", labels=["run_id", "outcome"]
-        )
-        # Typed as a summary, not a gauge: Prometheus reserves the ``quantile`` label for summaries
-        # (promtool rejects it on a gauge). Series name and labels are the contract's.
-        self.quantile = SummaryMetricFamily(
-            _P + "task_duration_quantile_seconds",
-            "Exact tracker quantiles of task duration (tracker samples and their sum as _count/_sum).",
-            labels=["run_id"],
-        )
-        self.samples = _gauge(
-            "tracker_samples", "Samples in the latency tracker (completions plus counted failures)."
-        )
-        self.margin = _gauge("drain_margin_seconds", "Tracker drain margin with the run's configured value.")
-        self.rate = _gauge(
-            "rollouts_per_hour",
-            "Completions per hour by when they happened, over the whole run and its last 15 minutes.",
-            "window",
-        )
-        self.expected = _gauge("rollouts_expected", "Planned rollouts (sum of repeats).")
-        self.pending = _gauge(
-            "rollouts_pending", "Planned rollouts not yet succeeded, terminally failed or drained."
-        )
-        self.deadline = _gauge(
-            "budget_deadline_timestamp_seconds", "Unix time when the dispatch budget ends."
-        )
-        self.timeout = _gauge("task_timeout_seconds", "Per-task timeout declared at run start.")
-        self.verdicts = _gauge("health_rollouts", "Rollouts by current health verdict.", "verdict")
-        self.findings = _gauge("health_findings", "Current health finding counts per check.", "check")
-        self.closed = _gauge("health_tasks_closed", "Tasks whose task-level checks ran.")
-        self.flags = _gauge("health_task_flags", "Closed tasks flagged by each task check.", "check")
-        self.tokens = _counter("tokens", "Token sums from ng_perf.", "kind")
-        self.inflight = _gauge("inflight_rollouts", "Rollouts started and not yet ended.")
-        self.inflight_oldest = _gauge(
-            "inflight_oldest_age_seconds", "Age of the longest-running in-flight rollout (0: none)."
-        )
-        self.stragglers = _gauge(
-            "inflight_stragglers", "In-flight rollouts older than the straggler threshold."
-        )
-        self.stalled = _gauge("inflight_stalled", "Heartbeating in-flight rollouts whose heartbeats stopped.")
-        self.untracked = _counter(
-            "inflight_untracked",
-            "Started rollouts not tracked in flight: the run's cap or serve --max-inflight over all "
-            "runs was reached.",
-        )
-        self.straggler_threshold = _gauge(
-            "straggler_threshold_seconds", "Age past which an in-flight rollout straggles (+Inf: no rule)."
-        )
-        forecast = (
-            ("finished", "forecast_finished", "planned rollouts finished when the budget ends"),
-            ("drained", "forecast_drained", "planned rollouts the budget never starts"),
-            ("cut_off", "forecast_cut_off", "rollouts in flight when the budget ends"),
-            ("eta_all_s", "forecast_eta_seconds", "seconds until every planned rollout ends"),
-        )
-        self.forecast = {key: _gauge(name, f"Forecast: {doc}.", "band") for key, name, doc in forecast}
-        self.forecast["budget_for_all_s"] = _gauge(
-            "forecast_budget_for_all_seconds", "Forecast: the dispatch budget starting every planned rollout."
-        )
+        self.f: dict[str, Any] = {
+            key: _KINDS[kind](_P + name, doc, labels=["run_id", *labels])
+            for key, kind, name, doc, labels in _RUN_FAMILIES
+        }
 
-    def all(self) -> tuple[Metric, ...]:
-        made = vars(self).values()  # in the order they were made above
-        return tuple(m for value in made for m in (value.values() if isinstance(value, dict) else (value,)))
+    def add(self, key: str, labels: list[str], value: float) -> None:
+        self.f[key].add_metric(labels, value)
 
     def add_run(self, run: RunState) -> None:
-        rid = run.run_id
-        self.completed.add_metric([rid], run.completed)
+        rid, add = run.run_id, self.add
+        add("completed", [rid], run.completed)
         for (label, terminal), count in sorted(run.failed.items()):
-            self.failed.add_metric([rid, label, "true" if terminal else "false"], count)
-        self.drained.add_metric([rid], run.drained)
+            add("failed", [rid, label, "true" if terminal else "false"], count)
+        add("drained", [rid], run.drained)
         for outcome, histogram in run.durations.items():
-            self.duration.add_metric([rid, outcome], histogram.cumulative(), histogram.total)
+            self.f["duration"].add_metric([rid, outcome], histogram.cumulative(), histogram.total)
         self._add_tracker(run)
         if run.plan is not None:
             snapshot = run.accounting.snapshot(ended=run.ended)
-            self.expected.add_metric([rid], snapshot.expected or 0)
-            self.pending.add_metric([rid], snapshot.pending or 0)
+            add("expected", [rid], snapshot.expected or 0)
+            add("pending", [rid], snapshot.pending or 0)
         if run.budget_deadline is not None:
-            self.deadline.add_metric([rid], run.budget_deadline)
+            add("deadline", [rid], run.budget_deadline)
         if run.config.task_timeout_s is not None:
-            self.timeout.add_metric([rid], run.config.task_timeout_s)
-        self._add_health(run)
+            add("timeout", [rid], run.config.task_timeout_s)
+        view = run.health_view()
+        for verdict in ("healthy", "unhealthy", "unobserved"):
+            add("verdicts", [rid, verdict], view.verdicts.get(verdict, 0))
+        for check in CHECK_IDS:
+            add("findings", [rid, check], view.issues.get(check, 0))
+        add("closed", [rid], view.tasks_closed)
+        for check in TASK_CHECK_IDS:
+            add("flags", [rid, check], view.task_flags.get(check, 0))
         for kind in TOKEN_KINDS:
-            self.tokens.add_metric([rid, kind], _counter_value(run.tokens[kind]))
+            add("tokens", [rid, kind], _counter_value(run.tokens[kind]))
 
     def _add_tracker(self, run: RunState) -> None:
         """The latency tracker's series: quantiles, samples, drain margin, completion rates."""
-        rid = run.run_id
-        tracker = run.tracker
+        rid, tracker, quantile = run.run_id, run.tracker, self.f["quantile"]
         if tracker.count:
             for label, q in _QUANTILES:
                 value = tracker.quantile(q)
                 if value is not None:
-                    self.quantile.samples.append(
-                        Sample(self.quantile.name, {"run_id": rid, "quantile": label}, value)
-                    )
-            self.quantile.add_metric([rid], tracker.count, tracker.total_seconds)
-        self.samples.add_metric([rid], tracker.count)
+                    quantile.samples.append(Sample(quantile.name, {"run_id": rid, "quantile": label}, value))
+            quantile.add_metric([rid], tracker.count, tracker.total_seconds)
+        self.add("samples", [rid], tracker.count)
         margin = tracker.drain_margin(run.config.drain_margin_s)
         if margin is not None:
-            self.margin.add_metric([rid], margin)
+            self.add("margin", [rid], margin)
         for window, rate in zip(("run", "15m"), run.rates(), strict=True):
             if rate is not None:  # a run with no time to measure has no rate, not 0
-                self.rate.add_metric([rid, window], rate)
-
-    def _add_health(self, run: RunState) -> None:
-        """The health series: verdicts, findings per check, closed tasks, task flags."""
-        rid = run.run_id
-        view = run.health_view()
-        for verdict in ("healthy", "unhealthy", "unobserved"):
-            self.verdicts.add_metric([rid, verdict], view.verdicts.get(verdict, 0))
-        for check in CHECK_IDS:
-            self.findings.add_metric([rid, check], view.issues.get(check, 0))
-        self.closed.add_metric([rid], view.tasks_closed)
-        for check in TASK_CHECK_IDS:
-            self.flags.add_metric([rid, check], view.task_flags.get(check, 0))
+                self.add("rate", [rid, window], rate)
 
     def add_inflight(self, run: RunState, now: float) -> None:
-        rid = run.run_id
-        threshold = run.straggler_threshold()
+        rid, threshold = run.run_id, run.straggler_threshold()
         view = run.inflight.view(now, threshold)
-        self.inflight.add_metric([rid], view.count)
-        self.inflight_oldest.add_metric([rid], view.oldest_age_s or 0.0)
-        self.stragglers.add_metric([rid], view.stragglers)
-        self.stalled.add_metric([rid], view.stalled)
-        self.untracked.add_metric([rid], view.untracked)
+        self.add("inflight", [rid], view.count)
+        self.add("inflight_oldest", [rid], view.oldest_age_s or 0.0)
+        self.add("stragglers", [rid], view.stragglers)
+        self.add("stalled", [rid], view.stalled)
+        self.add("untracked", [rid], view.untracked)
         if threshold is not None:  # no series before a rule applies: every sample stays finite
-            self.straggler_threshold.add_metric([rid], threshold)
+            self.add("straggler_threshold", [rid], threshold)
 
     def add_forecast(self, run: RunState, now: float) -> None:
         """The run's forecast (recomputed here at most every few seconds); no series while null."""
@@ -197,11 +165,13 @@ class _Families:
         if body is None:
             return
         end = body["by_budget_end"] or {}
-        for name, spread in (*end.items(), ("cut_off", body["cut_off"]), ("eta_all_s", body["eta_all_s"])):
+        spreads = (("finished", end.get("finished")), ("drained_forecast", end.get("drained")),
+                   ("cut_off", body["cut_off"]), ("eta_all_s", body["eta_all_s"]))  # fmt: skip
+        for key, spread in spreads:
             for band, value in (spread or {}).items():
-                self.forecast[name].add_metric([run.run_id, band], value)
+                self.add(key, [run.run_id, band], value)
         if body["budget_for_all_s"] is not None:
-            self.forecast["budget_for_all_s"].add_metric([run.run_id], body["budget_for_all_s"])
+            self.add("budget_for_all_s", [run.run_id], body["budget_for_all_s"])
 
 
 def _counter_value(total: int) -> float:
@@ -260,7 +230,7 @@ class _RunCollector(Collector):
             families.add_run(run)
             families.add_inflight(run, now)
             families.add_forecast(run, now)
-        yield from families.all()
+        yield from families.f.values()
         yield GaugeMetricFamily(_P + "runs_active", "Runs currently held.", value=len(runs))
 
 
@@ -274,66 +244,54 @@ class ServiceMetrics:
         # ``*_created`` series add nothing a dashboard uses and double the exposition of every
         # counter; the switch is process-wide, which suits the service process.
         disable_created_metrics()  # type: ignore[no-untyped-call]
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = registry = CollectorRegistry(auto_describe=True)
         self.ingest_events = Counter(
-            _P + "ingest_events",
-            "Ingested events by kind and result.",
-            ["kind", "result"],
-            registry=self.registry,
+            _P + "ingest_events", "Ingested events by kind and result.", ["kind", "result"], registry=registry
         )
         # Children by (kind, result), both from fixed sets: ``labels()`` per event costs more
         # than the increment itself.
         self._event_counters: dict[tuple[str, str], Any] = {}
         self.ingest_errors = Counter(
-            _P + "ingest_errors", "Rejected requests by reason.", ["reason"], registry=self.registry
+            _P + "ingest_errors", "Rejected requests by reason.", ["reason"], registry=registry
         )
         self._error_reasons = error_reasons
         for reason in error_reasons:
             self.ingest_errors.labels(reason)
         self.commit_duration = Histogram(
-            _P + "journal_commit_duration_seconds",
-            "Journal group commit latency.",
+            _P + "journal_commit_duration_seconds", "Journal group commit latency.", registry=registry,
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
-            registry=self.registry,
-        )
+        )  # fmt: skip
         self.commit_batch = Histogram(
-            _P + "journal_commit_batch_events",
-            "Events per journal group commit.",
+            _P + "journal_commit_batch_events", "Events per journal group commit.", registry=registry,
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
-            registry=self.registry,
-        )
+        )  # fmt: skip
         self.last_commit = Gauge(
-            _P + "journal_last_commit_timestamp_seconds",
-            "Wall time of the last successful journal commit.",
-            registry=self.registry,
-        )
-        Info(_P + "build", "Build information.", registry=self.registry).info({"version": _version()})
+            _P + "journal_last_commit_timestamp_seconds", "Wall time of the last successful journal commit.",
+            registry=registry,
+        )  # fmt: skip
+        Info(_P + "build", "Build information.", registry=registry).info({"version": version()})
         self.otlp_exports = Counter(
-            _P + "otlp_exports", "OTLP metric pushes the collector accepted.", registry=self.registry
+            _P + "otlp_exports", "OTLP metric pushes the collector accepted.", registry=registry
         )
         self.otlp_dropped = Counter(
             _P + "otlp_exports_dropped",
             "OTLP metric pushes dropped: the collector failed or was slow (failed), or the previous "
             "push was still being sent (busy).",
-            ["reason"],
-            registry=self.registry,
-        )
+            ["reason"], registry=registry,
+        )  # fmt: skip
         for reason in ("failed", "busy"):
             self.otlp_dropped.labels(reason)
         self.tracker_exports = Counter(
-            _P + "tracker_exports",
-            "MLflow / W&B jobs (live steps, final summaries) the tracker took.",
-            ["tracker"],
-            registry=self.registry,
-        )
+            _P + "tracker_exports", "MLflow / W&B jobs (live steps, final summaries) the tracker took.",
+            ["tracker"], registry=registry,
+        )  # fmt: skip
         self.tracker_dropped = Counter(
             _P + "tracker_exports_dropped",
             "MLflow / W&B jobs dropped: the tracker failed, refused or timed out (failed), the run's "
             "previous live step had not been taken yet (busy), the tracker is down and the step was "
             "not a retry (down), or the queue was full (queue_full).",
-            ["tracker", "reason"],
-            registry=self.registry,
-        )
+            ["tracker", "reason"], registry=registry,
+        )  # fmt: skip
 
     def attach(
         self,

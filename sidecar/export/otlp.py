@@ -1,31 +1,18 @@
 """OTLP/HTTP push of the numbers ``/metrics`` shows, into an OpenTelemetry Collector.
 
-**Where.** ``serve --otlp-endpoint URL`` pushes to ``URL/v1/metrics``; without it
-``NEMO_GYM_OTEL_ENABLED=1`` turns the push on with the standard ``OTEL_EXPORTER_OTLP_*``
-variables (:func:`resolve_endpoint`). A setting that cannot work is an :class:`OtlpConfigError`
-naming the variable, so ``serve`` stops with one line instead of pushing nowhere.
-
-**What.** Every push collects the service's own Prometheus registry as a scrape does, so a push
-and a scrape of one state carry the same values. ``rollout_sidecar_<rest>[_<unit>]`` becomes
-``rollout_sidecar.<rest with dots>`` with the unit as the OTel unit; the collector's Prometheus
-translation gives today's names back. Counters are cumulative monotonic sums, histograms
-cumulative (with min/max where kept), the quantile summary a gauge with a ``quantile``
-attribute. A run's series start at the run's start, so a restart that replays the journal
-continues them. ``run_id`` becomes ``rollout_sidecar.run_id``; the resource is NeMo Gym's
-(:func:`resource_attributes`).
-
-**How.** The loop collects; a :class:`~sidecar.export.failopen.FailOpenWorker` thread sends one
-POST per push (:func:`post`): a total deadline, at most :data:`MAX_RESPONSE_BYTES` of the answer
-read, no retry (the next push is the retry, cumulative values lose nothing). A push while one is
-still sending is dropped (``busy``), a failed one counted ``failed``, an outage logged once when it
-starts and once when it ends. The ``otel`` extra is imported only when a push is configured.
+``serve --otlp-endpoint URL`` pushes to ``URL/v1/metrics``; else ``NEMO_GYM_OTEL_ENABLED=1`` with
+the standard ``OTEL_EXPORTER_OTLP_*`` variables (an unusable one is an :class:`OtlpConfigError`
+naming it). Each push collects the service's own registry as a scrape does, so both carry the same
+values: ``rollout_sidecar_<rest>[_<unit>]`` becomes ``rollout_sidecar.<rest with dots>`` with the
+unit as OTel unit; series start at the run's start (a replayed restart continues them). A
+:class:`~sidecar.export.failopen.FailOpenWorker` thread sends one POST per push with a total
+deadline and a capped read, no retry: cumulative values lose nothing to a dropped push.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import functools
 import gzip
 import importlib.util
@@ -37,13 +24,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import structlog
 
 from health.process_tuning import collector_paused
+from sidecar.export import version
 from sidecar.export.failopen import Deadline, FailOpenWorker, OutageLog
 
 if TYPE_CHECKING:
@@ -62,7 +49,6 @@ MAX_RESPONSE_BYTES = 64 * 1024
 RUN_ID_ATTRIBUTE = "rollout_sidecar.run_id"
 _PREFIX = "rollout_sidecar_"
 _UNITS = (("_seconds", "s"), ("_per_hour", "1/h"), ("_bytes", "By"))
-_SUFFIX_OF_UNIT = {unit: suffix for suffix, unit in _UNITS}
 _SERVICE_SUFFIX = "rollout-sidecar"
 #: Slurm variable -> resource attribute, as nemo-lens 0.1.0 names them, then the two we add.
 _SLURM = (
@@ -76,13 +62,6 @@ _GENERATED_RUN_ID = uuid.uuid4().hex[:12]
 
 class OtlpConfigError(ValueError):
     """An OTLP setting is unusable; the message names it and where it came from."""
-
-
-def _version() -> str:
-    try:
-        return metadata.version("rollout-sidecar")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _on(value: str) -> bool:
@@ -164,13 +143,20 @@ def resolve_interval(env: Mapping[str, str] | None = None) -> float:
     raw = (os.environ if env is None else env).get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
     if not raw:
         return DEFAULT_INTERVAL_S
+    ms = _number(
+        "OTEL_METRIC_EXPORT_INTERVAL", raw, "milliseconds", lambda v: 50 <= v <= 86_400_000, "50..86400000 ms"
+    )
+    return ms / 1000.0
+
+
+def _number(variable: str, raw: str, unit: str, ok: Callable[[float], bool], bounds: str) -> float:
     try:
-        millis = float(raw)
+        value = float(raw)
     except ValueError:
-        raise OtlpConfigError(f"OTEL_METRIC_EXPORT_INTERVAL must be milliseconds, got {raw!r}") from None
-    if not (math.isfinite(millis) and 50 <= millis <= 86_400_000):
-        raise OtlpConfigError(f"OTEL_METRIC_EXPORT_INTERVAL must be in 50..86400000 ms, got {raw!r}")
-    return millis / 1000.0
+        raise OtlpConfigError(f"{variable} must be {unit}, got {raw!r}") from None
+    if not (math.isfinite(value) and ok(value)):
+        raise OtlpConfigError(f"{variable} must be in {bounds}, got {raw!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,16 +200,6 @@ def _headers(variable: str, raw: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _timeout(variable: str, raw: str) -> float:
-    try:
-        seconds = float(raw)
-    except ValueError:
-        raise OtlpConfigError(f"{variable} must be seconds, got {raw!r}") from None
-    if not (math.isfinite(seconds) and 0 < seconds <= 600):
-        raise OtlpConfigError(f"{variable} must be in (0, 600] seconds, got {raw!r}")
-    return seconds
-
-
 def _file(found: tuple[str, str] | None) -> str | None:
     if found is not None and not os.path.isfile(found[1]):
         raise OtlpConfigError(f"{found[0]}: no such file {found[1]!r}")
@@ -240,7 +216,9 @@ def http_settings(url: str, env: Mapping[str, str] | None = None) -> HttpSetting
     return HttpSettings(
         url=url,
         headers=_headers(*headers) if headers else (),
-        timeout_s=_timeout(*timeout) if timeout else DEFAULT_TIMEOUT_S,
+        timeout_s=_number(*timeout, "seconds", lambda v: 0 < v <= 600, "(0, 600] seconds")
+        if timeout
+        else DEFAULT_TIMEOUT_S,
         gzip=compression is not None and compression[1].lower() == "gzip",
         certificate=_file(_env(environ, "CERTIFICATE")),
         client_certificate=_file(_env(environ, "CLIENT_CERTIFICATE")),
@@ -279,7 +257,7 @@ def resource_attributes(env: Mapping[str, str] | None = None) -> dict[str, str]:
     run_id, host = nemo_run_id(environ), socket.gethostname()
     attributes = {
         "service.name": service_name(environ),
-        "service.version": _version(),
+        "service.version": version(),
         "service.instance.id": f"{run_id}-{_SERVICE_SUFFIX}-{host}",
         "nemo.run.id": run_id,
         "host.name": host,
@@ -300,12 +278,6 @@ def otel_name(family: str) -> tuple[str, str]:
             rest, unit = rest[: -len(suffix)], otel_unit
             break
     return "rollout_sidecar." + rest.replace("_", "."), unit
-
-
-def prometheus_name(name: str, unit: str, *, monotonic_sum: bool = False) -> str:
-    """The collector's Prometheus name of an OTel metric made by :func:`otel_name`."""
-    base = name.replace(".", "_") + _SUFFIX_OF_UNIT.get(unit, "")
-    return base + "_total" if monotonic_sum else base
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,7 +335,7 @@ def to_metrics_data(families: Iterable[Metric], times: SeriesTimes, *, now: floa
             data = Histogram(_histogram_points(family, times, now_ns), AggregationTemporality.CUMULATIVE)
         if data is not None and data.data_points:
             metrics.append(OtelMetric(name, family.documentation, unit, data))
-    scope = InstrumentationScope("rollout_sidecar", _version())
+    scope = InstrumentationScope("rollout_sidecar", version())
     return MetricsData([ResourceMetrics(resource, [ScopeMetrics(scope, metrics, "")], "")])
 
 
@@ -404,18 +376,8 @@ def _histogram_points(family: Metric, times: SeriesTimes, now_ns: int) -> list[A
 # ---- how: one bounded POST -------------------------------------------------------------------
 
 
-class SendOutcome(enum.Enum):
-    SENT = "sent"  # 2xx
-    REJECTED = "rejected"  # the collector answered something else
-    UNREACHABLE = "unreachable"  # refused, reset, no route, bad name, TLS failure
-    TIMED_OUT = "timed_out"  # the total deadline passed
-
-
-@dataclass(frozen=True, slots=True)
-class SendResult:
-    outcome: SendOutcome
-    #: ``HTTP 503: <start of the body>`` or the error, at most 300 characters, for the log.
-    detail: str = ""
+class PushNotAccepted(Exception):
+    """A push the collector did not take: ``rejected``, ``unreachable`` or ``timed_out`` and why."""
 
 
 def _backend(deadline: Deadline) -> httpcore.SyncBackend:
@@ -431,11 +393,12 @@ def _backend(deadline: Deadline) -> httpcore.SyncBackend:
     return Watched()
 
 
-def post(settings: HttpSettings, body: bytes) -> SendResult:
-    """POST ``body`` (an encoded ``ExportMetricsServiceRequest``) within ``settings.timeout_s``."""
+def post(settings: HttpSettings, body: bytes) -> None:
+    """POST ``body`` (an encoded ``ExportMetricsServiceRequest``) within ``settings.timeout_s``;
+    :class:`PushNotAccepted` unless the collector answers 2xx (at most 64 KiB of an error read)."""
     import httpcore
 
-    headers = [("Content-Type", "application/x-protobuf"), ("User-Agent", f"rollout-sidecar/{_version()}")]
+    headers = [("Content-Type", "application/x-protobuf"), ("User-Agent", f"rollout-sidecar/{version()}")]
     headers += [("Content-Encoding", "gzip")] if settings.gzip else []
     payload = gzip.compress(body, compresslevel=6) if settings.gzip else body
     context = None
@@ -454,30 +417,27 @@ def post(settings: HttpSettings, body: bytes) -> SendResult:
             ) as response,
         ):  # fmt: skip
             if 200 <= response.status < 300:
-                return SendResult(SendOutcome.SENT)
+                return
             text = b""
             for chunk in response.iter_stream():
                 text += chunk
                 if len(text) >= MAX_RESPONSE_BYTES:
                     break
             detail = text[:300].decode("utf-8", "replace").strip()
-            return SendResult(SendOutcome.REJECTED, f"HTTP {response.status}: {detail}"[:300])
+            problem = f"rejected: HTTP {response.status}: {detail}"[:300]
     except Exception as exc:
         if deadline.expired or isinstance(exc, TimeoutError | httpcore.TimeoutException):
-            return SendResult(SendOutcome.TIMED_OUT, f"no complete answer within {settings.timeout_s:g} s")
+            raise PushNotAccepted(f"timed_out: no complete answer within {settings.timeout_s:g} s") from None
         cause = exc.__context__ or exc
-        return SendResult(SendOutcome.UNREACHABLE, f"{type(cause).__name__}: {cause}"[:300])
+        raise PushNotAccepted(f"unreachable: {type(cause).__name__}: {cause}"[:300]) from None
     finally:
         deadline.cancel()
+    raise PushNotAccepted(problem)
 
 
 def _import_sender() -> None:
     import httpcore  # noqa: F401
     from opentelemetry.exporter.otlp.proto.common import metrics_encoder  # noqa: F401
-
-
-class PushNotAccepted(Exception):
-    """A push the collector did not accept (the message is its outcome and detail, for the log)."""
 
 
 class OtlpPusher:
@@ -520,21 +480,13 @@ class OtlpPusher:
         self._worker = FailOpenWorker("otlp-push", maxsize=1, on_result=on_result, outage=self._outage)
         self._task: asyncio.Task[None] | None = None
 
-    @property
-    def resource_attributes(self) -> dict[str, Any]:
-        return dict(self._resource.attributes)
-
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="otlp-push")
-        attributes = self._resource.attributes
+        attributes, settings = self._resource.attributes, self.settings
         _log.info(
-            "otlp push on",
-            endpoint=self.settings.url,
-            interval_s=self.interval_s,
-            timeout_s=self.settings.timeout_s,
-            service_name=attributes.get("service.name"),
-            nemo_run_id=attributes.get("nemo.run.id"),
-        )
+            "otlp push on", endpoint=settings.url, interval_s=self.interval_s, timeout_s=settings.timeout_s,
+            service_name=attributes.get("service.name"), nemo_run_id=attributes.get("nemo.run.id"),
+        )  # fmt: skip
 
     async def _run(self) -> None:
         await asyncio.to_thread(_import_sender)  # ~0.6 s cold, paid before the first push, off the loop
@@ -576,9 +528,7 @@ class OtlpPusher:
         """On the sender thread; an encoding bug fails the push like an outage, never further."""
         from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 
-        result = post(self.settings, encode_metrics(data).SerializeToString())
-        if result.outcome is not SendOutcome.SENT:
-            raise PushNotAccepted(f"{result.outcome.value}: {result.detail}")
+        post(self.settings, encode_metrics(data).SerializeToString())
 
     async def stop(self, final_timeout_s: float = 2.0) -> None:
         """Stop pushing; one last push (the end of a run reaches the collector), waited on at most

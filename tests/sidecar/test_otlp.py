@@ -18,7 +18,6 @@ from sidecar.cli import main as cli_main
 from sidecar.export.otlp import (
     OtlpConfigError,
     otel_name,
-    prometheus_name,
     resolve_endpoint,
     resolve_interval,
     resolve_protocol,
@@ -46,6 +45,12 @@ RUN = "run-otlp"
 INTERVAL_S = 0.2
 #: Values that move with the clock between a push and a scrape, or count the pushes themselves.
 _MOVING = ("_per_hour", "_oldest_age_seconds", "_last_commit_timestamp_seconds", "_otlp_exports")
+
+
+def prometheus_name(name: str, unit: str, *, monotonic_sum: bool = False) -> str:
+    """The collector's Prometheus name of an OTel metric made by ``otel_name``."""
+    suffix = {"s": "_seconds", "1/h": "_per_hour", "By": "_bytes"}.get(unit, "")
+    return name.replace(".", "_") + suffix + ("_total" if monotonic_sum else "")
 
 
 def _scrape(client: httpx.Client) -> Series:

@@ -8,7 +8,7 @@ import pytest
 from sidecar.export.otlp import (
     HttpSettings,
     OtlpConfigError,
-    SendOutcome,
+    PushNotAccepted,
     http_settings,
     post,
 )
@@ -73,31 +73,25 @@ class TestPost:
                 "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20t1",
                 "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
             }
-            result = post(http_settings(url + "/v1/metrics", env), _body())
+            post(http_settings(url + "/v1/metrics", env), _body())
             receiver.wait_for(1)
-        assert result.outcome is SendOutcome.SENT
         assert receiver.headers[0]["authorization"] == "Bearer t1"
         assert receiver.headers[0]["content-encoding"] == "gzip"
         assert receiver.headers[0]["content-type"] == "application/x-protobuf"
 
     def test_an_error_answer_is_rejected_with_its_status(self) -> None:
-        with OtlpReceiver(mode="fail") as url:
-            result = post(HttpSettings(url + "/v1/metrics"), _body())
-        assert result.outcome is SendOutcome.REJECTED
-        assert result.detail.startswith("HTTP 400")
+        with OtlpReceiver(mode="fail") as url, pytest.raises(PushNotAccepted, match=r"^rejected: HTTP 400"):
+            post(HttpSettings(url + "/v1/metrics"), _body())
 
     def test_a_refused_connection_is_unreachable(self) -> None:
-        result = post(HttpSettings(f"http://127.0.0.1:{free_port()}/v1/metrics"), _body())
-        assert result.outcome is SendOutcome.UNREACHABLE
-        assert "refused" in result.detail.lower()
+        with pytest.raises(PushNotAccepted, match=r"^unreachable: .*(?i:refused)"):
+            post(HttpSettings(f"http://127.0.0.1:{free_port()}/v1/metrics"), _body())
 
     def test_a_dripping_answer_ends_at_the_total_deadline(self) -> None:
         """One byte every 50 ms never lets a per-read timeout fire; the total deadline does."""
         receiver = OtlpReceiver(mode="drip", delay_s=0.05)
-        with receiver as url:
-            result = post(HttpSettings(url + "/v1/metrics", timeout_s=0.5), _body())
-        assert result.outcome is SendOutcome.TIMED_OUT
-        assert "0.5 s" in result.detail
+        with receiver as url, pytest.raises(PushNotAccepted, match=r"^timed_out: .*0\.5 s"):
+            post(HttpSettings(url + "/v1/metrics", timeout_s=0.5), _body())
 
     def test_a_huge_answer_is_not_read(self) -> None:
         """A 2xx is decided by its status line; the client hangs up on the rest of a 256 MiB body."""
@@ -105,6 +99,6 @@ class TestPost:
         receiver = OtlpReceiver(mode="huge", huge_bytes=size)
         with receiver as url:
             for _ in range(3):
-                assert post(HttpSettings(url + "/v1/metrics"), _body()).outcome is SendOutcome.SENT
+                post(HttpSettings(url + "/v1/metrics"), _body())  # sent: no PushNotAccepted
         assert receiver.posts == 3
         assert receiver.written < size  # every answer was cut off by the client

@@ -1,24 +1,11 @@
 """The MLflow and W&B backends: the only module importing either library, each call bounded.
 
-**MLflow** (``MlflowClient``; it reads ``MLFLOW_TRACKING_URI``, ``MLFLOW_TRACKING_TOKEN`` and its
-other variables itself). The client reads whole answers with per-read timeouts and retries: a
-server answering 1.9 GB grew the process by as much, one that drips never ended. So every HTTP
-call the client makes inside a backend call (on a tracker thread) goes through
-:func:`_bounded_sessions`' adapter: no retry (the next interval is the retry), a total deadline
-(``TrackerSettings.timeout_s``) that shuts the call's sockets, and at most
-:data:`~sidecar.export.failopen.MAX_RESPONSE_BYTES` of an answer read. MLflow calls made by other
-code in the process keep the client's own behaviour. A run the sidecar creates carries the tags
-``rollout_sidecar.run_id`` and ``rollout_sidecar.instance`` (the journal's id), so a restart finds
-it again; ``rollout_sidecar.final=done`` marks a run whose final summary is logged.
-
-**W&B** (reads ``WANDB_API_KEY``, ``WANDB_MODE``, ``WANDB_DIR``, ``WANDB_BASE_URL`` itself). Its
-HTTP runs in wandb's own service process, so answers never reach this one; its analytics, which
-it would send from this process and read whole, are off (``WANDB_ERROR_REPORTING=false``). The
-sidecar bounds its waits and the service's retries: ``init_timeout`` and ``finish_timeout``, the
-GraphQL, file-stream and upload timeouts, at most 3 retries each. Each sidecar run is one W&B run
-(``reinit="create_new"``), a created one with an id derived from the journal's id and the run id
-(``resume="allow"``: a restart continues it). W&B's own ``_step`` stays the run owner's: the
-sidecar's keys are plotted against ``rollout_sidecar/step``.
+MLflow's client would read whole answers and retry (a 1.9 GB answer grew the process by as much),
+so inside a backend call every request goes through :func:`_bounded_sessions`' adapter: no retry,
+a total deadline that shuts the call's sockets, at most ``MAX_RESPONSE_BYTES`` read. Runs the
+sidecar creates are tagged with its run id and the journal's id, so a restart finds them again.
+W&B's HTTP runs in its own service process; the sidecar bounds its waits and retries, turns its
+in-process analytics off, and derives a created run's id from the journal's id (a restart resumes).
 """
 
 from __future__ import annotations

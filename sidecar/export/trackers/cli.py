@@ -1,9 +1,8 @@
 """The tracker flags of ``serve`` and ``health-check`` (no tracker library is imported here).
 
-``health-check`` itself lives in ``health`` (which never imports ``sidecar``); this module adds
-``--mlflow-run-id`` / ``--wandb-run-path`` to its parser and wraps its handler, so after the
-report files are written they are logged into the given run (:func:`log_run_dir`: the files byte
-for byte, and the final keys and parameters a batch check knows).
+``health`` never imports ``sidecar``, so this module adds ``--mlflow-run-id`` and
+``--wandb-run-path`` to the ``health-check`` parser and wraps its handler: the report it wrote is
+logged into the given runs.
 """
 
 from __future__ import annotations
@@ -61,14 +60,9 @@ def add_serve_flags(serve: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"seconds between two live steps (default {DEFAULT_INTERVAL_S:g})",
     )
-    group.add_argument(
-        "--tracker-timeout",
-        type=seconds(600, low=0.05, open_low=False),
-        default=10.0,
-        metavar="SECONDS",
-        help="longest one MLflow HTTP call or W&B wait may take before it fails and is counted "
-        "(default 10; an answer over 4 MiB fails at once)",
-    )
+    group.add_argument("--tracker-timeout", type=seconds(600, low=0.05, open_low=False), default=10.0,
+                       metavar="SECONDS", help="longest one MLflow HTTP call or W&B wait may take before it "
+                       "fails and is counted (default 10; an answer over 4 MiB fails at once)")  # fmt: skip
 
 
 def _missing(name: TrackerName, flag: str) -> str:
@@ -100,13 +94,10 @@ def add_health_check_flags(parser: argparse.ArgumentParser) -> None:
         help="MLflow run to log into (default: $MLFLOW_RUN_ID; tracking server: "
         "$MLFLOW_TRACKING_URI; needs the mlflow extra: pip install '.[mlflow]' in the clone)",
     )
-    group.add_argument(
-        "--wandb-run-path",
-        metavar="PATH",
-        default=None,
-        help="W&B run [entity/][project/]id to log into (default: $WANDB_RUN_ID with "
-        "$WANDB_PROJECT / $WANDB_ENTITY; needs the wandb extra: pip install '.[wandb]' in the clone)",
-    )
+    group.add_argument("--wandb-run-path", metavar="PATH", default=None,
+                       help="W&B run [entity/][project/]id to log into (default: $WANDB_RUN_ID with "
+                       "$WANDB_PROJECT / $WANDB_ENTITY; needs the wandb extra: pip install '.[wandb]' "
+                       "in the clone)")  # fmt: skip
     handler: Callable[[argparse.Namespace], int] = parser.get_default("handler")
     parser.set_defaults(handler=lambda args: _health_check(args, handler))
 
@@ -118,9 +109,9 @@ def _targets(args: argparse.Namespace) -> dict[TrackerName, str]:
         targets["mlflow"] = mlflow_run
     wandb_run = args.wandb_run_path
     if not wandb_run and os.environ.get("WANDB_RUN_ID", "").strip():
-        parts = [
+        parts = (
             os.environ.get(name, "").strip() for name in ("WANDB_ENTITY", "WANDB_PROJECT", "WANDB_RUN_ID")
-        ]
+        )
         wandb_run = "/".join(part for part in parts if part)
     if wandb_run:
         targets["wandb"] = wandb_run
@@ -129,10 +120,8 @@ def _targets(args: argparse.Namespace) -> dict[TrackerName, str]:
 
 def _health_check(args: argparse.Namespace, handler: Callable[[argparse.Namespace], int]) -> int:
     targets = _targets(args)
-    patterns = {
-        "mlflow": (MLFLOW_RUN_ID_PATTERN, "--mlflow-run-id"),
-        "wandb": (WANDB_RUN_PATH_PATTERN, "--wandb-run-path"),
-    }
+    patterns = {"mlflow": (MLFLOW_RUN_ID_PATTERN, "--mlflow-run-id"),
+                "wandb": (WANDB_RUN_PATH_PATTERN, "--wandb-run-path")}  # fmt: skip
     for name, ref in targets.items():
         pattern, flag = patterns[name]
         if not re.fullmatch(pattern, ref):

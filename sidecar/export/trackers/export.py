@@ -1,12 +1,9 @@
 """The service side of tracker export: every interval, each run's figures to each tracker.
 
-On the event loop only two cheap things happen: the figures are built on the read thread (the
-service's ``build``, as a ``/metrics`` or ``/report`` build is) and a job is handed to the
-tracker's :class:`~sidecar.export.failopen.FailOpenWorker`, which never blocks. Each tracker has its
-own thread, so a hung MLflow never holds up W&B, and neither holds up ingest or
-``/drain_margin``. A live step that cannot be queued or sent is dropped and counted; the final
-summary of an ended run is retried every interval until the tracker holds it. The service hands
-in what the export reads (:class:`ServiceReads`); nothing here imports it.
+On the loop the figures are built on the read thread and handed to the tracker's own
+:class:`~sidecar.export.failopen.FailOpenWorker`, which never blocks: a hung MLflow holds up
+neither W&B nor ingest. Live steps that cannot be sent are dropped and counted; an ended run's
+final summary is retried every interval until the tracker holds it. Nothing here imports the service.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ import structlog
 from sidecar.export.failopen import FailOpenWorker, JobResult
 from sidecar.export.trackers._settings import RunTarget, TrackerName, TrackerSettings
 from sidecar.export.trackers.keys import live_metrics
-from sidecar.export.trackers.session import Backend, ExportStore, TrackerSession, final_package, report_files
+from sidecar.export.trackers.session import Backend, ExportStore, TrackerSession, final_package
 from sidecar.state.run import RunState
 
 _log = structlog.get_logger("sidecar.export.trackers")
@@ -80,7 +77,7 @@ class _Channel:
 
     def resting(self, now: float) -> bool:
         """True when the tracker is down and this step is not a retry (one per ``retry_s``)."""
-        if not self.worker.down:
+        if not self.worker.outage.down:
             return False
         if now >= self._retry_at:
             self._retry_at = now + self.retry_s
@@ -183,7 +180,14 @@ class TrackerExport:
         report = orjson.loads(report_bytes)
         now = reads.clock()
         html = await reads.build(("tracker-html", rid, key), lambda: reads.page(run, now, report))
-        files = report_files(report, summary, b"".join(lines), html)
+        # The files byte-identical to what ``rollout-sidecar report`` (and ``report --html``) writes.
+        body = {name: value for name, value in report.items() if name != "quality_summary"}
+        indented = orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n"
+        files = {"quality_summary.json": summary, "rollout_verdicts.jsonl": b"".join(lines),
+                 "report.json": indented, "report.html": html}  # fmt: skip
+        if report.get("perf_summary") is not None:
+            perf = orjson.dumps(report["perf_summary"], option=orjson.OPT_INDENT_2)
+            files["perf_summary.json"] = perf + b"\n"
         config = {name: getattr(run.config, name, None) for name in _CONFIG_PARAMS}
         for channel in channels:
             package = final_package(config, report, files, channel.name)

@@ -1,19 +1,17 @@
-"""The metric, parameter and artifact names the sidecar logs into MLflow and W&B.
+"""The metric, parameter and artifact names logged into MLflow and W&B (docs/operations.md).
 
-Every key starts with :data:`PREFIX` (``rollout_sidecar/``), in NeMo Gym's slash style
-(``progress/total/rollouts_per_min``, ``coverage/expected``), so the sidecar's keys sort
-together beside NeMo Gym's own and can never collide with them. Live keys are logged every
-interval with a step; ``final/`` keys once, when the run ends, from the run's ``/report`` body
-(so each equals the report's figure); parameters once at the end. docs/operations.md lists them.
+Every key starts with ``rollout_sidecar/`` in NeMo Gym's slash style, so they sort beside NeMo
+Gym's own and never collide. Live keys every interval with a step; ``final/`` keys and parameters
+once at the end, from the run's ``/report`` body (each equals the report's figure).
 """
 
 from __future__ import annotations
 
 import platform
 from collections.abc import Iterable, Iterator, Mapping
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from sidecar.export import version
 from sidecar.state.forecast import current
 
 if TYPE_CHECKING:
@@ -36,31 +34,6 @@ _FINAL_QUANTILES = (("p50_s", "0.5"), ("p75_s", "0.75"), ("p90_s", "0.9"), ("p95
                     ("p99_s", "0.99"), ("max_s", "1.0"))  # fmt: skip
 _ACCOUNTING = ("expected", "succeeded", "failed", "failed_terminal", "failed_attempts", "drained",
                "missing", "pending", "unplanned", "tasks_planned", "tasks_complete")  # fmt: skip
-
-#: Keys a live step may carry (absent while undefined: no samples, no budget), in the order
-#: :func:`live_metrics` computes them.
-LIVE_KEYS = (
-    STEP_KEY,
-    *(PREFIX + key for key in ("throughput/rollouts_per_hour", "throughput/rollouts_per_hour_15m")),
-    *(PREFIX + "latency/" + name for name, _ in _LIVE_QUANTILES),
-    *(PREFIX + key for key in ("drain/margin_s", "drain/seconds_left", "inflight/count",
-                               "inflight/stragglers", "inflight/stalled", "rollouts/completed",
-                               "rollouts/failed_attempts", "rollouts/drained")),
-    *(PREFIX + "health/" + verdict for verdict in _VERDICTS),
-    *(PREFIX + "forecast/" + name for name in _FORECAST),
-)  # fmt: skip
-#: Keys of the final summary (absent when the report has no such figure), in
-#: :func:`final_metrics`' order.
-FINAL_KEYS = (
-    PREFIX + "final/rollouts_per_hour",
-    *(PREFIX + "final/latency/" + name for name, _ in _FINAL_QUANTILES),
-    *(PREFIX + "final/" + key for key in ("drain_margin_s", "samples", "completed", "drained")),
-    *(PREFIX + "final/accounting/" + name for name in _ACCOUNTING),
-    *(PREFIX + "final/health/" + verdict for verdict in (*_VERDICTS, "records")),
-    PREFIX + "final/duration_s",
-    PREFIX + "final/forecast/finished_p50",
-    PREFIX + "final/forecast/error",
-)
 
 
 def _number(value: Any) -> float | None:
@@ -153,13 +126,6 @@ def final_metrics(report: Mapping[str, Any]) -> dict[str, float]:
     return _kept(pairs())
 
 
-def _version(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def run_params(config: Mapping[str, Any], report: Mapping[str, Any], tracker: str) -> dict[str, str]:
     """Parameters of the run: budget, plan size, ignored checks and the versions that produced it.
 
@@ -178,9 +144,9 @@ def run_params(config: Mapping[str, Any], report: Mapping[str, Any], tracker: st
         "plan_rollouts": accounting.get("expected"),
         "ignored_checks": ",".join(sorted(ignored)) or "none",
         "run_id": report.get("run_id"),
-        "version": _version("rollout-sidecar"),
+        "version": version("rollout-sidecar"),
         "python": platform.python_version(),
-        f"{tracker}_version": _version(tracker),
+        f"{tracker}_version": version(tracker),
     }
     return {PREFIX + name: str(value) for name, value in values.items() if value is not None}
 

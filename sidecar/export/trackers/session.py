@@ -1,13 +1,8 @@
-"""What MLflow and W&B share: the backend interface, the final package, the side table and the
-per-tracker session that keeps the exactly-once bookkeeping on the tracker's own thread.
+"""The backend interface and the per-tracker session keeping the exactly-once bookkeeping.
 
-A backend only talks to its library; a :class:`TrackerSession` decides which tracker run a
-sidecar run goes to (the one the client named, the one this journal created before a crash, or
-a new one), which step comes next, and whether the final summary is still to be logged. What it
-must remember across a crash is in a small SQLite file beside the journal
-(``<journal>.trackers.sqlite3``, ``synchronous=FULL``, written by the tracker threads): after a
-SIGKILL the same tracker run continues at the step after the last one logged, and a final
-summary already logged is skipped.
+A session decides which tracker run a sidecar run goes to (the one named, the one this journal
+created before a crash, or a new one), which step comes next, and whether the final summary is
+still due. ``<journal>.trackers.sqlite3`` (``synchronous=FULL``) remembers it across a SIGKILL.
 """
 
 from __future__ import annotations
@@ -18,8 +13,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-
-import orjson
 
 from sidecar.export.trackers._settings import RunTarget, TrackerName
 from sidecar.export.trackers.keys import STEP_KEY, final_metrics, run_params, unhealthy_rows
@@ -60,28 +53,6 @@ class Backend(Protocol):
     def log_metrics(self, ref: str, metrics: dict[str, float], step: int) -> None: ...
     def log_final(self, ref: str, package: FinalPackage, step: int, *, finish: bool) -> None: ...
     def close(self) -> None: ...
-
-
-def report_files(
-    report: dict[str, Any], summary: bytes, verdicts: bytes, html: bytes | None = None
-) -> dict[str, bytes]:
-    """The artifact files of a run, byte-identical to what ``rollout-sidecar report`` writes.
-
-    ``report`` is the parsed ``/report`` body (``quality_summary`` included); ``summary`` and
-    ``verdicts`` are ``/report/quality_summary.json`` and ``/report/verdicts`` as served; ``html``
-    the run's page as ``report --html`` writes it (``report.html``), where the caller has one.
-    """
-    body = {key: value for key, value in report.items() if key != "quality_summary"}
-    files = {
-        "quality_summary.json": summary,
-        "rollout_verdicts.jsonl": verdicts,
-        "report.json": orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n",
-    }
-    if report.get("perf_summary") is not None:
-        files["perf_summary.json"] = orjson.dumps(report["perf_summary"], option=orjson.OPT_INDENT_2) + b"\n"
-    if html is not None:
-        files["report.html"] = html
-    return files
 
 
 def final_package(
