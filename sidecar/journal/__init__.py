@@ -2,8 +2,8 @@
 
 An event is acknowledged (``append`` returns) only once the transaction holding it has committed
 with ``synchronous=FULL`` in WAL mode, so an acknowledged event survives a process kill and a power
-loss. One writer thread owns the only writing connection and commits concurrent appends together
-(``sidecar.journal._writer``). Reads use connections of their own and can run from any thread,
+loss. One worker thread owns the only writing connection and commits concurrent appends together.
+Reads use connections of their own and can run from any thread,
 even before ``open()`` returns. Every event carries an idempotency key; a second event with a
 stored key is acknowledged and changes nothing. Call the coroutines from an asyncio event loop.
 
@@ -18,10 +18,14 @@ This package is an I/O edge only: no HTTP, no metrics; commit timings go to ``on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
+import time
 import zlib
 from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +58,7 @@ from sidecar.journal._schema import (
     file_bytes,
     map_sqlite_error,
     open_reader,
+    open_writer,
     record_crc,
 )
 from sidecar.journal._types import (
@@ -64,7 +69,6 @@ from sidecar.journal._types import (
     JournalStats,
     JournalUnavailable,
 )
-from sidecar.journal._writer import Append, Control, PutGroups, PutSnapshot, SetMeta, Writer
 
 __all__ = [
     "DAMAGED_KIND",
@@ -109,49 +113,74 @@ _FETCH_ROWS = 32
 #: Kind of what :meth:`Journal.replay` yields in place of a record whose CRC does not match.
 DAMAGED_KIND = "damaged"
 _SELECT_EVENTS = "SELECT seq, run_id, kind, key, payload, crc FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+_INSERT = (
+    "INSERT INTO events (run_id, kind, key, payload, crc) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING"
+)
+_UPSERT_META = "INSERT INTO meta VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+_PRUNE_SNAPSHOTS = (
+    "DELETE FROM snapshots WHERE seq NOT IN (SELECT seq FROM snapshots ORDER BY seq DESC LIMIT ?)"
+)
+_MAX_GROUP = 1024  # events per transaction (a single append is never split)
+_CHECKPOINT_EVERY_BYTES = 8 << 20  # about this much WAL between the writer's checkpoints
+
+
+@dataclass(slots=True)
+class _Request:
+    """Queued work: events to append, or a write run inside the group's transaction."""
+
+    work: tuple[JournalEvent, ...] | Callable[[sqlite3.Cursor], object]
+    future: asyncio.Future[Any]
+
+
+def _insert(
+    cursor: sqlite3.Cursor, events: Sequence[JournalEvent], last_seq: int
+) -> list[JournalEvent | None]:
+    """Insert ``events`` after the record ``last_seq``; per event, the stored event with its seq,
+    or None when its key was already stored (earlier, or by an equal key before it in ``events``)."""
+    cursor.executemany(_INSERT, [(e.run_id, e.kind, e.key, e.payload, record_crc(*e[:4])) for e in events])
+    if cursor.rowcount == len(events):  # every event stored, in order: seqs are the next ones
+        return [event._replace(seq=last_seq + index) for index, event in enumerate(events, 1)]
+    seqs = dict(cursor.execute("SELECT key, seq FROM events WHERE seq > ?", (last_seq,)).fetchall())
+    return [None if (seq := seqs.pop(e.key, None)) is None else e._replace(seq=seq) for e in events]
 
 
 class Journal:
     """A durable, idempotent, append-only event log in one SQLite file, with its snapshots.
 
-    ``max_batch`` caps the events of one group transaction (a single ``append`` is never split);
-    ``max_delay_s`` bounds how long the writer lingers after a request was queued for others to
-    join its transaction (only while the group is smaller than the previous one, so a lone
-    sequential caller is never delayed). ``on_commit(seconds, new_events)`` is called on the event
-    loop after each commit. ``max_db_bytes`` caps the database size: appends beyond it fail with
-    JournalUnavailable, as on a full disk. ``keep_snapshots`` is how many snapshots stay stored.
+    Writes queue on the event loop; one flusher task hands everything queued (at most
+    ``_MAX_GROUP`` events, a single ``append`` never split) to the only writing connection, on a
+    one-thread executor, as one transaction (one WAL fsync), then resolves the callers. So
+    concurrent appends share commits and a lone caller never waits for company.
+    ``on_commit(seconds, new_events)`` is called on the event loop after each commit.
+    ``keep_snapshots`` is how many snapshots stay stored.
     """
 
     def __init__(
         self,
         path: Path | str | os.PathLike[str] = DEFAULT_JOURNAL_PATH,
         *,
-        max_batch: int = 1024,
-        max_delay_s: float = 0.002,
         on_commit: Callable[[float, int], None] | None = None,
-        max_db_bytes: int | None = None,
         keep_snapshots: int = 2,
     ) -> None:
-        if max_batch < 1:
-            raise ValueError(f"max_batch must be >= 1, got {max_batch!r}")
-        if max_delay_s < 0:
-            raise ValueError(f"max_delay_s must be >= 0, got {max_delay_s!r}")
         if keep_snapshots < 1:
             raise ValueError(f"keep_snapshots must be >= 1, got {keep_snapshots!r}")
-        _check_max_bytes(max_db_bytes)
         self._path = Path(path)
-        self._max_batch = max_batch
-        self._max_delay_s = max_delay_s
         self._on_commit = on_commit
-        self._max_db_bytes = max_db_bytes
         self.keep_snapshots = keep_snapshots
-        self._writer: Writer | None = None
+        self._wc: WriterConnection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._state = "new"
+        self._queue: list[_Request] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._last_seq = 0
+        self._commits = 0
+        self._last_commit_wall_time: float | None = None
+        self._since_checkpoint = 0
         #: The closed task groups (written through this journal's writer).
         self.groups = GroupTable(self._path, self._put_groups)
 
     def __repr__(self) -> str:
-        state = "new" if self._writer is None else ("closed" if self._writer.stopped.done() else "open")
-        return f"Journal({str(self._path)!r}, {state})"
+        return f"Journal({str(self._path)!r}, {self._state})"
 
     @property
     def path(self) -> Path:
@@ -159,45 +188,48 @@ class Journal:
 
     @property
     def stats(self) -> JournalStats:
-        writer = self._writer
         return JournalStats(
-            events=writer.last_seq if writer else 0,
-            commits=writer.commits if writer else 0,
-            last_commit_wall_time=writer.last_commit_wall_time if writer else None,
-            db_bytes=file_bytes(self._path),
+            self._last_seq, self._commits, self._last_commit_wall_time, file_bytes(self._path)
         )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Create the journal if needed and start the writer thread.
+        """Create the journal if needed and open its writing connection.
 
         Raises JournalCorrupt (not a journal: the file is left untouched), JournalSchemaError
         (another schema version) or JournalUnavailable (cannot create or write the file).
         """
-        if self._writer is not None:
+        if self._state != "new":
             raise JournalError(f"journal {self._path} was already opened", path=self._path)
-        writer = Writer(
-            self._path, max_batch=self._max_batch, max_delay_s=self._max_delay_s, on_commit=self._on_commit
-        )
-        self._writer = writer
-        writer.start()
+        executor = ThreadPoolExecutor(1, thread_name_prefix=f"journal-writer:{self._path.name}")
         try:
-            await asyncio.wrap_future(writer.ready)
+            wc = await asyncio.get_running_loop().run_in_executor(executor, open_writer, self._path)
         except BaseException:
-            self._writer = None  # nothing was started: open() may be retried once fixed
+            executor.shutdown(wait=False)
             raise
-        if self._max_db_bytes is not None:
-            await self.set_max_db_bytes(self._max_db_bytes)
+        self._wc, self._executor, self._state, self._last_seq = wc, executor, "open", wc.last_seq
 
     async def close(self) -> None:
-        """Commit everything already appended, checkpoint the WAL into the file, stop the writer."""
-        writer = self._writer
-        if writer is None:
+        """Commit everything already appended, checkpoint the WAL into the file, close."""
+        if self._state != "open":
             return
-        writer.stop()
-        await asyncio.wrap_future(writer.stopped)
-        await asyncio.to_thread(writer.join)
+        self._state = "closed"
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+        wc, executor = self._wc, self._executor
+        assert wc is not None and executor is not None
+        await asyncio.get_running_loop().run_in_executor(executor, self._shutdown, wc)
+        executor.shutdown(wait=True)
+
+    def _shutdown(self, wc: WriterConnection) -> None:
+        try:
+            wc.conn.execute("PRAGMA query_only = 0")
+            wc.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:  # costs only WAL replay at the next start
+            _log.warning("journal_checkpoint_failed", path=str(self._path), error=str(exc))
+        finally:
+            wc.close()
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -214,7 +246,7 @@ class Journal:
             _validate(event, index)
         if not batch:
             return []
-        result: list[JournalEvent | None] = await self._submit(lambda f, loop: Append(f, loop, events=batch))
+        result: list[JournalEvent | None] = await self._enqueue(batch)
         return result
 
     async def set_meta(self, name: str, value: bytes) -> None:
@@ -223,54 +255,149 @@ class Journal:
             raise ValueError(f"meta name must be a non-empty str, got {name!r}")
         if not isinstance(value, bytes):
             raise TypeError(f"meta {name!r}: value must be bytes, got {type(value).__name__}")
-        await self._submit(lambda f, loop: SetMeta(f, loop, name=name, value=value))
+        await self._enqueue(lambda cur: cur.execute(_UPSERT_META, (name, value)))
 
     async def put_snapshot(self, seq: int, body: bytes) -> None:
         """Durably store the state as of ``seq`` and drop all but the newest ``keep_snapshots``.
-        Closed groups put before this call are committed before it (one writer, in order)."""
-        keep = self.keep_snapshots
-        await self._submit(lambda f, loop: PutSnapshot(f, loop, seq=seq, body=body, keep=keep))
+        Closed groups put before this call are committed before it (one queue, in order)."""
+
+        def write(cur: sqlite3.Cursor) -> None:
+            cur.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)", (seq, body, zlib.crc32(body)))
+            cur.execute(_PRUNE_SNAPSHOTS, (self.keep_snapshots,))
+
+        await self._enqueue(write)
 
     def _put_groups(self, groups: list[tuple[int, bytes]]) -> asyncio.Future[Any]:
-        writer = self._writer
-        if writer is None:
-            raise JournalUnavailable(f"journal {self._path} is not open", path=self._path)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        writer.submit(PutGroups(future, loop, groups=groups))
-        return future
+        rows = [(ref, body, zlib.crc32(body)) for ref, body in groups]
+        return self._enqueue(
+            lambda cur: cur.executemany("INSERT OR REPLACE INTO groups VALUES (?, ?, ?)", rows)
+        )
 
     async def set_max_db_bytes(self, max_db_bytes: int | None) -> None:
-        """Cap (or with None uncap) the database size, effective for the next commit.
-
-        A cap below the current size freezes growth at the current size.
-        """
-        _check_max_bytes(max_db_bytes)
-
-        def apply(wc: WriterConnection) -> None:
-            pages = wc.default_max_pages if max_db_bytes is None else max(1, max_db_bytes // wc.page_size)
-            wc.conn.execute(f"PRAGMA max_page_count = {int(pages)}").fetchall()
-
-        await self._submit(lambda f, loop: Control(f, loop, apply=apply))
-        self._max_db_bytes = max_db_bytes
+        """Cap (or with None uncap) the database size, effective for the next commit: appends
+        beyond it fail with JournalUnavailable, as on a full disk. A cap below the current size
+        freezes growth at the current size."""
+        wc = self._wc
+        assert wc is not None
+        pages = wc.default_max_pages if max_db_bytes is None else max(1, max_db_bytes // wc.page_size)
+        await self._control(f"PRAGMA max_page_count = {int(pages)}")
 
     async def set_read_only(self, read_only: bool) -> None:
         """Freeze (or thaw) writes, e.g. while the file is backed up: appends then fail with
         JournalUnavailable exactly as on a read-only filesystem; reads keep working."""
+        await self._control(f"PRAGMA query_only = {1 if read_only else 0}")
 
-        def apply(wc: WriterConnection) -> None:
-            wc.conn.execute(f"PRAGMA query_only = {1 if read_only else 0}")
-
-        await self._submit(lambda f, loop: Control(f, loop, apply=apply))
-
-    async def _submit(self, make: Callable[[asyncio.Future[Any], asyncio.AbstractEventLoop], Any]) -> Any:
-        writer = self._writer
-        if writer is None or not writer.ready.done() or writer.ready.exception() is not None:
+    async def _control(self, pragma: str) -> None:
+        if self._state != "open" or self._executor is None or self._wc is None:
             raise JournalUnavailable(f"journal {self._path} is not open", path=self._path)
+        conn = self._wc.conn
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, lambda: conn.execute(pragma).fetchall()
+            )
+        except sqlite3.Error as exc:
+            raise map_sqlite_error(self._path, "configure", exc) from exc
+
+    def _enqueue(
+        self, work: tuple[JournalEvent, ...] | Callable[[sqlite3.Cursor], object]
+    ) -> asyncio.Future[Any]:
+        if self._state != "open":
+            word = "closed" if self._state == "closed" else "not open"
+            raise JournalUnavailable(f"journal {self._path} is {word}", path=self._path)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        writer.submit(make(future, loop))
-        return await future
+        self._queue.append(_Request(work, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = loop.create_task(self._flush(), name="journal-flush")
+        return future
+
+    async def _flush(self) -> None:
+        """Commit what is queued, group by group, until the queue is empty."""
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            count, take = 0, 0
+            for request in self._queue:
+                count += len(request.work) if isinstance(request.work, tuple) else 1
+                if take and count > _MAX_GROUP:
+                    break
+                take += 1
+            group, self._queue = self._queue[:take], self._queue[take:]
+            outcomes = await loop.run_in_executor(self._executor, self._commit_group, group)
+            for request, outcome in zip(group, outcomes, strict=True):
+                if request.future.done():  # the caller was cancelled; its events may be stored
+                    continue
+                if isinstance(outcome, BaseException):
+                    request.future.set_exception(outcome)
+                else:
+                    request.future.set_result(outcome)
+            if self._on_commit is not None and self._timing is not None:
+                try:
+                    self._on_commit(*self._timing)
+                except Exception:
+                    _log.exception("journal_on_commit_failed")
+
+    # -- the writer thread ----------------------------------------------------------------------
+
+    def _commit_group(self, group: list[_Request]) -> list[object]:
+        """One transaction for ``group``; if it fails, each request alone, so one request that
+        cannot be stored (it does not fit) does not take the others down."""
+        self._timing = None
+        results = self._transact(group)
+        if isinstance(results, JournalError):
+            if len(group) == 1:
+                return [results]
+            return [one[0] if isinstance(one, list) else one for one in (self._transact([r]) for r in group)]
+        if self._since_checkpoint >= _CHECKPOINT_EVERY_BYTES:
+            self._checkpoint()
+        return results
+
+    def _transact(self, group: list[_Request]) -> list[object] | JournalError:
+        wc = self._wc
+        assert wc is not None
+        started = time.perf_counter()
+        last_seq, written = self._last_seq, 0
+        results: list[object] = []
+        cursor = wc.conn.cursor()
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+            for request in group:
+                if isinstance(request.work, tuple):
+                    stored = _insert(cursor, request.work, last_seq)
+                    last_seq = max([last_seq, *(event.seq for event in stored if event is not None)])
+                    written += sum(len(event.payload) + 128 for event in stored if event is not None)
+                    results.append(stored)
+                else:
+                    request.work(cursor)
+                    results.append(None)
+            cursor.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if wc.conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    wc.conn.execute("ROLLBACK")
+            error = map_sqlite_error(self._path, "append", exc)
+            _log.warning("journal_commit_failed", path=str(self._path), error=str(error))
+            return JournalUnavailable(str(error), path=self._path)
+        new = last_seq - self._last_seq
+        self._last_seq, self._since_checkpoint = last_seq, self._since_checkpoint + written
+        self._commits += 1
+        self._last_commit_wall_time = time.time()
+        self._timing = (time.perf_counter() - started, new)
+        return results
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database file between transactions, after the acks, so no commit
+        waits for it (SQLite's automatic checkpoint runs inside a COMMIT and is turned off);
+        the next transaction then restarts the WAL from its beginning instead of growing it."""
+        assert self._wc is not None
+        try:
+            busy, log_frames, done = self._wc.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            _log.warning("journal_checkpoint_failed", path=str(self._path), error=str(exc))
+            return
+        if busy == 0 and log_frames == done:  # else a reader holds an old snapshot: retry later
+            self._since_checkpoint = 0
+
+    _timing: tuple[float, int] | None = None
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -391,8 +518,3 @@ def _validate(event: object, index: int) -> None:
         raise TypeError(
             f"events[{index}] (key {event.key!r}): payload must be bytes, got {type(event.payload).__name__}"
         )
-
-
-def _check_max_bytes(value: int | None) -> None:
-    if value is not None and (not isinstance(value, int) or value <= 0):
-        raise ValueError(f"max_db_bytes must be a positive int or None, got {value!r}")

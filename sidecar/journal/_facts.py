@@ -13,7 +13,8 @@ One exception keeps the digests exact: a row whose digest depends on its positio
 completion whose run had not started when it arrived) cannot be digested before it is
 applied, so its fact carries the row and the digest is computed when it is applied.
 
-Facts are MessagePack arrays ``[FACTS_FORMAT, tag, *fields]``.
+A fact is a msgspec Struct written as a MessagePack array ``[tag, *fields]``; the journal's
+``state_schema`` stamp (:data:`STATE_SCHEMA`) names the layout, so records carry no version.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import IntEnum
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import msgspec
 import orjson
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 #: Version of the facts' layout below; bump on any change of a fact's fields or their meaning.
-FACTS_FORMAT = 4
+FACTS_FORMAT = 5
 
 
 class Disposition(IntEnum):
@@ -105,7 +106,11 @@ class FactError(ValueError):
     """A journal record that is not a fact this build can read; names the seq and the cause."""
 
 
-class RunStartedFact(NamedTuple):
+class _Fact(msgspec.Struct, array_like=True):
+    """A fact: a tagged MessagePack array, decoded only into these types."""
+
+
+class RunStartedFact(_Fact, tag=1):
     received_at: float
     generation: int
     config: bytes
@@ -114,7 +119,7 @@ class RunStartedFact(NamedTuple):
     """The plan derived from ``materialized_inputs`` at ingest (the file is never read again)."""
 
 
-class CompletedFact(NamedTuple):
+class CompletedFact(_Fact, tag=2):
     received_at: float
     generation: int
     seconds: float | None
@@ -170,7 +175,7 @@ class CompletedFact(NamedTuple):
         )
 
 
-class FailedFact(NamedTuple):
+class FailedFact(_Fact, tag=3):
     received_at: float
     generation: int
     seconds: float | None
@@ -186,7 +191,7 @@ class FailedFact(NamedTuple):
     at: float | None = None
 
 
-class DrainedFact(NamedTuple):
+class DrainedFact(_Fact, tag=4):
     received_at: float
     generation: int
     task: Any
@@ -196,7 +201,7 @@ class DrainedFact(NamedTuple):
     at: float | None = None
 
 
-class StartedFact(NamedTuple):
+class StartedFact(_Fact, tag=7):
     """An attempt was dispatched: its identity and (``received_at``) the start of its age."""
 
     received_at: float
@@ -207,7 +212,7 @@ class StartedFact(NamedTuple):
     at: float | None = None
 
 
-class RunEndedFact(NamedTuple):
+class RunEndedFact(_Fact, tag=5):
     received_at: float
     generation: int
     ended_at: float
@@ -215,7 +220,7 @@ class RunEndedFact(NamedTuple):
     """The sender's ``ended_at`` (``None``: it stamped none, and ``ended_at`` is the arrival)."""
 
 
-class LatencyFact(NamedTuple):
+class LatencyFact(_Fact, tag=6):
     received_at: float
     generation: int
     op: str
@@ -225,16 +230,6 @@ class LatencyFact(NamedTuple):
 
 Fact = RunStartedFact | CompletedFact | FailedFact | DrainedFact | RunEndedFact | LatencyFact | StartedFact
 
-_TAGS: dict[type, int] = {
-    RunStartedFact: 1,
-    CompletedFact: 2,
-    FailedFact: 3,
-    DrainedFact: 4,
-    RunEndedFact: 5,
-    LatencyFact: 6,
-    StartedFact: 7,
-}
-_TYPES: dict[int, type] = {tag: kind for kind, tag in _TAGS.items()}
 _NO_FINDINGS = b"[]"  # one shared object for the common case, as compact_digest makes it
 _ENCODER = msgspec.msgpack.Encoder()
 # MessagePack integers stop at 64 bits and its strings are UTF-8; a row's own values (token
@@ -253,6 +248,7 @@ def _from_ext(code: int, data: memoryview) -> Any:
 
 
 _DECODER = msgspec.msgpack.Decoder(ext_hook=_from_ext)
+_FACT_DECODER = msgspec.msgpack.Decoder(Fact, ext_hook=_from_ext)
 
 
 def _portable(value: Any) -> Any:
@@ -300,29 +296,22 @@ def unpack(data: bytes) -> Any:
 
 
 def encode_fact(fact: Fact) -> bytes:
-    """``[FACTS_FORMAT, tag, *fields]`` as MessagePack (see :func:`pack`)."""
-    return pack((FACTS_FORMAT, _TAGS[type(fact)], *fact))
+    """``[tag, *fields]`` as MessagePack (see :func:`pack`)."""
+    try:
+        return _ENCODER.encode(fact)
+    except (OverflowError, UnicodeEncodeError):
+        return _ENCODER.encode(_portable([fact.__struct_config__.tag, *msgspec.structs.astuple(fact)]))
 
 
 def decode_fact(payload: bytes, *, seq: int = 0) -> Fact:
     """The fact a record holds; raises :class:`FactError` naming ``seq`` if it is not one."""
     try:
-        items = _DECODER.decode(payload)
-    except msgspec.DecodeError as exc:
-        raise FactError(f"journal record {seq}: not a fact ({exc})") from exc
-    if not isinstance(items, list) or len(items) < 2:
-        raise FactError(f"journal record {seq}: not a fact (got {type(items).__name__})")
-    version, tag = items[0], items[1]
-    if version != FACTS_FORMAT or type(version) is not int:
-        raise FactError(f"journal record {seq}: facts format {version!r}, this build reads {FACTS_FORMAT}")
-    kind = _TYPES.get(tag)
-    if kind is None:
-        raise FactError(f"journal record {seq}: unknown fact tag {tag!r}")
-    try:
-        fact: Fact = kind(*items[2:])
-    except TypeError as exc:
-        raise FactError(f"journal record {seq}: malformed {kind.__name__} ({exc})") from exc
-    return fact
+        try:
+            return _FACT_DECODER.decode(payload)
+        except msgspec.ValidationError:  # an extension value (wide int, lone surrogate) in a str field
+            return msgspec.convert(_DECODER.decode(payload), Fact)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise FactError(f"journal record {seq}: not a fact of this build ({exc})") from exc
 
 
 def parse_deferred(fact: CompletedFact) -> tuple[dict[str, Any] | None, str | None]:

@@ -120,9 +120,7 @@ class TestAppend:
 
     async def test_concurrent_appends_share_transactions(self, path: Path) -> None:
         commits: list[tuple[float, int, int]] = []
-        j = Journal(
-            path, max_delay_s=0.05, on_commit=lambda s, n: commits.append((s, n, threading.get_ident()))
-        )
+        j = Journal(path, on_commit=lambda s, n: commits.append((s, n, threading.get_ident())))
         await j.open()
         try:
             results = await asyncio.gather(*(j.append([event(i)]) for i in range(200)))
@@ -132,30 +130,6 @@ class TestAppend:
             assert sum(n for _, n, _ in commits) == 200
             assert all(seconds > 0 for seconds, _, _ in commits)
             assert {tid for _, _, tid in commits} == {threading.get_ident()}  # called on the loop
-        finally:
-            await j.close()
-
-    async def test_max_batch_bounds_a_group_but_never_splits_an_append(self, path: Path) -> None:
-        j = Journal(path, max_batch=10, max_delay_s=0.05)
-        await j.open()
-        try:
-            big = await j.append([event(f"big-{i}") for i in range(25)])
-            assert [e.seq for e in big if e] == list(range(1, 26))
-            assert j.stats.commits == 1
-            await asyncio.gather(*(j.append([event(i)]) for i in range(30)))
-            assert j.stats.commits >= 1 + 3
-        finally:
-            await j.close()
-
-    async def test_a_lone_sequential_caller_does_not_wait_for_company(self, path: Path) -> None:
-        j = Journal(path, max_delay_s=1.0)
-        await j.open()
-        try:
-            started = asyncio.get_running_loop().time()
-            for i in range(5):
-                await j.append([event(i)])
-            assert asyncio.get_running_loop().time() - started < 2.5  # lingering would take >= 5 s
-            assert j.stats.commits == 5
         finally:
             await j.close()
 
@@ -209,7 +183,7 @@ class TestLifecycle:
         await j.close()  # idempotent
 
     async def test_close_drains_pending_appends_and_checkpoints(self, path: Path) -> None:
-        j = Journal(path, max_delay_s=0.2)
+        j = Journal(path)
         await j.open()
         tasks = [asyncio.create_task(j.append([event(i)])) for i in range(50)]
         await asyncio.sleep(0)  # every task has queued its append
@@ -373,7 +347,7 @@ from pathlib import Path
 from sidecar.journal import Journal, JournalEvent
 
 async def main() -> None:
-    journal = Journal(Path(sys.argv[1]), max_delay_s=0.001)
+    journal = Journal(Path(sys.argv[1]))
     await journal.open()
     prefix = sys.argv[2]
     counter = iter(range(10**9))
@@ -584,8 +558,9 @@ class TestFaults:
         assert _read(path) == before
 
     async def test_disk_full_acknowledges_nothing_unstored_and_recovers(self, path: Path) -> None:
-        j = Journal(path, max_db_bytes=256 * 1024)
+        j = Journal(path)
         await j.open()
+        await j.set_max_db_bytes(256 * 1024)
         try:
             acked: list[str] = []
             with pytest.raises(JournalUnavailable, match="disk full") as info:
@@ -604,10 +579,11 @@ class TestFaults:
             await j.close()
 
     async def test_a_request_that_does_not_fit_fails_alone(self, path: Path) -> None:
-        j = Journal(path, max_db_bytes=200 * 1024, max_delay_s=0.5)
+        j = Journal(path)
         await j.open()
+        await j.set_max_db_bytes(200 * 1024)
         try:
-            await asyncio.gather(*(j.append([event(f"warm-{i}")]) for i in range(8)))  # so the writer lingers
+            await asyncio.gather(*(j.append([event(f"warm-{i}")]) for i in range(8)))
             big = [event(f"big-{i}", size=8192) for i in range(40)]
             with capture_logs() as logs:
                 results = await asyncio.gather(
