@@ -309,7 +309,8 @@ def decode_fact(payload: bytes, *, seq: int = 0) -> Fact:
         try:
             return _FACT_DECODER.decode(payload)
         except msgspec.ValidationError:  # an extension value (wide int, lone surrogate) in a str field
-            return msgspec.convert(_DECODER.decode(payload), Fact)
+            fact: Fact = msgspec.convert(_DECODER.decode(payload), Fact)
+            return fact
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise FactError(f"journal record {seq}: not a fact of this build ({exc})") from exc
 
