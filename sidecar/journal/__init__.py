@@ -55,7 +55,6 @@ from sidecar.journal._groups import GroupDamaged, GroupTable
 from sidecar.journal._schema import (
     SCHEMA_VERSION,
     WriterConnection,
-    file_bytes,
     map_sqlite_error,
     open_reader,
     open_writer,
@@ -66,7 +65,6 @@ from sidecar.journal._types import (
     JournalError,
     JournalEvent,
     JournalSchemaError,
-    JournalStats,
     JournalUnavailable,
 )
 
@@ -89,7 +87,6 @@ __all__ = [
     "JournalError",
     "JournalEvent",
     "JournalSchemaError",
-    "JournalStats",
     "JournalUnavailable",
     "LatencyFact",
     "RunEndedFact",
@@ -173,8 +170,6 @@ class Journal:
         self._queue: list[_Request] = []
         self._flusher: asyncio.Task[None] | None = None
         self._last_seq = 0
-        self._commits = 0
-        self._last_commit_wall_time: float | None = None
         self._since_checkpoint = 0
         #: The closed task groups (written through this journal's writer).
         self.groups = GroupTable(self._path, self._put_groups)
@@ -185,12 +180,6 @@ class Journal:
     @property
     def path(self) -> Path:
         return self._path
-
-    @property
-    def stats(self) -> JournalStats:
-        return JournalStats(
-            self._last_seq, self._commits, self._last_commit_wall_time, file_bytes(self._path)
-        )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -242,8 +231,6 @@ class Journal:
         may still be committed: retrying with the same keys is safe.
         """
         batch = tuple(events)
-        for index, event in enumerate(batch):
-            _validate(event, index)
         if not batch:
             return []
         result: list[JournalEvent | None] = await self._enqueue(batch)
@@ -251,10 +238,6 @@ class Journal:
 
     async def set_meta(self, name: str, value: bytes) -> None:
         """Durably store ``value`` under ``name`` (replacing any previous value)."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"meta name must be a non-empty str, got {name!r}")
-        if not isinstance(value, bytes):
-            raise TypeError(f"meta {name!r}: value must be bytes, got {type(value).__name__}")
         await self._enqueue(lambda cur: cur.execute(_UPSERT_META, (name, value)))
 
     async def put_snapshot(self, seq: int, body: bytes) -> None:
@@ -379,8 +362,6 @@ class Journal:
             return JournalUnavailable(str(error), path=self._path)
         new = last_seq - self._last_seq
         self._last_seq, self._since_checkpoint = last_seq, self._since_checkpoint + written
-        self._commits += 1
-        self._last_commit_wall_time = time.time()
         self._timing = (time.perf_counter() - started, new)
         return results
 
@@ -505,16 +486,3 @@ def _damaged(path: Path, seq: int, key: object) -> JournalEvent:
     """A record whose CRC does not match: the placeholder the replay yields in its place."""
     _log.warning("journal record damaged, skipped", path=str(path), seq=seq, key=str(key)[:200])
     return JournalEvent(run_id="", kind=DAMAGED_KIND, key=str(key), payload=b"", seq=seq)
-
-
-def _validate(event: object, index: int) -> None:
-    if not isinstance(event, JournalEvent):
-        raise TypeError(f"events[{index}] must be a JournalEvent, got {type(event).__name__}")
-    for name in ("run_id", "kind", "key"):
-        value = getattr(event, name)
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"events[{index}].{name} must be a non-empty str, got {value!r}")
-    if not isinstance(event.payload, bytes):
-        raise TypeError(
-            f"events[{index}] (key {event.key!r}): payload must be bytes, got {type(event.payload).__name__}"
-        )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import IntEnum
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 import orjson
@@ -36,27 +36,6 @@ from health.compact import (
 )
 from health.parse import parse_line
 from health.registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
-
-__all__ = [
-    "FACTS_FORMAT",
-    "STATE_SCHEMA",
-    "CompletedFact",
-    "Disposition",
-    "DrainedFact",
-    "Fact",
-    "FactError",
-    "FailedFact",
-    "LatencyFact",
-    "RunEndedFact",
-    "RunStartedFact",
-    "StartedFact",
-    "decode_fact",
-    "digest_fields",
-    "encode_fact",
-    "pack",
-    "parse_deferred",
-    "unpack",
-]
 
 #: Version of the facts' layout below; bump on any change of a fact's fields or their meaning.
 FACTS_FORMAT = 5
@@ -74,12 +53,6 @@ class Disposition(IntEnum):
     NOT_PERSISTED_DRAINED = 2
     #: ``_ng_failure_class``: the failure sidecar file, a failed attempt.
     FAILURE_ROW = 3
-
-
-DIGESTED: Final = int(Disposition.DIGESTED)
-NOT_PERSISTED: Final = int(Disposition.NOT_PERSISTED)
-NOT_PERSISTED_DRAINED: Final = int(Disposition.NOT_PERSISTED_DRAINED)
-FAILURE_ROW: Final = int(Disposition.FAILURE_ROW)
 
 
 def _health_fingerprint() -> str:

@@ -22,8 +22,6 @@ from typing import Any
 from sidecar.journal._schema import map_sqlite_error, open_reader
 from sidecar.journal._types import JournalError
 
-__all__ = ["GroupDamaged", "GroupTable"]
-
 
 class GroupDamaged(JournalError):
     """A stored group is missing or fails its CRC; ``ref`` names it."""

@@ -23,17 +23,6 @@ import structlog
 
 from sidecar.journal._types import JournalCorrupt, JournalError, JournalSchemaError, JournalUnavailable
 
-__all__ = [
-    "APPLICATION_ID",
-    "SCHEMA_VERSION",
-    "WriterConnection",
-    "file_bytes",
-    "map_sqlite_error",
-    "open_reader",
-    "open_writer",
-    "record_crc",
-]
-
 _log = structlog.get_logger("sidecar.journal")
 
 APPLICATION_ID = 0x52534A4C  # "RSJL": marks the file as a rollout-sidecar journal
@@ -86,15 +75,6 @@ def map_sqlite_error(path: Path, action: str, exc: sqlite3.Error) -> JournalErro
     if code in _CORRUPT_CODES:
         return JournalCorrupt(message, path=path)
     return JournalUnavailable(message, path=path)
-
-
-def file_bytes(path: Path) -> int:
-    """Size of the database file plus its WAL (0 for files that do not exist)."""
-    total = 0
-    for candidate in (path, path.with_name(path.name + "-wal")):
-        with contextlib.suppress(OSError):
-            total += candidate.stat().st_size
-    return total
 
 
 def _check_header(path: Path) -> bool:

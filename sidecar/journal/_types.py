@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
-
-__all__ = [
-    "JournalCorrupt",
-    "JournalError",
-    "JournalEvent",
-    "JournalSchemaError",
-    "JournalStats",
-    "JournalUnavailable",
-]
 
 
 class JournalEvent(NamedTuple):
@@ -30,21 +20,6 @@ class JournalEvent(NamedTuple):
     key: str
     payload: bytes
     seq: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class JournalStats:
-    """A snapshot of the journal's counters, for the service's own health metrics.
-
-    ``events`` is the number of events stored (equal to the last seq), ``commits`` the number of
-    transactions this process committed, ``last_commit_wall_time`` the Unix time of the latest of
-    them (None before the first), ``db_bytes`` the size of the database file plus its WAL.
-    """
-
-    events: int
-    commits: int
-    last_commit_wall_time: float | None
-    db_bytes: int
 
 
 class JournalError(Exception):

@@ -91,7 +91,7 @@ class TestAppend:
             (1, event(1).payload),
             (2, event(2).payload),
         ]
-        assert journal.stats.events == 2
+        assert journal.last_seq() == 2
 
     @pytest.mark.parametrize("size", [1, 3, 16, 17, 64, 65, 150, 1030, 2100])
     async def test_appends_of_any_size_with_repeats_store_first_occurrences_in_order(
@@ -108,7 +108,7 @@ class TestAppend:
             seen.add(name)
         assert [None if s is None else (s.seq, s.key) for s in stored] == expected
         assert [e.key for e in journal.replay(after_seq=5)] == [e[1] for e in expected if e is not None]
-        assert journal.stats.events == len(seen)
+        assert journal.last_seq() == len(seen)
         again = await journal.append([event("after")])
         assert again[0] is not None and again[0].seq == len(seen) + 1
 
@@ -126,7 +126,7 @@ class TestAppend:
             results = await asyncio.gather(*(j.append([event(i)]) for i in range(200)))
             seqs = sorted(r[0].seq for r in results if r[0] is not None)
             assert seqs == list(range(1, 201))
-            assert j.stats.commits < 20, j.stats
+            assert len(commits) < 20, commits
             assert sum(n for _, n, _ in commits) == 200
             assert all(seconds > 0 for seconds, _, _ in commits)
             assert {tid for _, _, tid in commits} == {threading.get_ident()}  # called on the loop
@@ -145,30 +145,7 @@ class TestAppend:
 
     async def test_empty_append_returns_empty(self, journal: Journal) -> None:
         assert await journal.append([]) == []
-        assert journal.stats.commits == 0
-
-    @pytest.mark.parametrize(
-        ("bad", "error", "fragment"),
-        [
-            (JournalEvent("r", "completed", "k", "text"), TypeError, "payload must be bytes"),  # type: ignore[arg-type]
-            (JournalEvent("r", "completed", "", b""), ValueError, "key must be a non-empty str"),
-            ({"key": "k"}, TypeError, "must be a JournalEvent"),
-        ],
-    )
-    async def test_rejects_malformed_events_naming_them(
-        self, journal: Journal, bad: object, error: type[Exception], fragment: str
-    ) -> None:
-        with pytest.raises(error, match=fragment) as info:
-            await journal.append([event(1), bad])  # type: ignore[list-item]
-        assert "events[1]" in str(info.value)
-        assert _keys(journal) == []
-
-    async def test_stats(self, journal: Journal) -> None:
-        assert journal.stats.last_commit_wall_time is None
-        await journal.append([event(i, size=8192) for i in range(4)])
-        stats = journal.stats
-        assert (stats.events, stats.commits) == (4, 1)
-        assert stats.last_commit_wall_time is not None and stats.db_bytes > 4 * 8192
+        assert journal.last_seq() == 0
 
 
 class TestLifecycle:
@@ -206,7 +183,7 @@ class TestLifecycle:
         assert [e.seq for e in again.replay()] == [1, 2, 3, 4, 5]  # before open()
         await again.open()
         try:
-            assert again.stats.events == 5
+            assert again.last_seq() == 5
             assert await again.append([event(3), event(9)]) == [None, event(9)._replace(seq=6)]
             assert [e.key for e in again.replay(after_seq=4)] == [event(4).key, event(9).key]
             assert again.get_meta("follower:/x.jsonl") == b'{"offset": 10}'
@@ -281,7 +258,7 @@ class TestReplay:
         assert next(replay).seq == 1
         replay.close()
         await journal.append([event("after")])
-        assert journal.stats.events == 601
+        assert journal.last_seq() == 601
 
     @pytest.mark.parametrize("column", ["payload", "payload_type", "run_id", "key", "crc"])
     async def test_a_record_whose_crc_fails_is_yielded_as_damaged(self, path: Path, column: str) -> None:
@@ -325,7 +302,7 @@ class TestCheckpoints:
             await journal.append([event(f"{b}-{i}", size=size) for i in range(per_batch)])
         wal = journal.path.with_name(journal.path.name + "-wal")
         assert wal.stat().st_size < 0.9 * batches * per_batch * size
-        assert journal.stats.events == batches * per_batch
+        assert journal.last_seq() == batches * per_batch
 
 
 class TestMeta:
@@ -335,10 +312,6 @@ class TestMeta:
         await journal.set_meta("k", b"\x00two")
         assert journal.get_meta("k") == b"\x00two"
         assert await asyncio.to_thread(journal.get_meta, "k") == b"\x00two"
-
-    async def test_rejects_non_bytes(self, journal: Journal) -> None:
-        with pytest.raises(TypeError, match="'k': value must be bytes"):
-            await journal.set_meta("k", "text")  # type: ignore[arg-type]
 
 
 _CHILD = r"""
