@@ -103,10 +103,9 @@ __all__ = [
 _log = structlog.get_logger("sidecar.journal")
 
 DEFAULT_JOURNAL_PATH = Path("sidecar-state/journal.sqlite3")
-# Replay reads at most _FETCH_ROWS rows into memory at a time, and each read transaction spans at
-# most _REPLAY_CHUNK rows, so a slow consumer never pins an old WAL snapshot for the whole replay.
-_REPLAY_CHUNK = 1024
-_FETCH_ROWS = 32
+# Replay reads _REPLAY_CHUNK rows per read transaction: memory stays flat and a slow consumer never
+# pins an old WAL snapshot for the whole replay.
+_REPLAY_CHUNK = 64
 #: Kind of what :meth:`Journal.replay` yields in place of a record whose CRC does not match.
 DAMAGED_KIND = "damaged"
 _SELECT_EVENTS = "SELECT seq, run_id, kind, key, payload, crc FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
@@ -434,55 +433,34 @@ def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
     try:
         last = after_seq
         while True:
-            rows: list[Any] = []
             try:
-                cursor = conn.execute(_SELECT_EVENTS, (last, _REPLAY_CHUNK))
-                rows = cursor.fetchmany(_FETCH_ROWS)
+                rows = conn.execute(_SELECT_EVENTS, (last, _REPLAY_CHUNK)).fetchall()
             except sqlite3.Error as exc:
-                _lenient_or_raise(conn, path, exc)
-                continue  # the same chunk again, text decoded leniently
-            count = 0
-            while rows:
-                for seq, run_id, kind, key, payload, crc in rows:
-                    if not _intact(run_id, kind, key, payload, crc):
-                        yield _damaged(path, seq, key)
-                        continue
-                    yield JournalEvent(run_id=run_id, kind=kind, key=key, payload=payload, seq=seq)
-                count += len(rows)
-                last = rows[-1][0]
-                try:
-                    rows = cursor.fetchmany(_FETCH_ROWS)
-                except sqlite3.Error as exc:
-                    _lenient_or_raise(conn, path, exc)
-                    count = _REPLAY_CHUNK  # not the end: read on from ``last``
-                    break
-            if count < _REPLAY_CHUNK:
+                # A damaged type byte can make a column text that is not UTF-8: read it leniently,
+                # so that record fails its CRC instead of the whole replay.
+                if "decode" in str(exc) and conn.text_factory is not _lenient_text:
+                    conn.text_factory = _lenient_text
+                    continue
+                raise map_sqlite_error(path, "read", exc) from exc
+            for seq, run_id, kind, key, payload, crc in rows:
+                texts = (run_id, kind, key)
+                if (
+                    isinstance(payload, bytes)
+                    and all(type(t) is str for t in texts)
+                    and crc == record_crc(*texts, payload)
+                ):
+                    yield JournalEvent(run_id, kind, key, payload, seq)
+                else:  # a damaged record costs itself only
+                    _log.warning(
+                        "journal record damaged, skipped", path=str(path), seq=seq, key=str(key)[:200]
+                    )
+                    yield JournalEvent("", DAMAGED_KIND, str(key), b"", seq)
+            if len(rows) < _REPLAY_CHUNK:
                 return
+            last = rows[-1][0]
     finally:
         conn.close()
 
 
 def _lenient_text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
-
-
-def _lenient_or_raise(conn: sqlite3.Connection, path: Path, exc: sqlite3.Error) -> None:
-    """A damaged type byte can turn a column into text that is not UTF-8, which the default
-    decoding refuses (failing the whole replay): read on decoding leniently, so that record
-    fails its CRC instead. Any other error is the journal's read error."""
-    if "decode" in str(exc) and conn.text_factory is not _lenient_text:
-        conn.text_factory = _lenient_text
-        return
-    raise map_sqlite_error(path, "read", exc) from exc
-
-
-def _intact(run_id: object, kind: object, key: object, payload: object, crc: object) -> bool:
-    if not (isinstance(run_id, str) and isinstance(kind, str) and isinstance(key, str)):
-        return False  # a damaged type byte: SQLite hands back another type
-    return isinstance(payload, bytes) and crc == record_crc(run_id, kind, key, payload)
-
-
-def _damaged(path: Path, seq: int, key: object) -> JournalEvent:
-    """A record whose CRC does not match: the placeholder the replay yields in its place."""
-    _log.warning("journal record damaged, skipped", path=str(path), seq=seq, key=str(key)[:200])
-    return JournalEvent(run_id="", kind=DAMAGED_KIND, key=str(key), payload=b"", seq=seq)
