@@ -31,25 +31,18 @@ _PAGE_SIZE = 4096  # an ~8 KB payload fills two overflow pages with little slack
 _BUSY_TIMEOUT_MS = 5000
 _WAL_SIZE_LIMIT = 64 * 1024 * 1024  # truncate the WAL back to this after checkpoints
 
-_TABLES = (
-    "CREATE TABLE events (seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, kind TEXT NOT NULL,"
-    " key TEXT NOT NULL UNIQUE, payload BLOB NOT NULL, crc INTEGER NOT NULL)",
-    "CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE snapshots (seq INTEGER PRIMARY KEY, body BLOB NOT NULL, crc INTEGER NOT NULL)",
-    "CREATE TABLE groups (ref INTEGER PRIMARY KEY, body BLOB NOT NULL, crc INTEGER NOT NULL)",
-)
+_TABLES = """
+CREATE TABLE events (seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, kind TEXT NOT NULL,
+    key TEXT NOT NULL UNIQUE, payload BLOB NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE snapshots (seq INTEGER PRIMARY KEY, body BLOB NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE groups (ref INTEGER PRIMARY KEY, body BLOB NOT NULL, crc INTEGER NOT NULL);
+"""
 SCHEMA_VERSION = 5
 
-_REASONS = {
+_REASONS = {  # SQLite's own message names the rest
     sqlite3.SQLITE_FULL: "disk full or journal size limit reached",
     sqlite3.SQLITE_READONLY: "journal is read-only",
-    sqlite3.SQLITE_IOERR: "I/O error",
-    sqlite3.SQLITE_CANTOPEN: "cannot open the file",
-    sqlite3.SQLITE_BUSY: "locked by another process",
-    sqlite3.SQLITE_LOCKED: "locked",
-    sqlite3.SQLITE_PERM: "permission denied",
-    sqlite3.SQLITE_CORRUPT: "database disk image is malformed",
-    sqlite3.SQLITE_NOTADB: "not an SQLite database",
 }
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 # Journals this process holds open for writing (real paths). Closing any descriptor of a file
@@ -101,22 +94,16 @@ def _check_header(path: Path) -> bool:
 
 
 def _identify(conn: sqlite3.Connection, path: Path) -> int:
-    """The journal's schema version (0 for a blank database); refuse foreign or newer files."""
+    """The journal's schema version (0 for a blank database); refuse foreign or other files."""
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if app_id == 0 and version == 0:
-        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        if tables:
-            raise JournalCorrupt(
-                f"journal {path} is an SQLite database of another application (tables {tables}); "
-                "refusing to use it",
-                path=path,
-            )
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    if app_id == version == 0 and not tables:
         return 0
     if app_id != APPLICATION_ID:
         raise JournalCorrupt(
-            f"journal {path} is an SQLite database of another application "
-            f"(application_id {app_id:#x}, expected {APPLICATION_ID:#x}); refusing to use it",
+            f"journal {path} is an SQLite database of another application (tables {tables}, "
+            f"application_id {app_id:#x}); refusing to use it",
             path=path,
         )
     if version != SCHEMA_VERSION:
@@ -149,17 +136,10 @@ class _PagesDamaged(JournalCorrupt):
 
 def _create(conn: sqlite3.Connection) -> None:
     """Create the tables and stamp the file as a journal of this schema, in one transaction."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for statement in _TABLES:
-            conn.execute(statement)
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+    conn.executescript(
+        f"BEGIN IMMEDIATE; {_TABLES} PRAGMA application_id = {APPLICATION_ID};"
+        f" PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+    )
 
 
 @dataclass(frozen=True, slots=True)
