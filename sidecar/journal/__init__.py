@@ -65,6 +65,7 @@ from sidecar.journal._types import (
     JournalError,
     JournalEvent,
     JournalSchemaError,
+    JournalStats,
     JournalUnavailable,
 )
 
@@ -87,6 +88,7 @@ __all__ = [
     "JournalError",
     "JournalEvent",
     "JournalSchemaError",
+    "JournalStats",
     "JournalUnavailable",
     "LatencyFact",
     "RunEndedFact",
@@ -179,6 +181,10 @@ class Journal:
     @property
     def path(self) -> Path:
         return self._path
+
+    @property
+    def stats(self) -> JournalStats:
+        return JournalStats(self._last_seq)
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -127,25 +127,12 @@ class CompletedFact(_Fact, tag=2):
         assert self.digest is not None
         if type(self.digest[6]) is tuple:  # derived in this process (digest_fields): the fields as they were
             return CompactDigest._make((ordinal, *self.digest))
-        # decoded from MessagePack: its arrays came back as lists
-        (task, rollout, stage, rollout_id, verdict, findings, checks, unobserved, *rest) = self.digest
-        return CompactDigest(
-            ordinal,
-            task,
-            rollout,
-            stage,
-            rollout_id,
-            verdict,
-            _NO_FINDINGS if findings == _NO_FINDINGS else findings,
-            tuple(checks),
-            unobserved if isinstance(unobserved, int) else tuple(unobserved),
-            rest[0],
-            rest[1],
-            rest[2],
-            rest[3],
-            tuple((status, count) for status, count in rest[4]),
-            *rest[5:],
-        )
+        fields = list(self.digest)  # decoded from MessagePack: its arrays came back as lists
+        fields[5] = _NO_FINDINGS if fields[5] == _NO_FINDINGS else fields[5]
+        fields[6] = tuple(fields[6])
+        fields[7] = fields[7] if isinstance(fields[7], int) else tuple(fields[7])
+        fields[12] = tuple((status, count) for status, count in fields[12])
+        return CompactDigest(ordinal, *fields)
 
 
 class FailedFact(_Fact, tag=3):

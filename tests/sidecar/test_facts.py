@@ -36,7 +36,6 @@ class TestStateSchema:
 class TestNamedCodes:
     def test_dispositions_are_named_and_stored_as_their_ints(self) -> None:
         assert [int(code) for code in _facts.Disposition] == [0, 1, 2, 3]
-        assert type(_facts.DIGESTED) is int and _facts.FAILURE_ROW == _facts.Disposition.FAILURE_ROW
 
     def test_verdict_codes_index_their_names(self) -> None:
         assert tuple(code.name.lower() for code in compact.VerdictCode) == compact.VERDICTS
@@ -44,7 +43,7 @@ class TestNamedCodes:
 
 
 class TestFactsFormats:
-    """Format 3 appended ``agent`` to ``CompletedFact`` and ``FailedFact``; format 2 still reads."""
+    """Every fact decodes to what was encoded: agent and time included."""
 
     def _completed(self, agent: str | None) -> _facts.CompletedFact:
         return _facts.CompletedFact(
@@ -53,7 +52,7 @@ class TestFactsFormats:
             2.5,
             1,
             0,
-            _facts.DIGESTED,
+            int(_facts.Disposition.DIGESTED),
             "",
             False,
             {"num_turns": 1},

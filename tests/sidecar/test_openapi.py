@@ -179,4 +179,3 @@ class TestRealAnswersConform:
         ):
             assert response.status_code >= 400
             _conforms(response)
-
