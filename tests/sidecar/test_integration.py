@@ -51,7 +51,9 @@ class TestIngestedRun:
     ) -> None:
         run_dir = tmp_path / "run"
         generated.write_rollouts(run_dir)
-        settings = ServiceSettings(port=0, journal_path=tmp_path / "state" / "journal.sqlite3")
+        settings = ServiceSettings(
+            port=0, journal_path=tmp_path / "state" / "journal.sqlite3"
+        )
 
         thread = ServiceThread(settings)
         with thread as url, httpx.Client(base_url=url, timeout=30) as client:

@@ -179,3 +179,4 @@ class TestRealAnswersConform:
         ):
             assert response.status_code >= 400
             _conforms(response)
+

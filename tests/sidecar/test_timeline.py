@@ -446,3 +446,4 @@ class TestMergeProperty:
 
 def _exact(values: Sequence[float]) -> list[float | None]:
     return [None if value != value else value for value in values]  # NaN (a null) equals itself
+
