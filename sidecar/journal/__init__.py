@@ -172,11 +172,9 @@ class Journal:
         self._flusher: asyncio.Task[None] | None = None
         self._last_seq = 0
         self._since_checkpoint = 0
+        self._timing: tuple[float, int] | None = None
         #: The closed task groups (written through this journal's writer).
         self.groups = GroupTable(self._path, self._put_groups)
-
-    def __repr__(self) -> str:
-        return f"Journal({str(self._path)!r}, {self._state})"
 
     @property
     def path(self) -> Path:
@@ -215,6 +213,7 @@ class Journal:
         assert wc is not None and executor is not None
         await asyncio.get_running_loop().run_in_executor(executor, self._shutdown, wc)
         executor.shutdown(wait=True)
+        self.groups.close()
 
     def _shutdown(self, wc: WriterConnection) -> None:
         try:
@@ -310,7 +309,11 @@ class Journal:
                     break
                 take += 1
             group, self._queue = self._queue[:take], self._queue[take:]
-            outcomes = await loop.run_in_executor(self._executor, self._commit_group, group)
+            try:
+                outcomes = await loop.run_in_executor(self._executor, self._commit_group, group)
+            except Exception as exc:  # a bug must fail the callers, not leave them waiting
+                _log.exception("journal_write_internal_error", path=str(self._path))
+                outcomes = [JournalUnavailable(f"journal {self._path}: internal error: {exc!r}")] * take
             for request, outcome in zip(group, outcomes, strict=True):
                 if request.future.done():  # the caller was cancelled; its events may be stored
                     continue
@@ -323,6 +326,8 @@ class Journal:
                     self._on_commit(*self._timing)
                 except Exception:
                     _log.exception("journal_on_commit_failed")
+            if self._since_checkpoint >= _CHECKPOINT_EVERY_BYTES:  # after the acks
+                await loop.run_in_executor(self._executor, self._checkpoint)
 
     # -- the writer thread ----------------------------------------------------------------------
 
@@ -335,8 +340,6 @@ class Journal:
             if len(group) == 1:
                 return [results]
             return [one[0] if isinstance(one, list) else one for one in (self._transact([r]) for r in group)]
-        if self._since_checkpoint >= _CHECKPOINT_EVERY_BYTES:
-            self._checkpoint()
         return results
 
     def _transact(self, group: list[_Request]) -> list[object] | JournalError:
@@ -382,8 +385,6 @@ class Journal:
             return
         if busy == 0 and log_frames == done:  # else a reader holds an old snapshot: retry later
             self._since_checkpoint = 0
-
-    _timing: tuple[float, int] | None = None
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -1,12 +1,9 @@
 """Closed task groups in the journal's ``groups`` table: the health reducer's store.
 
-When every repeat of a task is in, the reducer packs the task's digests into one blob and hands
-it here (:meth:`GroupTable.put`), keeping only the reference; reports and a late repeat read it
-back (:meth:`GroupTable.get`). A put is answered at once with the next reference and kept in
-memory until the journal's writer has committed it (:meth:`GroupTable.flush`, after each applied
-batch), so the event loop never waits on the disk for it; a snapshot is queued behind the groups
-it refers to, so it is never stored before them. A commit that fails (a full disk) leaves the
-groups in memory for the next flush.
+A put is answered at once with the next reference and kept in memory until the journal has
+committed it (:meth:`GroupTable.flush`, after each applied batch), so the event loop never waits
+on the disk; a snapshot is queued behind the groups it refers to, never stored before them. A
+failed commit (a full disk) leaves the groups in memory for the next flush.
 """
 
 from __future__ import annotations

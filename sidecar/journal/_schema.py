@@ -1,12 +1,9 @@
 """Opening a journal file: identity checks, the schema, SQLite error mapping.
 
-A journal is an SQLite database whose ``PRAGMA application_id`` is :data:`APPLICATION_ID` and whose
-``PRAGMA user_version`` is :data:`SCHEMA_VERSION`. It holds the event log (``events``: each record
-with the CRC-32 of its run, kind, key and payload, :func:`record_crc`, because SQLite pages carry
-no checksums), ``meta`` (name -> value), the state snapshots (``snapshots``) and the closed task
-groups (``groups``), each blob with its CRC. A fresh file is created at the current version; a
-journal of another version, a foreign SQLite database or a file that is not SQLite at all is
-refused before anything is written to it (0.1 is unreleased: there are no migrations).
+A journal is an SQLite database stamped with :data:`APPLICATION_ID` and :data:`SCHEMA_VERSION`.
+Every record and blob carries its CRC-32 (:func:`record_crc`), because SQLite pages have none.
+A journal of another version, a foreign SQLite database or a file that is not SQLite is refused
+before anything is written to it (0.1 is unreleased: there are no migrations).
 """
 
 from __future__ import annotations
@@ -186,19 +183,14 @@ def _lock_single_writer(path: Path) -> int:
 
 
 def open_writer(path: Path) -> WriterConnection:
-    """Open (creating or migrating) the journal for writing, in WAL mode with ``synchronous=FULL``.
+    """Open (creating if needed) the journal for writing, in WAL mode with ``synchronous=FULL``:
+    every commit fsyncs the WAL, so an acknowledged event survives power loss. Automatic
+    checkpoints are off: the writer checkpoints between commits, so no commit waits for one.
 
-    FULL makes every commit fsync the WAL, so an acknowledged event survives power loss and not
-    only a process crash; group commit pays that fsync once per batch rather than per event.
-    Automatic checkpoints are off: the caller checkpoints on another connection so that no
-    commit waits for one.
-
-    A journal whose pages do not hold together while it has a WAL is tried once more without
-    the WAL (moved aside to ``<journal>-wal.bad``): a damaged WAL frame ends the WAL SQLite reads
-    there, and if the pages after it were already checkpointed into the database file, the two
-    disagree. The database file alone holds every commit up to its last checkpoint; what only the
-    WAL held is lost (a snapshot may still hold its effect, see ``sidecar.journal._recovery``).
-    If the file alone is damaged too, the WAL is put back and the journal refused.
+    A journal whose pages do not hold together while it has a WAL is tried once more with the WAL
+    set aside as ``<journal>-wal.bad``: a damaged WAL frame ends the WAL there, and pages already
+    checkpointed past it disagree with the file. The file alone holds every commit up to its last
+    checkpoint. If it is damaged too, the WAL is put back and the journal refused.
     """
     try:
         return _open_writer(path)
@@ -265,17 +257,15 @@ def _open_writer(path: Path) -> WriterConnection:
         last_seq = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         default_max_pages = conn.execute("PRAGMA max_page_count").fetchone()[0]
-    except sqlite3.Error as exc:
+    except BaseException as exc:
         conn.close()
         os.close(lock_fd)
+        if not isinstance(exc, sqlite3.Error):
+            raise
         error = map_sqlite_error(path, "open", exc)
-        if existed and isinstance(error, JournalCorrupt):
-            raise _PagesDamaged(str(error), path=path) from exc
-        raise error from exc
-    except BaseException:
-        conn.close()
-        os.close(lock_fd)
-        raise
+        raise (
+            _PagesDamaged(str(error), path=path) if existed and isinstance(error, JournalCorrupt) else error
+        ) from exc
     real_path = os.path.realpath(path)
     _WRITING.add(real_path)
     return WriterConnection(conn, int(last_seq), int(page_size), int(default_max_pages), lock_fd, real_path)
@@ -298,10 +288,9 @@ def open_reader(path: Path) -> sqlite3.Connection | None:
         if _identify(conn, path) == 0:
             conn.close()
             return None
-    except sqlite3.Error as exc:
+    except BaseException as exc:
         conn.close()
-        raise map_sqlite_error(path, "open for reading", exc) from exc
-    except BaseException:
-        conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise map_sqlite_error(path, "open for reading", exc) from exc
         raise
     return conn
