@@ -1,18 +1,12 @@
 """The sidecar's durable state: one SQLite database holding the event log, snapshots and closed groups.
 
-An event is acknowledged (``append`` returns) only once the transaction holding it has committed
-with ``synchronous=FULL`` in WAL mode, so an acknowledged event survives a process kill and a power
-loss. One worker thread owns the only writing connection and commits concurrent appends together.
-Reads use connections of their own and can run from any thread,
-even before ``open()`` returns. Every event carries an idempotency key; a second event with a
-stored key is acknowledged and changes nothing. Call the coroutines from an asyncio event loop.
-
-Records are never deleted: the log is the state's source of truth, and a snapshot (the state as of
-one seq, ``snapshots``) only saves replaying what it covers. So a snapshot that fails its checks
-costs time, never records. Closed task groups (``groups``) are the health reducer's digests of
-finished tasks, kept on disk instead of in memory (:class:`GroupTable`).
-
-This package is an I/O edge only: no HTTP, no metrics; commit timings go to ``on_commit``.
+An event is acknowledged (``append`` returns) only once its transaction has committed with
+``synchronous=FULL`` in WAL mode: it survives a process kill and a power loss. Concurrent appends
+share commits. Every event carries an idempotency key; a second event with a stored key is
+acknowledged and changes nothing. Reads use connections of their own, from any thread, even
+before ``open()``. Records are never deleted: a snapshot (the state as of one seq) only saves
+replaying what it covers, so a snapshot that fails its checks costs time, never records. This
+package is an I/O edge only: no HTTP, no metrics; commit timings go to ``on_commit``.
 """
 
 from __future__ import annotations

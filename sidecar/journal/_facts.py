@@ -1,17 +1,10 @@
 """The journal's record format: what each event contributes to its run, derived once at ingest.
 
-A row is 10 KB to 1 MB, but what it contributes to every output is a few hundred bytes: its
-identity, its compact health digest, its ``ng_perf``, its latency sample and its disposition
-(main file, failure sidecar file, not persisted). The ingest path derives these *facts* from
-the validated event before the commit and journals them instead of the event; the run state
-is only ever changed by applying facts, so a replay applies exactly what the live service
-applied, without parsing or validating a row. A ``started`` event's fact is its identity and
-arrival time (what the in-flight registry keeps); heartbeats are never journaled.
-
-One exception keeps the digests exact: a row whose digest depends on its position in the run
-(no ``_ng_task_index``, an unreadable line or an invalid identity without a line number, or a
-completion whose run had not started when it arrived) cannot be digested before it is
-applied, so its fact carries the row and the digest is computed when it is applied.
+A row is 10 KB to 1 MB; what it contributes to every output (identity, compact health digest,
+``ng_perf``, latency, disposition) is a few hundred bytes. The ingest path derives these *facts*
+before the commit and journals them instead of the event; the run state changes only by applying
+facts, so a replay applies exactly what the live service applied (docs/state.md). A row whose
+digest depends on its position in the run carries the row, digested when applied.
 
 A fact is a msgspec Struct written as a MessagePack array ``[tag, *fields]``; the journal's
 ``state_schema`` stamp (:data:`STATE_SCHEMA`) names the layout, so records carry no version.
@@ -58,14 +51,8 @@ class Disposition(IntEnum):
 def _health_fingerprint() -> str:
     """A hash of what a journaled digest's meaning depends on: the registry's check ids in
     order (all, rollout, task), the verdict codes, the flag bits and the digest's fields."""
-    layout = {
-        "checks": CHECK_IDS,
-        "rollout_checks": ROLLOUT_CHECK_IDS,
-        "task_checks": TASK_CHECK_IDS,
-        "verdicts": VERDICTS,
-        "flags": [CAPTURE_OBSERVED, POLICY_CALLS_OBSERVED, ENDED_ON_ERROR],
-        "digest": CompactDigest._fields,
-    }
+    flags = [CAPTURE_OBSERVED, POLICY_CALLS_OBSERVED, ENDED_ON_ERROR]
+    layout = [CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS, VERDICTS, flags, CompactDigest._fields]
     return hashlib.blake2b(orjson.dumps(layout), digest_size=8).hexdigest()
 
 
@@ -214,9 +201,7 @@ _FACT_DECODER = msgspec.msgpack.Decoder(Fact, ext_hook=_from_ext)
 def _portable(value: Any) -> Any:
     """``value`` with every integer past 64 bits and every string that is not valid UTF-8 as an
     extension value (dict keys stay as they are: a row's keys are plain strings)."""
-    if isinstance(value, bool) or value is None or isinstance(value, float | bytes):
-        return value
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         if _INT_RANGE[0] <= value <= _INT_RANGE[1]:
             return value
         return msgspec.msgpack.Ext(_EXT_WIDE_INT, str(value).encode())

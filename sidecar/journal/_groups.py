@@ -21,11 +21,7 @@ from sidecar.journal._types import JournalError
 
 
 class GroupDamaged(JournalError):
-    """A stored group is missing or fails its CRC; ``ref`` names it."""
-
-    def __init__(self, message: str, *, path: Path, ref: int) -> None:
-        super().__init__(message, path=path)
-        self.ref = ref
+    """A stored group is missing or fails its CRC (the message names it)."""
 
 
 class GroupTable:
@@ -63,18 +59,14 @@ class GroupTable:
             return blob
         with self._lock:
             try:
-                if self._reader is None:
-                    self._reader = open_reader(self._path)
-                row = (
-                    None
-                    if self._reader is None
-                    else self._reader.execute("SELECT body, crc FROM groups WHERE ref = ?", (ref,)).fetchone()
-                )
+                self._reader = self._reader or open_reader(self._path)
+                query = "SELECT body, crc FROM groups WHERE ref = ?"
+                row = self._reader.execute(query, (ref,)).fetchone() if self._reader else None
             except sqlite3.Error as exc:
                 raise map_sqlite_error(self._path, "read a closed group", exc) from exc
         if row is None or not isinstance(row[0], bytes) or zlib.crc32(row[0]) != row[1]:
             raise GroupDamaged(
-                f"journal {self._path}: closed group {ref} is missing or damaged", path=self._path, ref=ref
+                f"journal {self._path}: closed group {ref} is missing or damaged", path=self._path
             )
         return bytes(row[0])
 

@@ -215,13 +215,8 @@ def _open_without_wal(path: Path, wal: Path, damaged: JournalCorrupt) -> WriterC
             f"{damaged} (and without its WAL: {again}); the journal and its WAL are kept as they were",
             path=path,
         ) from again
-    _log.warning(
-        "journal WAL set aside",
-        path=str(path),
-        kept_as=str(aside),
-        reason=str(damaged),
-        note="commits only the WAL held are lost; the database file holds the rest",
-    )
+    # Commits only the WAL held are lost; the database file holds the rest.
+    _log.warning("journal WAL set aside", path=str(path), kept_as=str(aside), reason=str(damaged))
     return opened
 
 

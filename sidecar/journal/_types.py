@@ -35,9 +35,6 @@ class JournalError(Exception):
         super().__init__(message)
         self.path = path
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self)!r}, path={self.path!r})"
-
 
 class JournalUnavailable(JournalError):
     """The journal cannot store right now (disk full, read-only, I/O error, closed).
