@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The conformance vectors and the fast-path differential tests at the floor of each behaviour-critical
+# The conformance vectors and the contract tests at the floor of each behaviour-critical
 # dependency's range (pyproject.toml [tool.rollout-sidecar] floor-tested), in a second small venv:
 # the main venv has the newest releases, so both ends of every range are tested.
 set -euo pipefail
@@ -17,8 +17,6 @@ quiet $venv/bin/python -m pip install -q -c "$constraints" -r "$constraints" \
 quiet $venv/bin/python -m pip install -q -c "$constraints" -e .
 $venv/bin/python -m pip list 2>/dev/null | grep -iE '^(pydantic|pydantic_core|orjson|msgspec|pysimdjson) '
 $venv/bin/python -m pytest -q -p no:cacheprovider \
-  tests/health/test_vectors.py tests/health/test_fast_path.py tests/health/test_fast_path_training.py \
-  tests/health/test_json_vet_differential.py tests/health/test_json_vet.py tests/health/test_json_vet_event_rows.py \
-  tests/health/test_strict_schema.py tests/health/test_strict_conversation.py tests/health/test_payload_spans.py \
-  tests/health/test_contract.py tests/health/test_rejection.py tests/health/test_digest.py \
+  tests/health/test_vectors.py tests/health/test_roads.py tests/health/test_json_vet.py tests/health/test_conversation.py \
+  tests/health/test_contract.py tests/health/test_digest.py tests/health/test_evidence.py \
   tests/sidecar/test_events.py tests/sidecar/test_raw_rows.py

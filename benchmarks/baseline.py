@@ -122,7 +122,7 @@ def generated_rows(
 ) -> list[dict[str, Any]]:
     """Generated result rows; ``invalid``: each fails the contract by one field of one model call
     (an unknown key or a negative duration: the demo's ``invalid_trajectory`` fault)."""
-    from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
+    from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows
 
     faults = FaultRates(**{f.name: 0.0 for f in fields(FaultRates)} | {"invalid_trajectory": float(invalid)})
     config = SyntheticConfig(

@@ -47,7 +47,7 @@ MODES = ("baseline", "tracker", "sidecar")
 _AGENT = r"""
 import asyncio, random, sys
 import orjson
-from sidecar.demo.synthetic import SyntheticConfig, rollout_event
+from tests.sidecar.synthetic_support import SyntheticConfig, rollout_event
 
 port, latency = int(sys.argv[1]), float(sys.argv[2])
 config = SyntheticConfig(num_tasks=64, repeats_per_task=1, model_calls_per_rollout=2,

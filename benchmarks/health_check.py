@@ -153,7 +153,7 @@ every check fires), plus torn lines and odd identities. ``realistic``: each faul
 
 
 def _synthetic_rows(kind: str, rollouts: int) -> object:
-    from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
+    from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows
 
     faults = {"healthy": FaultRates(), "faulty": FaultRates.mixed(0.05), "realistic": FaultRates.mixed(0.005)}
     config = SyntheticConfig(num_tasks=rollouts // 4, repeats_per_task=4, faults=faults[kind])
@@ -472,19 +472,18 @@ def parent_share(run_dir: Path, kind: str) -> None:
 def _row_class(line: bytes, ordinal: int) -> str:
     """Which road the per-record step takes for ``line``, and the verdict it reaches."""
     from health.compact import VERDICTS
+    from health.contract.strict import strict_trajectory
     from health.digest import OrdinalIdentity, UnreadableLine, digest_line_compact
-    from health.fast_path import EverydayRecord, read_stripped_line
 
     digest, dependence = digest_line_compact(
         line, source_path="r.jsonl", source_index=0, line_number=ordinal + 1, ordinal=ordinal
     )
     if isinstance(dependence, UnreadableLine):
         return "unreadable (" + str(dependence.detail.get("error")) + ")"
-    outcome = read_stripped_line(line.strip())
-    if isinstance(outcome, EverydayRecord):
-        road = "fast path"
-    else:
-        road = "full path" if outcome is None else "rejected"
+    trajectory = orjson.loads(line).get("ng_trajectory")
+    road = "no trajectory" if trajectory is None else "contract"
+    if trajectory is not None and strict_trajectory(trajectory) is not None:
+        road = "derived structs"
     suffix = ", no _ng_task_index" if isinstance(dependence, OrdinalIdentity) else ""
     return f"{road}: {VERDICTS[digest.verdict]}{suffix}"
 
@@ -566,7 +565,7 @@ def main() -> int:
     parser.add_argument(
         "--row-classes",
         action="store_true",
-        help="instead, the per-record step's CPU per row by road (fast path, rejected, full, unreadable)",
+        help="instead, the per-record step's CPU per row by road (derived structs, contract, unreadable)",
     )
     parser.add_argument("--sample-rows", type=int, default=2000, help="lines read for --row-classes")
     args = parser.parse_args()

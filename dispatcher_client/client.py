@@ -302,7 +302,8 @@ class SidecarClient:
         future = self.submit_event(event, want_result=True)
         assert future is not None
         try:
-            answer = await asyncio.wait_for(asyncio.shield(future), self.config.ack_timeout_s)
+            async with asyncio.timeout(self.config.ack_timeout_s):  # not wait_for: it can eat a cancel
+                answer = await asyncio.shield(future)
         except TimeoutError:
             answer = None
             self._slow_since = self.stats.sent

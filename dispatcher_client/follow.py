@@ -429,7 +429,8 @@ class Follower:
                     await self.end_run()
                     return
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(stopped), self.poll_interval_s)
+                    async with asyncio.timeout(self.poll_interval_s):
+                        await asyncio.shield(stopped)
         finally:
             stopped.cancel()
             await self.client.aclose(1.0)

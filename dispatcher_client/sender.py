@@ -172,8 +172,9 @@ class Sender:
 
     async def flush(self, timeout_s: float | None = None) -> bool:
         """Wait until every submitted event is acknowledged (or dropped); False on timeout."""
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        try:  # asyncio.timeout, not wait_for: on 3.11 wait_for can turn a Ctrl-C's cancel into a timeout
+            async with asyncio.timeout(timeout_s):
+                await self._idle.wait()
         except TimeoutError:
             return False
         return True

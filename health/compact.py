@@ -34,7 +34,6 @@ __all__ = [
     "dumps_compact",
     "expand_digest",
     "finding_positions",
-    "materialized_digest",
     "render_findings",
     "rollout_subject",
     "unobserved_ids",
@@ -314,24 +313,3 @@ def expand_digest(digest: CompactDigest, duplicate_count: int = 0) -> RolloutDig
             "ordinal": digest.ordinal,
         }
     )
-
-
-def materialized_digest(values: dict[str, Any]) -> RolloutDigest:
-    """The ``RolloutDigest`` of a digest's field values whose findings are plain
-    (:class:`PlainFinding`; each becomes a validated ``Finding`` with the rollout's subject).
-    ``values`` is reused."""
-    plain = values["findings"]
-    if plain:
-        from .types import Finding
-
-        task_index, rollout_index = values["task_index"], values["rollout_index"]
-        values["findings"] = [
-            Finding(
-                check=finding.check,
-                subject=rollout_subject(task_index, rollout_index),
-                locator=finding.locator,
-                detail=finding.detail,
-            )
-            for finding in plain
-        ]
-    return built_digest(values)

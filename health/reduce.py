@@ -18,11 +18,9 @@ import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-import msgspec
 from sortedcontainers import SortedKeyList
 
 from .check_terms import TaskIndex
@@ -30,15 +28,14 @@ from .compact import (
     CAPTURE_OBSERVED,
     DUPLICATE_CHECK_POS,
     ENDED_ON_ERROR,
-    HEALTHY,
-    POLICY_CALLS_OBSERVED,
     UNHEALTHY,
-    UNOBSERVED,
     VERDICTS,
     CompactDigest,
     compact_digest,
     expand_digest,
 )
+from .groups import DECODER, Group, Identity, mask_positions, pack, packed_append, tally_group
+from .groups import members as group_digests
 from .ignored import normalize_ignored_checks
 from .process_tuning import collector_paused
 from .registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
@@ -50,17 +47,19 @@ from .report import (
     task_sort_key,
     write_reports,
 )
-from .tasks import RepeatTally, TaskChecks, TaskOutcome, judge_task, task_checks, task_findings
+from .tasks import (
+    RepeatTally,
+    TaskChecks,
+    TaskOutcome,
+    judge_task,
+    task_checks,
+    task_findings,
+)
 
 if TYPE_CHECKING:
     from .types import Finding, RolloutDigest
 
 __all__ = ["GroupStore", "HealthReducer", "release_gradually"]
-
-_Identity = tuple[TaskIndex | None, TaskIndex, TaskIndex]
-_Group = CompactDigest | bytes | list[CompactDigest | bytes] | int
-"""A task group: its only digest, a packed blob of its digests, a list of digests / blobs, or
-(an ``int``) the reference of its blob in the reducer's :class:`GroupStore`."""
 
 
 class GroupStore(Protocol):
@@ -75,8 +74,6 @@ class GroupStore(Protocol):
         ...
 
 
-_new_tuple = tuple.__new__
-"""Builds a named tuple from a tuple of its fields in C (its own ``__new__`` is a Python call)."""
 _INDEXED_GROUP = 32
 """A task group this large gets an identity index instead of a linear scan per new member."""
 _ROLLOUT_POS = {check: pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
@@ -149,132 +146,6 @@ def _same(a: object, b: object) -> bool:
     return a is b or a == b
 
 
-_ENCODER = msgspec.msgpack.Encoder()
-_DECODER = msgspec.msgpack.Decoder(list[CompactDigest])
-_CHUNK = 32
-"""Most digests one packed blob holds; a larger task group is a list of such blobs."""
-
-
-def _pack(members: list[CompactDigest]) -> bytes | None:
-    """``members`` as one MessagePack blob, or ``None`` if a value would not come back the same
-    (an integer beyond 64 bits, a string with lone surrogates, a ``bool`` index)."""
-    try:
-        blob = _ENCODER.encode(members)
-        if _DECODER.decode(blob) == members:
-            return blob
-    except (msgspec.MsgspecError, ValueError, OverflowError, TypeError):
-        pass
-    return None
-
-
-def _members(group: _Group) -> list[CompactDigest]:
-    """An in-memory task group's digests, in arrival order (packed blobs decoded)."""
-    if type(group) is bytes:
-        return _DECODER.decode(group)
-    if type(group) is list:
-        members: list[CompactDigest] = []
-        for part in group:
-            if type(part) is bytes:
-                members += _DECODER.decode(part)
-            else:
-                members.append(part)  # type: ignore[arg-type]
-        return members
-    return [group]  # type: ignore[list-item]
-
-
-def _packed_append(group: _Group, digest: CompactDigest, members: list[CompactDigest] | None) -> _Group:
-    """``group`` (packed; ``members``: its decoded digests, if known) with ``digest`` appended:
-    into its last blob while that holds fewer than ``_CHUNK`` digests, else as a new part. A new
-    list, never the old one changed, so a :meth:`HealthReducer.cut` that holds it stays whole."""
-    if type(group) is bytes:
-        if members is None:
-            members = _DECODER.decode(group)
-        if len(members) < _CHUNK and (blob := _pack([*members, digest])) is not None:
-            return blob
-        return [group, _pack([digest]) or digest]
-    if type(group) is list:
-        last = group[-1]
-        if type(last) is bytes:
-            tail = _DECODER.decode(last)
-            if len(tail) < _CHUNK and (blob := _pack([*tail, digest])) is not None:
-                return [*group[:-1], blob]
-        return [*group, _pack([digest]) or digest]
-    return [group, _pack([digest]) or digest]  # type: ignore[list-item]
-
-
-@lru_cache(maxsize=4096)
-def _mask_positions(mask: int) -> tuple[int, ...]:
-    return tuple(pos for pos in range(len(ROLLOUT_CHECK_IDS)) if mask >> pos & 1)
-
-
-def _tally_group(
-    members: list[CompactDigest] | CompactDigest, duplicates: dict[_Identity, int] | None
-) -> RepeatTally:
-    """:func:`~health.tasks.tally_repeats` of a task group's digests, with their verdicts after
-    the duplicate pass (a counted identity is unhealthy; ``duplicates``: the counted identities,
-    ``None`` if none is in this group), read straight from the digests.
-
-    Runs for every task of every summary, so verdicts stay codes, and the usual group (no
-    duplicate, every rollout index once) is counted without the collapse.
-    """
-    if type(members) is not list:
-        members = [cast("CompactDigest", members)]
-    elif duplicates is None:
-        healthy = unhealthy = 0
-        all_policy_observed = True
-        any_successful = False
-        rollouts = set()
-        for digest in members:
-            rollouts.add(digest.rollout_index)
-            verdict = digest.verdict
-            if verdict == HEALTHY:
-                healthy += 1
-            elif verdict == UNHEALTHY:
-                unhealthy += 1
-            if not digest.flags & POLICY_CALLS_OBSERVED:
-                all_policy_observed = False
-            if digest.successful_model_calls > 0:
-                any_successful = True
-        if len(rollouts) == len(members):
-            return _new_tuple(
-                RepeatTally, (len(members), healthy, unhealthy, all_policy_observed, any_successful)
-            )
-    return _collapsed_tally(members, duplicates)
-
-
-def _collapsed_tally(members: list[CompactDigest], duplicates: dict[_Identity, int] | None) -> RepeatTally:
-    """:func:`_tally_group` for any group: repeats collapsed by rollout index."""
-    repeats: dict[TaskIndex, tuple[int, int, int]] = {}
-    for digest in members:
-        verdict = digest.verdict
-        if duplicates and duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index)):
-            verdict = UNHEALTHY
-        rollout = digest.rollout_index
-        previous = repeats.get(rollout)
-        policy = digest.flags & POLICY_CALLS_OBSERVED
-        if previous is None:
-            repeats[rollout] = (verdict, policy, digest.successful_model_calls)
-        else:
-            kept_verdict, kept_policy, kept_successful = previous
-            repeats[rollout] = (
-                kept_verdict if kept_verdict == verdict else UNOBSERVED,
-                kept_policy and policy,
-                max(kept_successful, digest.successful_model_calls),
-            )
-    counts = [0, 0, 0]
-    all_policy_observed = True
-    any_successful = False
-    for verdict, policy, successful in repeats.values():
-        counts[verdict] += 1
-        if not policy:
-            all_policy_observed = False
-        if successful > 0:
-            any_successful = True
-    return _new_tuple(
-        RepeatTally, (len(repeats), counts[HEALTHY], counts[UNHEALTHY], all_policy_observed, any_successful)
-    )
-
-
 def _sized(values: list[Any], size: int, what: str) -> list[int]:
     if len(values) != size:
         raise ValueError(f"reducer snapshot: {len(values)} {what} counts, expected {size}")
@@ -310,9 +181,9 @@ class HealthReducer:
         self._count = 0
         self._verdict_counts = [0] * len(VERDICTS)
         """Digests per preliminary verdict (before the duplicate pass), indexed by verdict code."""
-        self._duplicates: dict[_Identity, int] = {}
+        self._duplicates: dict[Identity, int] = {}
         """Count of every identity claimed by two or more digests (the others are not indexed)."""
-        self._tasks: dict[TaskIndex, _Group] = {}
+        self._tasks: dict[TaskIndex, Group] = {}
         self._group_index: dict[TaskIndex, dict[tuple[TaskIndex | None, TaskIndex], int]] = {}
         """``(stage, rollout) -> count`` of each task group of ``_INDEXED_GROUP`` members or more."""
         self._captures = 0
@@ -340,7 +211,7 @@ class HealthReducer:
                 groups.append([task, 0, group])
                 continue
             members = self._group_members(group)
-            blob = _pack(members)
+            blob = pack(members)
             groups.append([task, 1, blob] if blob is not None else [task, 2, [list(d) for d in members]])
         return {
             "ignored": sorted(self.ignored_checks),
@@ -375,7 +246,7 @@ class HealthReducer:
             if form == 0:
                 group = int(value)
             elif form == 1:
-                members = _DECODER.decode(value)
+                members = DECODER.decode(value)
                 group = value if reducer._packed else (members[0] if len(members) == 1 else members)
             else:
                 group = [_digest_from_list(fields) for fields in value]
@@ -398,7 +269,7 @@ class HealthReducer:
         """A reducer that reads as this one does now and that later digests leave as it is, taken in
         C-level copies (no Python step per task), so a report can be built from it on another
         thread while ingest goes on. Only for a packed reducer, whose task groups are never
-        changed in place (see :func:`_packed_append`); its store is shared (reads only)."""
+        changed in place (see :func:`packed_append`); its store is shared (reads only)."""
         if not self._packed:
             raise ValueError("only a packed reducer can be cut")
         copy = HealthReducer.__new__(HealthReducer)
@@ -429,27 +300,27 @@ class HealthReducer:
         group = self._tasks.get(task_index)
         if store is None or group is None or type(group) is int:
             return False
-        blob = group if type(group) is bytes else _pack(_members(group))
+        blob = group if type(group) is bytes else pack(group_digests(group))
         if blob is None:
             return False
         self._tasks[task_index] = store.put(blob)
         return True
 
-    def _group_members(self, group: _Group) -> list[CompactDigest]:
+    def _group_members(self, group: Group) -> list[CompactDigest]:
         """Any task group's digests, in arrival order (a spilled one read from the store); a new list."""
         if type(group) is list and not self._packed:  # an unpacked group holds digests only
             return cast("list[CompactDigest]", group.copy())
         if type(group) is int:
             if self._store is None:
                 raise RuntimeError("a spilled task group needs the reducer's store (spill_to)")
-            return _DECODER.decode(self._store.get(group))
-        return _members(group)
+            return DECODER.decode(self._store.get(group))
+        return group_digests(group)
 
-    def _reopen(self, task: TaskIndex, reference: int) -> _Group:
+    def _reopen(self, task: TaskIndex, reference: int) -> Group:
         """Bring a spilled group back into memory (a digest arrived for a closed task)."""
         assert self._store is not None
         blob = self._store.get(reference)
-        group: _Group = blob if self._packed else list(_DECODER.decode(blob))
+        group: Group = blob if self._packed else list(DECODER.decode(blob))
         self._tasks[task] = group
         return group
 
@@ -477,7 +348,7 @@ class HealthReducer:
     def _count_unobserved(self, unobserved: int | tuple[str, ...]) -> None:
         counts = self._unobserved
         if isinstance(unobserved, int):
-            for pos in _mask_positions(unobserved):
+            for pos in mask_positions(unobserved):
                 counts[pos] += 1
         else:
             for check in set(unobserved):
@@ -552,7 +423,7 @@ class HealthReducer:
         task = digest.task_index
         group = self._tasks.get(task)
         if group is None:
-            self._tasks[task] = (self._packed and _pack([digest])) or digest
+            self._tasks[task] = (self._packed and pack([digest])) or digest
             return
         if type(group) is int:
             group = self._reopen(task, group)
@@ -566,7 +437,7 @@ class HealthReducer:
             before = 0
             # An unpacked group is its only digest or the list of them (no blob to decode).
             unpacked = type(group) is list and not self._packed
-            members = cast("list[CompactDigest]", group) if unpacked else _members(group)
+            members = cast("list[CompactDigest]", group) if unpacked else group_digests(group)
             for member in members:  # _same(), inlined: this runs for every digest of a batch run
                 member_rollout = member.rollout_index
                 if member_rollout is rollout or member_rollout == rollout:
@@ -581,7 +452,7 @@ class HealthReducer:
         if before:
             self._duplicates[(stage, task, rollout)] = before + 1
         if self._packed:
-            self._tasks[task] = _packed_append(group, digest, members)
+            self._tasks[task] = packed_append(group, digest, members)
         elif type(group) is list:
             group.append(digest)  # (an unpacked reducer is the batch check's: it is never cut)
         else:
@@ -592,10 +463,10 @@ class HealthReducer:
             return 0
         return self._duplicates.get((digest.stage_index, digest.task_index, digest.rollout_index), 0)
 
-    def _task_outcome(self, task_index: TaskIndex, group: _Group) -> TaskOutcome:
+    def _task_outcome(self, task_index: TaskIndex, group: Group) -> TaskOutcome:
         members = group if type(group) is list and not self._packed else self._group_members(group)
         duplicates = self._duplicates if self._check_duplicates and self._duplicates else None
-        tally = _tally_group(members, duplicates)  # type: ignore[arg-type]
+        tally = tally_group(members, duplicates)  # type: ignore[arg-type]
         return judge_task(task_index, tally, self.ignored_checks)
 
     def close_task(self, task_index: TaskIndex) -> list[Finding]:
@@ -679,7 +550,7 @@ class HealthReducer:
         for task in self._ordered_tasks():
             group = groups[task]
             members = group if unpacked and type(group) is not int else self._group_members(group)
-            tally = _tally_group(members, duplicates if task in duplicated_tasks else None)  # type: ignore[arg-type]
+            tally = tally_group(members, duplicates if task in duplicated_tasks else None)  # type: ignore[arg-type]
             seen = known.get(tally)
             if seen is None:
                 checks = task_checks(tally, ignored)

@@ -11,29 +11,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .compact import CompactDigest, PlainFinding, compact_values, materialized_digest
+from .compact import CompactDigest, PlainFinding, compact_values
 from .identity import unreadable_identity
 from .registry import ROLLOUT_CHECK_IDS
 
 if TYPE_CHECKING:
-    from .types import RolloutDigest
+    pass
 
-__all__ = ["RECORD_UNREADABLE", "unreadable_compact", "unreadable_digest", "unreadable_values"]
+__all__ = ["RECORD_UNREADABLE", "unreadable_compact", "unreadable_values"]
 
 RECORD_UNREADABLE = "record_unreadable"
-
-
-def unreadable_digest(
-    detail: dict[str, Any],
-    source_path: str,
-    source_index: int,
-    line_number: int,
-    ordinal: int,
-    ignored_checks: frozenset[str],
-) -> RolloutDigest:
-    """The digest of unreadable line ``line_number`` of input ``source_index``; ``detail`` says why."""
-    values = unreadable_values(detail, source_path, source_index, line_number, ordinal, ignored_checks)
-    return materialized_digest(values)
 
 
 def unreadable_compact(
@@ -44,7 +31,7 @@ def unreadable_compact(
     ordinal: int,
     ignored_checks: frozenset[str],
 ) -> CompactDigest:
-    """:func:`unreadable_digest` packed as a compact digest, without the pydantic models."""
+    """The digest of unreadable line ``line_number`` of input ``source_index``; ``detail`` says why."""
     values = unreadable_values(detail, source_path, source_index, line_number, ordinal, ignored_checks)
     return compact_values(values)
 
@@ -57,7 +44,7 @@ def unreadable_values(
     ordinal: int,
     ignored_checks: frozenset[str],
 ) -> dict[str, Any]:
-    """:func:`unreadable_digest`'s field values by name, its finding a
+    """:func:`unreadable_compact`'s field values by name, its finding a
     :class:`~health.compact.PlainFinding`."""
     identity = unreadable_identity(source_index, line_number)
     findings: list[PlainFinding] = []

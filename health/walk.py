@@ -3,11 +3,7 @@
 A check whose inputs were not observed is *unobserved* (no finding); one whose rule raises is
 unobserved too and yields a ``check_execution_error`` finding instead. The walk's outcome is
 the findings as :class:`~health.compact.PlainFinding` in emission order, and the unobserved IDs
-in registry order; :mod:`health.digest_forms` turns them into a digest.
-
-:func:`walk_plain` is the same walk for the everyday rollout (no observation gap, no check
-ignored), where most gates reduce to whether a binding view holds calls: it runs only the
-rules that can find something there (those on unusual calls only when there is one).
+in registry order; :func:`compact_from_walk` packs them with the statistics into a digest.
 """
 
 from __future__ import annotations
@@ -18,12 +14,25 @@ from typing import NamedTuple
 from msgspec import Struct
 
 from .check_terms import CheckInput
-from .checks import ROLLOUT_RULES, CheckRule
-from .compact import PlainFinding
+from .checks import ROLLOUT_RULES, CheckRule, ended_chains
+from .compact import (
+    CAPTURE_OBSERVED,
+    ENDED_ON_ERROR,
+    HEALTHY,
+    POLICY_CALLS_OBSERVED,
+    UNHEALTHY,
+    UNOBSERVED,
+    CompactDigest,
+    PlainFinding,
+    finding_positions,
+    render_findings,
+    unobserved_mask,
+)
 from .evidence import Evidence
+from .identity import Identity
 from .registry import ROLLOUT_CHECK_IDS, check_reads
 
-__all__ = ["PLAIN_WALK_APPLIES", "BindingView", "WalkOutcome", "walk", "walk_plain"]
+__all__ = ["BindingView", "WalkOutcome", "compact_from_walk", "walk"]
 
 CHECK_EXECUTION_ERROR = "check_execution_error"
 RECORD_UNREADABLE = "record_unreadable"
@@ -139,103 +148,63 @@ def walk(evidence: Evidence, trajectory_error: str | None, ignored_checks: froze
     return outcome
 
 
-_PLAIN_ORDER = (
-    "check_execution_error",
-    "record_unreadable",
-    "rollout_duplicate_identity",
-    "rollout_missing_agent_turns",
-    "rollout_ended_on_failed_model_call",
-    "agent_turn_hollow",
-    "model_call_zero_completion_tokens",
-    "model_call_missing_token_counts",
-    "trajectory_capture_mismatch",
-    "model_call_failed",
-    "rollout_token_count_mismatch",
-    "model_call_runaway_generation",
-)
-_PLAIN_GATES = (
-    (False, False, False, BindingView.NONE),
-    (False, False, False, BindingView.NONE),
-    (False, False, False, BindingView.NONE),
-    (True, True, False, BindingView.NONE),
-    (True, False, True, BindingView.NONE),
-    (True, True, False, BindingView.NONE),
-    (True, False, False, BindingView.OWNED),
-    (True, False, False, BindingView.OWNED),
-    (True, False, False, BindingView.OWNED),
-    (True, False, False, BindingView.OWNED),
-    (True, False, False, BindingView.TURN),
-    (True, False, False, BindingView.OWNED),
-)
-PLAIN_WALK_APPLIES: bool = tuple(step.check_id for step in _STEPS) == _PLAIN_ORDER and all(
-    tuple(step[1:5]) == gates for step, gates in zip(_STEPS, _PLAIN_GATES, strict=True)
-)
-"""The registry is the one :func:`walk_plain` is written for (else the digest walks in full)."""
-
-(
-    _,
-    _,
-    _,
-    _MISSING_TURNS,
-    _ENDED_ON_FAILURE,
-    _HOLLOW,
-    _ZERO_COMPLETION,
-    _MISSING_COUNTS,
-    _CAPTURE_MISMATCH,
-    _CALL_FAILED,
-    _TOKEN_MISMATCH,
-    _RUNAWAY,
-) = _PLAIN_ORDER
-_NO_OWNED_CALLS = (_ZERO_COMPLETION, _MISSING_COUNTS)
-_NOTHING_IGNORED: frozenset[str] = frozenset()
+_NO_FINDINGS = b"[]"
 
 
-def walk_plain(evidence: Evidence) -> WalkOutcome:
-    """:func:`walk` for observed evidence without gaps, nothing ignored, no trajectory error.
+def _call_statistics(ev: Evidence) -> tuple[bool, int, dict[str, int], bool]:
+    """The digest statistics not read straight off the evidence: whether the policy calls
+    were observed, the successful model calls, the failed calls by status, whether the
+    rollout ended on an error (a plain tuple: one is built per row)."""
+    failed_calls = ev.failed_calls
+    errors_by_status: dict[str, int] = {}
+    for call in failed_calls:
+        status = "unknown" if call.status_code is None else str(call.status_code)
+        errors_by_status[status] = errors_by_status.get(status, 0) + 1
+    turn_binding = ev.turn_binding
+    matched = turn_binding.matched_calls
+    return (
+        ev.turn_call_scope_complete and turn_binding.complete,
+        len(matched) if ev.all_successful else sum(1 for call in matched if call.successful),
+        errors_by_status,
+        bool(failed_calls) and bool(ended_chains(ev)),
+    )
 
-    Then every gate holds but those on the calls: ``rollout_ended_on_failed_model_call`` needs
-    a captured call; the owned-call checks need an owned call (``trajectory_capture_mismatch``
-    an owned reference), the token comparison and the runaway check their own gates. The rules
-    of the checks on failed, zero, uncounted or length-stopped calls find nothing without an
-    unusual call (those on failures without a failed call), so they run only when there is one.
-    """
-    outcome = WalkOutcome([], [])
+
+def compact_from_walk(identity: Identity, ev: Evidence, outcome: WalkOutcome, ordinal: int) -> CompactDigest:
+    """The digest, compact: the walk's outcome and the statistics (calls, failures by status,
+    tokens), without ``Finding`` models (:func:`~health.compact.expand_digest` builds them)."""
+    findings = outcome.findings
     unobserved = outcome.unobserved
-    owned = evidence.owned_binding
-    owned_calls = bool(owned.matched_calls)
-    unusual = bool(evidence.unusual_calls)
-    failed = bool(evidence.failed_calls)
-    rules = ROLLOUT_RULES
-    _run_rule(_MISSING_TURNS, rules[_MISSING_TURNS], evidence, _NOTHING_IGNORED, outcome)
-    if not evidence.calls:
-        unobserved.append(_ENDED_ON_FAILURE)
-    elif failed:
-        _run_rule(_ENDED_ON_FAILURE, rules[_ENDED_ON_FAILURE], evidence, _NOTHING_IGNORED, outcome)
-    _run_rule(_HOLLOW, rules[_HOLLOW], evidence, _NOTHING_IGNORED, outcome)
-    if not owned_calls:
-        unobserved.extend(_NO_OWNED_CALLS)
-    elif unusual:
-        for check_id in _NO_OWNED_CALLS:
-            _run_rule(check_id, rules[check_id], evidence, _NOTHING_IGNORED, outcome)
-    if not owned.references:
-        unobserved.append(_CAPTURE_MISMATCH)
-    elif owned.missing_references or owned.duplicated_references:
-        _run_rule(_CAPTURE_MISMATCH, rules[_CAPTURE_MISMATCH], evidence, _NOTHING_IGNORED, outcome)
-    if not owned_calls:
-        unobserved.append(_CALL_FAILED)
-    elif failed:
-        _run_rule(_CALL_FAILED, rules[_CALL_FAILED], evidence, _NOTHING_IGNORED, outcome)
-    token_rule = rules[_TOKEN_MISMATCH]
-    if token_rule.gate is not None and token_rule.gate(evidence, evidence.turn_binding):
-        _run_rule(_TOKEN_MISMATCH, token_rule, evidence, _NOTHING_IGNORED, outcome)
+    calls = ev.calls
+    policy_calls_observed, successful_model_calls, errors_by_status, ended_on_error = _call_statistics(ev)
+    if findings:
+        verdict = UNHEALTHY
+        rendered = render_findings(findings)
+        positions = finding_positions(findings)
     else:
-        unobserved.append(_TOKEN_MISMATCH)
-    runaway_rule = rules[_RUNAWAY]
-    if not owned_calls:
-        unobserved.append(_RUNAWAY)
-    elif unusual:
-        if runaway_rule.gate is not None and not runaway_rule.gate(evidence, owned):
-            unobserved.append(_RUNAWAY)
-        else:
-            _run_rule(_RUNAWAY, runaway_rule, evidence, _NOTHING_IGNORED, outcome)
-    return outcome
+        verdict = UNOBSERVED if unobserved else HEALTHY
+        rendered = _NO_FINDINGS
+        positions = ()
+    return CompactDigest(
+        ordinal,
+        identity.task_index,
+        identity.rollout_index,
+        identity.stage_index,
+        identity.rollout_id,
+        verdict,
+        rendered,
+        positions,
+        unobserved_mask(unobserved),
+        (CAPTURE_OBSERVED if calls else 0)
+        | (POLICY_CALLS_OBSERVED if policy_calls_observed else 0)
+        | (ENDED_ON_ERROR if ended_on_error else 0),
+        len(calls),
+        successful_model_calls,
+        len(ev.failed_calls),
+        tuple(errors_by_status.items()) if errors_by_status else (),
+        ev.duplicated_calls,
+        ev.transcript_prompt or 0,
+        ev.transcript_completion or 0,
+        ev.capture_prompt,
+        ev.capture_completion,
+    )

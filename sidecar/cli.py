@@ -69,8 +69,7 @@ def _version() -> str:
 
 
 class _VersionAction(argparse.Action):
-    """``--version``: looks the version up only when asked (``importlib.metadata`` is slow to load),
-    with which JSON vetter this install runs (the check a newcomer makes after ``pip install .``)."""
+    """``--version``: looks the version up only when asked (``importlib.metadata`` is slow to load)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
         super().__init__(
@@ -88,9 +87,7 @@ class _VersionAction(argparse.Action):
         values: str | Sequence[Any] | None,
         option_string: str | None = None,
     ) -> None:
-        from health.native import native_status
-
-        sys.stdout.write(f"{parser.prog} {_version()}\n{native_status()}\n")
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
         parser.exit()
 
 

@@ -22,15 +22,13 @@ Failure modes, as in the reference:
 * kept free-form values (``Any`` fields, unknown keys on the models that keep them) nested 254 levels
   deep inside an item fail the canonical dump with ``ValueError``.
 
-Everyday items (text messages, function calls and outputs, reasoning summaries) take a fast path that
-builds their canonical dict directly; the rest are validated into model instances. Both dump to the
-reference's canonical form. :data:`Conversation` validates a whole ``conversation`` list in one call
-(same outcomes as ``list[ConversationItem]``, less per-item overhead).
+Every item is validated into the model of its tag, which dumps to the reference's canonical form.
+:data:`Conversation` validates a whole ``conversation`` list in one pydantic call.
 """
 
 from __future__ import annotations
 
 from health.contract._conversation._routing import item_tag
-from health.contract._conversation._union import Conversation, ConversationItem, ItemModel
+from health.contract._conversation._union import Conversation, ItemModel
 
-__all__ = ["Conversation", "ConversationItem", "ItemModel", "item_tag"]
+__all__ = ["Conversation", "ItemModel", "item_tag"]

@@ -1,2 +1,2 @@
-"""``rollout-sidecar demo`` (:mod:`sidecar.demo.run`) and the synthetic NeMo Gym rollouts it, the
-tests and the benchmarks use (:mod:`sidecar.demo.synthetic`)."""
+"""``rollout-sidecar demo`` (:mod:`sidecar.demo.run`) and the synthetic NeMo Gym rollouts its fake
+agent answers with (:mod:`sidecar.demo.synthetic`)."""

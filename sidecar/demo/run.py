@@ -38,13 +38,13 @@ from starlette.routing import Route
 
 from dispatcher_client import ClientConfig, SidecarClient, SidecarError
 from sidecar.demo import synthetic
-from sidecar.http.report_files import fetch_report
+from sidecar.http.report_files import fetch_page, fetch_report
 from sidecar.http.server import ServiceThread, loop_factory
 from sidecar.http.server_thread import ServerThread
 from sidecar.http.settings import ServiceSettings
 from sidecar.perf import drained_result, should_drain
 from sidecar.state.inflight import InflightRules
-from sidecar.web.saved import fetch_page, write_html
+from sidecar.web.saved import write_html
 
 __all__ = ["SCALE", "DemoConfig", "DispatchStats", "gym_failure_row", "live_line", "reply_for", "run_demo"]
 
@@ -98,9 +98,7 @@ def reply_for(event: synthetic.RolloutEvent, timeout_s: float) -> tuple[float, i
     seconds, row = event.latency_seconds or 0.0, event.row or {}
     stamped = {key: row[key] for key in _STAMPED if key in row}
     if seconds > timeout_s:
-        timeout = {"reward": 0.0, "failure_reason": f"rollout exceeded its {timeout_s:.0f}s timeout"}
-        timeout |= {"elapsed_seconds": round(timeout_s, 3), "_ng_failure_class": "timeout_exceeded"}
-        return timeout_s, 200, orjson.dumps(timeout | {"_ng_failure_terminal": False} | stamped)
+        return timeout_s, 200, orjson.dumps(synthetic.timeout_row(timeout_s, False) | stamped)
     if row.get("_ng_failure_class") in REQUEST_FAILURES:
         status = row["_ng_failure_http_status"] or 503
         return seconds, status, (row["_ng_failure_response_body"] or "").encode()

@@ -1,60 +1,45 @@
-"""Realistic synthetic NeMo Gym rollouts, for the tests, the benchmarks and the demo.
+"""Realistic synthetic NeMo Gym rollouts: the demo's fake agent answers with them.
 
-Rows follow the collector's contract (``<name>.jsonl`` results, ``<name>_failures.jsonl`` failure
-rows, drained results never written) and carry a valid ``ng_trajectory``: multi-turn agents with
-tool calls and subagents on the Responses API, ~8 KB per model call. All is a pure function of
-``(config, seed)``; a row, of ``(seed, identity)`` and its start time. :func:`generate_events` gives
-every finished dispatch in completion order, :func:`rollout_event` one alone (a fake agent's reply),
-:func:`write_run_dir` the run directory, :func:`api_steps` the ``/v1`` events beside NeMo Gym's lines.
+Rows follow the collector's contract (result rows, ``_failures`` rows, drained results never
+written) and carry a valid ``ng_trajectory``: multi-turn agents with tool calls and subagents on the
+Responses API, ~8 KB per model call. A row is a pure function of ``(config, seed, identity)`` and its
+start time: :func:`rollout_event` makes one. Whole runs (every dispatch in completion order, the run
+directory, the ``/v1`` events) are built from it in ``tests/sidecar/synthetic_support.py``.
 
-Faults come at configured rates, at most one per row, each built to make one health check fire
-(:data:`FAULT_CHECKS`). A failed model call carries no token counts, as a real 429/500 does, so
+Faults come at configured rates, at most one per row, each built to make one health check fire.
+A failed model call carries no token counts, as a real 429/500 does, so
 ``model_call_missing_token_counts`` fires beside ``model_call_failed``.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 import random
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import orjson
 
 from sidecar.demo._trajectory import build_row, create_params, task_question, text
-from sidecar.perf import drained_result
 
 __all__ = [
-    "FAULT_CHECKS",
-    "MAX_ATTEMPTS",
-    "SAMPLE_RUN_CONFIG",
-    "SAMPLE_RUN_SEED",
     "START_TIME",
-    "ApiStep",
     "FaultRates",
+    "Job",
     "RolloutEvent",
-    "RunDirStats",
     "SyntheticConfig",
-    "api_steps",
-    "generate_events",
-    "generate_rows",
+    "finish_job",
     "materialized_rows",
     "rollout_event",
     "sample_task_seconds",
-    "write_run_dir",
+    "stamp",
+    "start_job",
+    "timeout_row",
 ]
 
 JSON = dict[str, Any]
-MAX_ATTEMPTS: Final = 3
-"""Dispatch attempts per rollout: a failed attempt is retried unless terminal or the last."""
 _TERMINAL_SHARE: Final = 0.3
-_DRAIN_MARGIN_S: Final = 157.0
 #: When every generated run starts (Unix seconds): its events' ``at`` and its trajectories follow it.
 START_TIME: Final = 1_790_000_000.0
 _GYM_FAILURES: Final = (
@@ -62,7 +47,7 @@ _GYM_FAILURES: Final = (
     (503, "ClientResponseError", "503, message='Service Unavailable', url='http://agent:8000/run'"),
     (None, "ServerDisconnectedError", "Server disconnected"),
 )
-_Job = tuple[int, int, int, int]
+Job = tuple[int, int, int, int]
 """``(task, rollout, attempt, copy)``: ``copy`` 1 is the re-written duplicate of a row."""
 
 
@@ -108,14 +93,6 @@ class FaultRates:
         return cls(**{f.name: rate for f in fields(cls)})
 
 
-FAULT_CHECKS: Final[Mapping[str, str | None]] = MappingProxyType(
-    {f.name: f.metadata["check"] for f in fields(FaultRates)}
-    | {"broken_task": "rollout_ended_on_failed_model_call"}
-)
-"""The check each fault makes fire. ``broken_task`` is per task (``broken_task_fraction``): every repeat
-of it also makes ``task_consistently_unhealthy`` and ``task_no_successful_model_calls`` fire."""
-
-
 @dataclass(frozen=True, slots=True)
 class SyntheticConfig:
     """Shape of a synthetic run. The defaults give healthy rows of ~8 calls x 8 KB (~80 KB a row,
@@ -144,25 +121,6 @@ class SyntheticConfig:
             if bad_int or (isinstance(value, float) and not 0.0 <= value <= 1.0):
                 raise ValueError(f"SyntheticConfig.{name} is out of range: {value!r}")
 
-    @property
-    def num_rollouts(self) -> int:
-        return self.num_tasks * self.repeats_per_task
-
-
-SAMPLE_RUN_CONFIG: Final = SyntheticConfig(
-    num_tasks=10,
-    repeats_per_task=4,
-    model_calls_per_rollout=1,
-    payload_bytes_per_call=64,
-    faults=FaultRates.mixed(0.04),
-    broken_task_fraction=0.1,
-    failure_rate=0.1,
-    concurrency=8,
-)
-"""Configuration of the bundled ``sidecar/demo/sample_run`` (small rows, every verdict represented)."""
-SAMPLE_RUN_SEED: Final = 1217
-"""Seed of the bundled sample run (picked so that every fault kind occurs)."""
-
 
 def sample_task_seconds(rng: random.Random) -> float:
     """Seconds one rollout takes: lognormal body (median ~95 s); 6% are stragglers scaled by a
@@ -173,7 +131,7 @@ def sample_task_seconds(rng: random.Random) -> float:
     return min(max(seconds, 2.0), 4 * 3600.0)
 
 
-def _stamp(row: JSON, job: _Job, config: SyntheticConfig) -> JSON:
+def stamp(row: JSON, job: Job, config: SyntheticConfig) -> JSON:
     """Add the keys the collector stamps on every finished result."""
     row.update(_ng_task_index=job[0], _ng_rollout_index=job[1], agent_ref={"name": config.agent_name})
     if job[2]:
@@ -181,17 +139,22 @@ def _stamp(row: JSON, job: _Job, config: SyntheticConfig) -> JSON:
     return row
 
 
-def _failure_row(
-    config: SyntheticConfig, rng: random.Random, job: _Job, elapsed: float, terminal: bool
-) -> JSON:
-    """A ``<name>_failures.jsonl`` row: Gym's own from a ``/run`` that raised, or the agent's timeout."""
-    row: JSON = {
+def timeout_row(elapsed: float, terminal: bool) -> JSON:
+    """The failure row Gym writes for a rollout its agent cut at the timeout."""
+    return {
         "reward": 0.0,
         "failure_reason": f"rollout exceeded its {round(elapsed)}s timeout",
         "elapsed_seconds": round(elapsed, 3),
         "_ng_failure_class": "timeout_exceeded",
         "_ng_failure_terminal": terminal,
     }
+
+
+def _failure_row(
+    config: SyntheticConfig, rng: random.Random, job: Job, elapsed: float, terminal: bool
+) -> JSON:
+    """A ``<name>_failures.jsonl`` row: Gym's own from a ``/run`` that raised, or the agent's timeout."""
+    row = timeout_row(elapsed, terminal)
     if not terminal and rng.random() < 0.6:
         status, failure_type, message = rng.choice(_GYM_FAILURES)
         row = {
@@ -201,7 +164,7 @@ def _failure_row(
             "_ng_failure_http_status": status,
             "_ng_failure_response_body": None if status is None else text(rng, rng.randint(20, 1900)),
         }
-    return _stamp(row, job, config)
+    return stamp(row, job, config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,13 +190,9 @@ class RolloutEvent:
         """Dispatch-to-finish seconds (what the latency tracker records)."""
         return None if self.started_at is None else self.finished_at - self.started_at
 
-    def to_line(self) -> bytes:
-        """The JSONL line the collector writes for this event (drained rows are never written)."""
-        return self.line if self.line is not None else orjson.dumps(self.row) + b"\n"
 
-
-def _dispatch(
-    config: SyntheticConfig, seed: int, job: _Job, now: float
+def start_job(
+    config: SyntheticConfig, seed: int, job: Job, now: float
 ) -> tuple[float, random.Random, bool, bool]:
     """Start ``job`` at ``now``: its own random stream decides its finish time and whether it fails."""
     rng = random.Random(f"row:{seed}:{job[0]}:{job[1]}:{job[2]}:{job[3]}")
@@ -242,10 +201,10 @@ def _dispatch(
     return finish, rng, failed, failed and rng.random() < _TERMINAL_SHARE
 
 
-def _finish(
+def finish_job(
     config: SyntheticConfig,
     seed: int,
-    job: _Job,
+    job: Job,
     rng: random.Random,
     span: tuple[float, float],
     failed: bool,
@@ -273,49 +232,6 @@ def _finish(
     return RolloutEvent("result", task, rollout, attempt, row, None, fault, *span)
 
 
-def generate_events(config: SyntheticConfig, seed: int) -> Iterator[RolloutEvent]:
-    """Every finished dispatch of a simulated run, in completion order.
-
-    ``concurrency`` rollouts run at once, so repeats of a task interleave. The last
-    ``drained_fraction`` of the plan is drained; drained rows, retries of failed attempts and
-    re-written duplicates are dispatched after the first pass, as a resumed run appends them.
-    """
-    drain_from = config.num_rollouts - round(config.drained_fraction * config.num_rollouts)
-    plan = (
-        (task, rollout, 0, 0)
-        for task in range(config.num_tasks)
-        for rollout in range(config.repeats_per_task)
-    )
-    later: deque[_Job] = deque()
-    running: list[tuple[float, int, _Job, random.Random, float, bool, bool]] = []
-    drain_rng, order, now = random.Random(f"drain:{seed}"), itertools.count(), START_TIME
-    while True:
-        while len(running) < config.concurrency:
-            job = next(plan, None)
-            if job is None and not later:
-                break
-            if job is None:
-                job = later.popleft()
-            elif job[0] * config.repeats_per_task + job[1] >= drain_from:
-                row = drained_result(drain_rng.uniform(-20.0, _DRAIN_MARGIN_S), _DRAIN_MARGIN_S)
-                yield RolloutEvent(
-                    "drained", job[0], job[1], 0, _stamp(row, job, config), None, None, None, now
-                )
-                later.append(job)
-                continue
-            finish, rng, failed, terminal = _dispatch(config, seed, job, now)
-            heapq.heappush(running, (finish, next(order), job, rng, now, failed, terminal))
-        if not running:
-            return
-        now, _, job, rng, started, failed, terminal = heapq.heappop(running)
-        event = _finish(config, seed, job, rng, (started, now), failed, terminal)
-        yield event
-        if failed and not terminal and job[2] + 1 < MAX_ATTEMPTS:
-            later.append((job[0], job[1], job[2] + 1, 0))
-        elif event.fault == "duplicate_identity" and job[3] == 0:
-            later.append((*job[:3], 1))
-
-
 def rollout_event(
     config: SyntheticConfig,
     seed: int,
@@ -325,15 +241,10 @@ def rollout_event(
     *,
     started_at: float = START_TIME,
 ) -> RolloutEvent:
-    """One dispatch attempt alone, as :func:`generate_events` makes it when started at ``started_at``."""
+    """One dispatch attempt alone, as a whole generated run makes it when started at ``started_at``."""
     job = (task_index, rollout_index, attempt_index, 0)
-    finish, rng, failed, terminal = _dispatch(config, seed, job, started_at)
-    return _finish(config, seed, job, rng, (started_at, finish), failed, terminal)
-
-
-def generate_rows(config: SyntheticConfig, seed: int) -> Iterator[JSON]:
-    """The result rows (what ``<name>.jsonl`` holds, minus torn lines) in completion order."""
-    return (event.row for event in generate_events(config, seed) if event.kind == "result" and event.row)
+    finish, rng, failed, terminal = start_job(config, seed, job, started_at)
+    return finish_job(config, seed, job, rng, (started_at, finish), failed, terminal)
 
 
 def materialized_rows(config: SyntheticConfig, seed: int) -> Iterator[JSON]:
@@ -348,103 +259,3 @@ def materialized_rows(config: SyntheticConfig, seed: int) -> Iterator[JSON]:
                 "_ng_rollout_index": rollout_index,
                 "agent_ref": {"name": config.agent_name},
             }
-
-
-@dataclass(frozen=True, slots=True)
-class ApiStep:
-    """One ingest event and what NeMo Gym would have written for it."""
-
-    event: JSON
-    main_line: bytes | None
-    """The line appended to ``rollouts.jsonl`` (results and torn lines)."""
-    failure_line: bytes | None
-    """The line appended to ``rollouts_failures.jsonl`` (failure rows)."""
-    tracker_op: tuple[str, float | None] | None
-    """The ``DispatchLatencyTracker`` call the event feeds (``record``, ``record_failure``, ...)."""
-
-
-def api_steps(
-    events: Iterable[RolloutEvent], *, row_hook: Callable[[JSON], JSON] | None = None
-) -> Iterator[ApiStep]:
-    """The ``/v1`` events of generated dispatches; ``row_hook`` may rewrite result and failure rows.
-
-    A torn line travels as raw text with its line number in ``rollouts.jsonl`` (the follower's
-    shape, with no time); one that is blank or not UTF-8 cannot travel in a JSON string and is
-    skipped in every view. Every other event is stamped ``at`` its simulated finish, as
-    ``dispatcher_client`` stamps it.
-    """
-    lines = 0
-    for event in events:
-        seconds = event.latency_seconds
-        row = event.row if row_hook is None or event.row is None else row_hook(event.row)
-        if event.kind == "result":
-            lines += 1
-            yield ApiStep(
-                {"kind": "completed", "at": event.finished_at, "seconds": seconds, "row": row},
-                orjson.dumps(row) + b"\n",
-                None,
-                ("record", seconds),
-            )
-        elif event.kind == "unreadable" and event.line is not None:
-            try:
-                line = event.line.decode()
-            except UnicodeDecodeError:
-                continue
-            if line.strip():
-                lines += 1
-                raw = {"kind": "completed", "seconds": seconds, "line": line, "line_number": lines}
-                yield ApiStep(raw, event.line, None, ("record", seconds))
-        elif event.kind == "failure":
-            op = None if seconds is None else ("record_failure", seconds)
-            failed = {"kind": "failed", "at": event.finished_at, "seconds": seconds, "row": row}
-            yield ApiStep(failed, None, orjson.dumps(row) + b"\n", op)
-        elif event.kind == "drained":
-            drained = {
-                "kind": "drained",
-                "at": event.finished_at,
-                "task_index": event.task_index,
-                "rollout_index": event.rollout_index,
-            }
-            yield ApiStep(drained, None, None, ("record_drained", None))
-
-
-@dataclass(frozen=True, slots=True)
-class RunDirStats:
-    """What :func:`write_run_dir` wrote."""
-
-    rollouts_path: Path
-    failures_path: Path
-    rows: int
-    unreadable_lines: int
-    failure_rows: int
-    drained: int
-    bytes_written: int
-
-
-def write_run_dir(
-    path: str | Path,
-    config: SyntheticConfig,
-    seed: int,
-    *,
-    name: str = "rollouts",
-    materialized_inputs: bool = True,
-) -> RunDirStats:
-    """Stream a run into ``path`` (``<name>.jsonl``, ``<name>_failures.jsonl``, the inputs), replacing
-    what is there, one row at a time so memory stays flat however large the run."""
-    directory = Path(path)
-    directory.mkdir(parents=True, exist_ok=True)
-    rollouts, failures = directory / f"{name}.jsonl", directory / f"{name}_failures.jsonl"
-    counts = dict.fromkeys(("result", "unreadable", "failure", "drained", "bytes"), 0)
-    with open(rollouts, "wb", buffering=1 << 20) as main, open(failures, "wb", buffering=1 << 20) as side:
-        for event in generate_events(config, seed):
-            counts[event.kind] += 1
-            if event.kind != "drained":
-                line = event.to_line()
-                counts["bytes"] += len(line)
-                (side if event.kind == "failure" else main).write(line)
-    if materialized_inputs:
-        with open(directory / f"{name}_materialized_inputs.jsonl", "wb", buffering=1 << 20) as inputs:
-            inputs.writelines(orjson.dumps(row) + b"\n" for row in materialized_rows(config, seed))
-    return RunDirStats(
-        rollouts, failures, *(counts[k] for k in ("result", "unreadable", "failure", "drained", "bytes"))
-    )

@@ -210,8 +210,8 @@ def _run(command: list[str], env: dict[str, str], mask: Iterable[int]) -> int:
 
 def _finish(own: Any, before: dict[str, Any], out: Path, token: str | None, keep_serving: bool) -> None:
     """Write each run this job made into ``out`` (``out/<run id>`` when several), serve on if asked."""
-    from sidecar.http.report_files import ReportError, fetch_report
-    from sidecar.web.saved import HtmlError, fetch_page, write_html
+    from sidecar.http.report_files import ReportError, fetch_page, fetch_report
+    from sidecar.web.saved import HtmlError, write_html
 
     try:
         runs = [run_id for run_id, run in _runs(own.url).items() if before.get(run_id) != run]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import structlog
 
@@ -23,6 +23,19 @@ from sidecar.http.settings import (
 from sidecar.state.inflight import InflightRules
 
 __all__ = ["register"]
+
+
+#: ``serve``'s options of the in-flight rules: flag, ``InflightRules`` field, type, metavar, help.
+_INFLIGHT: Final = (
+    ("--straggler-factor", "straggler_factor", number(1e6), None, "in-flight rollouts older than this "
+     "many times the run's p95 task duration straggle (the run's task_timeout_s caps the threshold)"),
+    ("--straggler-min-samples", "min_samples", whole(1, 10**9), "N",
+     "latency samples before the p95 rule applies"),
+    ("--stall-after", "stall_after_s", seconds(1e7), "SECONDS",
+     "a heartbeating rollout stalls after this long without one"),
+    ("--inflight-interval", "eval_interval_s", seconds(86400), "SECONDS",
+     "seconds between straggler/stall evaluations"),
+)  # fmt: skip
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -56,33 +69,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "15000), total deadline per push OTEL_EXPORTER_OTLP_TIMEOUT s (default 10); see docs/operations.md",
     )
     rules = InflightRules()
-    serve.add_argument(
-        "--straggler-factor",
-        type=number(1e6),
-        default=rules.straggler_factor,
-        help="in-flight rollouts older than this many times the run's p95 task duration straggle "
-        f"(default {rules.straggler_factor:g}; the run's task_timeout_s caps the threshold)",
-    )
-    serve.add_argument(
-        "--straggler-min-samples",
-        type=whole(1, 10**9),
-        default=rules.min_samples,
-        help=f"latency samples before the p95 rule applies (default {rules.min_samples})",
-    )
-    serve.add_argument(
-        "--stall-after",
-        type=seconds(1e7),
-        default=rules.stall_after_s,
-        metavar="SECONDS",
-        help=f"a heartbeating rollout stalls after this long without one (default {rules.stall_after_s:g})",
-    )
-    serve.add_argument(
-        "--inflight-interval",
-        type=seconds(86400),
-        default=rules.eval_interval_s,
-        metavar="SECONDS",
-        help=f"seconds between straggler/stall evaluations (default {rules.eval_interval_s:g})",
-    )
+    for flag, name, kind, metavar, text in _INFLIGHT:
+        default = getattr(rules, name)
+        help_ = f"{text} (default {default:g})"
+        serve.add_argument(flag, dest=name, type=kind, default=default, metavar=metavar, help=help_)
     add_serve_flags(serve)
     serve.add_argument("--log-level", default="info", help="log level (default info)")
     serve.add_argument(  # dispatcher_client's follower, run beside the service (issue 5)
@@ -136,12 +126,7 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     try:
         try:
-            inflight = InflightRules(
-                straggler_factor=args.straggler_factor,
-                min_samples=args.straggler_min_samples,
-                stall_after_s=args.stall_after,
-                eval_interval_s=args.inflight_interval,
-            )
+            inflight = InflightRules(**{option[1]: getattr(args, option[1]) for option in _INFLIGHT})
             endpoint, interval_s = _otlp(args.otlp_endpoint)
             trackers = tracker_settings(args)
         except ValueError as exc:  # InflightRules / OtlpConfigError / trackers name the value
@@ -252,8 +237,8 @@ def _start_follower(args: argparse.Namespace, settings: ServiceSettings) -> Any:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from sidecar.http.report_files import ReportError, fetch_report
-    from sidecar.web.saved import HtmlError, fetch_page, write_html
+    from sidecar.http.report_files import ReportError, fetch_page, fetch_report
+    from sidecar.web.saved import HtmlError, write_html
 
     if args.out is None and args.html is None:
         print("rollout-sidecar report: pass --out DIR, --html FILE or both", file=sys.stderr)  # noqa: T201

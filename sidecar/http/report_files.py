@@ -1,4 +1,4 @@
-"""Fetch a run's post-run report from a live sidecar and write it as files.
+"""Fetch a run's post-run report (and its page's data) from a live sidecar and write it as files.
 
 ``quality_summary.json`` and ``rollout_verdicts.jsonl`` are written from the service's raw
 bytes, so they are byte-identical to what the batch ``health-check`` writes over the same
@@ -11,11 +11,12 @@ from __future__ import annotations
 import shutil
 from dataclasses import astuple, dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
 
-__all__ = ["REPORT_FILES", "ReportError", "ReportFiles", "fetch_report"]
+__all__ = ["REPORT_FILES", "ReportError", "ReportFiles", "fetch_page", "fetch_report"]
 
 REPORT_FILES = ("quality_summary.json", "rollout_verdicts.jsonl", "report.json")
 
@@ -43,6 +44,27 @@ def _check(response: httpx.Response) -> None:
         raise ReportError(f"{response.request.url} answered {response.status_code} ({reason}){hint}")
 
 
+def fetch_page(
+    sidecar: str, run_id: str, *, token: str | None = None, timeout: float = 60.0
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The run's page body and timeline (``None`` where it has none), for ``write_html``."""
+    base = f"/v1/runs/{run_id}"
+    try:
+        with httpx.Client(base_url=sidecar, headers=_auth(token), timeout=timeout) as client:
+            page = client.get(f"{base}/page")
+            _check(page)
+            timeline = client.get(f"{base}/timeline")
+            if timeline.status_code != 404:
+                _check(timeline)
+    except httpx.HTTPError as exc:
+        raise ReportError(f"cannot reach {sidecar}: {exc}") from exc
+    return page.json(), (timeline.json() if timeline.status_code == 200 else None)
+
+
+def _auth(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 def _make_dir(out_dir: Path) -> Path | None:
     """Create ``out_dir`` (and missing parents); the topmost directory this created, if any."""
     missing = [parent for parent in (out_dir, *out_dir.parents) if not parent.exists()]
@@ -61,7 +83,7 @@ def fetch_report(
     All or nothing: the files arrive under temporary names and are renamed once all three are
     complete; on failure they, and any directory this call created, are removed again.
     """
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = _auth(token)
     params = {"run_id": run_id}
     if out_dir.exists() and not out_dir.is_dir():  # refused before asking the sidecar anything
         raise ReportError(

@@ -23,9 +23,9 @@ from sidecar.http.errors import ErrorCode
 from sidecar.http.offloop import OffLoopReads
 from sidecar.http.settings import ServiceSettings
 from sidecar.ingest.engines import Engines, default_engines
-from sidecar.ingest.ingestor import Ingestor, JournalLike
+from sidecar.ingest.ingestor import Ingestor
 from sidecar.ingest.plans import plan_from_materialized
-from sidecar.journal import STATE_SCHEMA
+from sidecar.journal import STATE_SCHEMA, Journal, JournalError, JournalSchemaError
 
 __all__ = ["Service"]
 
@@ -59,7 +59,7 @@ class Service:
         self,
         settings: ServiceSettings,
         *,
-        journal: JournalLike | None = None,
+        journal: Journal | None = None,
         engines: Engines | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -73,8 +73,6 @@ class Service:
         #: The journal is the service's own file (trackers keep their side table beside it).
         self._own_journal = journal is None
         if journal is None:
-            from sidecar.journal import Journal, JournalError
-
             parent = settings.journal_path.parent
             try:
                 parent.mkdir(parents=True, exist_ok=True)
@@ -146,10 +144,9 @@ class Service:
         loaded, or not yet), ``replayed``, the journal records applied after it so far, and
         ``journal_events``, the journal's last seq (the replay is done at ``snapshot_seq +
         replayed``; records compacted into the snapshot are not replayed again)."""
-        stats = getattr(self.journal, "stats", None)
         return {
             "replayed": max(self._progress, self.ingestor.replayed),
-            "journal_events": getattr(stats, "events", 0),
+            "journal_events": self.journal.stats.events,
             "snapshot_seq": self.ingestor.restored_seq,
         }
 
@@ -268,16 +265,12 @@ class Service:
         """Open the journal (raises ``JournalError`` subclasses); nothing is replayed yet."""
         if self.started:
             return
-        open_ = getattr(self.journal, "open", None)
-        if open_ is not None:
-            await open_()
+        await self.journal.open()
         self.started = True
         try:
             await self._check_state_schema()
         except BaseException:
-            close = getattr(self.journal, "close", None)  # nothing replayed, nothing to snapshot
-            if close is not None:
-                await close()
+            await self.journal.close()  # nothing replayed, nothing to snapshot
             self.started = False
             raise
 
@@ -335,15 +328,9 @@ class Service:
 
     async def _check_state_schema(self) -> None:
         """Refuse a journal whose facts this build cannot read; stamp a new one."""
-        get_meta = getattr(self.journal, "get_meta", None)
-        set_meta = getattr(self.journal, "set_meta", None)
-        if get_meta is None or set_meta is None:
-            return
-        from sidecar.journal import JournalSchemaError
-
-        stamp = get_meta("state_schema")
+        stamp = self.journal.get_meta("state_schema")
         if stamp is None:
-            await set_meta("state_schema", STATE_SCHEMA.encode())
+            await self.journal.set_meta("state_schema", STATE_SCHEMA.encode())
         elif stamp != STATE_SCHEMA.encode():
             raise JournalSchemaError(
                 f"journal {self.settings.journal_path} holds facts in state schema "
@@ -381,9 +368,7 @@ class Service:
         if self.trackers is not None:
             await self.trackers.stop()
             self.trackers = None
-        close = getattr(self.journal, "close", None)
-        if close is not None:
-            await close()
+        await self.journal.close()
         self.started = False
         _log.info("service stopped")
 

@@ -9,9 +9,6 @@ to be worth starting, to the reference's last bit; its samples are a ``SortedLis
 from __future__ import annotations
 
 import math
-import time
-from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from sidecar.perf._values import SortedValues, mapping
@@ -19,34 +16,23 @@ from sidecar.perf._values import SortedValues, mapping
 __all__ = ["DRAINED_FAILURE_CLASS", "DispatchLatencyTracker", "drained_result", "should_drain"]
 
 ADAPTIVE_MARGIN_MIN_SAMPLES = 5  # before this many samples ``drain_margin(None)`` has no p75 to use
-DEFAULT_RATE_WINDOW_S = 900.0  # the window of ``recent_completions_per_hour``
 DRAINED_FAILURE_CLASS = "cancelled"  # ``_ng_failure_class`` of a drained row
 
-_SNAPSHOT_KEYS = frozenset({"samples", "drained", "completions", "started_at", "recent", "rate_window_s"})
+_SNAPSHOT_KEYS = frozenset({"samples", "drained"})
 
 
 class DispatchLatencyTracker:
     """Per-task latency observed by the dispatcher, and the drain margin derived from it.
 
-    ``clock`` (seconds, monotonic by default) only timestamps completions for the rates; the
-    tracker never reads it for latency. ``rate_window_s`` is the sliding window of
-    :meth:`recent_completions_per_hour`. Not thread-safe: use it from one event loop.
+    It reads no clock (a run's rates come from its events' times, :mod:`sidecar.state.timeline`).
+    Not thread-safe: use it from one event loop.
     """
 
-    __slots__ = ("_clock", "_completions", "_drained", "_rate_window_s", "_recent", "_samples", "_started_at")
+    __slots__ = ("_drained", "_samples")
 
-    def __init__(
-        self, *, clock: Callable[[], float] = time.monotonic, rate_window_s: float = DEFAULT_RATE_WINDOW_S
-    ) -> None:
-        if not rate_window_s > 0:
-            raise ValueError(f"rate_window_s must be > 0 seconds, got {rate_window_s!r}")
+    def __init__(self) -> None:
         self._samples = SortedValues()
         self._drained = 0
-        self._clock = clock
-        self._rate_window_s = float(rate_window_s)
-        self._started_at = clock()
-        self._completions = 0
-        self._recent: deque[float] = deque()  # completion times in the rate window, oldest first
 
     # -- seed API ---------------------------------------------------------------------------
 
@@ -54,10 +40,6 @@ class DispatchLatencyTracker:
         """Add one completed task's duration; values that are not ``> 0`` (incl. NaN) are dropped."""
         if seconds > 0:
             self._samples.add(seconds)
-            now = self._clock()
-            self._completions += 1
-            self._recent.append(now)
-            self._expire(now)
 
     def record_failure(self, seconds: float) -> None:
         """Keep a failed attempt as a sample only if it ran at least as long as the median so far.
@@ -149,75 +131,25 @@ class DispatchLatencyTracker:
         """A sorted copy of the samples, values as recorded (an int stays an int)."""
         return list(self._samples.ordered)
 
-    def completions_per_hour(self) -> float | None:
-        """Completions per hour since the tracker was created; ``None`` until the clock has advanced."""
-        elapsed = self._clock() - self._started_at
-        if elapsed <= 0:
-            return None
-        return self._completions * 3600.0 / elapsed
-
-    def recent_completions_per_hour(self) -> float | None:
-        """Completions per hour over the last ``rate_window_s`` seconds.
-
-        A completion stamped exactly ``rate_window_s`` ago has left the window. Early in the run
-        the window is shortened to the time since creation, so the first minutes are not
-        under-reported. ``None`` until the clock has advanced.
-        """
-        now = self._clock()
-        elapsed = now - self._started_at
-        if elapsed <= 0:
-            return None
-        self._expire(now)
-        return len(self._recent) * 3600.0 / min(self._rate_window_s, elapsed)
-
-    def _expire(self, now: float) -> None:
-        recent, cutoff = self._recent, now - self._rate_window_s
-        while recent and recent[0] <= cutoff:
-            recent.popleft()
-
     # -- snapshots --------------------------------------------------------------------------
 
     def to_snapshot(self) -> dict[str, Any]:
-        """The tracker as plain values (MessagePack-encodable); the clock is not state."""
-        return {
-            "samples": self._samples.to_snapshot(),
-            "drained": self._drained,
-            "completions": self._completions,
-            "started_at": self._started_at,
-            "recent": list(self._recent),
-            "rate_window_s": self._rate_window_s,
-        }
+        """The tracker as plain values (MessagePack-encodable)."""
+        return {"samples": self._samples.to_snapshot(), "drained": self._drained}
 
     @classmethod
-    def from_snapshot(
-        cls, data: Any, *, clock: Callable[[], float] = time.monotonic
-    ) -> DispatchLatencyTracker:
-        """The tracker :meth:`to_snapshot` described, reading ``clock`` from now on.
-
-        ``ValueError`` naming the part at fault for any other shape; nothing else is built.
-        """
+    def from_snapshot(cls, data: Any) -> DispatchLatencyTracker:
+        """The tracker :meth:`to_snapshot` described; ``ValueError`` naming the part at fault for
+        any other shape."""
         data = mapping(data, _SNAPSHOT_KEYS, "a tracker snapshot")
         samples = SortedValues.from_snapshot(data["samples"], "tracker samples")
         if samples and not samples.ordered[0] > 0:
             raise ValueError(f"tracker samples must be > 0, got {samples.ordered[0]!r}")
-        drained, completions = data["drained"], data["completions"]
-        for name, count in (("drained", drained), ("completions", completions)):
-            if type(count) is not int or count < 0:
-                raise ValueError(f"tracker {name} must be an int >= 0, got {count!r:.80}")
-        window, started_at, recent = data["rate_window_s"], data["started_at"], data["recent"]
-        if type(window) is not float or not window > 0:
-            raise ValueError(f"tracker rate_window_s must be a float > 0, got {window!r:.80}")
-        times: list[Any] = [started_at, *recent] if isinstance(recent, list) else [None]
-        if not all(type(stamp) in (int, float) and math.isfinite(stamp) for stamp in times):
-            raise ValueError(
-                f"tracker started_at and recent are finite times: {started_at!r:.40}, {recent!r:.80}"
-            )
-        if len(recent) > completions:
-            raise ValueError(f"tracker recent holds {len(recent)} completions of {completions}")
-        tracker = cls.__new__(cls)
-        tracker._samples, tracker._drained, tracker._clock = samples, drained, clock
-        tracker._rate_window_s, tracker._started_at = window, started_at
-        tracker._completions, tracker._recent = completions, deque(recent)
+        drained = data["drained"]
+        if type(drained) is not int or drained < 0:
+            raise ValueError(f"tracker drained must be an int >= 0, got {drained!r:.80}")
+        tracker = cls()
+        tracker._samples, tracker._drained = samples, drained
         return tracker
 
 

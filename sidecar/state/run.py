@@ -94,24 +94,6 @@ class DrainMarginBody(TypedDict):
     start_now: NotRequired[bool]
 
 
-class _EventClock:
-    """Wall clock that reads the event's arrival time while an event is applied, and stops at
-    the run's end: an ended run's rates are frozen, so its report is the same whenever (and
-    after however many journal replays) it is read."""
-
-    __slots__ = ("fallback", "frozen", "pinned")
-
-    def __init__(self, fallback: Callable[[], float] = time.time) -> None:
-        self.pinned: float | None = None
-        self.frozen: float | None = None
-        self.fallback = fallback
-
-    def __call__(self) -> float:
-        if self.pinned is not None:
-            return self.pinned
-        return self.frozen if self.frozen is not None else self.fallback()
-
-
 @dataclass(frozen=True, slots=True)
 class HealthView:
     """Current verdict and finding counts (from the reducer's summary) and closed-task flags."""
@@ -120,6 +102,36 @@ class HealthView:
     issues: dict[str, int]
     tasks_closed: int
     task_flags: dict[str, int]
+
+
+_NUMBER = (int, float)
+#: What a snapshot holds of a run as is (name -> its type), and the parts that snapshot themselves.
+_PLAIN: dict[str, type | tuple[type, ...]] = {
+    "run_id": str,
+    "received_at": _NUMBER,
+    "started_at": _NUMBER,
+    "plan": (dict, type(None)),
+    "ended_at": (*_NUMBER, type(None)),
+    "completed": int,
+    "drained": int,
+    "tokens": dict,
+    "perf_rollouts": int,
+    "_next_ordinal": int,
+    "_task_flags": dict,
+    "_verdicts": dict,
+    "_issues": list,
+    "_maybe_duplicates": bool,
+    "inflight_at_end": (dict, type(None)),
+    "timed": list,
+}
+_PARTS: dict[str, Any] = {
+    "tracker": DispatchLatencyTracker,
+    "reducer": HealthReducer,
+    "perf": PerfSummaryState,
+    "accounting": Accounting,
+    "timeline": Timeline,
+    "agents": AgentTotals,
+}
 
 
 class RunState:
@@ -147,10 +159,8 @@ class RunState:
         self.plan = plan if plan is not None else started.plan
         self.ended_at: float | None = None
         self._engines = engines
-        self._clock = _EventClock(clock)
-        self._clock.pinned = received_at
-        self.tracker = DispatchLatencyTracker(clock=self._clock)
-        self._clock.pinned = None
+        self._clock = clock
+        self.tracker = DispatchLatencyTracker()
         self.reducer = HealthReducer(started.ignored_checks, packed=True)
         self._spilling = self._spill_to(closed_groups)
         self.perf = PerfSummaryState()
@@ -197,39 +207,17 @@ class RunState:
 
     def to_snapshot(self) -> dict[str, Any]:
         """The run's state as plain values (see :mod:`sidecar.state.snapshot`): everything but the
-        engines, the clock's fallback and the health cache (a monotonic-clock memo). The in-flight
+        engines, the clock and the health cache (a monotonic-clock memo). The in-flight
         registry is kept as its started attempts, without this process's flag stamps, as a replay
         rebuilds it (heartbeats are memory only); its rules come from the loading service."""
-        return {
-            "run_id": self.run_id,
+        data = {name: getattr(self, name) for name in _PLAIN}
+        data.update({name: getattr(self, name).to_snapshot() for name in (*_PARTS, "inflight")})
+        return data | {
             "config": self.config.model_dump_json(exclude_none=True).encode(),
-            "received_at": self.received_at,
-            "started_at": self.started_at,
-            "plan": self.plan,
-            "ended_at": self.ended_at,
-            "frozen": self._clock.frozen,
-            "tracker": self.tracker.to_snapshot(),
-            "reducer": self.reducer.to_snapshot(),
-            "perf": self.perf.to_snapshot(),
-            "accounting": self.accounting.to_snapshot(),
-            "completed": self.completed,
-            "drained": self.drained,
             "failed": [[label, terminal, count] for (label, terminal), count in self.failed.items()],
             "durations": {name: histogram.to_snapshot() for name, histogram in self.durations.items()},
-            "tokens": self.tokens,
-            "perf_rollouts": self.perf_rollouts,
-            "next_ordinal": self._next_ordinal,
             "closed": [[task, list(checks)] for task, checks in self._closed.items()],
-            "task_flags": self._task_flags,
-            "verdicts": self._verdicts,
             "recent_unhealthy": [list(entry) for entry in self.recent_unhealthy],
-            "issues": self._issues,
-            "maybe_duplicates": self._maybe_duplicates,
-            "inflight": self.inflight.to_snapshot(),
-            "inflight_at_end": self.inflight_at_end,
-            "timed": self.timed,
-            "timeline": self.timeline.to_snapshot(),
-            "agents": self.agents.to_snapshot(),
             "groups": self.groups.to_snapshot(),
             "forecast": self.forecast.body,
         }
@@ -248,57 +236,38 @@ class RunState:
     ) -> RunState:
         """The run :meth:`to_snapshot` described, with what a snapshot does not hold re-attached:
         the engines, the in-flight rules and service-wide budget (whose count the caller sets from
-        all runs), the wall clock (frozen at ``ended_at`` for an ended run) and the store of closed
-        task groups. Raises ``KeyError``/``TypeError``/``ValueError`` on a wrong shape."""
+        all runs), the wall clock and the store of closed task groups. Raises
+        ``KeyError``/``TypeError``/``ValueError`` on a wrong shape."""
         state = cls.__new__(cls)
-        config = RunStarted.model_validate_json(data["config"])
-        state.run_id = str(data["run_id"])
-        state.config = config
+        for name, kind in _PLAIN.items():
+            if not isinstance(data[name], kind):
+                raise ValueError(f"run snapshot: {name} is {data[name]!r:.80}")
+            setattr(state, name, data[name])
+        if (len(state._issues), len(state.timed)) != (len(CHECK_IDS), 4) or (
+            state._verdicts.keys() != set(VERDICTS) or state.tokens.keys() != TOKEN_KINDS.keys()
+        ):
+            raise ValueError("run snapshot: issue, timed, verdict or token counts of the wrong shape")
+        for name, part in _PARTS.items():
+            setattr(state, name, part.from_snapshot(data[name]))
+        state.config = config = RunStarted.model_validate_json(data["config"])
         state.generation = config.generation or 0
-        state.received_at = float(data["received_at"])
-        state.started_at = float(data["started_at"])
-        state.plan = data["plan"]
-        state.ended_at = data["ended_at"]
-        state._engines = engines
-        state._clock = _EventClock(clock)
-        state._clock.frozen = data["frozen"]
-        state.tracker = DispatchLatencyTracker.from_snapshot(data["tracker"], clock=state._clock)
-        state.reducer = HealthReducer.from_snapshot(data["reducer"])
-        state._spilling = state._spill_to(closed_groups)
-        state.perf = PerfSummaryState.from_snapshot(data["perf"])
-        state.accounting = Accounting.from_snapshot(data["accounting"])
         state.ignored_checks = frozenset(config.ignored_checks)
-        state.completed = int(data["completed"])
-        state.drained = int(data["drained"])
+        state._engines, state._clock = engines, clock
+        state._spilling = state._spill_to(closed_groups)
         state.failed = {(str(label), bool(terminal)): int(count) for label, terminal, count in data["failed"]}
+        durations = data["durations"]
         state.durations = {
-            name: DurationHistogram.from_snapshot(data["durations"][name]) for name in ("completed", "failed")
+            name: DurationHistogram.from_snapshot(durations[name]) for name in ("completed", "failed")
         }
-        state.tokens = {kind: int(data["tokens"][kind]) for kind in TOKEN_KINDS}
-        state.perf_rollouts = int(data["perf_rollouts"])
-        state._next_ordinal = int(data["next_ordinal"])
         state._closed = {task: tuple(checks) for task, checks in data["closed"]}
-        state._task_flags = {str(check): int(count) for check, count in data["task_flags"].items()}
         state._health_min_interval_s = state._health_interval_s = health_interval_s
         state._health_cache = None
-        state._verdicts = {verdict: int(data["verdicts"][verdict]) for verdict in VERDICTS}
         state.recent_unhealthy = deque(
             (tuple(entry) for entry in data["recent_unhealthy"]), maxlen=RECENT_UNHEALTHY
         )
-        if len(data["issues"]) != len(CHECK_IDS):
-            raise ValueError(f"run snapshot: {len(data['issues'])} issue counts, expected {len(CHECK_IDS)}")
-        state._issues = [int(count) for count in data["issues"]]
-        state._maybe_duplicates = bool(data["maybe_duplicates"])
-        state._version = 0
-        state._health_version = -1
+        state._version, state._health_version = 0, -1
         state.inflight = InflightRegistry.from_snapshot(data["inflight"], inflight_rules)
         state.inflight.budget = inflight_budget
-        state.inflight_at_end = data["inflight_at_end"]
-        if len(data["timed"]) != 4:
-            raise ValueError(f"run snapshot: {len(data['timed'])} timed counts, expected 4")
-        state.timed = [int(count) for count in data["timed"]]
-        state.timeline = Timeline.from_snapshot(data["timeline"])
-        state.agents = AgentTotals.from_snapshot(data["agents"])
         state.groups = OpenGroups.from_snapshot(data["groups"])
         state.forecast = ForecastMemo(body=data["forecast"])
         return state
@@ -342,34 +311,30 @@ class RunState:
     def apply_fact(self, fact: Fact) -> dict[str, Any] | None:
         """Apply one committed fact; a completion returns its ``ng_perf`` (or ``None``)."""
         self._version += 1
-        self._clock.pinned = fact.received_at
         at = None if isinstance(fact, RunEndedFact | RunStartedFact) else fact.at
-        try:
-            if at is not None:
-                self.timeline.advance(at, self)  # closes points with the state before the fact
-                self._count_timed(fact)
-            if self.ended_at is None:
-                self.groups.apply(fact)
-            if isinstance(fact, CompletedFact):
-                self.inflight.ended((fact.task, fact.rollout), None)
-                return self._completed(fact)
-            if isinstance(fact, FailedFact):
-                self.inflight.ended((fact.task, fact.rollout), fact.attempt)
-                self._failed(fact)
-            elif isinstance(fact, DrainedFact):
-                self.inflight.ended((fact.task, fact.rollout), fact.attempt)
-                self._drained()
-                self._settle(self.accounting.drained((fact.task, fact.rollout)))
-            elif isinstance(fact, StartedFact):
-                self._started(fact)
-            elif isinstance(fact, RunEndedFact):
-                self.timeline.end(fact.at, self)  # unstamped: at the latest event with a time
-                self._ended(fact.ended_at)
-            elif isinstance(fact, LatencyFact):
-                self._latency(fact)
-            return None
-        finally:
-            self._clock.pinned = None
+        if at is not None:
+            self.timeline.advance(at, self)  # closes points with the state before the fact
+            self._count_timed(fact)
+        if self.ended_at is None:
+            self.groups.apply(fact)
+        if isinstance(fact, CompletedFact):
+            self.inflight.ended((fact.task, fact.rollout), None)
+            return self._completed(fact)
+        if isinstance(fact, FailedFact):
+            self.inflight.ended((fact.task, fact.rollout), fact.attempt)
+            self._failed(fact)
+        elif isinstance(fact, DrainedFact):
+            self.inflight.ended((fact.task, fact.rollout), fact.attempt)
+            self._drained()
+            self._settle(self.accounting.drained((fact.task, fact.rollout)))
+        elif isinstance(fact, StartedFact):
+            self._started(fact)
+        elif isinstance(fact, RunEndedFact):
+            self.timeline.end(fact.at, self)  # unstamped: at the latest event with a time
+            self._ended(fact.ended_at)
+        elif isinstance(fact, LatencyFact):
+            self._latency(fact)
+        return None
 
     def _count_timed(self, fact: Fact) -> None:
         timed = self.timed
@@ -402,10 +367,7 @@ class RunState:
             self._settle(self.accounting.drained((fact.task, fact.rollout)))
             return ng_perf
         if disposition == FAILURE_ROW:
-            if fact.agent is not None:
-                self.agents.failure(fact.agent)
-            self._count_failure(fact.failure_class, fact.terminal)
-            self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
+            self._count_failure(fact)
             return ng_perf
         digest = self._digest(fact)
         task = self._engines.digest_task_index(digest)
@@ -457,17 +419,19 @@ class RunState:
             ignored_checks=self.ignored_checks,
         )
 
-    def _count_failure(self, label: str, terminal: bool) -> None:
-        self.failed[(label, terminal)] = self.failed.get((label, terminal), 0) + 1
+    def _count_failure(self, fact: FailedFact | CompletedFact) -> None:
+        """A failed attempt (a failure event, or a reply whose row has a failure class)."""
+        if fact.agent is not None:
+            self.agents.failure(fact.agent)
+        key = (fact.failure_class, fact.terminal)
+        self.failed[key] = self.failed.get(key, 0) + 1
+        self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
 
     def _failed(self, fact: FailedFact) -> None:
         if fact.seconds is not None:
             self.tracker.record_failure(fact.seconds)
             self.durations["failed"].observe(fact.seconds)
-        if fact.agent is not None:
-            self.agents.failure(fact.agent)
-        self._count_failure(fact.failure_class, fact.terminal)
-        self._settle(self.accounting.failed((fact.task, fact.rollout), terminal=fact.terminal))
+        self._count_failure(fact)
 
     def _latency(self, fact: LatencyFact) -> None:
         """Identity-less tracker call (RemoteLatencyTracker): tracker, histogram, drained count only."""
@@ -501,7 +465,6 @@ class RunState:
 
     def _ended(self, ended_at: float) -> None:
         self.ended_at = ended_at
-        self._clock.frozen = ended_at
         self.inflight_at_end = self.inflight_body(ended_at, limit=INFLIGHT_REPORT_LIMIT, at_end=True)
         self.inflight.clear()
         self.groups.clear()
@@ -570,7 +533,7 @@ class RunState:
         }
         deadline = self.budget_deadline
         if deadline is not None:
-            remaining = deadline - (self._clock.fallback() if now is None else now)
+            remaining = deadline - (self._clock() if now is None else now)
             body["budget_deadline"] = deadline
             body["seconds_left"] = remaining
             body["start_now"] = not (remaining <= 0 or (margin is not None and remaining < margin))

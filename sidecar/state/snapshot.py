@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["SNAPSHOT_FORMAT", "Restored", "SnapshotError", "decode_state", "encode_state"]
 
 #: Version of the snapshot's layout; bump on any change of what a state class writes.
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
 
 
 class SnapshotError(ValueError):

@@ -1,8 +1,8 @@
-"""Writers of the self-contained page: from a live sidecar (``report --html``) or from the batch
+"""Writers of the self-contained page: from a live sidecar's page and timeline
+(``report --html``, fetched by :func:`sidecar.http.report_files.fetch_page`) or from the batch
 health check's files (``health-check --html``), both through :func:`sidecar.web.page.saved_html`.
 
-No server import; httpx is imported only by :func:`fetch_page`, so the batch writer loads
-neither HTTP nor the service.
+No HTTP import, so the batch writer loads neither HTTP nor the service.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sidecar.state.agents import AgentBody, AgentTotals, agent_name
 from sidecar.web.data import batch_body, unhealthy_rows
 from sidecar.web.page import saved_html
 
-__all__ = ["HtmlError", "batch_page", "fetch_page", "write_html"]
+__all__ = ["HtmlError", "batch_page", "write_html"]
 
 
 class HtmlError(RuntimeError):
@@ -38,28 +38,6 @@ def write_html(path: Path, page: dict[str, Any], timeline: dict[str, Any] | None
         part.unlink(missing_ok=True)
         raise HtmlError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from exc
     return path
-
-
-def fetch_page(
-    sidecar: str, run_id: str, *, token: str | None = None, timeout: float = 60.0
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The run's page body and timeline from a live sidecar (timeline ``None`` where it has none)."""
-    import httpx
-
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    base = f"/v1/runs/{run_id}"
-    try:
-        with httpx.Client(base_url=sidecar, headers=headers, timeout=timeout) as client:
-            page = client.get(f"{base}/page")
-            if page.status_code >= 400:
-                raise HtmlError(f"{page.request.url} answered {page.status_code}: {page.text[:200]}")
-            timeline = client.get(f"{base}/timeline")
-            if timeline.status_code not in (200, 404):
-                detail = timeline.text[:200]
-                raise HtmlError(f"{timeline.request.url} answered {timeline.status_code}: {detail}")
-    except httpx.HTTPError as exc:
-        raise HtmlError(f"cannot reach {sidecar}: {exc}") from exc
-    return page.json(), (timeline.json() if timeline.status_code == 200 else None)
 
 
 def _lines(path: Path) -> Iterator[bytes]:

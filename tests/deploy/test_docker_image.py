@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 BASE_TAG = "rollout-sidecar-base:bookworm"
 """The Debian base, made once per machine and reused."""
 IMAGE_TAG = "rollout-sidecar:test-image"
-_PACKAGES = "python3,python3-venv,python3-pip,python3-dev,gcc,libc6-dev,ca-certificates"
+_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates"
 _MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
 _CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 _TOKEN = "docker-image-test-token"
@@ -113,7 +113,6 @@ def _build_context(into: Path) -> None:
             "ls-files",
             "-z",
             "pyproject.toml",
-            "setup.py",
             "README.md",
             "health",
             "sidecar",
@@ -236,12 +235,10 @@ def test_passes_its_healthcheck(container: _Container) -> None:
     assert httpx.get(f"{container.url}/healthz", timeout=10).status_code == 200
 
 
-def test_has_the_native_vetter(container: _Container) -> None:
+def test_reports_its_version(container: _Container) -> None:
     version = container.exec("rollout-sidecar", "--version")
     assert version.returncode == 0, version.stderr
-    assert version.stdout.splitlines()[1].startswith(
-        "JSON vetter: native; payload scan: native (native part built"
-    )
+    assert version.stdout.startswith("rollout-sidecar ")
 
 
 def test_keeps_the_journal_across_a_restart(container: _Container) -> None:

@@ -80,11 +80,10 @@ class TestBuildStage:
         assert "# syntax=" not in text
         assert "--mount" not in text
 
-    def test_build_stage_makes_the_native_part_and_checks_it(self) -> None:
+    def test_build_stage_builds_the_wheel_and_installs_it_offline(self) -> None:
         runs = " ".join(_STAGES[0].all("RUN"))
-        assert "gcc" in runs and "python3-dev" in runs, "the native part needs a compiler and Python.h"
         assert "python -m pip wheel" in runs and "--no-index" in runs
-        assert "JSON vetter: native" in runs, "the build must fail where the native part did not build"
+        assert "rollout-sidecar --version" in runs
 
     def test_runtime_copies_only_the_built_venv(self) -> None:
         copies = _RUNTIME.all("COPY")
@@ -96,9 +95,7 @@ class TestBuildStage:
         pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
         packages = {p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
         copied = {s.rstrip("/") for s in _copy_sources(_STAGES[0])}
-        assert {"pyproject.toml", "setup.py", pyproject["project"]["readme"]} | packages <= copied
-        native = {f"health/{p.name}" for p in (REPO_ROOT / "health").glob("*.[ch]")}
-        assert native, "the native sources are under health/ (copied with it)"
+        assert {"pyproject.toml", pyproject["project"]["readme"]} | packages <= copied
         for source in copied:
             assert (REPO_ROOT / source).exists(), f"COPY source {source!r} does not exist"
 

@@ -20,9 +20,9 @@ import httpx
 import pytest
 import yaml
 
-from sidecar.demo.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
 from sidecar.state.durations import DURATION_BUCKETS
 from tests.reliability_harness.sidecar_process import free_port
+from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, api_steps, generate_events
 
 from ._promql import SIDECAR_PREFIX, metric_names
 from .conftest import RULE_FILES, dashboard_targets, rules_of

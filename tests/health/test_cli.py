@@ -182,34 +182,6 @@ def test_importing_the_cli_does_not_import_the_pipeline() -> None:
     assert completed.stdout.strip() == "[]"
 
 
-_PYDANTIC_FREE_RUN = """
-import sys
-from sidecar.cli import main
-code = main(["health-check", sys.argv[1], "--workers", "1"])
-print(code, sorted(m for m in ("pydantic", "health.types") if m in sys.modules))
-"""
-
-
-def test_a_batch_run_of_everyday_and_faulty_rows_never_imports_pydantic(tmp_path: Path) -> None:
-    """The batch path digests straight into compact digests: the pydantic models (and their
-    ~0.1 s import) are for the rows that need the full contract, and for the library API."""
-    from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
-
-    config = SyntheticConfig(num_tasks=6, repeats_per_task=4, faults=FaultRates.mixed(0.05))
-    lines = [orjson.dumps(row) for row in generate_rows(config, 3)]
-    without_task = orjson.loads(lines[1])
-    del without_task["_ng_task_index"]
-    string_task = orjson.loads(lines[2])
-    string_task["_ng_task_index"] = "task-x"
-    lines[1], lines[2] = orjson.dumps(without_task), orjson.dumps(string_task)
-    lines.append(lines[0][: len(lines[0]) // 2])  # torn: record_unreadable
-    (tmp_path / "rollouts.jsonl").write_bytes(b"\n".join(lines) + b"\n  \n")
-    completed = subprocess.run(
-        [sys.executable, "-c", _PYDANTIC_FREE_RUN, str(tmp_path)], capture_output=True, text=True, check=True
-    )
-    assert completed.stdout.splitlines()[-1] == "0 []", completed.stdout
-    summary = orjson.loads((tmp_path / "quality_summary.json").read_bytes())
-    assert summary["run"]["verdicts"]["unhealthy"] > 0
 
 
 def _many_small_rollouts(count: int) -> list[bytes]:
@@ -256,7 +228,7 @@ def test_a_serial_check_leaves_no_cyclic_garbage(tmp_path: Path) -> None:
     import gc
 
     from health.api import check_rollout_files
-    from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
+    from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows
 
     config = SyntheticConfig(num_tasks=30, repeats_per_task=4, faults=FaultRates.mixed(0.05))
     lines = [orjson.dumps(row) for row in generate_rows(config, 5)] + _many_small_rollouts(200)

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from health.contract import canonical_trajectory, conversation
-from health.contract.conversation import Conversation, ConversationItem, ItemModel, item_tag
+from health.contract.conversation import Conversation, ItemModel, item_tag
 
-ADAPTER: TypeAdapter[list[Any]] = TypeAdapter(list[ConversationItem])
+ADAPTER: TypeAdapter[list[Any]] = TypeAdapter(list[ItemModel])
 MODELS: TypeAdapter[list[Any]] = TypeAdapter(list[ItemModel])
 
 
@@ -522,7 +522,7 @@ class TestCanonicalDump:
 
 
 class TestConversationList:
-    """``Conversation`` validates a whole list in one call, with the outcomes of ``list[ConversationItem]``."""
+    """``Conversation`` validates a whole list in one call, with the outcomes of ``list[ItemModel]``."""
 
     WHOLE: TypeAdapter[list[Any]] = TypeAdapter(Conversation)
 
@@ -558,7 +558,7 @@ class TestAsFieldAnnotation:
     def test_list_of_items_in_a_model(self) -> None:
         class Invocation(BaseModel):
             model_config = ConfigDict(extra="forbid")
-            conversation: list[ConversationItem] = Field(default_factory=list)
+            conversation: list[ItemModel] = Field(default_factory=list)
 
         invocation = Invocation.model_validate(
             {
@@ -618,7 +618,7 @@ def test_only_validation_or_type_errors_escape(item: Any) -> None:
 
 
 def test_public_api() -> None:
-    assert conversation.__all__ == ["Conversation", "ConversationItem", "ItemModel", "item_tag"]
+    assert conversation.__all__ == ["Conversation", "ItemModel", "item_tag"]
 
 
 class TestFastPath:
@@ -780,18 +780,27 @@ def _everyday_item(draw: st.DrawFn) -> dict[str, Any]:
     return item
 
 
-class TestAcceptanceOnly:
-    """``canonical_list_accepts`` is exactly ``canonical_list(...) is not None``."""
+def _one_invocation(items: list[Any]) -> dict[str, Any]:
+    return {"task_id": "t", "rollout_id": "r", "invocations": [{"invocation_id": "i", "conversation": items}]}
+
+
+class TestDerivedStructs:
+    """The structs derived from the contract (``health.contract.strict``) vouch for a
+    conversation exactly where the contract accepts it."""
 
     @pytest.mark.parametrize("item", [item for item, _ in ACCEPTED] + REJECTED + RAISES_TYPE_ERROR)
     def test_observed_items(self, item: Any) -> None:
-        from health.contract._conversation._fast import canonical_list, canonical_list_accepts
+        from health.contract import check_trajectory
+        from health.contract.strict import strict_trajectory
 
-        assert canonical_list_accepts([item]) == (canonical_list([item]) is not None)
+        raw = _one_invocation([item])
+        assert (strict_trajectory(raw) is not None) == (check_trajectory(raw)[0] is not None)
 
-    @settings(max_examples=1500, deadline=None)
+    @settings(max_examples=500, deadline=None)
     @given(st.lists(_everyday_item(), min_size=1, max_size=3) | st.lists(_json, max_size=2))
     def test_generated_items(self, items: list[Any]) -> None:
-        from health.contract._conversation._fast import canonical_list, canonical_list_accepts
+        from health.contract import check_trajectory
+        from health.contract.strict import strict_trajectory
 
-        assert canonical_list_accepts(items) == (canonical_list(items) is not None)
+        raw = _one_invocation(items)
+        assert (strict_trajectory(raw) is not None) == (check_trajectory(raw)[0] is not None)

@@ -7,12 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import health.jsonl
 from health.jsonl import (
     LineSlice,
-    iter_range_records,
     iter_slices,
-    plan_ranges,
     stripped,
 )
 
@@ -51,48 +48,6 @@ class TestSlices:
         path = _write(tmp_path, "big", b"\n" + b" " * (5 << 20) + b"\n" + big + b"\n")
         slices = list(iter_slices([path]))
         assert [(s.line_number, s.offset, s.length) for s in slices] == [(3, (5 << 20) + 2, len(big) + 1)]
-
-
-class TestRanges:
-    @pytest.mark.parametrize(("target", "max_records"), [(1, 1000), (10, 2), (1 << 20, 1), (1 << 20, 1000)])
-    def test_ranges_reproduce_the_slices(self, tmp_path: Path, target: int, max_records: int) -> None:
-        paths = [_write(tmp_path, "a", CONTENT), _write(tmp_path, "b", b"\n\n" + CONTENT + b"\n")]
-        expected = [
-            (
-                s.source_index,
-                s.line_number,
-                s.ordinal,
-                (Path(s.path).read_bytes()[s.offset : s.offset + s.length]).strip(),
-            )
-            for s in iter_slices(paths)
-        ]
-        got = []
-        for byte_range in plan_ranges(paths, target_bytes=target, max_records=max_records):
-            assert 0 < byte_range.records <= max_records
-            lines = list(iter_range_records(byte_range))
-            assert len(lines) == byte_range.records
-            got += [
-                (byte_range.source_index, number, ordinal, line.strip()) for line, number, ordinal in lines
-            ]
-        assert got == expected
-
-    @pytest.mark.parametrize("pread", [True, False])
-    def test_range_records_keep_carriage_returns_and_an_unterminated_last_line(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pread: bool
-    ) -> None:
-        monkeypatch.setattr(health.jsonl, "_HAS_PREAD", pread)
-        path = _write(tmp_path, "a", b'\n{"x":1}\r\n \n  {"y":2}  ')
-        (byte_range,) = plan_ranges([path], target_bytes=1 << 20, max_records=10)
-        assert list(iter_range_records(byte_range)) == [(b'{"x":1}\r', 2, 0), (b'  {"y":2}  ', 4, 1)]
-
-    def test_range_records_detect_a_truncated_file(self, tmp_path: Path) -> None:
-        path = _write(tmp_path, "a", b"x\ny\n")
-        byte_range = next(plan_ranges([path], target_bytes=1 << 20, max_records=10))
-        Path(path).write_bytes(b"x")
-        with pytest.raises(
-            OSError, match="changed while being checked: expected 4 bytes at offset 0, read 1"
-        ):
-            list(iter_range_records(byte_range))
 
 
 @pytest.mark.parametrize(

@@ -235,7 +235,7 @@ def test_lines_read_in_place_digest_as_their_bytes_do(
 ) -> None:
     """Workers digest a line as a view of the read buffer (a copy only where it straddles two
     blocks): every digest equals the one of the line's own bytes."""
-    from sidecar.demo.synthetic import FaultRates, SyntheticConfig, generate_rows
+    from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows
 
     monkeypatch.setattr(splits, "_BLOCK_BYTES", block_bytes)
     config = SyntheticConfig(num_tasks=5, repeats_per_task=4, faults=FaultRates.mixed(0.05))

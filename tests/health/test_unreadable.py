@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from health.compact import expand_digest
 from health.digest import digest_line
 from health.registry import ROLLOUT_CHECK_IDS
-from health.unreadable import RECORD_UNREADABLE, unreadable_digest
+from health.unreadable import RECORD_UNREADABLE, unreadable_compact
+
+
+def unreadable_digest(*args: Any) -> Any:
+    return expand_digest(unreadable_compact(*args))
+
 
 _TORN = {"reason": "rollout record is unreadable", "error": "JSONDecodeError"}
 

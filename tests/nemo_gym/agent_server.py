@@ -27,8 +27,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from sidecar.demo.run import reply_for
-from sidecar.demo.synthetic import FaultRates, SyntheticConfig, rollout_event
 from sidecar.http.server_thread import ServerThread
+from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, rollout_event
 
 __all__ = ["AGENT", "GymServers", "collect_command", "write_inputs"]
 

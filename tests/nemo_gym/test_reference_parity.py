@@ -22,8 +22,8 @@ nemo_collection = pytest.importorskip(
 )
 
 from health.parse import parse_line  # noqa: E402
-from sidecar.demo.synthetic import FaultRates, SyntheticConfig, write_run_dir  # noqa: E402
 from sidecar.perf import build_ng_perf  # noqa: E402
+from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, write_run_dir  # noqa: E402
 
 BIN = Path(sys.executable).parent
 REPORTS = ("quality_summary.json", "rollout_verdicts.jsonl")

@@ -18,11 +18,11 @@ import httpx
 import orjson
 
 from health import health_check_run_dir
-from sidecar.demo.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events
 from sidecar.ingest.events import EventBatch, idempotency_key
 from sidecar.journal import Journal
 from sidecar.state.agents import agent_name
 from sidecar.state.durations import DurationHistogram
+from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, api_steps, generate_events
 
 __all__ = [
     "AGENT_KEYS",

@@ -9,11 +9,17 @@ from typing import Any
 
 import httpx
 
-from sidecar.demo.synthetic import START_TIME, FaultRates, SyntheticConfig, api_steps, generate_events
 from sidecar.ingest.engines import Engines, default_engines
 from sidecar.ingest.ingestor import Ingestor
 from sidecar.journal import Journal
 from sidecar.perf import DispatchLatencyTracker
+from tests.sidecar.synthetic_support import (
+    START_TIME,
+    FaultRates,
+    SyntheticConfig,
+    api_steps,
+    generate_events,
+)
 
 __all__ = [
     "GeneratedRun",
@@ -117,7 +123,6 @@ def state_fingerprint(run: Any) -> dict[str, Any]:
         },
         "health": run.health_view(fresh=True),
         "inflight": run.inflight_body(2_000_000.0, limit=1000),
-        "frozen_clock": run._clock.frozen,
         "timeline": run.timeline_body(),
         "agents": run.agent_rows(),
         "agents_folded": run.agents.folded,

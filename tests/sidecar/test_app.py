@@ -27,29 +27,20 @@ TOKEN = "s3cret-token-value"
 CANARY = "CANARY-7f3a9c-do-not-leak"
 
 
-class FlakyJournal:
+class FlakyJournal(Journal):
     """A real journal whose appends can be made to fail as on a full disk (or with a bug)."""
 
     def __init__(self, path: Path) -> None:
-        self.inner = Journal(path)
+        super().__init__(path)
         self.failing = False
         self.broken = False
-
-    async def open(self) -> None:
-        await self.inner.open()
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-    def replay(self, *, after_seq: int = 0) -> Any:
-        return self.inner.replay(after_seq=after_seq)
 
     async def append(self, events: Sequence[JournalEvent]) -> list[JournalEvent | None]:
         if self.failing:
             raise JournalUnavailable("database or disk is full (simulated)")
         if self.broken:
             raise RuntimeError("simulated bug")
-        return await self.inner.append(events)
+        return await super().append(events)
 
 
 async def _client(service: Service) -> httpx.AsyncClient:

@@ -30,7 +30,7 @@ from sidecar.demo.run import (
     reply_for,
     run_demo,
 )
-from sidecar.demo.synthetic import SyntheticConfig, rollout_event, sample_task_seconds
+from tests.sidecar.synthetic_support import SyntheticConfig, rollout_event, sample_task_seconds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALL_RUN = ("--duration", "4", "--tasks", "45", "--concurrency", "8", "--task-timeout", "20", "--seed", "11")

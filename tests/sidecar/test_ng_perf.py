@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from health.contract import validate_trajectory
-from health.fast_path import read_everyday_record
+from health.digest import digest_everyday_compact
 from sidecar.perf import NG_PERF_KEY, attach_ng_perf, build_ng_perf, ng_perf_for_trajectory
 
 POLICY = {"type": "responses_api_models", "name": "policy_model"}
@@ -292,8 +292,8 @@ class TestEdgeCases:
         assert orjson.dumps(build_ng_perf(result, latency)) == orjson.dumps(expected)
 
     def test_strict_mirror_agrees(self, ng_perf_cases: list[dict[str, Any]]) -> None:
-        """The live fast path hands ``ng_perf_for_trajectory`` the strict mirror of the record
-        (``health.strict_schema``): where the fast path vouches for a row, the same object."""
+        """The live fast path hands ``ng_perf_for_trajectory`` the struct derived from the contract
+        (``health.contract.strict``): where the fast road reads a row, the same object."""
         rows = [(result, latency) for _, result, latency, _ in EDGE_CASES]
         rows += [
             (case["input"]["result"], case["input"]["rollout_latency_ms"])
@@ -302,11 +302,13 @@ class TestEdgeCases:
         ]
         vouched = 0
         for result, latency in rows:
-            everyday = read_everyday_record(orjson.dumps(result))
-            if everyday is None or everyday.record.ng_trajectory is None:
+            everyday = digest_everyday_compact(
+                orjson.dumps(result), source_path="", source_index=0, line_number=1, ordinal=0
+            )
+            if everyday is None or everyday[1].ng_trajectory is None:
                 continue
             vouched += 1
-            strict = ng_perf_for_trajectory(everyday.record.ng_trajectory, latency)  # type: ignore[arg-type]
+            strict = ng_perf_for_trajectory(everyday[1].ng_trajectory, latency)
             assert orjson.dumps(strict) == orjson.dumps(build_ng_perf(result, latency)), result
         assert vouched >= len(rows) // 2
 

@@ -1,4 +1,4 @@
-"""Tests for sidecar.demo.synthetic: determinism, row contract, fault rates, run-directory layout."""
+"""The synthetic generator and its whole runs: determinism, row contract, fault rates, run layout."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-import sidecar.demo.synthetic as synthetic
-from sidecar.demo.synthetic import (
+from tests.sidecar.synthetic_support import (
     FAULT_CHECKS,
     MAX_ATTEMPTS,
     SAMPLE_RUN_CONFIG,
@@ -29,7 +28,7 @@ from sidecar.demo.synthetic import (
     write_run_dir,
 )
 
-SAMPLE_RUN = Path(synthetic.__file__).resolve().parent / "sample_run"
+SAMPLE_RUN = Path(__file__).resolve().parents[2] / "sidecar" / "demo" / "sample_run"
 
 # Small payloads keep the suite fast; the shape of the rows does not depend on the payload size.
 SMALL = SyntheticConfig(
@@ -340,7 +339,7 @@ class TestFailuresAndDrains:
     def test_drained_rows_have_the_drain_shape_and_are_redispatched(self) -> None:
         events = _events(FAULTY, 2)
         drained = [e for e in events if e.kind == "drained"]
-        assert len(drained) == round(FAULTY.drained_fraction * FAULTY.num_rollouts)
+        assert len(drained) == round(FAULTY.drained_fraction * FAULTY.num_tasks * FAULTY.repeats_per_task)
         for event in drained:
             assert event.row is not None and event.latency_seconds is None
             assert list(event.row)[:4] == [
@@ -373,7 +372,7 @@ class TestRunDir:
         inputs = (tmp_path / "out_materialized_inputs.jsonl").read_bytes().splitlines()
         assert len(main) == stats.rows + stats.unreadable_lines
         assert len(side) == stats.failure_rows > 0
-        assert len(inputs) == FAULTY.num_rollouts
+        assert len(inputs) == FAULTY.num_tasks * FAULTY.repeats_per_task
         assert all(b'"_ng_no_persist"' not in line for line in main + side)
         assert stats.bytes_written == sum(len(line) + 1 for line in main + side)
         assert [orjson.loads(line) for line in inputs] == list(materialized_rows(FAULTY, 2))

@@ -1,4 +1,4 @@
-"""``sidecar.demo.synthetic.api_steps``: the ingest view of a run agrees with the files NeMo Gym writes."""
+"""``api_steps``: the ingest view of a synthetic run agrees with the files NeMo Gym writes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ from pathlib import Path
 
 import orjson
 
-from sidecar.demo.synthetic import FaultRates, SyntheticConfig, api_steps, generate_events, write_run_dir
+from tests.sidecar.synthetic_support import (
+    FaultRates,
+    SyntheticConfig,
+    api_steps,
+    generate_events,
+    write_run_dir,
+)
 
 _CONFIG = SyntheticConfig(
     num_tasks=12,

@@ -230,15 +230,13 @@ class TestSeedRules:
         assert tracker.count == 0
 
     def test_kept_failure_counts_as_sample_not_completion(self) -> None:
-        clock = FakeClock()
-        tracker = DispatchLatencyTracker(clock=clock)
+        tracker = DispatchLatencyTracker()
         for seconds in (10, 20, 30, 40, 50):
             tracker.record(seconds)
         tracker.record_failure(600)
         assert tracker.quantile(1.0) == 600
         assert tracker.drain_margin(None) == 47.5
         assert tracker.count == 6
-        assert tracker.to_snapshot()["completions"] == 5
         assert "over 6 completed rollout(s)" in tracker.summary()
 
     def test_failure_never_changes_drained(self) -> None:
@@ -271,16 +269,6 @@ class TestSeedRules:
         assert "max inf min" in tracker.summary() and "inf task-hours" in tracker.summary()
 
 
-class FakeClock:
-    """A settable clock for the rates (seconds)."""
-
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class TestExportedNumbers:
     @pytest.mark.parametrize("size", [100, LARGE_PREFIX_SIZE])
     def test_total_seconds(self, size: int) -> None:
@@ -291,84 +279,6 @@ class TestExportedNumbers:
             tracker.record(seconds)
         tracker.record(-3.0)
         assert tracker.total_seconds == math.fsum(values)  # the exact sum, correctly rounded
-
-    def test_rates_over_the_run_and_the_window(self) -> None:
-        clock = FakeClock(5000.0)
-        tracker = DispatchLatencyTracker(clock=clock, rate_window_s=900.0)
-        assert tracker.completions_per_hour() is None  # no time has passed
-        assert tracker.recent_completions_per_hour() is None
-        for _ in range(30):  # 30 completions in the first 10 minutes
-            clock.now += 20.0
-            tracker.record(20.0)
-        tracker.record(0.0)  # dropped: not a completion
-        assert tracker.to_snapshot()["completions"] == 30
-        assert tracker.completions_per_hour() == pytest.approx(30 * 3600 / 600)
-        # Early in the run the window is the time since start: same rate.
-        assert tracker.recent_completions_per_hour() == pytest.approx(30 * 3600 / 600)
-        clock.now += 1200.0  # quiet for 20 minutes: everything left the window
-        assert tracker.recent_completions_per_hour() == 0.0
-        assert tracker.completions_per_hour() == pytest.approx(30 * 3600 / 1800)
-        for _ in range(10):
-            clock.now += 60.0
-            tracker.record(60.0)
-        assert tracker.recent_completions_per_hour() == pytest.approx(10 * 3600 / 900)
-        assert tracker.to_snapshot()["completions"] == 40
-
-    def test_window_edge_is_exclusive(self) -> None:
-        clock = FakeClock(0.0)
-        tracker = DispatchLatencyTracker(clock=clock, rate_window_s=100.0)
-        clock.now = 50.0
-        tracker.record(1.0)
-        clock.now = 150.0  # the completion is exactly one window old
-        assert tracker.recent_completions_per_hour() == 0.0
-        assert tracker.to_snapshot()["completions"] == 1
-
-    def test_window_rates_over_many_samples(self, large_prefix: list[float]) -> None:
-        clock = FakeClock(0.0)
-        tracker = DispatchLatencyTracker(clock=clock, rate_window_s=60.0)
-        for step, seconds in enumerate(large_prefix):
-            clock.now = step * 0.01  # 100 completions per second
-            tracker.record(seconds)
-        clock.now += 0.005
-        assert tracker.recent_completions_per_hour() == pytest.approx(6000 * 60)
-        assert tracker.to_snapshot()["completions"] == len(large_prefix)
-
-    @settings(max_examples=100, deadline=None)
-    @given(
-        steps=st.lists(
-            st.tuples(
-                st.floats(min_value=0.0, max_value=400.0), st.sampled_from([5.0, 0.0, -1.0, "failure"])
-            ),
-            max_size=60,
-        ),
-        window=st.sampled_from([60.0, 900.0]),
-    )
-    def test_rates_match_a_naive_count(self, steps: list[tuple[float, Any]], window: float) -> None:
-        clock = FakeClock(100.0)
-        tracker = DispatchLatencyTracker(clock=clock, rate_window_s=window)
-        stamps: list[float] = []
-        for advance, seconds in steps:
-            clock.now += advance
-            if seconds == "failure":
-                tracker.record_failure(1e9)  # kept when samples exist, but never a completion
-            else:
-                tracker.record(seconds)
-                if seconds > 0:
-                    stamps.append(clock.now)
-            elapsed = clock.now - 100.0
-            assert tracker.to_snapshot()["completions"] == len(stamps)
-            if elapsed <= 0:
-                assert tracker.completions_per_hour() is None
-                assert tracker.recent_completions_per_hour() is None
-                continue
-            recent = sum(1 for stamp in stamps if stamp > clock.now - window)
-            assert tracker.completions_per_hour() == len(stamps) * 3600.0 / elapsed
-            assert tracker.recent_completions_per_hour() == recent * 3600.0 / min(window, elapsed)
-
-    @pytest.mark.parametrize("window", [0.0, -1.0, float("nan")])
-    def test_rejects_bad_window(self, window: float) -> None:
-        with pytest.raises(ValueError, match="rate_window_s"):
-            DispatchLatencyTracker(rate_window_s=window)
 
 
 def _iter_ops(tracker_cases: list[dict[str, Any]]) -> Iterator[str]:
@@ -387,13 +297,11 @@ def _answers(tracker: DispatchLatencyTracker) -> bytes:
         {
             "samples": tracker.samples(),
             "count": tracker.count,
-            "completions": tracker.to_snapshot()["completions"],
             "drained": tracker.drained,
             "quantiles": [tracker.quantile(q) for q in QUANTILES],
             "margins": [tracker.drain_margin(c) for c in (None, 0.0, 12.5)],
             "summary": tracker.summary(),
             "total_seconds": tracker.total_seconds,
-            "rates": [tracker.completions_per_hour(), tracker.recent_completions_per_hour()],
         }
     )
 
@@ -405,8 +313,6 @@ def _through_msgpack(data: Any) -> Any:
 snapshot_steps = st.lists(
     st.one_of(
         operations.flatmap(lambda ops: st.just(("ops", ops))),
-        st.tuples(st.just("advance"), st.floats(min_value=0.0, max_value=600.0)),
-        st.tuples(st.just("read"), st.none()),
     ),
     max_size=12,
 )
@@ -414,44 +320,31 @@ snapshot_steps = st.lists(
 
 class TestSnapshots:
     @settings(max_examples=100, deadline=None)
-    @given(before=snapshot_steps, after=snapshot_steps, window=st.sampled_from([60.0, 900.0]))
+    @given(before=snapshot_steps, after=snapshot_steps)
     def test_a_round_trip_answers_and_goes_on_identically(
-        self, before: list[tuple[str, Any]], after: list[tuple[str, Any]], window: float
+        self, before: list[tuple[str, Any]], after: list[tuple[str, Any]]
     ) -> None:
-        clock = FakeClock(100.0)
-        tracker = DispatchLatencyTracker(clock=clock, rate_window_s=window)
+        tracker = DispatchLatencyTracker()
 
         def step(steps: list[tuple[str, Any]], *trackers: DispatchLatencyTracker) -> None:
-            for kind, value in steps:
-                if kind == "ops":
-                    _apply(value, *trackers)
-                elif kind == "advance":
-                    clock.now += value
-                for each in trackers:
-                    each.recent_completions_per_hour()  # reads expire old stamps
+            for _, value in steps:
+                _apply(value, *trackers)
 
         step(before, tracker)
-        copy = DispatchLatencyTracker.from_snapshot(_through_msgpack(tracker.to_snapshot()), clock=clock)
+        copy = DispatchLatencyTracker.from_snapshot(_through_msgpack(tracker.to_snapshot()))
         assert _answers(copy) == _answers(tracker)
         step(after, tracker, copy)
         assert _answers(copy) == _answers(tracker)
         assert msgspec.msgpack.encode(copy.to_snapshot()) == msgspec.msgpack.encode(tracker.to_snapshot())
 
     def test_ints_past_64_bits_infinity_and_bools_survive(self) -> None:
-        tracker = DispatchLatencyTracker(clock=FakeClock())
+        tracker = DispatchLatencyTracker()
         for seconds in (True, 5, 2.5, 2**64, 10**30, math.inf):
             tracker.record(seconds)
         data = _through_msgpack(tracker.to_snapshot())
         assert data["samples"] == [True, 2.5, 5, str(2**64), str(10**30), math.inf]
-        copy = DispatchLatencyTracker.from_snapshot(data, clock=FakeClock())
+        copy = DispatchLatencyTracker.from_snapshot(data)
         assert [repr(value) for value in copy.samples()] == [repr(value) for value in tracker.samples()]
-
-    def test_the_clock_is_injected_not_stored(self) -> None:
-        tracker = DispatchLatencyTracker(clock=FakeClock(0.0))
-        tracker.record(5.0)
-        later = FakeClock(3600.0)
-        copy = DispatchLatencyTracker.from_snapshot(tracker.to_snapshot(), clock=later)
-        assert copy.completions_per_hour() == 1.0  # one completion over the hour the new clock says
 
     @pytest.mark.parametrize(
         ("change", "message"),
@@ -465,17 +358,11 @@ class TestSnapshots:
             (lambda d: d.update(samples=["12"]), "is not a number"),  # a small int is never digits
             (lambda d: d.update(samples=[["os.system", "id"]]), "is not a number"),
             (lambda d: d.update(drained=True), "drained must be an int"),
-            (lambda d: d.update(completions=-1), "completions must be an int"),
-            (lambda d: d.update(completions=0), "recent holds 1 completions of 0"),
-            (lambda d: d.update(rate_window_s=0.0), "rate_window_s"),
-            (lambda d: d.update(rate_window_s=900), "rate_window_s"),
-            (lambda d: d.update(started_at="now"), "started_at and recent are finite times"),
-            (lambda d: d.update(recent=[math.inf]), "started_at and recent are finite times"),
-            (lambda d: d.update(recent=1.0), "started_at and recent are finite times"),
+            (lambda d: d.update(drained=-1), "drained must be an int"),
         ],
     )
     def test_a_wrong_shape_is_refused_by_name(self, change: Any, message: str) -> None:
-        tracker = DispatchLatencyTracker(clock=FakeClock())
+        tracker = DispatchLatencyTracker()
         tracker.record(1.0)
         data = tracker.to_snapshot()
         change(data)

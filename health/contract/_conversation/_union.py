@@ -22,7 +22,6 @@ from ._builtin_items import (
     ShellCallOutput,
     WebSearchCall,
 )
-from ._fast import canonical_list, fast_canonical
 from ._messages import EasyInputMessage, InputMessage, OutputMessage
 from ._routing import item_tag
 from ._tool_items import (
@@ -39,7 +38,7 @@ from ._tool_items import (
 from ._tools import AdditionalTools, CompactionTrigger, ToolSearchCall, ToolSearchOutput
 from ._training import TRAINING_MODELS
 
-__all__ = ["ITEM_MODELS", "ConversationItem"]
+__all__ = ["ITEM_MODELS", "Conversation", "ItemModel"]
 
 ITEM_MODELS: dict[str, type[OpenModel]] = {
     "easy_message": EasyInputMessage,
@@ -82,35 +81,13 @@ _members = tuple(Annotated[model, Tag(tag)] for tag, model in ITEM_MODELS.items(
 ItemModel = Annotated[Union[_members], Discriminator(item_tag)]  # type: ignore[valid-type]  # noqa: UP007
 """The full item union: every tag, routed by :func:`item_tag` so each item meets exactly one model."""
 
-_ITEM_MODEL: TypeAdapter[Any] = TypeAdapter(ItemModel)
-
-
-def _validate_item(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """Everyday items take the fast path (a canonical dict); everything else the full union (a model)."""
-    canonical = fast_canonical(value)
-    if canonical is not None:
-        return canonical
-    return _ITEM_MODEL.validate_python(value)
-
-
-ConversationItem = Annotated[Any, WrapValidator(_validate_item)]
-"""One ``AgentInvocation.conversation`` item; use as ``list[ConversationItem]``.
-
-A validated item is its canonical dict (everyday shapes) or the model instance of its tag; both dump to
-the canonical form, and a kept free-form value nested too deeply fails that dump with ``ValueError``."""
-
-
-_ITEMS: TypeAdapter[list[Any]] = TypeAdapter(list[ConversationItem])
+_ITEMS: TypeAdapter[list[Any]] = TypeAdapter(list[ItemModel])
 
 
 def _validate_conversation(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """One Python call per conversation: all-everyday lists never enter pydantic per item."""
-    if type(value) is list:
-        canonical = canonical_list(value)
-        if canonical is not None:
-            return canonical
+    """One pydantic call per conversation, whatever the items."""
     return _ITEMS.validate_python(value)
 
 
 Conversation = Annotated[list[Any], WrapValidator(_validate_conversation)]
-"""``list[ConversationItem]`` with the same outcomes, faster; use as ``conversation: Conversation``."""
+"""``AgentInvocation.conversation``: every item validated into the model of its tag."""

@@ -20,9 +20,15 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar.demo.synthetic import START_TIME, FaultRates, SyntheticConfig, api_steps, generate_events
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
+from tests.sidecar.synthetic_support import (
+    START_TIME,
+    FaultRates,
+    SyntheticConfig,
+    api_steps,
+    generate_events,
+)
 
 __all__ = [
     "CHROMIUM",
