@@ -1,27 +1,25 @@
 """The sidecar's durable state: one SQLite database holding the event log, snapshots and closed groups.
 
-An event is acknowledged (``append`` returns) only once the transaction holding it has committed
-with ``synchronous=FULL`` in WAL mode, so an acknowledged event survives a process kill and a power
-loss. One writer thread owns the only writing connection and commits concurrent appends together
-(``sidecar.journal._writer``). Reads use connections of their own and can run from any thread,
-even before ``open()`` returns. Every event carries an idempotency key; a second event with a
-stored key is acknowledged and changes nothing. Call the coroutines from an asyncio event loop.
-
-Records are never deleted: the log is the state's source of truth, and a snapshot (the state as of
-one seq, ``snapshots``) only saves replaying what it covers. So a snapshot that fails its checks
-costs time, never records. Closed task groups (``groups``) are the health reducer's digests of
-finished tasks, kept on disk instead of in memory (:class:`GroupTable`).
-
-This package is an I/O edge only: no HTTP, no metrics; commit timings go to ``on_commit``.
+An event is acknowledged (``append`` returns) only once its transaction has committed with
+``synchronous=FULL`` in WAL mode: it survives a process kill and a power loss. Concurrent appends
+share commits. Every event carries an idempotency key; a second event with a stored key is
+acknowledged and changes nothing. Reads use connections of their own, from any thread, even
+before ``open()``. Records are never deleted: a snapshot (the state as of one seq) only saves
+replaying what it covers, so a snapshot that fails its checks costs time, never records. This
+package is an I/O edge only: no HTTP, no metrics; commit timings go to ``on_commit``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
+import time
 import zlib
 from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +49,9 @@ from sidecar.journal._groups import GroupDamaged, GroupTable
 from sidecar.journal._schema import (
     SCHEMA_VERSION,
     WriterConnection,
-    file_bytes,
     map_sqlite_error,
     open_reader,
+    open_writer,
     record_crc,
 )
 from sidecar.journal._types import (
@@ -64,7 +62,6 @@ from sidecar.journal._types import (
     JournalStats,
     JournalUnavailable,
 )
-from sidecar.journal._writer import Append, Control, PutGroups, PutSnapshot, SetMeta, Writer
 
 __all__ = [
     "DAMAGED_KIND",
@@ -102,104 +99,123 @@ __all__ = [
 _log = structlog.get_logger("sidecar.journal")
 
 DEFAULT_JOURNAL_PATH = Path("sidecar-state/journal.sqlite3")
-# Replay reads at most _FETCH_ROWS rows into memory at a time, and each read transaction spans at
-# most _REPLAY_CHUNK rows, so a slow consumer never pins an old WAL snapshot for the whole replay.
-_REPLAY_CHUNK = 1024
-_FETCH_ROWS = 32
+# Replay reads _REPLAY_CHUNK rows per read transaction: memory stays flat and a slow consumer never
+# pins an old WAL snapshot for the whole replay.
+_REPLAY_CHUNK = 64
 #: Kind of what :meth:`Journal.replay` yields in place of a record whose CRC does not match.
 DAMAGED_KIND = "damaged"
 _SELECT_EVENTS = "SELECT seq, run_id, kind, key, payload, crc FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+_INSERT = (  # ORDER BY keeps the events' order: the first of two equal keys is stored
+    "INSERT INTO events (run_id, kind, key, payload, crc) SELECT column2, column3, column4, column5, column6"
+    " FROM (VALUES {}) WHERE true ORDER BY column1 ON CONFLICT (key) DO NOTHING"
+)
+_UPSERT_META = "INSERT INTO meta VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+_PRUNE_SNAPSHOTS = (
+    "DELETE FROM snapshots WHERE seq NOT IN (SELECT seq FROM snapshots ORDER BY seq DESC LIMIT ?)"
+)
+_MAX_GROUP = 1024  # events per transaction (a single append is never split)
+_CHECKPOINT_EVERY_BYTES = 8 << 20  # about this much WAL between the writer's checkpoints
+
+
+@dataclass(slots=True)
+class _Request:
+    """Queued work: events to append, or a write run inside the group's transaction."""
+
+    work: tuple[JournalEvent, ...] | Callable[[sqlite3.Cursor], object]
+    future: asyncio.Future[Any]
+
+
+def _insert(
+    cursor: sqlite3.Cursor, events: Sequence[JournalEvent], last_seq: int
+) -> list[JournalEvent | None]:
+    """Insert ``events`` after the record ``last_seq``; per event, the stored event with its seq,
+    or None when its key was already stored (earlier, or by an equal key before it in ``events``).
+
+    One statement per 1,024 events, not one per event: sqlite3 releases the interpreter lock per
+    statement, and in the service the event loop holds it nearly all the time, so each take back
+    is a wait (``executemany`` doubled a busy loop's commit latency)."""
+    for start in range(0, len(events), 1024):
+        chunk = events[start : start + 1024]
+        params = [v for i, e in enumerate(chunk) for v in (i, *e[:4], record_crc(*e[:4]))]
+        cursor.execute(_INSERT.format(",".join(["(?,?,?,?,?,?)"] * len(chunk))), params)
+    if cursor.rowcount == len(events) <= 1024:  # every event stored, in order: seqs are the next ones
+        return [event._replace(seq=last_seq + index) for index, event in enumerate(events, 1)]
+    seqs = dict(cursor.execute("SELECT key, seq FROM events WHERE seq > ?", (last_seq,)).fetchall())
+    return [None if (seq := seqs.pop(e.key, None)) is None else e._replace(seq=seq) for e in events]
 
 
 class Journal:
     """A durable, idempotent, append-only event log in one SQLite file, with its snapshots.
 
-    ``max_batch`` caps the events of one group transaction (a single ``append`` is never split);
-    ``max_delay_s`` bounds how long the writer lingers after a request was queued for others to
-    join its transaction (only while the group is smaller than the previous one, so a lone
-    sequential caller is never delayed). ``on_commit(seconds, new_events)`` is called on the event
-    loop after each commit. ``max_db_bytes`` caps the database size: appends beyond it fail with
-    JournalUnavailable, as on a full disk. ``keep_snapshots`` is how many snapshots stay stored.
+    Writes queue on the event loop; one flusher task hands everything queued (at most
+    ``_MAX_GROUP`` events, a single ``append`` never split) to the only writing connection, on a
+    one-thread executor, as one transaction (one WAL fsync), then resolves the callers. So
+    concurrent appends share commits and a lone caller never waits for company.
+    ``on_commit(seconds, new_events)`` is called on the event loop after each commit.
+    ``keep_snapshots`` is how many snapshots stay stored.
     """
 
     def __init__(
         self,
         path: Path | str | os.PathLike[str] = DEFAULT_JOURNAL_PATH,
         *,
-        max_batch: int = 1024,
-        max_delay_s: float = 0.002,
         on_commit: Callable[[float, int], None] | None = None,
-        max_db_bytes: int | None = None,
         keep_snapshots: int = 2,
     ) -> None:
-        if max_batch < 1:
-            raise ValueError(f"max_batch must be >= 1, got {max_batch!r}")
-        if max_delay_s < 0:
-            raise ValueError(f"max_delay_s must be >= 0, got {max_delay_s!r}")
         if keep_snapshots < 1:
             raise ValueError(f"keep_snapshots must be >= 1, got {keep_snapshots!r}")
-        _check_max_bytes(max_db_bytes)
-        self._path = Path(path)
-        self._max_batch = max_batch
-        self._max_delay_s = max_delay_s
+        self.path = self._path = Path(path)
         self._on_commit = on_commit
-        self._max_db_bytes = max_db_bytes
         self.keep_snapshots = keep_snapshots
-        self._writer: Writer | None = None
+        self._wc: WriterConnection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._state = "new"
+        self._queue: list[_Request] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._last_seq = 0
+        self._since_checkpoint = 0
+        self._timing: tuple[float, int] | None = None
         #: The closed task groups (written through this journal's writer).
         self.groups = GroupTable(self._path, self._put_groups)
 
-    def __repr__(self) -> str:
-        state = "new" if self._writer is None else ("closed" if self._writer.stopped.done() else "open")
-        return f"Journal({str(self._path)!r}, {state})"
-
-    @property
-    def path(self) -> Path:
-        return self._path
-
     @property
     def stats(self) -> JournalStats:
-        writer = self._writer
-        return JournalStats(
-            events=writer.last_seq if writer else 0,
-            commits=writer.commits if writer else 0,
-            last_commit_wall_time=writer.last_commit_wall_time if writer else None,
-            db_bytes=file_bytes(self._path),
-        )
-
-    # -- lifecycle ------------------------------------------------------------------------------
+        return JournalStats(self._last_seq)
 
     async def open(self) -> None:
-        """Create the journal if needed and start the writer thread.
-
-        Raises JournalCorrupt (not a journal: the file is left untouched), JournalSchemaError
-        (another schema version) or JournalUnavailable (cannot create or write the file).
-        """
-        if self._writer is not None:
+        """Create the journal if needed and open its writing connection. Raises JournalCorrupt
+        (left untouched), JournalSchemaError or JournalUnavailable (cannot create or write)."""
+        if self._state != "new":
             raise JournalError(f"journal {self._path} was already opened", path=self._path)
-        writer = Writer(
-            self._path, max_batch=self._max_batch, max_delay_s=self._max_delay_s, on_commit=self._on_commit
-        )
-        self._writer = writer
-        writer.start()
+        executor = ThreadPoolExecutor(1, thread_name_prefix=f"journal-writer:{self._path.name}")
         try:
-            await asyncio.wrap_future(writer.ready)
+            wc = await asyncio.get_running_loop().run_in_executor(executor, open_writer, self._path)
         except BaseException:
-            self._writer = None  # nothing was started: open() may be retried once fixed
+            executor.shutdown(wait=False)
             raise
-        if self._max_db_bytes is not None:
-            await self.set_max_db_bytes(self._max_db_bytes)
+        self._wc, self._executor, self._state, self._last_seq = wc, executor, "open", wc.last_seq
 
     async def close(self) -> None:
-        """Commit everything already appended, checkpoint the WAL into the file, stop the writer."""
-        writer = self._writer
-        if writer is None:
+        """Commit everything already appended, checkpoint the WAL into the file, close."""
+        if self._state != "open":
             return
-        writer.stop()
-        await asyncio.wrap_future(writer.stopped)
-        await asyncio.to_thread(writer.join)
+        self._state = "closed"
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+        wc, executor = self._wc, self._executor
+        assert wc is not None and executor is not None
+        await asyncio.get_running_loop().run_in_executor(executor, self._shutdown, wc)
+        executor.shutdown(wait=True)
+        self.groups.close()
 
-    # -- writing --------------------------------------------------------------------------------
+    def _shutdown(self, wc: WriterConnection) -> None:
+        try:
+            wc.conn.execute("PRAGMA query_only = 0")
+            wc.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:  # costs only WAL replay at the next start
+            _log.warning("journal_checkpoint_failed", path=str(self._path), error=str(exc))
+        finally:
+            wc.close()
 
     async def append(self, events: Sequence[JournalEvent]) -> list[JournalEvent | None]:
         """Store ``events`` atomically and return, per event, the stored event with its seq, or
@@ -210,67 +226,156 @@ class Journal:
         may still be committed: retrying with the same keys is safe.
         """
         batch = tuple(events)
-        for index, event in enumerate(batch):
-            _validate(event, index)
         if not batch:
             return []
-        result: list[JournalEvent | None] = await self._submit(lambda f, loop: Append(f, loop, events=batch))
+        result: list[JournalEvent | None] = await self._enqueue(batch)
         return result
 
     async def set_meta(self, name: str, value: bytes) -> None:
         """Durably store ``value`` under ``name`` (replacing any previous value)."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"meta name must be a non-empty str, got {name!r}")
-        if not isinstance(value, bytes):
-            raise TypeError(f"meta {name!r}: value must be bytes, got {type(value).__name__}")
-        await self._submit(lambda f, loop: SetMeta(f, loop, name=name, value=value))
+        await self._enqueue(lambda cur: cur.execute(_UPSERT_META, (name, value)))
 
     async def put_snapshot(self, seq: int, body: bytes) -> None:
         """Durably store the state as of ``seq`` and drop all but the newest ``keep_snapshots``.
-        Closed groups put before this call are committed before it (one writer, in order)."""
-        keep = self.keep_snapshots
-        await self._submit(lambda f, loop: PutSnapshot(f, loop, seq=seq, body=body, keep=keep))
+        Closed groups put before this call are committed before it (one queue, in order)."""
+
+        def write(cur: sqlite3.Cursor) -> None:
+            cur.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)", (seq, body, zlib.crc32(body)))
+            cur.execute(_PRUNE_SNAPSHOTS, (self.keep_snapshots,))
+
+        await self._enqueue(write)
 
     def _put_groups(self, groups: list[tuple[int, bytes]]) -> asyncio.Future[Any]:
-        writer = self._writer
-        if writer is None:
-            raise JournalUnavailable(f"journal {self._path} is not open", path=self._path)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        writer.submit(PutGroups(future, loop, groups=groups))
-        return future
+        rows = [(ref, body, zlib.crc32(body)) for ref, body in groups]
+        return self._enqueue(
+            lambda cur: cur.executemany("INSERT OR REPLACE INTO groups VALUES (?, ?, ?)", rows)
+        )
 
     async def set_max_db_bytes(self, max_db_bytes: int | None) -> None:
-        """Cap (or with None uncap) the database size, effective for the next commit.
-
-        A cap below the current size freezes growth at the current size.
-        """
-        _check_max_bytes(max_db_bytes)
-
-        def apply(wc: WriterConnection) -> None:
-            pages = wc.default_max_pages if max_db_bytes is None else max(1, max_db_bytes // wc.page_size)
-            wc.conn.execute(f"PRAGMA max_page_count = {int(pages)}").fetchall()
-
-        await self._submit(lambda f, loop: Control(f, loop, apply=apply))
-        self._max_db_bytes = max_db_bytes
+        """Cap (or with None uncap) the database size, effective for the next commit: appends
+        beyond it fail with JournalUnavailable, as on a full disk. A cap below the current size
+        freezes growth at the current size."""
+        wc = self._wc
+        assert wc is not None
+        pages = wc.default_max_pages if max_db_bytes is None else max(1, max_db_bytes // wc.page_size)
+        await self._control(f"PRAGMA max_page_count = {int(pages)}")
 
     async def set_read_only(self, read_only: bool) -> None:
         """Freeze (or thaw) writes, e.g. while the file is backed up: appends then fail with
         JournalUnavailable exactly as on a read-only filesystem; reads keep working."""
+        await self._control(f"PRAGMA query_only = {1 if read_only else 0}")
 
-        def apply(wc: WriterConnection) -> None:
-            wc.conn.execute(f"PRAGMA query_only = {1 if read_only else 0}")
-
-        await self._submit(lambda f, loop: Control(f, loop, apply=apply))
-
-    async def _submit(self, make: Callable[[asyncio.Future[Any], asyncio.AbstractEventLoop], Any]) -> Any:
-        writer = self._writer
-        if writer is None or not writer.ready.done() or writer.ready.exception() is not None:
+    async def _control(self, pragma: str) -> None:
+        if self._state != "open" or self._executor is None or self._wc is None:
             raise JournalUnavailable(f"journal {self._path} is not open", path=self._path)
+        conn = self._wc.conn
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, lambda: conn.execute(pragma).fetchall()
+            )
+        except sqlite3.Error as exc:
+            raise map_sqlite_error(self._path, "configure", exc) from exc
+
+    def _enqueue(
+        self, work: tuple[JournalEvent, ...] | Callable[[sqlite3.Cursor], object]
+    ) -> asyncio.Future[Any]:
+        if self._state != "open":
+            word = "closed" if self._state == "closed" else "not open"
+            raise JournalUnavailable(f"journal {self._path} is {word}", path=self._path)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        writer.submit(make(future, loop))
-        return await future
+        self._queue.append(_Request(work, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = loop.create_task(self._flush(), name="journal-flush")
+        return future
+
+    async def _flush(self) -> None:
+        """Commit what is queued, group by group, until the queue is empty."""
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            count, take = 0, 0
+            for request in self._queue:
+                count += len(request.work) if isinstance(request.work, tuple) else 1
+                if take and count > _MAX_GROUP:
+                    break
+                take += 1
+            group, self._queue = self._queue[:take], self._queue[take:]
+            try:
+                outcomes = await loop.run_in_executor(self._executor, self._commit_group, group)
+            except Exception as exc:  # a bug must fail the callers, not leave them waiting
+                _log.exception("journal_write_internal_error", path=str(self._path))
+                outcomes = [JournalUnavailable(f"journal {self._path}: internal error: {exc!r}")] * take
+            for request, outcome in zip(group, outcomes, strict=True):
+                if request.future.done():  # the caller was cancelled; its events may be stored
+                    continue
+                if isinstance(outcome, BaseException):
+                    request.future.set_exception(outcome)
+                else:
+                    request.future.set_result(outcome)
+            if self._on_commit is not None and self._timing is not None:
+                try:
+                    self._on_commit(*self._timing)
+                except Exception:
+                    _log.exception("journal_on_commit_failed")
+            if self._since_checkpoint >= _CHECKPOINT_EVERY_BYTES:  # after the acks
+                await loop.run_in_executor(self._executor, self._checkpoint)
+
+    # -- the writer thread ----------------------------------------------------------------------
+
+    def _commit_group(self, group: list[_Request]) -> list[object]:
+        """One transaction for ``group``; if it fails, each request alone, so one request that
+        cannot be stored (it does not fit) does not take the others down."""
+        self._timing = None
+        results = self._transact(group)
+        if isinstance(results, JournalError):
+            if len(group) == 1:
+                return [results]
+            return [one[0] if isinstance(one, list) else one for one in (self._transact([r]) for r in group)]
+        return results
+
+    def _transact(self, group: list[_Request]) -> list[object] | JournalError:
+        wc = self._wc
+        assert wc is not None
+        started = time.perf_counter()
+        last_seq, written = self._last_seq, 0
+        results: list[object] = []
+        cursor = wc.conn.cursor()
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+            for request in group:
+                if isinstance(request.work, tuple):
+                    stored = _insert(cursor, request.work, last_seq)
+                    last_seq = max([last_seq, *(event.seq for event in stored if event is not None)])
+                    written += sum(len(event.payload) + 128 for event in stored if event is not None)
+                    results.append(stored)
+                else:
+                    request.work(cursor)
+                    results.append(None)
+            cursor.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if wc.conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    wc.conn.execute("ROLLBACK")
+            error = map_sqlite_error(self._path, "append", exc)
+            _log.warning("journal_commit_failed", path=str(self._path), error=str(error))
+            return JournalUnavailable(str(error), path=self._path)
+        new = last_seq - self._last_seq
+        self._last_seq, self._since_checkpoint = last_seq, self._since_checkpoint + written
+        self._timing = (time.perf_counter() - started, new)
+        return results
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database file between transactions, after the acks, so no commit
+        waits for it (SQLite's automatic checkpoint runs inside a COMMIT and is turned off);
+        the next transaction then restarts the WAL from its beginning instead of growing it."""
+        assert self._wc is not None
+        try:
+            busy, log_frames, done = self._wc.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            _log.warning("journal_checkpoint_failed", path=str(self._path), error=str(exc))
+            return
+        if busy == 0 and log_frames == done:  # else a reader holds an old snapshot: retry later
+            self._since_checkpoint = 0
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -326,73 +431,34 @@ def _replay(path: Path, after_seq: int) -> Generator[JournalEvent, None, None]:
     try:
         last = after_seq
         while True:
-            rows: list[Any] = []
             try:
-                cursor = conn.execute(_SELECT_EVENTS, (last, _REPLAY_CHUNK))
-                rows = cursor.fetchmany(_FETCH_ROWS)
+                rows = conn.execute(_SELECT_EVENTS, (last, _REPLAY_CHUNK)).fetchall()
             except sqlite3.Error as exc:
-                _lenient_or_raise(conn, path, exc)
-                continue  # the same chunk again, text decoded leniently
-            count = 0
-            while rows:
-                for seq, run_id, kind, key, payload, crc in rows:
-                    if not _intact(run_id, kind, key, payload, crc):
-                        yield _damaged(path, seq, key)
-                        continue
-                    yield JournalEvent(run_id=run_id, kind=kind, key=key, payload=payload, seq=seq)
-                count += len(rows)
-                last = rows[-1][0]
-                try:
-                    rows = cursor.fetchmany(_FETCH_ROWS)
-                except sqlite3.Error as exc:
-                    _lenient_or_raise(conn, path, exc)
-                    count = _REPLAY_CHUNK  # not the end: read on from ``last``
-                    break
-            if count < _REPLAY_CHUNK:
+                # A damaged type byte can make a column text that is not UTF-8: read it leniently,
+                # so that record fails its CRC instead of the whole replay.
+                if "decode" in str(exc) and conn.text_factory is not _lenient_text:
+                    conn.text_factory = _lenient_text
+                    continue
+                raise map_sqlite_error(path, "read", exc) from exc
+            for seq, run_id, kind, key, payload, crc in rows:
+                texts = (run_id, kind, key)
+                if (
+                    isinstance(payload, bytes)
+                    and all(type(t) is str for t in texts)
+                    and crc == record_crc(*texts, payload)
+                ):
+                    yield JournalEvent(run_id, kind, key, payload, seq)
+                else:  # a damaged record costs itself only
+                    _log.warning(
+                        "journal record damaged, skipped", path=str(path), seq=seq, key=str(key)[:200]
+                    )
+                    yield JournalEvent("", DAMAGED_KIND, str(key), b"", seq)
+            if len(rows) < _REPLAY_CHUNK:
                 return
+            last = rows[-1][0]
     finally:
         conn.close()
 
 
 def _lenient_text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
-
-
-def _lenient_or_raise(conn: sqlite3.Connection, path: Path, exc: sqlite3.Error) -> None:
-    """A damaged type byte can turn a column into text that is not UTF-8, which the default
-    decoding refuses (failing the whole replay): read on decoding leniently, so that record
-    fails its CRC instead. Any other error is the journal's read error."""
-    if "decode" in str(exc) and conn.text_factory is not _lenient_text:
-        conn.text_factory = _lenient_text
-        return
-    raise map_sqlite_error(path, "read", exc) from exc
-
-
-def _intact(run_id: object, kind: object, key: object, payload: object, crc: object) -> bool:
-    if not (isinstance(run_id, str) and isinstance(kind, str) and isinstance(key, str)):
-        return False  # a damaged type byte: SQLite hands back another type
-    return isinstance(payload, bytes) and crc == record_crc(run_id, kind, key, payload)
-
-
-def _damaged(path: Path, seq: int, key: object) -> JournalEvent:
-    """A record whose CRC does not match: the placeholder the replay yields in its place."""
-    _log.warning("journal record damaged, skipped", path=str(path), seq=seq, key=str(key)[:200])
-    return JournalEvent(run_id="", kind=DAMAGED_KIND, key=str(key), payload=b"", seq=seq)
-
-
-def _validate(event: object, index: int) -> None:
-    if not isinstance(event, JournalEvent):
-        raise TypeError(f"events[{index}] must be a JournalEvent, got {type(event).__name__}")
-    for name in ("run_id", "kind", "key"):
-        value = getattr(event, name)
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"events[{index}].{name} must be a non-empty str, got {value!r}")
-    if not isinstance(event.payload, bytes):
-        raise TypeError(
-            f"events[{index}] (key {event.key!r}): payload must be bytes, got {type(event.payload).__name__}"
-        )
-
-
-def _check_max_bytes(value: int | None) -> None:
-    if value is not None and (not isinstance(value, int) or value <= 0):
-        raise ValueError(f"max_db_bytes must be a positive int or None, got {value!r}")

@@ -1,19 +1,13 @@
 """The journal's record format: what each event contributes to its run, derived once at ingest.
 
-A row is 10 KB to 1 MB, but what it contributes to every output is a few hundred bytes: its
-identity, its compact health digest, its ``ng_perf``, its latency sample and its disposition
-(main file, failure sidecar file, not persisted). The ingest path derives these *facts* from
-the validated event before the commit and journals them instead of the event; the run state
-is only ever changed by applying facts, so a replay applies exactly what the live service
-applied, without parsing or validating a row. A ``started`` event's fact is its identity and
-arrival time (what the in-flight registry keeps); heartbeats are never journaled.
+A row is 10 KB to 1 MB; what it contributes to every output (identity, compact health digest,
+``ng_perf``, latency, disposition) is a few hundred bytes. The ingest path derives these *facts*
+before the commit and journals them instead of the event; the run state changes only by applying
+facts, so a replay applies exactly what the live service applied (docs/state.md). A row whose
+digest depends on its position in the run carries the row, digested when applied.
 
-One exception keeps the digests exact: a row whose digest depends on its position in the run
-(no ``_ng_task_index``, an unreadable line or an invalid identity without a line number, or a
-completion whose run had not started when it arrived) cannot be digested before it is
-applied, so its fact carries the row and the digest is computed when it is applied.
-
-Facts are MessagePack arrays ``[FACTS_FORMAT, tag, *fields]``.
+A fact is a msgspec Struct written as a MessagePack array ``[tag, *fields]``; the journal's
+``state_schema`` stamp (:data:`STATE_SCHEMA`) names the layout, so records carry no version.
 """
 
 from __future__ import annotations
@@ -21,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import IntEnum
-from typing import Any, Final, NamedTuple
+from typing import Any
 
 import msgspec
 import orjson
@@ -36,29 +30,8 @@ from health.compact import (
 from health.parse import parse_line
 from health.registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
 
-__all__ = [
-    "FACTS_FORMAT",
-    "STATE_SCHEMA",
-    "CompletedFact",
-    "Disposition",
-    "DrainedFact",
-    "Fact",
-    "FactError",
-    "FailedFact",
-    "LatencyFact",
-    "RunEndedFact",
-    "RunStartedFact",
-    "StartedFact",
-    "decode_fact",
-    "digest_fields",
-    "encode_fact",
-    "pack",
-    "parse_deferred",
-    "unpack",
-]
-
 #: Version of the facts' layout below; bump on any change of a fact's fields or their meaning.
-FACTS_FORMAT = 4
+FACTS_FORMAT = 5
 
 
 class Disposition(IntEnum):
@@ -75,23 +48,11 @@ class Disposition(IntEnum):
     FAILURE_ROW = 3
 
 
-DIGESTED: Final = int(Disposition.DIGESTED)
-NOT_PERSISTED: Final = int(Disposition.NOT_PERSISTED)
-NOT_PERSISTED_DRAINED: Final = int(Disposition.NOT_PERSISTED_DRAINED)
-FAILURE_ROW: Final = int(Disposition.FAILURE_ROW)
-
-
 def _health_fingerprint() -> str:
     """A hash of what a journaled digest's meaning depends on: the registry's check ids in
     order (all, rollout, task), the verdict codes, the flag bits and the digest's fields."""
-    layout = {
-        "checks": CHECK_IDS,
-        "rollout_checks": ROLLOUT_CHECK_IDS,
-        "task_checks": TASK_CHECK_IDS,
-        "verdicts": VERDICTS,
-        "flags": [CAPTURE_OBSERVED, POLICY_CALLS_OBSERVED, ENDED_ON_ERROR],
-        "digest": CompactDigest._fields,
-    }
+    flags = [CAPTURE_OBSERVED, POLICY_CALLS_OBSERVED, ENDED_ON_ERROR]
+    layout = [CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS, VERDICTS, flags, CompactDigest._fields]
     return hashlib.blake2b(orjson.dumps(layout), digest_size=8).hexdigest()
 
 
@@ -105,7 +66,11 @@ class FactError(ValueError):
     """A journal record that is not a fact this build can read; names the seq and the cause."""
 
 
-class RunStartedFact(NamedTuple):
+class _Fact(msgspec.Struct, array_like=True):
+    """A fact: a tagged MessagePack array, decoded only into these types."""
+
+
+class RunStartedFact(_Fact, tag=1):
     received_at: float
     generation: int
     config: bytes
@@ -114,7 +79,7 @@ class RunStartedFact(NamedTuple):
     """The plan derived from ``materialized_inputs`` at ingest (the file is never read again)."""
 
 
-class CompletedFact(NamedTuple):
+class CompletedFact(_Fact, tag=2):
     received_at: float
     generation: int
     seconds: float | None
@@ -149,28 +114,15 @@ class CompletedFact(NamedTuple):
         assert self.digest is not None
         if type(self.digest[6]) is tuple:  # derived in this process (digest_fields): the fields as they were
             return CompactDigest._make((ordinal, *self.digest))
-        # decoded from MessagePack: its arrays came back as lists
-        (task, rollout, stage, rollout_id, verdict, findings, checks, unobserved, *rest) = self.digest
-        return CompactDigest(
-            ordinal,
-            task,
-            rollout,
-            stage,
-            rollout_id,
-            verdict,
-            _NO_FINDINGS if findings == _NO_FINDINGS else findings,
-            tuple(checks),
-            unobserved if isinstance(unobserved, int) else tuple(unobserved),
-            rest[0],
-            rest[1],
-            rest[2],
-            rest[3],
-            tuple((status, count) for status, count in rest[4]),
-            *rest[5:],
-        )
+        fields = list(self.digest)  # decoded from MessagePack: its arrays came back as lists
+        fields[5] = _NO_FINDINGS if fields[5] == _NO_FINDINGS else fields[5]
+        fields[6] = tuple(fields[6])
+        fields[7] = fields[7] if isinstance(fields[7], int) else tuple(fields[7])
+        fields[12] = tuple((status, count) for status, count in fields[12])
+        return CompactDigest(ordinal, *fields)
 
 
-class FailedFact(NamedTuple):
+class FailedFact(_Fact, tag=3):
     received_at: float
     generation: int
     seconds: float | None
@@ -186,7 +138,7 @@ class FailedFact(NamedTuple):
     at: float | None = None
 
 
-class DrainedFact(NamedTuple):
+class DrainedFact(_Fact, tag=4):
     received_at: float
     generation: int
     task: Any
@@ -196,7 +148,7 @@ class DrainedFact(NamedTuple):
     at: float | None = None
 
 
-class StartedFact(NamedTuple):
+class StartedFact(_Fact, tag=7):
     """An attempt was dispatched: its identity and (``received_at``) the start of its age."""
 
     received_at: float
@@ -207,7 +159,7 @@ class StartedFact(NamedTuple):
     at: float | None = None
 
 
-class RunEndedFact(NamedTuple):
+class RunEndedFact(_Fact, tag=5):
     received_at: float
     generation: int
     ended_at: float
@@ -215,7 +167,7 @@ class RunEndedFact(NamedTuple):
     """The sender's ``ended_at`` (``None``: it stamped none, and ``ended_at`` is the arrival)."""
 
 
-class LatencyFact(NamedTuple):
+class LatencyFact(_Fact, tag=6):
     received_at: float
     generation: int
     op: str
@@ -225,16 +177,6 @@ class LatencyFact(NamedTuple):
 
 Fact = RunStartedFact | CompletedFact | FailedFact | DrainedFact | RunEndedFact | LatencyFact | StartedFact
 
-_TAGS: dict[type, int] = {
-    RunStartedFact: 1,
-    CompletedFact: 2,
-    FailedFact: 3,
-    DrainedFact: 4,
-    RunEndedFact: 5,
-    LatencyFact: 6,
-    StartedFact: 7,
-}
-_TYPES: dict[int, type] = {tag: kind for kind, tag in _TAGS.items()}
 _NO_FINDINGS = b"[]"  # one shared object for the common case, as compact_digest makes it
 _ENCODER = msgspec.msgpack.Encoder()
 # MessagePack integers stop at 64 bits and its strings are UTF-8; a row's own values (token
@@ -253,14 +195,13 @@ def _from_ext(code: int, data: memoryview) -> Any:
 
 
 _DECODER = msgspec.msgpack.Decoder(ext_hook=_from_ext)
+_FACT_DECODER = msgspec.msgpack.Decoder(Fact, ext_hook=_from_ext)
 
 
 def _portable(value: Any) -> Any:
     """``value`` with every integer past 64 bits and every string that is not valid UTF-8 as an
     extension value (dict keys stay as they are: a row's keys are plain strings)."""
-    if isinstance(value, bool) or value is None or isinstance(value, float | bytes):
-        return value
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         if _INT_RANGE[0] <= value <= _INT_RANGE[1]:
             return value
         return msgspec.msgpack.Ext(_EXT_WIDE_INT, str(value).encode())
@@ -300,29 +241,23 @@ def unpack(data: bytes) -> Any:
 
 
 def encode_fact(fact: Fact) -> bytes:
-    """``[FACTS_FORMAT, tag, *fields]`` as MessagePack (see :func:`pack`)."""
-    return pack((FACTS_FORMAT, _TAGS[type(fact)], *fact))
+    """``[tag, *fields]`` as MessagePack (see :func:`pack`)."""
+    try:
+        return _ENCODER.encode(fact)
+    except (OverflowError, UnicodeEncodeError):
+        return _ENCODER.encode(_portable([fact.__struct_config__.tag, *msgspec.structs.astuple(fact)]))
 
 
 def decode_fact(payload: bytes, *, seq: int = 0) -> Fact:
     """The fact a record holds; raises :class:`FactError` naming ``seq`` if it is not one."""
     try:
-        items = _DECODER.decode(payload)
-    except msgspec.DecodeError as exc:
-        raise FactError(f"journal record {seq}: not a fact ({exc})") from exc
-    if not isinstance(items, list) or len(items) < 2:
-        raise FactError(f"journal record {seq}: not a fact (got {type(items).__name__})")
-    version, tag = items[0], items[1]
-    if version != FACTS_FORMAT or type(version) is not int:
-        raise FactError(f"journal record {seq}: facts format {version!r}, this build reads {FACTS_FORMAT}")
-    kind = _TYPES.get(tag)
-    if kind is None:
-        raise FactError(f"journal record {seq}: unknown fact tag {tag!r}")
-    try:
-        fact: Fact = kind(*items[2:])
-    except TypeError as exc:
-        raise FactError(f"journal record {seq}: malformed {kind.__name__} ({exc})") from exc
-    return fact
+        try:
+            return _FACT_DECODER.decode(payload)
+        except msgspec.ValidationError:  # an extension value (wide int, lone surrogate) in a str field
+            fact: Fact = msgspec.convert(_DECODER.decode(payload), Fact)
+            return fact
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise FactError(f"journal record {seq}: not a fact of this build ({exc})") from exc
 
 
 def parse_deferred(fact: CompletedFact) -> tuple[dict[str, Any] | None, str | None]:

@@ -1,12 +1,9 @@
 """Closed task groups in the journal's ``groups`` table: the health reducer's store.
 
-When every repeat of a task is in, the reducer packs the task's digests into one blob and hands
-it here (:meth:`GroupTable.put`), keeping only the reference; reports and a late repeat read it
-back (:meth:`GroupTable.get`). A put is answered at once with the next reference and kept in
-memory until the journal's writer has committed it (:meth:`GroupTable.flush`, after each applied
-batch), so the event loop never waits on the disk for it; a snapshot is queued behind the groups
-it refers to, so it is never stored before them. A commit that fails (a full disk) leaves the
-groups in memory for the next flush.
+A put is answered at once with the next reference and kept in memory until the journal has
+committed it (:meth:`GroupTable.flush`, after each applied batch), so the event loop never waits
+on the disk; a snapshot is queued behind the groups it refers to, never stored before them. A
+failed commit (a full disk) leaves the groups in memory for the next flush.
 """
 
 from __future__ import annotations
@@ -22,15 +19,9 @@ from typing import Any
 from sidecar.journal._schema import map_sqlite_error, open_reader
 from sidecar.journal._types import JournalError
 
-__all__ = ["GroupDamaged", "GroupTable"]
-
 
 class GroupDamaged(JournalError):
-    """A stored group is missing or fails its CRC; ``ref`` names it."""
-
-    def __init__(self, message: str, *, path: Path, ref: int) -> None:
-        super().__init__(message, path=path)
-        self.ref = ref
+    """A stored group is missing or fails its CRC (the message names it)."""
 
 
 class GroupTable:
@@ -68,18 +59,14 @@ class GroupTable:
             return blob
         with self._lock:
             try:
-                if self._reader is None:
-                    self._reader = open_reader(self._path)
-                row = (
-                    None
-                    if self._reader is None
-                    else self._reader.execute("SELECT body, crc FROM groups WHERE ref = ?", (ref,)).fetchone()
-                )
+                self._reader = self._reader or open_reader(self._path)
+                query = "SELECT body, crc FROM groups WHERE ref = ?"
+                row = self._reader.execute(query, (ref,)).fetchone() if self._reader else None
             except sqlite3.Error as exc:
                 raise map_sqlite_error(self._path, "read a closed group", exc) from exc
         if row is None or not isinstance(row[0], bytes) or zlib.crc32(row[0]) != row[1]:
             raise GroupDamaged(
-                f"journal {self._path}: closed group {ref} is missing or damaged", path=self._path, ref=ref
+                f"journal {self._path}: closed group {ref} is missing or damaged", path=self._path
             )
         return bytes(row[0])
 

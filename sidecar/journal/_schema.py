@@ -1,12 +1,9 @@
 """Opening a journal file: identity checks, the schema, SQLite error mapping.
 
-A journal is an SQLite database whose ``PRAGMA application_id`` is :data:`APPLICATION_ID` and whose
-``PRAGMA user_version`` is :data:`SCHEMA_VERSION`. It holds the event log (``events``: each record
-with the CRC-32 of its run, kind, key and payload, :func:`record_crc`, because SQLite pages carry
-no checksums), ``meta`` (name -> value), the state snapshots (``snapshots``) and the closed task
-groups (``groups``), each blob with its CRC. A fresh file is created at the current version; a
-journal of another version, a foreign SQLite database or a file that is not SQLite at all is
-refused before anything is written to it (0.1 is unreleased: there are no migrations).
+A journal is an SQLite database stamped with :data:`APPLICATION_ID` and :data:`SCHEMA_VERSION`.
+Every record and blob carries its CRC-32 (:func:`record_crc`), because SQLite pages have none.
+A journal of another version, a foreign SQLite database or a file that is not SQLite is refused
+before anything is written to it (0.1 is unreleased: there are no migrations).
 """
 
 from __future__ import annotations
@@ -23,17 +20,6 @@ import structlog
 
 from sidecar.journal._types import JournalCorrupt, JournalError, JournalSchemaError, JournalUnavailable
 
-__all__ = [
-    "APPLICATION_ID",
-    "SCHEMA_VERSION",
-    "WriterConnection",
-    "file_bytes",
-    "map_sqlite_error",
-    "open_reader",
-    "open_writer",
-    "record_crc",
-]
-
 _log = structlog.get_logger("sidecar.journal")
 
 APPLICATION_ID = 0x52534A4C  # "RSJL": marks the file as a rollout-sidecar journal
@@ -42,25 +28,18 @@ _PAGE_SIZE = 4096  # an ~8 KB payload fills two overflow pages with little slack
 _BUSY_TIMEOUT_MS = 5000
 _WAL_SIZE_LIMIT = 64 * 1024 * 1024  # truncate the WAL back to this after checkpoints
 
-_TABLES = (
-    "CREATE TABLE events (seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, kind TEXT NOT NULL,"
-    " key TEXT NOT NULL UNIQUE, payload BLOB NOT NULL, crc INTEGER NOT NULL)",
-    "CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE snapshots (seq INTEGER PRIMARY KEY, body BLOB NOT NULL, crc INTEGER NOT NULL)",
-    "CREATE TABLE groups (ref INTEGER PRIMARY KEY, body BLOB NOT NULL, crc INTEGER NOT NULL)",
-)
+_TABLES = """
+CREATE TABLE events (seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, kind TEXT NOT NULL,
+    key TEXT NOT NULL UNIQUE, payload BLOB NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE snapshots (seq INTEGER PRIMARY KEY, body BLOB NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE groups (ref INTEGER PRIMARY KEY, body BLOB NOT NULL, crc INTEGER NOT NULL);
+"""
 SCHEMA_VERSION = 5
 
-_REASONS = {
+_REASONS = {  # SQLite's own message names the rest
     sqlite3.SQLITE_FULL: "disk full or journal size limit reached",
     sqlite3.SQLITE_READONLY: "journal is read-only",
-    sqlite3.SQLITE_IOERR: "I/O error",
-    sqlite3.SQLITE_CANTOPEN: "cannot open the file",
-    sqlite3.SQLITE_BUSY: "locked by another process",
-    sqlite3.SQLITE_LOCKED: "locked",
-    sqlite3.SQLITE_PERM: "permission denied",
-    sqlite3.SQLITE_CORRUPT: "database disk image is malformed",
-    sqlite3.SQLITE_NOTADB: "not an SQLite database",
 }
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 # Journals this process holds open for writing (real paths). Closing any descriptor of a file
@@ -88,15 +67,6 @@ def map_sqlite_error(path: Path, action: str, exc: sqlite3.Error) -> JournalErro
     return JournalUnavailable(message, path=path)
 
 
-def file_bytes(path: Path) -> int:
-    """Size of the database file plus its WAL (0 for files that do not exist)."""
-    total = 0
-    for candidate in (path, path.with_name(path.name + "-wal")):
-        with contextlib.suppress(OSError):
-            total += candidate.stat().st_size
-    return total
-
-
 def _check_header(path: Path) -> bool:
     """True if ``path`` holds an SQLite database, False if it is absent or empty.
 
@@ -121,22 +91,16 @@ def _check_header(path: Path) -> bool:
 
 
 def _identify(conn: sqlite3.Connection, path: Path) -> int:
-    """The journal's schema version (0 for a blank database); refuse foreign or newer files."""
+    """The journal's schema version (0 for a blank database); refuse foreign or other files."""
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if app_id == 0 and version == 0:
-        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        if tables:
-            raise JournalCorrupt(
-                f"journal {path} is an SQLite database of another application (tables {tables}); "
-                "refusing to use it",
-                path=path,
-            )
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    if app_id == version == 0 and not tables:
         return 0
     if app_id != APPLICATION_ID:
         raise JournalCorrupt(
-            f"journal {path} is an SQLite database of another application "
-            f"(application_id {app_id:#x}, expected {APPLICATION_ID:#x}); refusing to use it",
+            f"journal {path} is an SQLite database of another application (tables {tables}, "
+            f"application_id {app_id:#x}); refusing to use it",
             path=path,
         )
     if version != SCHEMA_VERSION:
@@ -169,17 +133,10 @@ class _PagesDamaged(JournalCorrupt):
 
 def _create(conn: sqlite3.Connection) -> None:
     """Create the tables and stamp the file as a journal of this schema, in one transaction."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for statement in _TABLES:
-            conn.execute(statement)
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+    conn.executescript(
+        f"BEGIN IMMEDIATE; {_TABLES} PRAGMA application_id = {APPLICATION_ID};"
+        f" PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,19 +183,14 @@ def _lock_single_writer(path: Path) -> int:
 
 
 def open_writer(path: Path) -> WriterConnection:
-    """Open (creating or migrating) the journal for writing, in WAL mode with ``synchronous=FULL``.
+    """Open (creating if needed) the journal for writing, in WAL mode with ``synchronous=FULL``:
+    every commit fsyncs the WAL, so an acknowledged event survives power loss. Automatic
+    checkpoints are off: the writer checkpoints between commits, so no commit waits for one.
 
-    FULL makes every commit fsync the WAL, so an acknowledged event survives power loss and not
-    only a process crash; group commit pays that fsync once per batch rather than per event.
-    Automatic checkpoints are off: the caller checkpoints on another connection so that no
-    commit waits for one.
-
-    A journal whose pages do not hold together while it has a WAL is tried once more without
-    the WAL (moved aside to ``<journal>-wal.bad``): a damaged WAL frame ends the WAL SQLite reads
-    there, and if the pages after it were already checkpointed into the database file, the two
-    disagree. The database file alone holds every commit up to its last checkpoint; what only the
-    WAL held is lost (a snapshot may still hold its effect, see ``sidecar.journal._recovery``).
-    If the file alone is damaged too, the WAL is put back and the journal refused.
+    A journal whose pages do not hold together while it has a WAL is tried once more with the WAL
+    set aside as ``<journal>-wal.bad``: a damaged WAL frame ends the WAL there, and pages already
+    checkpointed past it disagree with the file. The file alone holds every commit up to its last
+    checkpoint. If it is damaged too, the WAL is put back and the journal refused.
     """
     try:
         return _open_writer(path)
@@ -263,13 +215,8 @@ def _open_without_wal(path: Path, wal: Path, damaged: JournalCorrupt) -> WriterC
             f"{damaged} (and without its WAL: {again}); the journal and its WAL are kept as they were",
             path=path,
         ) from again
-    _log.warning(
-        "journal WAL set aside",
-        path=str(path),
-        kept_as=str(aside),
-        reason=str(damaged),
-        note="commits only the WAL held are lost; the database file holds the rest",
-    )
+    # Commits only the WAL held are lost; the database file holds the rest.
+    _log.warning("journal WAL set aside", path=str(path), kept_as=str(aside), reason=str(damaged))
     return opened
 
 
@@ -305,17 +252,15 @@ def _open_writer(path: Path) -> WriterConnection:
         last_seq = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         default_max_pages = conn.execute("PRAGMA max_page_count").fetchone()[0]
-    except sqlite3.Error as exc:
+    except BaseException as exc:
         conn.close()
         os.close(lock_fd)
+        if not isinstance(exc, sqlite3.Error):
+            raise
         error = map_sqlite_error(path, "open", exc)
-        if existed and isinstance(error, JournalCorrupt):
-            raise _PagesDamaged(str(error), path=path) from exc
-        raise error from exc
-    except BaseException:
-        conn.close()
-        os.close(lock_fd)
-        raise
+        raise (
+            _PagesDamaged(str(error), path=path) if existed and isinstance(error, JournalCorrupt) else error
+        ) from exc
     real_path = os.path.realpath(path)
     _WRITING.add(real_path)
     return WriterConnection(conn, int(last_seq), int(page_size), int(default_max_pages), lock_fd, real_path)
@@ -338,10 +283,9 @@ def open_reader(path: Path) -> sqlite3.Connection | None:
         if _identify(conn, path) == 0:
             conn.close()
             return None
-    except sqlite3.Error as exc:
+    except BaseException as exc:
         conn.close()
-        raise map_sqlite_error(path, "open for reading", exc) from exc
-    except BaseException:
-        conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise map_sqlite_error(path, "open for reading", exc) from exc
         raise
     return conn

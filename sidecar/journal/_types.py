@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
-
-__all__ = [
-    "JournalCorrupt",
-    "JournalError",
-    "JournalEvent",
-    "JournalSchemaError",
-    "JournalStats",
-    "JournalUnavailable",
-]
 
 
 class JournalEvent(NamedTuple):
@@ -32,19 +22,10 @@ class JournalEvent(NamedTuple):
     seq: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class JournalStats:
-    """A snapshot of the journal's counters, for the service's own health metrics.
-
-    ``events`` is the number of events stored (equal to the last seq), ``commits`` the number of
-    transactions this process committed, ``last_commit_wall_time`` the Unix time of the latest of
-    them (None before the first), ``db_bytes`` the size of the database file plus its WAL.
-    """
+class JournalStats(NamedTuple):
+    """``events``: records stored (the last seq), which ``/readyz`` shows during a replay."""
 
     events: int
-    commits: int
-    last_commit_wall_time: float | None
-    db_bytes: int
 
 
 class JournalError(Exception):
@@ -53,9 +34,6 @@ class JournalError(Exception):
     def __init__(self, message: str, *, path: Path | None = None) -> None:
         super().__init__(message)
         self.path = path
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self)!r}, path={self.path!r})"
 
 
 class JournalUnavailable(JournalError):

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import httpx
+import msgspec
 import orjson
 
 from sidecar.http.server import ServiceThread
@@ -117,7 +118,7 @@ class TestRawLines:
             ).fetchall()
         conn.close()
         assert [run for run, _ in rows] == ["r", "s"]
-        facts = [decode_fact(payload)._replace(received_at=0.0) for _, payload in rows]
+        facts = [msgspec.structs.replace(decode_fact(payload), received_at=0.0) for _, payload in rows]
         assert facts[0] == facts[1] and facts[0].line_number == 1 and facts[0].seconds == 2.5
         assert live["r"]["quality_summary"] == live["s"]["quality_summary"]
         with ServiceThread(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
