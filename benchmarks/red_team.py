@@ -226,7 +226,10 @@ def _check(name: str, held: bool) -> bool:
 
 
 def big_body_shape(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
-    plan = {"idle": [], "body": [(big_body, (sizes["big_events"],), {"strict": False})]}
+    plan: dict[str, list[Load]] = {
+        "idle": [],
+        "body": [(big_body, (sizes["big_events"],), {"strict": False})],
+    }
     done, _, _ = phases(pool, workdir, "big", plan)
     idle, body = done["idle"], done["body"]
     sent = body.loads[0]
@@ -246,7 +249,7 @@ def big_body_shape(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bo
 
 def client_batches(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
     rounds = sizes["batch_rounds"]
-    plan = {
+    plan: dict[str, list[Load]] = {
         "idle": [],
         "batches": [(completions, (c * rounds * 512, rounds * 512, 512, c, 4, 1024), {}) for c in range(3)],
     }
@@ -265,7 +268,7 @@ def client_batches(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bo
 
 def invalid_rows(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
     count = sizes["invalid_rows"]
-    plan = {
+    plan: dict[str, list[Load]] = {
         "valid (control)": [(completions, (0, count, 1, 3, 200, 8000, False), {})],
         "invalid": [(completions, (1000, count, 1, 3, 200, 8000, True), {})],
     }
@@ -284,7 +287,7 @@ def invalid_rows(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool
 def report_readers(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
     total, seconds = sizes["reader_rows"], sizes["phase_s"]
     reader: Load = (readers, (), {"seconds": seconds + 1})
-    plan = {
+    plan: dict[str, list[Load]] = {
         "preload": [(completions, (first, total // 2, 500, first, 2, 256), {}) for first in (0, total // 2)],
         "control": [steady(10_000_000, seconds)],
         "readers": [steady(20_000_000, seconds), reader, reader],
