@@ -4,7 +4,7 @@ process and a poller of its ``/drain_margin``, generated rows, quantiles, verdic
 Benchmarks quote ratios against a baseline measured in the same run on the same (noisy, shared)
 machine. Another commit's code comes from ``unpack_baseline``: our three packages at ``ref``,
 extracted with ``git archive`` (no checkout, no install), served from there (``service(cwd=)``).
-Where ``ref`` has native extensions (``setup.py``), they are built in place too. The heavier
+The heavier
 imports (the demo's generator, the harness's process helper) are made where they are used, so
 importing this module stays cheap.
 """
@@ -15,7 +15,6 @@ import contextlib
 import http.client
 import itertools
 import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -65,26 +64,7 @@ def unpack_baseline(ref: str, into: Path) -> Path:
     ).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
-    _build_extensions(ref, into)
     return into
-
-
-def _build_extensions(ref: str, into: Path) -> None:
-    """``ref``'s optional C extensions built inside ``into`` (nothing to do before it had any)."""
-    has_setup = subprocess.run(
-        ["git", "-C", str(ROOT), "cat-file", "-e", f"{ref}:setup.py"], capture_output=True
-    )
-    if has_setup.returncode != 0:
-        return
-    setup = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{ref}:setup.py"], check=True, capture_output=True
-    ).stdout
-    (into / "setup.py").write_bytes(setup)
-    built = subprocess.run(
-        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=into, capture_output=True, text=True
-    )
-    if built.returncode != 0:
-        print(f"baseline {ref}: native extensions not built; it runs its fallbacks\n{built.stderr[-2000:]}")
 
 
 def quantile(values: Sequence[float], q: float) -> float:

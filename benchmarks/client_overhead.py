@@ -17,6 +17,11 @@ times each:
 Printed: completed tasks/s per run, medians and the ratio (target >= 0.98), and the time of
 one ``drain_margin`` + one ``record`` on the caller's thread, median and p99 (target median
 < 10 us), per task inside the runs and in a tight loop with the forwarding thread busy.
+
+Second phase (``--phase import`` alone): ``import dispatcher_client`` in a fresh interpreter
+against ``import httpx, pydantic, orjson`` (what the client needs anyway), alternating
+``--import-runs`` times: median wall times, the ratio, this project's import self time
+(``-X importtime``) and which of its modules the client loads (no server, no batch check).
 """
 
 from __future__ import annotations
@@ -198,14 +203,58 @@ def _us(ns: list[int], q: float) -> float:
     return quantile(ns, q) / 1000.0
 
 
+PROJECT = ("health", "sidecar", "dispatcher_client")
+
+
+def import_cost(runs: int) -> None:
+    """The client's import in a fresh interpreter against its own dependencies' (the baseline)."""
+    base_stmt, client_stmt = "import httpx, pydantic, orjson", "import dispatcher_client"
+
+    def python(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, *args], check=True, capture_output=True, text=True)
+
+    def wall(statement: str) -> float:
+        started = time.perf_counter()
+        python("-c", statement)
+        return time.perf_counter() - started
+
+    def own_ms() -> float:
+        total = 0
+        for line in python("-X", "importtime", "-c", client_stmt).stderr.splitlines():
+            parts = [part.strip() for part in line.removeprefix("import time:").split("|")]
+            if len(parts) == 3 and parts[0].isdigit() and parts[2].split(".")[0] in PROJECT:
+                total += int(parts[0])
+        return total / 1000
+
+    wall(client_stmt)  # warm the file cache and the bytecode
+    pairs = [(wall(base_stmt), wall(client_stmt)) for _ in range(runs)]
+    base = statistics.median(b for b, _ in pairs)
+    client = statistics.median(c for _, c in pairs)
+    print(f"interpreter + {base_stmt!r}: {base * 1000:.0f} ms (median of {runs})")
+    print(f"interpreter + {client_stmt!r}: {client * 1000:.0f} ms")
+    print(f"ratio: {client / base:.2f}x; the client's own share: {(client - base) * 1000:.0f} ms")
+    own = statistics.median(own_ms() for _ in range(runs))
+    print(f"self time of this project's modules (-X importtime, median): {own:.0f} ms")
+    listing = f"import sys\n{client_stmt}\nprint(' '.join(sorted(sys.modules)))"
+    loaded = [name for name in python("-c", listing).stdout.split() if name.split(".")[0] in PROJECT]
+    shown = ", ".join(name for name in loaded if not name.startswith("health.contract._"))
+    print(f"project modules loaded ({len(loaded)}): {shown}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--phase", choices=("all", "dispatch", "import"), default="all")
+    parser.add_argument("--import-runs", type=int, default=11, help="fresh interpreters per import")
     parser.add_argument("--tasks", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--latency", type=float, default=1.0, help="mean agent latency, seconds")
     parser.add_argument("--runs", type=int, default=3, help="runs per mode (alternating)")
     parser.add_argument("--tight-calls", type=int, default=200_000)
     args = parser.parse_args()
+    if args.phase != "dispatch":
+        import_cost(args.import_runs)
+        if args.phase == "import":
+            return 0
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     agent_port, sidecar_port = free_port(), free_port()

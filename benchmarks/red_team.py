@@ -9,7 +9,10 @@ The service is a real ``rollout-sidecar serve`` on 127.0.0.1 in its own process;
 from other processes (``spawn``), bounded in count and time; a thread of this one polls
 ``/drain_margin`` every 5 ms on one keep-alive connection, and only the polls made while the
 load was on the wire are counted (the clocks are ``CLOCK_MONOTONIC``, shared by the processes).
-Memory is read from ``/proc`` (peak: ``VmHWM``, reset before the load). The shapes:
+Memory is read from ``/proc`` (peak: ``VmHWM``, reset before each phase). Every shape but
+``follow-line`` runs through one harness (:func:`phases`): start ``serve``, drive each phase's
+requests from the pool (:func:`drive`), poll ``/drain_margin``, read the peak RSS, compare the
+loaded phase with the control phase. The shapes:
 
 * ``big-body``: one body of 700k events (under the 64 MB body cap, 70x the 10,000-event cap):
   ``/drain_margin`` max <= 200 ms, peak RSS growth <= 300 MB, answered 413/422 naming the cap.
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import itertools
 import multiprocessing
 import os
 import socket
@@ -48,7 +52,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -57,137 +61,260 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
 from benchmarks.baseline import (  # noqa: E402
     MB,
-    Poller,
     completed_event,
     connect,
     generated_rows,
     ms,
     polled,
-    preload,
     quantile,
     request,
     reset_peak,
     service,
-    start_run,
     verdict,
 )
 from tests.reliability_harness.proc_stats import peak_resident_bytes  # noqa: E402
 from tests.reliability_harness.sidecar_process import free_port  # noqa: E402
 
 EVENT_CAP = 10_000
-FULL = {
-    "big_events": 700_000,
-    "batch_rounds": 20,
-    "invalid_rows": 48,
-    "reader_rows": 100_000,
-    "phase_s": 15.0,
-    "export_bytes": 1900 * MB,
-    "export_s": 20.0,
-    "export_modes": ("huge", "hang", "drip", "error", "down"),
-    "line_bytes": 300 * MB,
-}
-QUICK = {
-    "big_events": 100_000,
-    "batch_rounds": 4,
-    "invalid_rows": 12,
-    "reader_rows": 10_000,
-    "phase_s": 5.0,
-    "export_bytes": 300 * MB,
-    "export_s": 8.0,
-    "export_modes": ("huge", "hang"),
-    "line_bytes": 100 * MB,
+SIZES = {  # name: (full, --quick)
+    "big_events": (700_000, 100_000),
+    "batch_rounds": (20, 4),
+    "invalid_rows": (48, 12),
+    "reader_rows": (100_000, 10_000),
+    "phase_s": (15.0, 5.0),
+    "export_bytes": (1900 * MB, 300 * MB),
+    "export_s": (20.0, 8.0),
+    "export_modes": (("huge", "hang", "drip", "error", "down"), ("huge", "hang")),
+    "line_bytes": (300 * MB, 100 * MB),
 }
 Sizes = dict[str, Any]
 Window = tuple[float, float]
+Request = tuple[str, str, bytes | None]
 
 
-# -- the load's side (each function runs in a process of its own) ---------------------------------
+# -- the requests of each load (built in the load's own process) ---------------------------------
 
 
-def big_body_load(url: str, run: str, events: int) -> tuple[int, str, int, Window]:
-    """One ``POST`` of ``events`` latency events: (status, answer head, body bytes, its window)."""
+def _posts(run: str, bodies: list[bytes]) -> list[Request]:
+    return [("POST", f"/v1/runs/{run}/events", body) for body in bodies]
+
+
+def big_body(run: str, events: int) -> list[Request]:
+    """One body of ``events`` latency events."""
     event = b'{"kind":"latency","op":"record","seconds":1.5,"source":"red-team","seq":%d}'
-    body = b"[" + b",".join(event % i for i in range(events)) + b"]"
-    conn = connect(url)
+    return _posts(run, [b"[" + b",".join(event % i for i in range(events)) + b"]"])
+
+
+def completions(
+    run: str, first: int, count: int, batch: int, seed: int, calls: int, payload: int, invalid: bool = False
+) -> list[Request]:
+    """``count`` completions of new tasks from ``first``, ``batch`` events a body, cycling generated
+    rows of ``calls`` model calls (``invalid``: each fails the contract by one field). Rows of
+    over 200 calls are kept only if 1-3 MB encoded."""
+    rows = generated_rows(
+        seed, 2 * count if calls >= 200 else 64, calls=calls, payload=payload, invalid=invalid
+    )
+    if calls >= 200:
+        rows = [row for row in rows if MB <= len(orjson.dumps(row)) <= 3 * MB]
+    source = f"s{seed}-{first}"
+    events = [completed_event(rows[i % len(rows)], first + i, source, first + i) for i in range(count)]
+    return _posts(run, [orjson.dumps(events[i : i + batch]) for i in range(0, count, batch)])
+
+
+def readers(run: str) -> list[Request]:
+    """The two reports of ``run`` (read in a loop)."""
+    return [("GET", f"/report?run_id={run}", None), ("GET", f"/report/verdicts?run_id={run}", None)]
+
+
+class Drive(NamedTuple):
+    latencies: list[float]
+    statuses: list[int]
+    sizes: list[int]
+    last_answer: str
+    window: Window
+
+
+def drive(
+    url: str,
+    run: str,
+    make: Callable[..., list[Request]],
+    args: tuple[Any, ...],
+    every: float = 0.0,
+    seconds: float = 0.0,
+    strict: bool = True,
+) -> Drive:
+    """Send ``make(run, *args)``'s requests on one connection, one every ``every`` s; with
+    ``seconds``, over and over until then. ``strict``: every answer must be 200."""
+    requests = make(run, *args)
+    conn, out = connect(url), Drive([], [], [], "", (0.0, 0.0))
     began = time.perf_counter()
-    status, answer = request(conn, "POST", f"/v1/runs/{run}/events", body)
-    return status, answer[:400].decode("utf-8", "replace"), len(body), (began, time.perf_counter())
-
-
-def batches_load(url: str, run: str, client: int, rounds: int, batch: int) -> tuple[list[float], int, Window]:
-    """``rounds`` batches of ``batch`` completions back to back: (latencies, body bytes, window)."""
-    pool = generated_rows(client, 64, calls=4, payload=1024)
-    bodies = [
-        orjson.dumps(
-            [
-                completed_event(pool[i % 64], (client * rounds + r) * batch + i, f"c{client}", r * batch + i)
-                for i in range(batch)
-            ]
-        )
-        for r in range(rounds)
-    ]
-    conn, latencies = connect(url), []
-    began = time.perf_counter()
-    for body in bodies:
+    for method, path, body in itertools.cycle(requests) if seconds else requests:
         start = time.perf_counter()
-        status, answer = request(conn, "POST", f"/v1/runs/{run}/events", body)
-        assert status == 200, answer[:300]
-        latencies.append(time.perf_counter() - start)
-    return latencies, sum(map(len, bodies)) // len(bodies), (began, time.perf_counter())
-
-
-def big_rows_load(
-    url: str, run: str, count: int, invalid: bool, first_task: int
-) -> tuple[list[float], list[int], Window]:
-    """``count`` rows of 1-3 MB, one a request: (latencies, row sizes, window)."""
-    rows = [
-        row
-        for row in generated_rows(3, count * 2, calls=200, payload=8000, invalid=invalid)
-        if MB <= len(orjson.dumps(row)) <= 3 * MB
-    ][:count]
-    bodies = [
-        orjson.dumps([completed_event(row, first_task + i, "rows", first_task + i)])
-        for i, row in enumerate(rows)
-    ]
-    conn, latencies = connect(url), []
-    began = time.perf_counter()
-    for body in bodies:
-        start = time.perf_counter()
-        status, answer = request(conn, "POST", f"/v1/runs/{run}/events", body)
-        assert status == 200, answer[:300]
-        latencies.append(time.perf_counter() - start)
-    return latencies, [len(body) for body in bodies], (began, time.perf_counter())
-
-
-def steady_load(
-    url: str, run: str, first_task: int, seconds: float, batch: int = 16, every: float = 0.02
-) -> list[float]:
-    """A ``batch``-event POST every ``every`` seconds for ``seconds``: each one's latency."""
-    pool = generated_rows(11, 32, calls=2, payload=256)
-    conn, latencies, task = connect(url), [], first_task
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        body = orjson.dumps(
-            [completed_event(pool[i % 32], task + i, f"steady{first_task}", task + i) for i in range(batch)]
-        )
-        task += batch
-        start = time.perf_counter()
-        status, answer = request(conn, "POST", f"/v1/runs/{run}/events", body)
-        assert status == 200, answer[:300]
-        latencies.append(time.perf_counter() - start)
+        if seconds and start - began >= seconds:
+            break
+        status, answer = request(conn, method, path, body)
+        assert status == 200 or not strict, answer[:300]
+        out.latencies.append(time.perf_counter() - start)
+        out.statuses.append(status)
+        out.sizes.append(len(body or b""))
+        out = out._replace(last_answer=answer[:400].decode("utf-8", "replace"))
         time.sleep(max(0.0, every - (time.perf_counter() - start)))
-    return latencies
+    return out._replace(window=(began, time.perf_counter()))
 
 
-def report_reader(url: str, run: str, seconds: float) -> int:
-    """``/report`` and ``/report/verdicts`` of ``run`` back to back for ``seconds``: reads made."""
-    conn, reads = connect(url), 0
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        for path in (f"/report?run_id={run}", f"/report/verdicts?run_id={run}"):
-            status, _ = request(conn, "GET", path)
-            reads += status == 200
-    return reads
+Load = tuple[Callable[..., list[Request]], tuple[Any, ...], dict[str, Any]]
+
+
+def steady(first: int, seconds: float) -> Load:
+    """A 16-event body of new small rollouts every 20 ms for ``seconds`` (ingest as it runs)."""
+    return (
+        completions,
+        (first, 16 * (int(seconds / 0.02) + 1), 16, 11, 2, 256),
+        {"every": 0.02, "seconds": seconds},
+    )
+
+
+class Phase(NamedTuple):
+    polls: list[float]
+    """``/drain_margin`` latencies polled while this phase's requests were on the wire."""
+    loads: list[Drive]
+    growth: float
+    """Peak RSS growth of the service during the phase, MB."""
+
+
+def phases(
+    pool: ProcessPoolExecutor,
+    workdir: Path,
+    run: str,
+    plan: dict[str, list[Load]],
+    *serve: str,
+    env: dict[str, str] | None = None,
+    every: float = 0.005,
+) -> tuple[dict[str, Phase], bool, float]:
+    """The harness: ``serve`` with ``run`` started and polled, then each phase of ``plan`` in turn,
+    its loads at once from the pool (no load: 2 s idle). Returns the phases, whether the service
+    stayed up answering every poll, and its SIGTERM to exit in seconds."""
+    done: dict[str, Phase] = {}
+    with polled(workdir, run, *serve, every=every, env=env) as (sidecar, poller):
+        assert sidecar.pid is not None
+        for name, loads in plan.items():
+            before = reset_peak(sidecar.pid)
+            began = time.perf_counter()
+            futures = [pool.submit(drive, sidecar.url, run, make, args, **kw) for make, args, kw in loads]
+            results = [future.result() for future in futures]
+            if not results:
+                time.sleep(2.0)
+            starts, ends = [r.window[0] for r in results], [r.window[1] for r in results]
+            window = (min(starts, default=began), max(ends, default=time.perf_counter()))
+            growth = (peak_resident_bytes(sidecar.pid) - before) / MB
+            done[name] = Phase(poller.within(window), results, growth)
+        alive = sidecar.poll() is None and poller.failures == 0
+        stop_began = time.perf_counter()
+    return done, alive, time.perf_counter() - stop_began
+
+
+def _p99_ms(values: list[float]) -> float:
+    return quantile(values, 0.99) * 1e3
+
+
+def _check(name: str, held: bool) -> bool:
+    print(f"  {'PASS' if held else 'FAIL'}  {name}")
+    return held
+
+
+# -- the shapes ----------------------------------------------------------------------------------
+
+
+def big_body_shape(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
+    plan: dict[str, list[Load]] = {
+        "idle": [],
+        "body": [(big_body, (sizes["big_events"],), {"strict": False})],
+    }
+    done, _, _ = phases(pool, workdir, "big", plan)
+    idle, body = done["idle"], done["body"]
+    sent = body.loads[0]
+    took = sent.window[1] - sent.window[0]
+    print(
+        f"  {sizes['big_events']:,} events, {sent.sizes[0] / MB:.1f} MB body: answered {sent.statuses[0]} "
+        f"in {took:.2f} s: {sent.last_answer[:160]}"
+    )
+    print(f"  /drain_margin idle {ms(idle.polls)}\n  /drain_margin during the body {ms(body.polls)}")
+    named = sent.statuses[0] in (413, 422) and any(
+        c in sent.last_answer for c in ("10000", "10,000", "10_000")
+    )
+    held = _check(f"answered 413 or 422 naming the {EVENT_CAP:,}-event cap", named)
+    held &= verdict("/drain_margin max", max(body.polls, default=0.0) * 1e3, 200, " ms")
+    return held & verdict("peak RSS growth", body.growth, 300, " MB")
+
+
+def client_batches(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
+    rounds = sizes["batch_rounds"]
+    plan: dict[str, list[Load]] = {
+        "idle": [],
+        "batches": [(completions, (c * rounds * 512, rounds * 512, 512, c, 4, 1024), {}) for c in range(3)],
+    }
+    done, _, _ = phases(pool, workdir, "batches", plan)
+    idle, loaded = done["idle"], done["batches"]
+    span = max(d.window[1] for d in loaded.loads) - min(d.window[0] for d in loaded.loads)
+    posts = [latency for d in loaded.loads for latency in d.latencies]
+    print(
+        f"  3 clients x {rounds} batches of 512 rows ({loaded.loads[0].sizes[0] / MB:.1f} MB a body): "
+        f"{3 * rounds * 512 / span:,.0f} rows/s, POST {ms(posts)}"
+    )
+    print(f"  /drain_margin idle {ms(idle.polls)}\n  /drain_margin loaded {ms(loaded.polls)}")
+    print(f"  ratio p99 loaded / idle: {_p99_ms(loaded.polls) / _p99_ms(idle.polls):.1f}x")
+    return verdict("/drain_margin p99 under the batches", _p99_ms(loaded.polls), 5, " ms")
+
+
+def invalid_rows(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
+    count = sizes["invalid_rows"]
+    plan: dict[str, list[Load]] = {
+        "valid (control)": [(completions, (0, count, 1, 3, 200, 8000, False), {})],
+        "invalid": [(completions, (1000, count, 1, 3, 200, 8000, True), {})],
+    }
+    done, _, _ = phases(pool, workdir, "rows", plan)
+    for label, phase in done.items():
+        lengths = phase.loads[0].sizes
+        print(
+            f"  {len(lengths)} {label} rows of {min(lengths) / MB:.1f}-{max(lengths) / MB:.1f} MB: "
+            f"POST {ms(phase.loads[0].latencies)}\n    /drain_margin {ms(phase.polls)}"
+        )
+    valid, invalid = _p99_ms(done["valid (control)"].polls), _p99_ms(done["invalid"].polls)
+    print(f"  ratio p99 invalid / valid: {invalid / valid:.2f}x")
+    return verdict("/drain_margin p99 with invalid rows", invalid, 2 * valid, " ms")
+
+
+def report_readers(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
+    total, seconds = sizes["reader_rows"], sizes["phase_s"]
+    reader: Load = (readers, (), {"seconds": seconds + 1})
+    plan: dict[str, list[Load]] = {
+        "preload": [(completions, (first, total // 2, 500, first, 2, 256), {}) for first in (0, total // 2)],
+        "control": [steady(10_000_000, seconds)],
+        "readers": [steady(20_000_000, seconds), reader, reader],
+    }
+    done, _, _ = phases(pool, workdir, "readers", plan, every=1.0)  # few polls: ingest is measured
+    control, read = done["control"].loads[0].latencies, done["readers"].loads[0].latencies
+    took = max(d.window[1] for d in done["preload"].loads) - min(d.window[0] for d in done["preload"].loads)
+    print(f"  {total:,} rows loaded in {took:.1f} s")
+    reads = sum(len(d.latencies) for d in done["readers"].loads[1:])
+    print(f"  ingest, no readers (control): {ms(control)}")
+    print(f"  ingest, 2 readers ({reads} reports read): {ms(read)}")
+    print(f"  ratio p99 readers / none: {_p99_ms(read) / _p99_ms(control):.2f}x")
+    return verdict("ingest p99 with readers", _p99_ms(read), 2 * _p99_ms(control), " ms")
+
+
+def exporter_args(exporter: str, url: str, workdir: Path) -> tuple[list[str], dict[str, str]]:
+    """``serve``'s options and environment to export to ``url`` often (a step every 0.5 s)."""
+    env = {"MLFLOW_DISABLE_TELEMETRY": "true", "WANDB_SILENT": "true", "WANDB_DIR": str(workdir)}
+    if exporter == "otlp":
+        env |= {"OTEL_METRIC_EXPORT_INTERVAL": "500", "OTEL_EXPORTER_OTLP_TIMEOUT": "2"}
+        return ["--otlp-endpoint", url], env
+    if exporter == "mlflow":
+        return ["--mlflow-tracking-uri", url, "--tracker-interval", "0.5"], env
+    if exporter == "wandb":
+        env |= {"WANDB_MODE": "online", "WANDB_BASE_URL": url, "WANDB_API_KEY": "x" * 40}
+        return ["--wandb-project", "red-team", "--tracker-interval", "0.5"], env
+    return [], env
 
 
 def hostile_endpoint(port: int, mode: str, body_bytes: int, seconds: float) -> None:
@@ -208,12 +335,12 @@ def hostile_endpoint(port: int, mode: str, body_bytes: int, seconds: float) -> N
                         return
                     head += got
                 headers, _, rest = head.partition(b"\r\n\r\n")
-                sizes = [
-                    int(line.split(b":")[1])
-                    for line in headers.lower().split(b"\r\n")
-                    if b"content-length:" in line
+                lengths = [
+                    int(ln.split(b":")[1])
+                    for ln in headers.lower().split(b"\r\n")
+                    if b"content-length:" in ln
                 ]
-                while len(rest) < sum(sizes):
+                while len(rest) < sum(lengths):
                     rest += conn.recv(65536)
                 if mode == "hang":
                     time.sleep(max(0.0, deadline - time.monotonic()))
@@ -235,146 +362,35 @@ def hostile_endpoint(port: int, mode: str, body_bytes: int, seconds: float) -> N
             threading.Thread(target=answer, args=(server.accept()[0],), daemon=True).start()
 
 
-# -- the shapes ----------------------------------------------------------------------------------
-
-
-def idle(poller: Poller, seconds: float = 2.0) -> list[float]:
-    began = time.perf_counter()
-    time.sleep(seconds)
-    return poller.within((began, time.perf_counter()))
-
-
-def big_body(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
-    with polled(workdir, "big") as (sidecar, poller):
-        assert sidecar.pid is not None
-        control = idle(poller)
-        before = reset_peak(sidecar.pid)
-        status, answer, size, window = pool.submit(
-            big_body_load, sidecar.url, "big", sizes["big_events"]
-        ).result()
-        growth = peak_resident_bytes(sidecar.pid) - before
-        loaded = poller.within(window)
-    print(
-        f"  {sizes['big_events']:,} events, {size / MB:.1f} MB body: answered {status} "
-        f"in {window[1] - window[0]:.2f} s: {answer[:160]}"
-    )
-    print(f"  /drain_margin idle {ms(control)}\n  /drain_margin during the body {ms(loaded)}")
-    named = status in (413, 422) and any(cap in answer for cap in ("10000", "10,000", "10_000"))
-    print(f"  {'PASS' if named else 'FAIL'}  answered 413 or 422 naming the {EVENT_CAP:,}-event cap")
-    held = verdict("/drain_margin max", max(loaded, default=0.0) * 1e3, 200, " ms")
-    return named & held & verdict("peak RSS growth", growth / MB, 300, " MB")
-
-
-def client_batches(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
-    with polled(workdir, "batches") as (sidecar, poller):
-        control = idle(poller)
-        futures = [
-            pool.submit(batches_load, sidecar.url, "batches", client, sizes["batch_rounds"], 512)
-            for client in range(3)
-        ]
-        results = [future.result() for future in futures]
-        window = (min(r[2][0] for r in results), max(r[2][1] for r in results))
-        loaded = poller.within(window)
-    rows = 3 * sizes["batch_rounds"] * 512
-    posts = [latency for result in results for latency in result[0]]
-    print(
-        f"  3 clients x {sizes['batch_rounds']} batches of 512 rows ({results[0][1] / MB:.1f} MB a body): "
-        f"{rows / (window[1] - window[0]):,.0f} rows/s, POST {ms(posts)}"
-    )
-    print(f"  /drain_margin idle {ms(control)}\n  /drain_margin loaded {ms(loaded)}")
-    print(f"  ratio p99 loaded / idle: {quantile(loaded, 0.99) / quantile(control, 0.99):.1f}x")
-    return verdict("/drain_margin p99 under the batches", quantile(loaded, 0.99) * 1e3, 5, " ms")
-
-
-def invalid_rows(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
-    count = sizes["invalid_rows"]
-    with polled(workdir, "rows") as (sidecar, poller):
-        figures = {}
-        for invalid in (False, True):
-            latencies, lengths, window = pool.submit(
-                big_rows_load, sidecar.url, "rows", count, invalid, 1000 * invalid
-            ).result()
-            figures[invalid] = poller.within(window)
-            label = "invalid" if invalid else "valid (control)"
-            print(
-                f"  {len(lengths)} {label} rows of {min(lengths) / MB:.1f}-{max(lengths) / MB:.1f} MB: "
-                f"POST {ms(latencies)}"
-            )
-            print(f"    /drain_margin {ms(figures[invalid])}")
-    valid_p99, invalid_p99 = quantile(figures[False], 0.99), quantile(figures[True], 0.99)
-    print(f"  ratio p99 invalid / valid: {invalid_p99 / valid_p99:.2f}x")
-    return verdict("/drain_margin p99 with invalid rows", invalid_p99 * 1e3, 2 * valid_p99 * 1e3, " ms")
-
-
-def report_readers(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
-    total, seconds = sizes["reader_rows"], sizes["phase_s"]
-    with service(workdir, "readers") as sidecar:
-        start_run(sidecar.url, "readers")
-        began = time.perf_counter()
-        half = total // 2
-        for future in [pool.submit(preload, sidecar.url, "readers", first, half) for first in (0, half)]:
-            future.result()
-        print(f"  {total:,} rows loaded in {time.perf_counter() - began:.1f} s")
-        control = pool.submit(steady_load, sidecar.url, "readers", 10_000_000, seconds).result()
-        readers = [pool.submit(report_reader, sidecar.url, "readers", seconds + 1) for _ in range(2)]
-        loaded = pool.submit(steady_load, sidecar.url, "readers", 20_000_000, seconds).result()
-        reads = sum(future.result() for future in readers)
-    print(f"  ingest, no readers (control): {ms(control)}")
-    print(f"  ingest, 2 readers ({reads} reports read): {ms(loaded)}")
-    print(f"  ratio p99 readers / none: {quantile(loaded, 0.99) / quantile(control, 0.99):.2f}x")
-    return verdict(
-        "ingest p99 with readers", quantile(loaded, 0.99) * 1e3, 2 * quantile(control, 0.99) * 1e3, " ms"
-    )
-
-
-def exporter_args(exporter: str, url: str, workdir: Path) -> tuple[list[str], dict[str, str]]:
-    """``serve``'s options and environment to export to ``url`` often (a step every 0.5 s)."""
-    env = {"MLFLOW_DISABLE_TELEMETRY": "true", "WANDB_SILENT": "true", "WANDB_DIR": str(workdir)}
-    if exporter == "otlp":
-        env |= {"OTEL_METRIC_EXPORT_INTERVAL": "500", "OTEL_EXPORTER_OTLP_TIMEOUT": "2"}
-        return ["--otlp-endpoint", url], env
-    if exporter == "mlflow":
-        return ["--mlflow-tracking-uri", url, "--tracker-interval", "0.5"], env
-    if exporter == "wandb":
-        env |= {"WANDB_MODE": "online", "WANDB_BASE_URL": url, "WANDB_API_KEY": "x" * 40}
-        return ["--wandb-project", "red-team", "--tracker-interval", "0.5"], env
-    return [], env
-
-
 def hostile_exporter(exporter: str, pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
     """``exporter`` pointed at a hostile endpoint, once per mode (``down``: nothing listens),
     against a control run without it, the same steady ingest in each."""
     wait, held, control_growth = sizes["export_s"], True, 0.0
     for mode in ("control", *sizes["export_modes"]):
         port = free_port()
-        extra, env = exporter_args(exporter if mode != "control" else "", f"http://127.0.0.1:{port}", workdir)
+        serve, env = exporter_args(exporter if mode != "control" else "", f"http://127.0.0.1:{port}", workdir)
         if mode not in ("control", "down"):
             pool.submit(hostile_endpoint, port, mode, sizes["export_bytes"], wait + 20)
             time.sleep(1.0)
-        with polled(workdir, f"{exporter}-{mode}", *extra, every=0.02, env=env) as (sidecar, poller):
-            assert sidecar.pid is not None
-            before = reset_peak(sidecar.pid)
-            began = time.perf_counter()
-            ingest = pool.submit(steady_load, sidecar.url, f"{exporter}-{mode}", 0, wait).result()
-            growth = (peak_resident_bytes(sidecar.pid) - before) / MB
-            polls = poller.within((began, time.perf_counter()))
-            alive = sidecar.poll() is None and poller.failures == 0
-            stop_began = time.perf_counter()
-        stopped = time.perf_counter() - stop_began
+        plan = {"ingest": [steady(0, wait)]}
+        done, alive, stopped = phases(pool, workdir, f"{exporter}-{mode}", plan, *serve, env=env, every=0.02)
+        phase = done["ingest"]
         print(
-            f"  {mode}: peak RSS growth {growth:.0f} MB, alive {alive}, SIGTERM to exit {stopped:.2f} s\n"
-            f"    POST {ms(ingest)}\n    /drain_margin {ms(polls)}"
+            f"  {mode}: peak RSS growth {phase.growth:.0f} MB, alive {alive}, "
+            f"SIGTERM to exit {stopped:.2f} s\n"
+            f"    POST {ms(phase.loads[0].latencies)}\n    /drain_margin {ms(phase.polls)}"
         )
         if mode == "control":
-            control_growth = growth
+            control_growth = phase.growth
             continue
-        held &= verdict(f"{mode}: peak RSS growth", growth, control_growth + 100, " MB")
-        held &= verdict(f"{mode}: /drain_margin p99", quantile(polls, 0.99) * 1e3, 50, " ms")
+        held &= verdict(f"{mode}: peak RSS growth", phase.growth, control_growth + 100, " MB")
+        held &= verdict(f"{mode}: /drain_margin p99", _p99_ms(phase.polls), 50, " ms")
         held &= verdict(f"{mode}: SIGTERM to exit", stopped, 5, " s")
     return held
 
 
 def follow_line(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
+    """``follow`` of a run with a huge line between good rows, against the same rows without it."""
     good = [orjson.dumps(row) + b"\n" for row in generated_rows(5, 20, calls=2, payload=256)]
     peaks: dict[str, float] = {}
     held = True
@@ -395,36 +411,26 @@ def follow_line(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
         with service(workdir, f"follow-{name}") as sidecar:
             assert sidecar.pid is not None
             before = reset_peak(sidecar.pid)
-            follower = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "sidecar.cli",
-                    "follow",
-                    str(run_dir),
-                    "--sidecar",
-                    sidecar.url,
-                    "--until-idle",
-                    "2",
-                    "--give-up-after",
-                    "30",
-                ],
+            follow = (
+                f"-m sidecar.cli follow {run_dir} --sidecar {sidecar.url} --until-idle 2 --give-up-after 30"
+            )
+            limit = 120.0 + line_bytes / (2 * MB)
+            done = subprocess.run(
+                [sys.executable, "-c", _MAXRSS, str(limit), sys.executable, *follow.split()],
                 cwd=ROOT,
                 env={**os.environ, "PYTHONPATH": str(ROOT)},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
             )
-            code, peak, output = _wait_with_rusage(follower, 120.0 + line_bytes / (2 * MB))
+            output, _, last = done.stdout.decode("utf-8", "replace").rpartition("\n@@ ")
+            code, peak = int(last.split()[0]), int(last.split()[1]) / 1024
             served = (peak_resident_bytes(sidecar.pid) - before) / MB
-            _, summary = request(
-                connect(sidecar.url), "GET", f"/report/quality_summary.json?run_id={run_dir.name}"
-            )
+            path = f"/report/quality_summary.json?run_id={run_dir.name}"
+            _, summary = request(connect(sidecar.url), "GET", path)
         peaks[name] = peak
         run = orjson.loads(summary)["run"] if summary.startswith(b"{") else {}
-        records, unreadable = (
-            run.get("artifacts", {}).get("records"),
-            run.get("issues", {}).get("record_unreadable"),
-        )
+        records = run.get("artifacts", {}).get("records")
+        unreadable = run.get("issues", {}).get("record_unreadable")
         print(
             f"  {name}: follower exit {code}, peak RSS {peak:.0f} MB; service RSS growth {served:.0f} MB; "
             f"records {records}, record_unreadable {unreadable}"
@@ -439,33 +445,20 @@ def follow_line(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
     return held & verdict("follower peak RSS", peaks["line"], peaks["control"] + 64, " MB")
 
 
-def _check(name: str, held: bool) -> bool:
-    print(f"  {'PASS' if held else 'FAIL'}  {name}")
-    return held
-
-
-def _wait_with_rusage(child: subprocess.Popen[bytes], timeout: float) -> tuple[int, float, str]:
-    """Wait for ``child`` (SIGKILL after ``timeout``): its exit code, peak RSS in MB, output."""
-    assert child.stdout is not None
-    output: list[bytes] = []
-    reader = threading.Thread(
-        target=lambda: output.append(child.stdout.read() if child.stdout else b""), daemon=True
-    )
-    reader.start()
-    deadline = time.monotonic() + timeout
-    while True:
-        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-        if pid:
-            child.returncode = os.waitstatus_to_exitcode(status)
-            reader.join(5)
-            return child.returncode, usage.ru_maxrss / 1024, b"".join(output).decode("utf-8", "replace")
-        if time.monotonic() > deadline:
-            child.kill()
-        time.sleep(0.05)
+_MAXRSS = """
+import resource, subprocess, sys
+try:
+    code = subprocess.run(sys.argv[2:], timeout=float(sys.argv[1])).returncode
+except subprocess.TimeoutExpired:
+    code = -9
+print(f"\\n@@ {code} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}", flush=True)
+"""
+"""Run a command (SIGKILL after a time), then print its exit code and peak RSS in KiB: a fresh
+interpreter whose one child is the command, so ``RUSAGE_CHILDREN`` is that command's alone."""
 
 
 SHAPES: dict[str, Callable[[ProcessPoolExecutor, Path, Sizes], bool]] = {
-    "big-body": big_body,
+    "big-body": big_body_shape,
     "client-batches": client_batches,
     "invalid-rows": invalid_rows,
     "report-readers": report_readers,
@@ -487,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(chosen) - set(SHAPES))
     if unknown:
         parser.error(f"unknown shape(s): {', '.join(unknown)}")
-    sizes = QUICK if args.quick else FULL
+    sizes = {name: pair[args.quick] for name, pair in SIZES.items()}
     print(f"load average {os.getloadavg()[0]:.1f}; sizes {'quick' if args.quick else 'full'}")
     results: dict[str, bool] = {}
     with (

@@ -1,5 +1,5 @@
 """The package a dispatcher imports stays light: it loads the contract models, never the server
-or the batch health check (``benchmarks/client_import.py`` times it)."""
+or the batch health check (``benchmarks/client_overhead.py --phase import`` times it)."""
 
 from __future__ import annotations
 

@@ -149,8 +149,7 @@ def test_health_check_logs_its_report_into_the_wandb_run(tmp_path: Path, wandb_o
 
 def test_health_check_pays_nothing_for_the_trackers_it_is_not_given() -> None:
     """Registering the tracker flags loads no export machinery: a plain ``health-check`` process
-    would otherwise pay ~20 ms and ~6 MB for ``sidecar.export.trackers.session`` (measured by
-    ``benchmarks/health_check.py --fixed-cost``)."""
+    would otherwise pay ~20 ms and ~6 MB for ``sidecar.export.trackers.session``."""
     probe = (
         "import argparse, sys\n"
         "from sidecar.cli import register_health_check\n"
