@@ -225,12 +225,11 @@
 
   // -- sections ------------------------------------------------------------------------------
 
-  function header(body, timeline) {
+  function header(body) {
     var drain = body.drain || {};
     var acc = body.accounting || {};
     var box = el("header", { class: "run-header" });
-    var title = el("h1", null, el("span", { class: "muted", text: "Run " }), el("span", { id: "run-id", text: body.run_id }));
-    box.appendChild(title);
+    box.appendChild(el("h1", null, el("span", { class: "muted", text: "Run " }), el("span", { id: "run-id", text: body.run_id })));
     var reason = body.health.unobserved_reason;
     var checked = body.status === "checked" && reason ? "not checked" : body.status;  // a batch run nothing could check
     box.appendChild(el("span", { class: "badge badge-" + checked.replace(" ", "-"), id: "run-status", text: checked }));
@@ -244,9 +243,7 @@
       pairs.push(["drain margin", duration(drain.drain_margin), drain.drain_margin, "drain_margin"]);
       pairs.push(["start a task now?", drain.start_now === undefined ? "no budget" : (drain.start_now ? "yes" : "no")]);
       pairs.push(["succeeded", fmt(acc.succeeded) + (acc.expected ? " of " + fmt(acc.expected) : ""), acc.succeeded, "succeeded", "rollouts, each once"]);
-      pairs.push(["failed", fmt(acc.failed), acc.failed, "failed"]);
-      pairs.push(["drained", fmt(acc.drained), acc.drained, "drained"]);
-      pairs.push(["pending", fmt(acc.pending), acc.pending, "pending"]);
+      ["failed", "drained", "pending"].forEach(function (k) { pairs.push([k, fmt(acc[k]), acc[k], k]); });
       pairs.push(["in flight", fmt((body.inflight || {}).count), (body.inflight || {}).count, "in_flight"]);
     } else {
       var v = body.health.verdicts;
@@ -345,15 +342,12 @@
     if (!latency || !hist) return null;
     var s = card("latency", "Latency distribution", "Cumulative share of rollouts finished within each duration (log scale), completions and failures apart; p50/p75/p95 and the drain margin marked.");
     var q = latency.quantiles || {};
-    s.appendChild(facts([
-      ["p50", duration(q["0.5"]), q["0.5"], "p50"],
-      ["p75", duration(q["0.75"]), q["0.75"], "p75"],
-      ["p95", duration(q["0.95"]), q["0.95"], "p95"],
-      ["p99", duration(q["0.99"]), q["0.99"], "p99"],
-      ["max", duration(q["1.0"]), q["1.0"], "max"],
+    s.appendChild(facts([["p50", "0.5"], ["p75", "0.75"], ["p95", "0.95"], ["p99", "0.99"], ["max", "1.0"]].map(function (p) {
+      return [p[0], duration(q[p[1]]), q[p[1]], p[0]];
+    }).concat([
       ["drain margin", duration(latency.drain_margin), latency.drain_margin, "drain_margin"],
       ["samples", fmt(latency.samples), latency.samples, "samples", "durations: completions, long failures"],
-    ], "latency"));
+    ]), "latency"));
     var bounds = hist.completed.bounds;
     var xs = bounds.concat([bounds[bounds.length - 1] * 2]);
     function cdf(counts) {
@@ -478,11 +472,9 @@
   function inflightSection(body, timeline) {
     var s = card("inflight", "In flight and stragglers", "Rollouts started but not finished, and those running longer than the straggler threshold; below, the oldest still running.");
     var inflight = body.inflight || { count: 0, oldest: [] };
-    s.appendChild(facts([
-      ["in flight", fmt(inflight.count), inflight.count, "count"],
+    s.appendChild(facts([["in flight", fmt(inflight.count), inflight.count, "count"],
       ["stragglers", fmt(inflight.stragglers), inflight.stragglers, "stragglers"],
-      ["oldest age", duration(inflight.oldest_age_s), inflight.oldest_age_s, "oldest_age_s"],
-    ], "inflight"));
+      ["oldest age", duration(inflight.oldest_age_s), inflight.oldest_age_s, "oldest_age_s"]], "inflight"));
     var started = timed(timeline) && timeline.series.started.some(function (n) { return n > 0; });
     if (timed(timeline) && !started) {
       s.appendChild(el("p", { class: "muted", text: "No rollout of this run reported its start (a started event), so none shows in flight." }));
@@ -499,19 +491,21 @@
   }
 
   function checkLink(check) {
-    var a = el("a", { href: "#check-" + check, class: "check", text: check });
-    return a;
+    return el("a", { href: "#check-" + check, class: "check", text: check });
+  }
+
+  function bar(value, max, color) {
+    // A bar of value/max, sized with the CSSOM (style-src stays 'self').
+    var inner = el("span", { class: "bar" });
+    inner.style.width = (max && value ? (100 * value / max) : 0) + "%";
+    if (color) inner.style.background = color;
+    return el("span", { class: "bar-track" }, inner);
   }
 
   function barTable(name, headers, rows) {
-    // rows: [label (Node|string), value, more cells...], then a bar for the value, sized with the
-    // CSSOM (style-src stays 'self').
+    // rows: [label (Node|string), value, more cells...], then a bar for the value.
     var max = rows.reduce(function (m, r) { return Math.max(m, r[1] || 0); }, 0);
-    return table(headers.concat([""]), rows.map(function (r) {
-      var bar = el("span", { class: "bar" });
-      bar.style.width = (max ? (100 * (r[1] || 0) / max) : 0) + "%";
-      return r.concat([el("span", { class: "bar-track" }, bar)]);
-    }), name);
+    return table(headers.concat([""]), rows.map(function (r) { return r.concat([bar(r[1], max)]); }), name);
   }
 
   function checkedOn(c) {
@@ -589,10 +583,7 @@
   }
 
   function barCell(value, max, text, color) {
-    var bar = el("span", { class: "bar" });
-    bar.style.width = (max && value ? (100 * value / max) : 0) + "%";
-    if (color) bar.style.background = color;
-    return el("span", null, valueCell(value, text), el("span", { class: "bar-track" }, bar));
+    return el("span", null, valueCell(value, text), bar(value, max, color));
   }
 
   function agentsChart(s, agents, rateKey, rateLabel) {
@@ -694,7 +685,7 @@
     var app = document.getElementById("app");
     app.style.minHeight = app.offsetHeight + "px";
     clear(app);
-    app.appendChild(header(body, timeline));
+    app.appendChild(header(body));
     var grid = el("div", { class: "grid" });
     app.appendChild(grid);
     currentGrid = grid;
@@ -729,6 +720,12 @@
     if (node) node.textContent = message || "";
   }
 
+  function failed(err) {
+    state.errors += 1;
+    state.lastError = String(err);
+    showError("Refresh failed (" + String(err) + "); retrying.");
+  }
+
   function pollRun(runId) {
     var base = "/v1/runs/" + encodeURIComponent(runId);
     function once() {
@@ -739,17 +736,10 @@
         renderRun(state.body, state.timeline);
         state.refreshes += 1;
         showError("");
-      }).catch(function (err) {
-        state.errors += 1;
-        state.lastError = String(err);
-        showError("Refresh failed (" + String(err) + "); retrying.");
-      });
+      }).catch(failed);
     }
     function loop() {
-      once().then(function () {
-        if (!state.body || state.body.status !== "ended") setTimeout(loop, POLL_MS);
-        else setTimeout(loop, POLL_MS * 5);
-      });
+      once().then(function () { setTimeout(loop, state.body && state.body.status === "ended" ? POLL_MS * 5 : POLL_MS); });
     }
     loop();
   }
@@ -773,10 +763,7 @@
         if (answer.data) renderIndex(answer.data);
         state.refreshes += 1;
         showError("");
-      }).catch(function (err) {
-        state.errors += 1;
-        showError("Refresh failed (" + String(err) + "); retrying.");
-      }).then(function () { setTimeout(loop, POLL_MS); });
+      }).catch(failed).then(function () { setTimeout(loop, POLL_MS); });
     }
     loop();
   }
