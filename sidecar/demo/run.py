@@ -160,14 +160,8 @@ def gym_failure_row(row: dict[str, Any], exc: Exception) -> dict[str, Any]:
         status, body = exc.response.status_code, exc.response.text
         body = body[:2000] + "…" if len(body) > 2000 else body
         message = f"{status}, message={exc.response.reason_phrase!r}, url={str(exc.request.url)!r}"
-    retryable = status in (None, 429, 502, 503, 504)
-    return {
-        "_ng_failure_class": "agent_request_failed" if retryable else "agent_run_error",
-        "_ng_failure_type": type(exc).__name__,
-        "_ng_failure_message": message,
-        "_ng_failure_http_status": status,
-        "_ng_failure_response_body": body,
-    } | {key: row[key] for key in _STAMPED}
+    failure = synthetic.gym_failure(status, type(exc).__name__, message, body)
+    return failure | {key: row[key] for key in _STAMPED}
 
 
 class _Dispatcher:

@@ -30,6 +30,7 @@ __all__ = [
     "RolloutEvent",
     "SyntheticConfig",
     "finish_job",
+    "gym_failure",
     "materialized_rows",
     "rollout_event",
     "sample_task_seconds",
@@ -150,6 +151,17 @@ def timeout_row(elapsed: float, terminal: bool) -> JSON:
     }
 
 
+def gym_failure(status: int | None, failure_type: str, message: str, body: str | None) -> JSON:
+    """The failure keys Gym writes for a ``/run`` that raised: retryable when the agent was unreachable
+    or busy (no status, 429, 502-504), else the agent's own error."""
+    retryable = status in (None, 429, 502, 503, 504)
+    return {
+        "_ng_failure_class": "agent_request_failed" if retryable else "agent_run_error",
+        "_ng_failure_type": failure_type, "_ng_failure_message": message,
+        "_ng_failure_http_status": status, "_ng_failure_response_body": body,
+    }
+
+
 def _failure_row(
     config: SyntheticConfig, rng: random.Random, job: Job, elapsed: float, terminal: bool
 ) -> JSON:
@@ -157,13 +169,8 @@ def _failure_row(
     row = timeout_row(elapsed, terminal)
     if not terminal and rng.random() < 0.6:
         status, failure_type, message = rng.choice(_GYM_FAILURES)
-        row = {
-            "_ng_failure_class": "agent_run_error" if status == 500 else "agent_request_failed",
-            "_ng_failure_type": failure_type,
-            "_ng_failure_message": message,
-            "_ng_failure_http_status": status,
-            "_ng_failure_response_body": None if status is None else text(rng, rng.randint(20, 1900)),
-        }
+        body = None if status is None else text(rng, rng.randint(20, 1900))
+        row = gym_failure(status, failure_type, message, body)
     return stamp(row, job, config)
 
 
