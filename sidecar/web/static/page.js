@@ -208,7 +208,8 @@
     };
   }
 
-  function timeSeriesChart(name, holder, timeline, keys, labels, extra) {
+  function timeSeriesChart(name, holder, timeline, keys, labels, extra, tableKeys) {
+    // The chart, then its numbers as a data table (tableKeys, else the charted keys).
     var data = [timeline.t.slice()];
     var series = [{}];
     keys.forEach(function (key, i) {
@@ -220,7 +221,9 @@
     });
     var opts = { series: series, axes: [{ space: 70 }, yAxis()], scales: { x: { time: true }, y: (extra && extra.scale) || {} } };
     if (extra && extra.plugins) opts.plugins = extra.plugins;
-    return plot(name, holder, opts, data);
+    var chart = plot(name, holder, opts, data);
+    holder.appendChild(details("Data table", timelineTable(timeline, tableKeys || keys, name)));
+    return chart;
   }
 
   // -- sections ------------------------------------------------------------------------------
@@ -266,6 +269,12 @@
     return timeline && timeline.t.length > 0;
   }
 
+  function untimed(s, timeline) {
+    // Where a chart over time would be: a note that the run has no times, and true.
+    if (!timed(timeline)) s.appendChild(el("p", { class: "muted notiming", text: NO_TIMING }));
+    return !timed(timeline);
+  }
+
   function throughputSection(body, timeline) {
     var s = card("throughput", "Rollouts per hour", "Completions per hour by when each ended: its row's own time, else the dispatcher's.");
     var latency = body.latency || {};
@@ -274,10 +283,7 @@
       ["over the run", latency.completions_per_hour === null ? "no timing" : fmt(latency.completions_per_hour, 1) + " /h", latency.completions_per_hour, "completions_per_hour", "from its start to its latest time"],
       ["completions", fmt(events.completed), events.completed, "completed", "events: retries, failure rows too"],
     ], "throughput"));
-    if (!timed(timeline)) {
-      s.appendChild(el("p", { class: "muted notiming", text: NO_TIMING }));
-      return s;
-    }
+    if (untimed(s, timeline)) return s;
     var placed = timeline.series.completed.reduce(function (a, b) { return a + b; }, 0);
     if (placed < events.completed) {
       s.appendChild(el("p", { class: "caption", text: fmt(events.completed - placed) + " of " + fmt(events.completed) + " completions have no time; the rates count the other " + fmt(placed) + "." }));
@@ -289,15 +295,14 @@
     var top = Math.max.apply(null, shown.concat([0]));
     var log = shown.length > 0 && top / Math.min.apply(null, shown) >= 100;
     var positive = function (v) { return v !== null && v > 0 ? v : null; };
+    s.appendChild(el("p", { class: "caption", text: "Dots: each interval of " + duration(timeline.bucket_s) + "; line: the rate over the last " + duration(windowWidth(timeline) * timeline.bucket_s) + (log ? " (log scale: the rates span " + Math.floor(Math.log10(top / Math.min.apply(null, shown))) + " orders of magnitude)." : "; dots above the axis are off it.") }));
     var chart = timeSeriesChart("throughput", s, timeline, ["rollouts_per_hour"], ["each interval"], {
       map: log ? positive : null,
       points: [{ show: true, size: 3, fill: "#93c5fd", stroke: "#60a5fa" }],
       scale: log ? { distr: 3, log: 10 } : { range: function (u, lo, hi) { return [0, top > 0 ? top * 1.5 : Math.max(hi, 1)]; } },
-    });
+    }, ["rollouts_per_hour", "completed", "failed", "drained"]);
     chart.addSeries({ label: "trailing window", stroke: "#1d4ed8", width: 2 }, 2);
     chart.setData(chart.data.concat([log ? trailing.map(positive) : trailing]));
-    s.appendChild(el("p", { class: "caption", text: "Dots: each interval of " + duration(timeline.bucket_s) + "; line: the rate over the last " + duration(windowWidth(timeline) * timeline.bucket_s) + (log ? " (log scale: the rates span " + Math.floor(Math.log10(top / Math.min.apply(null, shown))) + " orders of magnitude)." : "; dots above the axis are off it.") }));
-    s.appendChild(details("Data table", timelineTable(timeline, ["rollouts_per_hour", "completed", "failed", "drained"], "throughput")));
     return s;
   }
 
@@ -399,16 +404,12 @@
       ["time left", drain.seconds_left === undefined ? "no budget" : duration(drain.seconds_left), drain.seconds_left, "seconds_left"],
       ["pointless from", at !== null ? clock(at) : (drain.seconds_left === undefined ? "no budget" : "not (yet)"), at === null ? "" : at, "pointless_at"],
     ], "drain"));
-    if (!timed(timeline)) {
-      s.appendChild(el("p", { class: "muted notiming", text: NO_TIMING }));
-      return s;
-    }
+    if (untimed(s, timeline)) return s;
     timeSeriesChart("drain", s, timeline, ["seconds_left", "drain_margin_s"], ["time left (s)", "drain margin (s)"], {
       map: function (v) { return v !== null && v > 0 ? v : null; },  // a log axis has no 0: a spent budget ends the line
       scale: { distr: 3, log: 10 },
       plugins: [verticalMarks([{ x: at, label: "starting a task pointless", color: "#dc2626" }])],
     });
-    s.appendChild(details("Data table", timelineTable(timeline, ["seconds_left", "drain_margin_s"], "drain")));
     return s;
   }
 
@@ -479,8 +480,7 @@
     if (timed(timeline) && !started) {
       s.appendChild(el("p", { class: "muted", text: "No rollout of this run reported its start (a started event), so none shows in flight." }));
     } else if (started) {
-      timeSeriesChart("inflight", s, timeline, ["in_flight", "stragglers"], ["in flight", "stragglers"]);
-      s.appendChild(details("Data table", timelineTable(timeline, ["in_flight", "stragglers", "started"], "inflight-series")));
+      timeSeriesChart("inflight", s, timeline, ["in_flight", "stragglers"], ["in flight", "stragglers"], null, ["in_flight", "stragglers", "started"]);
     }
     var oldest = inflight.oldest || [];
     s.appendChild(el("h3", { text: "Oldest still running" + (body.status === "ended" ? " at the end" : "") }));
@@ -532,7 +532,6 @@
     ], "health"));
     if (timed(timeline)) {
       timeSeriesChart("verdicts", s, timeline, ["healthy", "unhealthy"], ["healthy (so far)", "unhealthy (so far)"]);
-      s.appendChild(details("Data table", timelineTable(timeline, ["healthy", "unhealthy"], "verdicts")));
     }
     s.appendChild(el("h3", { text: "Findings per check" }));
     var checks = Object.keys(h.issues);
