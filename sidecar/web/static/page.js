@@ -413,17 +413,12 @@
     return s;
   }
 
-  function hoursMinutes(seconds) {
-    var minutes = Math.round(seconds / 60);
-    return minutes < 60 ? minutes + " min" : Math.floor(minutes / 60) + " h " + (minutes % 60) + " min";
-  }
-
   function forecastLine(body) {
     // "at this pace 2,150-2,180 of 2,193 finish before the budget ends; 2,193 needs about 4 h 40 min"
     var f = body.forecast;
     if (!f || f.planned === null) return null;
     if (!f.eta_all_s) return "Forecast: " + f.basis.reason + ".";
-    var needs = fmt(f.planned) + " needs about " + hoursMinutes(f.as_of - body.started_at + f.eta_all_s.p50);
+    var needs = fmt(f.planned) + " needs about " + duration(f.as_of - body.started_at + f.eta_all_s.p50);
     var end = f.by_budget_end;
     if (!end) return "At this pace " + needs + ".";
     var band = end.finished.p10 === end.finished.p90 ? fmt(end.finished.p50) : fmt(end.finished.p10) + "\u2013" + fmt(end.finished.p90);
@@ -600,11 +595,13 @@
         return name === undefined ? "" : (name.length > room ? name.slice(0, room - 1) + "\u2026" : name);
       });
     }
+    function barSeries(label, color, scale, align) {
+      return { label: label, stroke: color, fill: color + "99", width: 1, scale: scale, paths: bars({ size: [0.35, 60], align: align }), points: { show: false } };
+    }
+    function fromZero() { return { range: function (u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; } }; }
     plot("agents", s, {
-      series: [{ label: "agent" },
-        { label: rateLabel, stroke: COLORS[0], fill: COLORS[0] + "99", width: 1, scale: "rate", paths: bars({ size: [0.35, 60], align: -1 }), points: { show: false } },
-        { label: "p95 latency (s)", stroke: COLORS[4], fill: COLORS[4] + "99", width: 1, scale: "s", paths: bars({ size: [0.35, 60], align: 1 }), points: { show: false } }],
-      scales: { x: { time: false, range: [-0.6, agents.length - 0.4] }, rate: { range: function (u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; } }, s: { range: function (u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; } } },
+      series: [{ label: "agent" }, barSeries(rateLabel, COLORS[0], "rate", -1), barSeries("p95 latency (s)", COLORS[4], "s", 1)],
+      scales: { x: { time: false, range: [-0.6, agents.length - 0.4] }, rate: fromZero(), s: fromZero() },
       axes: [{ values: label, splits: function () { return xs; }, grid: { show: false } },
         yAxis({ scale: "rate", label: rateLabel }),
         yAxis({ scale: "s", side: 1, label: "p95 latency (s)", grid: { show: false } })],
