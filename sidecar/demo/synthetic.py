@@ -24,19 +24,8 @@ import orjson
 from sidecar.demo._trajectory import build_row, create_params, task_question, text
 
 __all__ = [
-    "START_TIME",
-    "FaultRates",
-    "Job",
-    "RolloutEvent",
-    "SyntheticConfig",
-    "finish_job",
-    "gym_failure",
-    "materialized_rows",
-    "rollout_event",
-    "sample_task_seconds",
-    "stamp",
-    "start_job",
-    "timeout_row",
+    "START_TIME", "FaultRates", "Job", "RolloutEvent", "SyntheticConfig", "finish_job", "gym_failure",
+    "materialized_rows", "rollout_event", "sample_task_seconds", "stamp", "start_job", "timeout_row",
 ]
 
 JSON = dict[str, Any]
@@ -142,12 +131,10 @@ def stamp(row: JSON, job: Job, config: SyntheticConfig) -> JSON:
 
 def timeout_row(elapsed: float, terminal: bool) -> JSON:
     """The failure row Gym writes for a rollout its agent cut at the timeout."""
+    reason = f"rollout exceeded its {round(elapsed)}s timeout"
     return {
-        "reward": 0.0,
-        "failure_reason": f"rollout exceeded its {round(elapsed)}s timeout",
-        "elapsed_seconds": round(elapsed, 3),
-        "_ng_failure_class": "timeout_exceeded",
-        "_ng_failure_terminal": terminal,
+        "reward": 0.0, "failure_reason": reason, "elapsed_seconds": round(elapsed, 3),
+        "_ng_failure_class": "timeout_exceeded", "_ng_failure_terminal": terminal,
     }
 
 
@@ -259,10 +246,8 @@ def materialized_rows(config: SyntheticConfig, seed: int) -> Iterator[JSON]:
     for task_index in range(config.num_tasks):
         question = task_question(seed, task_index, min(1.0, config.payload_bytes_per_call / 8192))
         for rollout_index in range(config.repeats_per_task):
+            params, agent = create_params(question), {"name": config.agent_name}
             yield {
-                "responses_create_params": create_params(question),
-                "task_name": f"synthetic_task_{task_index % 17}",
-                "_ng_task_index": task_index,
-                "_ng_rollout_index": rollout_index,
-                "agent_ref": {"name": config.agent_name},
+                "responses_create_params": params, "task_name": f"synthetic_task_{task_index % 17}",
+                "_ng_task_index": task_index, "_ng_rollout_index": rollout_index, "agent_ref": agent,
             }
