@@ -139,8 +139,7 @@ def _captured(span: tuple[float, float], request: JSON, response: JSON, stats: J
     return {
         "model_call_id": meta.pop("model_call_id"), "started_at": round(start, 6),
         "completed_at": round(end, 6), "duration_ms": round((end - start) * 1000.0, 3), "request": request,
-        "response": response,
-        "response_metadata": meta, "token_stats": stats,
+        "response": response, "response_metadata": meta, "token_stats": stats,
     }
 
 
@@ -165,12 +164,7 @@ class _Rollout:
         )
 
     def call(
-        self,
-        kind: str,
-        outcome: str,
-        conversation: list[JSON],
-        context: int,
-        span: tuple[float, float],
+        self, kind: str, outcome: str, conversation: list[JSON], context: int, span: tuple[float, float],
         tool_call: JSON | None,
     ) -> tuple[JSON, list[JSON]]:
         """One policy call of a ``kind`` step: captured; returns its reference and its output items.
@@ -229,13 +223,8 @@ class _Rollout:
         return {"type": "responses_api_models", "name": self.policy}
 
     def invocation(
-        self,
-        invocation_id: str,
-        plan: Plan,
-        outcomes: dict[tuple[int, int], str],
-        span: tuple[float, float],
-        spawned: tuple[str, str] | None = None,
-        sub_steps: int = 0,
+        self, invocation_id: str, plan: Plan, outcomes: dict[tuple[int, int], str], span: tuple[float, float],
+        spawned: tuple[str, str] | None = None, sub_steps: int = 0,
     ) -> str:
         """Run one agent invocation inside ``span``; returns the text of its last answer.
 
@@ -421,12 +410,8 @@ def _edit(rollout: _Rollout, fault: str | None, rng: random.Random) -> None:
 
 
 def build_row(
-    config: SyntheticConfig,
-    seed: int,
-    identity: tuple[int, int, int],
-    span: tuple[float, float],
-    fault: str | None,
-    rng: random.Random,
+    config: SyntheticConfig, seed: int, identity: tuple[int, int, int], span: tuple[float, float],
+    fault: str | None, rng: random.Random,
 ) -> JSON:
     """The result row of ``identity = (task, rollout, attempt)`` run over ``span``."""
     rollout = _Rollout(rng, config, identity)

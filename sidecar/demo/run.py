@@ -313,8 +313,8 @@ def report_lines(report: dict[str, Any], summary: dict[str, Any], stats: Dispatc
 
 
 async def _dispatch(
-    wall: Callable[[], float],
-    config: DemoConfig, run_id: str, urls: tuple[str, str], out_dir: Path, say: Callable[[str], None]
+    wall: Callable[[], float], config: DemoConfig, run_id: str, urls: tuple[str, str], out_dir: Path,
+    say: Callable[[str], None],
 ) -> tuple[DispatchStats, str]:
     """Declare the run, dispatch it with a live line every 2 s, end it: the stats and the last scrape."""
     rows = list(synthetic.materialized_rows(config.generator(), config.seed))

@@ -196,14 +196,10 @@ def start_job(
 
 
 def finish_job(
-    config: SyntheticConfig,
-    seed: int,
-    job: Job,
-    rng: random.Random,
-    span: tuple[float, float],
-    failed: bool,
+    config: SyntheticConfig, seed: int, job: Job, rng: random.Random, span: tuple[float, float], failed: bool,
     terminal: bool,
 ) -> RolloutEvent:
+    """Finish ``job`` over ``span``: its failure row, or its result row with at most one fault."""
     task, rollout, attempt, copy = job
     if failed:
         row = _failure_row(config, rng, job, span[1] - span[0], terminal)
@@ -227,12 +223,7 @@ def finish_job(
 
 
 def rollout_event(
-    config: SyntheticConfig,
-    seed: int,
-    task_index: int,
-    rollout_index: int,
-    attempt_index: int = 0,
-    *,
+    config: SyntheticConfig, seed: int, task_index: int, rollout_index: int, attempt_index: int = 0, *,
     started_at: float = START_TIME,
 ) -> RolloutEvent:
     """One dispatch attempt alone, as a whole generated run makes it when started at ``started_at``."""
