@@ -17,17 +17,13 @@
 
   function el(tag, attrs) {
     var node = document.createElement(tag);
-    if (attrs) {
-      Object.keys(attrs).forEach(function (key) {
-        if (key === "text") node.textContent = attrs[key];
-        else node.setAttribute(key, attrs[key]);
-      });
-    }
-    for (var i = 2; i < arguments.length; i++) {
-      var child = arguments[i];
-      if (child === null || child === undefined) continue;
-      node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
-    }
+    Object.keys(attrs || {}).forEach(function (key) {
+      if (key === "text") node.textContent = attrs[key];
+      else node.setAttribute(key, attrs[key]);
+    });
+    Array.prototype.slice.call(arguments, 2).forEach(function (child) {
+      if (child !== null && child !== undefined) node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+    });
     return node;
   }
 
@@ -237,22 +233,17 @@
     var checked = body.status === "checked" && reason ? "not checked" : body.status;  // a batch run nothing could check
     box.appendChild(el("span", { class: "badge badge-" + checked.replace(" ", "-"), id: "run-status", text: checked }));
     if (reason) box.appendChild(el("p", { class: "warn", id: "not-checked", text: "Not checked: " + reason + "." }));
-    var pairs = [];
-    if (body.source !== "batch") {
-      pairs.push(["started", clock(body.started_at)]);
-      pairs.push(["ended", body.ended_at ? clock(body.ended_at) : "still running"]);
-      pairs.push(["budget", body.budget_s === null ? "none" : duration(body.budget_s), body.budget_s, "budget_s"]);
-      pairs.push(["time left", drain.seconds_left === undefined ? "no budget" : duration(drain.seconds_left), drain.seconds_left, "seconds_left"]);
-      pairs.push(["drain margin", duration(drain.drain_margin), drain.drain_margin, "drain_margin"]);
-      pairs.push(["start a task now?", drain.start_now === undefined ? "no budget" : (drain.start_now ? "yes" : "no")]);
-      pairs.push(["succeeded", fmt(acc.succeeded) + (acc.expected ? " of " + fmt(acc.expected) : ""), acc.succeeded, "succeeded", "rollouts, each once"]);
-      ["failed", "drained", "pending"].forEach(function (k) { pairs.push([k, fmt(acc[k]), acc[k], k]); });
-      pairs.push(["in flight", fmt((body.inflight || {}).count), (body.inflight || {}).count, "in_flight"]);
-    } else {
-      var v = body.health.verdicts;
-      pairs.push(["rows read", fmt(v.healthy + v.unhealthy + v.unobserved)]);
-      pairs.push(["tasks", fmt(body.plan_tasks)]);
-    }
+    var v = body.health.verdicts, inflight = body.inflight || {};
+    var pairs = body.source === "batch" ? [["rows read", fmt(v.healthy + v.unhealthy + v.unobserved)], ["tasks", fmt(body.plan_tasks)]] : [
+      ["started", clock(body.started_at)],
+      ["ended", body.ended_at ? clock(body.ended_at) : "still running"],
+      ["budget", body.budget_s === null ? "none" : duration(body.budget_s), body.budget_s, "budget_s"],
+      ["time left", drain.seconds_left === undefined ? "no budget" : duration(drain.seconds_left), drain.seconds_left, "seconds_left"],
+      ["drain margin", duration(drain.drain_margin), drain.drain_margin, "drain_margin"],
+      ["start a task now?", drain.start_now === undefined ? "no budget" : (drain.start_now ? "yes" : "no")],
+      ["succeeded", fmt(acc.succeeded) + (acc.expected ? " of " + fmt(acc.expected) : ""), acc.succeeded, "succeeded", "rollouts, each once"],
+    ].concat(["failed", "drained", "pending"].map(function (k) { return [k, fmt(acc[k]), acc[k], k]; }), [
+      ["in flight", fmt(inflight.count), inflight.count, "in_flight"]]);
     var line = forecastLine(body);
     if (line) box.appendChild(el("p", { class: "forecast", id: "forecast-line", text: line }));
     box.appendChild(facts(pairs, "header"));
