@@ -384,27 +384,20 @@ def _edit(rollout: _Rollout, fault: str | None, rng: random.Random) -> None:
         rollout.turns.clear()
     elif fault == "missing_token_counts":
         stats = rng.choice(succeeded)["token_stats"]
-        for name in rng.choice(
-            (("prompt_tokens",), ("completion_tokens",), ("prompt_tokens", "completion_tokens"))
-        ):
-            stats[name] = None
-        stats["total_tokens"] = None
+        dropped = rng.choice((("prompt_tokens",), ("completion_tokens",), _TOKENS[:2]))
+        stats |= dict.fromkeys((*dropped, "total_tokens"))
     elif fault == "capture_mismatch" and rng.random() < 0.5:  # a referenced call missing from the capture
         rollout.calls.remove(rng.choice(rollout.calls))
     elif fault == "capture_mismatch":  # the producer says two owners claim a call
         detail = f"call:{rng.choice(succeeded)['model_call_id']}"
-        rollout.gaps.append(
-            {"code": "model_call_reference_conflict", "invocation_id": "main", "detail": detail}
-        )
+        code = "model_call_reference_conflict"
+        rollout.gaps.append({"code": code, "invocation_id": "main", "detail": detail})
     elif fault == "malformed_response":  # a gateway flattened a length-limited chat message to a string
         call = rng.choice(succeeded)
         call["response_metadata"]["finish_reason"] = "length"
         choice = {"index": 0, "finish_reason": "length", "message": "[truncated]"}
-        call["response"] = {
-            "id": call["response_metadata"]["response_id"],
-            "object": "chat.completion",
-            "choices": [choice],
-        }
+        response_id = call["response_metadata"]["response_id"]
+        call["response"] = {"id": response_id, "object": "chat.completion", "choices": [choice]}
     elif fault == "observation_gap":
         rollout.gaps.append({"code": rng.choice(_UNOBSERVING_GAPS), "invocation_id": None, "detail": None})
 
