@@ -28,7 +28,7 @@
   }
 
   function clear(node) {
-    while (node.firstChild) node.removeChild(node.firstChild);
+    node.replaceChildren();
     return node;
   }
 
@@ -158,9 +158,8 @@
   }
 
   function plot(name, holder, opts, data) {
-    // Recreated on each refresh: data and marks change together, and uPlot is fast at this size.
-    var old = state.charts[name];
-    if (old) old.destroy();
+    // Recreated on each refresh (renderRun destroys the old ones): data and marks change together,
+    // and uPlot is fast at this size.
     var chartHolder = el("div", { class: "chart", "data-chart": name, role: "img" });
     var heading = holder.querySelector("h2");
     chartHolder.setAttribute("aria-label", (heading ? heading.textContent : name) + " chart; its numbers are beside it and in the data table below");
@@ -184,14 +183,10 @@
             if (mark.x === null || mark.x === undefined || !isFinite(mark.x)) return;
             var x = u.valToPos(mark.x, "x", true);
             if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
-            ctx.strokeStyle = mark.color;
-            ctx.fillStyle = mark.color;
+            ctx.strokeStyle = ctx.fillStyle = mark.color;
             ctx.setLineDash([5, 4]);
             ctx.lineWidth = 1.5 * devicePixelRatio;
-            ctx.beginPath();
-            ctx.moveTo(x, u.bbox.top);
-            ctx.lineTo(x, u.bbox.top + u.bbox.height);
-            ctx.stroke();
+            ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
             ctx.font = (11 * devicePixelRatio) + "px sans-serif";
             // beside the line, on whichever side has room for it
             var room = u.bbox.left + u.bbox.width - x > ctx.measureText(mark.label).width + 4 * devicePixelRatio;
