@@ -90,13 +90,8 @@ def create_params(question: str) -> JSON:
 
 def _message(rng: random.Random, content: str) -> JSON:
     part = {"type": "output_text", "text": content, "annotations": []}
-    return {
-        "type": "message",
-        "id": f"msg_{_hex(rng)}",
-        "role": "assistant",
-        "status": "completed",
-        "content": [part],
-    }
+    item_id = f"msg_{_hex(rng)}"
+    return {"type": "message", "id": item_id, "role": "assistant", "status": "completed", "content": [part]}
 
 
 def _tokens(prompt: int | None, completion: int | None, reasoning: int | None, cached: int | None) -> JSON:
@@ -121,8 +116,7 @@ def responses_response(
         "parallel_tool_calls": True,
         "tool_choice": "auto",
         "usage": {
-            "input_tokens": prompt,
-            "input_tokens_details": {"cached_tokens": stats["cached_tokens"] or 0},
+            "input_tokens": prompt, "input_tokens_details": {"cached_tokens": stats["cached_tokens"] or 0},
             "output_tokens": completion,
             "output_tokens_details": {"reasoning_tokens": stats["reasoning_tokens"] or 0},
             "total_tokens": prompt + completion,
@@ -130,17 +124,22 @@ def responses_response(
     }
 
 
+def _meta(call_id: str, response_id: str | None, ref: JSON, model: str, finish: str, ttft: Any) -> JSON:
+    """A successful call's ``response_metadata`` (``model_call_id`` is moved out by ``_captured``)."""
+    return {
+        "model_call_id": call_id, "response_id": response_id, "model_ref": ref, "model": model,
+        "dialect": "responses", "status_code": 200, "response_status": None, "finish_reason": finish,
+        "error_category": None, "latency_ttft_ms": ttft,
+    }
+
+
 def _captured(span: tuple[float, float], request: JSON, response: JSON, stats: JSON, meta: JSON) -> JSON:
     """A captured model call (``ng_trajectory.model_calls[i]``)."""
+    start, end = span
     return {
-        "model_call_id": meta.pop("model_call_id"),
-        "started_at": round(span[0], 6),
-        "completed_at": round(span[1], 6),
-        "duration_ms": round((span[1] - span[0]) * 1000.0, 3),
-        "request": request,
-        "response": response,
-        "response_metadata": meta,
-        "token_stats": stats,
+        "model_call_id": meta.pop("model_call_id"), "started_at": round(start, 6),
+        "completed_at": round(end, 6), "duration_ms": round((end - start) * 1000.0, 3), "request": request,
+        "response": response, "response_metadata": meta, "token_stats": stats,
     }
 
 
@@ -160,20 +159,12 @@ class _Rollout:
         self.tools = tools if payload >= 2048 else None  # tiny corpora stay tiny
         self.sandbox = f"sandbox-{_hex(rng, 48)}"
         self.prev_prompt = 0
-        self.invocations: list[JSON] = []
-        self.turns: list[JSON] = []
-        self.calls: list[JSON] = []
-        self.tool_calls: list[JSON] = []
-        self.gaps: list[JSON] = []
-        self.final_output: list[JSON] = []
+        self.invocations, self.turns, self.calls, self.tool_calls, self.gaps, self.final_output = (
+            list[JSON]() for _ in range(6)
+        )
 
     def call(
-        self,
-        kind: str,
-        outcome: str,
-        conversation: list[JSON],
-        context: int,
-        span: tuple[float, float],
+        self, kind: str, outcome: str, conversation: list[JSON], context: int, span: tuple[float, float],
         tool_call: JSON | None,
     ) -> tuple[JSON, list[JSON]]:
         """One policy call of a ``kind`` step: captured; returns its reference and its output items.
@@ -204,37 +195,24 @@ class _Rollout:
             output.append(_message(rng, message))
         if tool_call is not None:
             output.append(tool_call)
-        meta: JSON = {
-            "model_call_id": _hex(rng),
-            "response_id": None,
-            "model_ref": self.model_ref(),
-            "model": MODEL,
-            "dialect": "responses",
-            "status_code": 200,
-            "response_status": None,
-            "finish_reason": "length" if outcome == "runaway" else "tool_calls" if tool_call else "stop",
-            "error_category": None,
-            "latency_ttft_ms": round((span[1] - span[0]) * 1000.0 * rng.uniform(0.05, 0.4), 2),
-        }
+        finish = "length" if outcome == "runaway" else "tool_calls" if tool_call else "stop"
+        call_id = _hex(rng)
+        ttft = round((span[1] - span[0]) * 1000.0 * rng.uniform(0.05, 0.4), 2)
+        meta = _meta(call_id, None, self.model_ref(), MODEL, finish, ttft)
         if outcome in ("failed", "rejected"):
             status = 400 if outcome == "rejected" else 429 if rng.random() < 0.7 else 500
             category = {400: "context_length_exceeded", 429: "rate_limited"}.get(status, "upstream_error")
             response = {"error": {"message": f"upstream returned {status}", "type": category, "code": status}}
             stats, output = _tokens(None, None, None, None), []
-            meta |= {
-                "status_code": status,
-                "finish_reason": None,
-                "error_category": category,
-                "latency_ttft_ms": None,
-            }
+            meta |= {"status_code": status, "finish_reason": None, "error_category": category}
+            meta["latency_ttft_ms"] = None
         else:
             prompt = (len(instructions) + context) // 4 + 16
             chars = len(reasoning) + len(message) + (len(tool_call["arguments"]) if tool_call else 0)
             completion = {"runaway": MAX_OUTPUT_TOKENS, "empty": 0}.get(outcome, max(1, chars // 4))
             stats = _tokens(prompt, completion, len(reasoning) // 4, min(self.prev_prompt, prompt) // 16 * 16)
             response = responses_response(rng, span[0], output, stats, outcome == "runaway")
-            meta["response_status"] = response["status"]
-            meta["response_id"] = response["id"]
+            meta |= {"response_id": response["id"], "response_status": response["status"]}
             self.prev_prompt = prompt
         call = _captured(span, request, response, stats, meta)
         self.calls.append(call)
@@ -245,13 +223,8 @@ class _Rollout:
         return {"type": "responses_api_models", "name": self.policy}
 
     def invocation(
-        self,
-        invocation_id: str,
-        plan: Plan,
-        outcomes: dict[tuple[int, int], str],
-        span: tuple[float, float],
-        spawned: tuple[str, str] | None = None,
-        sub_steps: int = 0,
+        self, invocation_id: str, plan: Plan, outcomes: dict[tuple[int, int], str], span: tuple[float, float],
+        spawned: tuple[str, str] | None = None, sub_steps: int = 0,
     ) -> str:
         """Run one agent invocation inside ``span``; returns the text of its last answer.
 
@@ -260,15 +233,11 @@ class _Rollout:
         parent invocation and tool call.
         """
         rng = self.rng
+        parent, by = spawned or (None, None)
         record: JSON = {
-            "kind": "agent_invocation",
-            "invocation_id": invocation_id,
-            "parent_invocation_id": spawned[0] if spawned else None,
-            "spawned_by_tool_call_id": spawned[1] if spawned else None,
-            "status": "completed",
-            "duration_ms": round((span[1] - span[0]) * 1000.0, 3),
-            "error_type": None,
-            "model_calls": [],
+            "kind": "agent_invocation", "invocation_id": invocation_id, "parent_invocation_id": parent,
+            "spawned_by_tool_call_id": by, "status": "completed",
+            "duration_ms": round((span[1] - span[0]) * 1000.0, 3), "error_type": None, "model_calls": [],
             "conversation": [],
         }
         self.invocations.append(record)
@@ -312,21 +281,11 @@ class _Rollout:
                         {"type": "function_call_output", "call_id": tool_call["call_id"], "output": result}
                     )
                     context += len(result)
-            self.turns.append(
-                {
-                    "invocation_id": invocation_id,
-                    "task_id": self.task_id,
-                    "rollout_id": self.rollout_id,
-                    "turn_no": turn_no,
-                    "timestamp": round(end, 6),
-                    "question": question,
-                    "answer": answer,
-                    "reasoning_content": None,
-                    "resolved": None,
-                    "step_count": len(refs),
-                    "model_calls": refs,
-                }
-            )
+            self.turns.append({
+                "invocation_id": invocation_id, "task_id": self.task_id, "rollout_id": self.rollout_id,
+                "turn_no": turn_no, "timestamp": round(end, 6), "question": question, "answer": answer,
+                "reasoning_content": None, "resolved": None, "step_count": len(refs), "model_calls": refs,
+            })
             record["model_calls"].extend(refs)
             if spawned is None and answer:
                 self.final_output = answer
@@ -336,13 +295,11 @@ class _Rollout:
         rng = self.rng
         name, arg = _TOOLS[-1] if kind == "spawn" else rng.choice(_TOOLS[:-1])
         length = _scaled(rng, 60, 300, self.scale) if kind == "spawn" else 20 + int(rng.random() * 50)
+        item_id, call_id = f"fc_{_hex(rng)}", f"call_{_hex(rng, 96)}"
+        arguments = orjson.dumps({arg: text(rng, length)}).decode()
         return {
-            "type": "function_call",
-            "id": f"fc_{_hex(rng)}",
-            "call_id": f"call_{_hex(rng, 96)}",
-            "name": name,
-            "arguments": orjson.dumps({arg: text(rng, length)}).decode(),
-            "status": "completed",
+            "type": "function_call", "id": item_id, "call_id": call_id, "name": name,
+            "arguments": arguments, "status": "completed",
         }
 
     def _run_tool(
@@ -367,32 +324,19 @@ class _Rollout:
             if rng.random() < 0.05:
                 status, error_type = "failed", "CommandError"
                 result = f"Error: command exited with status 1\n{result[:200]}"
-        self.tool_calls.append(
-            {
-                "kind": "tool_call",
-                "invocation_id": invocation_id,
-                "tool_call_id": tool_call["call_id"],
-                "sandbox_id": None if kind == "spawn" else self.sandbox,
-                "tool_name": tool_call["name"],
-                "started_at": round(span[0], 6),
-                "completed_at": round(span[1], 6),
-                "duration_ms": round((span[1] - span[0]) * 1000.0, 3),
-                "timing_source": "harness",
-                "status": status,
-                "error_type": error_type,
-                "output": result,
-            }
-        )
+        self.tool_calls.append({
+            "kind": "tool_call", "invocation_id": invocation_id, "tool_call_id": tool_call["call_id"],
+            "sandbox_id": None if kind == "spawn" else self.sandbox, "tool_name": tool_call["name"],
+            "started_at": round(span[0], 6), "completed_at": round(span[1], 6),
+            "duration_ms": round((span[1] - span[0]) * 1000.0, 3), "timing_source": "harness",
+            "status": status, "error_type": error_type, "output": result,
+        })
         return result
 
 
 def _schema(arg: str) -> JSON:
-    return {
-        "type": "object",
-        "properties": {arg: {"type": "string"}},
-        "required": [arg],
-        "additionalProperties": False,
-    }
+    properties = {arg: {"type": "string"}}
+    return {"type": "object", "properties": properties, "required": [arg], "additionalProperties": False}
 
 
 def _plan(
@@ -440,38 +384,27 @@ def _edit(rollout: _Rollout, fault: str | None, rng: random.Random) -> None:
         rollout.turns.clear()
     elif fault == "missing_token_counts":
         stats = rng.choice(succeeded)["token_stats"]
-        for name in rng.choice(
-            (("prompt_tokens",), ("completion_tokens",), ("prompt_tokens", "completion_tokens"))
-        ):
-            stats[name] = None
-        stats["total_tokens"] = None
+        dropped = rng.choice((("prompt_tokens",), ("completion_tokens",), _TOKENS[:2]))
+        stats |= dict.fromkeys((*dropped, "total_tokens"))
     elif fault == "capture_mismatch" and rng.random() < 0.5:  # a referenced call missing from the capture
         rollout.calls.remove(rng.choice(rollout.calls))
     elif fault == "capture_mismatch":  # the producer says two owners claim a call
         detail = f"call:{rng.choice(succeeded)['model_call_id']}"
-        rollout.gaps.append(
-            {"code": "model_call_reference_conflict", "invocation_id": "main", "detail": detail}
-        )
+        code = "model_call_reference_conflict"
+        rollout.gaps.append({"code": code, "invocation_id": "main", "detail": detail})
     elif fault == "malformed_response":  # a gateway flattened a length-limited chat message to a string
         call = rng.choice(succeeded)
         call["response_metadata"]["finish_reason"] = "length"
         choice = {"index": 0, "finish_reason": "length", "message": "[truncated]"}
-        call["response"] = {
-            "id": call["response_metadata"]["response_id"],
-            "object": "chat.completion",
-            "choices": [choice],
-        }
+        response_id = call["response_metadata"]["response_id"]
+        call["response"] = {"id": response_id, "object": "chat.completion", "choices": [choice]}
     elif fault == "observation_gap":
         rollout.gaps.append({"code": rng.choice(_UNOBSERVING_GAPS), "invocation_id": None, "detail": None})
 
 
 def build_row(
-    config: SyntheticConfig,
-    seed: int,
-    identity: tuple[int, int, int],
-    span: tuple[float, float],
-    fault: str | None,
-    rng: random.Random,
+    config: SyntheticConfig, seed: int, identity: tuple[int, int, int], span: tuple[float, float],
+    fault: str | None, rng: random.Random,
 ) -> JSON:
     """The result row of ``identity = (task, rollout, attempt)`` run over ``span``."""
     rollout = _Rollout(rng, config, identity)
@@ -491,43 +424,25 @@ def build_row(
         )
         stats = _tokens(len(prompt) // 4 + 24, 4, 0, 0)
         response = responses_response(rng, agent_end, [_message(rng, "Verdict: correct.")], stats, False)
-        judge = {
-            "model_call_id": _hex(rng),
-            "response_id": response["id"],
-            "model_ref": {"type": "responses_api_models", "name": "judge_model"},
-            "model": "gym-judge-model",
-            "dialect": "responses",
-            "status_code": 200,
-            "response_status": "completed",
-            "finish_reason": "stop",
-            "error_category": None,
-            "latency_ttft_ms": None,
-        }
+        judge_ref = {"type": "responses_api_models", "name": "judge_model"}
+        judge = _meta(_hex(rng), response["id"], judge_ref, "gym-judge-model", "stop", None)
+        judge["response_status"] = "completed"
         request = {"model": "gym-judge-model", "input": prompt}
         rollout.calls.append(_captured((agent_end, end), request, response, stats, judge))
+    response = responses_response(rng, end, rollout.final_output, totals, False)
     row: JSON = {
-        "responses_create_params": create_params(question),
-        "response": responses_response(rng, end, rollout.final_output, totals, False),
-        "reward": 1.0 if rng.random() < 0.55 else 0.0,
-        "failure_reason": None,
-        "turns_used": len(plan),
+        "responses_create_params": create_params(question), "response": response,
+        "reward": 1.0 if rng.random() < 0.55 else 0.0, "failure_reason": None, "turns_used": len(plan),
         "finished_naturally": all(invocation["status"] == "completed" for invocation in rollout.invocations),
-        "task_name": f"synthetic_task_{identity[0] % 17}",
-        "_ng_task_index": identity[0],
-        "_ng_rollout_index": identity[1],
-        "agent_ref": {"name": config.agent_name},
+        "task_name": f"synthetic_task_{identity[0] % 17}", "_ng_task_index": identity[0],
+        "_ng_rollout_index": identity[1], "agent_ref": {"name": config.agent_name},
     }
     if identity[2]:
         row["_ng_attempt_index"] = identity[2]
     row["ng_trajectory"] = {
-        "schema_version": "1.0",
-        "task_id": rollout.task_id,
-        "rollout_id": rollout.rollout_id,
-        "invocations": rollout.invocations,
-        "turns": rollout.turns,
-        "model_calls": rollout.calls,
-        "tool_calls": rollout.tool_calls,
-        "gaps": rollout.gaps,
+        "schema_version": "1.0", "task_id": rollout.task_id, "rollout_id": rollout.rollout_id,
+        "invocations": rollout.invocations, "turns": rollout.turns, "model_calls": rollout.calls,
+        "tool_calls": rollout.tool_calls, "gaps": rollout.gaps,
     }
     if fault == "token_count_mismatch":
         usage = row["response"]["usage"]

@@ -160,22 +160,14 @@ def gym_failure_row(row: dict[str, Any], exc: Exception) -> dict[str, Any]:
         status, body = exc.response.status_code, exc.response.text
         body = body[:2000] + "…" if len(body) > 2000 else body
         message = f"{status}, message={exc.response.reason_phrase!r}, url={str(exc.request.url)!r}"
-    retryable = status in (None, 429, 502, 503, 504)
-    return {
-        "_ng_failure_class": "agent_request_failed" if retryable else "agent_run_error",
-        "_ng_failure_type": type(exc).__name__,
-        "_ng_failure_message": message,
-        "_ng_failure_http_status": status,
-        "_ng_failure_response_body": body,
-    } | {key: row[key] for key in _STAMPED}
+    failure = synthetic.gym_failure(status, type(exc).__name__, message, body)
+    return failure | {key: row[key] for key in _STAMPED}
 
 
 class _Dispatcher:
     """Dispatch the plan to the agent within the budget, tell the sidecar every step, write the run."""
 
-    def __init__(
-        self, config: DemoConfig, sidecar: SidecarClient, agent: httpx.AsyncClient, run_dir: Path
-    ) -> None:
+    def __init__(self, config: DemoConfig, sidecar: SidecarClient, agent: httpx.AsyncClient, run_dir: Path):
         self.sidecar, self.agent, self.run_dir = sidecar, agent, run_dir
         self.stats = DispatchStats(planned=config.num_tasks * REPEATS, budget_s=config.budget_s)
         self.gate = asyncio.Semaphore(config.concurrency)
@@ -319,24 +311,21 @@ def report_lines(report: dict[str, Any], summary: dict[str, Any], stats: Dispatc
 
 
 async def _dispatch(
-    wall: Callable[[], float],
-    config: DemoConfig, run_id: str, urls: tuple[str, str], out_dir: Path, say: Callable[[str], None]
+    wall: Callable[[], float], config: DemoConfig, run_id: str, urls: tuple[str, str], out_dir: Path,
+    say: Callable[[str], None],
 ) -> tuple[DispatchStats, str]:
     """Declare the run, dispatch it with a live line every 2 s, end it: the stats and the last scrape."""
     rows = list(synthetic.materialized_rows(config.generator(), config.seed))
-    (out_dir / "rollouts_materialized_inputs.jsonl").write_bytes(
-        b"".join(orjson.dumps(r) + b"\n" for r in rows)
-    )
+    inputs = b"".join(orjson.dumps(r) + b"\n" for r in rows)
+    (out_dir / "rollouts_materialized_inputs.jsonl").write_bytes(inputs)
     timeout, limits = config.task_timeout_s / SCALE + 10.0, httpx.Limits(max_connections=config.concurrency)
     async with (
         SidecarClient(urls[0], run_id=run_id, config=ClientConfig(clock=wall)) as sidecar,
         httpx.AsyncClient(base_url=urls[1], limits=limits, timeout=timeout) as agent,
         httpx.AsyncClient(base_url=urls[0], timeout=5.0) as reads,
     ):
-        plan = {task: REPEATS for task in range(config.num_tasks)}
-        await sidecar.start_run(
-            plan=plan, task_timeout_s=config.task_timeout_s, dispatch_budget_s=config.budget_s
-        )
+        plan, timeout_s = dict.fromkeys(range(config.num_tasks), REPEATS), config.task_timeout_s
+        await sidecar.start_run(plan=plan, task_timeout_s=timeout_s, dispatch_budget_s=config.budget_s)
         dispatcher, metrics = _Dispatcher(config, sidecar, agent, out_dir), ""
 
         async def show(every: float | None = None) -> None:
@@ -354,9 +343,7 @@ async def _dispatch(
             await dispatcher.run(rows)
             await sidecar.run_ended()
             if not await sidecar.flush(30.0):
-                raise RuntimeError(
-                    f"the sidecar at {urls[0]} did not take every event in 30 s: {sidecar.stats}"
-                )
+                raise RuntimeError(f"the sidecar at {urls[0]} left events unsent after 30 s: {sidecar.stats}")
         finally:
             live.cancel()
         await show()

@@ -24,18 +24,8 @@ import orjson
 from sidecar.demo._trajectory import build_row, create_params, task_question, text
 
 __all__ = [
-    "START_TIME",
-    "FaultRates",
-    "Job",
-    "RolloutEvent",
-    "SyntheticConfig",
-    "finish_job",
-    "materialized_rows",
-    "rollout_event",
-    "sample_task_seconds",
-    "stamp",
-    "start_job",
-    "timeout_row",
+    "START_TIME", "FaultRates", "Job", "RolloutEvent", "SyntheticConfig", "finish_job", "gym_failure",
+    "materialized_rows", "rollout_event", "sample_task_seconds", "stamp", "start_job", "timeout_row",
 ]
 
 JSON = dict[str, Any]
@@ -141,12 +131,21 @@ def stamp(row: JSON, job: Job, config: SyntheticConfig) -> JSON:
 
 def timeout_row(elapsed: float, terminal: bool) -> JSON:
     """The failure row Gym writes for a rollout its agent cut at the timeout."""
+    reason = f"rollout exceeded its {round(elapsed)}s timeout"
     return {
-        "reward": 0.0,
-        "failure_reason": f"rollout exceeded its {round(elapsed)}s timeout",
-        "elapsed_seconds": round(elapsed, 3),
-        "_ng_failure_class": "timeout_exceeded",
-        "_ng_failure_terminal": terminal,
+        "reward": 0.0, "failure_reason": reason, "elapsed_seconds": round(elapsed, 3),
+        "_ng_failure_class": "timeout_exceeded", "_ng_failure_terminal": terminal,
+    }
+
+
+def gym_failure(status: int | None, failure_type: str, message: str, body: str | None) -> JSON:
+    """The failure keys Gym writes for a ``/run`` that raised: retryable when the agent was unreachable
+    or busy (no status, 429, 502-504), else the agent's own error."""
+    retryable = status in (None, 429, 502, 503, 504)
+    return {
+        "_ng_failure_class": "agent_request_failed" if retryable else "agent_run_error",
+        "_ng_failure_type": failure_type, "_ng_failure_message": message,
+        "_ng_failure_http_status": status, "_ng_failure_response_body": body,
     }
 
 
@@ -157,13 +156,8 @@ def _failure_row(
     row = timeout_row(elapsed, terminal)
     if not terminal and rng.random() < 0.6:
         status, failure_type, message = rng.choice(_GYM_FAILURES)
-        row = {
-            "_ng_failure_class": "agent_run_error" if status == 500 else "agent_request_failed",
-            "_ng_failure_type": failure_type,
-            "_ng_failure_message": message,
-            "_ng_failure_http_status": status,
-            "_ng_failure_response_body": None if status is None else text(rng, rng.randint(20, 1900)),
-        }
+        body = None if status is None else text(rng, rng.randint(20, 1900))
+        row = gym_failure(status, failure_type, message, body)
     return stamp(row, job, config)
 
 
@@ -202,14 +196,10 @@ def start_job(
 
 
 def finish_job(
-    config: SyntheticConfig,
-    seed: int,
-    job: Job,
-    rng: random.Random,
-    span: tuple[float, float],
-    failed: bool,
+    config: SyntheticConfig, seed: int, job: Job, rng: random.Random, span: tuple[float, float], failed: bool,
     terminal: bool,
 ) -> RolloutEvent:
+    """Finish ``job`` over ``span``: its failure row, or its result row with at most one fault."""
     task, rollout, attempt, copy = job
     if failed:
         row = _failure_row(config, rng, job, span[1] - span[0], terminal)
@@ -233,12 +223,7 @@ def finish_job(
 
 
 def rollout_event(
-    config: SyntheticConfig,
-    seed: int,
-    task_index: int,
-    rollout_index: int,
-    attempt_index: int = 0,
-    *,
+    config: SyntheticConfig, seed: int, task_index: int, rollout_index: int, attempt_index: int = 0, *,
     started_at: float = START_TIME,
 ) -> RolloutEvent:
     """One dispatch attempt alone, as a whole generated run makes it when started at ``started_at``."""
@@ -252,10 +237,8 @@ def materialized_rows(config: SyntheticConfig, seed: int) -> Iterator[JSON]:
     for task_index in range(config.num_tasks):
         question = task_question(seed, task_index, min(1.0, config.payload_bytes_per_call / 8192))
         for rollout_index in range(config.repeats_per_task):
+            params, agent = create_params(question), {"name": config.agent_name}
             yield {
-                "responses_create_params": create_params(question),
-                "task_name": f"synthetic_task_{task_index % 17}",
-                "_ng_task_index": task_index,
-                "_ng_rollout_index": rollout_index,
-                "agent_ref": {"name": config.agent_name},
+                "responses_create_params": params, "task_name": f"synthetic_task_{task_index % 17}",
+                "_ng_task_index": task_index, "_ng_rollout_index": rollout_index, "agent_ref": agent,
             }

@@ -10,14 +10,6 @@ from sidecar.perf._summary import PerfSummaryState, compute_perf_summary
 from sidecar.perf._tracker import DRAINED_FAILURE_CLASS, DispatchLatencyTracker, drained_result, should_drain
 
 __all__ = [
-    "DRAINED_FAILURE_CLASS",
-    "NG_PERF_KEY",
-    "DispatchLatencyTracker",
-    "PerfSummaryState",
-    "attach_ng_perf",
-    "build_ng_perf",
-    "compute_perf_summary",
-    "drained_result",
-    "ng_perf_for_trajectory",
-    "should_drain",
+    "DRAINED_FAILURE_CLASS", "NG_PERF_KEY", "DispatchLatencyTracker", "PerfSummaryState", "attach_ng_perf",
+    "build_ng_perf", "compute_perf_summary", "drained_result", "ng_perf_for_trajectory", "should_drain",
 ]

@@ -10,7 +10,7 @@ exact. A value that is not a finite number (NaN, an infinity) counts as not repo
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any, TypeGuard
 
@@ -189,13 +189,20 @@ def compute_perf_summary(records: Iterable[Mapping[str, Any]], total_rollouts: i
     return state.result(total_rollouts)
 
 
+def _finite(compute: Callable[[], Number], exact: Callable[[], Fraction]) -> Number:
+    """``compute()`` as the reference evaluates it; where that overflows or is not finite, the
+    ``exact`` value saturated to the double range."""
+    try:
+        value = compute()
+    except OverflowError:  # an int past the double range
+        value = math.inf
+    return value if math.isfinite(value) else saturate(exact())
+
+
 def _mean(values: SortedValues) -> float:
     """``statistics.fmean``: the correctly rounded sum (``math.fsum``'s), divided by the count."""
-    total = values.total()
-    try:
-        return float(total) / len(values)
-    except OverflowError:
-        return saturate(total / len(values))
+    total, n = values.total(), len(values)
+    return float(_finite(lambda: float(total) / n, lambda: total / n))
 
 
 def _median(values: SortedValues) -> Number:
@@ -205,11 +212,7 @@ def _median(values: SortedValues) -> Number:
     if len(ordered) % 2:
         return ordered[middle]  # type: ignore[no-any-return]
     low, high = ordered[middle - 1], ordered[middle]
-    try:
-        median = (low + high) / 2
-    except OverflowError:  # an int sum past the double range
-        median = math.inf
-    return median if math.isfinite(median) else saturate((Fraction(low) + Fraction(high)) / 2)
+    return _finite(lambda: (low + high) / 2, lambda: (Fraction(low) + Fraction(high)) / 2)
 
 
 def _pstdev(values: SortedValues) -> float:
@@ -220,11 +223,8 @@ def _pstdev(values: SortedValues) -> float:
 
 def _ratio(numerator: Number, denominator: Number) -> float:
     """``numerator / denominator`` as the reference divides, saturated where that overflows."""
-    try:
-        quotient = numerator / denominator
-    except OverflowError:  # an int quotient past the double range
-        quotient = math.inf
-    return quotient if math.isfinite(quotient) else saturate(Fraction(numerator) / Fraction(denominator))
+    quotient = _finite(lambda: numerator / denominator, lambda: Fraction(numerator) / Fraction(denominator))
+    return float(quotient)
 
 
 def _percentile(values: SortedValues, q: float) -> float:
@@ -239,15 +239,12 @@ def _percentile(values: SortedValues, q: float) -> float:
     position = last * q
     below = min(int(position), last)
     low, high, fraction = ordered[below], ordered[min(below + 1, last)], position - below
-    try:
+
+    def fast() -> float:
         if below == last:
-            value = float(low)
-        else:
-            a, b = (low, high) if values.integral else (float(low), float(high))
-            diff = b - a
-            value = float(b - diff * (1 - fraction) if fraction >= 0.5 else a + diff * fraction)
-    except OverflowError:  # an int past the double range
-        value = math.inf
-    if math.isfinite(value):
-        return value
-    return saturate(Fraction(low) + (Fraction(high) - Fraction(low)) * Fraction(fraction))
+            return float(low)
+        a, b = (low, high) if values.integral else (float(low), float(high))
+        diff = b - a
+        return float(b - diff * (1 - fraction) if fraction >= 0.5 else a + diff * fraction)
+
+    return float(_finite(fast, lambda: Fraction(low) + (Fraction(high) - Fraction(low)) * Fraction(fraction)))

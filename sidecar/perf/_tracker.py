@@ -169,16 +169,12 @@ def drained_result(remaining_s: float, margin_s: float | None) -> dict[str, Any]
     The margin wording is used whenever a margin exists, even when the trigger was a spent
     budget, so ``-0s left`` and equal-looking numbers (``40s left ... below the 40s``) occur.
     """
-    if margin_s is not None:
-        message = (
-            f"not dispatched: {remaining_s:.0f}s left in dispatch budget, "
-            f"below the {margin_s:.0f}s drain margin"
-        )
-    else:
-        message = "not dispatched: dispatch budget exhausted"
+    message = (
+        f"not dispatched: {remaining_s:.0f}s left in dispatch budget, below the {margin_s:.0f}s drain margin"
+        if margin_s is not None
+        else "not dispatched: dispatch budget exhausted"
+    )
     return {
-        "_ng_failure_class": DRAINED_FAILURE_CLASS,
-        "_ng_no_persist": True,
-        "_ng_dispatch_drained": True,
+        "_ng_failure_class": DRAINED_FAILURE_CLASS, "_ng_no_persist": True, "_ng_dispatch_drained": True,
         "error_message": message,
     }

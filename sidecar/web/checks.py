@@ -21,21 +21,15 @@ CHECK_EXPLANATIONS: Final[dict[str, CheckExplanation]] = {
     "check_execution_error": CheckExplanation(
         "the other checks' execution",
         "a check raised on this row (detail names `failed_check`); that check is also unobserved",
-        (
-            "look at the row's data the named check reads (in NeMo Gym 0.7.0: a malformed "
-            "model-call `response`); report it if the row looks valid"
-        ),
+        "look at the row's data the named check reads (in NeMo Gym 0.7.0: a malformed "
+        "model-call `response`); report it if the row looks valid",
     ),
     "record_unreadable": CheckExplanation(
         "the line itself",
-        (
-            "the line is not JSON / not an object (locator: file and line), or its "
-            "`ng_trajectory` is not a valid trajectory record (no locator; detail says which)"
-        ),
-        (
-            "fix the writer of the file: a torn or hand-edited line, a truncated write, an "
-            "incompatible producer"
-        ),
+        "the line is not JSON / not an object (locator: file and line), or its "
+        "`ng_trajectory` is not a valid trajectory record (no locator; detail says which)",
+        "fix the writer of the file: a torn or hand-edited line, a truncated write, an "
+        "incompatible producer",
     ),
     "rollout_duplicate_identity": CheckExplanation(
         "(`stage_index`, `_ng_task_index`, `_ng_rollout_index`) over the whole run",
@@ -45,26 +39,20 @@ CHECK_EXPLANATIONS: Final[dict[str, CheckExplanation]] = {
     "rollout_missing_agent_turns": CheckExplanation(
         "`ng_trajectory.turns`",
         "no agent turn had model activity (an empty `turns` list included)",
-        (
-            "the agent never talked to the model: check the agent's startup, its model server"
-            " address, and its error log"
-        ),
+        "the agent never talked to the model: check the agent's startup, its model server"
+        " address, and its error log",
     ),
     "rollout_ended_on_failed_model_call": CheckExplanation(
         "every captured model call, grouped by model",
-        (
-            "a model's calls ended on a failure (the last call by `started_at` failed, or all"
-            " failed); detail: model, status, error category, calls, successes"
-        ),
-        (
-            "the rollout's result rests on a failed call: check the model server's errors "
-            "(status in detail), rate limits, timeouts"
-        ),
+        "a model's calls ended on a failure (the last call by `started_at` failed, or all"
+        " failed); detail: model, status, error category, calls, successes",
+        "the rollout's result rests on a failed call: check the model server's errors "
+        "(status in detail), rate limits, timeouts",
     ),
     "agent_turn_hollow": CheckExplanation(
         "each turn",
         "a turn has neither a message nor tool calls (locator: turn number)",
-        ("the model returned empty output for that turn: check max tokens, stop sequences, output parsing"),
+        "the model returned empty output for that turn: check max tokens, stop sequences, output parsing",
     ),
     "model_call_zero_completion_tokens": CheckExplanation(
         "the rollout's own model calls",
@@ -74,45 +62,33 @@ CHECK_EXPLANATIONS: Final[dict[str, CheckExplanation]] = {
     "model_call_missing_token_counts": CheckExplanation(
         "the rollout's own model calls",
         "a call lacks `prompt_tokens` and/or `completion_tokens` (detail lists which)",
-        (
-            "the model server does not report usage: enable usage reporting, or ignore this "
-            "check for that server"
-        ),
+        "the model server does not report usage: enable usage reporting, or ignore this "
+        "check for that server",
     ),
     "trajectory_capture_mismatch": CheckExplanation(
         "turn references to model calls vs the captured calls",
-        (
-            "a turn references a call that was not captured, a call is captured twice, or "
-            "ownership contradicts (detail: `kind`)"
-        ),
-        (
-            "the capture is incomplete or inconsistent: check the proxy / capture layer "
-            "between agent and model server"
-        ),
+        "a turn references a call that was not captured, a call is captured twice, or "
+        "ownership contradicts (detail: `kind`)",
+        "the capture is incomplete or inconsistent: check the proxy / capture layer "
+        "between agent and model server",
     ),
     "model_call_failed": CheckExplanation(
         "the rollout's own model calls",
-        ("a call failed (detail: status, error category, `terminal`: the last call of a complete capture)"),
+        "a call failed (detail: status, error category, `terminal`: the last call of a complete capture)",
         "as 5; retried failures that later succeeded show here but not in 5",
     ),
     "rollout_token_count_mismatch": CheckExplanation(
         "the row's top-level `response.usage` vs the tokens of the turn-bound calls",
         "the two sums differ (detail: both sides)",
-        (
-            "the reported usage does not match what was captured: a call outside the turns "
-            "was counted, or capture missed one"
-        ),
+        "the reported usage does not match what was captured: a call outside the turns "
+        "was counted, or capture missed one",
     ),
     "model_call_runaway_generation": CheckExplanation(
         "the rollout's own model calls",
-        (
-            "a call stopped on the length limit (`finish_reason` `length` / "
-            "`max_output_tokens` / `max_tokens`) with no content saved"
-        ),
-        (
-            "the model ran into max tokens without an answer (loops, over-long reasoning): "
-            "raise the limit or fix the prompt"
-        ),
+        "a call stopped on the length limit (`finish_reason` `length` / "
+        "`max_output_tokens` / `max_tokens`) with no content saved",
+        "the model ran into max tokens without an answer (loops, over-long reasoning): "
+        "raise the limit or fix the prompt",
     ),
     "task_consistently_unhealthy": CheckExplanation(
         "repeat verdicts of one task",

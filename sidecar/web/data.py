@@ -20,12 +20,7 @@ if TYPE_CHECKING:
     from sidecar.state.run import RunState
 
 __all__ = [
-    "OLDEST_LIMIT",
-    "PAGE_SCHEMA",
-    "UNHEALTHY_LIMIT",
-    "batch_body",
-    "live_body",
-    "recent_unhealthy",
+    "OLDEST_LIMIT", "PAGE_SCHEMA", "UNHEALTHY_LIMIT", "batch_body", "live_body", "recent_unhealthy",
     "unhealthy_rows",
 ]
 
@@ -55,12 +50,8 @@ def unhealthy_rows(lines: Iterable[bytes | str | dict[str, Any]], limit: int = U
         row = line if isinstance(line, dict) else orjson.loads(line)
         if row.get("verdict") != "unhealthy":
             continue
-        out.append(
-            _unhealthy(
-                row.get("_ng_task_index"), row.get("_ng_rollout_index"), row.get("stage_index"),
-                row.get("findings", []),
-            )
-        )  # fmt: skip
+        identity = row.get("_ng_task_index"), row.get("_ng_rollout_index"), row.get("stage_index")
+        out.append(_unhealthy(*identity, row.get("findings", [])))
         if len(out) >= limit:
             break
     return out
@@ -76,41 +67,22 @@ def recent_unhealthy(run: RunState) -> list[Any]:
 
 def _unhealthy(task: Any, rollout: Any, stage: Any, findings: list[Any]) -> dict[str, Any]:
     """One unhealthy rollout as the page lists it: identity and (at most 20) findings."""
-    return {
-        "task_index": task,
-        "rollout_index": rollout,
-        "stage_index": stage,
-        "findings": [
-            {"check": str(f.get("check")), "detail": _detail_text(f.get("detail"))} for f in findings[:20]
-        ],
-    }
+    shown = [{"check": str(f.get("check")), "detail": _detail_text(f.get("detail"))} for f in findings[:20]]
+    return {"task_index": task, "rollout_index": rollout, "stage_index": stage, "findings": shown}
 
 
 def _health(
-    verdicts: dict[str, int],
-    issues: dict[str, int],
-    coverage: dict[str, dict[str, int]],
-    tasks_closed: int,
-    unhealthy: list[Any],
-    order: str,
+    verdicts: dict[str, int], issues: dict[str, int], coverage: dict[str, dict[str, int]], tasks_closed: int,
+    unhealthy: list[Any], order: str,
 ) -> dict[str, Any]:
     """The body's ``health``, with ``coverage`` (per check: rows evaluated, unobserved, ignored)
     and, when most rows are unobserved, the CLI's one-line reason why (``unobserved_reason``)."""
     summary = {"run": {"verdicts": verdicts, "artifacts": {"coverage": coverage}}}
     return {
-        "verdicts": verdicts,
-        "issues": issues,
-        "coverage": coverage,
-        "unobserved_reason": explain_unobserved(summary),
-        "tasks_closed": tasks_closed,
-        "unhealthy": unhealthy,
-        "unhealthy_order": order,
-        "unhealthy_total": verdicts.get("unhealthy", 0),
+        "verdicts": verdicts, "issues": issues, "coverage": coverage,
+        "unobserved_reason": explain_unobserved(summary), "tasks_closed": tasks_closed,
+        "unhealthy": unhealthy, "unhealthy_order": order, "unhealthy_total": verdicts.get("unhealthy", 0),
     }
-
-
-def _histogram(counts: list[int], bounds: Iterable[float]) -> dict[str, Any]:
-    return {"bounds": list(bounds), "counts": list(counts)}
 
 
 def live_body(run: RunState, now: float) -> dict[str, Any]:
@@ -144,18 +116,15 @@ def live_body(run: RunState, now: float) -> dict[str, Any]:
         "drain": run.drain_margin(run.config.drain_margin_s, now=run.ended_at if ended else now),
         "latency": run.latency(summary=False),
         "durations": {
-            "completed": _histogram(run.durations["completed"].counts, DURATION_BUCKETS),
-            "failed": _histogram(run.durations["failed"].counts, DURATION_BUCKETS),
+            kind: {"bounds": list(DURATION_BUCKETS), "counts": list(run.durations[kind].counts)}
+            for kind in ("completed", "failed")
         },
         "accounting": run.accounting.snapshot(ended=ended).as_dict(),
         "events": {"completed": run.completed, "failed": failed, "drained": run.drained},
+        # coverage of the rollout checks only: a task check's needs every task judged, not live
         "health": _health(
-            view.verdicts,
-            view.issues,
-            run.reducer.rollout_coverage(),  # the task checks' needs every task judged: not live
-            view.tasks_closed,
-            recent_unhealthy(run),
-            "latest",
+            view.verdicts, view.issues, run.reducer.rollout_coverage(), view.tasks_closed,
+            recent_unhealthy(run), "latest",
         ),
         "perf_summary": run.perf.result(run.perf_rollouts),
         "perf_rollouts": run.perf_rollouts,
@@ -175,28 +144,13 @@ def batch_body(
     timing, accounting or in-flight state, so those parts are ``None`` and the page omits them)."""
     run = summary["run"]
     tokens = run.get("stats", {}).get("tokens", {})
+    tasks = len(summary.get("tasks", {}))
     return {
-        "schema": PAGE_SCHEMA,
-        "source": "batch",
-        "run_id": run_id,
-        "status": "checked",
-        "as_of": None,
-        "started_at": None,
-        "ended_at": None,
-        "budget_s": None,
-        "plan_tasks": len(summary.get("tasks", {})),
-        "drain": None,
-        "latency": None,
-        "durations": None,
-        "accounting": None,
-        "events": None,
+        "schema": PAGE_SCHEMA, "source": "batch", "run_id": run_id, "status": "checked",
+        "as_of": None, "started_at": None, "ended_at": None, "budget_s": None, "plan_tasks": tasks,
+        "drain": None, "latency": None, "durations": None, "accounting": None, "events": None,
         "health": _health(
-            run["verdicts"],
-            run["issues"],
-            run["artifacts"]["coverage"],
-            len(summary.get("tasks", {})),
-            unhealthy,
-            "first",
+            run["verdicts"], run["issues"], run["artifacts"]["coverage"], tasks, unhealthy, "first"
         ),
         "perf_summary": perf_summary,
         "perf_rollouts": run["artifacts"]["records"],

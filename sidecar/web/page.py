@@ -22,14 +22,7 @@ import orjson
 from sidecar.web.checks import CHECK_EXPLANATIONS
 
 __all__ = [
-    "ASSETS",
-    "LIVE_CSP",
-    "UPLOT_VERSION",
-    "asset_bytes",
-    "embed_json",
-    "index_html",
-    "run_html",
-    "saved_csp",
+    "ASSETS", "LIVE_CSP", "UPLOT_VERSION", "asset_bytes", "embed_json", "index_html", "run_html", "saved_csp",
     "saved_html",
 ]
 
@@ -49,13 +42,7 @@ LIVE_CSP: Final = (
 )
 _SCRIPTS: Final = ("uPlot.iife.min.js", "page.js")
 _STYLES: Final = ("uPlot.min.css", "page.css")
-_ESCAPES: Final = {
-    ord("<"): "\\u003c",
-    ord(">"): "\\u003e",
-    ord("&"): "\\u0026",
-    0x2028: "\\u2028",
-    0x2029: "\\u2029",
-}
+_ESCAPES: Final = {ord(char): f"\\u{ord(char):04x}" for char in "<>&\u2028\u2029"}
 
 
 @cache

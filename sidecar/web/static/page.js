@@ -17,22 +17,18 @@
 
   function el(tag, attrs) {
     var node = document.createElement(tag);
-    if (attrs) {
-      Object.keys(attrs).forEach(function (key) {
-        if (key === "text") node.textContent = attrs[key];
-        else node.setAttribute(key, attrs[key]);
-      });
-    }
-    for (var i = 2; i < arguments.length; i++) {
-      var child = arguments[i];
-      if (child === null || child === undefined) continue;
-      node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
-    }
+    Object.keys(attrs || {}).forEach(function (key) {
+      if (key === "text") node.textContent = attrs[key];
+      else node.setAttribute(key, attrs[key]);
+    });
+    Array.prototype.slice.call(arguments, 2).forEach(function (child) {
+      if (child !== null && child !== undefined) node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+    });
     return node;
   }
 
   function clear(node) {
-    while (node.firstChild) node.removeChild(node.firstChild);
+    node.replaceChildren();
     return node;
   }
 
@@ -162,9 +158,8 @@
   }
 
   function plot(name, holder, opts, data) {
-    // Recreated on each refresh: data and marks change together, and uPlot is fast at this size.
-    var old = state.charts[name];
-    if (old) old.destroy();
+    // Recreated on each refresh (renderRun destroys the old ones): data and marks change together,
+    // and uPlot is fast at this size.
     var chartHolder = el("div", { class: "chart", "data-chart": name, role: "img" });
     var heading = holder.querySelector("h2");
     chartHolder.setAttribute("aria-label", (heading ? heading.textContent : name) + " chart; its numbers are beside it and in the data table below");
@@ -188,14 +183,10 @@
             if (mark.x === null || mark.x === undefined || !isFinite(mark.x)) return;
             var x = u.valToPos(mark.x, "x", true);
             if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
-            ctx.strokeStyle = mark.color;
-            ctx.fillStyle = mark.color;
+            ctx.strokeStyle = ctx.fillStyle = mark.color;
             ctx.setLineDash([5, 4]);
             ctx.lineWidth = 1.5 * devicePixelRatio;
-            ctx.beginPath();
-            ctx.moveTo(x, u.bbox.top);
-            ctx.lineTo(x, u.bbox.top + u.bbox.height);
-            ctx.stroke();
+            ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
             ctx.font = (11 * devicePixelRatio) + "px sans-serif";
             // beside the line, on whichever side has room for it
             var room = u.bbox.left + u.bbox.width - x > ctx.measureText(mark.label).width + 4 * devicePixelRatio;
@@ -208,7 +199,8 @@
     };
   }
 
-  function timeSeriesChart(name, holder, timeline, keys, labels, extra) {
+  function timeSeriesChart(name, holder, timeline, keys, labels, extra, tableKeys) {
+    // The chart, then its numbers as a data table (tableKeys, else the charted keys).
     var data = [timeline.t.slice()];
     var series = [{}];
     keys.forEach(function (key, i) {
@@ -220,39 +212,33 @@
     });
     var opts = { series: series, axes: [{ space: 70 }, yAxis()], scales: { x: { time: true }, y: (extra && extra.scale) || {} } };
     if (extra && extra.plugins) opts.plugins = extra.plugins;
-    return plot(name, holder, opts, data);
+    var chart = plot(name, holder, opts, data);
+    holder.appendChild(details("Data table", timelineTable(timeline, tableKeys || keys, name)));
+    return chart;
   }
 
   // -- sections ------------------------------------------------------------------------------
 
-  function header(body, timeline) {
+  function header(body) {
     var drain = body.drain || {};
     var acc = body.accounting || {};
     var box = el("header", { class: "run-header" });
-    var title = el("h1", null, el("span", { class: "muted", text: "Run " }), el("span", { id: "run-id", text: body.run_id }));
-    box.appendChild(title);
+    box.appendChild(el("h1", null, el("span", { class: "muted", text: "Run " }), el("span", { id: "run-id", text: body.run_id })));
     var reason = body.health.unobserved_reason;
     var checked = body.status === "checked" && reason ? "not checked" : body.status;  // a batch run nothing could check
     box.appendChild(el("span", { class: "badge badge-" + checked.replace(" ", "-"), id: "run-status", text: checked }));
     if (reason) box.appendChild(el("p", { class: "warn", id: "not-checked", text: "Not checked: " + reason + "." }));
-    var pairs = [];
-    if (body.source !== "batch") {
-      pairs.push(["started", clock(body.started_at)]);
-      pairs.push(["ended", body.ended_at ? clock(body.ended_at) : "still running"]);
-      pairs.push(["budget", body.budget_s === null ? "none" : duration(body.budget_s), body.budget_s, "budget_s"]);
-      pairs.push(["time left", drain.seconds_left === undefined ? "no budget" : duration(drain.seconds_left), drain.seconds_left, "seconds_left"]);
-      pairs.push(["drain margin", duration(drain.drain_margin), drain.drain_margin, "drain_margin"]);
-      pairs.push(["start a task now?", drain.start_now === undefined ? "no budget" : (drain.start_now ? "yes" : "no")]);
-      pairs.push(["succeeded", fmt(acc.succeeded) + (acc.expected ? " of " + fmt(acc.expected) : ""), acc.succeeded, "succeeded", "rollouts, each once"]);
-      pairs.push(["failed", fmt(acc.failed), acc.failed, "failed"]);
-      pairs.push(["drained", fmt(acc.drained), acc.drained, "drained"]);
-      pairs.push(["pending", fmt(acc.pending), acc.pending, "pending"]);
-      pairs.push(["in flight", fmt((body.inflight || {}).count), (body.inflight || {}).count, "in_flight"]);
-    } else {
-      var v = body.health.verdicts;
-      pairs.push(["rows read", fmt(v.healthy + v.unhealthy + v.unobserved)]);
-      pairs.push(["tasks", fmt(body.plan_tasks)]);
-    }
+    var v = body.health.verdicts, inflight = body.inflight || {};
+    var pairs = body.source === "batch" ? [["rows read", fmt(v.healthy + v.unhealthy + v.unobserved)], ["tasks", fmt(body.plan_tasks)]] : [
+      ["started", clock(body.started_at)],
+      ["ended", body.ended_at ? clock(body.ended_at) : "still running"],
+      ["budget", body.budget_s === null ? "none" : duration(body.budget_s), body.budget_s, "budget_s"],
+      ["time left", drain.seconds_left === undefined ? "no budget" : duration(drain.seconds_left), drain.seconds_left, "seconds_left"],
+      ["drain margin", duration(drain.drain_margin), drain.drain_margin, "drain_margin"],
+      ["start a task now?", drain.start_now === undefined ? "no budget" : (drain.start_now ? "yes" : "no")],
+      ["succeeded", fmt(acc.succeeded) + (acc.expected ? " of " + fmt(acc.expected) : ""), acc.succeeded, "succeeded", "rollouts, each once"],
+    ].concat(["failed", "drained", "pending"].map(function (k) { return [k, fmt(acc[k]), acc[k], k]; }), [
+      ["in flight", fmt(inflight.count), inflight.count, "in_flight"]]);
     var line = forecastLine(body);
     if (line) box.appendChild(el("p", { class: "forecast", id: "forecast-line", text: line }));
     box.appendChild(facts(pairs, "header"));
@@ -269,6 +255,12 @@
     return timeline && timeline.t.length > 0;
   }
 
+  function untimed(s, timeline) {
+    // Where a chart over time would be: a note that the run has no times, and true.
+    if (!timed(timeline)) s.appendChild(el("p", { class: "muted notiming", text: NO_TIMING }));
+    return !timed(timeline);
+  }
+
   function throughputSection(body, timeline) {
     var s = card("throughput", "Rollouts per hour", "Completions per hour by when each ended: its row's own time, else the dispatcher's.");
     var latency = body.latency || {};
@@ -277,10 +269,7 @@
       ["over the run", latency.completions_per_hour === null ? "no timing" : fmt(latency.completions_per_hour, 1) + " /h", latency.completions_per_hour, "completions_per_hour", "from its start to its latest time"],
       ["completions", fmt(events.completed), events.completed, "completed", "events: retries, failure rows too"],
     ], "throughput"));
-    if (!timed(timeline)) {
-      s.appendChild(el("p", { class: "muted notiming", text: NO_TIMING }));
-      return s;
-    }
+    if (untimed(s, timeline)) return s;
     var placed = timeline.series.completed.reduce(function (a, b) { return a + b; }, 0);
     if (placed < events.completed) {
       s.appendChild(el("p", { class: "caption", text: fmt(events.completed - placed) + " of " + fmt(events.completed) + " completions have no time; the rates count the other " + fmt(placed) + "." }));
@@ -292,15 +281,14 @@
     var top = Math.max.apply(null, shown.concat([0]));
     var log = shown.length > 0 && top / Math.min.apply(null, shown) >= 100;
     var positive = function (v) { return v !== null && v > 0 ? v : null; };
+    s.appendChild(el("p", { class: "caption", text: "Dots: each interval of " + duration(timeline.bucket_s) + "; line: the rate over the last " + duration(windowWidth(timeline) * timeline.bucket_s) + (log ? " (log scale: the rates span " + Math.floor(Math.log10(top / Math.min.apply(null, shown))) + " orders of magnitude)." : "; dots above the axis are off it.") }));
     var chart = timeSeriesChart("throughput", s, timeline, ["rollouts_per_hour"], ["each interval"], {
       map: log ? positive : null,
       points: [{ show: true, size: 3, fill: "#93c5fd", stroke: "#60a5fa" }],
       scale: log ? { distr: 3, log: 10 } : { range: function (u, lo, hi) { return [0, top > 0 ? top * 1.5 : Math.max(hi, 1)]; } },
-    });
+    }, ["rollouts_per_hour", "completed", "failed", "drained"]);
     chart.addSeries({ label: "trailing window", stroke: "#1d4ed8", width: 2 }, 2);
     chart.setData(chart.data.concat([log ? trailing.map(positive) : trailing]));
-    s.appendChild(el("p", { class: "caption", text: "Dots: each interval of " + duration(timeline.bucket_s) + "; line: the rate over the last " + duration(windowWidth(timeline) * timeline.bucket_s) + (log ? " (log scale: the rates span " + Math.floor(Math.log10(top / Math.min.apply(null, shown))) + " orders of magnitude)." : "; dots above the axis are off it.") }));
-    s.appendChild(details("Data table", timelineTable(timeline, ["rollouts_per_hour", "completed", "failed", "drained"], "throughput")));
     return s;
   }
 
@@ -345,15 +333,12 @@
     if (!latency || !hist) return null;
     var s = card("latency", "Latency distribution", "Cumulative share of rollouts finished within each duration (log scale), completions and failures apart; p50/p75/p95 and the drain margin marked.");
     var q = latency.quantiles || {};
-    s.appendChild(facts([
-      ["p50", duration(q["0.5"]), q["0.5"], "p50"],
-      ["p75", duration(q["0.75"]), q["0.75"], "p75"],
-      ["p95", duration(q["0.95"]), q["0.95"], "p95"],
-      ["p99", duration(q["0.99"]), q["0.99"], "p99"],
-      ["max", duration(q["1.0"]), q["1.0"], "max"],
+    s.appendChild(facts([["p50", "0.5"], ["p75", "0.75"], ["p95", "0.95"], ["p99", "0.99"], ["max", "1.0"]].map(function (p) {
+      return [p[0], duration(q[p[1]]), q[p[1]], p[0]];
+    }).concat([
       ["drain margin", duration(latency.drain_margin), latency.drain_margin, "drain_margin"],
       ["samples", fmt(latency.samples), latency.samples, "samples", "durations: completions, long failures"],
-    ], "latency"));
+    ]), "latency"));
     var bounds = hist.completed.bounds;
     var xs = bounds.concat([bounds[bounds.length - 1] * 2]);
     function cdf(counts) {
@@ -405,22 +390,13 @@
       ["time left", drain.seconds_left === undefined ? "no budget" : duration(drain.seconds_left), drain.seconds_left, "seconds_left"],
       ["pointless from", at !== null ? clock(at) : (drain.seconds_left === undefined ? "no budget" : "not (yet)"), at === null ? "" : at, "pointless_at"],
     ], "drain"));
-    if (!timed(timeline)) {
-      s.appendChild(el("p", { class: "muted notiming", text: NO_TIMING }));
-      return s;
-    }
+    if (untimed(s, timeline)) return s;
     timeSeriesChart("drain", s, timeline, ["seconds_left", "drain_margin_s"], ["time left (s)", "drain margin (s)"], {
       map: function (v) { return v !== null && v > 0 ? v : null; },  // a log axis has no 0: a spent budget ends the line
       scale: { distr: 3, log: 10 },
       plugins: [verticalMarks([{ x: at, label: "starting a task pointless", color: "#dc2626" }])],
     });
-    s.appendChild(details("Data table", timelineTable(timeline, ["seconds_left", "drain_margin_s"], "drain")));
     return s;
-  }
-
-  function hoursMinutes(seconds) {
-    var minutes = Math.round(seconds / 60);
-    return minutes < 60 ? minutes + " min" : Math.floor(minutes / 60) + " h " + (minutes % 60) + " min";
   }
 
   function forecastLine(body) {
@@ -428,7 +404,7 @@
     var f = body.forecast;
     if (!f || f.planned === null) return null;
     if (!f.eta_all_s) return "Forecast: " + f.basis.reason + ".";
-    var needs = fmt(f.planned) + " needs about " + hoursMinutes(f.as_of - body.started_at + f.eta_all_s.p50);
+    var needs = fmt(f.planned) + " needs about " + duration(f.as_of - body.started_at + f.eta_all_s.p50);
     var end = f.by_budget_end;
     if (!end) return "At this pace " + needs + ".";
     var band = end.finished.p10 === end.finished.p90 ? fmt(end.finished.p50) : fmt(end.finished.p10) + "\u2013" + fmt(end.finished.p90);
@@ -478,17 +454,14 @@
   function inflightSection(body, timeline) {
     var s = card("inflight", "In flight and stragglers", "Rollouts started but not finished, and those running longer than the straggler threshold; below, the oldest still running.");
     var inflight = body.inflight || { count: 0, oldest: [] };
-    s.appendChild(facts([
-      ["in flight", fmt(inflight.count), inflight.count, "count"],
+    s.appendChild(facts([["in flight", fmt(inflight.count), inflight.count, "count"],
       ["stragglers", fmt(inflight.stragglers), inflight.stragglers, "stragglers"],
-      ["oldest age", duration(inflight.oldest_age_s), inflight.oldest_age_s, "oldest_age_s"],
-    ], "inflight"));
+      ["oldest age", duration(inflight.oldest_age_s), inflight.oldest_age_s, "oldest_age_s"]], "inflight"));
     var started = timed(timeline) && timeline.series.started.some(function (n) { return n > 0; });
     if (timed(timeline) && !started) {
       s.appendChild(el("p", { class: "muted", text: "No rollout of this run reported its start (a started event), so none shows in flight." }));
     } else if (started) {
-      timeSeriesChart("inflight", s, timeline, ["in_flight", "stragglers"], ["in flight", "stragglers"]);
-      s.appendChild(details("Data table", timelineTable(timeline, ["in_flight", "stragglers", "started"], "inflight-series")));
+      timeSeriesChart("inflight", s, timeline, ["in_flight", "stragglers"], ["in flight", "stragglers"], null, ["in_flight", "stragglers", "started"]);
     }
     var oldest = inflight.oldest || [];
     s.appendChild(el("h3", { text: "Oldest still running" + (body.status === "ended" ? " at the end" : "") }));
@@ -499,19 +472,21 @@
   }
 
   function checkLink(check) {
-    var a = el("a", { href: "#check-" + check, class: "check", text: check });
-    return a;
+    return el("a", { href: "#check-" + check, class: "check", text: check });
+  }
+
+  function bar(value, max, color) {
+    // A bar of value/max, sized with the CSSOM (style-src stays 'self').
+    var inner = el("span", { class: "bar" });
+    inner.style.width = (max && value ? (100 * value / max) : 0) + "%";
+    if (color) inner.style.background = color;
+    return el("span", { class: "bar-track" }, inner);
   }
 
   function barTable(name, headers, rows) {
-    // rows: [label (Node|string), value, more cells...], then a bar for the value, sized with the
-    // CSSOM (style-src stays 'self').
+    // rows: [label (Node|string), value, more cells...], then a bar for the value.
     var max = rows.reduce(function (m, r) { return Math.max(m, r[1] || 0); }, 0);
-    return table(headers.concat([""]), rows.map(function (r) {
-      var bar = el("span", { class: "bar" });
-      bar.style.width = (max ? (100 * (r[1] || 0) / max) : 0) + "%";
-      return r.concat([el("span", { class: "bar-track" }, bar)]);
-    }), name);
+    return table(headers.concat([""]), rows.map(function (r) { return r.concat([bar(r[1], max)]); }), name);
   }
 
   function checkedOn(c) {
@@ -538,7 +513,6 @@
     ], "health"));
     if (timed(timeline)) {
       timeSeriesChart("verdicts", s, timeline, ["healthy", "unhealthy"], ["healthy (so far)", "unhealthy (so far)"]);
-      s.appendChild(details("Data table", timelineTable(timeline, ["healthy", "unhealthy"], "verdicts")));
     }
     s.appendChild(el("h3", { text: "Findings per check" }));
     var checks = Object.keys(h.issues);
@@ -589,10 +563,7 @@
   }
 
   function barCell(value, max, text, color) {
-    var bar = el("span", { class: "bar" });
-    bar.style.width = (max && value ? (100 * value / max) : 0) + "%";
-    if (color) bar.style.background = color;
-    return el("span", null, valueCell(value, text), el("span", { class: "bar-track" }, bar));
+    return el("span", null, valueCell(value, text), bar(value, max, color));
   }
 
   function agentsChart(s, agents, rateKey, rateLabel) {
@@ -610,11 +581,13 @@
         return name === undefined ? "" : (name.length > room ? name.slice(0, room - 1) + "\u2026" : name);
       });
     }
+    function barSeries(label, color, scale, align) {
+      return { label: label, stroke: color, fill: color + "99", width: 1, scale: scale, paths: bars({ size: [0.35, 60], align: align }), points: { show: false } };
+    }
+    function fromZero() { return { range: function (u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; } }; }
     plot("agents", s, {
-      series: [{ label: "agent" },
-        { label: rateLabel, stroke: COLORS[0], fill: COLORS[0] + "99", width: 1, scale: "rate", paths: bars({ size: [0.35, 60], align: -1 }), points: { show: false } },
-        { label: "p95 latency (s)", stroke: COLORS[4], fill: COLORS[4] + "99", width: 1, scale: "s", paths: bars({ size: [0.35, 60], align: 1 }), points: { show: false } }],
-      scales: { x: { time: false, range: [-0.6, agents.length - 0.4] }, rate: { range: function (u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; } }, s: { range: function (u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; } } },
+      series: [{ label: "agent" }, barSeries(rateLabel, COLORS[0], "rate", -1), barSeries("p95 latency (s)", COLORS[4], "s", 1)],
+      scales: { x: { time: false, range: [-0.6, agents.length - 0.4] }, rate: fromZero(), s: fromZero() },
       axes: [{ values: label, splits: function () { return xs; }, grid: { show: false } },
         yAxis({ scale: "rate", label: rateLabel }),
         yAxis({ scale: "s", side: 1, label: "p95 latency (s)", grid: { show: false } })],
@@ -694,7 +667,7 @@
     var app = document.getElementById("app");
     app.style.minHeight = app.offsetHeight + "px";
     clear(app);
-    app.appendChild(header(body, timeline));
+    app.appendChild(header(body));
     var grid = el("div", { class: "grid" });
     app.appendChild(grid);
     currentGrid = grid;
@@ -729,6 +702,12 @@
     if (node) node.textContent = message || "";
   }
 
+  function failed(err) {
+    state.errors += 1;
+    state.lastError = String(err);
+    showError("Refresh failed (" + String(err) + "); retrying.");
+  }
+
   function pollRun(runId) {
     var base = "/v1/runs/" + encodeURIComponent(runId);
     function once() {
@@ -739,17 +718,10 @@
         renderRun(state.body, state.timeline);
         state.refreshes += 1;
         showError("");
-      }).catch(function (err) {
-        state.errors += 1;
-        state.lastError = String(err);
-        showError("Refresh failed (" + String(err) + "); retrying.");
-      });
+      }).catch(failed);
     }
     function loop() {
-      once().then(function () {
-        if (!state.body || state.body.status !== "ended") setTimeout(loop, POLL_MS);
-        else setTimeout(loop, POLL_MS * 5);
-      });
+      once().then(function () { setTimeout(loop, state.body && state.body.status === "ended" ? POLL_MS * 5 : POLL_MS); });
     }
     loop();
   }
@@ -773,10 +745,7 @@
         if (answer.data) renderIndex(answer.data);
         state.refreshes += 1;
         showError("");
-      }).catch(function (err) {
-        state.errors += 1;
-        showError("Refresh failed (" + String(err) + "); retrying.");
-      }).then(function () { setTimeout(loop, POLL_MS); });
+      }).catch(failed).then(function () { setTimeout(loop, POLL_MS); });
     }
     loop();
   }
