@@ -54,6 +54,11 @@
     return sign + fmt(s / 3600, 2) + " h";
   }
 
+  function hoursMinutes(seconds) {  // "4 h 40 min": a sentence reads better than "4.67 h"
+    var minutes = Math.round(seconds / 60);
+    return minutes < 60 ? minutes + " min" : Math.floor(minutes / 60) + " h " + (minutes % 60) + " min";
+  }
+
   function clock(unix) {
     if (unix === null || unix === undefined) return "\u2013";
     return new Date(unix * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
@@ -404,7 +409,7 @@
     var f = body.forecast;
     if (!f || f.planned === null) return null;
     if (!f.eta_all_s) return "Forecast: " + f.basis.reason + ".";
-    var needs = fmt(f.planned) + " needs about " + duration(f.as_of - body.started_at + f.eta_all_s.p50);
+    var needs = fmt(f.planned) + " needs about " + hoursMinutes(f.as_of - body.started_at + f.eta_all_s.p50);
     var end = f.by_budget_end;
     if (!end) return "At this pace " + needs + ".";
     var band = end.finished.p10 === end.finished.p90 ? fmt(end.finished.p50) : fmt(end.finished.p10) + "\u2013" + fmt(end.finished.p90);
