@@ -1,12 +1,5 @@
-"""The ingest routes: ``POST /v1/runs/{run_id}/events`` (a batch of events) and
-``POST /v1/runs/{run_id}/lines`` (one raw rollout line).
-
-A request is authorized, its body reserved against the in-flight cap and read at most to the
-body cap (its events counted and its depth checked as it arrives), then split into events,
-parsed and validated one event at a time on a worker thread, checked against the service's caps
-and handed to the ingestor; the answer is sent after the commit.
-The bearer token is compared in constant time and never logged; no row content is ever logged.
-"""
+"""The ingest routes: ``POST /v1/runs/{run_id}/events`` and ``/lines`` (docs/http-api.md):
+caps checked as the body arrives, events validated one by one off the loop, answered after commit."""
 
 from __future__ import annotations
 
@@ -118,15 +111,8 @@ def _cut_after(body: bytes | bytearray, at: int) -> int:
 
 
 def _split_in_pieces(body: bytes | bytearray) -> list[msgspec.Raw] | None:
-    """The events' spans of a bare array body, split :data:`_PIECE` bytes at a time so the event
-    loop gets the interpreter lock between the calls; ``None`` where that does not hold (a
-    small or wrapped body, or no cut found between two events: the whole body is then split
-    in one call, which also says what is wrong with it).
-
-    A cut is tried before each ``,{"kind":"<an event kind>"`` past a piece's length (a row may
-    hold such an object too); a piece that ends inside an event or a string is not JSON once
-    bracketed, so a piece that decodes ends between events.
-    """
+    """A bare array body's event spans, split a piece at a time (cut before ``,{"kind":"``) so
+    the loop gets the GIL between calls; ``None``: split the body in one call instead."""
     if len(body) <= 2 * _PIECE or body[:1] != b"[":
         return None
     view, spans, start, misses = memoryview(body), [], 1, 0
@@ -149,13 +135,8 @@ def _split_in_pieces(body: bytes | bytearray) -> list[msgspec.Raw] | None:
 
 
 def parse_events(body: bytes | bytearray) -> list[Event]:
-    """The events of an ingest body (a JSON array, or ``{"events": [...]}``), on a worker thread.
-
-    The body is split into its events' spans in one scan, then each event is parsed and
-    validated on its own (no single call holds the interpreter for the whole batch). A
-    completion's object row is kept as the bytes sent (:class:`SentRow`): its content hash
-    covers them, and it is parsed only where the health check's fast road does not vouch.
-    """
+    """The events of an ingest body (a JSON array, or ``{"events": [...]}``), on a worker
+    thread; a completion's object row stays the bytes sent (:class:`SentRow`)."""
     try:
         pieces = _split_in_pieces(body)
         decoded = _SPLITTER.decode(body) if pieces is None else pieces
@@ -266,11 +247,8 @@ class IngestHandlers:
     async def _body(
         self, receive: Receive, declared: int | None, counter: EventCounter | None
     ) -> list[bytes]:
-        """The body's chunks, at most the cap (or its ``Content-Length``), each counted as it
-        arrives (``counter``, on a worker thread every :data:`_COUNT_EVERY` bytes: reading waits
-        for it, so a body past the event cap is refused having held at most that much uncounted).
-        They are joined on a worker thread (a large join lets go of the interpreter lock), never
-        on the event loop."""
+        """The body's chunks, at most the cap (or its ``Content-Length``), counted on a worker
+        thread every :data:`_COUNT_EVERY` bytes so a body past the event cap is refused early."""
         cap = self.settings.body_cap if declared is None else declared
         parts: list[bytes] = []
         size = pending = counted = 0
@@ -295,11 +273,7 @@ class IngestHandlers:
         return parts
 
     def _check_caps(self, run_id: str, events: list[Event]) -> None:
-        """The service's configurable caps on what one batch may add to its state.
-
-        A first check, before any row is read further; the ingestor checks ``--max-runs`` again
-        atomically with the commit, and identities read from rows once they are derived.
-        """
+        """The service's caps on what one batch may add (``--max-runs`` is checked again at commit)."""
         settings = self.settings
         cap = settings.max_identity_chars
         creates = False
@@ -362,12 +336,8 @@ class IngestHandlers:
     async def _held_body(
         self, declared: str | None, receive: Receive, counter: EventCounter | None = None
     ) -> AsyncIterator[list[bytes]]:
-        """The request body's chunks, counted against ``max_body_bytes_in_flight`` until the block ends.
-
-        What a request declares is reserved before a byte is read (a body without a length
-        reserves the cap), so concurrent large bodies are refused with 503 instead of being
-        buffered side by side.
-        """
+        """The body's chunks, reserved against ``--max-body-bytes-in-flight`` (the declared length,
+        else the cap) before a byte is read; 503 when concurrent bodies would pass it."""
         cap = self.settings.body_cap
         size = int(declared) if declared is not None and declared.isdigit() else cap
         if size > cap:
@@ -432,11 +402,8 @@ class IngestHandlers:
             return json_response(await self._ingest(run_id, events))
 
     async def lines(self, request: Request) -> Response:
-        """One raw rollout line as the body (no JSON escaping): a ``completed`` event with ``line``.
-
-        Query: ``line_number`` (required), ``generation``, ``seconds``, ``latency_ms``; a
-        follower sends a line this way when escaping it into an event would pass the body cap.
-        """
+        """One raw rollout line as the body: a ``completed`` event with ``line`` (query:
+        ``line_number``, ``generation``, ``seconds``, ``latency_ms``)."""
         run_id = request.path_params["run_id"]
         self._authorize(request.headers.get("authorization"))
         self._check_run_id(run_id)
