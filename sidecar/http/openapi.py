@@ -1,13 +1,5 @@
-"""The service's OpenAPI 3.1 description, generated from the request models and the response
-types (:mod:`sidecar.http.responses`), for clients and fuzzers.
-
-Every route the app registers has one :class:`Operation` in :data:`OPERATIONS`, keyed by
-``(method, path)`` as Starlette spells the path: its 200 body is a JSON type (a ``TypedDict``
-or model, its schema generated) or :class:`NonJSON` (a media type: metrics text, JSON lines,
-HTML pages, static files). ``tests/sidecar/test_openapi.py`` walks the app's routes, so a new
-route without an entry here fails it, naming the route. To add a route: add its response type
-to ``sidecar/http/responses.py`` (or declare it ``NonJSON``) and its entry below.
-"""
+"""The service's OpenAPI 3.1 description, generated from the request models and
+:mod:`sidecar.http.responses`; every route has one :class:`Operation` (tests/sidecar/test_openapi.py)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The run-scoped reads and the probes: drain margin, report, verdicts, in flight, timeline,
-metrics, the run listing, OpenAPI, liveness and readiness.
-
-Each answer is built from the run's applied state; heavy bodies are built off the event loop
-(``service.reads``). Refusals are raised as :class:`~sidecar.http.errors.RequestError`.
-"""
+"""The run-scoped reads and the probes; heavy bodies are built off the event loop (``service.reads``)."""
 
 from __future__ import annotations
 
@@ -130,10 +125,7 @@ class ReadHandlers:
         return StreamingResponse(stream(), media_type="application/x-ndjson")
 
     async def inflight(self, request: Request) -> Response:
-        """Count, age distribution and the oldest ``limit`` in-flight rollouts (no payloads).
-
-        After ``run_ended`` the answer is what was in flight at the end (``ended: true``).
-        """
+        """Count, ages and the oldest ``limit`` in-flight rollouts (after ``run_ended``: at the end)."""
         run = self.run_of(request.path_params["run_id"])
         limit = _limit(request.query_params.get("limit", str(_INFLIGHT_DEFAULT_LIMIT)))
         if run.inflight_at_end is not None:

@@ -1,11 +1,5 @@
-"""The JSON bodies the HTTP surface answers with, one type each: the handlers are annotated
-with them (mypy checks every key they build) and ``/openapi.json``'s response schemas are
-generated from them (:mod:`sidecar.http.openapi`).
-
-They are ``TypedDict``\\s, not models: a handler's body stays the dict it builds (its bytes
-unchanged, no copy per request), and pydantic still generates each schema and, in the tests,
-validates real answers against it (closed: an undeclared key is an error).
-"""
+"""The JSON bodies the HTTP surface answers with: ``TypedDict``\\s (a handler's dict is sent as
+built), which mypy checks and from which ``/openapi.json``'s schemas are generated."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Run the service on uvicorn: bind, open the journal, serve while it replays, shut down gracefully.
-
-:func:`serve` is what ``rollout-sidecar serve`` calls. :class:`ServiceThread` runs the real
-service on an ephemeral loopback port in a background thread, for tests and benchmarks.
-"""
+"""Run the service on uvicorn (:func:`serve`), or in a thread for tests (:class:`ServiceThread`)."""
 
 from __future__ import annotations
 
@@ -41,11 +37,8 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def run_service(settings: ServiceSettings, *, follower: Any = None) -> None:
-    """Blocking entry point of ``rollout-sidecar serve``; returns normally after SIGTERM or SIGINT.
-
-    uvicorn handles the signals itself (graceful shutdown, lifespan, journal closed) and then
-    re-raises them to the previous handler; ours turns that into a normal return, exit code 0.
-    """
+    """Blocking entry point of ``rollout-sidecar serve``; SIGTERM/SIGINT (uvicorn shuts down, then
+    re-raises) become a normal return, exit code 0."""
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
@@ -117,13 +110,8 @@ def bind_socket(settings: ServiceSettings) -> socket.socket:
 async def serve(
     settings: ServiceSettings, *, sock: socket.socket | None = None, follower: Any = None
 ) -> None:
-    """Serve until SIGINT/SIGTERM.
-
-    The port is bound first (a busy port raises ``SettingsError`` before any journal exists),
-    then the journal opened (``JournalError`` for a corrupt or newer one, before anything is
-    served), then requests are served while the journal replays in the background:
-    ``/healthz`` answers at once, ``/readyz`` answers 503 with the replay's progress until ready.
-    """
+    """Serve until SIGINT/SIGTERM: bind (``SettingsError``), open the journal (``JournalError``),
+    then serve while it replays (``/readyz`` 503 until ready)."""
     settings.check_bind()
     listener = sock if sock is not None else bind_socket(settings)
     try:

@@ -1,10 +1,5 @@
-"""An ASGI app served by uvicorn on ``127.0.0.1:<ephemeral>`` in a thread with its own loop.
-
-The sidecar itself (:class:`sidecar.http.server.ServiceThread`, for tests and benchmarks) and the
-demo's fake agent server both run this way: the socket is bound before the thread starts, so
-the URL is known at once, and the thread's own event loop keeps the server's timing
-independent of the caller's.
-"""
+"""An ASGI app on uvicorn at ``127.0.0.1:<ephemeral>`` in a thread with its own loop (the
+service in tests, the demo's agent server); the socket is bound first, so the URL is known at once."""
 
 from __future__ import annotations
 
@@ -34,11 +29,8 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 
 
 class ServerThread:
-    """Base of a server in a thread: subclasses build the ``uvicorn.Server`` in :meth:`_serve`.
-
-    ``with Subclass(...) as url:`` starts it and, on exit, stops it and joins the thread; an
-    exception raised in the thread is re-raised (chained) by ``start`` or ``stop``.
-    """
+    """Base of a server in a thread (``with Subclass(...) as url:``); subclasses build the
+    ``uvicorn.Server`` in :meth:`_serve`; a thread's exception is re-raised by ``start``/``stop``."""
 
     label = "server"
 

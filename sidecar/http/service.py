@@ -1,10 +1,5 @@
-"""The service's parts wired together: journal, ingestor and metrics, with one start/stop.
-
-Kept apart from the HTTP layer so the server runner can open (and refuse) the journal
-right after it binds its port, then serve while the journal replays on a worker thread:
-until the replay is done ``ready`` is False, ``replay_progress`` says how far it got, and the
-app answers run-scoped requests 503 (``/healthz`` and ``/readyz`` answer throughout).
-"""
+"""The service's parts (journal, ingestor, metrics) with one start/stop, apart from HTTP so the
+runner opens the journal right after binding and serves (503 run reads) while it replays."""
 
 from __future__ import annotations
 
@@ -37,16 +32,8 @@ _STACK_HEADROOM = 1000
 
 
 def _reserve_recursion(max_json_depth: int) -> None:
-    """Raise the interpreter's recursion limit so a body nested to ``max_json_depth`` is read
-    and written, not refused with a 500.
-
-    On Python 3.11, msgspec's decoder and the standard library's JSON encoder (the deep-row
-    fallback of ``sidecar.wire.dump_row``) count every nesting level against the recursion
-    limit, of which the server's stack already uses a few dozen frames: with the default 1000,
-    a row nested ~990 deep inside a body the 1024 cap accepts would fail mid-request. Each
-    level costs those C functions well under a kilobyte of C stack, so ~2,000 levels fit in
-    the main thread's stack many times over. The limit is only ever raised.
-    """
+    """Raise the recursion limit so a body nested to ``max_json_depth`` is read and written (msgspec
+    and the stdlib encoder count each level against it), not refused with a 500; only ever raised."""
     needed = max_json_depth + _STACK_HEADROOM
     if sys.getrecursionlimit() < needed:
         sys.setrecursionlimit(needed)
@@ -140,10 +127,8 @@ class Service:
 
     @property
     def replay_progress(self) -> dict[str, int]:
-        """How far the replay got: ``snapshot_seq``, the seq the loaded snapshot covers (0: none
-        loaded, or not yet), ``replayed``, the journal records applied after it so far, and
-        ``journal_events``, the journal's last seq (the replay is done at ``snapshot_seq +
-        replayed``; records compacted into the snapshot are not replayed again)."""
+        """``snapshot_seq`` (the loaded snapshot's seq), ``replayed`` (records applied after it) and
+        ``journal_events`` (the journal's last seq)."""
         return {
             "replayed": max(self._progress, self.ingestor.replayed),
             "journal_events": self.journal.stats.events,

@@ -1,9 +1,4 @@
-"""Durations in fixed buckets: memory fixed however many rollouts are observed.
-
-The run's completed and failed durations (``/metrics``, OTLP, the page's histogram) and each
-agent's latency (:mod:`sidecar.state.agents`) are kept in these buckets; a quantile read from them
-is an estimate (:meth:`DurationHistogram.quantile`).
-"""
+"""Durations in fixed buckets (memory fixed however many rollouts); quantiles are estimates."""
 
 from __future__ import annotations
 

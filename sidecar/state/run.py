@@ -1,11 +1,5 @@
-"""Live state of one run, rebuilt identically from the journal on restart.
-
-A :class:`RunState` composes the perf core (``DispatchLatencyTracker``, perf-summary state,
-``build_ng_perf``) and the health pipeline (per-row digest, ``HealthReducer``) and keeps
-the counters the metrics and the report read. Events are applied in journal order; rates and
-the timeline use each fact's journaled ``at`` (when it happened, never its arrival: a fact
-without one has no place in time), so a replay reproduces the live state exactly.
-"""
+"""Live state of one run: perf core, health pipeline and counters, applied in journal order
+by each fact's journaled ``at``, so a replay rebuilds it exactly."""
 
 from __future__ import annotations
 
@@ -206,10 +200,8 @@ class RunState:
     # -- snapshots ------------------------------------------------------------------------
 
     def to_snapshot(self) -> dict[str, Any]:
-        """The run's state as plain values (see :mod:`sidecar.state.snapshot`): everything but the
-        engines, the clock and the health cache (a monotonic-clock memo). The in-flight
-        registry is kept as its started attempts, without this process's flag stamps, as a replay
-        rebuilds it (heartbeats are memory only); its rules come from the loading service."""
+        """The run as plain values (:mod:`sidecar.state.snapshot`): no engines, clock, health cache
+        or in-flight flag stamps (memory only, as a replay rebuilds it)."""
         data = {name: getattr(self, name) for name in _PLAIN}
         data.update({name: getattr(self, name).to_snapshot() for name in (*_PARTS, "inflight")})
         return data | {
@@ -234,10 +226,8 @@ class RunState:
         closed_groups: GroupStore | None = None,
         inflight_budget: InflightBudget | None = None,
     ) -> RunState:
-        """The run :meth:`to_snapshot` described, with what a snapshot does not hold re-attached:
-        the engines, the in-flight rules and service-wide budget (whose count the caller sets from
-        all runs), the wall clock and the store of closed task groups. Raises
-        ``KeyError``/``TypeError``/``ValueError`` on a wrong shape."""
+        """The run :meth:`to_snapshot` described, with engines, rules, budget, clock and group store
+        re-attached; ``KeyError``/``TypeError``/``ValueError`` on a wrong shape."""
         state = cls.__new__(cls)
         for name, kind in _PLAIN.items():
             if not isinstance(data[name], kind):
@@ -490,14 +480,8 @@ class RunState:
     # -- reading --------------------------------------------------------------------------
 
     def health_view(self, *, fresh: bool = False) -> HealthView:
-        """Current verdict and finding counts, cheap to read on every scrape.
-
-        Counts are kept incrementally from each digest's preliminary verdict and findings, which
-        equal the reducer's until two rows claim one identity (the duplicate post-pass then
-        changes verdicts). Only in that case is the reducer's O(rollouts) summary used, at most
-        every ``health_interval_s`` (stretched to 20x its own cost) unless ``fresh``. Task-check
-        counts are those of closed tasks in both cases (an open task is not judged yet).
-        """
+        """Verdict and finding counts, kept incrementally; once two rows claim one identity, the
+        reducer's O(rollouts) summary at most every ``health_interval_s`` (20x its cost) unless ``fresh``."""
         flags = {check: count for check, count in self._task_flags.items() if count}
         if not self._maybe_duplicates:
             verdicts = dict(self._verdicts)
@@ -550,11 +534,8 @@ class RunState:
         )
 
     def inflight_body(self, now: float, *, limit: int, at_end: bool = False) -> dict[str, Any]:
-        """Count, ages and the ``limit`` oldest in-flight rollouts at ``now``.
-
-        ``at_end`` keeps only what a replay reproduces (identities, ages, the straggling rule),
-        not the heartbeat state or the evaluator's stamps, so a report is the same after a restart.
-        """
+        """Count, ages and the ``limit`` oldest in-flight rollouts at ``now``; ``at_end`` keeps only
+        what a replay reproduces, so a report is the same after a restart."""
         registry = self.inflight.as_dict(now, self.straggler_threshold(), limit)
         body = {"run_id": self.run_id, "as_of": now, **registry}
         if at_end:  # the report around it carries the run id and the end time
@@ -567,12 +548,7 @@ class RunState:
         return body
 
     def timeline_samples(self, times: Sequence[float]) -> list[TimelineSample]:
-        """The run now, at each of ``times`` (see :class:`sidecar.state.timeline.TimelineSource`).
-
-        Counters are those of the events with a time; the drain margin is the tracker's (as
-        ``/drain_margin`` answers it), stragglers the in-flight rule at each time, verdicts the
-        rows' preliminary ones (what ``health_view`` counts before a duplicate identity).
-        """
+        """The run now, at each of ``times`` (:class:`sidecar.state.timeline.TimelineSource`)."""
         margin = self.tracker.drain_margin(self.config.drain_margin_s)
         stragglers = self.inflight.straggler_counts(times, self.straggler_threshold())
         deadline = self.budget_deadline
