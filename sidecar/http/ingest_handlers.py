@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -41,6 +40,7 @@ _log = structlog.get_logger("sidecar.http.app")
 
 
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+_Parse = Callable[[list[bytes]], list[Event]]
 _LINE_PARAMS: dict[str, type] = {"line_number": int, "generation": int, "seconds": float, "latency_ms": float}
 
 
@@ -332,42 +332,6 @@ class IngestHandlers:
                 "run_id",
             )
 
-    @asynccontextmanager
-    async def _held_body(
-        self, declared: str | None, receive: Receive, counter: EventCounter | None = None
-    ) -> AsyncIterator[list[bytes]]:
-        """The body's chunks, reserved against ``--max-body-bytes-in-flight`` (the declared length,
-        else the cap) before a byte is read; 503 when concurrent bodies would pass it."""
-        cap = self.settings.body_cap
-        size = int(declared) if declared is not None and declared.isdigit() else cap
-        if size > cap:
-            raise RequestError(
-                413, "too_large", f"body of {declared} bytes exceeds the {cap}-byte cap", "body"
-            )
-        limit = self.settings.max_body_bytes_in_flight
-        if self._held + size > limit:
-            raise RequestError(
-                503,
-                "busy",
-                f"{self._held} body bytes are being processed; this request's {size} would pass the "
-                f"service's --max-body-bytes-in-flight cap of {limit}; retry",
-                "body",
-                {"Retry-After": "1"},
-            )
-        self._held += size
-        try:
-            yield await self._body(
-                receive, int(declared) if declared is not None and declared.isdigit() else None, counter
-            )
-        finally:
-            self._held -= size
-
-    def _parse_events(self, run_id: str, parts: list[bytes]) -> list[Event]:
-        """The body's events, checked against the caps (on a worker thread)."""
-        events = parse_events(parts[0] if len(parts) == 1 else b"".join(parts))
-        self._check_caps(run_id, events)
-        return events
-
     async def _ingest(self, run_id: str, events: list[Event]) -> bytes:
         """Store ``events`` and answer with their outcomes (a 200's JSON body)."""
         try:
@@ -389,25 +353,59 @@ class IngestHandlers:
             ) from exc
         return await anyio.to_thread.run_sync(_answer, run_id, outcomes, limiter=self._cpu)
 
-    async def events(self, request: Request) -> Response:
-        """``POST /v1/runs/{run_id}/events``: a batch of events."""
-        run_id = request.path_params["run_id"]
+    def _admit(self, request: Request) -> str:
+        """The request's run id, once authorized, well-formed and the service ready."""
         self._authorize(request.headers.get("authorization"))
+        run_id: str = request.path_params["run_id"]
         self._check_run_id(run_id)
         self.require_ready()
-        counter = EventCounter(MAX_EVENTS_PER_REQUEST, self.settings.max_json_depth)
-        async with self._held_body(request.headers.get("content-length"), request.receive, counter) as parts:
-            events = await anyio.to_thread.run_sync(self._parse_events, run_id, parts, limiter=self._cpu)
+        return run_id
+
+    async def _store(
+        self, request: Request, run_id: str, parse: _Parse, counter: EventCounter | None = None
+    ) -> Response:
+        """Reserve the body against ``--max-body-bytes-in-flight`` (its declared length, else the
+        cap) before reading it, parse and check it off the loop, store it, answer after commit."""
+        header, cap = request.headers.get("content-length"), self.settings.body_cap
+        declared = int(header) if header is not None and header.isdigit() else None
+        size = cap if declared is None else declared
+        if size > cap:
+            detail = f"body of {declared} bytes exceeds the {cap}-byte cap"
+            raise RequestError(413, "too_large", detail, "body")
+        limit = self.settings.max_body_bytes_in_flight
+        if self._held + size > limit:
+            raise RequestError(
+                503,
+                "busy",
+                f"{self._held} body bytes are being processed; this request's {size} would pass the "
+                f"service's --max-body-bytes-in-flight cap of {limit}; retry",
+                "body",
+                {"Retry-After": "1"},
+            )
+        self._held += size
+        try:
+            parts = await self._body(request.receive, declared, counter)
+            events = await anyio.to_thread.run_sync(self._checked, run_id, parse, parts, limiter=self._cpu)
             del parts  # parsed: the raw body need not stay resident while the batch is stored
             return json_response(await self._ingest(run_id, events))
+        finally:
+            self._held -= size
+
+    def _checked(self, run_id: str, parse: _Parse, parts: list[bytes]) -> list[Event]:
+        events = parse(parts)
+        self._check_caps(run_id, events)
+        return events
+
+    async def events(self, request: Request) -> Response:
+        """``POST /v1/runs/{run_id}/events``: a batch of events."""
+        run_id = self._admit(request)
+        counter = EventCounter(MAX_EVENTS_PER_REQUEST, self.settings.max_json_depth)
+        return await self._store(request, run_id, _batch_events, counter)
 
     async def lines(self, request: Request) -> Response:
         """One raw rollout line as the body: a ``completed`` event with ``line`` (query:
         ``line_number``, ``generation``, ``seconds``, ``latency_ms``)."""
-        run_id = request.path_params["run_id"]
-        self._authorize(request.headers.get("authorization"))
-        self._check_run_id(run_id)
-        self.require_ready()
+        run_id = self._admit(request)
         event: dict[str, Any] = {"kind": "completed"}
         for name, kind in _LINE_PARAMS.items():
             raw = request.query_params.get(name)
@@ -420,16 +418,16 @@ class IngestHandlers:
                 raise RequestError(400, "validation", detail, name) from exc
         if "line_number" not in event:
             raise RequestError(400, "validation", "line_number is required", "line_number")
-        async with self._held_body(request.headers.get("content-length"), request.receive) as parts:
-            events = await anyio.to_thread.run_sync(self._parse_line, run_id, event, parts, limiter=self._cpu)
-            del parts
-            return json_response(await self._ingest(run_id, events))
+        return await self._store(request, run_id, lambda parts: _line_event(event, parts))
 
-    def _parse_line(self, run_id: str, event: dict[str, Any], parts: list[bytes]) -> list[Event]:
-        """The line's ``completed`` event, checked against the caps (on a worker thread)."""
-        body = b"".join(parts)
-        with memoryview(body) as view:  # no copy of the body without its newline
-            event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
-        events = [_validate(0, event)]
-        self._check_caps(run_id, events)
-        return events
+
+def _batch_events(parts: list[bytes]) -> list[Event]:
+    return parse_events(parts[0] if len(parts) == 1 else b"".join(parts))
+
+
+def _line_event(event: dict[str, Any], parts: list[bytes]) -> list[Event]:
+    """The line's ``completed`` event (on a worker thread)."""
+    body = b"".join(parts)
+    with memoryview(body) as view:  # no copy of the body without its newline
+        event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
+    return [_validate(0, event)]
