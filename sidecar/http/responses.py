@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired
 
-from pydantic import ConfigDict, with_config
-from typing_extensions import TypedDict
+from pydantic import ConfigDict
+from typing_extensions import TypedDict, is_typeddict
 
 from sidecar.state.accounting import AccountingSnapshot
 from sidecar.state.agents import AgentBody
@@ -42,7 +42,6 @@ __all__ = [
 _CLOSED = ConfigDict(extra="forbid")
 
 
-@with_config(_CLOSED)
 class ErrorBody(TypedDict):
     """Every refusal, unknown route and internal error: the reason code, the field, the detail."""
 
@@ -51,7 +50,6 @@ class ErrorBody(TypedDict):
     detail: str
 
 
-@with_config(_CLOSED)
 class EventResult(TypedDict):
     """One event's answer; ``seq`` is the journal's (stored events), ``ng_perf`` on completions."""
 
@@ -62,7 +60,6 @@ class EventResult(TypedDict):
     ng_perf: NotRequired[dict[str, Any] | None]
 
 
-@with_config(_CLOSED)
 class IngestBody(TypedDict):
     """``POST /v1/runs/{run_id}/events`` and ``/lines``: one result per event, in order."""
 
@@ -70,21 +67,18 @@ class IngestBody(TypedDict):
     results: list[EventResult]
 
 
-@with_config(_CLOSED)
 class RunListing(TypedDict):
     run_id: str
     ended: bool
     completed: int
 
 
-@with_config(_CLOSED)
 class RunListBody(TypedDict):
     """``GET /v1/runs``: every run the service holds."""
 
     runs: list[RunListing]
 
 
-@with_config(_CLOSED)
 class PageBody(TypedDict):
     """``GET /v1/runs/{run_id}/page``: what the run page draws besides the timeline, O(1) in the
     run's size (``docs/report.md`` "The run page"); ``source`` ``live`` here, ``batch`` in a file
@@ -117,7 +111,6 @@ class PageBody(TypedDict):
     groups: NotRequired[list[GroupBody]]
 
 
-@with_config(_CLOSED)
 class InflightEntryBody(TypedDict):
     """One in-flight rollout (identities and times, never payloads); a report's
     ``inflight_at_end`` keeps only the first six keys."""
@@ -136,7 +129,6 @@ class InflightEntryBody(TypedDict):
     stalled_at: NotRequired[float | None]
 
 
-@with_config(_CLOSED)
 class InflightRulesBody(TypedDict):
     straggler_factor: float
     min_samples: int
@@ -144,13 +136,11 @@ class InflightRulesBody(TypedDict):
     eval_interval_s: float
 
 
-@with_config(_CLOSED)
 class InflightFlags(TypedDict):
     stragglers: int
     stalled: int
 
 
-@with_config(_CLOSED)
 class InflightBody(TypedDict):
     """``GET /v1/runs/{run_id}/inflight``: count, age distribution, the oldest ``limit``;
     ``ended``: the view at ``run_ended`` (then without ``as_of``)."""
@@ -170,7 +160,6 @@ class InflightBody(TypedDict):
     ended: bool
 
 
-@with_config(_CLOSED)
 class LatencyBody(TypedDict):
     summary: str
     samples: int
@@ -181,26 +170,22 @@ class LatencyBody(TypedDict):
     completions_per_hour: float | None
 
 
-@with_config(_CLOSED)
 class FailedCount(TypedDict):
     failure_class: str
     terminal: bool
     count: int
 
 
-@with_config(_CLOSED)
 class EventCounts(TypedDict):
     completed: int
     failed: list[FailedCount]
     drained: int
 
 
-@with_config(_CLOSED)
 class HealthCounts(TypedDict):
     tasks_closed: int
 
 
-@with_config(_CLOSED)
 class QualitySummaryBody(TypedDict):
     """``quality_summary.json``, the batch health check's format (fields in docs/report.md)."""
 
@@ -208,7 +193,6 @@ class QualitySummaryBody(TypedDict):
     tasks: dict[str, dict[str, Any]]
 
 
-@with_config(_CLOSED)
 class ReportBody(TypedDict):
     """``GET /report``: the post-run report minus the verdict rows (``/report/verdicts``)."""
 
@@ -227,14 +211,12 @@ class ReportBody(TypedDict):
     """Once the run ended: its last live forecast against how it ended (``None``: none was made)."""
 
 
-@with_config(_CLOSED)
 class HealthzBody(TypedDict):
     """``GET /healthz``: the process answers."""
 
     status: Literal["ok"]
 
 
-@with_config(_CLOSED)
 class FollowerStatus(TypedDict):
     """The in-process follower (``serve --follow``), when there is one."""
 
@@ -244,7 +226,6 @@ class FollowerStatus(TypedDict):
     lines_sent: int
 
 
-@with_config(_CLOSED)
 class ReadyBody(TypedDict):
     """``GET /readyz`` 200: replayed and the journal writable."""
 
@@ -254,7 +235,6 @@ class ReadyBody(TypedDict):
     follower: NotRequired[FollowerStatus]
 
 
-@with_config(_CLOSED)
 class NotReadyBody(TypedDict):
     """``GET /readyz`` 503: why not (the replay's progress while replaying)."""
 
@@ -266,7 +246,6 @@ class NotReadyBody(TypedDict):
     follower: NotRequired[FollowerStatus]
 
 
-@with_config(_CLOSED)
 class OpenAPIBody(TypedDict):
     """``GET /openapi.json``: this document (OpenAPI 3.1)."""
 
@@ -276,20 +255,17 @@ class OpenAPIBody(TypedDict):
     components: dict[str, Any]
 
 
-@with_config(_CLOSED)
 class Spread(TypedDict):
     p10: int
     p50: int
     p90: int
 
 
-@with_config(_CLOSED)
 class BudgetEnd(TypedDict):
     finished: Spread
     drained: Spread
 
 
-@with_config(_CLOSED)
 class ForecastBasis(TypedDict):
     method: str
     samples: int
@@ -302,7 +278,6 @@ class ForecastBasis(TypedDict):
     """Why fields are ``null`` (too few completions, no plan, no budget), else ``None``."""
 
 
-@with_config(_CLOSED)
 class ForecastBody(TypedDict):
     """``GET /v1/runs/{run_id}/forecast`` (``docs/http-api.md`` "Forecast")."""
 
@@ -320,13 +295,11 @@ class ForecastBody(TypedDict):
     basis: ForecastBasis
 
 
-@with_config(_CLOSED)
 class ForecastActual(TypedDict):
     finished: int
     drained: int
 
 
-@with_config(_CLOSED)
 class ForecastAccuracy(TypedDict):
     """``/report``'s ``forecast``: the last live forecast and how the run really ended."""
 
@@ -336,7 +309,6 @@ class ForecastAccuracy(TypedDict):
     inside_p10_p90: NotRequired[bool]
 
 
-@with_config(_CLOSED)
 class GroupBody(TypedDict):
     task_index: int | str
     planned: int | None
@@ -346,7 +318,6 @@ class GroupBody(TypedDict):
     oldest_age_s: float
 
 
-@with_config(_CLOSED)
 class GroupsBody(TypedDict):
     """``GET /v1/runs/{run_id}/groups``: open task groups, the longest-waiting first."""
 
@@ -355,3 +326,8 @@ class GroupsBody(TypedDict):
     open: int
     untracked: int
     groups: list[GroupBody]
+
+
+for _body in list(globals().values()):  # every body here is closed: an undeclared key is an error
+    if is_typeddict(_body) and _body.__module__ == __name__:
+        _body.__pydantic_config__ = _CLOSED
