@@ -228,7 +228,11 @@ class RunState:
     ) -> RunState:
         """The run :meth:`to_snapshot` described, with engines, rules, budget, clock and group store
         re-attached; ``KeyError``/``TypeError``/``ValueError`` on a wrong shape."""
-        state = cls.__new__(cls)
+        config = RunStarted.model_validate_json(data["config"])
+        state = cls(
+            data["run_id"], config, received_at=0.0, engines=engines, health_interval_s=health_interval_s,
+            inflight_rules=inflight_rules, clock=clock, inflight_budget=inflight_budget,
+        )  # fmt: skip
         for name, kind in _PLAIN.items():
             if not isinstance(data[name], kind):
                 raise ValueError(f"run snapshot: {name} is {data[name]!r:.80}")
@@ -239,10 +243,6 @@ class RunState:
             raise ValueError("run snapshot: issue, timed, verdict or token counts of the wrong shape")
         for name, part in _PARTS.items():
             setattr(state, name, part.from_snapshot(data[name]))
-        state.config = config = RunStarted.model_validate_json(data["config"])
-        state.generation = config.generation or 0
-        state.ignored_checks = frozenset(config.ignored_checks)
-        state._engines, state._clock = engines, clock
         state._spilling = state._spill_to(closed_groups)
         state.failed = {(str(label), bool(terminal)): int(count) for label, terminal, count in data["failed"]}
         durations = data["durations"]
@@ -250,12 +250,7 @@ class RunState:
             name: DurationHistogram.from_snapshot(durations[name]) for name in ("completed", "failed")
         }
         state._closed = {task: tuple(checks) for task, checks in data["closed"]}
-        state._health_min_interval_s = state._health_interval_s = health_interval_s
-        state._health_cache = None
-        state.recent_unhealthy = deque(
-            (tuple(entry) for entry in data["recent_unhealthy"]), maxlen=RECENT_UNHEALTHY
-        )
-        state._version, state._health_version = 0, -1
+        state.recent_unhealthy.extend(tuple(entry) for entry in data["recent_unhealthy"])
         state.inflight = InflightRegistry.from_snapshot(data["inflight"], inflight_rules)
         state.inflight.budget = inflight_budget
         state.groups = OpenGroups.from_snapshot(data["groups"])
