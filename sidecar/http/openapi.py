@@ -61,10 +61,7 @@ _RUN_ID = Param("run_id")
 _INGEST_ERRORS = (400, 401, 404, 413, 422, 429, 503)
 _RUN_ERRORS = (400, 404, 503)
 _NDJSON = "application/x-ndjson"
-
-
-def _ingest_request() -> dict[str, Any]:
-    return {"application/json": {"schema": {"$ref": _REF.format(model="EventBatch")}}}
+_LIMIT = Param("limit", "query", False, {"type": "integer", "minimum": 0, "maximum": 1000, "default": 20})
 
 
 #: Every route the app serves, ``(method, path)`` -> its operation.
@@ -75,7 +72,7 @@ OPERATIONS: Mapping[tuple[str, str], Operation] = MappingProxyType(
             bodies.IngestBody,
             (_RUN_ID_PATH,),
             _INGEST_ERRORS,
-            request=_ingest_request(),
+            request={"application/json": {"schema": {"$ref": _REF.format(model="EventBatch")}}},
             secured=True,
         ),
         ("POST", "/v1/runs/{run_id}/lines"): Operation(
@@ -96,14 +93,7 @@ OPERATIONS: Mapping[tuple[str, str], Operation] = MappingProxyType(
         ("GET", "/v1/runs/{run_id}/inflight"): Operation(
             "In-flight rollouts of a run: count, ages, stragglers, the oldest (no payloads).",
             bodies.InflightBody,
-            (
-                _RUN_ID_PATH,
-                Param(
-                    "limit",
-                    required=False,
-                    schema={"type": "integer", "minimum": 0, "maximum": 1000, "default": 20},
-                ),
-            ),
+            (_RUN_ID_PATH, _LIMIT),
             _RUN_ERRORS,
         ),
         ("GET", "/v1/runs/{run_id}/forecast"): Operation(
@@ -115,14 +105,7 @@ OPERATIONS: Mapping[tuple[str, str], Operation] = MappingProxyType(
         ("GET", "/v1/runs/{run_id}/groups"): Operation(
             "Open task groups waiting longest on a repeat in flight (bounded; docs/http-api.md).",
             bodies.GroupsBody,
-            (
-                _RUN_ID_PATH,
-                Param(
-                    "limit",
-                    required=False,
-                    schema={"type": "integer", "minimum": 0, "maximum": 1000, "default": 20},
-                ),
-            ),
+            (_RUN_ID_PATH, _LIMIT),
             _RUN_ERRORS,
         ),
         ("GET", "/v1/runs/{run_id}/timeline"): Operation(

@@ -46,16 +46,13 @@ class InflightRules:
     max_tracked: int = DEFAULT_MAX_TRACKED
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.straggler_factor) and self.straggler_factor > 0):
-            raise ValueError(f"straggler_factor must be a positive number, got {self.straggler_factor!r}")
-        if self.min_samples < 1:
-            raise ValueError(f"min_samples must be >= 1, got {self.min_samples!r}")
-        if not (math.isfinite(self.stall_after_s) and self.stall_after_s > 0):
-            raise ValueError(f"stall_after_s must be a positive number, got {self.stall_after_s!r}")
-        if not (math.isfinite(self.eval_interval_s) and self.eval_interval_s > 0):
-            raise ValueError(f"eval_interval_s must be a positive number, got {self.eval_interval_s!r}")
-        if self.max_tracked < 1:
-            raise ValueError(f"max_tracked must be >= 1, got {self.max_tracked!r}")
+        for name in ("straggler_factor", "stall_after_s", "eval_interval_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        for name in ("min_samples", "max_tracked"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
 
 
 def straggler_threshold(
