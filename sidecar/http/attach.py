@@ -1,6 +1,5 @@
-"""``rollout-sidecar attach [options] -- COMMAND [ARGS...]``: a NeMo Gym command, observed live
-(docs/operations.md): the child gets the bootstrap on ``PYTHONPATH``, signals forwarded, its exit
-code kept; without ``--sidecar`` the service runs in this process and writes the report at the end."""
+"""``rollout-sidecar attach [options] -- COMMAND [ARGS...]``: a NeMo Gym command observed live
+(docs/operations.md); without ``--sidecar`` the service runs in-process and writes the report."""
 
 from __future__ import annotations
 

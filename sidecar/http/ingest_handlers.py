@@ -188,9 +188,8 @@ _COUNT_EVERY = 256 * 1024
 
 
 def _count(counter: EventCounter, chunks: list[bytes]) -> None:
-    """Count ``chunks`` (on a worker thread: ~8 ms of work per MB of realistic rows, in short C
-    calls, so the event loop gets the interpreter lock back between them); past a cap the body
-    is refused before it is read on."""
+    """Count ``chunks`` on a worker thread (short C calls: the loop gets the GIL back between
+    them); past a cap the body is refused before it is read on."""
     try:
         for chunk in chunks:
             counter.feed(chunk)

@@ -97,9 +97,8 @@ class EventCounter:
         self._walk_exact(skeleton)
 
     def _walk_reduced(self, reduced: bytes, height: int) -> bool:
-        """Count from ``reduced`` (a removed pair nested at most ``height`` deep) if that is exact:
-        the events' list stays open and no position can pass the depth cap; else change nothing
-        and say so (the exact walk then takes the chunk)."""
+        """Count from ``reduced`` (pairs nested at most ``height`` deep removed) if that is exact;
+        else change nothing and say so (the exact walk then takes the chunk)."""
         depth, level, deepest, commas = self._depth, self._level, self._depth, 0
         for byte in reduced:
             if byte == _COMMA:
@@ -186,9 +185,8 @@ def dumps_report(report: dict[str, Any]) -> bytes:
 
 
 def line_text(line: bytes | bytearray | memoryview) -> str:
-    """A raw line as the ``line`` string of an event: its UTF-8 text, or (not UTF-8) the text with
-    replacement characters behind a leading U+FFFD, so it stays unreadable as the batch check
-    reads it."""
+    """A raw line as an event's ``line`` string: its UTF-8 text, or (not UTF-8) the text with
+    replacement characters behind a leading U+FFFD, so it stays unreadable as the batch reads it."""
     try:
         return str(line, "utf-8")
     except UnicodeDecodeError:

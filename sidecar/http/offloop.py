@@ -1,6 +1,5 @@
-"""``/report`` bodies and ``/metrics`` expositions built on a worker thread while ingest
-waits (``Ingestor.apply_lock``), reused while nothing changed and rate-limited to ``duty``,
-so a large run's build never stalls the event loop."""
+"""``/report`` and ``/metrics`` built on a worker thread while ingest waits, reused while
+nothing changed and rate-limited to ``duty``, so a large run's build never stalls the loop."""
 
 from __future__ import annotations
 

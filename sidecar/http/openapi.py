@@ -43,9 +43,8 @@ class Param:
 
 @dataclass(frozen=True)
 class Operation:
-    """One route and method: what it answers (``ok``: a JSON type or :class:`NonJSON`), its
-    parameters, the error statuses it may answer (each with :class:`~sidecar.http.responses.ErrorBody`),
-    other statuses with their own body (``/readyz``'s 503), and a request body schema."""
+    """One route and method: its 200 body (a JSON type or :class:`NonJSON`), parameters, error
+    statuses (each an ``ErrorBody``), other statuses with their own body, and request body."""
 
     summary: str
     ok: type[Any] | NonJSON

@@ -90,9 +90,8 @@ def _option(
     default: Any, flag: str | None, kind: Ranged | type, help: str, *, metavar: str | None = None,
     group: str | None = None,
 ) -> Any:  # fmt: skip
-    """A field with its type (a :class:`Ranged` range is checked for every value) and, with a
-    ``flag``, its ``serve`` option. ``help`` names the default where it says ``default``, else
-    ``(default ...)`` is appended."""
+    """A field with its type (a :class:`Ranged` range checked for every value) and, with a ``flag``,
+    its ``serve`` option; ``(default ...)`` is appended unless ``help`` names it."""
     meta = {"flag": flag, "kind": kind, "help": help, "metavar": metavar, "group": group}
     return field(default=default, metadata=meta)
 

@@ -151,9 +151,8 @@ class Accounting:
         return accounting
 
     def _locate(self, key: RolloutKey, *, create: bool) -> tuple[int, int]:
-        """``(block, slot)``: the planned task's block offset (-1: unplanned, or no block and not
-        ``create``) and the rollout's slot in ``_slots`` (-1: its status is in the dict;
-        ``_NOT_HEARD``: it would have a slot but its task has no block yet)."""
+        """``(block, slot)``: the task's block offset (-1: unplanned, or none and not ``create``) and
+        the rollout's slot (-1: in the dict; ``_NOT_HEARD``: its task has no block yet)."""
         if self._plan is None:
             return -1, -1
         task, rollout = key

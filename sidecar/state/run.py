@@ -337,9 +337,8 @@ class RunState:
             timed[1 if fact.op == "record" else 3] += 1
 
     def _completed(self, fact: CompletedFact) -> dict[str, Any] | None:
-        """A reply: always a tracker completion (as in NeMo Gym 0.7.0). Only a row the collector
-        would write to the main file is health-checked and summarized; a row with a failure
-        class (sidecar file) counts as a failed attempt too, a no-persist row as neither."""
+        """A reply: always a tracker completion (as in NeMo Gym 0.7.0); only a main-file row is
+        health-checked, a failure-class row is also a failed attempt, a no-persist row neither."""
         self.completed += 1
         if fact.seconds is not None:
             self.tracker.record(fact.seconds)
@@ -557,9 +556,8 @@ class RunState:
         ]
 
     def rates(self) -> tuple[float | None, float | None]:
-        """Completions per hour over the run's time (its timeline's span: from its stamped start,
-        else its first event with a time, to its latest) and over the last 15 minutes of it;
-        ``None`` for a run with no time to measure (:meth:`Timeline.rate`)."""
+        """Completions per hour over the run's timeline span and over its last 15 minutes (``None``
+        without a span)."""
         done = self.timed[1]
         return self.timeline.rate(done), self.timeline.rate(done, RATE_WINDOW_S)
 
@@ -604,9 +602,8 @@ class RunState:
         return self.report_cut().report()
 
     def report_cut(self) -> ReportCut:
-        """What ``/report`` and its files read, taken now in microseconds to milliseconds (the
-        cheap parts computed, the reducer cut), so that the O(rollouts)
-        parts are built from it on another thread while ingest goes on."""
+        """What ``/report`` reads, cut in microseconds to milliseconds, so the O(rollouts) parts are
+        built from it on another thread while ingest goes on."""
         failed = [
             {"failure_class": label, "terminal": terminal, "count": count}
             for (label, terminal), count in sorted(self.failed.items())

@@ -244,9 +244,8 @@ class Timeline:
         self._edge = origin + (open_index + 1) * width
 
     def _merge(self) -> None:
-        """Adjacent points 2:1, bucket width doubled: point ``j`` becomes old points ``2j`` and
-        ``2j + 1``, whose end (and so values) are those of ``2j + 1``. A last closed point
-        without its pair joins the open point."""
+        """Merge adjacent points 2:1 and double the bucket width (a point keeps the later one's
+        values); a last closed point without its pair joins the open point."""
         for column in self._columns:
             column[:] = column[1::2]
         self.bucket_s *= 2
