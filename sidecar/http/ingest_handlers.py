@@ -225,8 +225,6 @@ class IngestHandlers:
         self._held = 0
         self._cpu = service.ingestor.cpu
 
-    # -- helpers --------------------------------------------------------------------------
-
     def _authorize(self, header: str | None) -> None:
         """Refuse a request whose ``Authorization`` header does not carry the bearer token."""
         token = self.settings.token

@@ -177,8 +177,6 @@ class InflightRegistry:
     def __len__(self) -> int:
         return len(self._entries)
 
-    # -- the ordered indexes --------------------------------------------------------------
-
     def _add(self, entry: InflightEntry) -> None:
         self._entries[(entry.task, entry.rollout)] = entry
         entry.seq = self._next
@@ -212,8 +210,6 @@ class InflightRegistry:
         return len(self._entries) >= self.rules.max_tracked or (
             budget is not None and budget.held >= budget.cap
         )
-
-    # -- events ---------------------------------------------------------------------------
 
     def started(self, key: RolloutKey, attempt: int, at: float) -> bool:
         """Register a start; a later attempt replaces an earlier one. False if not tracked."""
@@ -258,8 +254,6 @@ class InflightRegistry:
         for index in (self._by_start, self._unflagged, self._by_beat, self._unstalled):
             index.clear()
 
-    # -- evaluation -----------------------------------------------------------------------
-
     def evaluate(
         self, now: float, threshold: float | None
     ) -> tuple[list[InflightEntry], list[InflightEntry]]:
@@ -284,8 +278,6 @@ class InflightRegistry:
         self.flags.stragglers += len(stragglers)
         self.flags.stalls += len(stalls)
         return stragglers, stalls
-
-    # -- reading --------------------------------------------------------------------------
 
     def view(self, now: float, threshold: float | None) -> InflightView:
         """Count, oldest age, exact age quantiles (nearest rank), stragglers and stalls at
@@ -351,8 +343,6 @@ class InflightRegistry:
             },
             "oldest": [entry.as_dict(now, threshold, self.rules) for entry in self.oldest(limit)],
         }
-
-    # -- persistence ----------------------------------------------------------------------
 
     def to_snapshot(self) -> dict[str, Any]:
         """What a state snapshot keeps: the started attempts, as a replay rebuilds them (heartbeats

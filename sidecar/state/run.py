@@ -197,8 +197,6 @@ class RunState:
         #: The last forecast (memory only; :mod:`sidecar.state.forecast`).
         self.forecast = ForecastMemo()
 
-    # -- snapshots ------------------------------------------------------------------------
-
     def to_snapshot(self) -> dict[str, Any]:
         """The run as plain values (:mod:`sidecar.state.snapshot`): no engines, clock, health cache
         or in-flight flag stamps (memory only, as a replay rebuilds it)."""
@@ -263,8 +261,6 @@ class RunState:
             return False
         self.reducer.spill_to(store)
         return True
-
-    # -- applying events ------------------------------------------------------------------
 
     @property
     def budget_deadline(self) -> float | None:
@@ -470,8 +466,6 @@ class RunState:
         self.groups.close(task)
         if self._spilling:
             self.reducer.spill(task)
-
-    # -- reading --------------------------------------------------------------------------
 
     def health_view(self, *, fresh: bool = False) -> HealthView:
         """Verdict and finding counts, kept incrementally; once two rows claim one identity, the

@@ -188,8 +188,6 @@ class Timeline:
         """Points closed so far (the final one included once frozen)."""
         return len(self._columns[0])
 
-    # -- feeding ------------------------------------------------------------------------------
-
     def advance(self, at: float, source: TimelineSource) -> None:
         """A fact that happened at ``at`` is about to be applied to ``source``."""
         if at < self._edge:
@@ -253,8 +251,6 @@ class Timeline:
     def _append(self, samples: list[TimelineSample]) -> None:
         for position, column in enumerate(self._columns):
             column.extend(_stored(sample[position]) for sample in samples)
-
-    # -- reading ------------------------------------------------------------------------------
 
     def columns(self, source: TimelineSource) -> tuple[list[float], dict[str, list[Any]]]:
         """``(t, series)`` of the ``/timeline`` body; a running run's open point is sampled now."""
