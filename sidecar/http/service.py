@@ -21,6 +21,7 @@ from sidecar.ingest.engines import Engines, default_engines
 from sidecar.ingest.ingestor import Ingestor
 from sidecar.ingest.plans import plan_from_materialized
 from sidecar.journal import STATE_SCHEMA, Journal, JournalError, JournalSchemaError
+from sidecar.state.inflight import InflightEntry
 
 __all__ = ["Service"]
 
@@ -31,12 +32,8 @@ _LOGGED_FLAGS = 20
 _STACK_HEADROOM = 1000
 
 
-def _reserve_recursion(max_json_depth: int) -> None:
-    """Raise the recursion limit so a body nested to ``max_json_depth`` is read and written (msgspec
-    and the stdlib encoder count each level against it), not refused with a 500; only ever raised."""
-    needed = max_json_depth + _STACK_HEADROOM
-    if sys.getrecursionlimit() < needed:
-        sys.setrecursionlimit(needed)
+def _identity(entry: InflightEntry) -> dict[str, Any]:
+    return {"task": entry.task, "rollout": entry.rollout, "attempt": entry.attempt}
 
 
 class Service:
@@ -51,7 +48,9 @@ class Service:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
-        _reserve_recursion(settings.max_json_depth)
+        # msgspec and the stdlib encoder count each nesting level against the recursion limit:
+        # a body nested to the depth cap is then read and written, not refused with a 500
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), settings.max_json_depth + _STACK_HEADROOM))
         #: Wall clock of arrivals and in-flight ages (the demo runs the service on simulated time).
         self.clock = clock
         self.started = False
@@ -150,25 +149,11 @@ class Service:
             threshold = run.straggler_threshold()
             stragglers, stalls = run.inflight.evaluate(moment, threshold)
             for entry in stragglers[:_LOGGED_FLAGS]:
-                _log.info(
-                    "straggler flagged",
-                    run_id=run.run_id,
-                    task=entry.task,
-                    rollout=entry.rollout,
-                    attempt=entry.attempt,
-                    age_s=round(moment - entry.started_at, 3),
-                    threshold_s=threshold,
-                )
+                age = {"age_s": round(moment - entry.started_at, 3), "threshold_s": threshold}
+                _log.info("straggler flagged", run_id=run.run_id, **_identity(entry), **age)
             for entry in stalls[:_LOGGED_FLAGS]:
-                assert entry.last_heartbeat is not None
-                _log.info(
-                    "stalled rollout flagged",
-                    run_id=run.run_id,
-                    task=entry.task,
-                    rollout=entry.rollout,
-                    attempt=entry.attempt,
-                    heartbeat_age_s=round(moment - entry.last_heartbeat, 3),
-                )
+                age = {"heartbeat_age_s": round(moment - (entry.last_heartbeat or moment), 3)}
+                _log.info("stalled rollout flagged", run_id=run.run_id, **_identity(entry), **age)
             flagged += len(stragglers) + len(stalls)
         return flagged
 
