@@ -94,10 +94,8 @@ def _validate(index: int, value: Any) -> Event:
         parts = [str(part) for part in first["loc"] if part not in EVENT_KINDS]
         if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
             parts.append("kind")
-        field = ".".join(["events", str(index), *parts])
-        raise RequestError(
-            422, "validation", f"{first['msg']} ({exc.error_count()} error(s))", field
-        ) from exc
+        detail = f"{first['msg']} ({exc.error_count()} error(s))"
+        raise RequestError(422, "validation", detail, ".".join(["events", str(index), *parts])) from exc
 
 
 def _cut_after(body: bytes | bytearray, at: int) -> int:
@@ -155,9 +153,8 @@ def parse_events(body: bytes | bytearray) -> list[Event]:
         try:
             value = _event_value(memoryview(span))
         except orjson.JSONDecodeError as exc:
-            raise RequestError(
-                400, "invalid_json", f"event {index} is not valid JSON: {exc}", "body"
-            ) from exc
+            detail = f"event {index} is not valid JSON: {exc}"
+            raise RequestError(400, "invalid_json", detail, "body") from exc
         events.append(_validate(index, value))
     return events
 
@@ -233,13 +230,8 @@ class IngestHandlers:
         scheme, _, given = (header or "").partition(" ")
         expected = token.get().encode()
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
-            raise RequestError(
-                401,
-                "unauthorized",
-                "a valid bearer token is required",
-                "authorization",
-                {"WWW-Authenticate": "Bearer"},
-            )
+            detail, bearer = "a valid bearer token is required", {"WWW-Authenticate": "Bearer"}
+            raise RequestError(401, "unauthorized", detail, "authorization", bearer)
 
     async def _body(
         self, receive: Receive, declared: int | None, counter: EventCounter | None
@@ -254,9 +246,8 @@ class IngestHandlers:
             if size > cap:
                 if declared is None:
                     raise RequestError(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
-                raise RequestError(
-                    400, "bad_request", f"body longer than its Content-Length {declared}", "body"
-                )
+                detail = f"body longer than its Content-Length {declared}"
+                raise RequestError(400, "bad_request", detail, "body")
             parts.append(chunk)
             pending += len(chunk)
             if counter is not None and pending >= _COUNT_EVERY:
@@ -287,12 +278,9 @@ class IngestHandlers:
                 else:
                     continue
                 if chars > cap:
-                    raise RequestError(
-                        422,
-                        "validation",
-                        f"{name} is {chars} characters, over the service's --max-identity-chars cap of {cap}",
-                        f"events.{index}.{name}",
-                    )
+                    cap_text = f"over the service's --max-identity-chars cap of {cap}"
+                    detail = f"{name} is {chars} characters, {cap_text}"
+                    raise RequestError(422, "validation", detail, f"events.{index}.{name}")
         runs = self.service.ingestor.runs
         if creates and run_id not in runs and len(runs) >= settings.max_runs:
             raise _too_many_runs(len(runs))
@@ -301,33 +289,23 @@ class IngestHandlers:
         plan, settings = event.plan, self.settings
         if plan is None:
             return
+        cap, longest = settings.max_identity_chars, max(plan, key=len, default="")
         if len(plan) > settings.max_plan_tasks:
-            raise RequestError(
-                422,
-                "validation",
-                f"plan has {len(plan)} tasks, over the service's --max-plan-tasks cap of "
-                f"{settings.max_plan_tasks}",
-                f"events.{index}.plan",
-            )
-        cap = settings.max_identity_chars
-        longest = max(plan, key=len, default="")
-        if len(longest) > cap:
-            raise RequestError(
-                422,
-                "validation",
+            tasks = settings.max_plan_tasks
+            detail = f"plan has {len(plan)} tasks, over the service's --max-plan-tasks cap of {tasks}"
+        elif len(longest) > cap:
+            detail = (
                 f"plan task {longest[:40]!r}... is {len(longest)} characters, over the service's "
-                f"--max-identity-chars cap of {cap}",
-                f"events.{index}.plan",
+                f"--max-identity-chars cap of {cap}"
             )
+        else:
+            return
+        raise RequestError(422, "validation", detail, f"events.{index}.plan")
 
     def _check_run_id(self, run_id: str) -> None:
         if not RUN_ID_PATTERN.fullmatch(run_id):
-            raise RequestError(
-                400,
-                "validation",
-                f"run id {run_id[:160]!r} must match {RUN_ID_PATTERN.pattern}",
-                "run_id",
-            )
+            detail = f"run id {run_id[:160]!r} must match {RUN_ID_PATTERN.pattern}"
+            raise RequestError(400, "validation", detail, "run_id")
 
     async def _ingest(self, run_id: str, events: list[Event]) -> bytes:
         """Store ``events`` and answer with their outcomes (a 200's JSON body)."""
