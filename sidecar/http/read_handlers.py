@@ -63,14 +63,8 @@ class ReadHandlers:
         if not self.service.ready:
             progress = self.service.replay_progress
             done = progress["snapshot_seq"] + progress["replayed"]
-            raise RequestError(
-                503,
-                "starting",
-                f"replaying the journal ({done} of {progress['journal_events']} events); retry",
-                None,
-                {"Retry-After": "1"},
-                counted=counted,
-            )
+            detail = f"replaying the journal ({done} of {progress['journal_events']} events); retry"
+            raise RequestError(503, "starting", detail, None, {"Retry-After": "1"}, counted=counted)
 
     async def drain_margin(self, request: Request) -> Response:
         return _json(self._drain_margin(request.query_params))
@@ -83,9 +77,8 @@ class ReadHandlers:
             try:
                 configured = float(raw)
             except ValueError as exc:
-                raise RequestError(
-                    400, "validation", f"configured must be a number, got {raw!r}", "configured"
-                ) from exc
+                detail = f"configured must be a number, got {raw!r}"
+                raise RequestError(400, "validation", detail, "configured") from exc
             if not (math.isfinite(configured) and 0 <= configured <= MAX_SECONDS):
                 detail = f"configured must be in 0..{MAX_SECONDS:g}, got {raw!r}"
                 raise RequestError(400, "validation", detail, "configured")

@@ -170,15 +170,13 @@ class RunState:
         self._closed: dict[TaskIndex, tuple[str, ...]] = {}
         #: Closed tasks flagged by each task check, kept as tasks close (a scrape reads it as is).
         self._task_flags: dict[str, int] = {}
-        #: The configured floor of the summary's refresh interval, and the interval in force
-        #: (the floor, stretched to 20x the last summary's cost).
+        #: The summary's refresh interval: the configured floor, and in force (20x its last cost).
         self._health_min_interval_s = health_interval_s
         self._health_cache: tuple[float, dict[str, int], dict[str, int]] | None = None
         self._health_interval_s = health_interval_s
         #: Rollouts per preliminary verdict, keyed by the verdict's name.
         self._verdicts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
-        #: The latest unhealthy rollouts (task, rollout, stage, findings JSON), newest last: the
-        #: run page's table, fixed in size (the verdict as the row arrived, before duplicates).
+        #: The run page's latest unhealthy rollouts (task, rollout, stage, findings JSON), newest last.
         self.recent_unhealthy: deque[tuple[Any, Any, Any, bytes]] = deque(maxlen=RECENT_UNHEALTHY)
         self._issues = [0] * len(CHECK_IDS)
         self._maybe_duplicates = False
@@ -187,8 +185,7 @@ class RunState:
         self.inflight = InflightRegistry(inflight_rules or InflightRules(), budget=inflight_budget)
         #: The ``/inflight`` body at ``run_ended`` (identities and ages at the end), else ``None``.
         self.inflight_at_end: dict[str, Any] | None = None
-        #: Events with a time (started, completed (``record`` calls of a RemoteLatencyTracker
-        #: included), failed, drained): what the timeline and the rates count.
+        #: Events with a time (started, completed, failed, drained): what the timeline and rates count.
         self.timed = [0, 0, 0, 0]
         self.timeline = Timeline(started.started_at)
         #: Per agent (rows naming an ``agent_ref``): counts, latency buckets, ``ng_perf`` sums.
