@@ -202,13 +202,8 @@ def _answer(run_id: str, outcomes: list[EventOutcome]) -> bytes:
 
 
 def _too_many_runs(held: int) -> RequestError:
-    return RequestError(
-        429,
-        "too_many_runs",
-        f"the service holds {held} runs, its --max-runs cap; end runs (they are dropped "
-        "after --retain-ended) or raise the cap",
-        "run_id",
-    )
+    detail = f"the service holds {held} runs, its --max-runs cap; end runs (they are dropped after "
+    return RequestError(429, "too_many_runs", detail + "--retain-ended) or raise the cap", "run_id")
 
 
 class IngestHandlers:
@@ -349,14 +344,9 @@ class IngestHandlers:
             raise RequestError(413, "too_large", detail, "body")
         limit = self.settings.max_body_bytes_in_flight
         if self._held + size > limit:
-            raise RequestError(
-                503,
-                "busy",
-                f"{self._held} body bytes are being processed; this request's {size} would pass the "
-                f"service's --max-body-bytes-in-flight cap of {limit}; retry",
-                "body",
-                {"Retry-After": "1"},
-            )
+            detail = f"{self._held} body bytes are being processed; this request's {size} would pass the "
+            detail += f"service's --max-body-bytes-in-flight cap of {limit}; retry"
+            raise RequestError(503, "busy", detail, "body", {"Retry-After": "1"})
         self._held += size
         try:
             parts = await self._body(request.receive, declared, counter)
