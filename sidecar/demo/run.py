@@ -39,8 +39,7 @@ from starlette.routing import Route
 from dispatcher_client import ClientConfig, SidecarClient, SidecarError
 from sidecar.demo import synthetic
 from sidecar.http.report_files import fetch_page, fetch_report
-from sidecar.http.server import ServiceThread, loop_factory
-from sidecar.http.server_thread import ServerThread
+from sidecar.http.server import ServerThread, ServiceThread, loop_factory
 from sidecar.http.settings import ServiceSettings
 from sidecar.perf import drained_result, should_drain
 from sidecar.state.inflight import InflightRules

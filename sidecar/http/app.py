@@ -1,11 +1,5 @@
-"""The HTTP surface: the route table, the error handlers and the middleware (``create_app``).
-
-The routes' handlers live in :mod:`sidecar.http.ingest_handlers` (ingest) and
-:mod:`sidecar.http.read_handlers`
-(reads and probes). Every rejection is a 4xx (or 503 when the journal cannot store) with the body
-``{"error": <code>, "field": <where>, "detail": <what>}``: handlers raise
-:class:`~sidecar.http.errors.RequestError` and one registered handler renders and counts it.
-"""
+"""The HTTP surface: the route table, error handlers and middleware (``create_app``); every
+refusal is a :class:`~sidecar.http.errors.RequestError` rendered by one handler."""
 
 from __future__ import annotations
 
@@ -41,10 +35,8 @@ _log = structlog.get_logger("sidecar.http.app")
 
 
 class ReadAuth:
-    """ASGI middleware: with a read token (``serve --read-token-file``), every read but the probes
-    (``/healthz``, ``/readyz``; ``/metrics`` with ``--open-metrics``) needs it or the ingest token,
-    as ``Authorization: Bearer <token>`` or as the password of HTTP Basic auth (what a browser
-    sends for the run page once asked). Writes check the ingest token in their handlers."""
+    """With ``--read-token-file``, every read but the probes needs the read or ingest token
+    (bearer, or HTTP Basic's password for a browser); writes check theirs in their handlers."""
 
     def __init__(self, app: ASGIApp, *, tokens: tuple[bytes, ...], open_paths: frozenset[str]) -> None:
         self.app = app

@@ -1,14 +1,5 @@
-"""``rollout-sidecar attach [options] -- COMMAND [ARGS...]``: a NeMo Gym command, observed live.
-
-COMMAND runs as a child with :data:`dispatcher_client.attach.BOOTSTRAP_DIR` first on its
-``PYTHONPATH`` (the instrumentation loads when NeMo Gym's rollout collection is imported; see
-:mod:`dispatcher_client.attach` for the environment it is given). Signals are forwarded to the
-child, except one the terminal already sent to the whole process group (Ctrl-C), so it stops as
-it would without attach; attach exits with the child's code (``128 + N`` for a signal N).
-Without ``--sidecar``, the real service (:class:`sidecar.http.server.ServiceThread`) runs in this
-process for the job's life, its journal in ``<output>.sidecar/``, where the report files and the
-saved page (``report --out`` / ``--html``) are written when the job ends.
-"""
+"""``rollout-sidecar attach [options] -- COMMAND [ARGS...]``: a NeMo Gym command observed live
+(docs/operations.md); without ``--sidecar`` the service runs in-process and writes the report."""
 
 from __future__ import annotations
 

@@ -182,9 +182,8 @@ def _exit_past_hung_trackers() -> None:
 
 
 def _otlp(cli_endpoint: str | None) -> tuple[str | None, float]:
-    """The OTLP metrics URL and interval; ``--otlp-endpoint`` without the ``otel`` extra is an error,
-    the NeMo Gym environment switch without it only a warning (the job must still run). A protocol,
-    header, timeout or TLS file the push cannot use is refused here, before the service starts."""
+    """The OTLP metrics URL and interval, refused here if unusable; without the ``otel`` extra the
+    flag is an error, the NeMo Gym environment switch only a warning (the job must still run)."""
     from sidecar.export.otlp import http_settings, otlp_available, resolve_endpoint, resolve_interval
 
     endpoint = resolve_endpoint(cli_endpoint)

@@ -1,11 +1,5 @@
-"""Request errors: raised where a request is refused, rendered and counted in one handler.
-
-Every refusal is a :class:`RequestError` carrying its status, error code, offending field,
-detail and the metric reason it counts under. :func:`error_body` is the one place the error
-body ``{"error": <code>, "field": <where>, "detail": <what>}`` is built; the app registers
-:func:`request_error_handler` for :class:`RequestError`, so route handlers raise and never catch
-their own refusals.
-"""
+"""Request errors: raised where a request is refused, rendered and counted in one handler
+(:func:`error_body` builds ``{"error", "field", "detail"}``)."""
 
 from __future__ import annotations
 
@@ -46,11 +40,8 @@ ErrorCode = Literal[
 
 
 class RequestError(Exception):
-    """A request the service refuses.
-
-    ``reason`` is what ``rollout_sidecar_ingest_errors_total`` counts it under: its error code,
-    or ``None`` (``counted=False``: neither counted nor logged).
-    """
+    """A request the service refuses; ``reason``: what ``rollout_sidecar_ingest_errors_total``
+    counts it under (``None``: neither counted nor logged)."""
 
     def __init__(
         self,

@@ -196,13 +196,8 @@ def _follow(args: argparse.Namespace) -> int:
 
 
 class FollowerThread:
-    """A :class:`Follower` on its own thread and loop, beside a server (``serve --follow``).
-
-    Its requests are retried until the server listens, so it can start first. A transient error
-    (an ``OSError`` on a followed file) restarts it from its checkpoint after a backoff; a
-    :class:`FollowerError` stops it until an operator acts. :meth:`status` says which (``/readyz``,
-    ``/metrics``); :meth:`stop` leaves the run open.
-    """
+    """A :class:`Follower` on its own thread and loop beside a server (``serve --follow``): restarted
+    from its checkpoint after an ``OSError``, stopped by a :class:`FollowerError`."""
 
     def __init__(self, run_dir: str | os.PathLike[str], sidecar_url: str, *, retry_max_s: float = 30.0,
                  **options: Any) -> None:

@@ -1,23 +1,7 @@
-"""Slow and half-open clients closed, beside uvicorn rather than inside it.
-
-uvicorn closes a keep-alive connection idle for ``timeout_keep_alive``, but it has no deadline
-for a request's headers, for its body, or for a client that stops reading a response, and no
-cap per peer: a slowloris from one address would hold connections for ever. So the server runs
-:class:`ConnectionGuard`: an ASGI middleware that notes, per connection (its peer address), when
-a request is under way and when its body last advanced, and a sweep every ``interval_s`` over
-the server's open connections (uvicorn's ``server_state.connections``, each with its asyncio
-transport) that closes a connection
-
-* with no request under way for ``header_timeout_s`` (half-sent headers, or an idle keep-alive);
-* whose request body has not advanced for ``body_timeout_s`` while the app waits for it;
-* whose client has read nothing of a response for ``write_timeout_s`` (aborted, so the unsent
-  bytes are freed at once);
-* beyond ``max_per_peer`` open connections of one address with no request under way (the oldest
-  first).
-
-A connection is closed at most ``interval_s`` past its deadline. A request's handler is never
-interrupted: a connection in a request that is reading its body or writing is left alone.
-"""
+"""Slow and half-open clients closed beside uvicorn (which has no header, body or write
+deadline and no per-peer cap): an ASGI middleware notes each connection's progress and a sweep
+closes those past ``header_timeout_s``, ``body_timeout_s``, ``write_timeout_s`` or
+``max_per_peer``; a handler is never interrupted mid-request."""
 
 from __future__ import annotations
 

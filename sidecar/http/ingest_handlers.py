@@ -1,18 +1,10 @@
-"""The ingest routes: ``POST /v1/runs/{run_id}/events`` (a batch of events) and
-``POST /v1/runs/{run_id}/lines`` (one raw rollout line).
-
-A request is authorized, its body reserved against the in-flight cap and read at most to the
-body cap (its events counted and its depth checked as it arrives), then split into events,
-parsed and validated one event at a time on a worker thread, checked against the service's caps
-and handed to the ingestor; the answer is sent after the commit.
-The bearer token is compared in constant time and never logged; no row content is ever logged.
-"""
+"""The ingest routes: ``POST /v1/runs/{run_id}/events`` and ``/lines`` (docs/http-api.md):
+caps checked as the body arrives, events validated one by one off the loop, answered after commit."""
 
 from __future__ import annotations
 
 import hmac
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -48,6 +40,7 @@ _log = structlog.get_logger("sidecar.http.app")
 
 
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+_Parse = Callable[[list[bytes]], list[Event]]
 _LINE_PARAMS: dict[str, type] = {"line_number": int, "generation": int, "seconds": float, "latency_ms": float}
 
 
@@ -101,10 +94,8 @@ def _validate(index: int, value: Any) -> Event:
         parts = [str(part) for part in first["loc"] if part not in EVENT_KINDS]
         if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
             parts.append("kind")
-        field = ".".join(["events", str(index), *parts])
-        raise RequestError(
-            422, "validation", f"{first['msg']} ({exc.error_count()} error(s))", field
-        ) from exc
+        detail = f"{first['msg']} ({exc.error_count()} error(s))"
+        raise RequestError(422, "validation", detail, ".".join(["events", str(index), *parts])) from exc
 
 
 def _cut_after(body: bytes | bytearray, at: int) -> int:
@@ -118,15 +109,8 @@ def _cut_after(body: bytes | bytearray, at: int) -> int:
 
 
 def _split_in_pieces(body: bytes | bytearray) -> list[msgspec.Raw] | None:
-    """The events' spans of a bare array body, split :data:`_PIECE` bytes at a time so the event
-    loop gets the interpreter lock between the calls; ``None`` where that does not hold (a
-    small or wrapped body, or no cut found between two events: the whole body is then split
-    in one call, which also says what is wrong with it).
-
-    A cut is tried before each ``,{"kind":"<an event kind>"`` past a piece's length (a row may
-    hold such an object too); a piece that ends inside an event or a string is not JSON once
-    bracketed, so a piece that decodes ends between events.
-    """
+    """A bare array body's event spans, split a piece at a time (cut before ``,{"kind":"``) so
+    the loop gets the GIL between calls; ``None``: split the body in one call instead."""
     if len(body) <= 2 * _PIECE or body[:1] != b"[":
         return None
     view, spans, start, misses = memoryview(body), [], 1, 0
@@ -149,13 +133,8 @@ def _split_in_pieces(body: bytes | bytearray) -> list[msgspec.Raw] | None:
 
 
 def parse_events(body: bytes | bytearray) -> list[Event]:
-    """The events of an ingest body (a JSON array, or ``{"events": [...]}``), on a worker thread.
-
-    The body is split into its events' spans in one scan, then each event is parsed and
-    validated on its own (no single call holds the interpreter for the whole batch). A
-    completion's object row is kept as the bytes sent (:class:`SentRow`): its content hash
-    covers them, and it is parsed only where the health check's fast road does not vouch.
-    """
+    """The events of an ingest body (a JSON array, or ``{"events": [...]}``), on a worker
+    thread; a completion's object row stays the bytes sent (:class:`SentRow`)."""
     try:
         pieces = _split_in_pieces(body)
         decoded = _SPLITTER.decode(body) if pieces is None else pieces
@@ -174,9 +153,8 @@ def parse_events(body: bytes | bytearray) -> list[Event]:
         try:
             value = _event_value(memoryview(span))
         except orjson.JSONDecodeError as exc:
-            raise RequestError(
-                400, "invalid_json", f"event {index} is not valid JSON: {exc}", "body"
-            ) from exc
+            detail = f"event {index} is not valid JSON: {exc}"
+            raise RequestError(400, "invalid_json", detail, "body") from exc
         events.append(_validate(index, value))
     return events
 
@@ -207,9 +185,8 @@ _COUNT_EVERY = 256 * 1024
 
 
 def _count(counter: EventCounter, chunks: list[bytes]) -> None:
-    """Count ``chunks`` (on a worker thread: ~8 ms of work per MB of realistic rows, in short C
-    calls, so the event loop gets the interpreter lock back between them); past a cap the body
-    is refused before it is read on."""
+    """Count ``chunks`` on a worker thread (short C calls: the loop gets the GIL back between
+    them); past a cap the body is refused before it is read on."""
     try:
         for chunk in chunks:
             counter.feed(chunk)
@@ -225,13 +202,8 @@ def _answer(run_id: str, outcomes: list[EventOutcome]) -> bytes:
 
 
 def _too_many_runs(held: int) -> RequestError:
-    return RequestError(
-        429,
-        "too_many_runs",
-        f"the service holds {held} runs, its --max-runs cap; end runs (they are dropped "
-        "after --retain-ended) or raise the cap",
-        "run_id",
-    )
+    detail = f"the service holds {held} runs, its --max-runs cap; end runs (they are dropped after "
+    return RequestError(429, "too_many_runs", detail + "--retain-ended) or raise the cap", "run_id")
 
 
 class IngestHandlers:
@@ -245,8 +217,6 @@ class IngestHandlers:
         self._held = 0
         self._cpu = service.ingestor.cpu
 
-    # -- helpers --------------------------------------------------------------------------
-
     def _authorize(self, header: str | None) -> None:
         """Refuse a request whose ``Authorization`` header does not carry the bearer token."""
         token = self.settings.token
@@ -255,22 +225,14 @@ class IngestHandlers:
         scheme, _, given = (header or "").partition(" ")
         expected = token.get().encode()
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
-            raise RequestError(
-                401,
-                "unauthorized",
-                "a valid bearer token is required",
-                "authorization",
-                {"WWW-Authenticate": "Bearer"},
-            )
+            detail, bearer = "a valid bearer token is required", {"WWW-Authenticate": "Bearer"}
+            raise RequestError(401, "unauthorized", detail, "authorization", bearer)
 
     async def _body(
         self, receive: Receive, declared: int | None, counter: EventCounter | None
     ) -> list[bytes]:
-        """The body's chunks, at most the cap (or its ``Content-Length``), each counted as it
-        arrives (``counter``, on a worker thread every :data:`_COUNT_EVERY` bytes: reading waits
-        for it, so a body past the event cap is refused having held at most that much uncounted).
-        They are joined on a worker thread (a large join lets go of the interpreter lock), never
-        on the event loop."""
+        """The body's chunks, at most the cap (or its ``Content-Length``), counted on a worker
+        thread every :data:`_COUNT_EVERY` bytes so a body past the event cap is refused early."""
         cap = self.settings.body_cap if declared is None else declared
         parts: list[bytes] = []
         size = pending = counted = 0
@@ -279,9 +241,8 @@ class IngestHandlers:
             if size > cap:
                 if declared is None:
                     raise RequestError(413, "too_large", f"body exceeds the {cap}-byte cap", "body")
-                raise RequestError(
-                    400, "bad_request", f"body longer than its Content-Length {declared}", "body"
-                )
+                detail = f"body longer than its Content-Length {declared}"
+                raise RequestError(400, "bad_request", detail, "body")
             parts.append(chunk)
             pending += len(chunk)
             if counter is not None and pending >= _COUNT_EVERY:
@@ -295,11 +256,7 @@ class IngestHandlers:
         return parts
 
     def _check_caps(self, run_id: str, events: list[Event]) -> None:
-        """The service's configurable caps on what one batch may add to its state.
-
-        A first check, before any row is read further; the ingestor checks ``--max-runs`` again
-        atomically with the commit, and identities read from rows once they are derived.
-        """
+        """The service's caps on what one batch may add (``--max-runs`` is checked again at commit)."""
         settings = self.settings
         cap = settings.max_identity_chars
         creates = False
@@ -316,12 +273,9 @@ class IngestHandlers:
                 else:
                     continue
                 if chars > cap:
-                    raise RequestError(
-                        422,
-                        "validation",
-                        f"{name} is {chars} characters, over the service's --max-identity-chars cap of {cap}",
-                        f"events.{index}.{name}",
-                    )
+                    cap_text = f"over the service's --max-identity-chars cap of {cap}"
+                    detail = f"{name} is {chars} characters, {cap_text}"
+                    raise RequestError(422, "validation", detail, f"events.{index}.{name}")
         runs = self.service.ingestor.runs
         if creates and run_id not in runs and len(runs) >= settings.max_runs:
             raise _too_many_runs(len(runs))
@@ -330,73 +284,23 @@ class IngestHandlers:
         plan, settings = event.plan, self.settings
         if plan is None:
             return
+        cap, longest = settings.max_identity_chars, max(plan, key=len, default="")
         if len(plan) > settings.max_plan_tasks:
-            raise RequestError(
-                422,
-                "validation",
-                f"plan has {len(plan)} tasks, over the service's --max-plan-tasks cap of "
-                f"{settings.max_plan_tasks}",
-                f"events.{index}.plan",
-            )
-        cap = settings.max_identity_chars
-        longest = max(plan, key=len, default="")
-        if len(longest) > cap:
-            raise RequestError(
-                422,
-                "validation",
+            tasks = settings.max_plan_tasks
+            detail = f"plan has {len(plan)} tasks, over the service's --max-plan-tasks cap of {tasks}"
+        elif len(longest) > cap:
+            detail = (
                 f"plan task {longest[:40]!r}... is {len(longest)} characters, over the service's "
-                f"--max-identity-chars cap of {cap}",
-                f"events.{index}.plan",
+                f"--max-identity-chars cap of {cap}"
             )
+        else:
+            return
+        raise RequestError(422, "validation", detail, f"events.{index}.plan")
 
     def _check_run_id(self, run_id: str) -> None:
         if not RUN_ID_PATTERN.fullmatch(run_id):
-            raise RequestError(
-                400,
-                "validation",
-                f"run id {run_id[:160]!r} must match {RUN_ID_PATTERN.pattern}",
-                "run_id",
-            )
-
-    @asynccontextmanager
-    async def _held_body(
-        self, declared: str | None, receive: Receive, counter: EventCounter | None = None
-    ) -> AsyncIterator[list[bytes]]:
-        """The request body's chunks, counted against ``max_body_bytes_in_flight`` until the block ends.
-
-        What a request declares is reserved before a byte is read (a body without a length
-        reserves the cap), so concurrent large bodies are refused with 503 instead of being
-        buffered side by side.
-        """
-        cap = self.settings.body_cap
-        size = int(declared) if declared is not None and declared.isdigit() else cap
-        if size > cap:
-            raise RequestError(
-                413, "too_large", f"body of {declared} bytes exceeds the {cap}-byte cap", "body"
-            )
-        limit = self.settings.max_body_bytes_in_flight
-        if self._held + size > limit:
-            raise RequestError(
-                503,
-                "busy",
-                f"{self._held} body bytes are being processed; this request's {size} would pass the "
-                f"service's --max-body-bytes-in-flight cap of {limit}; retry",
-                "body",
-                {"Retry-After": "1"},
-            )
-        self._held += size
-        try:
-            yield await self._body(
-                receive, int(declared) if declared is not None and declared.isdigit() else None, counter
-            )
-        finally:
-            self._held -= size
-
-    def _parse_events(self, run_id: str, parts: list[bytes]) -> list[Event]:
-        """The body's events, checked against the caps (on a worker thread)."""
-        events = parse_events(parts[0] if len(parts) == 1 else b"".join(parts))
-        self._check_caps(run_id, events)
-        return events
+            detail = f"run id {run_id[:160]!r} must match {RUN_ID_PATTERN.pattern}"
+            raise RequestError(400, "validation", detail, "run_id")
 
     async def _ingest(self, run_id: str, events: list[Event]) -> bytes:
         """Store ``events`` and answer with their outcomes (a 200's JSON body)."""
@@ -419,28 +323,54 @@ class IngestHandlers:
             ) from exc
         return await anyio.to_thread.run_sync(_answer, run_id, outcomes, limiter=self._cpu)
 
-    async def events(self, request: Request) -> Response:
-        """``POST /v1/runs/{run_id}/events``: a batch of events."""
-        run_id = request.path_params["run_id"]
+    def _admit(self, request: Request) -> str:
+        """The request's run id, once authorized, well-formed and the service ready."""
         self._authorize(request.headers.get("authorization"))
+        run_id: str = request.path_params["run_id"]
         self._check_run_id(run_id)
         self.require_ready()
-        counter = EventCounter(MAX_EVENTS_PER_REQUEST, self.settings.max_json_depth)
-        async with self._held_body(request.headers.get("content-length"), request.receive, counter) as parts:
-            events = await anyio.to_thread.run_sync(self._parse_events, run_id, parts, limiter=self._cpu)
+        return run_id
+
+    async def _store(
+        self, request: Request, run_id: str, parse: _Parse, counter: EventCounter | None = None
+    ) -> Response:
+        """Reserve the body against ``--max-body-bytes-in-flight`` (its declared length, else the
+        cap) before reading it, parse and check it off the loop, store it, answer after commit."""
+        header, cap = request.headers.get("content-length"), self.settings.body_cap
+        declared = int(header) if header is not None and header.isdigit() else None
+        size = cap if declared is None else declared
+        if size > cap:
+            detail = f"body of {declared} bytes exceeds the {cap}-byte cap"
+            raise RequestError(413, "too_large", detail, "body")
+        limit = self.settings.max_body_bytes_in_flight
+        if self._held + size > limit:
+            detail = f"{self._held} body bytes are being processed; this request's {size} would pass the "
+            detail += f"service's --max-body-bytes-in-flight cap of {limit}; retry"
+            raise RequestError(503, "busy", detail, "body", {"Retry-After": "1"})
+        self._held += size
+        try:
+            parts = await self._body(request.receive, declared, counter)
+            events = await anyio.to_thread.run_sync(self._checked, run_id, parse, parts, limiter=self._cpu)
             del parts  # parsed: the raw body need not stay resident while the batch is stored
             return json_response(await self._ingest(run_id, events))
+        finally:
+            self._held -= size
+
+    def _checked(self, run_id: str, parse: _Parse, parts: list[bytes]) -> list[Event]:
+        events = parse(parts)
+        self._check_caps(run_id, events)
+        return events
+
+    async def events(self, request: Request) -> Response:
+        """``POST /v1/runs/{run_id}/events``: a batch of events."""
+        run_id = self._admit(request)
+        counter = EventCounter(MAX_EVENTS_PER_REQUEST, self.settings.max_json_depth)
+        return await self._store(request, run_id, _batch_events, counter)
 
     async def lines(self, request: Request) -> Response:
-        """One raw rollout line as the body (no JSON escaping): a ``completed`` event with ``line``.
-
-        Query: ``line_number`` (required), ``generation``, ``seconds``, ``latency_ms``; a
-        follower sends a line this way when escaping it into an event would pass the body cap.
-        """
-        run_id = request.path_params["run_id"]
-        self._authorize(request.headers.get("authorization"))
-        self._check_run_id(run_id)
-        self.require_ready()
+        """One raw rollout line as the body: a ``completed`` event with ``line`` (query:
+        ``line_number``, ``generation``, ``seconds``, ``latency_ms``)."""
+        run_id = self._admit(request)
         event: dict[str, Any] = {"kind": "completed"}
         for name, kind in _LINE_PARAMS.items():
             raw = request.query_params.get(name)
@@ -453,16 +383,16 @@ class IngestHandlers:
                 raise RequestError(400, "validation", detail, name) from exc
         if "line_number" not in event:
             raise RequestError(400, "validation", "line_number is required", "line_number")
-        async with self._held_body(request.headers.get("content-length"), request.receive) as parts:
-            events = await anyio.to_thread.run_sync(self._parse_line, run_id, event, parts, limiter=self._cpu)
-            del parts
-            return json_response(await self._ingest(run_id, events))
+        return await self._store(request, run_id, lambda parts: _line_event(event, parts))
 
-    def _parse_line(self, run_id: str, event: dict[str, Any], parts: list[bytes]) -> list[Event]:
-        """The line's ``completed`` event, checked against the caps (on a worker thread)."""
-        body = b"".join(parts)
-        with memoryview(body) as view:  # no copy of the body without its newline
-            event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
-        events = [_validate(0, event)]
-        self._check_caps(run_id, events)
-        return events
+
+def _batch_events(parts: list[bytes]) -> list[Event]:
+    return parse_events(parts[0] if len(parts) == 1 else b"".join(parts))
+
+
+def _line_event(event: dict[str, Any], parts: list[bytes]) -> list[Event]:
+    """The line's ``completed`` event (on a worker thread)."""
+    body = b"".join(parts)
+    with memoryview(body) as view:  # no copy of the body without its newline
+        event["line"] = line_text(view[:-1] if body.endswith(b"\n") else view)
+    return [_validate(0, event)]

@@ -1,9 +1,5 @@
-"""JSON bodies: the event count and nesting depth checked while an ingest body is read, and the
-serializers every answer goes through (64-bit-safe, and the report's chunked one that keeps the
-event loop responsive).
-
-No HTTP here: the trackers' export writes reports with :func:`dumps_report` too.
-"""
+"""JSON bodies: the event count and depth checked as an ingest body arrives, and the
+serializers every answer goes through (64-bit-safe; the report's chunked one)."""
 
 from __future__ import annotations
 
@@ -47,16 +43,8 @@ class TooManyEvents(ValueError):
 
 
 class EventCounter:
-    """Counts the events of an ingest body (a JSON array, or ``{"events": [...]}``) and its
-    nesting depth chunk by chunk, as the body arrives, so a body past either cap is refused
-    before the rest of it is read or any of it decoded.
-
-    Each chunk is reduced at C speed (escapes dropped, everything but quotes, brackets and
-    commas deleted, strings removed, then every bracket pair the chunk opens and closes
-    removed, innermost first); only the few brackets and commas left are walked, so a chunk
-    of realistic rows costs no Python work per byte. A comma directly inside the events' list
-    separates two events; a body that is not JSON is left to the decoder, which says why.
-    """
+    """Counts an ingest body's events and nesting depth chunk by chunk as it arrives, so a
+    body past either cap is refused before it is read on; the chunk is reduced at C speed first."""
 
     def __init__(self, max_events: int, max_depth: int) -> None:
         self.max_events = max_events
@@ -109,9 +97,8 @@ class EventCounter:
         self._walk_exact(skeleton)
 
     def _walk_reduced(self, reduced: bytes, height: int) -> bool:
-        """Count from ``reduced`` (a removed pair nested at most ``height`` deep) if that is exact:
-        the events' list stays open and no position can pass the depth cap; else change nothing
-        and say so (the exact walk then takes the chunk)."""
+        """Count from ``reduced`` (pairs nested at most ``height`` deep removed) if that is exact;
+        else change nothing and say so (the exact walk then takes the chunk)."""
         depth, level, deepest, commas = self._depth, self._level, self._depth, 0
         for byte in reduced:
             if byte == _COMMA:
@@ -163,10 +150,7 @@ def _finite_only(value: Any) -> Any:
 
 
 def dumps_json(body: Any) -> bytes:
-    """``body`` as compact JSON; integers past 64 bits (exact token sums) as plain digits.
-
-    orjson refuses such integers, so those bodies go through the standard library instead.
-    """
+    """``body`` as compact JSON; integers past 64 bits (which orjson refuses) via the stdlib."""
     try:
         return orjson.dumps(body)
     except orjson.JSONEncodeError:
@@ -177,13 +161,8 @@ _TASKS_PER_CHUNK = 2048
 
 
 def dumps_report(report: dict[str, Any]) -> bytes:
-    """``dumps_json(report)`` byte for byte, for a freshly built report, whose per-task map it
-    then empties.
-
-    One ``orjson.dumps`` over 100k tasks holds the interpreter lock for ~15 ms, and freeing
-    them at once as long, so the map is written in chunks spliced in as a fragment, then freed
-    entry by entry: the event loop gets the lock back between steps.
-    """
+    """``dumps_json(report)`` byte for byte, its per-task map written in chunks and freed as it
+    goes, so the event loop gets the GIL back between steps."""
     summary = report.get("quality_summary")
     tasks = summary.get("tasks") if isinstance(summary, dict) else None
     if not isinstance(tasks, dict) or len(tasks) <= _TASKS_PER_CHUNK:
@@ -206,9 +185,8 @@ def dumps_report(report: dict[str, Any]) -> bytes:
 
 
 def line_text(line: bytes | bytearray | memoryview) -> str:
-    """A raw line as the ``line`` string of an event: its UTF-8 text, or (not UTF-8) the text with
-    replacement characters behind a leading U+FFFD, so it stays unreadable as the batch check
-    reads it."""
+    """A raw line as an event's ``line`` string: its UTF-8 text, or (not UTF-8) the text with
+    replacement characters behind a leading U+FFFD, so it stays unreadable as the batch reads it."""
     try:
         return str(line, "utf-8")
     except UnicodeDecodeError:

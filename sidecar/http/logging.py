@@ -1,8 +1,5 @@
-"""One log channel: structlog JSON lines on stderr, human-readable when stderr is a terminal.
-
-Standard-library records (uvicorn's) go through the same renderer, so an operator sees one
-format. Nothing here ever logs request bodies or tokens; callers log identifiers only.
-"""
+"""One log channel: structlog JSON lines on stderr (human-readable on a terminal), uvicorn's
+records included; never bodies or tokens."""
 
 from __future__ import annotations
 

@@ -1,21 +1,5 @@
-"""``/report`` bodies and ``/metrics`` expositions built on a worker thread, not on the event loop.
-
-Building either over a large run takes CPU seconds; on the loop that would stall every other
-request (``/drain_margin`` first of all). Here one build runs at a time on a thread while the
-ingest sequencer waits to apply its next batch (``Ingestor.apply_lock``), so the build sees the
-run states still; the loop keeps answering meanwhile. The ``serve`` entry point lowers the
-interpreter's thread switch interval to 0.2 ms (:mod:`health.process_tuning`) so the loop thread
-regains the GIL quickly from a CPU-bound build. A result
-is reused for ``max_age_s`` while no event was applied, so back-to-back polls of a quiet run
-cost one build per interval, not one per request; on a busy run a build of one kind starts at
-most ``duty`` of the time (a request waits, at most 5 s, for the next build rather than get a
-stale result),
-so back-to-back pollers cannot keep a core and the GIL busy.
-
-A read over append-only state (the page's perf summary) need not hold ingest while it computes:
-:meth:`OffLoopReads.build_from_cut` pauses ingest only to take a cut (lengths and counters,
-microseconds) and computes from it on a thread while ingest goes on.
-"""
+"""``/report`` and ``/metrics`` built on a worker thread while ingest waits, reused while
+nothing changed and rate-limited to ``duty``, so a large run's build never stalls the loop."""
 
 from __future__ import annotations
 
@@ -35,13 +19,8 @@ _MAX_WAIT_S = 5.0  # a request never waits longer than this for its turn (a scra
 
 
 def _collector_paused(make: Callable[[], T]) -> T:
-    """``make()`` with the cyclic collector paused until it returns (in a ``serve`` process:
-    :func:`health.process_tuning.collector_paused`).
-
-    A build allocates (and, freeing its intermediate maps entry by entry, releases) some 300k
-    container objects; a collection triggered while they live scans them all in one C call
-    that holds the interpreter lock for ~40 ms. Paused, they are gone before it runs again.
-    """
+    """``make()`` with the cyclic collector paused (a build's ~300k objects would otherwise
+    cost a ~40 ms collection holding the GIL)."""
     with collector_paused():
         return make()
 
@@ -95,13 +74,8 @@ class OffLoopReads:
         return value
 
     async def build_from_cut(self, cut: Callable[[], C], make: Callable[[C], T]) -> T:
-        """``make(cut())``: ``cut()`` under the ingest pause, ``make`` on a thread while ingest goes on.
-
-        For reads over append-only state (the page's perf summary): ``cut`` takes, in
-        microseconds, what defines the rows read (lengths and counters); ``make`` computes from
-        that alone, however long it takes, and ingest never waits for it. Not cached: the caller
-        holds the result.
-        """
+        """``make(cut())``: ``cut()`` under the ingest pause, ``make`` on a thread while ingest
+        goes on (reads over append-only state; not cached)."""
         async with self._apply_lock:
             taken = cut()
         hook = self.on_compute

@@ -1,13 +1,5 @@
-"""The service's OpenAPI 3.1 description, generated from the request models and the response
-types (:mod:`sidecar.http.responses`), for clients and fuzzers.
-
-Every route the app registers has one :class:`Operation` in :data:`OPERATIONS`, keyed by
-``(method, path)`` as Starlette spells the path: its 200 body is a JSON type (a ``TypedDict``
-or model, its schema generated) or :class:`NonJSON` (a media type: metrics text, JSON lines,
-HTML pages, static files). ``tests/sidecar/test_openapi.py`` walks the app's routes, so a new
-route without an entry here fails it, naming the route. To add a route: add its response type
-to ``sidecar/http/responses.py`` (or declare it ``NonJSON``) and its entry below.
-"""
+"""The service's OpenAPI 3.1 description, generated from the request models and
+:mod:`sidecar.http.responses`; every route has one :class:`Operation` (tests/sidecar/test_openapi.py)."""
 
 from __future__ import annotations
 
@@ -51,9 +43,8 @@ class Param:
 
 @dataclass(frozen=True)
 class Operation:
-    """One route and method: what it answers (``ok``: a JSON type or :class:`NonJSON`), its
-    parameters, the error statuses it may answer (each with :class:`~sidecar.http.responses.ErrorBody`),
-    other statuses with their own body (``/readyz``'s 503), and a request body schema."""
+    """One route and method: its 200 body (a JSON type or :class:`NonJSON`), parameters, error
+    statuses (each an ``ErrorBody``), other statuses with their own body, and request body."""
 
     summary: str
     ok: type[Any] | NonJSON
@@ -69,10 +60,7 @@ _RUN_ID = Param("run_id")
 _INGEST_ERRORS = (400, 401, 404, 413, 422, 429, 503)
 _RUN_ERRORS = (400, 404, 503)
 _NDJSON = "application/x-ndjson"
-
-
-def _ingest_request() -> dict[str, Any]:
-    return {"application/json": {"schema": {"$ref": _REF.format(model="EventBatch")}}}
+_LIMIT = Param("limit", "query", False, {"type": "integer", "minimum": 0, "maximum": 1000, "default": 20})
 
 
 #: Every route the app serves, ``(method, path)`` -> its operation.
@@ -83,7 +71,7 @@ OPERATIONS: Mapping[tuple[str, str], Operation] = MappingProxyType(
             bodies.IngestBody,
             (_RUN_ID_PATH,),
             _INGEST_ERRORS,
-            request=_ingest_request(),
+            request={"application/json": {"schema": {"$ref": _REF.format(model="EventBatch")}}},
             secured=True,
         ),
         ("POST", "/v1/runs/{run_id}/lines"): Operation(
@@ -104,14 +92,7 @@ OPERATIONS: Mapping[tuple[str, str], Operation] = MappingProxyType(
         ("GET", "/v1/runs/{run_id}/inflight"): Operation(
             "In-flight rollouts of a run: count, ages, stragglers, the oldest (no payloads).",
             bodies.InflightBody,
-            (
-                _RUN_ID_PATH,
-                Param(
-                    "limit",
-                    required=False,
-                    schema={"type": "integer", "minimum": 0, "maximum": 1000, "default": 20},
-                ),
-            ),
+            (_RUN_ID_PATH, _LIMIT),
             _RUN_ERRORS,
         ),
         ("GET", "/v1/runs/{run_id}/forecast"): Operation(
@@ -123,14 +104,7 @@ OPERATIONS: Mapping[tuple[str, str], Operation] = MappingProxyType(
         ("GET", "/v1/runs/{run_id}/groups"): Operation(
             "Open task groups waiting longest on a repeat in flight (bounded; docs/http-api.md).",
             bodies.GroupsBody,
-            (
-                _RUN_ID_PATH,
-                Param(
-                    "limit",
-                    required=False,
-                    schema={"type": "integer", "minimum": 0, "maximum": 1000, "default": 20},
-                ),
-            ),
+            (_RUN_ID_PATH, _LIMIT),
             _RUN_ERRORS,
         ),
         ("GET", "/v1/runs/{run_id}/timeline"): Operation(

@@ -1,9 +1,4 @@
-"""The run-scoped reads and the probes: drain margin, report, verdicts, in flight, timeline,
-metrics, the run listing, OpenAPI, liveness and readiness.
-
-Each answer is built from the run's applied state; heavy bodies are built off the event loop
-(``service.reads``). Refusals are raised as :class:`~sidecar.http.errors.RequestError`.
-"""
+"""The run-scoped reads and the probes; heavy bodies are built off the event loop (``service.reads``)."""
 
 from __future__ import annotations
 
@@ -68,14 +63,8 @@ class ReadHandlers:
         if not self.service.ready:
             progress = self.service.replay_progress
             done = progress["snapshot_seq"] + progress["replayed"]
-            raise RequestError(
-                503,
-                "starting",
-                f"replaying the journal ({done} of {progress['journal_events']} events); retry",
-                None,
-                {"Retry-After": "1"},
-                counted=counted,
-            )
+            detail = f"replaying the journal ({done} of {progress['journal_events']} events); retry"
+            raise RequestError(503, "starting", detail, None, {"Retry-After": "1"}, counted=counted)
 
     async def drain_margin(self, request: Request) -> Response:
         return _json(self._drain_margin(request.query_params))
@@ -88,9 +77,8 @@ class ReadHandlers:
             try:
                 configured = float(raw)
             except ValueError as exc:
-                raise RequestError(
-                    400, "validation", f"configured must be a number, got {raw!r}", "configured"
-                ) from exc
+                detail = f"configured must be a number, got {raw!r}"
+                raise RequestError(400, "validation", detail, "configured") from exc
             if not (math.isfinite(configured) and 0 <= configured <= MAX_SECONDS):
                 detail = f"configured must be in 0..{MAX_SECONDS:g}, got {raw!r}"
                 raise RequestError(400, "validation", detail, "configured")
@@ -130,10 +118,7 @@ class ReadHandlers:
         return StreamingResponse(stream(), media_type="application/x-ndjson")
 
     async def inflight(self, request: Request) -> Response:
-        """Count, age distribution and the oldest ``limit`` in-flight rollouts (no payloads).
-
-        After ``run_ended`` the answer is what was in flight at the end (``ended: true``).
-        """
+        """Count, ages and the oldest ``limit`` in-flight rollouts (after ``run_ended``: at the end)."""
         run = self.run_of(request.path_params["run_id"])
         limit = _limit(request.query_params.get("limit", str(_INFLIGHT_DEFAULT_LIMIT)))
         if run.inflight_at_end is not None:

@@ -1,10 +1,5 @@
-"""Fetch a run's post-run report (and its page's data) from a live sidecar and write it as files.
-
-``quality_summary.json`` and ``rollout_verdicts.jsonl`` are written from the service's raw
-bytes, so they are byte-identical to what the batch ``health-check`` writes over the same
-rows; everything else (latency, perf summary, accounting, event counts) goes to
-``report.json``.
-"""
+"""Fetch a run's post-run report from a live sidecar and write its files; the two health files
+are the service's raw bytes, byte-identical to the batch ``health-check``'s."""
 
 from __future__ import annotations
 
@@ -78,11 +73,8 @@ def _make_dir(out_dir: Path) -> Path | None:
 def fetch_report(
     sidecar: str, run_id: str, out_dir: Path, *, token: str | None = None, timeout: float = 300.0
 ) -> ReportFiles:
-    """Write the three report files of ``run_id`` into ``out_dir`` (created if missing).
-
-    All or nothing: the files arrive under temporary names and are renamed once all three are
-    complete; on failure they, and any directory this call created, are removed again.
-    """
+    """Write the three report files of ``run_id`` into ``out_dir``, all or nothing (temporary
+    names renamed at the end; removed again on failure)."""
     headers = _auth(token)
     params = {"run_id": run_id}
     if out_dir.exists() and not out_dir.is_dir():  # refused before asking the sidecar anything

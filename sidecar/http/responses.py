@@ -1,18 +1,12 @@
-"""The JSON bodies the HTTP surface answers with, one type each: the handlers are annotated
-with them (mypy checks every key they build) and ``/openapi.json``'s response schemas are
-generated from them (:mod:`sidecar.http.openapi`).
-
-They are ``TypedDict``\\s, not models: a handler's body stays the dict it builds (its bytes
-unchanged, no copy per request), and pydantic still generates each schema and, in the tests,
-validates real answers against it (closed: an undeclared key is an error).
-"""
+"""The JSON bodies the HTTP surface answers with: ``TypedDict``\\s (a handler's dict is sent as
+built), which mypy checks and from which ``/openapi.json``'s schemas are generated."""
 
 from __future__ import annotations
 
 from typing import Any, Literal, NotRequired
 
-from pydantic import ConfigDict, with_config
-from typing_extensions import TypedDict
+from pydantic import ConfigDict
+from typing_extensions import TypedDict, is_typeddict
 
 from sidecar.state.accounting import AccountingSnapshot
 from sidecar.state.agents import AgentBody
@@ -48,7 +42,6 @@ __all__ = [
 _CLOSED = ConfigDict(extra="forbid")
 
 
-@with_config(_CLOSED)
 class ErrorBody(TypedDict):
     """Every refusal, unknown route and internal error: the reason code, the field, the detail."""
 
@@ -57,7 +50,6 @@ class ErrorBody(TypedDict):
     detail: str
 
 
-@with_config(_CLOSED)
 class EventResult(TypedDict):
     """One event's answer; ``seq`` is the journal's (stored events), ``ng_perf`` on completions."""
 
@@ -68,7 +60,6 @@ class EventResult(TypedDict):
     ng_perf: NotRequired[dict[str, Any] | None]
 
 
-@with_config(_CLOSED)
 class IngestBody(TypedDict):
     """``POST /v1/runs/{run_id}/events`` and ``/lines``: one result per event, in order."""
 
@@ -76,21 +67,18 @@ class IngestBody(TypedDict):
     results: list[EventResult]
 
 
-@with_config(_CLOSED)
 class RunListing(TypedDict):
     run_id: str
     ended: bool
     completed: int
 
 
-@with_config(_CLOSED)
 class RunListBody(TypedDict):
     """``GET /v1/runs``: every run the service holds."""
 
     runs: list[RunListing]
 
 
-@with_config(_CLOSED)
 class PageBody(TypedDict):
     """``GET /v1/runs/{run_id}/page``: what the run page draws besides the timeline, O(1) in the
     run's size (``docs/report.md`` "The run page"); ``source`` ``live`` here, ``batch`` in a file
@@ -123,7 +111,6 @@ class PageBody(TypedDict):
     groups: NotRequired[list[GroupBody]]
 
 
-@with_config(_CLOSED)
 class InflightEntryBody(TypedDict):
     """One in-flight rollout (identities and times, never payloads); a report's
     ``inflight_at_end`` keeps only the first six keys."""
@@ -142,7 +129,6 @@ class InflightEntryBody(TypedDict):
     stalled_at: NotRequired[float | None]
 
 
-@with_config(_CLOSED)
 class InflightRulesBody(TypedDict):
     straggler_factor: float
     min_samples: int
@@ -150,13 +136,11 @@ class InflightRulesBody(TypedDict):
     eval_interval_s: float
 
 
-@with_config(_CLOSED)
 class InflightFlags(TypedDict):
     stragglers: int
     stalled: int
 
 
-@with_config(_CLOSED)
 class InflightBody(TypedDict):
     """``GET /v1/runs/{run_id}/inflight``: count, age distribution, the oldest ``limit``;
     ``ended``: the view at ``run_ended`` (then without ``as_of``)."""
@@ -176,7 +160,6 @@ class InflightBody(TypedDict):
     ended: bool
 
 
-@with_config(_CLOSED)
 class LatencyBody(TypedDict):
     summary: str
     samples: int
@@ -187,26 +170,22 @@ class LatencyBody(TypedDict):
     completions_per_hour: float | None
 
 
-@with_config(_CLOSED)
 class FailedCount(TypedDict):
     failure_class: str
     terminal: bool
     count: int
 
 
-@with_config(_CLOSED)
 class EventCounts(TypedDict):
     completed: int
     failed: list[FailedCount]
     drained: int
 
 
-@with_config(_CLOSED)
 class HealthCounts(TypedDict):
     tasks_closed: int
 
 
-@with_config(_CLOSED)
 class QualitySummaryBody(TypedDict):
     """``quality_summary.json``, the batch health check's format (fields in docs/report.md)."""
 
@@ -214,7 +193,6 @@ class QualitySummaryBody(TypedDict):
     tasks: dict[str, dict[str, Any]]
 
 
-@with_config(_CLOSED)
 class ReportBody(TypedDict):
     """``GET /report``: the post-run report minus the verdict rows (``/report/verdicts``)."""
 
@@ -233,14 +211,12 @@ class ReportBody(TypedDict):
     """Once the run ended: its last live forecast against how it ended (``None``: none was made)."""
 
 
-@with_config(_CLOSED)
 class HealthzBody(TypedDict):
     """``GET /healthz``: the process answers."""
 
     status: Literal["ok"]
 
 
-@with_config(_CLOSED)
 class FollowerStatus(TypedDict):
     """The in-process follower (``serve --follow``), when there is one."""
 
@@ -250,7 +226,6 @@ class FollowerStatus(TypedDict):
     lines_sent: int
 
 
-@with_config(_CLOSED)
 class ReadyBody(TypedDict):
     """``GET /readyz`` 200: replayed and the journal writable."""
 
@@ -260,7 +235,6 @@ class ReadyBody(TypedDict):
     follower: NotRequired[FollowerStatus]
 
 
-@with_config(_CLOSED)
 class NotReadyBody(TypedDict):
     """``GET /readyz`` 503: why not (the replay's progress while replaying)."""
 
@@ -272,7 +246,6 @@ class NotReadyBody(TypedDict):
     follower: NotRequired[FollowerStatus]
 
 
-@with_config(_CLOSED)
 class OpenAPIBody(TypedDict):
     """``GET /openapi.json``: this document (OpenAPI 3.1)."""
 
@@ -282,20 +255,17 @@ class OpenAPIBody(TypedDict):
     components: dict[str, Any]
 
 
-@with_config(_CLOSED)
 class Spread(TypedDict):
     p10: int
     p50: int
     p90: int
 
 
-@with_config(_CLOSED)
 class BudgetEnd(TypedDict):
     finished: Spread
     drained: Spread
 
 
-@with_config(_CLOSED)
 class ForecastBasis(TypedDict):
     method: str
     samples: int
@@ -308,7 +278,6 @@ class ForecastBasis(TypedDict):
     """Why fields are ``null`` (too few completions, no plan, no budget), else ``None``."""
 
 
-@with_config(_CLOSED)
 class ForecastBody(TypedDict):
     """``GET /v1/runs/{run_id}/forecast`` (``docs/http-api.md`` "Forecast")."""
 
@@ -326,13 +295,11 @@ class ForecastBody(TypedDict):
     basis: ForecastBasis
 
 
-@with_config(_CLOSED)
 class ForecastActual(TypedDict):
     finished: int
     drained: int
 
 
-@with_config(_CLOSED)
 class ForecastAccuracy(TypedDict):
     """``/report``'s ``forecast``: the last live forecast and how the run really ended."""
 
@@ -342,7 +309,6 @@ class ForecastAccuracy(TypedDict):
     inside_p10_p90: NotRequired[bool]
 
 
-@with_config(_CLOSED)
 class GroupBody(TypedDict):
     task_index: int | str
     planned: int | None
@@ -352,7 +318,6 @@ class GroupBody(TypedDict):
     oldest_age_s: float
 
 
-@with_config(_CLOSED)
 class GroupsBody(TypedDict):
     """``GET /v1/runs/{run_id}/groups``: open task groups, the longest-waiting first."""
 
@@ -361,3 +326,8 @@ class GroupsBody(TypedDict):
     open: int
     untracked: int
     groups: list[GroupBody]
+
+
+for _body in list(globals().values()):  # every body here is closed: an undeclared key is an error
+    if is_typeddict(_body) and _body.__module__ == __name__:
+        _body.__pydantic_config__ = _CLOSED

@@ -1,8 +1,5 @@
-"""Run the service on uvicorn: bind, open the journal, serve while it replays, shut down gracefully.
-
-:func:`serve` is what ``rollout-sidecar serve`` calls. :class:`ServiceThread` runs the real
-service on an ephemeral loopback port in a background thread, for tests and benchmarks.
-"""
+"""Run the service on uvicorn (:func:`serve`), or in a thread with its own loop on an ephemeral
+loopback port (:class:`ServiceThread`; :class:`ServerThread` for any ASGI app) for tests and the demo."""
 
 from __future__ import annotations
 
@@ -10,8 +7,10 @@ import asyncio
 import errno
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable
+from types import TracebackType
 from typing import Any
 
 import structlog
@@ -19,17 +18,22 @@ import uvicorn
 
 from sidecar.http.app import create_app
 from sidecar.http.guard import ConnectionGuard
-from sidecar.http.server_thread import ServerThread, loop_factory
 from sidecar.http.service import Service
 from sidecar.http.settings import ServiceSettings, SettingsError, is_loopback
 from sidecar.ingest.engines import Engines
 from sidecar.journal import JournalError
 
-__all__ = ["ServiceThread", "bind_socket", "loop_factory", "run_service", "serve"]
+__all__ = [
+    "ServerThread",
+    "ServerThreadError",
+    "ServiceThread",
+    "bind_socket",
+    "loop_factory",
+    "run_service",
+    "serve",
+]
 
 _log = structlog.get_logger("sidecar.http.server")
-
-
 
 
 class _Terminated(Exception):
@@ -41,11 +45,8 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def run_service(settings: ServiceSettings, *, follower: Any = None) -> None:
-    """Blocking entry point of ``rollout-sidecar serve``; returns normally after SIGTERM or SIGINT.
-
-    uvicorn handles the signals itself (graceful shutdown, lifespan, journal closed) and then
-    re-raises them to the previous handler; ours turns that into a normal return, exit code 0.
-    """
+    """Blocking entry point of ``rollout-sidecar serve``; SIGTERM/SIGINT (uvicorn shuts down, then
+    re-raises) become a normal return, exit code 0."""
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
@@ -117,13 +118,8 @@ def bind_socket(settings: ServiceSettings) -> socket.socket:
 async def serve(
     settings: ServiceSettings, *, sock: socket.socket | None = None, follower: Any = None
 ) -> None:
-    """Serve until SIGINT/SIGTERM.
-
-    The port is bound first (a busy port raises ``SettingsError`` before any journal exists),
-    then the journal opened (``JournalError`` for a corrupt or newer one, before anything is
-    served), then requests are served while the journal replays in the background:
-    ``/healthz`` answers at once, ``/readyz`` answers 503 with the replay's progress until ready.
-    """
+    """Serve until SIGINT/SIGTERM: bind (``SettingsError``), open the journal (``JournalError``),
+    then serve while it replays (``/readyz`` 503 until ready)."""
     settings.check_bind()
     listener = sock if sock is not None else bind_socket(settings)
     try:
@@ -189,6 +185,78 @@ class _AnnouncingServer(uvicorn.Server):
                 "pages, metrics): give --read-token-file (docs/deploy.md)",
                 host=settings.host,
             )
+
+
+class ServerThreadError(RuntimeError):
+    """The server failed to start, failed while serving, or did not stop in time."""
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop's loop when available (a large share of per-request overhead), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
+class ServerThread:
+    """Base of a server in a thread (``with Subclass(...) as url:``); subclasses build the
+    ``uvicorn.Server`` in :meth:`_serve`; a thread's exception is re-raised by ``start``/``stop``."""
+
+    label = "server"
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, 0))
+        self.port: int = self._sock.getsockname()[1]
+        self.url = f"http://{host}:{self.port}"
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    async def _serve(self, sock: socket.socket) -> None:
+        """Build ``self._server`` (off the main thread: uvicorn installs no signal handlers) and serve."""
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        try:
+            with asyncio.Runner(loop_factory=loop_factory()) as runner:
+                runner.run(self._serve(self._sock))
+        except BaseException as exc:  # surfaced by start()/stop()
+            self._error = exc
+
+    def start(self, timeout: float = 30.0) -> str:
+        self._thread = threading.Thread(target=self._run, name=self.label, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while self._server is None or not self._server.started:
+            if self._error is not None or not self._thread.is_alive():
+                raise ServerThreadError(f"{self.label} failed to start: {self._error!r}") from self._error
+            if time.monotonic() > deadline:
+                raise ServerThreadError(f"{self.label} did not start within {timeout} s")
+            time.sleep(0.01)
+        return self.url
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout)
+        self._sock.close()
+        if self._thread is not None and self._thread.is_alive():
+            raise ServerThreadError(f"{self.label} thread did not stop within {timeout} s")
+        if self._error is not None:
+            raise ServerThreadError(f"{self.label} failed: {self._error!r}") from self._error
+
+    def __enter__(self) -> str:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
 
 
 class ServiceThread(ServerThread):

@@ -1,10 +1,5 @@
-"""The service's parts wired together: journal, ingestor and metrics, with one start/stop.
-
-Kept apart from the HTTP layer so the server runner can open (and refuse) the journal
-right after it binds its port, then serve while the journal replays on a worker thread:
-until the replay is done ``ready`` is False, ``replay_progress`` says how far it got, and the
-app answers run-scoped requests 503 (``/healthz`` and ``/readyz`` answer throughout).
-"""
+"""The service's parts (journal, ingestor, metrics) with one start/stop, apart from HTTP so the
+runner opens the journal right after binding and serves (503 run reads) while it replays."""
 
 from __future__ import annotations
 
@@ -26,6 +21,7 @@ from sidecar.ingest.engines import Engines, default_engines
 from sidecar.ingest.ingestor import Ingestor
 from sidecar.ingest.plans import plan_from_materialized
 from sidecar.journal import STATE_SCHEMA, Journal, JournalError, JournalSchemaError
+from sidecar.state.inflight import InflightEntry
 
 __all__ = ["Service"]
 
@@ -36,20 +32,8 @@ _LOGGED_FLAGS = 20
 _STACK_HEADROOM = 1000
 
 
-def _reserve_recursion(max_json_depth: int) -> None:
-    """Raise the interpreter's recursion limit so a body nested to ``max_json_depth`` is read
-    and written, not refused with a 500.
-
-    On Python 3.11, msgspec's decoder and the standard library's JSON encoder (the deep-row
-    fallback of ``sidecar.wire.dump_row``) count every nesting level against the recursion
-    limit, of which the server's stack already uses a few dozen frames: with the default 1000,
-    a row nested ~990 deep inside a body the 1024 cap accepts would fail mid-request. Each
-    level costs those C functions well under a kilobyte of C stack, so ~2,000 levels fit in
-    the main thread's stack many times over. The limit is only ever raised.
-    """
-    needed = max_json_depth + _STACK_HEADROOM
-    if sys.getrecursionlimit() < needed:
-        sys.setrecursionlimit(needed)
+def _identity(entry: InflightEntry) -> dict[str, Any]:
+    return {"task": entry.task, "rollout": entry.rollout, "attempt": entry.attempt}
 
 
 class Service:
@@ -64,7 +48,9 @@ class Service:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
-        _reserve_recursion(settings.max_json_depth)
+        # msgspec and the stdlib encoder count each nesting level against the recursion limit:
+        # a body nested to the depth cap is then read and written, not refused with a 500
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), settings.max_json_depth + _STACK_HEADROOM))
         #: Wall clock of arrivals and in-flight ages (the demo runs the service on simulated time).
         self.clock = clock
         self.started = False
@@ -140,10 +126,8 @@ class Service:
 
     @property
     def replay_progress(self) -> dict[str, int]:
-        """How far the replay got: ``snapshot_seq``, the seq the loaded snapshot covers (0: none
-        loaded, or not yet), ``replayed``, the journal records applied after it so far, and
-        ``journal_events``, the journal's last seq (the replay is done at ``snapshot_seq +
-        replayed``; records compacted into the snapshot are not replayed again)."""
+        """``snapshot_seq`` (the loaded snapshot's seq), ``replayed`` (records applied after it) and
+        ``journal_events`` (the journal's last seq)."""
         return {
             "replayed": max(self._progress, self.ingestor.replayed),
             "journal_events": self.journal.stats.events,
@@ -165,25 +149,11 @@ class Service:
             threshold = run.straggler_threshold()
             stragglers, stalls = run.inflight.evaluate(moment, threshold)
             for entry in stragglers[:_LOGGED_FLAGS]:
-                _log.info(
-                    "straggler flagged",
-                    run_id=run.run_id,
-                    task=entry.task,
-                    rollout=entry.rollout,
-                    attempt=entry.attempt,
-                    age_s=round(moment - entry.started_at, 3),
-                    threshold_s=threshold,
-                )
+                age = {"age_s": round(moment - entry.started_at, 3), "threshold_s": threshold}
+                _log.info("straggler flagged", run_id=run.run_id, **_identity(entry), **age)
             for entry in stalls[:_LOGGED_FLAGS]:
-                assert entry.last_heartbeat is not None
-                _log.info(
-                    "stalled rollout flagged",
-                    run_id=run.run_id,
-                    task=entry.task,
-                    rollout=entry.rollout,
-                    attempt=entry.attempt,
-                    heartbeat_age_s=round(moment - entry.last_heartbeat, 3),
-                )
+                age = {"heartbeat_age_s": round(moment - (entry.last_heartbeat or moment), 3)}
+                _log.info("stalled rollout flagged", run_id=run.run_id, **_identity(entry), **age)
             flagged += len(stragglers) + len(stalls)
         return flagged
 

@@ -1,11 +1,5 @@
-"""Service configuration: where to listen, where the journal lives, how requests are bounded.
-
-One frozen dataclass, the only place a setting is declared: a field that ``serve`` takes as an
-option carries its flag, range and help in its metadata (:func:`_option`), so the CLI adds the
-options from the fields (:func:`add_options`) and the same range checks every value, given on
-the command line or built in code. The bearer token is held as a :class:`Secret` whose ``repr``
-never shows the value, so a settings object can be logged safely.
-"""
+"""Service configuration: one frozen dataclass whose fields carry their ``serve`` flag, range and
+help (:func:`_option`); the token is a :class:`Secret` whose ``repr`` hides it."""
 
 from __future__ import annotations
 
@@ -96,9 +90,8 @@ def _option(
     default: Any, flag: str | None, kind: Ranged | type, help: str, *, metavar: str | None = None,
     group: str | None = None,
 ) -> Any:  # fmt: skip
-    """A field with its type (a :class:`Ranged` range is checked for every value) and, with a
-    ``flag``, its ``serve`` option. ``help`` names the default where it says ``default``, else
-    ``(default ...)`` is appended."""
+    """A field with its type (a :class:`Ranged` range checked for every value) and, with a ``flag``,
+    its ``serve`` option; ``(default ...)`` is appended unless ``help`` names it."""
     meta = {"flag": flag, "kind": kind, "help": help, "metavar": metavar, "group": group}
     return field(default=default, metadata=meta)
 

@@ -1,15 +1,5 @@
-"""Per-rollout accounting of a run: what succeeded, failed, drained, and which tasks are complete.
-
-Pure bookkeeping, no I/O. One small integer per (task, rollout) holds its status bits and
-failed-attempt count: a planned task with an ``int`` index keeps them in a block of a flat
-``array('q')`` (8 bytes a rollout), other rollouts a dict entry. The identity is the
-*normalized* index (``bool``/integral ``float`` -> ``int``, as the health digest coerces it),
-and a plan is keyed by ``str(task_index)`` as ``quality_summary.json`` keys its tasks.
-
-A rollout is *resolved* when its outcome is final for this run: a success, a terminal
-failure, or ``max_attempts`` failed attempts (NeMo Gym's resume gate). A task is *complete*
-when all of its planned repeats are resolved.
-"""
+"""Per-rollout accounting of a run: succeeded, failed, drained, and which tasks are complete
+(docs/state.md); one small integer per normalized (task, rollout) identity."""
 
 from __future__ import annotations
 
@@ -62,11 +52,8 @@ _MEASURED_BITS = 14_000
 
 
 def identity_chars(value: int | str) -> int:
-    """Characters of a normalized identity's text (``--max-identity-chars`` counts these).
-
-    An integer past ~4,200 digits is not converted (the interpreter refuses to): its digit count
-    is then estimated from its bit length, never below the true count minus one.
-    """
+    """Characters of a normalized identity's text (``--max-identity-chars``); a huge integer's
+    digit count is estimated from its bit length."""
     if type(value) is str:
         return len(value)
     bits = int(value).bit_length()
@@ -78,17 +65,8 @@ def identity_chars(value: int | str) -> int:
 @with_config(ConfigDict(extra="forbid"))
 @dataclass(frozen=True, slots=True)
 class AccountingSnapshot:
-    """One rollout identity counts once, by its latest state: ``succeeded`` (a success, even after
-    failed attempts), else ``failed`` (``failed_terminal`` is the subset that will not be retried),
-    else ``drained``.
-
-    With a plan these count the planned rollouts, so ``expected = succeeded + failed + drained +
-    missing`` (``missing``: planned rollouts nothing was heard of), and ``unplanned`` counts the
-    rollouts outside the plan. Without a plan they count every rollout heard of, and the
-    plan-relative fields (``expected``, ``missing``, ``pending``, ``unplanned``,
-    ``tasks_planned``) are ``None``. ``pending`` (planned rollouts that may still change: missing
-    or retryable) is ``0`` once the run ended.
-    """
+    """Each rollout identity counted once by its latest state (docs/state.md "Accounting"); the
+    plan-relative fields are ``None`` without a plan."""
 
     expected: int | None
     succeeded: int
@@ -107,15 +85,8 @@ class AccountingSnapshot:
 
 
 class Accounting:
-    """Status of every rollout heard of, and completeness of planned tasks.
-
-    A planned task, once heard of, gets a block of ``1 + repeats`` integers in ``_slots``: the
-    task's state (resolved rollouts << 2 | complete | has a success), then the status of each
-    planned rollout when the task index is an ``int`` and the task has at most ``_FLAT_MAX``
-    repeats. Every other rollout (string indices, unplanned, larger tasks) keeps a dict entry.
-    A block's offset is found by task number in ``_dense_blocks`` (8 bytes a task) for tasks
-    ``0 <= n < _dense_limit``, else by plan key in ``_blocks``.
-    """
+    """Status of every rollout heard of, and completeness of planned tasks: planned ``int``
+    tasks keep a block of ``1 + repeats`` integers in ``_slots``, every other rollout a dict entry."""
 
     __slots__ = (
         "_blocks",
@@ -180,9 +151,8 @@ class Accounting:
         return accounting
 
     def _locate(self, key: RolloutKey, *, create: bool) -> tuple[int, int]:
-        """``(block, slot)``: the planned task's block offset (-1: unplanned, or no block and not
-        ``create``) and the rollout's slot in ``_slots`` (-1: its status is in the dict;
-        ``_NOT_HEARD``: it would have a slot but its task has no block yet)."""
+        """``(block, slot)``: the task's block offset (-1: unplanned, or none and not ``create``) and
+        the rollout's slot (-1: in the dict; ``_NOT_HEARD``: its task has no block yet)."""
         if self._plan is None:
             return -1, -1
         task, rollout = key

@@ -1,14 +1,5 @@
-"""Per-agent totals of a run: rows naming their agent (``agent_ref.name``), side by side.
-
-A run's rows may come from several agents; one agent slower or failing more than the others
-is an imbalance the run's own totals hide. :class:`AgentTotals` keeps, per agent, counts,
-``ng_perf`` sums and a fixed-bucket latency histogram, so its memory is fixed per agent
-(at most :data:`MAX_AGENTS` of them, plus one bucket for the rest), never per rollout. The
-live run state applies it from each fact (the agent is part of the journaled fact, so a
-replay gives the same figures), and the batch page fills the same class from the rows.
-
-No server import: ``health-check --html`` uses it.
-"""
+"""Per-agent totals of a run (rows naming ``agent_ref.name``): counts, ``ng_perf`` sums and a
+fixed-bucket histogram, for at most :data:`MAX_AGENTS`; no server import (``health-check --html``)."""
 
 from __future__ import annotations
 
@@ -159,11 +150,7 @@ class AgentTotals:
         self._of(name).failed += 1
 
     def rows(self, elapsed_s: float | None, *, failures: bool = True) -> list[AgentBody] | None:
-        """The page's rows, by name (the other agents last); ``None`` when no row named an agent.
-
-        ``elapsed_s``: the run's time so far (its rate's denominator), ``None`` where unknown;
-        ``failures`` False where the source has no failures (the batch files).
-        """
+        """The page's rows, by name (the others last); ``None`` when no row named an agent."""
         if not self._agents:
             return None
         named = [(name, self._agents[name], False) for name in sorted(self._agents)]

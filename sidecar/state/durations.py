@@ -1,9 +1,4 @@
-"""Durations in fixed buckets: memory fixed however many rollouts are observed.
-
-The run's completed and failed durations (``/metrics``, OTLP, the page's histogram) and each
-agent's latency (:mod:`sidecar.state.agents`) are kept in these buckets; a quantile read from them
-is an estimate (:meth:`DurationHistogram.quantile`).
-"""
+"""Durations in fixed buckets (memory fixed however many rollouts); quantiles are estimates."""
 
 from __future__ import annotations
 
@@ -64,9 +59,8 @@ class DurationHistogram:
         return out
 
     def quantile(self, q: float) -> float | None:
-        """The ``q`` quantile estimated from the buckets: linear within the bucket that holds
-        its rank, the bucket narrowed to the smallest and largest observation (so the first
-        bucket starts at the smallest, ``+Inf`` ends at the largest). ``None`` before any."""
+        """The ``q`` quantile, linear within the bucket holding its rank, buckets narrowed to the
+        smallest and largest observation; ``None`` before any."""
         low, high = self.low, self.high
         if low is None or high is None or not self.observations:
             return None

@@ -1,23 +1,6 @@
-"""When will the run end, and how much of its plan finishes before the dispatch budget runs out.
-
-Method (``docs/http-api.md``, "Forecast"): the rollout duration distribution is a Kaplan-Meier
-estimate over the tracker's completed durations (events) and the in-flight rollouts' ages
-(right-censored: they ran at least that long), so long rollouts still running pull the estimate
-up instead of being ignored; past its last event an exponential tail fitted to its top tenth. A
-fixed-seed Monte Carlo of :data:`REPLICATES` runs, each on a Bayesian bootstrap of the estimate (so
-the band includes what the samples leave unknown), then plays the rest of the run: each in-flight
-rollout ends after a time drawn conditioned on its age; the not-started rollouts are dispatched
-first-come into the observed concurrency, each started only while the budget has more than 0 s
-and at least the drain margin left (NeMo Gym's rule). An attempt fails at the observed share and
-then takes a failed attempt's time, followed by another attempt unless terminal. The p10/p50/p90
-of the replicates are the answer.
-
-Bounded: :func:`forecast_input` (on the event loop) reads at most :data:`MAX_POINTS` quantiles of
-the tracker and :data:`MAX_POINTS` in-flight start times by rank, O(log n) each; the simulation
-(on a worker thread) plays at most :data:`MAX_ITEMS` rollouts per replicate, a larger run being
-played at scale (its concurrency, in-flight and not-started counts divided alike, the counts
-multiplied back): the cost never depends on the run's history.
-"""
+"""The run's end forecast (docs/http-api.md "Forecast"): a Kaplan-Meier duration estimate
+(in-flight ages censored), a fixed-seed bootstrap Monte Carlo of the rest of the run under the
+budget and drain margin, bounded in cost by :data:`MAX_POINTS` and :data:`MAX_ITEMS`."""
 
 from __future__ import annotations
 
@@ -146,13 +129,8 @@ def forecast_input(run: RunState, now: float) -> ForecastInput:
 
 
 class _Distribution:
-    """Kaplan-Meier over weighted events (durations) and censored points (ages), sampled by inversion.
-
-    ``points`` are ``(time, censored, weight)`` sorted by time (events first on a tie). With ``rng``
-    each weight is multiplied by a Gamma draw of shape ``weight`` (a Bayesian bootstrap in which a
-    point standing for ``w`` rollouts varies as ``w`` would): each replicate of the Monte Carlo
-    draws from its own estimate, so the spread covers what the samples leave unknown.
-    """
+    """Kaplan-Meier over ``(time, censored, weight)`` points, sampled by inversion; with
+    ``rng`` the weights are Gamma-resampled (a Bayesian bootstrap per replicate)."""
 
     def __init__(self, points: list[tuple[float, int, float]], rng: random.Random | None = None):
         if rng is not None:
@@ -315,10 +293,8 @@ def compute_forecast(inp: ForecastInput) -> dict[str, Any]:
 
 
 def current(run: RunState, now: float) -> dict[str, Any] | None:
-    """The run's forecast, recomputed if older than :data:`REFRESH_S` (an ended run keeps its last).
-
-    For readers already off the loop with ingest paused (``/metrics``, the OTLP push, the page).
-    """
+    """The run's forecast, recomputed if older than :data:`REFRESH_S`; for readers off the
+    loop with ingest paused."""
     memo = run.forecast
     if stale(run):
         memo.keep(compute_forecast(forecast_input(run, now)))

@@ -1,11 +1,5 @@
-"""Open task groups: the tasks some of whose repeats still run, and which of them hold the run up.
-
-A group opens with its task's first ``started`` event and closes when the run closes the task
-(all planned repeats resolved, or the run ended). Per group: repeats finished and in flight, the
-spread of its finished repeats' durations (coefficient of variation, as SkyRL logs it) and its
-in-flight repeats' start times. Memory is bounded: at most :data:`MAX_GROUPS` groups are held,
-the tasks started past that are counted (``untracked``), never tracked.
-"""
+"""Open task groups: tasks some of whose repeats still run (finished, in flight, duration CV),
+at most :data:`MAX_GROUPS` held, the rest counted as ``untracked``."""
 
 from __future__ import annotations
 

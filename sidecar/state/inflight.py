@@ -1,24 +1,5 @@
-"""Rollouts in flight: started but not yet ended, with the straggler and stall rules.
-
-Pure logic over an injected clock: the registry never reads the time itself, every method
-that depends on it takes ``now``. A rollout enters on a ``started`` event (journaled, so a
-restart rebuilds the registry) and leaves on its ``completed``, ``failed`` or ``drained``
-event. Heartbeats are kept in memory only: after a restart a rollout counts as heartbeating
-again from its next heartbeat.
-
-Rules (all ages in seconds of the service's clock, measured from the ``started`` event's
-arrival):
-
-- **straggling**: age > threshold, where the threshold is the smaller of
-  ``factor * p95`` of the run's latency tracker (once it holds ``min_samples`` samples) and
-  the run's declared ``task_timeout_s``; with neither there is no threshold and no straggler;
-- **stalled**: the rollout has heartbeated since this process started and its last heartbeat
-  is more than ``stall_after_s`` old. A rollout that never heartbeats is never stalled.
-
-Reads compute both exactly at ``now``. :meth:`InflightRegistry.evaluate`, called every
-evaluation interval by the service, additionally stamps the first moment each rollout was
-seen straggling or stalled (``flagged_at`` / ``stalled_at``) and counts those flags.
-"""
+"""Rollouts in flight (started, not yet ended) and the straggler and stall rules
+(docs/state.md); pure logic: every time-dependent method takes ``now``."""
 
 from __future__ import annotations
 
@@ -65,16 +46,13 @@ class InflightRules:
     max_tracked: int = DEFAULT_MAX_TRACKED
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.straggler_factor) and self.straggler_factor > 0):
-            raise ValueError(f"straggler_factor must be a positive number, got {self.straggler_factor!r}")
-        if self.min_samples < 1:
-            raise ValueError(f"min_samples must be >= 1, got {self.min_samples!r}")
-        if not (math.isfinite(self.stall_after_s) and self.stall_after_s > 0):
-            raise ValueError(f"stall_after_s must be a positive number, got {self.stall_after_s!r}")
-        if not (math.isfinite(self.eval_interval_s) and self.eval_interval_s > 0):
-            raise ValueError(f"eval_interval_s must be a positive number, got {self.eval_interval_s!r}")
-        if self.max_tracked < 1:
-            raise ValueError(f"max_tracked must be >= 1, got {self.max_tracked!r}")
+        for name in ("straggler_factor", "stall_after_s", "eval_interval_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        for name in ("min_samples", "max_tracked"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
 
 
 def straggler_threshold(
@@ -146,11 +124,8 @@ class _Flags:
 
 
 class InflightBudget:
-    """Entries tracked over every run of one service, against one cap (``serve --max-inflight``).
-
-    Shared by the runs' registries: a ``started`` event past it is counted as untracked, as
-    one past a run's own ``max_tracked`` is. ``held`` is the sum of the registries' sizes.
-    """
+    """The in-flight cap over every run of one service (``serve --max-inflight``): a
+    ``started`` event past it counts as untracked."""
 
     __slots__ = ("cap", "held")
 
@@ -167,11 +142,8 @@ _Slot = tuple[float, int, InflightEntry]
 
 
 def _prefix(slots: SortedList, passes: Callable[[float], bool]) -> int:
-    """How many leading slots of ``slots`` pass ``passes(time)``, which holds for a prefix.
-
-    A binary search over positions (O(log^2 n)): the predicate is evaluated exactly as the
-    per-entry rule is, so rounding can never make the count differ from a full walk.
-    """
+    """How many leading slots pass ``passes(time)`` (a prefix), by binary search with the
+    per-entry rule itself, so rounding never makes it differ from a full walk."""
     low, high = 0, len(slots)
     while low < high:
         middle = (low + high) // 2
@@ -184,13 +156,8 @@ def _prefix(slots: SortedList, passes: Callable[[float], bool]) -> int:
 
 @dataclass
 class InflightRegistry:
-    """Started-but-unended attempts of one run, one per ``(task, rollout)``, oldest first.
-
-    Besides the entries by identity it keeps them ordered as events arrive (sorted lists by
-    start time and by last heartbeat, plus the ones not yet stamped), so every read and every
-    evaluation costs O(log n) plus what it returns, never a walk over all entries: a 200k-entry
-    run is read on the event loop without stalling it.
-    """
+    """Started-but-unended attempts of one run, kept ordered by start and by heartbeat so
+    every read costs O(log n) plus what it returns (200k entries read on the loop)."""
 
     rules: InflightRules = field(default_factory=InflightRules)
     _entries: dict[RolloutKey, InflightEntry] = field(default_factory=dict)
@@ -209,8 +176,6 @@ class InflightRegistry:
 
     def __len__(self) -> int:
         return len(self._entries)
-
-    # -- the ordered indexes --------------------------------------------------------------
 
     def _add(self, entry: InflightEntry) -> None:
         self._entries[(entry.task, entry.rollout)] = entry
@@ -245,8 +210,6 @@ class InflightRegistry:
         return len(self._entries) >= self.rules.max_tracked or (
             budget is not None and budget.held >= budget.cap
         )
-
-    # -- events ---------------------------------------------------------------------------
 
     def started(self, key: RolloutKey, attempt: int, at: float) -> bool:
         """Register a start; a later attempt replaces an earlier one. False if not tracked."""
@@ -291,17 +254,10 @@ class InflightRegistry:
         for index in (self._by_start, self._unflagged, self._by_beat, self._unstalled):
             index.clear()
 
-    # -- evaluation -----------------------------------------------------------------------
-
     def evaluate(
         self, now: float, threshold: float | None
     ) -> tuple[list[InflightEntry], list[InflightEntry]]:
-        """Stamp rollouts that straggle or stall at ``now`` for the first time; returns them.
-
-        Only the newly crossing entries are visited (the unstamped ones are kept ordered), so an
-        evaluation costs O(log n) plus what it stamps. A stamp is cleared by the rollout's next
-        heartbeat (stalls) or its end.
-        """
+        """Stamp rollouts that straggle or stall at ``now`` for the first time; returns them."""
         stragglers: list[InflightEntry] = []
         if threshold is not None:
             count = _prefix(self._unflagged, lambda started: now - started > threshold)
@@ -323,14 +279,9 @@ class InflightRegistry:
         self.flags.stalls += len(stalls)
         return stragglers, stalls
 
-    # -- reading --------------------------------------------------------------------------
-
     def view(self, now: float, threshold: float | None) -> InflightView:
-        """Count, oldest age, exact age quantiles (nearest rank), stragglers and stalls at ``now``.
-
-        O(log^2 n): the quantiles are read by position from the start-ordered index (the age of
-        the i-th youngest is ``now`` minus the i-th latest start), the counts by binary search.
-        """
+        """Count, oldest age, exact age quantiles (nearest rank), stragglers and stalls at
+        ``now``, in O(log^2 n) from the start-ordered index."""
         by_start = self._by_start
         count = len(by_start)
         quantiles: dict[str, float] = {}
@@ -392,8 +343,6 @@ class InflightRegistry:
             },
             "oldest": [entry.as_dict(now, threshold, self.rules) for entry in self.oldest(limit)],
         }
-
-    # -- persistence ----------------------------------------------------------------------
 
     def to_snapshot(self) -> dict[str, Any]:
         """What a state snapshot keeps: the started attempts, as a replay rebuilds them (heartbeats

@@ -1,11 +1,5 @@
-"""Live state of one run, rebuilt identically from the journal on restart.
-
-A :class:`RunState` composes the perf core (``DispatchLatencyTracker``, perf-summary state,
-``build_ng_perf``) and the health pipeline (per-row digest, ``HealthReducer``) and keeps
-the counters the metrics and the report read. Events are applied in journal order; rates and
-the timeline use each fact's journaled ``at`` (when it happened, never its arrival: a fact
-without one has no place in time), so a replay reproduces the live state exactly.
-"""
+"""Live state of one run: perf core, health pipeline and counters, applied in journal order
+by each fact's journaled ``at``, so a replay rebuilds it exactly."""
 
 from __future__ import annotations
 
@@ -176,15 +170,13 @@ class RunState:
         self._closed: dict[TaskIndex, tuple[str, ...]] = {}
         #: Closed tasks flagged by each task check, kept as tasks close (a scrape reads it as is).
         self._task_flags: dict[str, int] = {}
-        #: The configured floor of the summary's refresh interval, and the interval in force
-        #: (the floor, stretched to 20x the last summary's cost).
+        #: The summary's refresh interval: the configured floor, and in force (20x its last cost).
         self._health_min_interval_s = health_interval_s
         self._health_cache: tuple[float, dict[str, int], dict[str, int]] | None = None
         self._health_interval_s = health_interval_s
         #: Rollouts per preliminary verdict, keyed by the verdict's name.
         self._verdicts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
-        #: The latest unhealthy rollouts (task, rollout, stage, findings JSON), newest last: the
-        #: run page's table, fixed in size (the verdict as the row arrived, before duplicates).
+        #: The run page's latest unhealthy rollouts (task, rollout, stage, findings JSON), newest last.
         self.recent_unhealthy: deque[tuple[Any, Any, Any, bytes]] = deque(maxlen=RECENT_UNHEALTHY)
         self._issues = [0] * len(CHECK_IDS)
         self._maybe_duplicates = False
@@ -193,8 +185,7 @@ class RunState:
         self.inflight = InflightRegistry(inflight_rules or InflightRules(), budget=inflight_budget)
         #: The ``/inflight`` body at ``run_ended`` (identities and ages at the end), else ``None``.
         self.inflight_at_end: dict[str, Any] | None = None
-        #: Events with a time (started, completed (``record`` calls of a RemoteLatencyTracker
-        #: included), failed, drained): what the timeline and the rates count.
+        #: Events with a time (started, completed, failed, drained): what the timeline and rates count.
         self.timed = [0, 0, 0, 0]
         self.timeline = Timeline(started.started_at)
         #: Per agent (rows naming an ``agent_ref``): counts, latency buckets, ``ng_perf`` sums.
@@ -203,13 +194,9 @@ class RunState:
         #: The last forecast (memory only; :mod:`sidecar.state.forecast`).
         self.forecast = ForecastMemo()
 
-    # -- snapshots ------------------------------------------------------------------------
-
     def to_snapshot(self) -> dict[str, Any]:
-        """The run's state as plain values (see :mod:`sidecar.state.snapshot`): everything but the
-        engines, the clock and the health cache (a monotonic-clock memo). The in-flight
-        registry is kept as its started attempts, without this process's flag stamps, as a replay
-        rebuilds it (heartbeats are memory only); its rules come from the loading service."""
+        """The run as plain values (:mod:`sidecar.state.snapshot`): no engines, clock, health cache
+        or in-flight flag stamps (memory only, as a replay rebuilds it)."""
         data = {name: getattr(self, name) for name in _PLAIN}
         data.update({name: getattr(self, name).to_snapshot() for name in (*_PARTS, "inflight")})
         return data | {
@@ -234,11 +221,13 @@ class RunState:
         closed_groups: GroupStore | None = None,
         inflight_budget: InflightBudget | None = None,
     ) -> RunState:
-        """The run :meth:`to_snapshot` described, with what a snapshot does not hold re-attached:
-        the engines, the in-flight rules and service-wide budget (whose count the caller sets from
-        all runs), the wall clock and the store of closed task groups. Raises
-        ``KeyError``/``TypeError``/``ValueError`` on a wrong shape."""
-        state = cls.__new__(cls)
+        """The run :meth:`to_snapshot` described, with engines, rules, budget, clock and group store
+        re-attached; ``KeyError``/``TypeError``/``ValueError`` on a wrong shape."""
+        config = RunStarted.model_validate_json(data["config"])
+        state = cls(
+            data["run_id"], config, received_at=0.0, engines=engines, health_interval_s=health_interval_s,
+            inflight_rules=inflight_rules, clock=clock, inflight_budget=inflight_budget,
+        )  # fmt: skip
         for name, kind in _PLAIN.items():
             if not isinstance(data[name], kind):
                 raise ValueError(f"run snapshot: {name} is {data[name]!r:.80}")
@@ -249,10 +238,6 @@ class RunState:
             raise ValueError("run snapshot: issue, timed, verdict or token counts of the wrong shape")
         for name, part in _PARTS.items():
             setattr(state, name, part.from_snapshot(data[name]))
-        state.config = config = RunStarted.model_validate_json(data["config"])
-        state.generation = config.generation or 0
-        state.ignored_checks = frozenset(config.ignored_checks)
-        state._engines, state._clock = engines, clock
         state._spilling = state._spill_to(closed_groups)
         state.failed = {(str(label), bool(terminal)): int(count) for label, terminal, count in data["failed"]}
         durations = data["durations"]
@@ -260,12 +245,7 @@ class RunState:
             name: DurationHistogram.from_snapshot(durations[name]) for name in ("completed", "failed")
         }
         state._closed = {task: tuple(checks) for task, checks in data["closed"]}
-        state._health_min_interval_s = state._health_interval_s = health_interval_s
-        state._health_cache = None
-        state.recent_unhealthy = deque(
-            (tuple(entry) for entry in data["recent_unhealthy"]), maxlen=RECENT_UNHEALTHY
-        )
-        state._version, state._health_version = 0, -1
+        state.recent_unhealthy.extend(tuple(entry) for entry in data["recent_unhealthy"])
         state.inflight = InflightRegistry.from_snapshot(data["inflight"], inflight_rules)
         state.inflight.budget = inflight_budget
         state.groups = OpenGroups.from_snapshot(data["groups"])
@@ -278,8 +258,6 @@ class RunState:
             return False
         self.reducer.spill_to(store)
         return True
-
-    # -- applying events ------------------------------------------------------------------
 
     @property
     def budget_deadline(self) -> float | None:
@@ -352,9 +330,8 @@ class RunState:
             timed[1 if fact.op == "record" else 3] += 1
 
     def _completed(self, fact: CompletedFact) -> dict[str, Any] | None:
-        """A reply: always a tracker completion (as in NeMo Gym 0.7.0). Only a row the collector
-        would write to the main file is health-checked and summarized; a row with a failure
-        class (sidecar file) counts as a failed attempt too, a no-persist row as neither."""
+        """A reply: always a tracker completion (as in NeMo Gym 0.7.0); only a main-file row is
+        health-checked, a failure-class row is also a failed attempt, a no-persist row neither."""
         self.completed += 1
         if fact.seconds is not None:
             self.tracker.record(fact.seconds)
@@ -487,17 +464,9 @@ class RunState:
         if self._spilling:
             self.reducer.spill(task)
 
-    # -- reading --------------------------------------------------------------------------
-
     def health_view(self, *, fresh: bool = False) -> HealthView:
-        """Current verdict and finding counts, cheap to read on every scrape.
-
-        Counts are kept incrementally from each digest's preliminary verdict and findings, which
-        equal the reducer's until two rows claim one identity (the duplicate post-pass then
-        changes verdicts). Only in that case is the reducer's O(rollouts) summary used, at most
-        every ``health_interval_s`` (stretched to 20x its own cost) unless ``fresh``. Task-check
-        counts are those of closed tasks in both cases (an open task is not judged yet).
-        """
+        """Verdict and finding counts, kept incrementally; once two rows claim one identity, the
+        reducer's O(rollouts) summary at most every ``health_interval_s`` (20x its cost) unless ``fresh``."""
         flags = {check: count for check, count in self._task_flags.items() if count}
         if not self._maybe_duplicates:
             verdicts = dict(self._verdicts)
@@ -550,11 +519,8 @@ class RunState:
         )
 
     def inflight_body(self, now: float, *, limit: int, at_end: bool = False) -> dict[str, Any]:
-        """Count, ages and the ``limit`` oldest in-flight rollouts at ``now``.
-
-        ``at_end`` keeps only what a replay reproduces (identities, ages, the straggling rule),
-        not the heartbeat state or the evaluator's stamps, so a report is the same after a restart.
-        """
+        """Count, ages and the ``limit`` oldest in-flight rollouts at ``now``; ``at_end`` keeps only
+        what a replay reproduces, so a report is the same after a restart."""
         registry = self.inflight.as_dict(now, self.straggler_threshold(), limit)
         body = {"run_id": self.run_id, "as_of": now, **registry}
         if at_end:  # the report around it carries the run id and the end time
@@ -567,12 +533,7 @@ class RunState:
         return body
 
     def timeline_samples(self, times: Sequence[float]) -> list[TimelineSample]:
-        """The run now, at each of ``times`` (see :class:`sidecar.state.timeline.TimelineSource`).
-
-        Counters are those of the events with a time; the drain margin is the tracker's (as
-        ``/drain_margin`` answers it), stragglers the in-flight rule at each time, verdicts the
-        rows' preliminary ones (what ``health_view`` counts before a duplicate identity).
-        """
+        """The run now, at each of ``times`` (:class:`sidecar.state.timeline.TimelineSource`)."""
         margin = self.tracker.drain_margin(self.config.drain_margin_s)
         stragglers = self.inflight.straggler_counts(times, self.straggler_threshold())
         deadline = self.budget_deadline
@@ -586,9 +547,8 @@ class RunState:
         ]
 
     def rates(self) -> tuple[float | None, float | None]:
-        """Completions per hour over the run's time (its timeline's span: from its stamped start,
-        else its first event with a time, to its latest) and over the last 15 minutes of it;
-        ``None`` for a run with no time to measure (:meth:`Timeline.rate`)."""
+        """Completions per hour over the run's timeline span and over its last 15 minutes (``None``
+        without a span)."""
         done = self.timed[1]
         return self.timeline.rate(done), self.timeline.rate(done, RATE_WINDOW_S)
 
@@ -633,9 +593,8 @@ class RunState:
         return self.report_cut().report()
 
     def report_cut(self) -> ReportCut:
-        """What ``/report`` and its files read, taken now in microseconds to milliseconds (the
-        cheap parts computed, the reducer cut), so that the O(rollouts)
-        parts are built from it on another thread while ingest goes on."""
+        """What ``/report`` reads, cut in microseconds to milliseconds, so the O(rollouts) parts are
+        built from it on another thread while ingest goes on."""
         failed = [
             {"failure_class": label, "terminal": terminal, "count": count}
             for (label, terminal), count in sorted(self.failed.items())

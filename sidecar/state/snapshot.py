@@ -1,11 +1,5 @@
-"""A snapshot: every run's state as of one journal seq, as plain data.
-
-The body is MessagePack of plain values only (``sidecar.journal.pack``): each state class says
-what it holds (``to_snapshot``) and rebuilds itself from those values (``from_snapshot``), checking
-their shape. Nothing in a snapshot names a type or a function, so a forged one can at worst be
-refused; it never runs code. The body carries its format and the journal's state schema (the
-facts' layout and the health registry's): a snapshot of another build is refused, never misread.
-"""
+"""A snapshot: every run's state as of one journal seq, as MessagePack of plain values only
+(a forged one can be refused, never run code), stamped with its format and state schema."""
 
 from __future__ import annotations
 

@@ -1,26 +1,5 @@
-"""A run's timeline: a bounded time series the run page draws, rebuilt exactly on replay.
-
-Time here is when things happened, never when the sidecar heard of them: each rollout fact's
-journaled ``at`` (the row's own evidence, else the sender's stamp; see
-:mod:`sidecar.ingest.facts`). A fact without one moves nothing and is not counted here, so a
-file caught up in one burst, whose rows carry no time, has an empty timeline and no rate.
-
-The timeline is a grid of points anchored at ``origin`` (the run's ``started_at`` when its
-sender stamped one, else the first fact with a time); point ``k`` covers ``[origin + k *
-bucket_s, origin + (k + 1) * bucket_s)``. When a fact arrives past the open (last) point, every
-point up to the fact's is closed with a :class:`TimelineSample` of the run taken *before* the
-fact is applied, at the point's end. So the timeline is a deterministic function of the
-journaled facts, and a replay (or a snapshot, which holds it) rebuilds it point for point.
-
-Its size is fixed: at most ``max_points`` points. A fact that would need more first merges
-adjacent points 2:1 and doubles ``bucket_s``, as often as needed. A point stores *cumulative*
-counters and gauges at its end, so a merge keeps the later point of each pair: per-interval
-counts (differences of consecutive points) come out summed, gauges are the later point's.
-Time going backwards (rows finish out of order) counts into the open point.
-:meth:`Timeline.end` closes the last point at the run's end and freezes the timeline.
-
-Pure logic, no I/O; the run state supplies samples through :class:`TimelineSource`.
-"""
+"""A run's timeline: at most ``max_points`` cumulative points, by each fact's journaled ``at``,
+merged 2:1 when full, so a replay rebuilds it point for point (docs/report.md)."""
 
 from __future__ import annotations
 
@@ -130,11 +109,7 @@ def _stored(value: int | float | None) -> float:
 
 
 class Timeline:
-    """The fixed-size time series of one run (see the module docstring).
-
-    ``origin`` is the start of point 0 (``None``: the first fact's time); ``baseline`` the
-    cumulative counters at ``origin``.
-    """
+    """The fixed-size time series of one run; ``baseline``: the counters at ``origin``."""
 
     __slots__ = ("_columns", "_edge", "_end_t", "_last", "baseline", "bucket_s", "max_points", "origin")
 
@@ -213,8 +188,6 @@ class Timeline:
         """Points closed so far (the final one included once frozen)."""
         return len(self._columns[0])
 
-    # -- feeding ------------------------------------------------------------------------------
-
     def advance(self, at: float, source: TimelineSource) -> None:
         """A fact that happened at ``at`` is about to be applied to ``source``."""
         if at < self._edge:
@@ -269,9 +242,8 @@ class Timeline:
         self._edge = origin + (open_index + 1) * width
 
     def _merge(self) -> None:
-        """Adjacent points 2:1, bucket width doubled: point ``j`` becomes old points ``2j`` and
-        ``2j + 1``, whose end (and so values) are those of ``2j + 1``. A last closed point
-        without its pair joins the open point."""
+        """Merge adjacent points 2:1 and double the bucket width (a point keeps the later one's
+        values); a last closed point without its pair joins the open point."""
         for column in self._columns:
             column[:] = column[1::2]
         self.bucket_s *= 2
@@ -280,14 +252,8 @@ class Timeline:
         for position, column in enumerate(self._columns):
             column.extend(_stored(sample[position]) for sample in samples)
 
-    # -- reading ------------------------------------------------------------------------------
-
     def columns(self, source: TimelineSource) -> tuple[list[float], dict[str, list[Any]]]:
-        """``(t, series)``: each point's end time and the series the ``/timeline`` body names.
-
-        While the run goes on, the open point is included as of the latest fact (its ``t``),
-        sampled from ``source`` now; once frozen, only stored points are read.
-        """
+        """``(t, series)`` of the ``/timeline`` body; a running run's open point is sampled now."""
         origin = self.origin
         count = self.closed
         if origin is None or (self.frozen and not count):
@@ -324,10 +290,8 @@ class Timeline:
         return times, {name: series[name] for name in _SERIES}
 
     def rate(self, completed: int, window_s: float | None = None) -> float | None:
-        """Completions per hour up to the latest time seen (the end, once frozen): since
-        ``origin``, or over the last ``window_s`` seconds, measured from the last point boundary
-        at or before its start (so the count and the span agree). ``completed`` is the run's
-        cumulative count now (a frozen timeline reads its own). ``None`` without a span."""
+        """Completions per hour since ``origin`` (or over the last ``window_s``, from a point
+        boundary so count and span agree); ``None`` without a span."""
         origin = self.origin
         if origin is None:
             return None

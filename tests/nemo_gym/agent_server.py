@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from sidecar.demo.run import reply_for
-from sidecar.http.server_thread import ServerThread
+from sidecar.http.server import ServerThread
 from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, rollout_event
 
 __all__ = ["AGENT", "GymServers", "collect_command", "write_inputs"]
