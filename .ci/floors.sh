@@ -19,4 +19,4 @@ $venv/bin/python -m pip list 2>/dev/null | grep -iE '^(pydantic|pydantic_core|or
 $venv/bin/python -m pytest -q -p no:cacheprovider \
   tests/health/test_vectors.py tests/health/test_roads.py tests/health/test_json_vet.py tests/health/test_conversation.py \
   tests/health/test_contract.py tests/health/test_digest.py tests/health/test_evidence.py \
-  tests/sidecar/test_events.py tests/sidecar/test_raw_rows.py
+  tests/sidecar/test_events.py tests/sidecar/test_facts.py
