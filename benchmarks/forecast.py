@@ -17,7 +17,7 @@ import statistics
 import sys
 import tempfile
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +46,10 @@ class Run:
     kind: str
     planned: int
     plan: dict[str, int]
-    concurrency: int
     budget: float
     margin: float
-    events: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
-    finish_times: list[float] = field(default_factory=list)
+    events: list[tuple[float, dict[str, Any]]]
+    finish_times: list[float]
 
 
 def _duration(rng: random.Random, kind: str, median: float) -> float:
@@ -124,7 +123,7 @@ def make_run(seed: int, start: float) -> Run:
     budget = sorted(unbounded)[keep - 1] - start + 1.0
     events, finished = _dispatch(random.Random(seed), plan, kind, median, concurrency, budget, margin, start)
     events.sort(key=lambda item: item[0])
-    return Run(kind, planned, plan, concurrency, budget, margin, events, finished)
+    return Run(kind, planned, plan, budget, margin, events, finished)
 
 
 def replay(client: httpx.Client, clock: Clock, run: Run, run_id: str, start: float) -> list[dict[str, Any]]:

@@ -160,9 +160,6 @@ def _tools(run_dir: Path, args: argparse.Namespace) -> dict[str, tuple[list[str]
     for root in roots:
         for package in PACKAGES:
             compileall.compile_dir(root / package, quiet=1)
-    if args.workers is not None:
-        for command, _ in tools.values():
-            command += ["--workers", str(args.workers)]
     return tools
 
 
@@ -221,7 +218,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--rollouts", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=None, help="passed to every tool (default: theirs)")
     parser.add_argument(
         "--corpus", choices=CORPORA, action="append", help="repeatable; default: healthy and faulty"
     )
