@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -343,15 +344,21 @@ def follow_line(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
                 f"-m sidecar.cli follow {run_dir} --sidecar {sidecar.url} --until-idle 2 --give-up-after 30"
             )
             limit = 120.0 + line_bytes / (2 * MB)
-            done = subprocess.run(
-                [sys.executable, "-c", _MAXRSS, str(limit), sys.executable, *follow.split()],
+            follower = subprocess.Popen(
+                [sys.executable, *follow.split()],
                 cwd=ROOT,
                 env={**os.environ, "PYTHONPATH": str(ROOT)},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
             )
-            output, _, last = done.stdout.decode("utf-8", "replace").rpartition("\n@@ ")
-            code, peak = int(last.split()[0]), int(last.split()[1]) / 1024
+            killer = threading.Timer(limit, follower.kill)
+            killer.start()
+            assert follower.stdout is not None
+            output = follower.stdout.read().decode("utf-8", "replace")
+            _, status, usage = os.wait4(follower.pid, 0)  # this child's own peak RSS, KiB
+            killer.cancel()
+            follower.returncode = code = os.waitstatus_to_exitcode(status)
+            peak = usage.ru_maxrss / 1024
             served = (peak_resident_bytes(sidecar.pid) - before) / MB
             path = f"/report/quality_summary.json?run_id={run_dir.name}"
             _, summary = request(connect(sidecar.url), "GET", path)
@@ -371,18 +378,6 @@ def follow_line(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
             held &= _check("every good row ingested", (records or 0) - (unreadable or 0) >= len(good))
             held &= verdict("service peak RSS growth", served, 64, " MB")
     return held & verdict("follower peak RSS", peaks["line"], peaks["control"] + 64, " MB")
-
-
-_MAXRSS = """
-import resource, subprocess, sys
-try:
-    code = subprocess.run(sys.argv[2:], timeout=float(sys.argv[1])).returncode
-except subprocess.TimeoutExpired:
-    code = -9
-print(f"\\n@@ {code} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}", flush=True)
-"""
-"""Run a command (SIGKILL after a time), then print its exit code and peak RSS in KiB: a fresh
-interpreter whose one child is the command, so ``RUSAGE_CHILDREN`` is that command's alone."""
 
 
 SHAPES: dict[str, Callable[[ProcessPoolExecutor, Path, Sizes], bool]] = {
