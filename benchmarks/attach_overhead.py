@@ -1,23 +1,6 @@
 """What ``rollout-sidecar attach`` costs a NeMo Gym job: its throughput with and without attach.
 
-One command, in the environment ``.ci/nemo_gym.sh`` builds (NeMo Gym 0.7.0 beside this project)::
-
-    ~/.cache/rollout-sidecar/nemo-gym-0.7.0-py313/bin/python benchmarks/attach_overhead.py
-
-NeMo Gym's real ``ng_collect_rollouts`` collects ``--tasks`` x ``--repeats`` rollouts from the test
-agent server (``tests/nemo_gym/agent_server.py``: generated rows, seeded durations divided by
-``--scale``) at ``--concurrency``, no budget. Three modes alternate ``--rounds`` times each:
-
-* ``plain``: the job as it is;
-* ``live``: the job as attach starts it (the bootstrap first on ``PYTHONPATH``, the sidecar's URL in
-  the environment) against a real ``rollout-sidecar serve`` in its own process;
-* ``down``: the same, the URL a closed port (no sidecar).
-
-Printed per mode: the collection's throughput (rollouts over the span from the agent's first
-request to its last reply) and the whole process's (rollouts over its wall time, NeMo Gym's start and
-attach's final flush included), and the job process's CPU time per rollout; medians and their ratio
-to ``plain`` (target >= 0.98 for the throughputs).
-The launcher itself is not timed: it only waits for the job (one ``sigtimedwait`` a second).
+Run in the environment ``.ci/nemo_gym.sh`` builds; modes, method and target: benchmarks/README.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""What the benchmarks share: another commit's build to time beside ours, the service in its own
-process and a poller of its ``/drain_margin``, generated rows, quantiles, verdicts.
-
-Benchmarks quote ratios against a baseline measured in the same run on the same (noisy, shared)
-machine. Another commit's code comes from ``unpack_baseline``: our three packages at ``ref``,
-extracted with ``git archive`` (no checkout, no install), served from there (``service(cwd=)``).
-The heavier
-imports (the demo's generator, the harness's process helper) are made where they are used, so
-importing this module stays cheap.
+"""What the benchmarks share: another commit's packages to run beside ours (``git archive``), the
+service in its own process, a poller of its ``/drain_margin``, generated rows, quantiles, verdicts.
+Heavier imports are made where used, so importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -29,25 +23,6 @@ import orjson
 
 if TYPE_CHECKING:
     from tests.reliability_harness.sidecar_process import SidecarProcess
-
-__all__ = [
-    "MB",
-    "PACKAGES",
-    "Poller",
-    "completed_event",
-    "connect",
-    "generated_rows",
-    "ms",
-    "polled",
-    "preload",
-    "quantile",
-    "request",
-    "reset_peak",
-    "service",
-    "start_run",
-    "unpack_baseline",
-    "verdict",
-]
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("sidecar", "health", "dispatcher_client")

@@ -1,27 +1,8 @@
 """What ``dispatcher_client`` costs a dispatcher: throughput with and without it, and per-call time.
 
-One command: ``.venv/bin/python benchmarks/client_overhead.py`` (``--help`` for sizes).
-
-A simulated NeMo Gym dispatcher (asyncio, httpx, a concurrency semaphore, the drain check
-after taking a slot, ``tracker.record`` after each reply) runs ``--tasks`` rollouts against a
-fake agent server on loopback (its own process; each ``/run`` sleeps a random latency around
-``--latency`` seconds and answers a generated result row). Three modes alternate ``--runs``
-times each:
-
-* ``baseline``: an in-process ``DispatchLatencyTracker``, no sidecar;
-* ``tracker``: ``RemoteLatencyTracker`` as the tracker (forwarding to the sidecar), ``ng_perf``
-  built in-process as in the baseline;
-* ``sidecar``: ``RemoteLatencyTracker`` as the tracker plus ``SidecarClient.completed`` for every
-  row (its ``ng_perf`` attached), against a real ``rollout-sidecar serve`` in its own process.
-
-Printed: completed tasks/s per run, medians and the ratio (target >= 0.98), and the time of
-one ``drain_margin`` + one ``record`` on the caller's thread, median and p99 (target median
-< 10 us), per task inside the runs and in a tight loop with the forwarding thread busy.
-
-Second phase (``--phase import`` alone): ``import dispatcher_client`` in a fresh interpreter
-against ``import httpx, pydantic, orjson`` (what the client needs anyway), alternating
-``--import-runs`` times: median wall times, the ratio, this project's import self time
-(``-X importtime``) and which of its modules the client loads (no server, no batch check).
+A simulated dispatcher against a fake agent process, three modes alternating (in-process tracker,
+``RemoteLatencyTracker``, plus ``SidecarClient``); ``--phase import``: the import alone. Method and
+targets: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -43,7 +24,7 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.baseline import quantile  # noqa: E402
+from benchmarks.baseline import PACKAGES, quantile  # noqa: E402
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SidecarClient  # noqa: E402
 from sidecar.perf import DispatchLatencyTracker, build_ng_perf  # noqa: E402
 from tests.reliability_harness.sidecar_process import SidecarProcess, free_port  # noqa: E402
@@ -203,9 +184,6 @@ def _us(ns: list[int], q: float) -> float:
     return quantile(ns, q) / 1000.0
 
 
-PROJECT = ("health", "sidecar", "dispatcher_client")
-
-
 def import_cost(runs: int) -> None:
     """The client's import in a fresh interpreter against its own dependencies' (the baseline)."""
     base_stmt, client_stmt = "import httpx, pydantic, orjson", "import dispatcher_client"
@@ -222,7 +200,7 @@ def import_cost(runs: int) -> None:
         total = 0
         for line in python("-X", "importtime", "-c", client_stmt).stderr.splitlines():
             parts = [part.strip() for part in line.removeprefix("import time:").split("|")]
-            if len(parts) == 3 and parts[0].isdigit() and parts[2].split(".")[0] in PROJECT:
+            if len(parts) == 3 and parts[0].isdigit() and parts[2].split(".")[0] in PACKAGES:
                 total += int(parts[0])
         return total / 1000
 
@@ -236,7 +214,7 @@ def import_cost(runs: int) -> None:
     own = statistics.median(own_ms() for _ in range(runs))
     print(f"self time of this project's modules (-X importtime, median): {own:.0f} ms")
     listing = f"import sys\n{client_stmt}\nprint(' '.join(sorted(sys.modules)))"
-    loaded = [name for name in python("-c", listing).stdout.split() if name.split(".")[0] in PROJECT]
+    loaded = [name for name in python("-c", listing).stdout.split() if name.split(".")[0] in PACKAGES]
     shown = ", ".join(name for name in loaded if not name.startswith("health.contract._"))
     print(f"project modules loaded ({len(loaded)}): {shown}")
 

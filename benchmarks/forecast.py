@@ -1,22 +1,9 @@
 """How good is ``GET /v1/runs/{run_id}/forecast``? Seeded runs replayed through a real sidecar.
 
-One command::
-
-    /work/venv/bin/python -m benchmarks.forecast --runs 40
-
-Each run (seed ``--seed + i``) is a dispatcher simulated event by event: a plan of 200-400 tasks of
-4-8 repeats, a concurrency limit of 32-128, durations from a lognormal or a heavy-tailed mixture
-(odd and even runs), 5 % of attempts failing (retried once, then terminal), and a dispatch budget
-chosen to cut 0-40 % of the plan: the dispatcher starts a rollout only while the budget has more
-than the configured drain margin left, and at the budget's end the wall kills what runs. The
-run's events are posted (stamped ``at`` their simulated time) to a real sidecar on 127.0.0.1
-whose clock follows the simulation; at 25 %, 50 % and 75 % of the budget the benchmark reads the
-forecast and two naive baselines of the finished count at the budget's end (finished so far scaled
-by elapsed time; finished so far plus the last 15 minutes' rate times the time left, both capped
-at the plan) and compares them with how many rollouts really finished by the wall.
-
-Printed per checkpoint and per distribution: the share of runs whose real count lies in the
-forecast's [p10, p90], and the median |error| / plan of the forecast's p50 and of each baseline.
+Each run is a dispatcher simulated event by event (a plan, a concurrency limit, lognormal or
+heavy-tailed durations, retried failures, a budget that cuts 0-40 % of the plan), posted to a sidecar
+whose clock follows the simulation; at 25/50/75 % of the budget the forecast and two naive baselines
+are compared with how many rollouts really finished. Targets: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -30,7 +17,7 @@ import statistics
 import sys
 import tempfile
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +46,10 @@ class Run:
     kind: str
     planned: int
     plan: dict[str, int]
-    concurrency: int
     budget: float
     margin: float
-    events: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
-    finish_times: list[float] = field(default_factory=list)
+    events: list[tuple[float, dict[str, Any]]]
+    finish_times: list[float]
 
 
 def _duration(rng: random.Random, kind: str, median: float) -> float:
@@ -137,7 +123,7 @@ def make_run(seed: int, start: float) -> Run:
     budget = sorted(unbounded)[keep - 1] - start + 1.0
     events, finished = _dispatch(random.Random(seed), plan, kind, median, concurrency, budget, margin, start)
     events.sort(key=lambda item: item[0])
-    return Run(kind, planned, plan, concurrency, budget, margin, events, finished)
+    return Run(kind, planned, plan, budget, margin, events, finished)
 
 
 def replay(client: httpx.Client, clock: Clock, run: Run, run_id: str, start: float) -> list[dict[str, Any]]:

@@ -1,18 +1,8 @@
 """Benchmark: ``rollout-sidecar health-check`` as a whole process, against NeMo Gym 0.7.0.
 
-One command::
-
-    .venv/bin/python benchmarks/health_check.py                     # 20,000 rollouts, 3 runs each
-    .venv/bin/python benchmarks/health_check.py --corpus faulty --baseline-ref <commit>
-
-generates (once; cached under ``benchmarks/out/health_corpus_<kind>_<N>/``) a run directory of
-rollouts with ~8 KB of payload per model call (see ``CORPORA``), then alternates runs of our CLI,
-of ``--baseline-ref``'s build and of NeMo Gym 0.7.0's (``refcli.py health-check``, when the oracle
-is installed in ``/tmp/oracle``) on it. Each run is timed as a whole process; its CPU is the whole
-tree's and its peak memory the largest sum of resident set sizes over the tree, sampled from
-``/proc``. It prints medians, rows/s, the ratio to the reference and whether every tool wrote
-byte-identical reports. Bytecode is compiled before the first run, as installing a wheel does.
-Target: at least 5x the reference's rows/s, identical bytes.
+Generates (once, cached under ``benchmarks/out/``) a corpus of ~8 KB-a-call rollouts, then alternates
+our CLI, ``--baseline-ref``'s build and NeMo Gym's (when ``/tmp/oracle`` is installed), timing each
+as a process tree (wall, CPU, peak RSS). Target: >= 5x the reference's rows/s, byte-identical reports.
 """
 
 from __future__ import annotations
@@ -170,9 +160,6 @@ def _tools(run_dir: Path, args: argparse.Namespace) -> dict[str, tuple[list[str]
     for root in roots:
         for package in PACKAGES:
             compileall.compile_dir(root / package, quiet=1)
-    if args.workers is not None:
-        for command, _ in tools.values():
-            command += ["--workers", str(args.workers)]
     return tools
 
 
@@ -231,7 +218,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--rollouts", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=None, help="passed to every tool (default: theirs)")
     parser.add_argument(
         "--corpus", choices=CORPORA, action="append", help="repeatable; default: healthy and faulty"
     )

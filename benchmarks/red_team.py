@@ -1,38 +1,8 @@
 """The red team's shapes (issue 36): each hostile load against a control run, PASS/FAIL per target.
 
-One command (``--quick``: small sizes, ~3 min on two shared cores; ``--only`` picks shapes)::
-
-    .venv/bin/python benchmarks/red_team.py --quick
-    .venv/bin/python benchmarks/red_team.py --only big-body,client-batches
-
-The service is a real ``rollout-sidecar serve`` on 127.0.0.1 in its own process; the load comes
-from other processes (``spawn``), bounded in count and time; a thread of this one polls
-``/drain_margin`` every 5 ms on one keep-alive connection, and only the polls made while the
-load was on the wire are counted (the clocks are ``CLOCK_MONOTONIC``, shared by the processes).
-Memory is read from ``/proc`` (peak: ``VmHWM``, reset before each phase). Every shape but
-``follow-line`` runs through one harness (:func:`phases`): start ``serve``, drive each phase's
-requests from the pool (:func:`drive`), poll ``/drain_margin``, read the peak RSS, compare the
-loaded phase with the control phase. The shapes:
-
-* ``big-body``: one body of 700k events (under the 64 MB body cap, 70x the 10,000-event cap):
-  ``/drain_margin`` max <= 200 ms, peak RSS growth <= 300 MB, answered 413/422 naming the cap.
-  Control: the same polls with the service idle.
-* ``client-batches``: three clients post ``dispatcher_client``'s default 512-event batches of
-  generated rows back to back: ``/drain_margin`` p99 <= 5 ms. Control: idle.
-* ``invalid-rows``: 1-3 MB rows that fail the contract by one field (an unknown key or a
-  negative duration in one model call), one a request: ``/drain_margin`` p99 <= 2x the
-  control's, the same rows valid.
-* ``report-readers``: a run of 100k rows, one client posting 16-event batches every 20 ms while
-  two readers loop on ``/report`` and ``/report/verdicts``: ingest p99 <= 2x the control's
-  (the same client, no readers).
-* ``mlflow``, ``otlp``, ``wandb``: the exporter pointed at a loopback endpoint that answers
-  every request with a 1.9 GB body (``huge``), never answers (``hang``), drips a status line
-  (``drip``), answers 500 (``error``), or at a port nothing listens on (``down``); ``--quick``:
-  ``huge`` and ``hang`` only. Per mode: peak RSS growth <= the control's (no exporter, the same
-  steady ingest) + 100 MB, ``/drain_margin`` p99 <= 50 ms, SIGTERM to exit <= 5 s.
-* ``follow-line``: ``rollout-sidecar follow`` of a run whose rollouts hold a 300 MB line between
-  good rows: exits 0 (alive), every good row ingested, a ``record_unreadable`` finding, its peak
-  RSS <= the control's (the same rows without the line) + 64 MB.
+``--quick``: small sizes; ``--only``: some shapes. The shapes, their targets and the method are in
+benchmarks/README.md and docs/reliability.md. The service is a real ``serve`` in its own process,
+loaded from ``spawn`` workers, its ``/drain_margin`` polled from a thread of this one.
 """
 
 from __future__ import annotations
@@ -43,7 +13,6 @@ import functools
 import itertools
 import multiprocessing
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -74,6 +43,7 @@ from benchmarks.baseline import (  # noqa: E402
 )
 from tests.reliability_harness.proc_stats import peak_resident_bytes  # noqa: E402
 from tests.reliability_harness.sidecar_process import free_port  # noqa: E402
+from tests.sidecar.export.trackers.hostile import HostileEndpoint  # noqa: E402
 
 EVENT_CAP = 10_000
 SIZES = {  # name: (full, --quick)
@@ -84,7 +54,7 @@ SIZES = {  # name: (full, --quick)
     "phase_s": (15.0, 5.0),
     "export_bytes": (1900 * MB, 300 * MB),
     "export_s": (20.0, 8.0),
-    "export_modes": (("huge", "hang", "drip", "error", "down"), ("huge", "hang")),
+    "export_modes": (("huge", "hang", "drip", "500", "down"), ("huge", "hang")),
     "line_bytes": (300 * MB, 100 * MB),
 }
 Sizes = dict[str, Any]
@@ -317,63 +287,22 @@ def exporter_args(exporter: str, url: str, workdir: Path) -> tuple[list[str], di
     return [], env
 
 
-def hostile_endpoint(port: int, mode: str, body_bytes: int, seconds: float) -> None:
-    """A loopback HTTP endpoint for ``seconds`` that, to every request, answers 200 with a
-    ``body_bytes`` JSON body (``huge``), never answers (``hang``), sends a status line a byte
-    every 100 ms (``drip``) or answers 500 (``error``)."""
-    server = socket.create_server(("127.0.0.1", port))
-    server.settimeout(0.5)
-    deadline = time.monotonic() + seconds
-
-    def answer(conn: socket.socket) -> None:
-        with contextlib.suppress(OSError), conn:
-            while time.monotonic() < deadline:
-                head = b""
-                while b"\r\n\r\n" not in head:
-                    got = conn.recv(65536)
-                    if not got:
-                        return
-                    head += got
-                headers, _, rest = head.partition(b"\r\n\r\n")
-                lengths = [
-                    int(ln.split(b":")[1])
-                    for ln in headers.lower().split(b"\r\n")
-                    if b"content-length:" in ln
-                ]
-                while len(rest) < sum(lengths):
-                    rest += conn.recv(65536)
-                if mode == "hang":
-                    time.sleep(max(0.0, deadline - time.monotonic()))
-                elif mode == "drip":
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
-                    while time.monotonic() < deadline:
-                        conn.sendall(b"x")
-                        time.sleep(0.1)
-                elif mode == "error":
-                    conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 2\r\n\r\n{}")
-                else:
-                    conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n{"a":"' % body_bytes)
-                    for _ in range((body_bytes - 8) // MB):
-                        conn.sendall(b"a" * MB)
-                    conn.sendall(b"a" * ((body_bytes - 8) % MB) + b'"}')
-
-    while time.monotonic() < deadline:
-        with contextlib.suppress(TimeoutError):
-            threading.Thread(target=answer, args=(server.accept()[0],), daemon=True).start()
-
-
 def hostile_exporter(exporter: str, pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
     """``exporter`` pointed at a hostile endpoint, once per mode (``down``: nothing listens),
     against a control run without it, the same steady ingest in each."""
     wait, held, control_growth = sizes["export_s"], True, 0.0
     for mode in ("control", *sizes["export_modes"]):
-        port = free_port()
-        serve, env = exporter_args(exporter if mode != "control" else "", f"http://127.0.0.1:{port}", workdir)
-        if mode not in ("control", "down"):
-            pool.submit(hostile_endpoint, port, mode, sizes["export_bytes"], wait + 20)
-            time.sleep(1.0)
-        plan = {"ingest": [steady(0, wait)]}
-        done, alive, stopped = phases(pool, workdir, f"{exporter}-{mode}", plan, *serve, env=env, every=0.02)
+        endpoint: contextlib.AbstractContextManager[str]
+        if mode in ("control", "down"):
+            endpoint = contextlib.nullcontext(f"http://127.0.0.1:{free_port()}")  # nothing listens there
+        else:
+            endpoint = HostileEndpoint(mode, huge_bytes=sizes["export_bytes"])
+        with endpoint as url:
+            serve, env = exporter_args(exporter if mode != "control" else "", url, workdir)
+            plan = {"ingest": [steady(0, wait)]}
+            done, alive, stopped = phases(
+                pool, workdir, f"{exporter}-{mode}", plan, *serve, env=env, every=0.02
+            )
         phase = done["ingest"]
         print(
             f"  {mode}: peak RSS growth {phase.growth:.0f} MB, alive {alive}, "
@@ -415,15 +344,21 @@ def follow_line(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
                 f"-m sidecar.cli follow {run_dir} --sidecar {sidecar.url} --until-idle 2 --give-up-after 30"
             )
             limit = 120.0 + line_bytes / (2 * MB)
-            done = subprocess.run(
-                [sys.executable, "-c", _MAXRSS, str(limit), sys.executable, *follow.split()],
+            follower = subprocess.Popen(
+                [sys.executable, *follow.split()],
                 cwd=ROOT,
                 env={**os.environ, "PYTHONPATH": str(ROOT)},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
             )
-            output, _, last = done.stdout.decode("utf-8", "replace").rpartition("\n@@ ")
-            code, peak = int(last.split()[0]), int(last.split()[1]) / 1024
+            killer = threading.Timer(limit, follower.kill)
+            killer.start()
+            assert follower.stdout is not None
+            output = follower.stdout.read().decode("utf-8", "replace")
+            _, status, usage = os.wait4(follower.pid, 0)  # this child's own peak RSS, KiB
+            killer.cancel()
+            follower.returncode = code = os.waitstatus_to_exitcode(status)
+            peak = usage.ru_maxrss / 1024
             served = (peak_resident_bytes(sidecar.pid) - before) / MB
             path = f"/report/quality_summary.json?run_id={run_dir.name}"
             _, summary = request(connect(sidecar.url), "GET", path)
@@ -443,18 +378,6 @@ def follow_line(pool: ProcessPoolExecutor, workdir: Path, sizes: Sizes) -> bool:
             held &= _check("every good row ingested", (records or 0) - (unreadable or 0) >= len(good))
             held &= verdict("service peak RSS growth", served, 64, " MB")
     return held & verdict("follower peak RSS", peaks["line"], peaks["control"] + 64, " MB")
-
-
-_MAXRSS = """
-import resource, subprocess, sys
-try:
-    code = subprocess.run(sys.argv[2:], timeout=float(sys.argv[1])).returncode
-except subprocess.TimeoutExpired:
-    code = -9
-print(f"\\n@@ {code} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}", flush=True)
-"""
-"""Run a command (SIGKILL after a time), then print its exit code and peak RSS in KiB: a fresh
-interpreter whose one child is the command, so ``RUSAGE_CHILDREN`` is that command's alone."""
 
 
 SHAPES: dict[str, Callable[[ProcessPoolExecutor, Path, Sizes], bool]] = {

@@ -1,24 +1,7 @@
 """The service against another build, side by side: ingest, journal size, restart, memory, reads.
 
-One command (``--baseline-ref``: a commit id; ``--quick``: 10k rollouts, one round)::
-
-    .venv/bin/python benchmarks/service.py --baseline-ref <commit>
-    .venv/bin/python benchmarks/service.py --baseline-ref <commit> --rollouts 1000000 --rounds 1
-
-For this tree and for ``--baseline-ref`` (``git archive``, see ``benchmarks/baseline.py``),
-interleaved over ``--rounds`` (the order flips every round), a real ``rollout-sidecar serve`` on
-127.0.0.1 with a fresh journal takes ``--rollouts`` generated completions (~3 KB rows, 64 a
-request, from 4 processes). Per build, the median over rounds of:
-
-* ingest: rows/s, and the service's CPU per row (``/proc``, all its threads);
-* ``/drain_margin`` p99 polled every 5 ms during the ingest (the loop held by ingest);
-* journal bytes per rollout (the SQLite file and its WAL after a SIGTERM);
-* restart to ready: a new ``serve`` on that journal until ``/readyz`` answers 200;
-* resident memory per rollout held: that service's RSS minus an empty one's (the control);
-* ``/report`` of the run, median of 5 (a read at scale).
-
-Then the ratio this / baseline of each, and PASS/FAIL on the targets that hold at any size:
-journal <= 512 B a rollout, ingest rows/s >= 0.9x and CPU per row <= 1.1x the baseline's.
+``--baseline-ref``: a commit id; ``--quick``: 10k rollouts, one round. What is measured, how, and
+the targets: benchmarks/README.md.
 """
 
 from __future__ import annotations
