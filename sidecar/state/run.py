@@ -347,7 +347,7 @@ class RunState:
             self._count_failure(fact)
             return ng_perf
         digest = self._digest(fact)
-        task = self._engines.digest_task_index(digest)
+        task = digest.task_index
         self.reducer.add_compact(digest)
         self._verdicts[VERDICTS[digest.verdict]] += 1
         if digest.verdict == _UNHEALTHY:
