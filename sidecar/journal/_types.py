@@ -7,13 +7,7 @@ from typing import NamedTuple
 
 
 class JournalEvent(NamedTuple):
-    """One ingested event as the journal stores it (an immutable tuple: two are built per row
-    ingested, one per row replayed).
-
-    ``key`` is the caller-built idempotency key: a second event with the same key is acknowledged
-    and changes nothing. ``payload`` is stored and replayed verbatim. ``seq`` is 0 until the
-    journal commits the event, then its position in the journal (1-based, dense, increasing).
-    """
+    """One event as the journal stores it; ``seq`` is 0 until committed, then its 1-based position."""
 
     run_id: str
     kind: str
@@ -37,10 +31,8 @@ class JournalError(Exception):
 
 
 class JournalUnavailable(JournalError):
-    """The journal cannot store right now (disk full, read-only, I/O error, closed).
-
-    Nothing of the failed append is stored; the caller answers 503 and may retry later.
-    """
+    """The journal cannot store right now (disk full, read-only, I/O error, closed): nothing of the
+    failed append is stored; the caller answers 503."""
 
 
 class JournalCorrupt(JournalError):
