@@ -17,8 +17,7 @@ from health.reduce import GroupStore, HealthReducer, release_gradually
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
 from sidecar.ingest.engines import Engines
-from sidecar.ingest.events import Event, Heartbeat, RunStarted, event_identity
-from sidecar.ingest.facts import derive_fact
+from sidecar.ingest.events import Heartbeat, RunStarted, event_identity
 from sidecar.journal import (
     CompletedFact,
     Disposition,
@@ -267,24 +266,6 @@ class RunState:
     @property
     def ended(self) -> bool:
         return self.ended_at is not None
-
-    def apply(self, event: Event, received_at: float) -> dict[str, Any] | None:
-        """Derive ``event``'s fact and apply it; a completion returns its ``ng_perf`` (or ``None``).
-        A heartbeat has no fact: it is applied in memory (see :meth:`heartbeat`)."""
-        if isinstance(event, Heartbeat):
-            self.heartbeat(event, received_at)
-            return None
-        return self.apply_fact(self.fact_for(event, received_at))
-
-    def fact_for(self, event: Event, received_at: float, *, keep_rows: bool = False) -> Fact:
-        """What ``event`` contributes to this run (see :func:`derive_fact`)."""
-        return derive_fact(
-            event,
-            received_at=received_at,
-            engines=self._engines,
-            settings=(self.config.source_path, self.ignored_checks),
-            keep_rows=keep_rows,
-        )
 
     def apply_fact(self, fact: Fact) -> dict[str, Any] | None:
         """Apply one committed fact; a completion returns its ``ng_perf`` (or ``None``)."""
