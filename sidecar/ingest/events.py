@@ -7,7 +7,7 @@ stays finite; idempotency keys (:func:`idempotency_key`) make a retried delivery
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import orjson
 from pydantic import (
@@ -34,8 +34,6 @@ from sidecar.wire import (
     ROLLOUT_KEY,
     TASK_KEY,
     EventKind,
-    LatencyOp,
-    check_event_model,
     dump_row,
 )
 
@@ -329,35 +327,6 @@ Event = Annotated[
     RunStarted | Completed | Failed | Drained | RunEnded | Latency | Started | Heartbeat,
     Field(discriminator="kind"),
 ]
-_MODELS: tuple[type[_Event], ...] = (
-    RunStarted,
-    Completed,
-    Failed,
-    Drained,
-    RunEnded,
-    Latency,
-    Started,
-    Heartbeat,
-)
-
-
-def _check_models() -> None:
-    """Each model carries exactly its kind's fields of :data:`sidecar.wire.EVENT_FIELDS`
-    (raises naming the field otherwise), and there is one model per kind; ``latency``'s ops are
-    :class:`~sidecar.wire.LatencyOp`'s."""
-    kinds = []
-    for model in _MODELS:
-        (kind,) = get_args(model.model_fields["kind"].annotation)
-        check_event_model(kind, model.model_fields)
-        kinds.append(kind)
-    if sorted(kinds) != sorted(EVENT_KINDS):
-        raise TypeError(f"one model per event kind: models {sorted(kinds)}, kinds {sorted(EVENT_KINDS)}")
-    ops = get_args(Latency.model_fields["op"].annotation)
-    if sorted(ops) != sorted(LatencyOp):
-        raise TypeError(f"Latency.op {sorted(ops)} is not sidecar.wire.LatencyOp {sorted(LatencyOp)}")
-
-
-_check_models()
 EventBatch: TypeAdapter[list[Event]] = TypeAdapter(
     Annotated[list[Event], Field(min_length=1, max_length=MAX_EVENTS_PER_REQUEST)]
 )
