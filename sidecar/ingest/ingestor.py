@@ -45,12 +45,7 @@ from sidecar.state.run import RunState
 from sidecar.state.snapshot import SnapshotError, decode_state, encode_state
 from sidecar.wire import OutcomeStatus
 
-__all__ = [
-    "Ingestor",
-    "OutcomeStatus",
-    "PlanError",
-    "plan_from_materialized",
-]
+__all__ = ["Ingestor"]
 
 _log = structlog.get_logger("sidecar.ingest.ingestor")
 _MAX_EVENTS_PER_APPEND = 4096
@@ -488,7 +483,7 @@ class Ingestor:
             pending.creates = True
             return True
         if not pending.future.done():
-            pending.future.set_exception(TooManyRuns(run_id, held, cap))
+            pending.future.set_exception(TooManyRuns(held))
         self._queue.task_done()
         return False
 
