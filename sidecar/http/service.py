@@ -130,7 +130,7 @@ class Service:
         ``journal_events`` (the journal's last seq)."""
         return {
             "replayed": max(self._progress, self.ingestor.replayed),
-            "journal_events": self.journal.stats.events,
+            "journal_events": self.journal.events,
             "snapshot_seq": self.ingestor.restored_seq,
         }
 

@@ -55,7 +55,6 @@ from sidecar.journal._types import (
     JournalError,
     JournalEvent,
     JournalSchemaError,
-    JournalStats,
     JournalUnavailable,
 )
 
@@ -78,7 +77,6 @@ __all__ = [
     "JournalError",
     "JournalEvent",
     "JournalSchemaError",
-    "JournalStats",
     "JournalUnavailable",
     "LatencyFact",
     "RunEndedFact",
@@ -167,8 +165,9 @@ class Journal:
         self.groups = GroupTable(self._path, self._put_groups)
 
     @property
-    def stats(self) -> JournalStats:
-        return JournalStats(self._last_seq)
+    def events(self) -> int:
+        """Records stored (the last seq), which ``/readyz`` shows during a replay."""
+        return self._last_seq
 
     async def open(self) -> None:
         """Create the journal if needed and open its writing connection. Raises JournalCorrupt

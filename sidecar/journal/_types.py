@@ -16,12 +16,6 @@ class JournalEvent(NamedTuple):
     seq: int = 0
 
 
-class JournalStats(NamedTuple):
-    """``events``: records stored (the last seq), which ``/readyz`` shows during a replay."""
-
-    events: int
-
-
 class JournalError(Exception):
     """Root of every journal failure; ``path`` is the journal file concerned."""
 
