@@ -308,8 +308,6 @@ class Service:
                 "rollout-sidecar version that wrote it, or start on a new journal path and re-feed "
                 "the run from the dispatcher's rollouts.jsonl with the follower",
                 path=self.settings.journal_path,
-                found=0,
-                supported=0,
             )
 
     async def stop(self) -> None:

@@ -104,8 +104,6 @@ def _identify(conn: sqlite3.Connection, path: Path) -> int:
             f"journal {path} has schema version {version}, this build reads version {SCHEMA_VERSION} "
             "only; refusing to open it: start on a new journal path (or use the build that wrote it)",
             path=path,
-            found=version,
-            supported=SCHEMA_VERSION,
         )
     return int(version)
 

@@ -35,9 +35,4 @@ class JournalCorrupt(JournalError):
 
 
 class JournalSchemaError(JournalError):
-    """The journal was written by a newer build (``found`` > ``supported``); refusing to touch it."""
-
-    def __init__(self, message: str, *, path: Path | None = None, found: int, supported: int) -> None:
-        super().__init__(message, path=path)
-        self.found = found
-        self.supported = supported
+    """The journal has another schema version than this build reads; refusing to touch it."""
