@@ -208,7 +208,7 @@ class Ingestor:
             if record.kind == DAMAGED_KIND:  # its CRC failed: it costs this record only
                 self.damaged_records.append(record.seq)
             else:
-                self.apply_record(record)
+                self._apply(record.run_id, decode_fact(record.payload, seq=record.seq))
             self.applied_seq = record.seq
             count += 1
             if progress is not None and count % 10_000 == 0:
@@ -272,10 +272,6 @@ class Ingestor:
         if self.snapshot_due and (self._snapshot_task is None or self._snapshot_task.done()):
             self._snapshot_task = asyncio.get_running_loop().create_task(self.snapshot(), name="snapshot")
 
-    def apply_record(self, record: JournalEvent) -> None:
-        """Apply one journaled record's fact."""
-        self._apply(record.run_id, decode_fact(record.payload, seq=record.seq))
-
     def drop_ended(self, retain_s: float, *, now: float | None = None) -> list[str]:
         """Forget runs that ended at least ``retain_s`` seconds ago (their events stay journaled)."""
         moment = self._clock() if now is None else now
@@ -323,7 +319,8 @@ class Ingestor:
             self._starting[run_id] = self._starting.get(run_id, 0) + 1
         try:
             state = self.runs.get(run_id)
-            known = None if state is None else (state.generation, self._settings_of(state))
+            settings = None if state is None else (state.config.source_path, state.ignored_checks)
+            known = None if state is None else (state.generation, settings)
             records, facts = await anyio.to_thread.run_sync(
                 self._derive_batch, run_id, events, known, limiter=self.cpu
             )
@@ -501,10 +498,6 @@ class Ingestor:
     def _begin(self, batch: list[_Pending]) -> tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]]:
         records = [record for pending in batch for record in pending.records]
         return batch, asyncio.get_running_loop().create_task(self._journal.append(records))
-
-    @staticmethod
-    def _settings_of(state: RunState | None) -> tuple[str, frozenset[str]] | None:
-        return None if state is None else (state.config.source_path, state.ignored_checks)
 
     async def _apply_batch(self, batch: list[_Pending], committed: list[JournalEvent | None]) -> None:
         """Apply a committed batch in journal order, giving the event loop back every
