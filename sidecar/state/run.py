@@ -33,7 +33,7 @@ from sidecar.journal import (
 from sidecar.perf import DispatchLatencyTracker, PerfSummaryState
 from sidecar.state.accounting import Accounting, normalize_index
 from sidecar.state.agents import AgentBody, AgentTotals
-from sidecar.state.durations import DURATION_BUCKETS, DurationHistogram
+from sidecar.state.durations import DurationHistogram
 from sidecar.state.forecast import ForecastMemo
 from sidecar.state.groups import OpenGroups
 from sidecar.state.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold
@@ -44,17 +44,7 @@ NOT_PERSISTED = int(Disposition.NOT_PERSISTED)
 NOT_PERSISTED_DRAINED = int(Disposition.NOT_PERSISTED_DRAINED)
 FAILURE_ROW = int(Disposition.FAILURE_ROW)
 
-__all__ = [
-    "DURATION_BUCKETS",
-    "INFLIGHT_REPORT_LIMIT",
-    "RECENT_UNHEALTHY",
-    "TOKEN_KINDS",
-    "DrainMarginBody",
-    "DurationHistogram",
-    "HealthView",
-    "ReportCut",
-    "RunState",
-]
+__all__ = ["TOKEN_KINDS", "DrainMarginBody", "HealthView", "ReportCut", "RunState"]
 
 #: Unhealthy rollouts a run keeps for its page (:attr:`RunState.recent_unhealthy`).
 RECENT_UNHEALTHY = 50

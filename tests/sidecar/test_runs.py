@@ -9,7 +9,8 @@ import pytest
 from health.reduce import HealthReducer
 from sidecar.ingest.engines import default_engines
 from sidecar.ingest.events import EventBatch, RunStarted
-from sidecar.state.run import DURATION_BUCKETS, DurationHistogram, RunState
+from sidecar.state.durations import DURATION_BUCKETS, DurationHistogram
+from sidecar.state.run import RunState
 
 from .service_support import GeneratedRun, apply_event, generate_run
 
