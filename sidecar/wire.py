@@ -2,8 +2,8 @@
 
 What a run id may be, which row keys name a rollout, how a client numbers its events, how a
 row becomes JSON however deep it nests, how a materialized-inputs file becomes a plan, and each
-event kind with the fields it carries (the service's pydantic models are checked against
-:data:`EVENT_FIELDS` when defined, so a field in one and not the other stops the import).
+event kind with the fields it carries (tests pin the service's pydantic models to
+:data:`EVENT_FIELDS`).
 Both sides import this module, so they cannot disagree; it stays light (orjson and the
 standard library only) because the client imports it.
 """
@@ -34,13 +34,11 @@ __all__ = [
     "TASK_KEY",
     "EventKind",
     "EventNumber",
-    "EventSchemaDrift",
     "FollowerState",
     "LatencyOp",
     "MaterializedInputsError",
     "OutcomeStatus",
     "TooManyTasks",
-    "check_event_model",
     "dump_row",
     "materialized_lines",
     "plan_from_lines",
@@ -263,29 +261,3 @@ EVENT_FIELDS: Final[Mapping[EventKind, frozenset[str]]] = MappingProxyType(
 
 #: Every key any event may carry, sorted: the fast decoder's envelope (it refuses the rest).
 ENVELOPE_FIELDS: Final[tuple[str, ...]] = tuple(sorted(frozenset().union(*EVENT_FIELDS.values())))
-
-
-class EventSchemaDrift(TypeError):
-    """A model and :data:`EVENT_FIELDS` disagree; ``fields`` names the ones in one only."""
-
-    def __init__(self, kind: str, missing: Iterable[str], extra: Iterable[str]) -> None:
-        self.kind = kind
-        self.missing = sorted(missing)
-        self.extra = sorted(extra)
-        parts = []
-        if self.extra:
-            parts.append(f"the model has {self.extra} that sidecar.wire.EVENT_FIELDS lacks")
-        if self.missing:
-            parts.append(f"EVENT_FIELDS lists {self.missing} that the model lacks")
-        super().__init__(f"event kind {kind!r}: " + "; ".join(parts))
-
-
-def check_event_model(kind: str, fields: Iterable[str]) -> None:
-    """Raise :class:`EventSchemaDrift` unless ``fields`` (a model's) are exactly ``kind``'s."""
-    try:
-        expected = EVENT_FIELDS[EventKind(kind)]
-    except ValueError:
-        raise EventSchemaDrift(kind, (), ("kind",)) from None
-    have = frozenset(fields)
-    if have != expected:
-        raise EventSchemaDrift(kind, expected - have, have - expected)

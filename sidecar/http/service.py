@@ -130,7 +130,7 @@ class Service:
         ``journal_events`` (the journal's last seq)."""
         return {
             "replayed": max(self._progress, self.ingestor.replayed),
-            "journal_events": self.journal.stats.events,
+            "journal_events": self.journal.events,
             "snapshot_seq": self.ingestor.restored_seq,
         }
 
@@ -308,8 +308,6 @@ class Service:
                 "rollout-sidecar version that wrote it, or start on a new journal path and re-feed "
                 "the run from the dispatcher's rollouts.jsonl with the follower",
                 path=self.settings.journal_path,
-                found=0,
-                supported=0,
             )
 
     async def stop(self) -> None:

@@ -26,20 +26,17 @@ class UnknownRun(LookupError):
 
     def __init__(self, run_id: str) -> None:
         super().__init__(f"unknown run {run_id!r}: post a run_started event first")
-        self.run_id = run_id
 
 
 class TooManyRuns(Exception):
     """The batch would create a run while the service holds ``--max-runs`` runs (nothing stored)."""
 
-    def __init__(self, run_id: str, held: int, cap: int) -> None:
+    def __init__(self, held: int) -> None:
         super().__init__(
             f"the service holds {held} runs, its --max-runs cap; end runs (they are dropped after "
             "--retain-ended) or raise the cap"
         )
-        self.run_id = run_id
         self.held = held
-        self.cap = cap
 
 
 class IdentityTooLong(ValueError):
@@ -52,8 +49,6 @@ class IdentityTooLong(ValueError):
             f"cap of {cap}"
         )
         self.field = field
-        self.chars = chars
-        self.cap = cap
 
 
 def _identity_field(index: int, event: Event, rollout: bool) -> str:

@@ -1,42 +1,18 @@
-"""The health pipeline and the perf core a run feeds, behind one injectable bundle.
-
-The service never re-implements either: a completion's digest and ``ng_perf`` come from its
-bytes by the health check's fast road (:func:`digest_bytes`) where it vouches, else from the
-parsed row (:func:`digest_and_perf`: one validation of its ``ng_trajectory`` serves both); a
-position-dependent row is digested when applied with ``digest_record``. Tests inject a bundle
-that refuses to be called to prove a replay never reads a row.
-"""
+"""The health pipeline and perf core a run feeds, as one bundle of functions so tests can
+inject one that refuses to be called (a replay never reads a row)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from health.compact import CompactDigest, compact_digest
 from health.contract import check_trajectory
 from health.digest import digest_everyday_compact, digest_record_with_trajectory
-from health.types import TaskIndex
 from sidecar.perf import ng_perf_for_trajectory
 
-__all__ = ["DigestRecord", "Engines", "default_engines", "digest_and_perf", "digest_bytes"]
-
-
-class DigestRecord(Protocol):
-    """One parsed rollout row (``None`` with ``parse_error`` when unreadable) to its compact
-    digest, located as the batch check locates it."""
-
-    def __call__(
-        self,
-        record: dict[str, Any] | None,
-        *,
-        parse_error: str | None = None,
-        source_path: str = "",
-        source_index: int = 0,
-        line_number: int = 0,
-        ordinal: int = 0,
-        ignored_checks: frozenset[str] = frozenset(),
-    ) -> CompactDigest: ...
+__all__ = ["Engines", "default_engines", "digest_and_perf", "digest_bytes"]
 
 
 #: ``(record, parse_error, latency_ms, location)`` -> ``(digest, ng_perf)``; no digest without a location.
@@ -109,20 +85,15 @@ def digest_bytes(
     return digest, ng_perf, record
 
 
-def _task_index(digest: CompactDigest) -> TaskIndex:
-    return digest.task_index
-
-
 @dataclass(frozen=True, slots=True)
 class Engines:
     """What a run computes with: digests when applied, digest and ``ng_perf`` at ingest."""
 
-    digest_record: DigestRecord
-    digest_task_index: Callable[[CompactDigest], TaskIndex]
+    digest_record: Callable[..., CompactDigest]
     digest_and_perf: DigestAndPerf
     digest_bytes: DigestBytes
 
 
 def default_engines() -> Engines:
     """The real perf core and health pipeline."""
-    return Engines(digest_record, _task_index, digest_and_perf, digest_bytes)
+    return Engines(digest_record, digest_and_perf, digest_bytes)

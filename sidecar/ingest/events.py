@@ -1,27 +1,13 @@
-"""The ingest API's request models: one pydantic model per event kind, strict and closed.
+"""The ingest API's request models: one strict, closed pydantic model per event kind.
 
-A dispatcher (or the follower) posts a JSON array of events to ``/v1/runs/{run_id}/events``.
-Every model forbids unknown keys, so a typo in a client is a 422 naming the field rather
-than silently lost data. Each event has an idempotency key: the journal stores the first copy
-and acknowledges later copies as duplicates. A completion, failure or drain that carries a
-client-assigned identity (``source`` + ``seq``, as ``dispatcher_client`` numbers its events) is
-keyed by it alone: a retried delivery repeats the number and is a duplicate, two calls with
-byte-identical rows are two records. Without one (and always for ``started`` and ``heartbeat``,
-whose attempt number already says which start it is), the key is built from (run, task,
-rollout, attempt, kind) plus, for completions, the row's content hash.
-
-Every number has a range and a value outside it is a 422 naming the field: durations are finite
-and in ``0..MAX_SECONDS`` (``latency_ms`` in ``0..MAX_LATENCY_MS``), timestamps in
-``0..MAX_TIMESTAMP``, counters (``seq`` among them) in int64, plan repeats in
-``1..MAX_REPEATS_PER_TASK``. So every sum the service keeps over them (histogram ``_sum``,
-task-seconds, plan totals) stays finite and never falls. Values inside a row (token counts) are
-the row's own and are not limited here.
+Unknown keys and out-of-range numbers are a 422 naming the field, so every sum the service keeps
+stays finite; idempotency keys (:func:`idempotency_key`) make a retried delivery a duplicate.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import orjson
 from pydantic import (
@@ -48,8 +34,6 @@ from sidecar.wire import (
     ROLLOUT_KEY,
     TASK_KEY,
     EventKind,
-    LatencyOp,
-    check_event_model,
     dump_row,
 )
 
@@ -57,12 +41,10 @@ __all__ = [
     "EVENT_KINDS",
     "MAX_COUNT",
     "MAX_EVENTS_PER_REQUEST",
-    "MAX_EVENT_SEQ",
     "MAX_LATENCY_MS",
     "MAX_NAME_CHARS",
     "MAX_REPEATS_PER_TASK",
     "MAX_SECONDS",
-    "MAX_SOURCE_CHARS",
     "MAX_TIMESTAMP",
     "Completed",
     "Drained",
@@ -152,14 +134,8 @@ class RunTracking(BaseModel):
 
 
 class RunStarted(_Event):
-    """A run begins; everything but the kind is optional.
-
-    ``plan`` maps ``str(task_index)`` to the number of repeats; ``materialized_inputs`` is the
-    path of NeMo Gym's ``<stem>_materialized_inputs.jsonl`` from which the service derives
-    the plan before journaling (so a replay never re-reads the file). ``source_path`` is the
-    rollout file name the batch health check would be given; it only appears in locators of
-    unreadable records.
-    """
+    """A run begins. ``materialized_inputs`` becomes ``plan`` before journaling, so a replay never
+    re-reads the file; ``source_path`` only appears in locators of unreadable records."""
 
     kind: Literal["run_started"]
     plan: dict[str, Annotated[int, Field(ge=1, le=MAX_REPEATS_PER_TASK)]] | None = None
@@ -240,13 +216,8 @@ else:  # the schema a client sees stays "an object or null"
 
 
 class Completed(_Identified):
-    """A rollout finished with a reply: the full result row (or, from a follower, its raw line).
-
-    Identity defaults to the row's ``_ng_task_index`` / ``_ng_rollout_index`` /
-    ``_ng_attempt_index``. ``seconds`` feeds ``DispatchLatencyTracker.record``; ``latency_ms``
-    (default ``seconds * 1000``) becomes ``ng_perf.total_latency_ms``. ``seconds`` null or absent (a
-    follower that cannot know the duration) feeds no latency sample.
-    """
+    """A rollout finished with its result row (or, from a follower, its raw line); identity
+    defaults to the row's ``_ng_*`` fields, and no ``seconds`` feeds no latency sample."""
 
     kind: Literal["completed"]
     task_index: Index | None = None
@@ -291,12 +262,8 @@ class Completed(_Identified):
 
 
 class Failed(_Identified):
-    """A dispatched attempt failed; ``row`` is the failure row the dispatcher wrote to the sidecar file.
-
-    ``seconds`` is the attempt's duration (``None`` when unknown: the tracker is then not fed).
-    ``failure_class`` / ``terminal`` default to the row's ``_ng_failure_class`` /
-    ``_ng_failure_terminal``.
-    """
+    """A dispatched attempt failed; ``row`` is the failure row the dispatcher wrote to the sidecar
+    file, whose ``_ng_failure_*`` fields ``failure_class`` / ``terminal`` default to."""
 
     kind: Literal["failed"]
     task_index: Index | None = None
@@ -326,12 +293,8 @@ class RunEnded(_Event):
 
 
 class Latency(_Timed):
-    """A latency sample without a rollout (``dispatcher_client.RemoteLatencyTracker``).
-
-    The NeMo Gym tracker API carries no identities, so these feed only the tracker (and the
-    duration histogram / drained counter), never accounting or health. ``source`` names the
-    client tracker instance and ``seq`` numbers its calls: the idempotency key.
-    """
+    """A latency sample without a rollout (``dispatcher_client.RemoteLatencyTracker``): it feeds
+    only the tracker, never accounting or health; ``source`` + ``seq`` are its key."""
 
     kind: Literal["latency"]
     op: Literal["record", "record_failure", "record_drained"]
@@ -341,11 +304,7 @@ class Latency(_Timed):
 
 
 class Started(_Timed):
-    """A rollout attempt was dispatched: it is in flight until its completed/failed/drained event.
-
-    Keyed like the other identity events (run, task, rollout, attempt, kind), so a retried
-    ``started`` is a duplicate. Carries no payload: only identity.
-    """
+    """A rollout attempt was dispatched: in flight until its completed/failed/drained event."""
 
     kind: Literal["started"]
     task_index: Index
@@ -366,35 +325,6 @@ Event = Annotated[
     RunStarted | Completed | Failed | Drained | RunEnded | Latency | Started | Heartbeat,
     Field(discriminator="kind"),
 ]
-_MODELS: tuple[type[_Event], ...] = (
-    RunStarted,
-    Completed,
-    Failed,
-    Drained,
-    RunEnded,
-    Latency,
-    Started,
-    Heartbeat,
-)
-
-
-def _check_models() -> None:
-    """Each model carries exactly its kind's fields of :data:`sidecar.wire.EVENT_FIELDS`
-    (raises naming the field otherwise), and there is one model per kind; ``latency``'s ops are
-    :class:`~sidecar.wire.LatencyOp`'s."""
-    kinds = []
-    for model in _MODELS:
-        (kind,) = get_args(model.model_fields["kind"].annotation)
-        check_event_model(kind, model.model_fields)
-        kinds.append(kind)
-    if sorted(kinds) != sorted(EVENT_KINDS):
-        raise TypeError(f"one model per event kind: models {sorted(kinds)}, kinds {sorted(EVENT_KINDS)}")
-    ops = get_args(Latency.model_fields["op"].annotation)
-    if sorted(ops) != sorted(LatencyOp):
-        raise TypeError(f"Latency.op {sorted(ops)} is not sidecar.wire.LatencyOp {sorted(LatencyOp)}")
-
-
-_check_models()
 EventBatch: TypeAdapter[list[Event]] = TypeAdapter(
     Annotated[list[Event], Field(min_length=1, max_length=MAX_EVENTS_PER_REQUEST)]
 )
@@ -443,13 +373,8 @@ def _row_bytes(event: Event) -> bytes | None:
 
 
 def content_hash(data: bytes) -> str:
-    """The content part of an idempotency key: XXH3's 128-bit hash of the row's bytes, in hex.
-
-    128 bits keep an accidental collision (which would drop a distinct row as a duplicate)
-    negligible at any journal size; XXH3 reads a 12 KiB row in about a microsecond, a
-    fifteenth of blake2b's time. It is not a cryptographic hash: every row hashed comes from
-    the run's own authenticated dispatcher, which gains nothing by colliding its own rows.
-    """
+    """XXH3-128 of a row's bytes: fast, and wide enough that a collision is negligible (rows come
+    from the run's own authenticated dispatcher, so it need not be cryptographic)."""
     return xxh3_128_hexdigest(data)
 
 
@@ -473,13 +398,6 @@ def _key(run_id: str, event: Event, content: bytes | None) -> str:
 
 
 def idempotency_key(run_id: str, event: Event) -> str:
-    """``run|@source|seq|kind`` for an event with a client-assigned identity; otherwise
-    ``run|task|rollout|attempt|kind``, plus the row's content hash for completions.
-
-    A completion's key also carries a hash of its row (or line): a retried event repeats the
-    same bytes and is a duplicate, while a *different* row claiming the same identity is a
-    second physical record, which the batch health check sees (and flags as
-    ``rollout_duplicate_identity``), so the service must keep it too. Failures and drains
-    without identity are keyed by content as well, so they never collapse into one.
-    """
+    """``run|@source|seq|kind`` with a client identity, else ``run|task|rollout|attempt|kind`` plus
+    the row's hash: a different row under one identity is a second record, as the batch check sees it."""
     return _key(run_id, event, None)

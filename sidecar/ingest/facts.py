@@ -1,10 +1,5 @@
-"""What an event contributes to its run: its fact, derived once at ingest (pure).
-
-:func:`derive_fact` reads a completion's parsed row once into its identity, disposition, digest
-and ``ng_perf``;
-:class:`sidecar.state.run.RunState` applies the fact, at ingest and identically on replay, and never
-reads the row again (but for a *deferred* digest, see :mod:`sidecar.journal`).
-"""
+"""What an event contributes to its run: its fact, derived once at ingest (pure), which
+:class:`sidecar.state.run.RunState` applies live and on replay without reading the row again."""
 
 from __future__ import annotations
 
@@ -138,12 +133,8 @@ def derive_fact(
     plan: dict[str, int] | None = None,
     keep_rows: bool = False,
 ) -> Fact:
-    """What ``event`` contributes to its run, computed once from its row (pure).
-
-    ``settings`` is the run's ``(source_path, ignored_checks)``, which a digest depends on;
-    ``None`` when the run is not started yet: a completion's digest is then left to
-    :meth:`RunState.apply_fact`, as is any digest that depends on the row's position.
-    """
+    """What ``event`` contributes to its run, computed once from its row (pure); without the run's
+    ``settings`` (``(source_path, ignored_checks)``) the digest is left to :meth:`RunState.apply_fact`."""
     generation = event.generation or 0
     if isinstance(event, RunStarted):
         config = orjson.dumps(event.model_dump(exclude_none=True))
@@ -203,12 +194,8 @@ def _from_bytes(
     settings: tuple[str, frozenset[str]] | None,
     kept: bytes | None,
 ) -> CompletedFact | None:
-    """The fact of an everyday row (or line) from its bytes, where the health check's fast road
-    vouches for them: the row is never built as Python objects. ``None`` for any other row
-    (the parsed row decides: position-dependent, not persisted, a failure row, no trajectory).
-
-    The fast road's record holds the keys the service reads; the event's identity is set from
-    it, so neither the key nor the in-flight registry parses the row."""
+    """The fact of an everyday row (or line) straight from its bytes, where the health check's fast
+    road vouches for them (no Python objects built); ``None``: the parsed row decides."""
     data = event.row_bytes if event.row is None or isinstance(event.row, SentRow) else None
     if data is None or settings is None:
         return None

@@ -1,11 +1,7 @@
 """Validated events -> journal commit -> run state, in one order that replay reproduces.
 
-Requests hand their validated events to a single sequencer task. It takes everything
-queued, appends it to the journal in one call (so concurrent requests share a group
-commit), and only after the commit applies the new events to the run states in journal
-order and answers each request. Because state is only ever changed by committed events in
-commit order, replaying the journal on start rebuilds exactly the same state, including
-order-dependent parts such as ``record_failure``'s median test and the digests' ordinals.
+One sequencer task group-commits whatever requests queued, then applies the committed events in
+journal order before answering, so a replay rebuilds exactly the same (order-dependent) state.
 """
 
 from __future__ import annotations
@@ -13,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import anyio
 import structlog
@@ -36,6 +32,7 @@ from sidecar.journal import (
     DAMAGED_KIND,
     CompletedFact,
     Fact,
+    Journal,
     JournalEvent,
     JournalUnavailable,
     LatencyFact,
@@ -48,23 +45,12 @@ from sidecar.state.run import RunState
 from sidecar.state.snapshot import SnapshotError, decode_state, encode_state
 from sidecar.wire import OutcomeStatus
 
-__all__ = [
-    "Ingestor",
-    "JournalLike",
-    "OutcomeStatus",
-    "PlanError",
-    "plan_from_materialized",
-]
+__all__ = ["Ingestor"]
 
 _log = structlog.get_logger("sidecar.ingest.ingestor")
 _MAX_EVENTS_PER_APPEND = 4096
 #: Longest the sequencer applies facts before it lets the event loop answer others.
 _APPLY_SLICE_S = 0.001
-
-
-class JournalLike(Protocol):
-    async def append(self, events: Sequence[JournalEvent]) -> list[JournalEvent | None]: ...
-    def replay(self, *, after_seq: int = 0) -> Any: ...
 
 
 _ACCEPTED: Final = OutcomeStatus.ACCEPTED
@@ -95,7 +81,7 @@ class Ingestor:
 
     def __init__(
         self,
-        journal: JournalLike,
+        journal: Journal,
         engines: Engines,
         *,
         on_event: Callable[[str, str, int], None] | None = None,
@@ -130,15 +116,13 @@ class Ingestor:
         #: Snapshots (and closed task groups) are kept in the journal's database; without them
         #: every group stays in memory and a restart replays the whole journal.
         self._snapshots = snapshots
-        self._closed_groups = getattr(journal, "groups", None) if snapshots else None
+        self._closed_groups = journal.groups if snapshots else None
         self._snapshot_every_events = snapshot_every_events
         self._snapshot_every_s = snapshot_every_s
         self._snapshot_task: asyncio.Task[int | None] | None = None
         self._snapshot_lock = asyncio.Lock()
-        #: The worker threads that read, count, parse and derive ingest requests, one at a time:
-        #: with several CPU-bound threads asking for the interpreter lock the event loop waits
-        #: behind each of them for its turn (tens of ms under three clients' batches); with one,
-        #: at most one switch interval. It costs no throughput: the lock runs one of them anyway.
+        #: Ingest requests are parsed and derived on one worker thread at a time: several CPU-bound
+        #: threads would each make the event loop wait its turn for the GIL, for no throughput.
         self.cpu = anyio.CapacityLimiter(1)
         self._last_snapshot_at = time.monotonic()
         self._since_snapshot = 0
@@ -169,16 +153,15 @@ class Ingestor:
     # -- lifecycle ------------------------------------------------------------------------
 
     def _restore_newest_snapshot(self) -> None:
-        """Load the newest snapshot that is whole: its CRC, its decoding and schema, and the
-        closed groups it refers to. Any other is skipped with a log line naming why; records
-        are never deleted, so without one the whole journal is replayed."""
+        """Load the newest whole snapshot (CRC, schema, the closed groups it refers to); without one
+        the whole journal is replayed, as records are never deleted."""
         journal = self._journal
         groups = self._closed_groups
         if not self._snapshots or groups is None:
             return
         began = time.perf_counter()
-        last_seq = journal.last_seq()  # type: ignore[attr-defined]
-        for seq, body in journal.snapshots():  # type: ignore[attr-defined]
+        last_seq = journal.last_seq()
+        for seq, body in journal.snapshots():
             try:
                 if body is None:
                     raise SnapshotError("its CRC does not match (damaged on disk)")
@@ -201,24 +184,22 @@ class Ingestor:
             return
         groups.restart_at(1)
 
+    def _run_options(self) -> dict[str, Any]:
+        """What every run state is built with, fresh or from a snapshot."""
+        return {
+            "health_interval_s": self._health_interval_s,
+            "inflight_rules": self._inflight_rules,
+            "clock": self._clock,
+            "closed_groups": self._closed_groups,
+            "inflight_budget": self.inflight_budget,
+        }
+
     def _attach(self, data: dict[str, Any]) -> RunState:
-        return RunState.from_snapshot(
-            data,
-            self._engines,
-            health_interval_s=self._health_interval_s,
-            inflight_rules=self._inflight_rules,
-            clock=self._clock,
-            closed_groups=self._closed_groups,
-            inflight_budget=self.inflight_budget,
-        )
+        return RunState.from_snapshot(data, self._engines, **self._run_options())
 
     def replay(self, progress: Callable[[int], None] | None = None) -> int:
-        """Rebuild every run: the newest usable snapshot, then the journal records after it.
-
-        Call once, before :meth:`start`; pure CPU and file reads, so it may run in a worker
-        thread. ``progress(records_applied)`` is called every 10,000 records. Returns the number
-        of records replayed (after the snapshot). A record whose CRC fails costs that record only.
-        """
+        """Rebuild every run from the newest usable snapshot and the records after it; call once,
+        before :meth:`start` (a worker thread may). Returns the number of records replayed."""
         self._restore_newest_snapshot()
         if self.inflight_budget is not None:  # what the restored runs hold, all runs together
             self.inflight_budget.held = sum(len(state.inflight) for state in self.runs.values())
@@ -227,7 +208,7 @@ class Ingestor:
             if record.kind == DAMAGED_KIND:  # its CRC failed: it costs this record only
                 self.damaged_records.append(record.seq)
             else:
-                self.apply_record(record)
+                self._apply(record.run_id, decode_fact(record.payload, seq=record.seq))
             self.applied_seq = record.seq
             count += 1
             if progress is not None and count % 10_000 == 0:
@@ -256,11 +237,8 @@ class Ingestor:
         )
 
     async def snapshot(self) -> int | None:
-        """Store a snapshot of every run as of :attr:`applied_seq` in the journal (which keeps the
-        newest few). Returns its seq (None: nothing new, or no snapshots). The state is encoded
-        on a worker thread under the apply lock (ingest waits, the event loop does not); the
-        closed groups it refers to are queued to the journal's writer before it. A failure is
-        logged and leaves the journal as it was."""
+        """Store a snapshot as of :attr:`applied_seq`, encoded off the loop under the apply lock;
+        returns its seq (None: nothing new, no snapshots, or it failed and the journal is as it was)."""
         async with self._snapshot_lock:  # one at a time
             groups = self._closed_groups
             if not self._snapshots or groups is None or self.applied_seq == self.snapshot_seq:
@@ -274,7 +252,7 @@ class Ingestor:
             self._since_snapshot = 0
             self._last_snapshot_at = time.monotonic()
             try:
-                await self._journal.put_snapshot(seq, body)  # type: ignore[attr-defined]
+                await self._journal.put_snapshot(seq, body)
                 if flushed is not None:
                     await flushed
             except JournalUnavailable as exc:
@@ -294,15 +272,8 @@ class Ingestor:
         if self.snapshot_due and (self._snapshot_task is None or self._snapshot_task.done()):
             self._snapshot_task = asyncio.get_running_loop().create_task(self.snapshot(), name="snapshot")
 
-    def apply_record(self, record: JournalEvent) -> None:
-        """Apply one journaled record's fact."""
-        self._apply(record.run_id, decode_fact(record.payload, seq=record.seq))
-
     def drop_ended(self, retain_s: float, *, now: float | None = None) -> list[str]:
-        """Forget runs that ended at least ``retain_s`` seconds ago; their events stay journaled.
-
-        A restart replays and drops them again; later events for a dropped run get 404.
-        """
+        """Forget runs that ended at least ``retain_s`` seconds ago (their events stay journaled)."""
         moment = self._clock() if now is None else now
         dropped = [
             run_id
@@ -316,8 +287,7 @@ class Ingestor:
         return dropped
 
     def start(self) -> None:
-        """Start the sequencer. After a replay that could not use a snapshot, one is taken at
-        once, so the next start does not replay the whole journal again."""
+        """Start the sequencer, and take a snapshot at once if the replay had to skip one."""
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._sequencer(), name="ingest-sequencer")
         if self.skipped_snapshots:
@@ -339,11 +309,7 @@ class Ingestor:
     # -- requests -------------------------------------------------------------------------
 
     async def submit(self, run_id: str, events: list[Event]) -> list[EventOutcome]:
-        """Journal and apply a batch; returns one outcome per event, in order.
-
-        Raises :class:`UnknownRun` (nothing stored), :class:`PlanError`, or
-        ``JournalUnavailable`` (nothing of the batch stored).
-        """
+        """Journal and apply a batch; one outcome per event, in order (a raise stores nothing)."""
         if any(isinstance(event, Heartbeat) for event in events):
             return await self._submit_with_heartbeats(run_id, events)
         starts = isinstance(events[0], RunStarted)
@@ -353,7 +319,8 @@ class Ingestor:
             self._starting[run_id] = self._starting.get(run_id, 0) + 1
         try:
             state = self.runs.get(run_id)
-            known = None if state is None else (state.generation, self._settings_of(state))
+            settings = None if state is None else (state.config.source_path, state.ignored_checks)
+            known = None if state is None else (state.generation, settings)
             records, facts = await anyio.to_thread.run_sync(
                 self._derive_batch, run_id, events, known, limiter=self.cpu
             )
@@ -371,10 +338,8 @@ class Ingestor:
     def _derive_batch(
         self, run_id: str, events: list[Event], known: tuple[int, tuple[str, frozenset[str]] | None] | None
     ) -> tuple[list[JournalEvent], list[Fact]]:
-        """Each event's fact and journal record, on a worker thread (a row is parsed, validated and
-        digested here, never on the event loop). ``known``: the run's generation and digest
-        settings when the batch was submitted; a fact of another generation than the one its
-        event meets when applied is digested then (or ignored, if superseded)."""
+        """Each event's fact and journal record, on a worker thread (rows are parsed and digested
+        here, never on the loop); ``known`` is the run's generation and digest settings."""
         received_at = self._clock()
         generation, settings = (None, None) if known is None else known
         records, facts = [], []
@@ -410,11 +375,8 @@ class Ingestor:
         return records, facts
 
     async def _submit_with_heartbeats(self, run_id: str, events: list[Event]) -> list[EventOutcome]:
-        """Journal the batch's other events, then apply its heartbeats in memory (never journaled).
-
-        Heartbeats come after the rest of their batch, so a ``started`` and its first heartbeat
-        may share a request.
-        """
+        """Journal the other events first, then apply the heartbeats in memory (never journaled),
+        so a ``started`` and its first heartbeat may share a request."""
         journaled: list[Event] = [event for event in events if not isinstance(event, Heartbeat)]
         outcomes = iter(await self.submit(run_id, journaled) if journaled else [])
         state = self.runs.get(run_id)
@@ -435,12 +397,8 @@ class Ingestor:
         return answers
 
     async def _sequencer(self) -> None:
-        """Commit queued batches in order; the next commit runs while this batch is applied.
-
-        Batch N+1 is handed to the journal only after batch N has committed, so journal order is
-        queue order; applying N (CPU) then overlaps with committing N+1 (disk), and N is applied
-        before N+1 is, so the state always follows journal order.
-        """
+        """Commit queued batches in order; committing batch N+1 overlaps applying N, which is
+        applied first, so the state always follows journal order."""
         inflight: tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]] | None = None
         while True:
             while inflight is None:  # (no local keeps a batch alive while the next one is awaited)
@@ -502,10 +460,8 @@ class Ingestor:
         return self._begin(batch) if batch else None
 
     def _admit(self, pending: _Pending) -> bool:
-        """Check ``--max-runs`` for a batch about to be committed; False: refused (answered, and
-        marked done in the queue). Here, in the one sequencer, the check and the commit cannot
-        interleave with another batch's: runs held plus runs that batches already handed to the
-        journal create never pass the cap, whichever event of which batch creates a run."""
+        """Check ``--max-runs`` here in the one sequencer, where no other batch's commit can interleave;
+        False: refused (answered, and marked done in the queue)."""
         cap = self._max_runs
         run_id = pending.run_id
         if (
@@ -524,7 +480,7 @@ class Ingestor:
             pending.creates = True
             return True
         if not pending.future.done():
-            pending.future.set_exception(TooManyRuns(run_id, held, cap))
+            pending.future.set_exception(TooManyRuns(held))
         self._queue.task_done()
         return False
 
@@ -542,10 +498,6 @@ class Ingestor:
     def _begin(self, batch: list[_Pending]) -> tuple[list[_Pending], asyncio.Task[list[JournalEvent | None]]]:
         records = [record for pending in batch for record in pending.records]
         return batch, asyncio.get_running_loop().create_task(self._journal.append(records))
-
-    @staticmethod
-    def _settings_of(state: RunState | None) -> tuple[str, frozenset[str]] | None:
-        return None if state is None else (state.config.source_path, state.ignored_checks)
 
     async def _apply_batch(self, batch: list[_Pending], committed: list[JournalEvent | None]) -> None:
         """Apply a committed batch in journal order, giving the event loop back every
@@ -597,11 +549,7 @@ class Ingestor:
                     received_at=fact.received_at,
                     engines=self._engines,
                     plan=fact.plan,
-                    health_interval_s=self._health_interval_s,
-                    inflight_rules=self._inflight_rules,
-                    clock=self._clock,
-                    closed_groups=self._closed_groups,
-                    inflight_budget=self.inflight_budget,
+                    **self._run_options(),
                 )
             return True, None
         if state is None:

@@ -1,9 +1,7 @@
-"""Plans derived from client-named ``materialized_inputs`` files, read as little and as safely as possible.
+"""Plans from client-named ``materialized_inputs`` files, read as little and as safely as possible.
 
-The path in ``run_started.materialized_inputs`` comes from a client, so the service reads only
-NeMo Gym's own file name (``*_materialized_inputs.jsonl``), a regular file that is not a
-symlink, optionally confined under ``serve --inputs-root``; it streams the file on one reader
-thread with a line cap, and every refusal gives a client the same answer.
+The path comes from a client, so only NeMo Gym's own file name (``*_materialized_inputs.jsonl``),
+a regular file, no symlink, optionally under ``serve --inputs-root``, is streamed with caps.
 """
 
 from __future__ import annotations
@@ -79,14 +77,8 @@ def plan_from_materialized(
     max_line_bytes: int = MAX_MATERIALIZED_LINE_BYTES,
     max_tasks: int | None = None,
 ) -> dict[str, int]:
-    """Repeats per ``str(_ng_task_index)`` counted over a materialized-inputs JSONL file.
-
-    The path comes from a client, so the service reads only a regular file, not a symlink,
-    named ``*_materialized_inputs.jsonl``, inside ``root`` when given, of at most ``max_bytes``,
-    streaming, one line of at most ``max_line_bytes`` at a time (one such read at a time per
-    process), giving at most ``max_tasks`` tasks. Every refusal raises the same
-    :class:`PlanError` (:data:`MATERIALIZED_REFUSED`); the reason goes to the service log only.
-    """
+    """Repeats per ``str(_ng_task_index)`` counted over a materialized-inputs JSONL file; every
+    refusal raises the same :class:`PlanError`, the reason going to the service log only."""
     return _READER.submit(_read_plan, path, max_bytes, root, max_line_bytes, max_tasks).result()
 
 

@@ -1,12 +1,8 @@
 """The sidecar's durable state: one SQLite database holding the event log, snapshots and closed groups.
 
-An event is acknowledged (``append`` returns) only once its transaction has committed with
-``synchronous=FULL`` in WAL mode: it survives a process kill and a power loss. Concurrent appends
-share commits. Every event carries an idempotency key; a second event with a stored key is
-acknowledged and changes nothing. Reads use connections of their own, from any thread, even
-before ``open()``. Records are never deleted: a snapshot (the state as of one seq) only saves
-replaying what it covers, so a snapshot that fails its checks costs time, never records. This
-package is an I/O edge only: no HTTP, no metrics; commit timings go to ``on_commit``.
+``append`` returns only once its commit (WAL, ``synchronous=FULL``) survives a kill or power loss;
+a stored idempotency key makes a repeat a no-op. Records are never deleted: a bad snapshot costs
+replay time, never records.
 """
 
 from __future__ import annotations
@@ -59,7 +55,6 @@ from sidecar.journal._types import (
     JournalError,
     JournalEvent,
     JournalSchemaError,
-    JournalStats,
     JournalUnavailable,
 )
 
@@ -82,7 +77,6 @@ __all__ = [
     "JournalError",
     "JournalEvent",
     "JournalSchemaError",
-    "JournalStats",
     "JournalUnavailable",
     "LatencyFact",
     "RunEndedFact",
@@ -128,12 +122,8 @@ class _Request:
 def _insert(
     cursor: sqlite3.Cursor, events: Sequence[JournalEvent], last_seq: int
 ) -> list[JournalEvent | None]:
-    """Insert ``events`` after the record ``last_seq``; per event, the stored event with its seq,
-    or None when its key was already stored (earlier, or by an equal key before it in ``events``).
-
-    One statement per 1,024 events, not one per event: sqlite3 releases the interpreter lock per
-    statement, and in the service the event loop holds it nearly all the time, so each take back
-    is a wait (``executemany`` doubled a busy loop's commit latency)."""
+    """Insert ``events`` after seq ``last_seq``; per event, the stored event or None (key already stored).
+    One statement per 1,024 events: each statement's GIL release costs a wait behind the event loop."""
     for start in range(0, len(events), 1024):
         chunk = events[start : start + 1024]
         params = [v for i, e in enumerate(chunk) for v in (i, *e[:4], record_crc(*e[:4]))]
@@ -147,12 +137,8 @@ def _insert(
 class Journal:
     """A durable, idempotent, append-only event log in one SQLite file, with its snapshots.
 
-    Writes queue on the event loop; one flusher task hands everything queued (at most
-    ``_MAX_GROUP`` events, a single ``append`` never split) to the only writing connection, on a
-    one-thread executor, as one transaction (one WAL fsync), then resolves the callers. So
-    concurrent appends share commits and a lone caller never waits for company.
-    ``on_commit(seconds, new_events)`` is called on the event loop after each commit.
-    ``keep_snapshots`` is how many snapshots stay stored.
+    One flusher commits everything queued as one transaction on the only writing connection, so
+    concurrent appends share an fsync and a lone caller never waits for company.
     """
 
     def __init__(
@@ -179,8 +165,9 @@ class Journal:
         self.groups = GroupTable(self._path, self._put_groups)
 
     @property
-    def stats(self) -> JournalStats:
-        return JournalStats(self._last_seq)
+    def events(self) -> int:
+        """Records stored (the last seq), which ``/readyz`` shows during a replay."""
+        return self._last_seq
 
     async def open(self) -> None:
         """Create the journal if needed and open its writing connection. Raises JournalCorrupt
@@ -218,13 +205,8 @@ class Journal:
             wc.close()
 
     async def append(self, events: Sequence[JournalEvent]) -> list[JournalEvent | None]:
-        """Store ``events`` atomically and return, per event, the stored event with its seq, or
-        None when its key was already stored (also for a repeat of a key earlier in ``events``).
-
-        Returns only after the commit is durable; raises JournalUnavailable when it failed, and
-        then nothing of ``events`` is stored. If the caller is cancelled while waiting, the events
-        may still be committed: retrying with the same keys is safe.
-        """
+        """Store ``events`` atomically once durable; per event, the stored event or None (key already
+        stored). JournalUnavailable: nothing stored. A cancelled caller may retry with the same keys."""
         batch = tuple(events)
         if not batch:
             return []
@@ -252,17 +234,14 @@ class Journal:
         )
 
     async def set_max_db_bytes(self, max_db_bytes: int | None) -> None:
-        """Cap (or with None uncap) the database size, effective for the next commit: appends
-        beyond it fail with JournalUnavailable, as on a full disk. A cap below the current size
-        freezes growth at the current size."""
+        """Cap (None: uncap) the database size from the next commit on, so appends fail as on a full disk."""
         wc = self._wc
         assert wc is not None
         pages = wc.default_max_pages if max_db_bytes is None else max(1, max_db_bytes // wc.page_size)
         await self._control(f"PRAGMA max_page_count = {int(pages)}")
 
     async def set_read_only(self, read_only: bool) -> None:
-        """Freeze (or thaw) writes, e.g. while the file is backed up: appends then fail with
-        JournalUnavailable exactly as on a read-only filesystem; reads keep working."""
+        """Freeze (or thaw) writes as a read-only filesystem would; reads keep working."""
         await self._control(f"PRAGMA query_only = {1 if read_only else 0}")
 
     async def _control(self, pragma: str) -> None:
@@ -380,14 +359,8 @@ class Journal:
     # -- reading --------------------------------------------------------------------------------
 
     def replay(self, *, after_seq: int = 0) -> Generator[JournalEvent, None, None]:
-        """Yield the committed events with ``seq > after_seq`` in seq order, streaming.
-
-        Reads in short chunks (no long-lived read transaction), so events committed while the
-        replay runs are yielded too. Safe from any thread and before ``open()``; yields nothing
-        when the journal file does not exist yet. ``close()`` the generator (or exhaust it) to
-        release its connection promptly. A record whose stored CRC does not match (damaged on
-        disk) is logged and yielded as an empty event of kind :data:`DAMAGED_KIND` with its seq.
-        """
+        """Stream the committed events after ``after_seq``, from any thread, in short read chunks; a
+        record failing its CRC is yielded as an empty :data:`DAMAGED_KIND` event with its seq."""
         return _replay(self._path, after_seq)
 
     def stored_keys(self) -> Generator[tuple[int, str], None, None]:

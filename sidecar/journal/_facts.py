@@ -1,13 +1,9 @@
-"""The journal's record format: what each event contributes to its run, derived once at ingest.
+"""The journal's record format: the few hundred bytes each event contributes to its run.
 
-A row is 10 KB to 1 MB; what it contributes to every output (identity, compact health digest,
-``ng_perf``, latency, disposition) is a few hundred bytes. The ingest path derives these *facts*
-before the commit and journals them instead of the event; the run state changes only by applying
-facts, so a replay applies exactly what the live service applied (docs/state.md). A row whose
-digest depends on its position in the run carries the row, digested when applied.
-
-A fact is a msgspec Struct written as a MessagePack array ``[tag, *fields]``; the journal's
-``state_schema`` stamp (:data:`STATE_SCHEMA`) names the layout, so records carry no version.
+Ingest derives these *facts* from a row (10 KB to 1 MB) before the commit and journals them, so a
+replay applies exactly what the live service applied (docs/state.md); a row whose digest depends
+on its position carries the row. Facts are MessagePack arrays ``[tag, *fields]`` stamped by
+:data:`STATE_SCHEMA`.
 """
 
 from __future__ import annotations
@@ -224,10 +220,8 @@ def digest_fields(digest: CompactDigest) -> tuple[Any, ...]:
 
 
 def pack(value: Any) -> bytes:
-    """``value`` (plain data) as MessagePack. Integers past 64 bits and strings with lone
-    surrogates (a row's token counts or texts, a hostile identity) are written as extension
-    values, which :func:`unpack` reads back exactly; raises ``TypeError``/``ValueError`` for
-    anything else MessagePack cannot hold."""
+    """``value`` (plain data) as MessagePack; integers past 64 bits and lone surrogates (a row's own
+    values, a hostile identity) go as extension values that :func:`unpack` reads back exactly."""
     try:
         return _ENCODER.encode(value)
     except (OverflowError, UnicodeEncodeError):

@@ -1,9 +1,7 @@
 """Closed task groups in the journal's ``groups`` table: the health reducer's store.
 
-A put is answered at once with the next reference and kept in memory until the journal has
-committed it (:meth:`GroupTable.flush`, after each applied batch), so the event loop never waits
-on the disk; a snapshot is queued behind the groups it refers to, never stored before them. A
-failed commit (a full disk) leaves the groups in memory for the next flush.
+A put is answered at once and kept in memory until committed (:meth:`GroupTable.flush`), so the
+loop never waits on the disk and a snapshot is never stored before the groups it refers to.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Opening a journal file: identity checks, the schema, SQLite error mapping.
 
-A journal is an SQLite database stamped with :data:`APPLICATION_ID` and :data:`SCHEMA_VERSION`.
-Every record and blob carries its CRC-32 (:func:`record_crc`), because SQLite pages have none.
-A journal of another version, a foreign SQLite database or a file that is not SQLite is refused
-before anything is written to it (0.1 is unreleased: there are no migrations).
+Every record and blob carries its CRC-32 (:func:`record_crc`), as SQLite pages have none; another
+version, a foreign database or a non-SQLite file is refused before anything is written to it.
 """
 
 from __future__ import annotations
@@ -68,10 +66,8 @@ def map_sqlite_error(path: Path, action: str, exc: sqlite3.Error) -> JournalErro
 
 
 def _check_header(path: Path) -> bool:
-    """True if ``path`` holds an SQLite database, False if it is absent or empty.
-
-    Raises JournalCorrupt for any other content, before SQLite ever opens (and could write) it.
-    """
+    """True if ``path`` holds an SQLite database, False if absent or empty; JournalCorrupt for
+    anything else, before SQLite opens (and could write) it."""
     try:
         with path.open("rb") as handle:
             head = handle.read(len(_SQLITE_MAGIC))
@@ -108,8 +104,6 @@ def _identify(conn: sqlite3.Connection, path: Path) -> int:
             f"journal {path} has schema version {version}, this build reads version {SCHEMA_VERSION} "
             "only; refusing to open it: start on a new journal path (or use the build that wrote it)",
             path=path,
-            found=version,
-            supported=SCHEMA_VERSION,
         )
     return int(version)
 
@@ -183,15 +177,9 @@ def _lock_single_writer(path: Path) -> int:
 
 
 def open_writer(path: Path) -> WriterConnection:
-    """Open (creating if needed) the journal for writing, in WAL mode with ``synchronous=FULL``:
-    every commit fsyncs the WAL, so an acknowledged event survives power loss. Automatic
-    checkpoints are off: the writer checkpoints between commits, so no commit waits for one.
-
-    A journal whose pages do not hold together while it has a WAL is tried once more with the WAL
-    set aside as ``<journal>-wal.bad``: a damaged WAL frame ends the WAL there, and pages already
-    checkpointed past it disagree with the file. The file alone holds every commit up to its last
-    checkpoint. If it is damaged too, the WAL is put back and the journal refused.
-    """
+    """Open (creating if needed) the journal for writing: WAL, ``synchronous=FULL``, checkpoints
+    between commits. Pages damaged beside a WAL are retried once with the WAL set aside as
+    ``<journal>-wal.bad`` (the file alone holds every commit up to its last checkpoint)."""
     try:
         return _open_writer(path)
     except _PagesDamaged as damaged:
@@ -267,10 +255,8 @@ def _open_writer(path: Path) -> WriterConnection:
 
 
 def open_reader(path: Path) -> sqlite3.Connection | None:
-    """A query-only connection, or None when there is no journal yet (no file, or not created
-    yet). Refuses corrupt, foreign and other-version files exactly as the writer does; never
-    creates the file.
-    """
+    """A query-only connection (None: no journal yet), refusing what the writer refuses; never
+    creates the file."""
     if os.path.realpath(path) not in _WRITING and not _check_header(path):  # see _WRITING
         return None
     try:

@@ -7,25 +7,13 @@ from typing import NamedTuple
 
 
 class JournalEvent(NamedTuple):
-    """One ingested event as the journal stores it (an immutable tuple: two are built per row
-    ingested, one per row replayed).
-
-    ``key`` is the caller-built idempotency key: a second event with the same key is acknowledged
-    and changes nothing. ``payload`` is stored and replayed verbatim. ``seq`` is 0 until the
-    journal commits the event, then its position in the journal (1-based, dense, increasing).
-    """
+    """One event as the journal stores it; ``seq`` is 0 until committed, then its 1-based position."""
 
     run_id: str
     kind: str
     key: str
     payload: bytes
     seq: int = 0
-
-
-class JournalStats(NamedTuple):
-    """``events``: records stored (the last seq), which ``/readyz`` shows during a replay."""
-
-    events: int
 
 
 class JournalError(Exception):
@@ -37,10 +25,8 @@ class JournalError(Exception):
 
 
 class JournalUnavailable(JournalError):
-    """The journal cannot store right now (disk full, read-only, I/O error, closed).
-
-    Nothing of the failed append is stored; the caller answers 503 and may retry later.
-    """
+    """The journal cannot store right now (disk full, read-only, I/O error, closed): nothing of the
+    failed append is stored; the caller answers 503."""
 
 
 class JournalCorrupt(JournalError):
@@ -49,9 +35,4 @@ class JournalCorrupt(JournalError):
 
 
 class JournalSchemaError(JournalError):
-    """The journal was written by a newer build (``found`` > ``supported``); refusing to touch it."""
-
-    def __init__(self, message: str, *, path: Path | None = None, found: int, supported: int) -> None:
-        super().__init__(message, path=path)
-        self.found = found
-        self.supported = supported
+    """The journal has another schema version than this build reads; refusing to touch it."""

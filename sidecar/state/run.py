@@ -17,8 +17,7 @@ from health.reduce import GroupStore, HealthReducer, release_gradually
 from health.registry import CHECK_IDS, TASK_CHECK_IDS
 from health.types import TaskIndex
 from sidecar.ingest.engines import Engines
-from sidecar.ingest.events import Event, Heartbeat, RunStarted, event_identity
-from sidecar.ingest.facts import derive_fact
+from sidecar.ingest.events import Heartbeat, RunStarted, event_identity
 from sidecar.journal import (
     CompletedFact,
     Disposition,
@@ -34,7 +33,7 @@ from sidecar.journal import (
 from sidecar.perf import DispatchLatencyTracker, PerfSummaryState
 from sidecar.state.accounting import Accounting, normalize_index
 from sidecar.state.agents import AgentBody, AgentTotals
-from sidecar.state.durations import DURATION_BUCKETS, DurationHistogram
+from sidecar.state.durations import DurationHistogram
 from sidecar.state.forecast import ForecastMemo
 from sidecar.state.groups import OpenGroups
 from sidecar.state.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold
@@ -45,17 +44,7 @@ NOT_PERSISTED = int(Disposition.NOT_PERSISTED)
 NOT_PERSISTED_DRAINED = int(Disposition.NOT_PERSISTED_DRAINED)
 FAILURE_ROW = int(Disposition.FAILURE_ROW)
 
-__all__ = [
-    "DURATION_BUCKETS",
-    "INFLIGHT_REPORT_LIMIT",
-    "RECENT_UNHEALTHY",
-    "TOKEN_KINDS",
-    "DrainMarginBody",
-    "DurationHistogram",
-    "HealthView",
-    "ReportCut",
-    "RunState",
-]
+__all__ = ["TOKEN_KINDS", "DrainMarginBody", "HealthView", "ReportCut", "RunState"]
 
 #: Unhealthy rollouts a run keeps for its page (:attr:`RunState.recent_unhealthy`).
 RECENT_UNHEALTHY = 50
@@ -268,24 +257,6 @@ class RunState:
     def ended(self) -> bool:
         return self.ended_at is not None
 
-    def apply(self, event: Event, received_at: float) -> dict[str, Any] | None:
-        """Derive ``event``'s fact and apply it; a completion returns its ``ng_perf`` (or ``None``).
-        A heartbeat has no fact: it is applied in memory (see :meth:`heartbeat`)."""
-        if isinstance(event, Heartbeat):
-            self.heartbeat(event, received_at)
-            return None
-        return self.apply_fact(self.fact_for(event, received_at))
-
-    def fact_for(self, event: Event, received_at: float, *, keep_rows: bool = False) -> Fact:
-        """What ``event`` contributes to this run (see :func:`derive_fact`)."""
-        return derive_fact(
-            event,
-            received_at=received_at,
-            engines=self._engines,
-            settings=(self.config.source_path, self.ignored_checks),
-            keep_rows=keep_rows,
-        )
-
     def apply_fact(self, fact: Fact) -> dict[str, Any] | None:
         """Apply one committed fact; a completion returns its ``ng_perf`` (or ``None``)."""
         self._version += 1
@@ -347,7 +318,7 @@ class RunState:
             self._count_failure(fact)
             return ng_perf
         digest = self._digest(fact)
-        task = self._engines.digest_task_index(digest)
+        task = digest.task_index
         self.reducer.add_compact(digest)
         self._verdicts[VERDICTS[digest.verdict]] += 1
         if digest.verdict == _UNHEALTHY:

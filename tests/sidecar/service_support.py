@@ -10,9 +10,12 @@ from typing import Any
 import httpx
 
 from sidecar.ingest.engines import Engines, default_engines
+from sidecar.ingest.events import Event, Heartbeat
+from sidecar.ingest.facts import derive_fact
 from sidecar.ingest.ingestor import Ingestor
 from sidecar.journal import Journal
 from sidecar.perf import DispatchLatencyTracker
+from sidecar.state.run import RunState
 from tests.sidecar.synthetic_support import (
     START_TIME,
     FaultRates,
@@ -24,6 +27,7 @@ from tests.sidecar.synthetic_support import (
 __all__ = [
     "GeneratedRun",
     "IngestHarness",
+    "apply_event",
     "generate_run",
     "post_events",
     "state_fingerprint",
@@ -160,3 +164,13 @@ class IngestHarness:
         if self.journal is not None:
             await self.journal.close()
         self.ingestor = self.journal = None
+
+
+def apply_event(state: RunState, event: Event, received_at: float) -> dict[str, Any] | None:
+    """Derive ``event``'s fact and apply it to ``state`` directly, as the ingestor would (no journal)."""
+    if isinstance(event, Heartbeat):
+        state.heartbeat(event, received_at)
+        return None
+    settings = (state.config.source_path, state.ignored_checks)
+    fact = derive_fact(event, received_at=received_at, engines=default_engines(), settings=settings)
+    return state.apply_fact(fact)

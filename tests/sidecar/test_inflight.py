@@ -14,7 +14,7 @@ from sidecar.ingest.events import EventBatch, RunStarted
 from sidecar.state.inflight import InflightBudget, InflightRegistry, InflightRules, straggler_threshold
 from sidecar.state.run import RunState
 
-from .service_support import GeneratedRun, generate_run
+from .service_support import GeneratedRun, apply_event, generate_run
 
 T0 = 1.0e9
 INTERVAL = 5.0
@@ -123,11 +123,11 @@ def _replay_with_stuck_rollouts(run: GeneratedRun, stuck: int) -> tuple[RunState
             timeline.append((begin, 2 * index, start))
         timeline.append((begin + float(event.get("seconds") or 0.0), 2 * index + 1, event))
     for at, _, body in sorted(timeline, key=lambda item: (item[0], item[1])):
-        state.apply(_event(body), at)
+        apply_event(state, _event(body), at)
     last = max(at for at, _, _ in timeline)
     starts = [last + 1.0 + 2.0 * index for index in range(stuck)]
     for index, at in enumerate(starts):
-        state.apply(_event({"kind": "started", "task_index": 10_000 + index}), at)
+        apply_event(state, _event({"kind": "started", "task_index": 10_000 + index}), at)
     return state, starts
 
 
@@ -186,7 +186,7 @@ class TestStragglersOfAGeneratedRun:
         threshold = state.straggler_threshold()
         assert threshold is not None
         ended = starts[0] + threshold + 0.5  # the first crossed the threshold, the second not yet
-        state.apply(_event({"kind": "run_ended"}), ended)
+        apply_event(state, _event({"kind": "run_ended"}), ended)
         assert len(state.inflight) == 0
         body = state.report()["inflight_at_end"]
         assert body["count"] == 2
@@ -196,7 +196,7 @@ class TestStragglersOfAGeneratedRun:
         ]
         assert [e["straggling"] for e in body["oldest"]] == [True, False]
         assert body["straggler_threshold_s"] == threshold
-        state.apply(_event({"kind": "started", "task_index": 5}), ended + 1)  # after the end: ignored
+        apply_event(state, _event({"kind": "started", "task_index": 5}), ended + 1)  # after the end: ignored
         assert len(state.inflight) == 0
 
     def test_a_start_after_the_rollout_succeeded_is_ignored(self) -> None:
@@ -205,7 +205,7 @@ class TestStragglersOfAGeneratedRun:
         row = _row_of(run.events[0])
         late = progress_event("started", row)
         assert late is not None
-        state.apply(_event(late), T0 + 1e6)
+        apply_event(state, _event(late), T0 + 1e6)
         assert len(state.inflight) == 0
 
 

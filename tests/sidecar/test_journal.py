@@ -481,8 +481,8 @@ class TestFaults:
         before = _read(path)
         with pytest.raises(JournalSchemaError) as info:
             await Journal(path).open()
-        assert (info.value.found, info.value.supported) == (version, SCHEMA_VERSION)
-        assert f"version {version}" in str(info.value) and str(path) in str(info.value)
+        assert f"version {version}, this build reads version {SCHEMA_VERSION}" in str(info.value)
+        assert str(path) in str(info.value)
         with pytest.raises(JournalSchemaError):
             list(Journal(path).replay())
         assert _read(path) == before

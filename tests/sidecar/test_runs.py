@@ -9,9 +9,10 @@ import pytest
 from health.reduce import HealthReducer
 from sidecar.ingest.engines import default_engines
 from sidecar.ingest.events import EventBatch, RunStarted
-from sidecar.state.run import DURATION_BUCKETS, DurationHistogram, RunState
+from sidecar.state.durations import DURATION_BUCKETS, DurationHistogram
+from sidecar.state.run import RunState
 
-from .service_support import GeneratedRun, generate_run
+from .service_support import GeneratedRun, apply_event, generate_run
 
 
 class CountingReducer:
@@ -35,7 +36,7 @@ def _feed(run: GeneratedRun) -> RunState:
     start = RunStarted(kind="run_started", plan=run.plan)
     state = RunState("r", start, received_at=1.0e9, engines=default_engines(), health_interval_s=0.0)
     for index, body in enumerate([*run.events, {"kind": "run_ended"}]):
-        state.apply(EventBatch.validate_python([body])[0], 1.0e9 + index)
+        apply_event(state, EventBatch.validate_python([body])[0], 1.0e9 + index)
         state.health_view()
     return state
 
@@ -136,7 +137,8 @@ class TestFollowerLines:
             health_interval_s=0.0,
         )
         for index, body in enumerate(lines):
-            assert state.apply(EventBatch.validate_python([body])[0], 1.0e9 + index) is not None  # ng_perf
+            ng_perf = apply_event(state, EventBatch.validate_python([body])[0], 1.0e9 + index)
+            assert ng_perf is not None
         assert parses == []
         assert validations == []
 
@@ -175,7 +177,7 @@ class TestAgents:
         ]
         for index, body in enumerate(events):
             stamped = body if body["kind"] == "run_ended" else {**body, "at": 1001.0 + index}
-            state.apply(EventBatch.validate_python([stamped])[0], 5e9)  # arrival plays no part
+            apply_event(state, EventBatch.validate_python([stamped])[0], 5e9)  # arrival plays no part
         rows = state.agent_rows()  # ended: the rate stops at ended_at
         assert rows is not None
         a, b = rows
