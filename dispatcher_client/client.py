@@ -1,13 +1,5 @@
-"""``SidecarClient``: the asyncio client a dispatcher awaits, built to fail open.
-
-Every event call numbers the event (``source``: this client instance, ``seq``: a counter),
-feeds this client's local :class:`DispatchLatencyTracker`, encodes the event and queues it for
-the background sender (:mod:`dispatcher_client.sender`); it never waits on the network.
-``completed`` may wait up to ``ack_timeout_s`` for the sidecar's ``ng_perf`` (not at all while the
-sidecar is down: it answers with ``build_ng_perf`` computed locally). ``drain_margin`` falls back
-to the local tracker while the sidecar is down or slow. The encoded event, number included, is
-what is retried and spooled, so a redelivery is a duplicate, never a second count.
-"""
+"""``SidecarClient``: the asyncio client a dispatcher awaits, built to fail open (a local tracker
+answers while the sidecar is down). Events are numbered ``(source, seq)``, so a redelivery is a duplicate."""
 
 from __future__ import annotations
 

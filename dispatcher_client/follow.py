@@ -1,11 +1,7 @@
-"""The follower: an unmodified NeMo Gym run directory into sidecar events.
+"""The follower: an unmodified NeMo Gym run directory into sidecar events, exactly once.
 
-Each non-blank line of ``<stem>.jsonl`` is a ``completed`` event with the raw ``line`` and its
-``line_number`` (the sidecar digests the bytes the batch ``health-check`` reads), each readable row of
-``<stem>_failures.jsonl`` a ``failed`` event; ``<stem>_materialized_inputs.jsonl`` gives the plan. A
-checkpoint (positions, generation, the range sent past them) keeps it exact across restarts,
-truncations, crashes and outages. A line over ``max_line_bytes`` (a runaway generation) is never
-held: it goes as an unreadable line of its number (``record_unreadable``) and the follower goes on.
+A checkpoint (positions, generation, the range sent past them) keeps it exact across restarts,
+truncations, crashes and outages; a line over ``max_line_bytes`` goes as an unreadable line.
 """
 
 from __future__ import annotations

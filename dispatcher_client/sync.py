@@ -1,15 +1,7 @@
 """The synchronous faces of the client: ``SyncSidecarClient`` and ``RemoteLatencyTracker``.
 
-``SyncSidecarClient`` runs one :class:`SidecarClient` on a background thread's loop and is a facade
-over it. Event calls append a dict (or a tuple) to a deque: the caller's thread does no encoding, no
-I/O, no system call. The loop collects the deque every ``handoff_interval_s`` (earlier only when a
-full batch waits): waking it per event would hand the GIL to its thread mid-dispatch.
-
-``RemoteLatencyTracker`` is NeMo Gym's ``DispatchLatencyTracker`` interface: each call updates a local
-tracker (the in-process answer, sidecar or not) and goes as a ``latency`` event (``source``/``seq``:
-this tracker and its call count, the idempotency key) that feeds the run's tracker only. ``pooled``:
-``drain_margin`` is the run's p75 over every process, fetched in the background (local while the
-sidecar does not answer; never an average of per-process p75s).
+Event calls only append to a deque, collected by a background loop every ``handoff_interval_s``:
+waking that thread per event would hand it the GIL mid-dispatch.
 """
 
 from __future__ import annotations

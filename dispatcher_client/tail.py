@@ -1,11 +1,5 @@
-"""Tailing one append-only JSONL file the way NeMo Gym writes it, in bounded memory.
-
-A line counts once its newline is on disk (a partial last line waits). A line over ``max_line_bytes``
-is never held: it is scanned in chunks and returned as :class:`Oversize`, so one runaway row costs
-at most the cap plus a chunk. The file is *restarted* (read from byte 0, a new generation) when its
-inode changed, it is shorter than the position, the bytes before the position changed, or a
-:class:`SentRange` (lines sent past the position) is no longer in the file as sent. NeMo Gym's
-resume repair only cuts or completes an unterminated last line, never consumed: no restart.
+"""Tailing one append-only JSONL file the way NeMo Gym writes it, in bounded memory (a line over
+the cap is scanned in chunks, never held); a replaced or rewritten file is read again from byte 0.
 """
 
 from __future__ import annotations
