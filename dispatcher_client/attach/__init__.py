@@ -1,11 +1,5 @@
-"""The part of ``rollout-sidecar attach`` that runs inside the job (a NeMo Gym command).
-
-The launcher (``sidecar/http/attach.py``) puts :data:`BOOTSTRAP_DIR` first on the child's
-``PYTHONPATH``; its ``sitecustomize`` loads :mod:`dispatcher_client.attach._nemo_gym` once
-``nemo_gym.rollout_collection`` is imported. The child is configured by its environment:
-:data:`URL_ENV` (without it nothing is patched), :data:`RUN_ID_ENV` (else :func:`run_id_for`),
-:data:`TOKEN_FILE_ENV` (else ``$ROLLOUT_SIDECAR_TOKEN``) and :data:`POOLED_ENV` (``1``: the run's
-pooled p75 over every attached process).
+"""The part of ``rollout-sidecar attach`` that runs inside the job, configured by its environment
+(without :data:`URL_ENV` nothing is patched); :data:`BOOTSTRAP_DIR` leads the child's ``PYTHONPATH``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """NeMo Gym's rollout collection, instrumented in place (loaded by the attach ``sitecustomize``).
 
-Wrapped, never copied, in ``nemo_gym.rollout_collection`` (tested with 0.7.x; another version, or a
-missing name, is said in one line and the job runs unpatched), only while
-``RolloutCollectionHelper.run_from_config`` runs: its tracker is a :class:`RemoteLatencyTracker`
-(local answers), ``_run_examples_with_metadata``'s rows are the plan, ``ServerClient.post`` to
-``/run`` is a start, and ``_attach_ng_perf`` sees each finished row, sent when the next one arrives
-(or the loop ends, at ``summary()``), by when NeMo Gym wrote it as the event carries it (token
-capture edits it after ``ng_perf``): ``completed``, ``failed`` (a failed ``/run``) or ``drained``.
-``run_ended`` follows. Any error in here is said once and stops the instrumentation only.
+Wrapped, never copied, only while ``run_from_config`` runs. A finished row is sent when the next one
+arrives (token capture edits it after ``ng_perf``). Any error here stops the instrumentation, never the job.
 """
 
 from __future__ import annotations
