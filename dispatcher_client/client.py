@@ -418,11 +418,3 @@ class SidecarClient:
         """The post-run report (``GET /report``)."""
         body: dict[str, Any] = orjson.loads((await self._get("/report", timeout_s)).content)
         return body
-
-    async def verdict_lines(self, *, timeout_s: float = 30.0) -> bytes:
-        """The ``rollout_verdicts.jsonl`` bytes (``GET /report/verdicts``)."""
-        return (await self._get("/report/verdicts", timeout_s)).content
-
-    async def quality_summary_bytes(self, *, timeout_s: float = 30.0) -> bytes:
-        """The exact ``quality_summary.json`` bytes."""
-        return (await self._get("/report/quality_summary.json", timeout_s)).content

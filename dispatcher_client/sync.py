@@ -153,14 +153,12 @@ class SyncSidecarClient:
                      strict: bool = False) -> float | None:
         """As :meth:`SidecarClient.drain_margin`: falls back to the local tracker."""
         core, now = self.core, time.monotonic()
-        if not core.ask_sidecar(now, strict):
+        if not core.ask_sidecar(now, strict):  # no thread hop while the sidecar is down
             return core.local_drain_margin(configured)
         try:
-            asked = core.drain_margin(configured, timeout_s=timeout_s, strict=True)
+            asked = core.drain_margin(configured, timeout_s=timeout_s, strict=strict)
             return self._call(asked, timeout_s + 1.0)
-        except ClientClosed:
-            raise
-        except (SidecarError, concurrent.futures.TimeoutError):
+        except concurrent.futures.TimeoutError:  # the client's loop is stuck
             if strict:
                 raise
             return core.local_drain_margin(configured, now)
