@@ -283,8 +283,8 @@ class SidecarClient:
 
     async def deliver_completion(self, event: Mapping[str, Any], result: Mapping[str, Any], seconds: float,
                                  latency_ms: float | None, *, wait: bool) -> _Json | None:
-        """Send a built ``completed`` event; wait for the sidecar's ``ng_perf`` up to ``ack_timeout_s``,
-        not at all while it is down or after an answer came too late (until acks flow again)."""
+        """Send a built ``completed`` event; wait for the sidecar's ``ng_perf`` up to ``ack_timeout_s``
+        (not while it is down, nor after an answer came too late until acks flow again)."""
         if self._slow_since is not None and self.stats.sent != self._slow_since:
             self._slow_since = None
         waits = wait and self.stats.connected and self._slow_since is None and self.config.ack_timeout_s > 0
@@ -387,12 +387,8 @@ class SidecarClient:
 
     async def drain_margin(self, configured: float | None = None, *, timeout_s: float = 0.5,
                            strict: bool = False) -> float | None:
-        """The sidecar's drain margin over every client of the run (``None`` when none yet).
-
-        Fails open: while the sidecar is down or does not answer within ``timeout_s`` (then for
-        the next second), the local tracker answers (counted in ``stats.local_drain_margin``);
-        ``strict`` raises ``SidecarError`` instead.
-        """
+        """The sidecar's drain margin over every client of the run (``None`` when none yet); the local
+        tracker answers while it is down or slow (for the next second), ``strict`` raises instead."""
         now = asyncio.get_running_loop().time()
         if not self.ask_sidecar(now, strict):
             return self.local_drain_margin(configured)

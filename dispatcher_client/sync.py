@@ -205,11 +205,8 @@ class SyncSidecarClient:
 
 
 class RemoteLatencyTracker:
-    """``latency_tracker=RemoteLatencyTracker("http://127.0.0.1:9400", run_id="run-7")``.
-
-    ``token`` and ``transport`` as :class:`SidecarClient`'s: ``None`` reads ``$ROLLOUT_SIDECAR_TOKEN``.
-    ``drain_margin(configured)`` takes its argument as NeMo Gym's tracker does (``None``: adaptive).
-    """
+    """NeMo Gym's ``DispatchLatencyTracker`` interface: a local tracker answers, each call also goes as
+    a ``latency`` event; ``pooled``: ``drain_margin`` is the run's p75 over every process."""
 
     def __init__(self, base_url: str | None = None, *, run_id: str | None = None, token: str | None = None,
                  client: SyncSidecarClient | None = None, config: ClientConfig | None = None,

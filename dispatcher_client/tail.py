@@ -94,8 +94,7 @@ class SentRange:
 
 @dataclass(frozen=True, slots=True)
 class Oversize:
-    """A line over the cap, scanned but not read: its number, its size (without the newline) and
-    the range it covers (unterminated: the file's last line, not consumed)."""
+    """A line over the cap, scanned but not read: its number, size (without newline) and range."""
 
     line_number: int
     size: int
@@ -109,8 +108,7 @@ class TailRead:
     lines: list[tuple[int, bytes]]
     position: FilePosition
     restarted: bool
-    """The file was replaced or truncated (or no longer holds the sent range): ``lines``
-    start from its beginning."""
+    """The file was replaced or truncated (or lost the sent range): ``lines`` start from byte 0."""
     partial: bytes
     """Bytes after the last newline read (held back, not consumed)."""
     exists: bool
@@ -122,12 +120,8 @@ class TailRead:
 
 def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 20,
                    max_line_bytes: int = 64 << 20, sent: SentRange | None = None) -> TailRead:
-    """Up to ``max_bytes`` of complete lines after ``position`` (a restart rewinds to 0); one longer
-    line is read alone if it is at most ``max_line_bytes``, else returned as :class:`Oversize`.
-
-    ``sent``, starting at the position, is checked against the file (chunk by chunk) first, and
-    read again whole (unless it is one oversize line).
-    """
+    """Up to ``max_bytes`` of complete lines after ``position`` (a restart rewinds to 0); a line over
+    ``max_line_bytes`` comes as :class:`Oversize`. ``sent`` is checked against the file first."""
     if sent is not None and sent.start != position.offset:
         raise ValueError(f"sent range [{sent.start}, {sent.end}) of {path!r} does not start at the read "
                          f"position (byte {position.offset})")
