@@ -199,16 +199,13 @@ class FollowerThread:
     """A :class:`Follower` on its own thread and loop beside a server (``serve --follow``): restarted
     from its checkpoint after an ``OSError``, stopped by a :class:`FollowerError`."""
 
-    def __init__(self, run_dir: str | os.PathLike[str], sidecar_url: str, *, retry_max_s: float = 30.0,
-                 **options: Any) -> None:
+    def __init__(self, run_dir: str | os.PathLike[str], sidecar_url: str, **options: Any) -> None:
         self._run_dir, self._url, self._options = run_dir, sidecar_url, options
         self.follower = Follower(run_dir, sidecar_url=sidecar_url, **options)
-        self.retry_max_s = retry_max_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name="sidecar-follower", daemon=True)
-        self.error: BaseException | None = None
         self.state = FollowerState.STARTING
         self.last_error: str | None = None
         self.retries = 0
@@ -234,7 +231,7 @@ class FollowerThread:
                 _log.warning("follower error, restarting from its checkpoint in %.1f s: %s", delay, exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
-            delay = min(self.retry_max_s, delay * 2)
+            delay = min(30.0, delay * 2)
             try:
                 self.follower = Follower(self._run_dir, sidecar_url=self._url, **self._options)
             except (OSError, ValueError) as exc:
@@ -249,8 +246,7 @@ class FollowerThread:
 
         try:
             asyncio.run(main())
-        except BaseException as exc:  # reported by stop()
-            self.error = exc
+        except BaseException as exc:  # said in status() and the log
             self.state, self.last_error = FollowerState.STOPPED, f"{type(exc).__name__}: {exc}"
             _log.exception("follower thread failed")
         finally:
