@@ -111,14 +111,14 @@ class Follower:
 
     def __init__(self, run_dir: str | os.PathLike[str], *, sidecar_url: str, run_id: str | None = None,
                  rollouts_file: str | os.PathLike[str] | None = None, token: str | None = None,
-                 state_path: str | os.PathLike[str] | None = None, poll_interval_s: float = 0.2,
+                 poll_interval_s: float = 0.2,
                  latency_from_rows: bool = True, ignored_checks: Iterable[str] = (),
                  client_config: ClientConfig | None = None, read_bytes: int = 8 << 20,
                  max_line_bytes: int = 64 << 20, raw_line_bytes: int = 1 << 20,
                  give_up_s: float | None = None) -> None:
         self.paths = follow_paths(run_dir, rollouts_file)
         self.run_id = run_id or Path(os.path.abspath(run_dir)).name
-        self.state_path = Path(state_path or Path(run_dir) / f".rollout_sidecar_follow.{self.run_id}.json")
+        self.state_path = Path(run_dir) / f".rollout_sidecar_follow.{self.run_id}.json"
         self.poll_interval_s = poll_interval_s
         self.latency_from_rows = latency_from_rows
         self.ignored_checks = list(dict.fromkeys(check.strip() for check in ignored_checks if check.strip()))

@@ -42,8 +42,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add("--run-id", default=None, help="run id (default: the run directory's name)")
     add("--token-file", type=Path, default=None,
         help="bearer token file (default: $ROLLOUT_SIDECAR_TOKEN, else no token)")
-    add("--state-file", type=Path, default=None,
-        help="checkpoint file (default: RUN_DIR/.rollout_sidecar_follow.<run id>.json)")
     add("--poll-interval", type=seconds(60.0, low=0.001, open_low=False), default=0.2, metavar="SECONDS",
         help="seconds between polls (default: 0.2)")
     ending = parser.add_mutually_exclusive_group()
@@ -122,7 +120,7 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
         package.addHandler(_Stderr(logging.WARNING))
     follower = Follower(
         args.run_dir, sidecar_url=args.sidecar, run_id=args.run_id, rollouts_file=args.rollouts_file,
-        token=token, state_path=args.state_file, poll_interval_s=args.poll_interval,
+        token=token, poll_interval_s=args.poll_interval,
         latency_from_rows=not args.no_latency, max_line_bytes=args.max_line,
         ignored_checks=[check for value in args.ignore_checks or () for check in value.split(",")],
         give_up_s=args.give_up_after if (args.once or args.until_idle is not None) else None,
