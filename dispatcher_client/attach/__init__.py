@@ -6,17 +6,22 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["BOOTSTRAP_DIR", "POOLED_ENV", "RUN_ID_ENV", "TOKEN_FILE_ENV", "URL_ENV", "run_id_for"]
+__all__ = ["BOOTSTRAP_DIR", "POOLED_ENV", "RUN_ID_ENV", "TOKEN_FILE_ENV", "URL_ENV", "run_id_for", "say"]
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
 URL_ENV = "ROLLOUT_SIDECAR_ATTACH_URL"
 RUN_ID_ENV = "ROLLOUT_SIDECAR_ATTACH_RUN_ID"
 TOKEN_FILE_ENV = "ROLLOUT_SIDECAR_ATTACH_TOKEN_FILE"
 POOLED_ENV = "ROLLOUT_SIDECAR_ATTACH_POOLED"
+
+
+def say(message: str) -> None:
+    sys.stderr.write(f"rollout-sidecar attach: {message}\n")
 
 
 def run_id_for(output: str | os.PathLike[str] | None, environ: Mapping[str, str] = os.environ) -> str:

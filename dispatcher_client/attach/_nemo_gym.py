@@ -19,6 +19,7 @@ from typing import Any
 
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SyncSidecarClient
 from dispatcher_client.attach import POOLED_ENV, TOKEN_FILE_ENV, URL_ENV, run_id_for
+from dispatcher_client.attach import say as _say
 from dispatcher_client.client import completed_event, drained_event, failed_event
 
 __all__ = ["TESTED_VERSIONS", "install"]
@@ -30,10 +31,6 @@ _Key = tuple[Any, Any, Any]
 _RUN: ContextVar[_Run | None] = ContextVar("rollout_sidecar_attach_run", default=None)
 #: The rollout a task is running (set where it posts to ``/run``, read where it records its duration).
 _ROLLOUT: ContextVar[_Key | None] = ContextVar("rollout_sidecar_attach_rollout", default=None)
-
-
-def _say(message: str) -> None:
-    sys.stderr.write(f"rollout-sidecar attach: {message}\n")
 
 
 def _key(row: Mapping[str, Any]) -> _Key:
