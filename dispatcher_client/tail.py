@@ -111,7 +111,6 @@ class TailRead:
     """The file was replaced or truncated (or lost the sent range): ``lines`` start from byte 0."""
     partial: bytes
     """Bytes after the last newline read (held back, not consumed)."""
-    exists: bool
     at_end: bool = False
     """The read reached the end of the file: ``partial`` is its unterminated last line."""
     oversize: Oversize | None = None
@@ -128,7 +127,7 @@ def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 2
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return TailRead([], position, False, b"", False)
+        return TailRead([], position, False, b"")
     try:
         stat = os.fstat(fd)
         restarted = _replaced(fd, stat, position) or (sent is not None and not sent.matches(fd))
@@ -145,7 +144,7 @@ def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 2
     finally:
         os.close(fd)
     if end < 0:
-        return TailRead([], position, restarted, data, True, True)
+        return TailRead([], position, restarted, data, True)
     lines: list[tuple[int, bytes]] = []
     number, start = position.line_number, 0
     while start <= end:
@@ -153,7 +152,7 @@ def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 2
         number += 1
         lines.append((number, data[start:newline]))
         start = newline + 1
-    return TailRead(lines, _past(position, data[: end + 1], number), restarted, data[end + 1 :], True,
+    return TailRead(lines, _past(position, data[: end + 1], number), restarted, data[end + 1 :],
                     len(data) >= available)
 
 
@@ -185,13 +184,13 @@ def _long_line(fd: int, position: FilePosition, restarted: bool, cap: int, file_
     if size <= cap:
         line = os.pread(fd, size, position.offset)
         if not terminated:
-            return TailRead([], position, restarted, line, True, True)
-        return TailRead([(number, line)], _past(position, line + b"\n", number), restarted, b"", True, False)
+            return TailRead([], position, restarted, line, True)
+        return TailRead([(number, line)], _past(position, line + b"\n", number), restarted, b"", False)
     sent = SentRange(position.offset, offset, hasher.hexdigest(), bool(terminated))
     oversize = Oversize(number, size, sent)
     if not terminated:
-        return TailRead([], position, restarted, b"", True, True, oversize)
-    return TailRead([], _past(position, last, number, size + 1), restarted, b"", True, False, oversize)
+        return TailRead([], position, restarted, b"", True, oversize)
+    return TailRead([], _past(position, last, number, size + 1), restarted, b"", False, oversize)
 
 
 def _replaced(fd: int, stat: os.stat_result, position: FilePosition) -> bool:
