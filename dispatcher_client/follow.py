@@ -123,7 +123,6 @@ class Follower:
         self.latency_from_rows = latency_from_rows
         self.ignored_checks = list(dict.fromkeys(check.strip() for check in ignored_checks if check.strip()))
         self.client = SidecarClient(sidecar_url, run_id=self.run_id, token=token, config=client_config)
-        self.sidecar_url = sidecar_url.rstrip("/")
         self.read_bytes, self.max_line_bytes, self.raw_line_bytes = read_bytes, max_line_bytes, raw_line_bytes
         self.give_up_s = give_up_s
         self.unreachable_since: float | None = None
@@ -260,16 +259,16 @@ class Follower:
         self.unreachable_since = None
 
     def _unreachable(self, now: float, error: str | None, *, down: bool) -> None:
+        url = self.client.base_url
         if not down:
             self.unreachable_since = None
         elif self.unreachable_since is None:
             self.unreachable_since = now
             giving_up = "" if self.give_up_s is None else f", giving up after {self.give_up_s:g} s"
-            _log.warning("sidecar %s not answering (%s); retrying with backoff%s", self.sidecar_url, error,
-                         giving_up)
+            _log.warning("sidecar %s not answering (%s); retrying with backoff%s", url, error, giving_up)
         if down and self.give_up_s is not None and now - (self.unreachable_since or now) >= self.give_up_s:
             raise FollowerError(
-                f"sidecar {self.sidecar_url} unreachable for {now - (self.unreachable_since or now):.0f} s "
+                f"sidecar {url} unreachable for {now - (self.unreachable_since or now):.0f} s "
                 f"(last error: {error}); the checkpoint stays where the sidecar last acknowledged: "
                 "start the sidecar (or fix --sidecar) and rerun"
             )

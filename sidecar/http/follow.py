@@ -154,7 +154,7 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
             status.show("")
     print(  # noqa: T201
         f"Followed {paths.source_path} into run {follower.run_id!r}: {follower.lines_sent} line(s); "
-        f"its page: {follower.sidecar_url}/runs/{follower.run_id}"
+        f"its page: {follower.client.base_url}/runs/{follower.run_id}"
     )
     return 0
 
