@@ -122,9 +122,6 @@ def run_ended_event(generation: int | None = None, ended_at: float | None = None
     return _event(EventKind.RUN_ENDED, None, None, None, generation=generation or None, ended_at=ended_at)
 
 
-# -- the client ---------------------------------------------------------------------------------
-
-
 class SidecarClient:
     """Async, fail-open client of one run: ``async with SidecarClient(url, run_id=...) as c``.
 
@@ -336,8 +333,6 @@ class SidecarClient:
 
     async def run_ended(self) -> None:
         self.submit_event(run_ended_event(ended_at=self.config.clock()))
-
-    # -- reads ----------------------------------------------------------------------------
 
     def read_error(self, path: str, error: Exception | None = None, response: httpx.Response | None = None
                    ) -> SidecarError:

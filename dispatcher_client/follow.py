@@ -134,8 +134,6 @@ class Follower:
         self.lines_sent = self.lines_skipped = self.restarts = 0
         self._load_state()
 
-    # -- state ----------------------------------------------------------------------------
-
     def _load_state(self) -> None:
         try:
             body = orjson.loads(self.state_path.read_bytes())
@@ -164,8 +162,6 @@ class Follower:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.state_path)
-
-    # -- events ---------------------------------------------------------------------------
 
     def _gen(self, event: dict[str, Any]) -> dict[str, Any]:
         return {**event, "generation": self.generation} if self.generation else event

@@ -231,8 +231,6 @@ class Sender:
         self.stats.spool_pending_bytes = spool.pending_bytes
         return True
 
-    # -- sending --------------------------------------------------------------------------
-
     async def _sync_loop(self) -> None:
         assert self._spool is not None
         while True:

@@ -75,8 +75,6 @@ class SyncSidecarClient:
             raise ClientClosed(f"{name} is not open: use it as a context manager, or open it first")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
 
-    # -- hand-over ------------------------------------------------------------------------
-
     def submit_event(self, event: Mapping[str, Any] | _Latency) -> None:
         """Queue one API event from any thread; returns in about a microsecond."""
         if self._closed:  # fail open: a tracker used after close still answers locally
@@ -102,8 +100,6 @@ class SyncSidecarClient:
         while pending:
             item = pending.popleft()
             core.submit_event(latency_event(*item) if isinstance(item, tuple) else item)
-
-    # -- events ---------------------------------------------------------------------------
 
     def start_run(self, *, plan: Mapping[Any, int] | None = None, dispatch_budget_s: float | None = None,
                   drain_margin_s: float | None = None, materialized_inputs: str | None = None,
@@ -146,8 +142,6 @@ class SyncSidecarClient:
 
     def run_ended(self) -> None:
         self.submit_event(run_ended_event(ended_at=self.config.clock()))
-
-    # -- reads and lifecycle --------------------------------------------------------------
 
     def drain_margin(self, configured: float | None = None, *, timeout_s: float = 0.5,
                      strict: bool = False) -> float | None:
@@ -231,8 +225,6 @@ class RemoteLatencyTracker:
         if start_run:
             client.start_run(**run_fields)
 
-    # -- the DispatchLatencyTracker interface ------------------------------------------------
-
     def record(self, seconds: float) -> None:
         self.local.record(seconds)
         self.client.submit_latency(LatencyOp.RECORD.value, seconds, self.source, next(self._seq))
@@ -285,8 +277,6 @@ class RemoteLatencyTracker:
         if name.startswith("__") or name in ("local", "client"):
             raise AttributeError(name)
         return getattr(self.local, name)
-
-    # -- lifecycle --------------------------------------------------------------------------
 
     @property
     def stats(self) -> ClientStats:
