@@ -1,10 +1,5 @@
-"""What a dispatcher imports to talk to rollout-sidecar (never the server: no starlette, uvicorn,
-prometheus, structlog or sqlite).
-
-- :class:`SidecarClient` (async) and :class:`SyncSidecarClient`: fail-open event clients.
-- :class:`RemoteLatencyTracker`: drop-in ``DispatchLatencyTracker`` for NeMo Gym.
-- :class:`~dispatcher_client.follow.Follower`: turns a run directory's files into events.
-"""
+"""What a dispatcher imports to talk to rollout-sidecar: fail-open clients, never the server's
+dependencies (no starlette, uvicorn, prometheus, structlog or sqlite)."""
 
 from __future__ import annotations
 

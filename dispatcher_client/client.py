@@ -1,13 +1,5 @@
-"""``SidecarClient``: the asyncio client a dispatcher awaits, built to fail open.
-
-Every event call numbers the event (``source``: this client instance, ``seq``: a counter),
-feeds this client's local :class:`DispatchLatencyTracker`, encodes the event and queues it for
-the background sender (:mod:`dispatcher_client.sender`); it never waits on the network.
-``completed`` may wait up to ``ack_timeout_s`` for the sidecar's ``ng_perf`` (not at all while the
-sidecar is down: it answers with ``build_ng_perf`` computed locally). ``drain_margin`` falls back
-to the local tracker while the sidecar is down or slow. The encoded event, number included, is
-what is retried and spooled, so a redelivery is a duplicate, never a second count.
-"""
+"""``SidecarClient``: the asyncio client a dispatcher awaits, built to fail open (a local tracker
+answers while the sidecar is down). Events are numbered ``(source, seq)``, so a redelivery is a duplicate."""
 
 from __future__ import annotations
 
@@ -128,9 +120,6 @@ def latency_event(op: str, seconds: float | None, source: str, seq: int, at: flo
 def run_ended_event(generation: int | None = None, ended_at: float | None = None) -> _Json:
     """``run_ended`` (``generation``: a follower's, left out when 0)."""
     return _event(EventKind.RUN_ENDED, None, None, None, generation=generation or None, ended_at=ended_at)
-
-
-# -- the client ---------------------------------------------------------------------------------
 
 
 class SidecarClient:
@@ -291,8 +280,8 @@ class SidecarClient:
 
     async def deliver_completion(self, event: Mapping[str, Any], result: Mapping[str, Any], seconds: float,
                                  latency_ms: float | None, *, wait: bool) -> _Json | None:
-        """Send a built ``completed`` event; wait for the sidecar's ``ng_perf`` up to ``ack_timeout_s``,
-        not at all while it is down or after an answer came too late (until acks flow again)."""
+        """Send a built ``completed`` event; wait for the sidecar's ``ng_perf`` up to ``ack_timeout_s``
+        (not while it is down, nor after an answer came too late until acks flow again)."""
         if self._slow_since is not None and self.stats.sent != self._slow_since:
             self._slow_since = None
         waits = wait and self.stats.connected and self._slow_since is None and self.config.ack_timeout_s > 0
@@ -345,8 +334,6 @@ class SidecarClient:
     async def run_ended(self) -> None:
         self.submit_event(run_ended_event(ended_at=self.config.clock()))
 
-    # -- reads ----------------------------------------------------------------------------
-
     def read_error(self, path: str, error: Exception | None = None, response: httpx.Response | None = None
                    ) -> SidecarError:
         """A read that got no answer (``error``) or a non-200 one, in one line naming URL and cause."""
@@ -395,12 +382,8 @@ class SidecarClient:
 
     async def drain_margin(self, configured: float | None = None, *, timeout_s: float = 0.5,
                            strict: bool = False) -> float | None:
-        """The sidecar's drain margin over every client of the run (``None`` when none yet).
-
-        Fails open: while the sidecar is down or does not answer within ``timeout_s`` (then for
-        the next second), the local tracker answers (counted in ``stats.local_drain_margin``);
-        ``strict`` raises ``SidecarError`` instead.
-        """
+        """The sidecar's drain margin over every client of the run (``None`` when none yet); the local
+        tracker answers while it is down or slow (for the next second), ``strict`` raises instead."""
         now = asyncio.get_running_loop().time()
         if not self.ask_sidecar(now, strict):
             return self.local_drain_margin(configured)
@@ -426,11 +409,3 @@ class SidecarClient:
         """The post-run report (``GET /report``)."""
         body: dict[str, Any] = orjson.loads((await self._get("/report", timeout_s)).content)
         return body
-
-    async def verdict_lines(self, *, timeout_s: float = 30.0) -> bytes:
-        """The ``rollout_verdicts.jsonl`` bytes (``GET /report/verdicts``)."""
-        return (await self._get("/report/verdicts", timeout_s)).content
-
-    async def quality_summary_bytes(self, *, timeout_s: float = 30.0) -> bytes:
-        """The exact ``quality_summary.json`` bytes."""
-        return (await self._get("/report/quality_summary.json", timeout_s)).content

@@ -1,9 +1,4 @@
-"""Limits and counters of the client: what it buffers, for how long it retries, what it lost.
-
-Every limit has a documented consequence (see ``docs/client.md``): nothing blocks the
-caller; past the in-memory limit events spill to the optional spool, past the spool limit
-(or without a spool) the newest event is dropped and counted in :attr:`ClientStats.dropped`.
-"""
+"""Limits and counters of the client; each limit's consequence is in ``docs/client.md``, "Limits"."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""The follower: an unmodified NeMo Gym run directory into sidecar events.
+"""The follower: an unmodified NeMo Gym run directory into sidecar events, exactly once.
 
-Each non-blank line of ``<stem>.jsonl`` is a ``completed`` event with the raw ``line`` and its
-``line_number`` (the sidecar digests the bytes the batch ``health-check`` reads), each readable row of
-``<stem>_failures.jsonl`` a ``failed`` event; ``<stem>_materialized_inputs.jsonl`` gives the plan. A
-checkpoint (positions, generation, the range sent past them) keeps it exact across restarts,
-truncations, crashes and outages. A line over ``max_line_bytes`` (a runaway generation) is never
-held: it goes as an unreadable line of its number (``record_unreadable``) and the follower goes on.
+A checkpoint (positions, generation, the range sent past them) keeps it exact across restarts,
+truncations, crashes and outages; a line over ``max_line_bytes`` goes as an unreadable line.
 """
 
 from __future__ import annotations
@@ -69,8 +65,7 @@ def follow_paths(run_dir: str | os.PathLike[str], rollouts_file: str | os.PathLi
 
 
 def _plan(path: Path) -> dict[str, int] | None:
-    """Repeats per task over the materialized inputs (``None`` if absent), read as the sidecar reads
-    them: a line that is not a JSON object with ``_ng_task_index`` stops the follower."""
+    """Repeats per task over the materialized inputs (``None`` if absent), read as the sidecar reads them."""
     try:
         handle = open(path, "rb", buffering=0)  # noqa: SIM115 (closed below)
     except OSError:
@@ -92,8 +87,7 @@ def _text(line: bytes) -> str:
 
 
 def _row_latency_ms(line: bytes, parse_bytes: int) -> int | float | None:
-    """The row's ``ng_perf.total_latency_ms`` as written. A row longer than ``parse_bytes`` is not
-    parsed whole (that would hold it several times over): only its last ``ng_perf`` object is."""
+    """The row's ``ng_perf.total_latency_ms``; a row over ``parse_bytes`` is not parsed whole."""
     try:
         if len(line) <= parse_bytes:
             row = orjson.loads(line)
@@ -112,27 +106,23 @@ def _row_latency_ms(line: bytes, parse_bytes: int) -> int | float | None:
 class Follower:
     """Follows one run directory into one sidecar run (``await Follower(...).run()``).
 
-    ``read_bytes`` bounds one read of lines; ``max_line_bytes`` (default: the service's default
-    body cap) is the longest line sent, a longer one is skipped; lines over ``raw_line_bytes`` go
-    as raw bodies to ``/lines`` (JSON escaping could double them); ``give_up_s``: stop with
-    :class:`FollowerError` after the sidecar was unreachable this long (``None``: never).
+    Lines over ``raw_line_bytes`` go as raw bodies to ``/lines``: JSON escaping could double them.
     """
 
     def __init__(self, run_dir: str | os.PathLike[str], *, sidecar_url: str, run_id: str | None = None,
                  rollouts_file: str | os.PathLike[str] | None = None, token: str | None = None,
-                 state_path: str | os.PathLike[str] | None = None, poll_interval_s: float = 0.2,
+                 poll_interval_s: float = 0.2,
                  latency_from_rows: bool = True, ignored_checks: Iterable[str] = (),
                  client_config: ClientConfig | None = None, read_bytes: int = 8 << 20,
                  max_line_bytes: int = 64 << 20, raw_line_bytes: int = 1 << 20,
                  give_up_s: float | None = None) -> None:
         self.paths = follow_paths(run_dir, rollouts_file)
         self.run_id = run_id or Path(os.path.abspath(run_dir)).name
-        self.state_path = Path(state_path or Path(run_dir) / f".rollout_sidecar_follow.{self.run_id}.json")
+        self.state_path = Path(run_dir) / f".rollout_sidecar_follow.{self.run_id}.json"
         self.poll_interval_s = poll_interval_s
         self.latency_from_rows = latency_from_rows
         self.ignored_checks = list(dict.fromkeys(check.strip() for check in ignored_checks if check.strip()))
         self.client = SidecarClient(sidecar_url, run_id=self.run_id, token=token, config=client_config)
-        self.sidecar_url = sidecar_url.rstrip("/")
         self.read_bytes, self.max_line_bytes, self.raw_line_bytes = read_bytes, max_line_bytes, raw_line_bytes
         self.give_up_s = give_up_s
         self.unreachable_since: float | None = None
@@ -143,8 +133,6 @@ class Follower:
         self.started = False
         self.lines_sent = self.lines_skipped = self.restarts = 0
         self._load_state()
-
-    # -- state ----------------------------------------------------------------------------
 
     def _load_state(self) -> None:
         try:
@@ -175,8 +163,6 @@ class Follower:
             os.fsync(handle.fileno())
         os.replace(tmp, self.state_path)
 
-    # -- events ---------------------------------------------------------------------------
-
     def _gen(self, event: dict[str, Any]) -> dict[str, Any]:
         return {**event, "generation": self.generation} if self.generation else event
 
@@ -199,8 +185,7 @@ class Follower:
         return self._gen(event)
 
     def _skipped(self, path: Path, number: int, size: int) -> dict[str, Any]:
-        """Line ``number``, too long to send, as the unreadable line the sidecar counts in its place
-        (``record_unreadable``, as the batch check counts a line it cannot read)."""
+        """Line ``number``, too long to send, as the unreadable line the batch check would count."""
         self.lines_skipped += 1
         _log.warning("%s: line %d of %d bytes is over the %d-byte cap: skipped (reported record_unreadable)",
                      path, number, size, self.max_line_bytes)
@@ -228,9 +213,8 @@ class Follower:
         await self._commit()
 
     async def _deliver(self, events: list[dict[str, Any]], path: Path, position: FilePosition) -> None:
-        """Send ``events`` in acknowledged chunks, long lines one by one as raw bodies, in file order.
-        An event dropped or refused all the same stops the follower (:class:`FollowerError`) with
-        the checkpoint before it: a rerun re-sends from there (acknowledged ones as duplicates)."""
+        """Send ``events`` in acknowledged chunks, in file order; one dropped or refused stops the
+        follower with the checkpoint before it (a rerun re-sends the acknowledged ones as duplicates)."""
         stats = self.client.stats
         dropped, rejected = stats.dropped, stats.rejected
         queued = 0
@@ -271,23 +255,22 @@ class Follower:
         self.unreachable_since = None
 
     def _unreachable(self, now: float, error: str | None, *, down: bool) -> None:
+        url = self.client.base_url
         if not down:
             self.unreachable_since = None
         elif self.unreachable_since is None:
             self.unreachable_since = now
             giving_up = "" if self.give_up_s is None else f", giving up after {self.give_up_s:g} s"
-            _log.warning("sidecar %s not answering (%s); retrying with backoff%s", self.sidecar_url, error,
-                         giving_up)
+            _log.warning("sidecar %s not answering (%s); retrying with backoff%s", url, error, giving_up)
         if down and self.give_up_s is not None and now - (self.unreachable_since or now) >= self.give_up_s:
             raise FollowerError(
-                f"sidecar {self.sidecar_url} unreachable for {now - (self.unreachable_since or now):.0f} s "
+                f"sidecar {url} unreachable for {now - (self.unreachable_since or now):.0f} s "
                 f"(last error: {error}); the checkpoint stays where the sidecar last acknowledged: "
                 "start the sidecar (or fix --sidecar) and rerun"
             )
 
     async def _post_raw(self, event: dict[str, Any], path: Path) -> None:
-        """``event``'s line as the raw body of ``/lines``, retried until acknowledged; one over the
-        sidecar's body cap (413) is skipped as an oversize line."""
+        """``event``'s line as the raw body of ``/lines``, retried until acknowledged (413: skipped)."""
         params = {key: str(value) for key, value in event.items() if key not in (_RAW, "kind")}
         headers = {**self.client.auth_headers, "Content-Type": "application/x-ndjson"}
         line, number, attempt = event[_RAW], event["line_number"], 0
@@ -356,8 +339,7 @@ class Follower:
         return self._completion(number, line) if name == "rollouts" else self._failure(line)
 
     async def step(self, *, final: bool = False) -> int:
-        """One poll of both files; returns the number of events delivered (and checkpointed).
-        ``final`` also sends an unterminated last line."""
+        """One poll of both files: the events delivered (``final``: an unterminated last line too)."""
         if not self.started:
             if not final and not (self.paths.rollouts.exists() or self.paths.failures.exists()):
                 return 0  # NeMo Gym writes the materialized inputs first: wait for the plan
@@ -388,8 +370,7 @@ class Follower:
         return sent
 
     async def _advance(self, name: str, before: FilePosition, after: FilePosition) -> None:
-        """Checkpoint file ``name`` at ``after`` (its events acknowledged); drop the sent range once
-        the checkpoint passed it."""
+        """Checkpoint file ``name`` at ``after``; drop the sent range once the checkpoint passed it."""
         changed = after != before
         self.positions[name] = after
         pending = self.sent.get(name)
@@ -406,9 +387,8 @@ class Follower:
         await self._commit()
 
     async def run(self, stop: asyncio.Event | None = None, *, idle_exit_s: float | None = None) -> None:
-        """Follow until ``stop`` is set (positions checkpointed, the run left open) or, with
-        ``idle_exit_s``, until no file grew for that long (then the run is ended). ``stop`` also
-        interrupts a poll waiting for an unreachable sidecar (the next follower reads it again)."""
+        """Follow until ``stop`` is set (the run left open) or no file grew for ``idle_exit_s``
+        (the run ended); ``stop`` also interrupts a poll waiting for an unreachable sidecar."""
         stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
         last_growth = loop.time()

@@ -1,11 +1,6 @@
 """Delivery: a FIFO of encoded events, batched, retried, spilled to disk, never blocking the caller.
 
-One logical queue: the batch in flight, the spool (older), memory (newer). Past the memory limits
-the oldest events spill to the spool's end; past the spool's (or without one) the new event is
-dropped and counted. Failed requests are retried with backoff (idempotency keys make a retry a
-duplicate); a batch refused as invalid is bisected; ``unknown_run`` re-sends ``run_started`` first.
-The spool is one append-only JSONL file per run, read from a position stored after each delivered
-batch, truncated once drained, and resumed by the next client of the run after a crash.
+One logical queue: the batch in flight, the spool (older), memory (newer); the spool survives a crash.
 """
 
 from __future__ import annotations
@@ -235,8 +230,6 @@ class Sender:
         self.stats.buffered = len(self._memory)
         self.stats.spool_pending_bytes = spool.pending_bytes
         return True
-
-    # -- sending --------------------------------------------------------------------------
 
     async def _sync_loop(self) -> None:
         assert self._spool is not None

@@ -1,15 +1,7 @@
 """The synchronous faces of the client: ``SyncSidecarClient`` and ``RemoteLatencyTracker``.
 
-``SyncSidecarClient`` runs one :class:`SidecarClient` on a background thread's loop and is a facade
-over it. Event calls append a dict (or a tuple) to a deque: the caller's thread does no encoding, no
-I/O, no system call. The loop collects the deque every ``handoff_interval_s`` (earlier only when a
-full batch waits): waking it per event would hand the GIL to its thread mid-dispatch.
-
-``RemoteLatencyTracker`` is NeMo Gym's ``DispatchLatencyTracker`` interface: each call updates a local
-tracker (the in-process answer, sidecar or not) and goes as a ``latency`` event (``source``/``seq``:
-this tracker and its call count, the idempotency key) that feeds the run's tracker only. ``pooled``:
-``drain_margin`` is the run's p75 over every process, fetched in the background (local while the
-sidecar does not answer; never an average of per-process p75s).
+Event calls only append to a deque, collected by a background loop every ``handoff_interval_s``:
+waking that thread per event would hand it the GIL mid-dispatch.
 """
 
 from __future__ import annotations
@@ -83,8 +75,6 @@ class SyncSidecarClient:
             raise ClientClosed(f"{name} is not open: use it as a context manager, or open it first")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
 
-    # -- hand-over ------------------------------------------------------------------------
-
     def submit_event(self, event: Mapping[str, Any] | _Latency) -> None:
         """Queue one API event from any thread; returns in about a microsecond."""
         if self._closed:  # fail open: a tracker used after close still answers locally
@@ -110,8 +100,6 @@ class SyncSidecarClient:
         while pending:
             item = pending.popleft()
             core.submit_event(latency_event(*item) if isinstance(item, tuple) else item)
-
-    # -- events ---------------------------------------------------------------------------
 
     def start_run(self, *, plan: Mapping[Any, int] | None = None, dispatch_budget_s: float | None = None,
                   drain_margin_s: float | None = None, materialized_inputs: str | None = None,
@@ -155,20 +143,16 @@ class SyncSidecarClient:
     def run_ended(self) -> None:
         self.submit_event(run_ended_event(ended_at=self.config.clock()))
 
-    # -- reads and lifecycle --------------------------------------------------------------
-
     def drain_margin(self, configured: float | None = None, *, timeout_s: float = 0.5,
                      strict: bool = False) -> float | None:
         """As :meth:`SidecarClient.drain_margin`: falls back to the local tracker."""
         core, now = self.core, time.monotonic()
-        if not core.ask_sidecar(now, strict):
+        if not core.ask_sidecar(now, strict):  # no thread hop while the sidecar is down
             return core.local_drain_margin(configured)
         try:
-            asked = core.drain_margin(configured, timeout_s=timeout_s, strict=True)
+            asked = core.drain_margin(configured, timeout_s=timeout_s, strict=strict)
             return self._call(asked, timeout_s + 1.0)
-        except ClientClosed:
-            raise
-        except (SidecarError, concurrent.futures.TimeoutError):
+        except concurrent.futures.TimeoutError:  # the client's loop is stuck
             if strict:
                 raise
             return core.local_drain_margin(configured, now)
@@ -215,11 +199,8 @@ class SyncSidecarClient:
 
 
 class RemoteLatencyTracker:
-    """``latency_tracker=RemoteLatencyTracker("http://127.0.0.1:9400", run_id="run-7")``.
-
-    ``token`` and ``transport`` as :class:`SidecarClient`'s: ``None`` reads ``$ROLLOUT_SIDECAR_TOKEN``.
-    ``drain_margin(configured)`` takes its argument as NeMo Gym's tracker does (``None``: adaptive).
-    """
+    """NeMo Gym's ``DispatchLatencyTracker`` interface: a local tracker answers, each call also goes as
+    a ``latency`` event; ``pooled``: ``drain_margin`` is the run's p75 over every process."""
 
     def __init__(self, base_url: str | None = None, *, run_id: str | None = None, token: str | None = None,
                  client: SyncSidecarClient | None = None, config: ClientConfig | None = None,
@@ -243,8 +224,6 @@ class RemoteLatencyTracker:
             self._poller = asyncio.run_coroutine_threadsafe(self._poll(pooled_interval_s), client._loop)
         if start_run:
             client.start_run(**run_fields)
-
-    # -- the DispatchLatencyTracker interface ------------------------------------------------
 
     def record(self, seconds: float) -> None:
         self.local.record(seconds)
@@ -298,8 +277,6 @@ class RemoteLatencyTracker:
         if name.startswith("__") or name in ("local", "client"):
             raise AttributeError(name)
         return getattr(self.local, name)
-
-    # -- lifecycle --------------------------------------------------------------------------
 
     @property
     def stats(self) -> ClientStats:

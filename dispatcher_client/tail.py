@@ -1,11 +1,5 @@
-"""Tailing one append-only JSONL file the way NeMo Gym writes it, in bounded memory.
-
-A line counts once its newline is on disk (a partial last line waits). A line over ``max_line_bytes``
-is never held: it is scanned in chunks and returned as :class:`Oversize`, so one runaway row costs
-at most the cap plus a chunk. The file is *restarted* (read from byte 0, a new generation) when its
-inode changed, it is shorter than the position, the bytes before the position changed, or a
-:class:`SentRange` (lines sent past the position) is no longer in the file as sent. NeMo Gym's
-resume repair only cuts or completes an unterminated last line, never consumed: no restart.
+"""Tailing one append-only JSONL file the way NeMo Gym writes it, in bounded memory (a line over
+the cap is scanned in chunks, never held); a replaced or rewritten file is read again from byte 0.
 """
 
 from __future__ import annotations
@@ -100,8 +94,7 @@ class SentRange:
 
 @dataclass(frozen=True, slots=True)
 class Oversize:
-    """A line over the cap, scanned but not read: its number, its size (without the newline) and
-    the range it covers (unterminated: the file's last line, not consumed)."""
+    """A line over the cap, scanned but not read: its number, size (without newline) and range."""
 
     line_number: int
     size: int
@@ -115,11 +108,9 @@ class TailRead:
     lines: list[tuple[int, bytes]]
     position: FilePosition
     restarted: bool
-    """The file was replaced or truncated (or no longer holds the sent range): ``lines``
-    start from its beginning."""
+    """The file was replaced or truncated (or lost the sent range): ``lines`` start from byte 0."""
     partial: bytes
     """Bytes after the last newline read (held back, not consumed)."""
-    exists: bool
     at_end: bool = False
     """The read reached the end of the file: ``partial`` is its unterminated last line."""
     oversize: Oversize | None = None
@@ -128,19 +119,15 @@ class TailRead:
 
 def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 20,
                    max_line_bytes: int = 64 << 20, sent: SentRange | None = None) -> TailRead:
-    """Up to ``max_bytes`` of complete lines after ``position`` (a restart rewinds to 0); one longer
-    line is read alone if it is at most ``max_line_bytes``, else returned as :class:`Oversize`.
-
-    ``sent``, starting at the position, is checked against the file (chunk by chunk) first, and
-    read again whole (unless it is one oversize line).
-    """
+    """Up to ``max_bytes`` of complete lines after ``position`` (a restart rewinds to 0); a line over
+    ``max_line_bytes`` comes as :class:`Oversize`. ``sent`` is checked against the file first."""
     if sent is not None and sent.start != position.offset:
         raise ValueError(f"sent range [{sent.start}, {sent.end}) of {path!r} does not start at the read "
                          f"position (byte {position.offset})")
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return TailRead([], position, False, b"", False)
+        return TailRead([], position, False, b"")
     try:
         stat = os.fstat(fd)
         restarted = _replaced(fd, stat, position) or (sent is not None and not sent.matches(fd))
@@ -157,7 +144,7 @@ def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 2
     finally:
         os.close(fd)
     if end < 0:
-        return TailRead([], position, restarted, data, True, True)
+        return TailRead([], position, restarted, data, True)
     lines: list[tuple[int, bytes]] = []
     number, start = position.line_number, 0
     while start <= end:
@@ -165,7 +152,7 @@ def read_new_lines(path: str, position: FilePosition, *, max_bytes: int = 8 << 2
         number += 1
         lines.append((number, data[start:newline]))
         start = newline + 1
-    return TailRead(lines, _past(position, data[: end + 1], number), restarted, data[end + 1 :], True,
+    return TailRead(lines, _past(position, data[: end + 1], number), restarted, data[end + 1 :],
                     len(data) >= available)
 
 
@@ -197,13 +184,13 @@ def _long_line(fd: int, position: FilePosition, restarted: bool, cap: int, file_
     if size <= cap:
         line = os.pread(fd, size, position.offset)
         if not terminated:
-            return TailRead([], position, restarted, line, True, True)
-        return TailRead([(number, line)], _past(position, line + b"\n", number), restarted, b"", True, False)
+            return TailRead([], position, restarted, line, True)
+        return TailRead([(number, line)], _past(position, line + b"\n", number), restarted, b"", False)
     sent = SentRange(position.offset, offset, hasher.hexdigest(), bool(terminated))
     oversize = Oversize(number, size, sent)
     if not terminated:
-        return TailRead([], position, restarted, b"", True, True, oversize)
-    return TailRead([], _past(position, last, number, size + 1), restarted, b"", True, False, oversize)
+        return TailRead([], position, restarted, b"", True, oversize)
+    return TailRead([], _past(position, last, number, size + 1), restarted, b"", False, oversize)
 
 
 def _replaced(fd: int, stat: os.stat_result, position: FilePosition) -> bool:

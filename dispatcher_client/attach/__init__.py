@@ -1,28 +1,27 @@
-"""The part of ``rollout-sidecar attach`` that runs inside the job (a NeMo Gym command).
-
-The launcher (``sidecar/http/attach.py``) puts :data:`BOOTSTRAP_DIR` first on the child's
-``PYTHONPATH``; its ``sitecustomize`` loads :mod:`dispatcher_client.attach._nemo_gym` once
-``nemo_gym.rollout_collection`` is imported. The child is configured by its environment:
-:data:`URL_ENV` (without it nothing is patched), :data:`RUN_ID_ENV` (else :func:`run_id_for`),
-:data:`TOKEN_FILE_ENV` (else ``$ROLLOUT_SIDECAR_TOKEN``) and :data:`POOLED_ENV` (``1``: the run's
-pooled p75 over every attached process).
+"""The part of ``rollout-sidecar attach`` that runs inside the job, configured by its environment
+(without :data:`URL_ENV` nothing is patched); :data:`BOOTSTRAP_DIR` leads the child's ``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["BOOTSTRAP_DIR", "POOLED_ENV", "RUN_ID_ENV", "TOKEN_FILE_ENV", "URL_ENV", "run_id_for"]
+__all__ = ["BOOTSTRAP_DIR", "POOLED_ENV", "RUN_ID_ENV", "TOKEN_FILE_ENV", "URL_ENV", "run_id_for", "say"]
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
 URL_ENV = "ROLLOUT_SIDECAR_ATTACH_URL"
 RUN_ID_ENV = "ROLLOUT_SIDECAR_ATTACH_RUN_ID"
 TOKEN_FILE_ENV = "ROLLOUT_SIDECAR_ATTACH_TOKEN_FILE"
 POOLED_ENV = "ROLLOUT_SIDECAR_ATTACH_POOLED"
+
+
+def say(message: str) -> None:
+    sys.stderr.write(f"rollout-sidecar attach: {message}\n")
 
 
 def run_id_for(output: str | os.PathLike[str] | None, environ: Mapping[str, str] = os.environ) -> str:

@@ -1,13 +1,7 @@
 """NeMo Gym's rollout collection, instrumented in place (loaded by the attach ``sitecustomize``).
 
-Wrapped, never copied, in ``nemo_gym.rollout_collection`` (tested with 0.7.x; another version, or a
-missing name, is said in one line and the job runs unpatched), only while
-``RolloutCollectionHelper.run_from_config`` runs: its tracker is a :class:`RemoteLatencyTracker`
-(local answers), ``_run_examples_with_metadata``'s rows are the plan, ``ServerClient.post`` to
-``/run`` is a start, and ``_attach_ng_perf`` sees each finished row, sent when the next one arrives
-(or the loop ends, at ``summary()``), by when NeMo Gym wrote it as the event carries it (token
-capture edits it after ``ng_perf``): ``completed``, ``failed`` (a failed ``/run``) or ``drained``.
-``run_ended`` follows. Any error in here is said once and stops the instrumentation only.
+Wrapped, never copied, only while ``run_from_config`` runs. A finished row is sent when the next one
+arrives (token capture edits it after ``ng_perf``). Any error here stops the instrumentation, never the job.
 """
 
 from __future__ import annotations
@@ -25,6 +19,7 @@ from typing import Any
 
 from dispatcher_client import ClientConfig, RemoteLatencyTracker, SyncSidecarClient
 from dispatcher_client.attach import POOLED_ENV, TOKEN_FILE_ENV, URL_ENV, run_id_for
+from dispatcher_client.attach import say as _say
 from dispatcher_client.client import completed_event, drained_event, failed_event
 
 __all__ = ["TESTED_VERSIONS", "install"]
@@ -36,10 +31,6 @@ _Key = tuple[Any, Any, Any]
 _RUN: ContextVar[_Run | None] = ContextVar("rollout_sidecar_attach_run", default=None)
 #: The rollout a task is running (set where it posts to ``/run``, read where it records its duration).
 _ROLLOUT: ContextVar[_Key | None] = ContextVar("rollout_sidecar_attach_rollout", default=None)
-
-
-def _say(message: str) -> None:
-    sys.stderr.write(f"rollout-sidecar attach: {message}\n")
 
 
 def _key(row: Mapping[str, Any]) -> _Key:

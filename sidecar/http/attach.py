@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from dispatcher_client.attach import say as _say
 from health.cli_types import sidecar_url
 from sidecar.http.settings import TOKEN_ENV_VAR, SettingsError, load_token
 from sidecar.wire import RUN_ID_PATTERN
@@ -18,10 +18,6 @@ from sidecar.wire import RUN_ID_PATTERN
 __all__ = ["register"]
 
 _SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2}
-
-
-def _say(message: str) -> None:
-    sys.stderr.write(f"rollout-sidecar attach: {message}\n")
 
 
 def _run_id(value: str) -> str:

@@ -42,8 +42,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add("--run-id", default=None, help="run id (default: the run directory's name)")
     add("--token-file", type=Path, default=None,
         help="bearer token file (default: $ROLLOUT_SIDECAR_TOKEN, else no token)")
-    add("--state-file", type=Path, default=None,
-        help="checkpoint file (default: RUN_DIR/.rollout_sidecar_follow.<run id>.json)")
     add("--poll-interval", type=seconds(60.0, low=0.001, open_low=False), default=0.2, metavar="SECONDS",
         help="seconds between polls (default: 0.2)")
     ending = parser.add_mutually_exclusive_group()
@@ -122,7 +120,7 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
         package.addHandler(_Stderr(logging.WARNING))
     follower = Follower(
         args.run_dir, sidecar_url=args.sidecar, run_id=args.run_id, rollouts_file=args.rollouts_file,
-        token=token, state_path=args.state_file, poll_interval_s=args.poll_interval,
+        token=token, poll_interval_s=args.poll_interval,
         latency_from_rows=not args.no_latency, max_line_bytes=args.max_line,
         ignored_checks=[check for value in args.ignore_checks or () for check in value.split(",")],
         give_up_s=args.give_up_after if (args.once or args.until_idle is not None) else None,
@@ -156,7 +154,7 @@ async def _main(args: argparse.Namespace, token: str | None) -> int:
             status.show("")
     print(  # noqa: T201
         f"Followed {paths.source_path} into run {follower.run_id!r}: {follower.lines_sent} line(s); "
-        f"its page: {follower.sidecar_url}/runs/{follower.run_id}"
+        f"its page: {follower.client.base_url}/runs/{follower.run_id}"
     )
     return 0
 
@@ -199,16 +197,13 @@ class FollowerThread:
     """A :class:`Follower` on its own thread and loop beside a server (``serve --follow``): restarted
     from its checkpoint after an ``OSError``, stopped by a :class:`FollowerError`."""
 
-    def __init__(self, run_dir: str | os.PathLike[str], sidecar_url: str, *, retry_max_s: float = 30.0,
-                 **options: Any) -> None:
+    def __init__(self, run_dir: str | os.PathLike[str], sidecar_url: str, **options: Any) -> None:
         self._run_dir, self._url, self._options = run_dir, sidecar_url, options
         self.follower = Follower(run_dir, sidecar_url=sidecar_url, **options)
-        self.retry_max_s = retry_max_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name="sidecar-follower", daemon=True)
-        self.error: BaseException | None = None
         self.state = FollowerState.STARTING
         self.last_error: str | None = None
         self.retries = 0
@@ -234,7 +229,7 @@ class FollowerThread:
                 _log.warning("follower error, restarting from its checkpoint in %.1f s: %s", delay, exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
-            delay = min(self.retry_max_s, delay * 2)
+            delay = min(30.0, delay * 2)
             try:
                 self.follower = Follower(self._run_dir, sidecar_url=self._url, **self._options)
             except (OSError, ValueError) as exc:
@@ -249,8 +244,7 @@ class FollowerThread:
 
         try:
             asyncio.run(main())
-        except BaseException as exc:  # reported by stop()
-            self.error = exc
+        except BaseException as exc:  # said in status() and the log
             self.state, self.last_error = FollowerState.STOPPED, f"{type(exc).__name__}: {exc}"
             _log.exception("follower thread failed")
         finally:

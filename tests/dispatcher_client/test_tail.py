@@ -19,7 +19,7 @@ def _append(path: Path, data: bytes) -> None:
 class TestReadNewLines:
     def test_missing_file_is_not_an_error(self, tmp_path: Path) -> None:
         read = read_new_lines(str(tmp_path / "nope.jsonl"), FilePosition())
-        assert not read.exists and read.lines == [] and not read.restarted
+        assert read.lines == [] and read.position == FilePosition() and not read.restarted
 
     def test_partial_last_line_waits_for_its_newline(self, tmp_path: Path) -> None:
         path = tmp_path / "r.jsonl"

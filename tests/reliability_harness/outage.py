@@ -143,8 +143,8 @@ def run_outage(
             }
             if stats.dropped or stats.rejected:
                 result.violations.append(f"dropped {stats.dropped}, rejected {stats.rejected}")
-            summary = await client.quality_summary_bytes()
-            verdicts = await client.verdict_lines()
+            summary = (await client._get("/report/quality_summary.json", 30.0)).content
+            verdicts = (await client._get("/report/verdicts", 30.0)).content
         if (summary, verdicts) != batch_files(run.run_dir):
             result.violations.append("report after the outage differs from the batch check")
 

@@ -1,10 +1,7 @@
 """Run by every Python process of an attached job at start (this directory leads ``PYTHONPATH``).
 
-It only installs a one-shot ``sys.meta_path`` finder: once ``nemo_gym.rollout_collection`` has
-been executed, the sidecar's instrumentation (``dispatcher_client.attach._nemo_gym``) wraps it.
-Until then nothing is imported (the standard library only), and a process that never imports NeMo
-Gym is never touched. The ``sitecustomize`` this one shadows on the path still runs. Children
-inherit ``PYTHONPATH``, so ``python -m``, console scripts and re-executed interpreters are covered.
+A one-shot finder wraps ``nemo_gym.rollout_collection`` once executed; until then only the standard
+library is imported. The ``sitecustomize`` this one shadows still runs.
 """
 
 from __future__ import annotations
