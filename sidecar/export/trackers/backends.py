@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.export.failopen import MAX_RESPONSE_BYTES, Deadline
-from sidecar.export.trackers._settings import DEFAULT_EXPERIMENT, RunTarget, TrackerName, TrackerSettings
+from sidecar.export.trackers import DEFAULT_EXPERIMENT, RunTarget, TrackerName, TrackerSettings
 from sidecar.export.trackers.keys import PREFIX, STEP_KEY, UNHEALTHY_COLUMNS, UNHEALTHY_TABLE
 from sidecar.export.trackers.session import Backend, FinalPackage, OpenedRun, TrackerError
 
@@ -189,7 +189,7 @@ class MlflowBackend:
             if found:
                 return self._existing(found[0].info.run_id, created=True)
             tags = {RUN_ID_TAG: target.run_id, INSTANCE_TAG: instance}
-            name = target.name or self.run_name or target.run_id
+            name = self.run_name or target.run_id
             return OpenedRun(
                 self._client.create_run(experiment, tags=tags, run_name=name).info.run_id, created=True
             )
@@ -271,7 +271,7 @@ class WandbBackend:
             project=project,
             entity=entity,
             id=run_id,
-            name=(target.name or self.run_name or target.run_id) if created else None,
+            name=(self.run_name or target.run_id) if created else None,
             resume="allow",
             reinit="create_new",
             settings=self._settings,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from health.cli_types import seconds
-from sidecar.export.trackers._settings import (
+from sidecar.export.trackers import (
     DEFAULT_INTERVAL_S,
     MLFLOW_RUN_ID_PATTERN,
     WANDB_RUN_PATH_PATTERN,

@@ -18,7 +18,7 @@ import orjson
 import structlog
 
 from sidecar.export.failopen import FailOpenWorker, JobResult
-from sidecar.export.trackers._settings import RunTarget, TrackerName, TrackerSettings
+from sidecar.export.trackers import RunTarget, TrackerName, TrackerSettings
 from sidecar.export.trackers.keys import live_metrics
 from sidecar.export.trackers.session import Backend, ExportStore, TrackerSession, final_package
 from sidecar.state.run import RunState

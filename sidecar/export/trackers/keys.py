@@ -27,8 +27,6 @@ UNHEALTHY_COLUMNS = ("task_index", "rollout_index", "rollout_id", "checks", "fin
 MAX_TABLE_ROWS = 10_000
 
 _VERDICTS = ("healthy", "unhealthy", "unobserved")
-_FORECAST = ("finished_p10", "finished_p50", "finished_p90", "drained_p50", "cut_off_p50", "eta_all_p50_s",
-             "eta_all_p90_s", "budget_for_all_s")  # fmt: skip
 _LIVE_QUANTILES = (("p50_s", 0.5), ("p75_s", 0.75), ("p95_s", 0.95))
 _FINAL_QUANTILES = (("p50_s", "0.5"), ("p75_s", "0.75"), ("p90_s", "0.9"), ("p95_s", "0.95"),
                     ("p99_s", "0.99"), ("max_s", "1.0"))  # fmt: skip

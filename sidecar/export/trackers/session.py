@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sidecar.export.trackers._settings import RunTarget, TrackerName
+from sidecar.export.trackers import RunTarget, TrackerName
 from sidecar.export.trackers.keys import STEP_KEY, final_metrics, run_params, unhealthy_rows
 
 
@@ -88,7 +88,6 @@ class ExportStore:
     """The side table; safe from any thread (one connection behind a lock)."""
 
     def __init__(self, path: Path | None) -> None:
-        self.path = path
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False,
                                      isolation_level=None)  # fmt: skip
