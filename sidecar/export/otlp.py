@@ -1,12 +1,7 @@
 """OTLP/HTTP push of the numbers ``/metrics`` shows, into an OpenTelemetry Collector.
 
-``serve --otlp-endpoint URL`` pushes to ``URL/v1/metrics``; else ``NEMO_GYM_OTEL_ENABLED=1`` with
-the standard ``OTEL_EXPORTER_OTLP_*`` variables (an unusable one is an :class:`OtlpConfigError`
-naming it). Each push collects the service's own registry as a scrape does, so both carry the same
-values: ``rollout_sidecar_<rest>[_<unit>]`` becomes ``rollout_sidecar.<rest with dots>`` with the
-unit as OTel unit; series start at the run's start (a replayed restart continues them). A
-:class:`~sidecar.export.failopen.FailOpenWorker` thread sends one POST per push with a total
-deadline and a capped read, no retry: cumulative values lose nothing to a dropped push.
+One bounded POST per push on a fail-open thread, no retry: cumulative values lose nothing to a
+dropped push. Names and settings: docs/operations.md.
 """
 
 from __future__ import annotations
@@ -250,9 +245,7 @@ def service_name(env: Mapping[str, str] | None = None) -> str:
 
 
 def resource_attributes(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The push's resource: ``service.name``, ``service.instance.id`` (``<run id>-rollout-sidecar-
-    <host>``, stable across a restart), ``nemo.run.id``, ``host.name``, ``service.version`` and the
-    ``slurm.*`` attributes under Slurm. The sidecar's run id is a point attribute, never here."""
+    """The push's resource attributes (NeMo Gym's names; the sidecar's run id is a point attribute)."""
     environ = os.environ if env is None else env
     run_id, host = nemo_run_id(environ), socket.gethostname()
     attributes = {
@@ -394,8 +387,7 @@ def _backend(deadline: Deadline) -> httpcore.SyncBackend:
 
 
 def post(settings: HttpSettings, body: bytes) -> None:
-    """POST ``body`` (an encoded ``ExportMetricsServiceRequest``) within ``settings.timeout_s``;
-    :class:`PushNotAccepted` unless the collector answers 2xx (at most 64 KiB of an error read)."""
+    """POST ``body`` within ``settings.timeout_s``; :class:`PushNotAccepted` unless answered 2xx."""
     import httpcore
 
     headers = [("Content-Type", "application/x-protobuf"), ("User-Agent", f"rollout-sidecar/{version()}")]
@@ -442,11 +434,7 @@ def _import_sender() -> None:
 
 class OtlpPusher:
     """Every ``interval_s``: collect ``registry`` and send it on a fail-open worker of one push.
-
-    With ``apply_lock`` (the service's), the periodic collection runs on a worker thread while
-    ingest waits, as a ``/metrics`` build does, so a slow collection never holds ``/drain_margin``.
-    Without it (tests, the final push at shutdown) it runs where it is called.
-    """
+    With ``apply_lock``, collection runs off the loop while ingest waits, as a ``/metrics`` build."""
 
     def __init__(
         self,
@@ -511,8 +499,7 @@ class OtlpPusher:
         return False
 
     def _collect(self, paused: bool = False) -> Any:
-        """The registry as OTel data; ``paused`` (off the loop, in ``serve``): the cyclic collector
-        paused around it, as for a ``/metrics`` build (its pass would hold the GIL)."""
+        """The registry as OTel data; ``paused``: the cyclic collector paused (it would hold the GIL)."""
         with collector_paused() if paused else contextlib.nullcontext():
             families = self.registry.collect()
             return to_metrics_data(families, self._times, now=self._clock(), resource=self._resource)
@@ -531,8 +518,7 @@ class OtlpPusher:
         post(self.settings, encode_metrics(data).SerializeToString())
 
     async def stop(self, final_timeout_s: float = 2.0) -> None:
-        """Stop pushing; one last push (the end of a run reaches the collector), waited on at most
-        ``final_timeout_s``: the sender is a daemon thread with its own deadline."""
+        """Stop; one last push (a run's end reaches the collector), waited on at most ``final_timeout_s``."""
         if self._task is not None:
             self._task.cancel()
             self._task = None

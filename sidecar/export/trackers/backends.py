@@ -1,11 +1,7 @@
 """The MLflow and W&B backends: the only module importing either library, each call bounded.
 
-MLflow's client would read whole answers and retry (a 1.9 GB answer grew the process by as much),
-so inside a backend call every request goes through :func:`_bounded_sessions`' adapter: no retry,
-a total deadline that shuts the call's sockets, at most ``MAX_RESPONSE_BYTES`` read. Runs the
-sidecar creates are tagged with its run id and the journal's id, so a restart finds them again.
-W&B's HTTP runs in its own service process; the sidecar bounds its waits and retries, turns its
-in-process analytics off, and derives a created run's id from the journal's id (a restart resumes).
+MLflow's client reads whole answers and retries (a 1.9 GB answer grew the process by as much), so
+its requests go through a bounded adapter; W&B's HTTP runs in its own process with bounded waits.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The service side of tracker export: every interval, each run's figures to each tracker.
-
-On the loop the figures are built on the read thread and handed to the tracker's own
-:class:`~sidecar.export.failopen.FailOpenWorker`, which never blocks: a hung MLflow holds up
-neither W&B nor ingest. Live steps that cannot be sent are dropped and counted; an ended run's
-final summary is retried every interval until the tracker holds it. Nothing here imports the service.
+"""The service side of tracker export: every interval, each run's figures to each tracker, on one
+fail-open thread per tracker (a hung MLflow holds up neither W&B nor ingest).
 """
 
 from __future__ import annotations
@@ -44,11 +40,7 @@ class ServiceReads:
 
 
 def abandoned_trackers() -> frozenset[str]:
-    """Trackers left hanging by a shutdown in this process.
-
-    Their library may still hold the interpreter's exit (wandb's exit hook waits for its service
-    to finish sending), so ``serve`` then ends the process at once, journal already closed.
-    """
+    """Trackers left hanging by a shutdown: their library may hold the exit, so ``serve`` ends at once."""
     return frozenset(_ABANDONED)
 
 

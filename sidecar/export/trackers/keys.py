@@ -1,9 +1,4 @@
-"""The metric, parameter and artifact names logged into MLflow and W&B (docs/operations.md).
-
-Every key starts with ``rollout_sidecar/`` in NeMo Gym's slash style, so they sort beside NeMo
-Gym's own and never collide. Live keys every interval with a step; ``final/`` keys and parameters
-once at the end, from the run's ``/report`` body (each equals the report's figure).
-"""
+"""The metric, parameter and artifact names logged into MLflow and W&B (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -125,11 +120,7 @@ def final_metrics(report: Mapping[str, Any]) -> dict[str, float]:
 
 
 def run_params(config: Mapping[str, Any], report: Mapping[str, Any], tracker: str) -> dict[str, str]:
-    """Parameters of the run: budget, plan size, ignored checks and the versions that produced it.
-
-    ``config`` holds the ``run_started`` fields (empty for a batch ``health-check``); ``tracker``
-    is the distribution whose version is logged (``mlflow`` or ``wandb``).
-    """
+    """The run's parameters from its ``run_started`` ``config`` (empty for ``health-check``)."""
     summary_run = (report.get("quality_summary") or {}).get("run") or {}
     ignored = config.get("ignored_checks", summary_run.get("ignored_checks")) or []
     accounting = report.get("accounting") or {}
