@@ -15,7 +15,6 @@ import math
 import os
 import socket
 import ssl
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -433,8 +432,8 @@ def _import_sender() -> None:
 
 
 class OtlpPusher:
-    """Every ``interval_s``: collect ``registry`` and send it on a fail-open worker of one push.
-    With ``apply_lock``, collection runs off the loop while ingest waits, as a ``/metrics`` build."""
+    """Every ``interval_s``: collect ``registry`` off the loop while ingest waits on ``apply_lock`` (as
+    a ``/metrics`` build does) and send it on a fail-open worker of one push."""
 
     def __init__(
         self,
@@ -444,9 +443,8 @@ class OtlpPusher:
         times: SeriesTimes,
         *,
         on_result: Callable[[str], None],
-        resource: Mapping[str, str] | None = None,
-        clock: Callable[[], float] = time.time,
-        apply_lock: asyncio.Lock | None = None,
+        clock: Callable[[], float],
+        apply_lock: asyncio.Lock,
     ) -> None:
         from opentelemetry.sdk.resources import Resource
 
@@ -457,7 +455,7 @@ class OtlpPusher:
         self._clock = clock
         self._on_result = on_result
         self._apply_lock = apply_lock
-        self._resource = Resource.create(dict(resource_attributes() if resource is None else resource))
+        self._resource = Resource.create(resource_attributes())
         self._outage = OutageLog(
             _log,
             down="otlp collector unavailable, pushes dropped until it answers",
@@ -481,9 +479,7 @@ class OtlpPusher:
         while True:
             await asyncio.sleep(self.interval_s)
             try:
-                if self._apply_lock is None:
-                    self.push()
-                elif not self._still_sending():
+                if not self._still_sending():
                     async with self._apply_lock:
                         data = await asyncio.to_thread(self._collect, True)
                     self._worker.submit(functools.partial(self._send, data))
@@ -504,29 +500,23 @@ class OtlpPusher:
             families = self.registry.collect()
             return to_metrics_data(families, self._times, now=self._clock(), resource=self._resource)
 
-    def push(self) -> bool:
-        """Collect now and hand the data to the sender thread; False (counted ``busy``) if it still sends."""
-        if self._still_sending():
-            return False
-        data = self._collect()
-        return self._worker.submit(lambda: self._send(data))
-
     def _send(self, data: Any) -> None:
         """On the sender thread; an encoding bug fails the push like an outage, never further."""
         from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 
         post(self.settings, encode_metrics(data).SerializeToString())
 
-    async def stop(self, final_timeout_s: float = 2.0) -> None:
-        """Stop; one last push (a run's end reaches the collector), waited on at most ``final_timeout_s``."""
+    async def stop(self) -> None:
+        """Stop; one last push (a run's end reaches the collector), waited on at most 2 s."""
         if self._task is not None:
             self._task.cancel()
             self._task = None
         try:
-            self.push()
+            if not self._still_sending():
+                self._worker.submit(functools.partial(self._send, self._collect()))
         except Exception:  # collecting at shutdown must not stop the shutdown
             _log.exception("final otlp push failed")
-        wait = min(final_timeout_s, self.settings.timeout_s)
+        wait = min(2.0, self.settings.timeout_s)
         if not await asyncio.to_thread(self._worker.stop, wait):
             _log.info("final otlp push not confirmed, not waited on", timeout_s=wait)
         self._outage.close()
