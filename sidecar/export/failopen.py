@@ -127,8 +127,6 @@ class FailOpenWorker:
         on_result: Callable[[JobResult], None] = lambda result: None,
         outage: OutageLog | None = None,
     ) -> None:
-        if maxsize < 1:
-            raise ValueError(f"{name}: queue size must be >= 1, got {maxsize!r}")
         self.name = name
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize)
         self._on_result = on_result

@@ -58,10 +58,6 @@ class OtlpConfigError(ValueError):
     """An OTLP setting is unusable; the message names it and where it came from."""
 
 
-def _on(value: str) -> bool:
-    return value.strip().lower() in ("1", "true", "yes", "on")
-
-
 def _off(value: str) -> bool:
     return value.strip().lower() in ("0", "false", "no", "off")
 
@@ -87,16 +83,12 @@ def _check_url(url: str, where: str) -> str:
 
 def resolve_protocol(env: Mapping[str, str] | None = None) -> str:
     """``http/protobuf``, or :class:`OtlpConfigError` naming the variable that asks for another."""
-    environ = os.environ if env is None else env
-    for variable in ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
-        value = environ.get(variable, "").strip()
-        if value and value.lower() != PROTOCOL:
-            raise OtlpConfigError(
-                f"{variable}={value!r}: the sidecar pushes {PROTOCOL} only "
-                f"(set OTEL_EXPORTER_OTLP_METRICS_PROTOCOL={PROTOCOL} for it)"
-            )
-        if value:
-            break
+    found = _env(os.environ if env is None else env, "PROTOCOL")
+    if found is not None and found[1].lower() != PROTOCOL:
+        raise OtlpConfigError(
+            f"{found[0]}={found[1]!r}: the sidecar pushes {PROTOCOL} only "
+            f"(set OTEL_EXPORTER_OTLP_METRICS_PROTOCOL={PROTOCOL} for it)"
+        )
     return PROTOCOL
 
 
@@ -113,7 +105,7 @@ def resolve_endpoint(cli_endpoint: str | None, env: Mapping[str, str] | None = N
         url = _check_url(cli_endpoint, "--otlp-endpoint").rstrip("/") + "/v1/metrics"
         resolve_protocol(environ)
         return url
-    if not _on(environ.get("NEMO_GYM_OTEL_ENABLED", "")):
+    if environ.get("NEMO_GYM_OTEL_ENABLED", "").strip().lower() not in ("1", "true", "yes", "on"):
         return None
     if _off(environ.get("NEMO_GYM_OTEL_METRICS_ENABLED", "1")):
         _log.info("otlp push off", reason="NEMO_GYM_OTEL_METRICS_ENABLED is off")
