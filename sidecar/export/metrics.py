@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
@@ -179,22 +180,15 @@ def _counter_value(total: int) -> float:
 FOLLOWER_STATES = tuple(state.value for state in FollowerState)
 
 
+@dataclass(frozen=True)
 class _RunCollector(Collector):
     """Every run-scoped family of the current run states (none while the journal replays)."""
 
-    def __init__(
-        self,
-        runs: Callable[[], Iterable[RunState]],
-        now: Callable[[], float],
-        ready: Callable[[], bool],
-        follower: Callable[[], dict[str, Any] | None],
-        retain_ended_s: float | None,
-    ) -> None:
-        self._runs = runs
-        self._now = now
-        self._retain_ended_s = retain_ended_s
-        self._ready = ready
-        self._follower = follower
+    _runs: Callable[[], Iterable[RunState]]
+    _now: Callable[[], float]
+    _ready: Callable[[], bool]
+    _follower: Callable[[], dict[str, Any] | None]
+    _retain_ended_s: float | None
 
     def collect(self) -> Iterator[Metric]:
         status = self._follower()

@@ -223,12 +223,10 @@ def wandb_run_id(instance: str, run_id: str) -> str:
 
 
 def split_run_path(path: str) -> tuple[str | None, str | None, str]:
-    """``entity/project/id``, ``project/id`` or ``id`` -> ``(entity, project, id)``."""
+    """``entity/project/id``, ``project/id`` or ``id`` (checked by WANDB_RUN_PATH_PATTERN) -> a triple."""
     parts = path.strip("/").split("/")
     if parts[-2:-1] == ["runs"]:  # the web UI's entity/project/runs/id
         del parts[-2]
-    if not 1 <= len(parts) <= 3 or not all(parts):
-        raise TrackerError(f"wandb run path must be [entity/][project/]run_id, got {path!r}")
     padded: list[str | None] = [None] * (3 - len(parts)) + list(parts)
     return padded[0], padded[1], str(padded[2])
 
