@@ -7,7 +7,6 @@ Light on purpose: ``sidecar.http.settings`` and ``sidecar.ingest.events`` import
 from __future__ import annotations
 
 import importlib.util
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -32,7 +31,8 @@ def tracker_available(name: TrackerName) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class TrackerSettings:
-    """``serve``'s tracker flags; a tracker is on when its URI/experiment or project is given."""
+    """``serve``'s tracker flags (bounds checked by its parser); a tracker is on when its URI/experiment
+    or project is given."""
 
     mlflow_tracking_uri: str | None = None
     mlflow_experiment_name: str | None = None
@@ -50,18 +50,6 @@ class TrackerSettings:
     retry_down_s: float = 10.0
     #: Longest one MLflow HTTP call or one W&B wait takes before it fails (backends.py).
     timeout_s: float = 10.0
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.interval_s) and 0.05 <= self.interval_s <= 86400):
-            raise ValueError(f"--tracker-interval must be in 0.05..86400 s, got {self.interval_s!r}")
-        if not 1 <= self.queue_size <= 100_000:
-            raise ValueError(f"tracker queue size must be in 1..100000, got {self.queue_size!r}")
-        if not (math.isfinite(self.retry_down_s) and 0 <= self.retry_down_s <= 86400):
-            raise ValueError(f"tracker retry interval must be in 0..86400 s, got {self.retry_down_s!r}")
-        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 600):
-            raise ValueError(f"tracker call timeout must be in (0, 600] s, got {self.timeout_s!r}")
-        if not (math.isfinite(self.stop_deadline_s) and 0 <= self.stop_deadline_s <= 600):
-            raise ValueError(f"tracker stop deadline must be in 0..600 s, got {self.stop_deadline_s!r}")
 
     @property
     def enabled(self) -> tuple[TrackerName, ...]:
