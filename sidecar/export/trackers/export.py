@@ -46,11 +46,10 @@ def abandoned_trackers() -> frozenset[str]:
 
 def target_of(run: RunState, name: TrackerName) -> RunTarget:
     """Where ``run`` goes in tracker ``name``: the run the client named, else a new one."""
-    tracking = getattr(run.config, "tracking", None)
-    given = None
-    if tracking is not None:
-        given = tracking.mlflow_run_id if name == "mlflow" else tracking.wandb_run_path
-    return RunTarget(run.run_id, given=given)
+    tracking = run.config.tracking
+    if tracking is None:
+        return RunTarget(run.run_id)
+    return RunTarget(run.run_id, tracking.mlflow_run_id if name == "mlflow" else tracking.wandb_run_path)
 
 
 class _Channel:
@@ -180,7 +179,7 @@ class TrackerExport:
         if report.get("perf_summary") is not None:
             perf = orjson.dumps(report["perf_summary"], option=orjson.OPT_INDENT_2)
             files["perf_summary.json"] = perf + b"\n"
-        config = {name: getattr(run.config, name, None) for name in _CONFIG_PARAMS}
+        config = {name: getattr(run.config, name) for name in _CONFIG_PARAMS}
         for channel in channels:
             package = final_package(config, report, files, channel.name)
             target = target_of(run, channel.name)
@@ -220,6 +219,5 @@ class TrackerExport:
         self.store.close()
 
 
-#: ``run_started`` fields logged as parameters (read with ``getattr``: a run restored from a
-#: snapshot older than a field lacks it).
+#: ``run_started`` fields logged as parameters.
 _CONFIG_PARAMS = ("dispatch_budget_s", "drain_margin_s", "task_timeout_s", "max_attempts", "ignored_checks")
