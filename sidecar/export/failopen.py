@@ -1,10 +1,5 @@
-"""Fail-open pushes to systems the service does not control (a collector, an experiment tracker).
-
-Any of them may be down, slow, refusing or hostile; none of that may reach the event loop or the
-process's memory. :class:`FailOpenWorker` runs jobs on one daemon thread behind a bounded queue
-(``submit`` never blocks, a full queue drops and counts); :class:`OutageLog` logs an outage once
-when it starts and once when it ends; :class:`Deadline` shuts an HTTP call's sockets when its total
-time is up, so connect, TLS, send and a dripping answer all end by then.
+"""Fail-open pushes to systems the service does not control: none of their outages, slowness or
+hostility may reach the event loop or the process's memory.
 """
 
 from __future__ import annotations
@@ -21,8 +16,7 @@ import structlog
 
 #: Most bytes of any answer an exporter reads (status line and headers included for OTLP).
 MAX_RESPONSE_BYTES = 4 << 20
-#: What became of a job: ``sent``; it raised (``failed``); the queue was full (``queue_full``); the
-#: caller skipped it (``busy``: the same kind of job still waits; ``down``: not a retry).
+#: ``busy``: the same kind of job still waits; ``down``: the destination is down and this is no retry.
 JobResult = Literal["sent", "failed", "queue_full", "busy", "down"]
 
 
@@ -67,8 +61,7 @@ def _shut(sock: socket.socket) -> None:
 
 
 class OutageLog:
-    """Start and end of one destination's outages (thread-safe). ``down``, ``back`` and ``stopped``
-    are the three log events; ``context`` (endpoint, worker name) is logged with each."""
+    """Logs one destination's outage once at its start and once at its end (thread-safe)."""
 
     def __init__(
         self,
@@ -134,8 +127,6 @@ class FailOpenWorker:
         on_result: Callable[[JobResult], None] = lambda result: None,
         outage: OutageLog | None = None,
     ) -> None:
-        if maxsize < 1:
-            raise ValueError(f"{name}: queue size must be >= 1, got {maxsize!r}")
         self.name = name
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize)
         self._on_result = on_result
@@ -184,8 +175,7 @@ class FailOpenWorker:
                 self._queue.task_done()
 
     def stop(self, deadline_s: float = 2.0) -> bool:
-        """Let queued jobs finish for at most ``deadline_s``; True if the thread ended in time
-        (a hung job is abandoned: the thread is a daemon)."""
+        """Let queued jobs finish for at most ``deadline_s``; True if the (daemon) thread ended."""
         self._stopping = True
         end = time.monotonic() + max(0.0, deadline_s)
         while True:

@@ -1,10 +1,5 @@
-"""Prometheus exposition: the names of the metrics contract, read from live run state at scrape time.
-
-Run-scoped series are produced by a custom collector over the ingestor's run states, so
-they are rebuilt for free after a journal replay and are bounded by construction: per run a
-fixed set of label values (failure classes collapse to ``other``, checks are the 14
-registry IDs). The service's own counters (ingest, errors, journal commits) are ordinary
-prometheus-client metrics in a per-service registry, never the global one.
+"""Prometheus exposition: run-scoped series built from the run states at scrape time (so a replay
+rebuilds them and their label values stay bounded), plus the service's own counters.
 """
 
 from __future__ import annotations
@@ -12,6 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
@@ -36,9 +32,7 @@ _P = "rollout_sidecar_"
 _QUANTILES = (("0.5", 0.5), ("0.75", 0.75), ("0.95", 0.95))
 
 
-#: Run-scoped families, in exposition order: key, type, name after the prefix, help, labels after
-#: ``run_id``. The quantile family is a summary, not a gauge: Prometheus reserves ``quantile`` for
-#: summaries (promtool rejects it on a gauge).
+#: Run-scoped families: key, type, name, help, labels after ``run_id`` (quantiles: a summary).
 _KINDS: dict[str, Any] = {
     "c": CounterMetricFamily,
     "g": GaugeMetricFamily,
@@ -175,8 +169,7 @@ class _Families:
 
 
 def _counter_value(total: int) -> float:
-    """An exact ``int`` total as a finite sample value: past the double range it saturates, so the
-    counter never shows ``+Inf`` and never falls."""
+    """An ``int`` total as a finite sample: past the double range it saturates, never ``+Inf``."""
     try:
         return float(total)
     except OverflowError:
@@ -187,23 +180,15 @@ def _counter_value(total: int) -> float:
 FOLLOWER_STATES = tuple(state.value for state in FollowerState)
 
 
+@dataclass(frozen=True)
 class _RunCollector(Collector):
-    """Yields every run-scoped family from the current run states (none while the journal
-    replays: the states are being rebuilt on another thread)."""
+    """Every run-scoped family of the current run states (none while the journal replays)."""
 
-    def __init__(
-        self,
-        runs: Callable[[], Iterable[RunState]],
-        now: Callable[[], float],
-        ready: Callable[[], bool],
-        follower: Callable[[], dict[str, Any] | None],
-        retain_ended_s: float | None,
-    ) -> None:
-        self._runs = runs
-        self._now = now
-        self._retain_ended_s = retain_ended_s
-        self._ready = ready
-        self._follower = follower
+    _runs: Callable[[], Iterable[RunState]]
+    _now: Callable[[], float]
+    _ready: Callable[[], bool]
+    _follower: Callable[[], dict[str, Any] | None]
+    _retain_ended_s: float | None
 
     def collect(self) -> Iterator[Metric]:
         status = self._follower()
@@ -235,21 +220,16 @@ class _RunCollector(Collector):
 
 
 class ServiceMetrics:
-    """The service's registry: run families plus ingest, error and journal metrics.
-
-    ``error_reasons``: every ``ingest_errors_total`` reason (the codes a refused request carries,
-    the HTTP layer's), each series present from the start at 0."""
+    """The service's registry; every ``error_reasons`` series present from the start at 0."""
 
     def __init__(self, error_reasons: tuple[str, ...]) -> None:
-        # ``*_created`` series add nothing a dashboard uses and double the exposition of every
-        # counter; the switch is process-wide, which suits the service process.
+        # ``*_created`` series double every counter's exposition for nothing (process-wide switch).
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry = CollectorRegistry(auto_describe=True)
         self.ingest_events = Counter(
             _P + "ingest_events", "Ingested events by kind and result.", ["kind", "result"], registry=registry
         )
-        # Children by (kind, result), both from fixed sets: ``labels()`` per event costs more
-        # than the increment itself.
+        # Children by (kind, result): ``labels()`` per event costs more than the increment.
         self._event_counters: dict[tuple[str, str], Any] = {}
         self.ingest_errors = Counter(
             _P + "ingest_errors", "Rejected requests by reason.", ["reason"], registry=registry
@@ -302,8 +282,7 @@ class ServiceMetrics:
         follower: Callable[[], dict[str, Any] | None] = lambda: None,
         retain_ended_s: float | None = None,
     ) -> None:
-        """Run-scoped families of the ``runs()`` at ``now()``; a run that ended ``retain_ended_s``
-        ago leaves them (its report stays), so a scrape costs the live runs, not the history."""
+        """Run-scoped families of ``runs()``; a run ended ``retain_ended_s`` ago leaves them."""
         self.registry.register(_RunCollector(runs, now, ready, follower, retain_ended_s))
 
     def on_event(self, kind: str, result: str, count: int = 1) -> None:

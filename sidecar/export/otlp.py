@@ -1,12 +1,7 @@
 """OTLP/HTTP push of the numbers ``/metrics`` shows, into an OpenTelemetry Collector.
 
-``serve --otlp-endpoint URL`` pushes to ``URL/v1/metrics``; else ``NEMO_GYM_OTEL_ENABLED=1`` with
-the standard ``OTEL_EXPORTER_OTLP_*`` variables (an unusable one is an :class:`OtlpConfigError`
-naming it). Each push collects the service's own registry as a scrape does, so both carry the same
-values: ``rollout_sidecar_<rest>[_<unit>]`` becomes ``rollout_sidecar.<rest with dots>`` with the
-unit as OTel unit; series start at the run's start (a replayed restart continues them). A
-:class:`~sidecar.export.failopen.FailOpenWorker` thread sends one POST per push with a total
-deadline and a capped read, no retry: cumulative values lose nothing to a dropped push.
+One bounded POST per push on a fail-open thread, no retry: cumulative values lose nothing to a
+dropped push. Names and settings: docs/operations.md.
 """
 
 from __future__ import annotations
@@ -20,7 +15,6 @@ import math
 import os
 import socket
 import ssl
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -64,10 +58,6 @@ class OtlpConfigError(ValueError):
     """An OTLP setting is unusable; the message names it and where it came from."""
 
 
-def _on(value: str) -> bool:
-    return value.strip().lower() in ("1", "true", "yes", "on")
-
-
 def _off(value: str) -> bool:
     return value.strip().lower() in ("0", "false", "no", "off")
 
@@ -93,16 +83,12 @@ def _check_url(url: str, where: str) -> str:
 
 def resolve_protocol(env: Mapping[str, str] | None = None) -> str:
     """``http/protobuf``, or :class:`OtlpConfigError` naming the variable that asks for another."""
-    environ = os.environ if env is None else env
-    for variable in ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
-        value = environ.get(variable, "").strip()
-        if value and value.lower() != PROTOCOL:
-            raise OtlpConfigError(
-                f"{variable}={value!r}: the sidecar pushes {PROTOCOL} only "
-                f"(set OTEL_EXPORTER_OTLP_METRICS_PROTOCOL={PROTOCOL} for it)"
-            )
-        if value:
-            break
+    found = _env(os.environ if env is None else env, "PROTOCOL")
+    if found is not None and found[1].lower() != PROTOCOL:
+        raise OtlpConfigError(
+            f"{found[0]}={found[1]!r}: the sidecar pushes {PROTOCOL} only "
+            f"(set OTEL_EXPORTER_OTLP_METRICS_PROTOCOL={PROTOCOL} for it)"
+        )
     return PROTOCOL
 
 
@@ -119,7 +105,7 @@ def resolve_endpoint(cli_endpoint: str | None, env: Mapping[str, str] | None = N
         url = _check_url(cli_endpoint, "--otlp-endpoint").rstrip("/") + "/v1/metrics"
         resolve_protocol(environ)
         return url
-    if not _on(environ.get("NEMO_GYM_OTEL_ENABLED", "")):
+    if environ.get("NEMO_GYM_OTEL_ENABLED", "").strip().lower() not in ("1", "true", "yes", "on"):
         return None
     if _off(environ.get("NEMO_GYM_OTEL_METRICS_ENABLED", "1")):
         _log.info("otlp push off", reason="NEMO_GYM_OTEL_METRICS_ENABLED is off")
@@ -250,9 +236,7 @@ def service_name(env: Mapping[str, str] | None = None) -> str:
 
 
 def resource_attributes(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The push's resource: ``service.name``, ``service.instance.id`` (``<run id>-rollout-sidecar-
-    <host>``, stable across a restart), ``nemo.run.id``, ``host.name``, ``service.version`` and the
-    ``slurm.*`` attributes under Slurm. The sidecar's run id is a point attribute, never here."""
+    """The push's resource attributes (NeMo Gym's names; the sidecar's run id is a point attribute)."""
     environ = os.environ if env is None else env
     run_id, host = nemo_run_id(environ), socket.gethostname()
     attributes = {
@@ -394,8 +378,7 @@ def _backend(deadline: Deadline) -> httpcore.SyncBackend:
 
 
 def post(settings: HttpSettings, body: bytes) -> None:
-    """POST ``body`` (an encoded ``ExportMetricsServiceRequest``) within ``settings.timeout_s``;
-    :class:`PushNotAccepted` unless the collector answers 2xx (at most 64 KiB of an error read)."""
+    """POST ``body`` within ``settings.timeout_s``; :class:`PushNotAccepted` unless answered 2xx."""
     import httpcore
 
     headers = [("Content-Type", "application/x-protobuf"), ("User-Agent", f"rollout-sidecar/{version()}")]
@@ -441,12 +424,8 @@ def _import_sender() -> None:
 
 
 class OtlpPusher:
-    """Every ``interval_s``: collect ``registry`` and send it on a fail-open worker of one push.
-
-    With ``apply_lock`` (the service's), the periodic collection runs on a worker thread while
-    ingest waits, as a ``/metrics`` build does, so a slow collection never holds ``/drain_margin``.
-    Without it (tests, the final push at shutdown) it runs where it is called.
-    """
+    """Every ``interval_s``: collect ``registry`` off the loop while ingest waits on ``apply_lock`` (as
+    a ``/metrics`` build does) and send it on a fail-open worker of one push."""
 
     def __init__(
         self,
@@ -456,9 +435,8 @@ class OtlpPusher:
         times: SeriesTimes,
         *,
         on_result: Callable[[str], None],
-        resource: Mapping[str, str] | None = None,
-        clock: Callable[[], float] = time.time,
-        apply_lock: asyncio.Lock | None = None,
+        clock: Callable[[], float],
+        apply_lock: asyncio.Lock,
     ) -> None:
         from opentelemetry.sdk.resources import Resource
 
@@ -469,7 +447,7 @@ class OtlpPusher:
         self._clock = clock
         self._on_result = on_result
         self._apply_lock = apply_lock
-        self._resource = Resource.create(dict(resource_attributes() if resource is None else resource))
+        self._resource = Resource.create(resource_attributes())
         self._outage = OutageLog(
             _log,
             down="otlp collector unavailable, pushes dropped until it answers",
@@ -493,9 +471,7 @@ class OtlpPusher:
         while True:
             await asyncio.sleep(self.interval_s)
             try:
-                if self._apply_lock is None:
-                    self.push()
-                elif not self._still_sending():
+                if not self._still_sending():
                     async with self._apply_lock:
                         data = await asyncio.to_thread(self._collect, True)
                     self._worker.submit(functools.partial(self._send, data))
@@ -511,18 +487,10 @@ class OtlpPusher:
         return False
 
     def _collect(self, paused: bool = False) -> Any:
-        """The registry as OTel data; ``paused`` (off the loop, in ``serve``): the cyclic collector
-        paused around it, as for a ``/metrics`` build (its pass would hold the GIL)."""
+        """The registry as OTel data; ``paused``: the cyclic collector paused (it would hold the GIL)."""
         with collector_paused() if paused else contextlib.nullcontext():
             families = self.registry.collect()
             return to_metrics_data(families, self._times, now=self._clock(), resource=self._resource)
-
-    def push(self) -> bool:
-        """Collect now and hand the data to the sender thread; False (counted ``busy``) if it still sends."""
-        if self._still_sending():
-            return False
-        data = self._collect()
-        return self._worker.submit(lambda: self._send(data))
 
     def _send(self, data: Any) -> None:
         """On the sender thread; an encoding bug fails the push like an outage, never further."""
@@ -530,17 +498,17 @@ class OtlpPusher:
 
         post(self.settings, encode_metrics(data).SerializeToString())
 
-    async def stop(self, final_timeout_s: float = 2.0) -> None:
-        """Stop pushing; one last push (the end of a run reaches the collector), waited on at most
-        ``final_timeout_s``: the sender is a daemon thread with its own deadline."""
+    async def stop(self) -> None:
+        """Stop; one last push (a run's end reaches the collector), waited on at most 2 s."""
         if self._task is not None:
             self._task.cancel()
             self._task = None
         try:
-            self.push()
+            if not self._still_sending():
+                self._worker.submit(functools.partial(self._send, self._collect()))
         except Exception:  # collecting at shutdown must not stop the shutdown
             _log.exception("final otlp push failed")
-        wait = min(final_timeout_s, self.settings.timeout_s)
+        wait = min(2.0, self.settings.timeout_s)
         if not await asyncio.to_thread(self._worker.stop, wait):
             _log.info("final otlp push not confirmed, not waited on", timeout_s=wait)
         self._outage.close()

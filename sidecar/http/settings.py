@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from health.cli_types import Ranged, seconds, size, whole
-from sidecar.export.trackers._settings import TrackerSettings
+from sidecar.export.trackers import TrackerSettings
 from sidecar.journal import DEFAULT_JOURNAL_PATH
 from sidecar.state.inflight import DEFAULT_MAX_TOTAL, InflightRules
 

@@ -26,7 +26,7 @@ from xxhash import xxh3_128_hexdigest
 
 from health.parse import parse_line
 from health.registry import CHECK_IDS
-from sidecar.export.trackers._settings import MLFLOW_RUN_ID_PATTERN, WANDB_RUN_PATH_PATTERN
+from sidecar.export.trackers import MLFLOW_RUN_ID_PATTERN, WANDB_RUN_PATH_PATTERN
 from sidecar.wire import (
     ATTEMPT_KEY,
     MAX_EVENT_SEQ,

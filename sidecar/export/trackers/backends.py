@@ -1,11 +1,7 @@
 """The MLflow and W&B backends: the only module importing either library, each call bounded.
 
-MLflow's client would read whole answers and retry (a 1.9 GB answer grew the process by as much),
-so inside a backend call every request goes through :func:`_bounded_sessions`' adapter: no retry,
-a total deadline that shuts the call's sockets, at most ``MAX_RESPONSE_BYTES`` read. Runs the
-sidecar creates are tagged with its run id and the journal's id, so a restart finds them again.
-W&B's HTTP runs in its own service process; the sidecar bounds its waits and retries, turns its
-in-process analytics off, and derives a created run's id from the journal's id (a restart resumes).
+MLflow's client reads whole answers and retries (a 1.9 GB answer grew the process by as much), so
+its requests go through a bounded adapter; W&B's HTTP runs in its own process with bounded waits.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.export.failopen import MAX_RESPONSE_BYTES, Deadline
-from sidecar.export.trackers._settings import DEFAULT_EXPERIMENT, RunTarget, TrackerName, TrackerSettings
+from sidecar.export.trackers import DEFAULT_EXPERIMENT, RunTarget, TrackerName, TrackerSettings
 from sidecar.export.trackers.keys import PREFIX, STEP_KEY, UNHEALTHY_COLUMNS, UNHEALTHY_TABLE
 from sidecar.export.trackers.session import Backend, FinalPackage, OpenedRun, TrackerError
 
@@ -189,7 +185,7 @@ class MlflowBackend:
             if found:
                 return self._existing(found[0].info.run_id, created=True)
             tags = {RUN_ID_TAG: target.run_id, INSTANCE_TAG: instance}
-            name = target.name or self.run_name or target.run_id
+            name = self.run_name or target.run_id
             return OpenedRun(
                 self._client.create_run(experiment, tags=tags, run_name=name).info.run_id, created=True
             )
@@ -227,12 +223,10 @@ def wandb_run_id(instance: str, run_id: str) -> str:
 
 
 def split_run_path(path: str) -> tuple[str | None, str | None, str]:
-    """``entity/project/id``, ``project/id`` or ``id`` -> ``(entity, project, id)``."""
+    """``entity/project/id``, ``project/id`` or ``id`` (checked by WANDB_RUN_PATH_PATTERN) -> a triple."""
     parts = path.strip("/").split("/")
     if parts[-2:-1] == ["runs"]:  # the web UI's entity/project/runs/id
         del parts[-2]
-    if not 1 <= len(parts) <= 3 or not all(parts):
-        raise TrackerError(f"wandb run path must be [entity/][project/]run_id, got {path!r}")
     padded: list[str | None] = [None] * (3 - len(parts)) + list(parts)
     return padded[0], padded[1], str(padded[2])
 
@@ -271,7 +265,7 @@ class WandbBackend:
             project=project,
             entity=entity,
             id=run_id,
-            name=(target.name or self.run_name or target.run_id) if created else None,
+            name=(self.run_name or target.run_id) if created else None,
             resume="allow",
             reinit="create_new",
             settings=self._settings,

@@ -1,8 +1,5 @@
-"""The tracker flags of ``serve`` and ``health-check`` (no tracker library is imported here).
-
-``health`` never imports ``sidecar``, so this module adds ``--mlflow-run-id`` and
-``--wandb-run-path`` to the ``health-check`` parser and wraps its handler: the report it wrote is
-logged into the given runs.
+"""The tracker flags of ``serve`` and ``health-check`` (``health`` never imports ``sidecar``, so
+``health-check``'s handler is wrapped here). No tracker library is imported here.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from health.cli_types import seconds
-from sidecar.export.trackers._settings import (
+from sidecar.export.trackers import (
     DEFAULT_INTERVAL_S,
     MLFLOW_RUN_ID_PATTERN,
     WANDB_RUN_PATH_PATTERN,
@@ -84,8 +81,7 @@ def tracker_settings(args: argparse.Namespace) -> TrackerSettings | None:
 
 
 def add_health_check_flags(parser: argparse.ArgumentParser) -> None:
-    """The tracker flags of the registered ``health-check`` ``parser``, its handler wrapped: the
-    check runs, its page is written, then both are logged into the given runs."""
+    """``health-check``'s tracker flags; its handler wrapped to log the report into the given runs."""
     group = parser.add_argument_group("experiment trackers", "log the report into an existing run")
     group.add_argument(
         "--mlflow-run-id",
@@ -141,8 +137,7 @@ def _health_check(args: argparse.Namespace, handler: Callable[[argparse.Namespac
 
 
 def log_run_dir(run_dir: Path, targets: dict[TrackerName, str], *, html: Path | None = None) -> list[str]:
-    """Log ``run_dir``'s report into each target run; one message per tracker that failed.
-    ``html``: the run's page written by ``--html``, logged as ``report.html``."""
+    """Log ``run_dir``'s report (and ``html`` page) into each target; one message per failure."""
     import orjson
 
     from sidecar.export.trackers.backends import make_backend

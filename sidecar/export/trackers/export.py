@@ -1,9 +1,5 @@
-"""The service side of tracker export: every interval, each run's figures to each tracker.
-
-On the loop the figures are built on the read thread and handed to the tracker's own
-:class:`~sidecar.export.failopen.FailOpenWorker`, which never blocks: a hung MLflow holds up
-neither W&B nor ingest. Live steps that cannot be sent are dropped and counted; an ended run's
-final summary is retried every interval until the tracker holds it. Nothing here imports the service.
+"""The service side of tracker export: every interval, each run's figures to each tracker, on one
+fail-open thread per tracker (a hung MLflow holds up neither W&B nor ingest).
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ import orjson
 import structlog
 
 from sidecar.export.failopen import FailOpenWorker, JobResult
-from sidecar.export.trackers._settings import RunTarget, TrackerName, TrackerSettings
+from sidecar.export.trackers import RunTarget, TrackerName, TrackerSettings
 from sidecar.export.trackers.keys import live_metrics
 from sidecar.export.trackers.session import Backend, ExportStore, TrackerSession, final_package
 from sidecar.state.run import RunState
@@ -44,21 +40,16 @@ class ServiceReads:
 
 
 def abandoned_trackers() -> frozenset[str]:
-    """Trackers left hanging by a shutdown in this process.
-
-    Their library may still hold the interpreter's exit (wandb's exit hook waits for its service
-    to finish sending), so ``serve`` then ends the process at once, journal already closed.
-    """
+    """Trackers left hanging by a shutdown: their library may hold the exit, so ``serve`` ends at once."""
     return frozenset(_ABANDONED)
 
 
 def target_of(run: RunState, name: TrackerName) -> RunTarget:
     """Where ``run`` goes in tracker ``name``: the run the client named, else a new one."""
-    tracking = getattr(run.config, "tracking", None)
-    given = None
-    if tracking is not None:
-        given = tracking.mlflow_run_id if name == "mlflow" else tracking.wandb_run_path
-    return RunTarget(run.run_id, given=given)
+    tracking = run.config.tracking
+    if tracking is None:
+        return RunTarget(run.run_id)
+    return RunTarget(run.run_id, tracking.mlflow_run_id if name == "mlflow" else tracking.wandb_run_path)
 
 
 class _Channel:
@@ -188,7 +179,7 @@ class TrackerExport:
         if report.get("perf_summary") is not None:
             perf = orjson.dumps(report["perf_summary"], option=orjson.OPT_INDENT_2)
             files["perf_summary.json"] = perf + b"\n"
-        config = {name: getattr(run.config, name, None) for name in _CONFIG_PARAMS}
+        config = {name: getattr(run.config, name) for name in _CONFIG_PARAMS}
         for channel in channels:
             package = final_package(config, report, files, channel.name)
             target = target_of(run, channel.name)
@@ -228,6 +219,5 @@ class TrackerExport:
         self.store.close()
 
 
-#: ``run_started`` fields logged as parameters (read with ``getattr``: a run restored from a
-#: snapshot older than a field lacks it).
+#: ``run_started`` fields logged as parameters.
 _CONFIG_PARAMS = ("dispatch_budget_s", "drain_margin_s", "task_timeout_s", "max_attempts", "ignored_checks")

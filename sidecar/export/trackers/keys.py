@@ -1,9 +1,4 @@
-"""The metric, parameter and artifact names logged into MLflow and W&B (docs/operations.md).
-
-Every key starts with ``rollout_sidecar/`` in NeMo Gym's slash style, so they sort beside NeMo
-Gym's own and never collide. Live keys every interval with a step; ``final/`` keys and parameters
-once at the end, from the run's ``/report`` body (each equals the report's figure).
-"""
+"""The metric, parameter and artifact names logged into MLflow and W&B (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -27,8 +22,6 @@ UNHEALTHY_COLUMNS = ("task_index", "rollout_index", "rollout_id", "checks", "fin
 MAX_TABLE_ROWS = 10_000
 
 _VERDICTS = ("healthy", "unhealthy", "unobserved")
-_FORECAST = ("finished_p10", "finished_p50", "finished_p90", "drained_p50", "cut_off_p50", "eta_all_p50_s",
-             "eta_all_p90_s", "budget_for_all_s")  # fmt: skip
 _LIVE_QUANTILES = (("p50_s", 0.5), ("p75_s", 0.75), ("p95_s", 0.95))
 _FINAL_QUANTILES = (("p50_s", "0.5"), ("p75_s", "0.75"), ("p90_s", "0.9"), ("p95_s", "0.95"),
                     ("p99_s", "0.99"), ("max_s", "1.0"))  # fmt: skip
@@ -127,11 +120,7 @@ def final_metrics(report: Mapping[str, Any]) -> dict[str, float]:
 
 
 def run_params(config: Mapping[str, Any], report: Mapping[str, Any], tracker: str) -> dict[str, str]:
-    """Parameters of the run: budget, plan size, ignored checks and the versions that produced it.
-
-    ``config`` holds the ``run_started`` fields (empty for a batch ``health-check``); ``tracker``
-    is the distribution whose version is logged (``mlflow`` or ``wandb``).
-    """
+    """The run's parameters from its ``run_started`` ``config`` (empty for ``health-check``)."""
     summary_run = (report.get("quality_summary") or {}).get("run") or {}
     ignored = config.get("ignored_checks", summary_run.get("ignored_checks")) or []
     accounting = report.get("accounting") or {}

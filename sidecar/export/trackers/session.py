@@ -1,8 +1,5 @@
-"""The backend interface and the per-tracker session keeping the exactly-once bookkeeping.
-
-A session decides which tracker run a sidecar run goes to (the one named, the one this journal
-created before a crash, or a new one), which step comes next, and whether the final summary is
-still due. ``<journal>.trackers.sqlite3`` (``synchronous=FULL``) remembers it across a SIGKILL.
+"""The backend interface and the exactly-once bookkeeping, kept in ``<journal>.trackers.sqlite3``
+(``synchronous=FULL``) so a SIGKILL neither repeats nor loses a tracker run, step or summary.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sidecar.export.trackers._settings import RunTarget, TrackerName
+from sidecar.export.trackers import RunTarget, TrackerName
 from sidecar.export.trackers.keys import STEP_KEY, final_metrics, run_params, unhealthy_rows
 
 
@@ -24,8 +21,7 @@ class TrackerError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class OpenedRun:
-    """A tracker run ready to log into: its id, the last step it holds (if it can tell), whether
-    its final summary is there already, and whether the sidecar created it (and so ends it)."""
+    """A tracker run ready to log into; ``created``: the sidecar made it (and so ends it)."""
 
     ref: str
     last_step: int | None = None
@@ -88,7 +84,6 @@ class ExportStore:
     """The side table; safe from any thread (one connection behind a lock)."""
 
     def __init__(self, path: Path | None) -> None:
-        self.path = path
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False,
                                      isolation_level=None)  # fmt: skip

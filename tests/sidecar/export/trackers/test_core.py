@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sidecar.export.trackers import RunTarget
-from sidecar.export.trackers._settings import TrackerName
+from sidecar.export.trackers import RunTarget, TrackerName
 from sidecar.export.trackers.keys import STEP_KEY
 from sidecar.export.trackers.session import ExportStore, FinalPackage, OpenedRun, TrackerSession
 
