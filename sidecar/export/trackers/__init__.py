@@ -10,6 +10,18 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Literal
 
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "DEFAULT_INTERVAL_S",
+    "MLFLOW_RUN_ID_PATTERN",
+    "TRACKERS",
+    "WANDB_RUN_PATH_PATTERN",
+    "RunTarget",
+    "TrackerName",
+    "TrackerSettings",
+    "tracker_available",
+]
+
 TrackerName = Literal["mlflow", "wandb"]
 TRACKERS: tuple[TrackerName, ...] = ("mlflow", "wandb")
 DEFAULT_INTERVAL_S = 15.0
