@@ -1,10 +1,5 @@
-"""A compact, picklable form of :class:`~health.types.RolloutDigest`.
-
-Workers send these back over the process pool and the reducer keeps one per rollout, so
-they must be small: findings are pre-rendered to their report JSON (subjects are implied
-by the check scope), the ``unobserved`` list becomes a bitmask over the rollout
-checks in registry order, and the boolean fields are packed into one integer. A typical
-digest costs a few hundred bytes instead of several kilobytes of pydantic objects.
+"""A compact, picklable form of :class:`~health.types.RolloutDigest`: findings pre-rendered to
+report JSON, ``unobserved`` as a bitmask, flags in one integer (a few hundred bytes a rollout).
 """
 
 from __future__ import annotations
@@ -94,11 +89,8 @@ class CompactDigest(NamedTuple):
 
 
 class PlainFinding(NamedTuple):
-    """A rollout check's finding as the per-record step makes it, before any pydantic model.
-
-    Its subject is implied (the rollout's task and repeat indices); the locator and detail
-    hold only the values a ``Finding`` keeps as they are (``int`` / ``str`` locator values).
-    """
+    """A rollout check's finding before any pydantic model (subject implied; locator and detail
+    hold only values a ``Finding`` keeps as they are)."""
 
     check: str
     locator: dict[str, Any] | None
@@ -156,12 +148,8 @@ def compact_digest(digest: RolloutDigest) -> CompactDigest:
 
 
 def compact_values(values: Mapping[str, Any]) -> CompactDigest:
-    """Pack a digest's field values (``RolloutDigest``'s fields by name; findings as
-    :class:`PlainFinding` or ``Finding``) into its compact form.
-
-    Runs once per rollout in the workers; most rollouts have no finding and no error, so
-    those fields skip the rendering and the generators.
-    """
+    """Pack a digest's field values (``RolloutDigest``'s fields; findings as :class:`PlainFinding`
+    or ``Finding``) into its compact form; runs once per rollout in the workers."""
     findings = values["findings"]
     errors_by_status = values["errors_by_status"]
     flags = (
@@ -242,15 +230,8 @@ def _digest_model() -> type[RolloutDigest] | None:
 
 
 def built_digest(values: dict[str, Any]) -> RolloutDigest:
-    """``RolloutDigest.model_construct(**values)`` for ``values`` holding every field in field order.
-
-    For values that already have the field types exactly (validation would return them as
-    they are): the per-record step builds its digest with it, and unpacking rebuilds them.
-
-    ``model_construct`` re-walks the fields' aliases and defaults for each call, which made
-    rebuilding a run's digests cost several times more than unpacking them; the object it
-    builds is exactly this one (``__dict__`` in field order, every field marked as set).
-    """
+    """``RolloutDigest.model_construct(**values)`` for values already of the field types, without
+    its per-call walk over aliases and defaults (which made unpacking several times slower)."""
     model = _digest_model()
     if model is None:
         from .types import RolloutDigest
