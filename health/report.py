@@ -120,14 +120,9 @@ def render_rows(
 
 
 class RowRenderer:
-    """Renders rows exactly as :func:`render_row` does, several times faster over a whole run.
-
-    A row is ``head + tail``: the head holds the indices and ``rollout_id``, the tail the
-    verdict, findings, unobserved list and stage. A rollout without findings (almost all of
-    them) shares its tail with every rollout of the same verdict, unobserved set and stage,
-    so each distinct tail is rendered once per renderer. Duplicates, and indices that are not
-    a plain ``int`` / ``str`` or that orjson refuses, go through :func:`render_row` itself.
-    """
+    """Renders rows exactly as :func:`render_row` does, several times faster: a row without findings
+    shares its tail (verdict, unobserved, stage) with its likes, rendered once; the rest go through
+    :func:`render_row`."""
 
     __slots__ = ("_tails", "_unobserved_parts")
 

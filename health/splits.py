@@ -135,14 +135,8 @@ def iter_split_lines(path: str, start: int, end: int) -> Iterator[bytes]:
 
 
 def _iter_split_views(path: str, start: int, end: int) -> Iterator[bytes | memoryview]:
-    """:func:`iter_split_lines`, each line a view of the read buffer where it lies in one block.
-
-    Blocks are read into one reused buffer, so a split costs no allocation per block, and a
-    line inside a block is handed over in place rather than copied out (a 72 KB copy into
-    fresh memory costs about as much as the vetter's pass over it). A view is valid until the
-    next line is asked for: the caller must be done with it (and with anything it lent
-    ``msgspec.Raw`` slices to) by then. A line that straddles two blocks comes as ``bytes``.
-    """
+    """:func:`iter_split_lines`, a line inside one block as a view of the reused read buffer (no
+    copy); valid until the next line is asked for. A line straddling two blocks comes as ``bytes``."""
     with open(path, "rb", buffering=0) as file:
         handle = file.fileno()
         first = _first_owned_line(handle, start)

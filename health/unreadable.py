@@ -1,10 +1,7 @@
 """The digest of a line that yields no readable rollout: unparseable, or an identity NeMo Gym rejects.
 
-Its identity is synthetic (input index and line number), its only possible finding is
-``record_unreadable`` with the line's locator, every other rollout check is unobserved and its
-statistics are zero. It depends on nothing but the reason and the line's position, so whoever
-knows the global position (the pool parent, the Ray driver) can build it from the reason alone,
-without importing the per-record step.
+Synthetic identity, a ``record_unreadable`` finding, every other rollout check unobserved, zero
+statistics: built from the reason and position alone, so the pool parent or Ray driver can.
 """
 
 from __future__ import annotations
