@@ -11,7 +11,6 @@ import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from sortedcontainers import SortedKeyList
@@ -38,7 +37,6 @@ from .report import (
     render_summary,
     row_sort_key,
     task_sort_key,
-    write_reports,
 )
 from .tasks import (
     RepeatTally,
@@ -611,7 +609,3 @@ class HealthReducer:
         """Post-duplicate digests in input (ordinal) order, as ``HealthCheckResult.rollouts`` holds them."""
         with collector_paused():
             return [expand_digest(digest, self._duplicate_count(digest)) for digest in self.compact_digests()]
-
-    def write(self, output_dir: str | Path) -> tuple[Path, Path]:
-        """Write ``quality_summary.json``, then ``rollout_verdicts.jsonl``, into ``output_dir``."""
-        return write_reports(Path(output_dir), self.summary_bytes(), self.iter_verdict_lines())

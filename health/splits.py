@@ -252,11 +252,6 @@ class SplitPlacer:
         self._line_base = 0
         self._ordinal_base = 0
 
-    @property
-    def waiting(self) -> int:
-        """Outcomes held back behind an earlier split that has not arrived."""
-        return len(self._waiting)
-
     def add(self, outcome: SplitOutcome) -> list[CompactDigest]:
         """Take one outcome; return every digest that can now be placed (possibly none)."""
         self._waiting[outcome.index] = outcome
