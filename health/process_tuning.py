@@ -32,11 +32,8 @@ __all__ = [
 Entry = Literal["health-check", "serve", "worker", "snapshot-writer"]
 
 SERVE_GC_THRESHOLD: Final = 10_000
-"""The youngest generation's threshold in a ``serve`` process (Python's default is 700).
-Ingesting a batch holds thousands of container objects alive at once (each row's decoded
-record, its evidence and digest), so at 700 a collection ran within nearly every request and
-traversed all of them, over and over; cycles are still collected, after this many net new
-container objects instead."""
+"""The youngest generation's threshold in ``serve`` (default 700): an ingest batch holds thousands
+of containers at once, and at 700 nearly every request ran a collection over all of them."""
 
 SERVE_SWITCH_INTERVAL_S: Final = 0.0002
 """The interpreter's thread switch interval in a ``serve`` process (default 5 ms): a CPU-bound

@@ -1,8 +1,5 @@
 """Report writers (docs/report.md): exact bytes of ``quality_summary.json`` and ``rollout_verdicts.jsonl``.
-
-Pure rendering: the reducer decides what goes in, these functions decide how it looks.
-:func:`render_row` is the definition of a row; :func:`render_rows` produces the same bytes
-for a whole run several times faster, because most rows differ only in their identity.
+:func:`render_row` defines a row; :class:`RowRenderer` gives the same bytes several times faster.
 """
 
 from __future__ import annotations
@@ -42,11 +39,8 @@ def index_sort_part(value: TaskIndex | None) -> tuple[int, Any]:
 
 
 def row_sort_key(digest: CompactDigest) -> tuple[Any, ...]:
-    """Row order: task, rollout, stage (each by :func:`index_sort_part`), then input order.
-
-    The parts are concatenated into one flat tuple, which orders exactly like the nested
-    ``(part, part, part, ordinal)`` (every part has two items) but is cheaper to build and compare.
-    """
+    """Row order: task, rollout, stage (each by :func:`index_sort_part`), then input order, as one
+    flat tuple (cheaper than the nested one, same order)."""
     task, rollout, stage = digest.task_index, digest.rollout_index, digest.stage_index
     if type(task) is int and type(rollout) is int and stage is None:
         return (0, task, 0, rollout, 1, "None", digest.ordinal)
