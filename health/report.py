@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,6 @@ __all__ = [
     "RowRenderer",
     "index_sort_part",
     "render_row",
-    "render_rows",
     "render_summary",
     "row_sort_key",
     "task_sort_key",
@@ -103,14 +102,6 @@ def _index_json(value: object) -> bytes:
     if type(value) is str:
         return orjson.dumps(value)
     raise TypeError(f"not an int or str index: {value!r}")
-
-
-def render_rows(
-    digests: Iterable[CompactDigest], duplicate_count: Callable[[CompactDigest], int] | None
-) -> Iterator[bytes]:
-    """``render_row(digest, duplicate_count(digest))`` for each digest, in the order given
-    (``None``: no digest is a duplicate)."""
-    return iter(RowRenderer().rows(digests, duplicate_count))
 
 
 class RowRenderer:

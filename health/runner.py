@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from .jsonl import iter_line_spans
+from .jsonl import is_blank
 from .process_tuning import collector_paused, take_over
 from .reduce import HealthReducer
-from .splits import FileSplit, SplitOutcome, SplitPlacer, digest_split, plan_tapering_splits
+from .splits import FileSplit, SplitOutcome, SplitPlacer, digest_split, iter_split_lines, plan_tapering_splits
 
 __all__ = [
     "PoolFactory",
@@ -75,8 +75,8 @@ def _at_most_one_record(paths: Sequence[str], total_bytes: int) -> bool:
         return False
     records = 0
     for path in paths:
-        for _, _, non_blank in iter_line_spans(path):
-            records += non_blank
+        for line in iter_split_lines(path, 0, os.path.getsize(path)):
+            records += not is_blank(line)
             if records > 1:
                 return False
     return True
