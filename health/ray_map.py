@@ -51,13 +51,6 @@ class RayMapStats:
     ran_on: dict[int, str] = field(default_factory=dict)
     """Split index -> id of the node whose run of it was used (retries may move a split)."""
 
-    def tasks_per_node(self) -> dict[str, int]:
-        """How many splits each node digested."""
-        counts: dict[str, int] = {}
-        for node in self.ran_on.values():
-            counts[node] = counts.get(node, 0) + 1
-        return counts
-
 
 def default_split_bytes(total_bytes: int, cpus: int) -> int:
     """About four splits per cluster CPU, between 1 MiB and 64 MiB."""
