@@ -104,25 +104,34 @@ def _compact_form(
     return compact_from_walk(walked.identity, walked.evidence, walked.outcome, location.ordinal)
 
 
+def _fast_walk(
+    data: bytes | memoryview, ordinal: int, ignored: frozenset[str]
+) -> tuple[_Walked, LineRecord] | None:
+    """The fast road: the walk and the record it decoded, or ``None`` where only the full road can decide."""
+    line = decode_line(data)
+    inputs = None if line is None else line_inputs(line, ordinal)
+    if line is None or inputs is None:
+        return None
+    return _Walked(*inputs, walk(inputs[1], None, ignored)), line
+
+
 def _walk_line(
     data: bytes | memoryview, location: Location, ignored: frozenset[str]
-) -> tuple[_Walked | UnreadableLine, PositionDependence, LineRecord | dict[str, Any] | None]:
+) -> tuple[_Walked | UnreadableLine, PositionDependence]:
     """Read and walk one line (fast road, else full road): the walk (or why the line has no
-    readable identity), its position dependence, and the record it read."""
+    readable identity) and its position dependence."""
     data = stripped(data)  # a record line stays a view of the read buffer: no 70 KB copy
-    line = decode_line(data)
-    inputs = None if line is None else line_inputs(line, location.ordinal)
-    if line is not None and inputs is not None:
-        suffix = line_dependence(line)
-        dependence = None if suffix is None else OrdinalIdentity(suffix or None)
-        return _Walked(*inputs, walk(inputs[1], None, ignored)), dependence, line
+    fast = _fast_walk(data, location.ordinal, ignored)
+    if fast is not None:
+        suffix = line_dependence(fast[1])
+        return fast[0], None if suffix is None else OrdinalIdentity(suffix or None)
     data = bytes(data)
     record, error = parse_line(data)
     walked, _ = _digest_parsed(record, error, location, ignored, len(data))
     if isinstance(walked, UnreadableLine):
-        return walked, walked, None
+        return walked, walked
     assert record is not None
-    return walked, _parsed_dependence(record), record
+    return walked, _parsed_dependence(record)
 
 
 def digest_line(
@@ -151,7 +160,7 @@ def digest_line_compact(
     """:func:`digest_line` compact, and how the digest depends on the line's position, so a map
     task that knows only split-local positions lets the driver place the line globally."""
     location = Location(source_path, source_index, line_number, ordinal)
-    walked, dependence, _ = _walk_line(data, location, ignored_checks)
+    walked, dependence = _walk_line(data, location, ignored_checks)
     return _compact_form(walked, location, ignored_checks), dependence
 
 
@@ -166,13 +175,11 @@ def digest_everyday_compact(
 ) -> tuple[CompactDigest, LineRecord] | None:
     """The fast road alone: the compact digest and the :class:`LineRecord` it read (the live
     service reads its keys too), or ``None`` where only the full road can decide."""
-    location = Location(source_path, source_index, line_number, ordinal)
-    line = decode_line(data)
-    inputs = None if line is None else line_inputs(line, ordinal)
-    if line is None or inputs is None:
+    fast = _fast_walk(data, ordinal, ignored_checks)
+    if fast is None:
         return None
-    walked = _Walked(*inputs, walk(inputs[1], None, ignored_checks))
-    return _compact_form(walked, location, ignored_checks), line
+    location = Location(source_path, source_index, line_number, ordinal)
+    return _compact_form(fast[0], location, ignored_checks), fast[1]
 
 
 def digest_record(
