@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from enum import IntEnum
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import orjson
@@ -192,54 +192,18 @@ def unobserved_ids(digest: CompactDigest) -> tuple[str, ...]:
     return digest.unobserved
 
 
-_DIGEST_FIELDS = (
-    "task_index",
-    "rollout_index",
-    "stage_index",
-    "rollout_id",
-    "verdict",
-    "findings",
-    "unobserved",
-    "capture_observed",
-    "policy_calls_observed",
-    "model_calls",
-    "successful_model_calls",
-    "model_call_errors",
-    "errors_by_status",
-    "ended_on_error",
-    "duplicated_calls",
-    "transcript_prompt_tokens",
-    "transcript_completion_tokens",
-    "capture_prompt_tokens",
-    "capture_completion_tokens",
-    "ordinal",
-)
-_ALL_FIELDS_SET = frozenset(_DIGEST_FIELDS)
 _new_model = object.__new__
 _set = object.__setattr__
 
 
-@cache
-def _digest_model() -> type[RolloutDigest] | None:
-    """``RolloutDigest``, imported on first use; ``None`` if it gained a field or a post-init
-    hook (then ``model_construct`` is used)."""
+def built_digest(values: dict[str, Any]) -> RolloutDigest:
+    """``RolloutDigest.model_construct(**values)`` for values of the field types, in field order,
+    without its per-call walk over aliases and defaults (which made unpacking several times slower)."""
     from .types import RolloutDigest
 
-    fast = tuple(RolloutDigest.model_fields) == _DIGEST_FIELDS and not RolloutDigest.__pydantic_post_init__
-    return RolloutDigest if fast else None
-
-
-def built_digest(values: dict[str, Any]) -> RolloutDigest:
-    """``RolloutDigest.model_construct(**values)`` for values already of the field types, without
-    its per-call walk over aliases and defaults (which made unpacking several times slower)."""
-    model = _digest_model()
-    if model is None:
-        from .types import RolloutDigest
-
-        return RolloutDigest.model_construct(**values)
-    digest: RolloutDigest = _new_model(model)
+    digest: RolloutDigest = _new_model(RolloutDigest)
     _set(digest, "__dict__", values)
-    _set(digest, "__pydantic_fields_set__", set(_ALL_FIELDS_SET))
+    _set(digest, "__pydantic_fields_set__", set(values))
     _set(digest, "__pydantic_extra__", None)
     _set(digest, "__pydantic_private__", None)
     return digest
