@@ -33,9 +33,7 @@ if TYPE_CHECKING:
         RolloutDigest,
     )
 
-#: Where each public name lives; a name is imported on first access (PEP 562), so importing a
-#: submodule (the client's perf core imports ``health.contract``) does not load the runner,
-#: the reducer or the report writers.
+#: Where each public name lives (imported on first access, see the module notes).
 _SOURCES = {
     "HealthRun": "api",
     "check_rollout_files": "api",

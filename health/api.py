@@ -1,12 +1,8 @@
 """The batch entry points of NeMo Gym's rollout health check (CLI behaviour in docs/report.md).
 
-``run_health_checks`` and ``health_check_run_dir`` keep NeMo Gym's signatures, path
-resolution, error messages and printed output, with one deliberate difference: a record
-whose identity NeMo Gym cannot coerce (``"_ng_task_index": null``, ``1.5``, ...) does not
-abort the run; the per-record step reports it as ``record_unreadable`` instead.
-
-:func:`check_rollout_files` is the same run without materializing one ``RolloutDigest``
-object per rollout; the CLI uses it.
+NeMo Gym's signatures, path resolution, messages and output, except that an identity NeMo Gym
+cannot coerce is a ``record_unreadable`` finding instead of an abort. :func:`check_rollout_files`
+is the same run without one ``RolloutDigest`` object per rollout (the CLI's).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""A rollout's captured calls as the checks see them, and the references resolved against them.
-
-A turn or invocation names the model calls it made (``model_calls`` references); :func:`bind`
-resolves those references against the captured calls into the two views the binding checks
-read: the turns' references, and every owned reference (turns first, then invocation-only).
+"""A rollout's captured calls as the checks see them, and the turns' and invocations'
+``model_calls`` references resolved against them (:func:`bind`).
 """
 
 from __future__ import annotations
@@ -20,13 +17,8 @@ ModelRef = tuple[str, str]
 
 
 class Call(Struct, eq=False, gc=False):
-    """One ``model_calls[i]`` entry as the checks see it (built by :func:`~health.evidence.build_evidence`).
-
-    A struct, so that it is built in one C call on the per-record hot path (once per
-    captured call); untracked by the cyclic collector, since nothing it holds refers back to
-    it. ``eq=False``: calls compare by identity. ``response`` is the call's payload as the
-    checks may read it: the model's own attribute, or what the fast path materialized.
-    """
+    """One ``model_calls[i]`` entry as the checks see it: a struct (one C call on the hot path,
+    untracked by the collector); ``eq=False``: calls compare by identity."""
 
     call_index: int
     started_at: float | None
@@ -149,12 +141,8 @@ class _Binder(Struct):
     by_pair: dict[tuple[str, str, str], list[Call]] | None = None
 
     def _met(self, ref: CallRefView, first: CallRefView | None) -> bool:
-        """Whether a reference with the signature of ``ref`` was met before; ``first`` is the
-        first reference met with the same non-empty ``model_call_id`` (``None`` for a reference
-        without one).
-
-        Only those share a signature with ``ref``, so a first ``model_call_id`` is remembered
-        by its reference alone, and signatures are compared once an id repeats (rarely)."""
+        """Whether a reference with the signature of ``ref`` was met before; ``first`` is the first
+        reference met with the same non-empty ``model_call_id`` (signatures compared only then)."""
         seen = self.seen
         if first is not None:
             seen.add(_signature(first))
@@ -249,16 +237,9 @@ class _Binder(Struct):
 
 
 def bind(trajectory: TrajectoryView, scan: CallScan) -> tuple[Binding, Binding]:
-    """The turn view and the owned view of the references, resolved against the captured calls.
-
-    References are deduplicated across both views by their signature (model_call_id, type,
-    name, response_id) with ``None`` as ``""``, so ``response_id: null`` and ``""`` collapse
-    to the first one written. Turn references come first; the owned view is the turn view
-    followed by the invocation-only references (the same object when there are none). Each
-    distinct reference is resolved once, as it is met, by ``model_call_id`` (then filtered by
-    the ref's other keys when present) or else by (model_ref, response_id). One match binds,
-    none is missing, more are duplicated.
-    """
+    """The turn view and the owned view (turn view, then invocation-only refs) of the references,
+    deduplicated by signature (``None`` as ``""``) and each resolved once: by ``model_call_id``, else
+    by (model_ref, response_id). One match binds, none is missing, more are duplicated."""
     binder = _Binder(scan)
     turn_binding = Binding()
     binder.resolve(trajectory.turns, turn_binding)

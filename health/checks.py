@@ -1,10 +1,6 @@
-"""The rollout-level check rules and their check-specific evidence gates.
-
-A rule turns :class:`~health.evidence.Evidence` into raw findings, ``(locator, detail)``
-pairs, in the order the check emits them. Generic gating by the inputs a check reads lives
-in :mod:`health.digest`; what is specific to one check (which binding view must be
-non-empty, the token comparison's and the runaway check's extra preconditions) lives in its
-:class:`CheckRule` here. A rule may raise: the caller reports ``check_execution_error``.
+"""The rollout-level check rules and their check-specific evidence gates (generic gating by
+the inputs a check reads is the walk's). A rule turns :class:`~health.evidence.Evidence` into
+``(locator, detail)`` pairs in emission order; one that raises is a ``check_execution_error``.
 """
 
 from __future__ import annotations

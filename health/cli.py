@@ -138,9 +138,7 @@ def _run(args: argparse.Namespace) -> int:
         missing = ray_missing_message()
         if missing is not None:
             return _error(missing)
-    # a check keeps one acyclic digest per rollout until its reports are written: passes would
-    # re-scan them all and free nothing (a test pins that it leaves no cyclic garbage). A --ray
-    # run keeps the collector: Ray's client runs threads of its own in this process.
+    # passes would re-scan every acyclic digest and free nothing; Ray's client threads need them
     with collector_paused(args.ray is None, freeze_after=True):
         try:
             result = _check(args, ignored)

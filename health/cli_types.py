@@ -1,10 +1,6 @@
-"""Argument types with a range, shared by every ``rollout-sidecar`` subcommand.
-
-Every numeric flag parses through one of these, so a value outside its range is refused by
-argparse in one line naming the flag (``argument --port: must be in 0..65535, got '99999'``)
-before anything starts. Each type carries its range (``low``, ``high``, ``open_low``) so
-tests can walk the parsers and try the values just past it. The module lives in ``health``
-because that is the package every other one may import.
+"""Argument types with a range, shared by every ``rollout-sidecar`` subcommand: a value out of
+range is refused by argparse in one line naming the flag, and each type carries its range so
+tests can try the values just past it. In ``health``, the package every other one may import.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""A compact, picklable form of :class:`~health.types.RolloutDigest`.
-
-Workers send these back over the process pool and the reducer keeps one per rollout, so
-they must be small: findings are pre-rendered to their report JSON (subjects are implied
-by the check scope), the ``unobserved`` list becomes a bitmask over the rollout
-checks in registry order, and the boolean fields are packed into one integer. A typical
-digest costs a few hundred bytes instead of several kilobytes of pydantic objects.
+"""A compact, picklable form of :class:`~health.types.RolloutDigest`: findings pre-rendered to
+report JSON, ``unobserved`` as a bitmask, flags in one integer (a few hundred bytes a rollout).
 """
 
 from __future__ import annotations
@@ -12,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from enum import IntEnum
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import orjson
@@ -94,11 +89,8 @@ class CompactDigest(NamedTuple):
 
 
 class PlainFinding(NamedTuple):
-    """A rollout check's finding as the per-record step makes it, before any pydantic model.
-
-    Its subject is implied (the rollout's task and repeat indices); the locator and detail
-    hold only the values a ``Finding`` keeps as they are (``int`` / ``str`` locator values).
-    """
+    """A rollout check's finding before any pydantic model (subject implied; locator and detail
+    hold only values a ``Finding`` keeps as they are)."""
 
     check: str
     locator: dict[str, Any] | None
@@ -156,12 +148,8 @@ def compact_digest(digest: RolloutDigest) -> CompactDigest:
 
 
 def compact_values(values: Mapping[str, Any]) -> CompactDigest:
-    """Pack a digest's field values (``RolloutDigest``'s fields by name; findings as
-    :class:`PlainFinding` or ``Finding``) into its compact form.
-
-    Runs once per rollout in the workers; most rollouts have no finding and no error, so
-    those fields skip the rendering and the generators.
-    """
+    """Pack a digest's field values (``RolloutDigest``'s fields; findings as :class:`PlainFinding`
+    or ``Finding``) into its compact form; runs once per rollout in the workers."""
     findings = values["findings"]
     errors_by_status = values["errors_by_status"]
     flags = (
@@ -204,61 +192,18 @@ def unobserved_ids(digest: CompactDigest) -> tuple[str, ...]:
     return digest.unobserved
 
 
-_DIGEST_FIELDS = (
-    "task_index",
-    "rollout_index",
-    "stage_index",
-    "rollout_id",
-    "verdict",
-    "findings",
-    "unobserved",
-    "capture_observed",
-    "policy_calls_observed",
-    "model_calls",
-    "successful_model_calls",
-    "model_call_errors",
-    "errors_by_status",
-    "ended_on_error",
-    "duplicated_calls",
-    "transcript_prompt_tokens",
-    "transcript_completion_tokens",
-    "capture_prompt_tokens",
-    "capture_completion_tokens",
-    "ordinal",
-)
-_ALL_FIELDS_SET = frozenset(_DIGEST_FIELDS)
 _new_model = object.__new__
 _set = object.__setattr__
 
 
-@cache
-def _digest_model() -> type[RolloutDigest] | None:
-    """``RolloutDigest``, imported on first use; ``None`` if it gained a field or a post-init
-    hook (then ``model_construct`` is used)."""
+def built_digest(values: dict[str, Any]) -> RolloutDigest:
+    """``RolloutDigest.model_construct(**values)`` for values of the field types, in field order,
+    without its per-call walk over aliases and defaults (which made unpacking several times slower)."""
     from .types import RolloutDigest
 
-    fast = tuple(RolloutDigest.model_fields) == _DIGEST_FIELDS and not RolloutDigest.__pydantic_post_init__
-    return RolloutDigest if fast else None
-
-
-def built_digest(values: dict[str, Any]) -> RolloutDigest:
-    """``RolloutDigest.model_construct(**values)`` for ``values`` holding every field in field order.
-
-    For values that already have the field types exactly (validation would return them as
-    they are): the per-record step builds its digest with it, and unpacking rebuilds them.
-
-    ``model_construct`` re-walks the fields' aliases and defaults for each call, which made
-    rebuilding a run's digests cost several times more than unpacking them; the object it
-    builds is exactly this one (``__dict__`` in field order, every field marked as set).
-    """
-    model = _digest_model()
-    if model is None:
-        from .types import RolloutDigest
-
-        return RolloutDigest.model_construct(**values)
-    digest: RolloutDigest = _new_model(model)
+    digest: RolloutDigest = _new_model(RolloutDigest)
     _set(digest, "__dict__", values)
-    _set(digest, "__pydantic_fields_set__", set(_ALL_FIELDS_SET))
+    _set(digest, "__pydantic_fields_set__", set(values))
     _set(digest, "__pydantic_extra__", None)
     _set(digest, "__pydantic_private__", None)
     return digest

@@ -1,9 +1,7 @@
 """Content tests on free-form (``Any``) trajectory values: text present, tool calls, saved output.
 
-These are duck-typed walks over JSON data, and their blind spots are part of the contract:
-only a fixed set of text keys counts as content, tool calls are found only at the top level of
-an object or inside arrays, and a malformed ``choices`` makes :func:`response_has_content`
-raise (the caller turns that into ``check_execution_error``).
+Duck-typed walks whose blind spots are part of the contract (a fixed set of text keys, tool
+calls only at an object's top level or in arrays; a malformed ``choices`` raises).
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
-"""The pure per-record step: one JSONL line (or parsed record) in, one rollout digest out.
+"""The pure per-record step: one JSONL line (or parsed record) in, one rollout digest out; never raises.
 
-Parse (orjson, :mod:`health.parse`), identify, validate the trajectory, derive evidence,
-walk the rollout checks in registry order with their gates, derive the preliminary verdict
-(before the duplicate-identity post-pass) and the digest statistics. Never raises.
-
-A line takes one of two roads, with the same outcome: **fast**, decoded straight from its
-bytes without its payloads (:mod:`health.line_record`), else **full**: orjson parses it, and
-its trajectory is vouched for by the derived structs
-(:func:`~health.contract.strict.strict_trajectory`) or, where they cannot decide, by the
-pydantic contract itself.
-
-One deliberate difference from NeMo Gym 0.7.0: where the reference aborts the whole run
-because an identity value cannot be coerced to ``int | str`` (``"_ng_task_index": null``, a
-fractional or beyond-64-bit float, an array or object, likewise for ``_ng_rollout_index`` and
-a non-null ``stage_index``), this step treats the line like an unreadable one: synthetic
-identity, every other non-ignored rollout check unobserved, and a ``record_unreadable``
-finding whose detail is ``{"reason": "rollout record identity is invalid", "error":
-"ValidationError", "field": <key>}``. The locator is ``{"source_file", "line"}`` as for an
-unreadable line, and the statistics are all zero.
+A line takes the fast road (decoded from its bytes, :mod:`health.line_record`) or else the full
+one (orjson, then the derived structs or the pydantic contract); both give the same digest.
+Deliberate difference from NeMo Gym 0.7.0, which aborts the run: an identity value that cannot
+be ``int | str`` makes the line unreadable (``"reason": "rollout record identity is invalid"``).
 """
 
 from __future__ import annotations
@@ -118,25 +104,34 @@ def _compact_form(
     return compact_from_walk(walked.identity, walked.evidence, walked.outcome, location.ordinal)
 
 
+def _fast_walk(
+    data: bytes | memoryview, ordinal: int, ignored: frozenset[str]
+) -> tuple[_Walked, LineRecord] | None:
+    """The fast road: the walk and the record it decoded, or ``None`` where only the full road can decide."""
+    line = decode_line(data)
+    inputs = None if line is None else line_inputs(line, ordinal)
+    if line is None or inputs is None:
+        return None
+    return _Walked(*inputs, walk(inputs[1], None, ignored)), line
+
+
 def _walk_line(
     data: bytes | memoryview, location: Location, ignored: frozenset[str]
-) -> tuple[_Walked | UnreadableLine, PositionDependence, LineRecord | dict[str, Any] | None]:
+) -> tuple[_Walked | UnreadableLine, PositionDependence]:
     """Read and walk one line (fast road, else full road): the walk (or why the line has no
-    readable identity), its position dependence, and the record it read."""
+    readable identity) and its position dependence."""
     data = stripped(data)  # a record line stays a view of the read buffer: no 70 KB copy
-    line = decode_line(data)
-    inputs = None if line is None else line_inputs(line, location.ordinal)
-    if line is not None and inputs is not None:
-        suffix = line_dependence(line)
-        dependence = None if suffix is None else OrdinalIdentity(suffix or None)
-        return _Walked(*inputs, walk(inputs[1], None, ignored)), dependence, line
+    fast = _fast_walk(data, location.ordinal, ignored)
+    if fast is not None:
+        suffix = line_dependence(fast[1])
+        return fast[0], None if suffix is None else OrdinalIdentity(suffix or None)
     data = bytes(data)
     record, error = parse_line(data)
-    walked, _ = _digest_parsed(record, error, location, ignored, len(data), None)
+    walked, _ = _digest_parsed(record, error, location, ignored, len(data))
     if isinstance(walked, UnreadableLine):
-        return walked, walked, None
+        return walked, walked
     assert record is not None
-    return walked, _parsed_dependence(record), record
+    return walked, _parsed_dependence(record)
 
 
 def digest_line(
@@ -162,13 +157,10 @@ def digest_line_compact(
     ordinal: int,
     ignored_checks: frozenset[str] = frozenset(),
 ) -> tuple[CompactDigest, PositionDependence]:
-    """:func:`digest_line` in the compact form (what a batch worker sends back), and how the
-    digest depends on the line's position, so that a map task that knows only split-local
-    positions hands the driver what it needs to place the line globally: for an unreadable
-    line the ``record_unreadable`` detail, for a record without ``_ng_task_index`` whether its
-    rollout id derives from the ordinal. ``data`` may be a view of a read buffer."""
+    """:func:`digest_line` compact, and how the digest depends on the line's position, so a map
+    task that knows only split-local positions lets the driver place the line globally."""
     location = Location(source_path, source_index, line_number, ordinal)
-    walked, dependence, _ = _walk_line(data, location, ignored_checks)
+    walked, dependence = _walk_line(data, location, ignored_checks)
     return _compact_form(walked, location, ignored_checks), dependence
 
 
@@ -180,19 +172,14 @@ def digest_everyday_compact(
     line_number: int,
     ordinal: int,
     ignored_checks: frozenset[str] = frozenset(),
-    shallow_json: bool = False,
 ) -> tuple[CompactDigest, LineRecord] | None:
-    """:func:`digest_line_compact`'s fast road alone, for a stripped line or a row's bytes: the
-    compact digest and the :class:`LineRecord` it read (the keys the live service reads too),
-    or ``None`` where only the full road can decide. ``shallow_json`` is accepted for the live
-    service's call and changes nothing."""
-    location = Location(source_path, source_index, line_number, ordinal)
-    line = decode_line(data)
-    inputs = None if line is None else line_inputs(line, ordinal)
-    if line is None or inputs is None:
+    """The fast road alone: the compact digest and the :class:`LineRecord` it read (the live
+    service reads its keys too), or ``None`` where only the full road can decide."""
+    fast = _fast_walk(data, ordinal, ignored_checks)
+    if fast is None:
         return None
-    walked = _Walked(*inputs, walk(inputs[1], None, ignored_checks))
-    return _compact_form(walked, location, ignored_checks), line
+    location = Location(source_path, source_index, line_number, ordinal)
+    return _compact_form(fast[0], location, ignored_checks), fast[1]
 
 
 def digest_record(
@@ -207,7 +194,7 @@ def digest_record(
 ) -> RolloutDigest:
     """Digest a record parsed with orjson semantics; ``parse_error`` marks an unreadable line."""
     location = Location(source_path, source_index, line_number, ordinal)
-    walked = _digest_parsed(record, parse_error, location, ignored_checks, None, None)[0]
+    walked = _digest_parsed(record, parse_error, location, ignored_checks, None)[0]
     return _digest_form(walked, location, ignored_checks)
 
 
@@ -220,17 +207,11 @@ def digest_record_with_trajectory(
     line_number: int = 0,
     ordinal: int = 0,
     ignored_checks: frozenset[str] = frozenset(),
-    checked: TrajectoryCheck | None = None,
 ) -> tuple[RolloutDigest, TrajectoryCheck | None]:
-    """:func:`digest_record`, also handing back the trajectory validation it did.
-
-    The second item is the validated ``record["ng_trajectory"]`` (or its error name) when the
-    step validated it, ``None`` when it did not (unreadable record, invalid identity, no
-    ``ng_trajectory``), so a caller that needs the validated trajectory too (``ng_perf``)
-    validates once. ``checked``, when given, must be that same outcome, computed earlier.
-    """
+    """:func:`digest_record` and the trajectory validation it did (``None``: none), so that
+    ``ng_perf`` validates once."""
     location = Location(source_path, source_index, line_number, ordinal)
-    walked, checked = _digest_parsed(record, parse_error, location, ignored_checks, None, checked)
+    walked, checked = _digest_parsed(record, parse_error, location, ignored_checks, None)
     return _digest_form(walked, location, ignored_checks), checked
 
 
@@ -250,10 +231,9 @@ def _digest_parsed(
     location: Location,
     ignored_checks: frozenset[str],
     line_size: int | None,
-    checked: TrajectoryCheck | None,
 ) -> tuple[_Walked | UnreadableLine, TrajectoryCheck | None]:
-    """The walk of a parsed record, or why it has no readable identity. ``line_size`` is the
-    raw line's length in bytes, when known; ``checked`` a prior validation."""
+    """The walk of a parsed record, or why it has no readable identity (``line_size``: the raw
+    line's length in bytes, when known)."""
     identity = _readable_identity(record, parse_error, location.ordinal)
     if not isinstance(identity, Identity):
         return UnreadableLine(identity), None
@@ -261,18 +241,14 @@ def _digest_parsed(
     raw = record.get("ng_trajectory")
     trajectory: Any = None
     trajectory_error: str | None = None
-    if raw is None:
-        checked = None
-    else:
-        if checked is None:
-            strict = strict_trajectory(raw)
-            if strict is not None and _dump_safe(strict, raw, line_size, strict=True):
-                checked = (strict, None)
-        if checked is not None and checked[0] is not None and not hasattr(checked[0], "model_dump"):
-            trajectory = checked[0]  # a derived struct, already shown safe to dump
+    checked: TrajectoryCheck | None = None
+    if raw is not None:
+        strict = strict_trajectory(raw)
+        if strict is not None and _dump_safe(strict, raw, line_size, strict=True):
+            checked = (strict, None)
+            trajectory = strict  # a derived struct, already shown safe to dump
         else:
-            if checked is None:
-                checked = check_trajectory(raw)
+            checked = check_trajectory(raw)
             trajectory, trajectory_error = _depth_guarded(raw, checked, line_size)
     evidence = build_evidence(trajectory, record)
     return _Walked(identity, evidence, walk(evidence, trajectory_error, ignored_checks)), checked
@@ -295,11 +271,8 @@ def _readable_identity(
 
 
 def _depth_guarded(raw: Any, checked: TrajectoryCheck, line_size: int | None) -> tuple[Any, str | None]:
-    """The contract's validated trajectory, or why it is unreadable (its error, or the dump's).
-
-    The canonical dump is never materialized: the checks read validated attributes, which
-    equal their dumped values. Its one failure mode, a free-form value nested more than 254
-    levels, is ruled out cheaply (:func:`_dump_safe`) before the real dump decides."""
+    """The validated trajectory, or why it is unreadable; the canonical dump is only made where
+    :func:`_dump_safe` cannot rule out its one failure (nesting beyond 254 levels)."""
     trajectory, error = checked
     if trajectory is None:
         return None, error
@@ -313,13 +286,8 @@ def _depth_guarded(raw: Any, checked: TrajectoryCheck, line_size: int | None) ->
 
 
 def _dump_safe(trajectory: Any, raw: Any, line_size: int | None, *, strict: bool) -> bool:
-    """True where the canonical dump surely cannot fail: a line too short to hold 254 nested
-    brackets, or orjson (whose nesting limit is the dump's) serializing every free-form value.
-
-    Those are ``request`` / ``response``, the turns' ``question`` / ``answer`` /
-    ``reasoning_content``, tool ``output``, and the conversation items the dump keeps as
-    models (each whole raw invocation, one level deeper; a ``strict`` struct keeps every item
-    raw, so every non-empty conversation counts)."""
+    """True where the canonical dump surely cannot fail: a line too short for 254 nested brackets,
+    or orjson (same nesting limit) serializing every free-form value the dump keeps."""
     if line_size is not None and line_size <= 2 * _DUMP_DEPTH_LIMIT:
         return True
     values: list[Any] = []

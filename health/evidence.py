@@ -1,9 +1,5 @@
-"""Derived evidence of one rollout: availability flags, the normalized call view and bindings.
-
-Everything is computed from the *validated* trajectory model, reading the same values its
-canonical dump would hold (pydantic's dump of a field is the validated attribute), so no
-``model_dump`` round trip is needed. Free-form payloads (``request``/``response``) are
-referenced, never copied.
+"""Derived evidence of one rollout: availability flags, the normalized call view and bindings,
+read from the validated trajectory (the values its canonical dump would hold), payloads by reference.
 """
 
 from __future__ import annotations
@@ -206,12 +202,8 @@ def build_evidence(
     *,
     usage: tuple[int | None, int | None] | None = None,
 ) -> Evidence:
-    """Evidence for a validated trajectory (or ``None`` when absent or unreadable).
-
-    ``record`` supplies the top-level ``response`` (transcript usage), unless ``usage`` gives
-    what :func:`transcript_usage` would read from it. ``responses``, when given, stands in for
-    ``model_calls[i].response`` (the fast path keeps payloads raw).
-    """
+    """Evidence for a validated trajectory (or ``None``); ``usage`` stands in for the transcript
+    usage read from ``record``, ``responses`` for the calls' responses (the fast path keeps them raw)."""
     prompt, completion = transcript_usage(record) if usage is None else usage
     gaps: list[Gap] = []
     codes: frozenset[str] | set[str] = _NO_CODES

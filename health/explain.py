@@ -1,9 +1,5 @@
-"""Why a run came out mostly unobserved, in one line for a person (never part of the report files).
-
-NeMo Gym's report line only counts verdicts; ``5 checked, 0 healthy, 0 unhealthy, 5
-unobserved`` reads like a failure of the tool. The usual cause is rows written without an
-``ng_trajectory`` (trajectory capture off, or an older NeMo Gym), and the coverage table in
-the summary says which checks had nothing to look at.
+"""Why a run came out mostly unobserved, in one line for a person (never part of the report files):
+usually rows written without an ``ng_trajectory`` (capture off, or an older NeMo Gym).
 """
 
 from __future__ import annotations

@@ -94,13 +94,9 @@ def mask_positions(mask: int) -> tuple[int, ...]:
 def tally_group(
     members: list[CompactDigest] | CompactDigest, duplicates: dict[Identity, int] | None
 ) -> RepeatTally:
-    """:func:`~health.tasks.tally_repeats` of a task group's digests, with their verdicts after
-    the duplicate pass (a counted identity is unhealthy; ``duplicates``: the counted identities,
-    ``None`` if none is in this group), read straight from the digests.
-
-    Runs for every task of every summary, so verdicts stay codes, and the usual group (no
-    duplicate, every rollout index once) is counted without the collapse.
-    """
+    """:func:`~health.tasks.tally_repeats` of a task group's digests, read straight from them, a
+    counted identity (``duplicates``; ``None``: none in this group) unhealthy. Runs for every task of
+    every summary, so verdicts stay codes and the usual group skips the collapse."""
     if type(members) is not list:
         members = [cast("CompactDigest", members)]
     elif duplicates is None:

@@ -1,10 +1,8 @@
 """The identity of one rollout record: task, repeat, stage and rollout id.
 
-Reported indices are pydantic-coerced to ``int | str`` (``true`` -> 1, ``2.0`` -> 2, ``"5"``
-stays a string), while the derived ``rollout_id`` formats the *raw* values with ``str()``
-(``"2.0-0.0"``). Where NeMo Gym aborts the whole run on an index it cannot coerce (``null``,
-a fractional or beyond-64-bit float, an array or object), :func:`resolve_identity` instead
-reports the offending key, and the caller treats the line as unreadable.
+Indices are pydantic-coerced to ``int | str``, while ``rollout_id`` formats the raw values
+(``"2.0-0.0"``). An index NeMo Gym cannot coerce (where it aborts the run) is reported by
+:func:`resolve_identity` as the offending key, and the line treated as unreadable.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Normalization of user-supplied ignored check IDs: trimmed, validated against the registry,
-deduplicated in order.
-
-Kept apart from the runner so the reducer, the API and the CLI share one rule and one
-error message without importing each other.
+"""Normalization of user-supplied ignored check IDs (trimmed, validated, deduplicated in order):
+one rule and one message for the reducer, the API and the CLI.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Is a byte string JSON exactly as orjson reads it, with the values msgspec decodes?
 
-The fast paths decode lines and request bodies with msgspec, which checks syntax but not all
-of what orjson (the full path) refuses: invalid UTF-8 inside strings, lone surrogate escapes,
-numbers that overflow to infinity; and orjson reads integers past 64 bits as floats where
-msgspec keeps them exact. So a document is vetted first, by simdjson, which reads it at
-several GB/s without building a value. Its acceptance is a subset of orjson's with the same
-values (it refuses integers outside ``[-2**63, 2**64 - 1]``), except a leading byte-order
-mark, which it skips and orjson refuses: that is refused here.
-
-Depth is checked by wrapping the document in ``1024 - max_depth`` arrays (simdjson's limit
-is orjson's, 1024); simdjson counts a scalar as a level, so a document exactly ``max_depth``
-deep with a scalar at its deepest level is refused, and the wrapping lets a document close it
-and open another (``1],[2``): a caller decodes exactly one value afterwards (a msgspec decode
-does). A refusal is always safe: the caller takes orjson's full path.
+msgspec (the fast paths) accepts some of what orjson (the full path) refuses, so simdjson vets
+a document first: its acceptance is a subset of orjson's with the same values (a leading BOM
+is refused here). Depth is checked by wrapping the document in ``1024 - max_depth`` arrays, so
+a caller must decode exactly one value afterwards. A refusal is safe: the full path decides.
 """
 
 from __future__ import annotations

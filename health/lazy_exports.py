@@ -1,11 +1,6 @@
-"""A package's public names imported on first access (PEP 562), from one table.
-
-A package ``__init__`` that re-exports its submodules' names would import them all when any
-one submodule is imported (the client's perf core imports ``health.contract``; ``health-check``
-imports ``sidecar.export.trackers.cli``). With a table of where each name lives, the package binds
-:func:`lazy_exports`' pair as its module ``__getattr__`` and ``__dir__`` and a name's submodule
-loads when the name is first read. It lives in ``health`` so that ``health`` and ``sidecar``
-both use it (``health`` never imports ``sidecar``).
+"""A package's public names imported on first access (PEP 562), from one table, so importing one
+submodule (the perf core imports ``health.contract``) does not load them all. In ``health`` so
+that ``health`` and ``sidecar`` both use it.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """A rollout line decoded straight from its bytes: the keys the per-record step reads.
 
-simdjson vets the line (:func:`health.json_vet.vet`: orjson would read it, with the values
-msgspec decodes, at most 257 containers deep, so the canonical dump cannot fail: every
-free-form value sits at least 4 levels down), then msgspec decodes :class:`LineRecord`, whose
-trajectory is the contract's derived struct (:mod:`health.contract.strict`) with the calls'
-``request`` / ``response`` kept as raw spans: most of a line's bytes, which no check reads but
-for a call cut off at a length limit. Everything else in the line is skipped. Whatever does
-not decode (not vetted, a lax coercion, a broken contract) takes the step's full road.
+Vetted by simdjson (:func:`health.json_vet.vet`, shallow enough that the canonical dump cannot
+fail), then decoded by msgspec into :class:`LineRecord` with the calls' payloads kept as raw
+spans. Whatever does not decode takes the step's full road.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
-"""Every change this project makes to process-global interpreter settings, in one place: the
-cyclic garbage collector (paused, frozen, its threshold) and the thread switch interval.
+"""Every change this project makes to process-global interpreter settings (the cyclic collector
+and the thread switch interval), in one place.
 
-Library code never changes them on its own. A process's entry point, which owns the process,
-says so once with :func:`own_process` (the ``health-check`` and ``serve`` commands) or
-:func:`take_over` (a process this project starts and that ends with its work: a batch pool
-worker, the forked snapshot writer); from then on the scoped helpers below act. In a process
-no entry point owns (an application calling :mod:`health.api` or the service in-process),
-they do nothing and its own settings stand. Why each setting pays, where it is asked for:
-
-* the batch check pauses the collector while it holds one acyclic digest per rollout (every
-  full pass would re-scan all of them and free nothing) and freezes what lives as long as the
-  process (modules, the pipeline), also at exit;
-* ``serve`` raises the youngest generation's threshold to :data:`SERVE_GC_THRESHOLD` (an
-  ingest batch holds thousands of containers at once) and lowers the switch interval to
-  :data:`SERVE_SWITCH_INTERVAL_S` (the loop thread regains the GIL quickly from a report built
-  on a thread); its off-loop builds and snapshot loads pause the collector, and the state
-  rebuilt at start is frozen.
+Only a process's owner (:func:`own_process` for ``health-check`` / ``serve``, :func:`take_over`
+for a pool worker or the snapshot writer) enables the helpers below; elsewhere they do nothing.
+The batch check pauses the collector over its acyclic digests; ``serve`` raises the young
+threshold and lowers the switch interval (see each constant).
 """
 
 from __future__ import annotations
@@ -43,11 +32,8 @@ __all__ = [
 Entry = Literal["health-check", "serve", "worker", "snapshot-writer"]
 
 SERVE_GC_THRESHOLD: Final = 10_000
-"""The youngest generation's threshold in a ``serve`` process (Python's default is 700).
-Ingesting a batch holds thousands of container objects alive at once (each row's decoded
-record, its evidence and digest), so at 700 a collection ran within nearly every request and
-traversed all of them, over and over; cycles are still collected, after this many net new
-container objects instead."""
+"""The youngest generation's threshold in ``serve`` (default 700): an ingest batch holds thousands
+of containers at once, and at 700 nearly every request ran a collection over all of them."""
 
 SERVE_SWITCH_INTERVAL_S: Final = 0.0002
 """The interpreter's thread switch interval in a ``serve`` process (default 5 ms): a CPU-bound

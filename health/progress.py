@@ -42,9 +42,8 @@ def terminal_progress(
         TransferSpeedColumn(),
         TimeRemainingColumn(),
     )
-    # No auto-refresh thread: the pool's workers are forked while the bar is up, and a
-    # forked child must not inherit a lock held by another thread. The runner's callback
-    # (once per completed byte range) drives the redraws instead.
+    # No auto-refresh thread: workers forked meanwhile must not inherit its locks; the runner's
+    # callback drives the redraws.
     with Progress(*columns, console=Console(file=stream), transient=True, auto_refresh=False) as bar:
         task = bar.add_task("health-check", total=total_bytes)
 

@@ -1,18 +1,8 @@
 """The map phase on a Ray cluster: one Ray Core task per byte split, one reducer in the driver.
 
-The driver plans splits from file sizes (:func:`~health.splits.plan_splits`), submits them as
-tasks (retried when a worker or node dies, and on ``OSError`` such as a flaky network
-filesystem), and keeps a bounded window in flight, submitted in split order. Outcomes are
-placed in split order: a split's global line numbers and ordinals are the prefix sums of the
-earlier splits' counts, so the driver holds an outcome only until every earlier one is in
-(at most the in-flight window), then feeds its digests to the same order-independent
-:class:`~health.reduce.HealthReducer` the process pool feeds. The reports are therefore the
-bytes a local run writes.
-
-Ray is an optional dependency, imported only here and only when a Ray run starts. Every node
-must see the input files at the same paths (a shared filesystem) and have this package
-installed; tasks read their own bytes, nothing but split bounds and compact digests crosses
-the network.
+Tasks are retried on worker death and ``OSError``; outcomes are placed in split order as the
+process pool's are, so the reports are the bytes a local run writes. Ray is optional, imported
+only here; every node needs this package and the inputs at the same paths.
 """
 
 from __future__ import annotations
@@ -60,13 +50,6 @@ class RayMapStats:
     """Tasks submitted so far (in split order), updated while the map runs."""
     ran_on: dict[int, str] = field(default_factory=dict)
     """Split index -> id of the node whose run of it was used (retries may move a split)."""
-
-    def tasks_per_node(self) -> dict[str, int]:
-        """How many splits each node digested."""
-        counts: dict[str, int] = {}
-        for node in self.ran_on.values():
-            counts[node] = counts.get(node, 0) + 1
-        return counts
 
 
 def default_split_bytes(total_bytes: int, cpus: int) -> int:
@@ -128,11 +111,8 @@ def map_on_ray(
 ) -> HealthReducer:
     """Digest every non-blank line of ``paths`` (in order) on Ray into a fresh reducer.
 
-    ``address`` is ``auto`` (the cluster this job runs in), ``local`` (start one in-process)
-    or a cluster address; an already initialized Ray session is used as it is. ``node_ids``
-    spreads tasks round-robin over those nodes (soft affinity: a task whose node is gone runs
-    elsewhere); otherwise Ray spreads them.
-    """
+    ``address``: ``auto``, ``local`` (in-process) or a cluster address; ``node_ids`` spreads tasks
+    round-robin over those nodes (soft affinity), else Ray spreads them."""
     ray = _ray()
     node_affinity = importlib.import_module("ray.util.scheduling_strategies").NodeAffinitySchedulingStrategy
     started = _connect(address)

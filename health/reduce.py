@@ -1,15 +1,8 @@
 """The run-level reducer: duplicate identities, task reduction, summary, rows.
 
-One :class:`HealthReducer` serves both callers. The batch runner feeds it every digest of
-a run, in whatever order its workers finish; the live service keeps one per run and feeds
-digests as rollouts complete. Either way the summary and rows can be produced at any
-moment and equal what a batch run over the same digests writes.
-
-Resident state is the task groups (a task's only digest, the list of them, or, packed, one
-MessagePack blob of them: the live service's choice) and running totals. Identities are not indexed
-per rollout: two digests can only share an identity within one task group, so a new digest
-is compared with its group's members (a large group gets an identity index of its own), and
-only identities seen twice or more are counted.
+The batch runner and the live service (one per run) feed it digests in any order; the reports
+it renders at any moment equal a batch run's over the same digests. Two digests can only share
+an identity within one task group, so identities are compared per group, not indexed per rollout.
 """
 
 from __future__ import annotations
@@ -18,7 +11,6 @@ import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from sortedcontainers import SortedKeyList
@@ -45,7 +37,6 @@ from .report import (
     render_summary,
     row_sort_key,
     task_sort_key,
-    write_reports,
 )
 from .tasks import (
     RepeatTally,
@@ -126,12 +117,8 @@ class _ErrorTotals:
 
 
 def release_gradually(mapping: dict[Any, Any]) -> None:
-    """Empty a large map entry by entry.
-
-    Dropping a map of 100k small entries at once frees them all in one C-level cascade that
-    holds the interpreter lock for tens of ms (the event loop waits meanwhile); one entry per
-    step lets other threads in between.
-    """
+    """Empty a large map entry by entry: dropping 100k entries at once holds the interpreter
+    lock for tens of ms (the event loop waits); one entry per step lets other threads in."""
     popitem = mapping.popitem
     while mapping:
         popitem()
@@ -163,18 +150,12 @@ def _digest_from_list(fields: list[Any]) -> CompactDigest:
 
 
 class HealthReducer:
-    """Accumulates rollout digests and renders the run's reports on demand.
-
-    Digests may arrive in any order; ``ordinal`` (input position) restores input order
-    wherever it matters. Adding a digest to a task that was already closed simply
-    re-opens it: task outcomes are always recomputed from the current digests.
-    """
+    """Accumulates rollout digests (any order; ``ordinal`` restores input order) and renders the
+    run's reports on demand; a digest for a closed task re-opens it."""
 
     def __init__(self, ignored_checks: str | Iterable[str] | None = (), *, packed: bool = False) -> None:
-        """``packed`` holds each task group's digests as one MessagePack blob (tens of bytes a
-        digest instead of hundreds, one object per task instead of several per digest), decoded
-        whenever they are read: for a long-lived reducer, where resident memory matters more
-        than the decoding. A digest MessagePack cannot hold exactly stays a tuple."""
+        """``packed`` holds each task group as one MessagePack blob (tens of bytes a digest instead
+        of hundreds): for a long-lived reducer, where memory matters more than decoding."""
         self.ignored_checks: frozenset[str] = frozenset(normalize_ignored_checks(ignored_checks))
         self._check_duplicates = _DUPLICATE_CHECK not in self.ignored_checks
         self._packed = packed
@@ -202,9 +183,7 @@ class HealthReducer:
         return self._count
 
     def to_snapshot(self) -> dict[str, Any]:
-        """Plain values for a state snapshot (the map-order index is derived, the store re-attached
-        by :meth:`spill_to`). Each task group is its packed blob, its store reference, or (when
-        MessagePack cannot hold a digest of it exactly) its digests as lists."""
+        """Plain values for a state snapshot (the store is re-attached by :meth:`spill_to`)."""
         groups: list[list[Any]] = []
         for task, group in self._tasks.items():
             if type(group) is int:
@@ -266,10 +245,8 @@ class HealthReducer:
         return reducer
 
     def cut(self) -> HealthReducer:
-        """A reducer that reads as this one does now and that later digests leave as it is, taken in
-        C-level copies (no Python step per task), so a report can be built from it on another
-        thread while ingest goes on. Only for a packed reducer, whose task groups are never
-        changed in place (see :func:`packed_append`); its store is shared (reads only)."""
+        """A frozen copy, in C-level copies, to build a report from on another thread while ingest
+        goes on. Only for a packed reducer, whose task groups are never changed in place."""
         if not self._packed:
             raise ValueError("only a packed reducer can be cut")
         copy = HealthReducer.__new__(HealthReducer)
@@ -293,9 +270,8 @@ class HealthReducer:
         self._store = store
 
     def spill(self, task_index: TaskIndex) -> bool:
-        """Move ``task_index``'s group to the store, keeping only its reference; a later digest of
-        the task reads it back. False (kept in memory) without a store, for an unknown or already
-        spilled task, or when MessagePack cannot hold a digest of it exactly."""
+        """Move ``task_index``'s group to the store, keeping its reference; False where it stays
+        (no store, unknown or spilled task, a digest MessagePack cannot hold exactly)."""
         store = self._store
         group = self._tasks.get(task_index)
         if store is None or group is None or type(group) is int:
@@ -356,11 +332,8 @@ class HealthReducer:
                     counts[_ROLLOUT_POS[check]] += 1
 
     def extend(self, digests: Iterable[CompactDigest]) -> None:
-        """:meth:`add_compact` for each digest, the statistics summed over the batch's columns.
-
-        A batch run adds every digest through here, a split's at a time: only the task groups
-        and the rare non-empty fields are walked in Python; counts and sums run in C.
-        """
+        """:meth:`add_compact` for each digest, the batch run's road: counts and sums run in C over
+        the batch's columns; only task groups and rare non-empty fields are walked in Python."""
         batch = digests if type(digests) is list else list(digests)
         if not batch:
             return
@@ -533,12 +506,8 @@ class HealthReducer:
         }
 
     def _task_entries(self) -> tuple[dict[str, dict[str, Any]], dict[TaskChecks, int]]:
-        """The summary's ``tasks`` map (in map order) and how many tasks reached each outcome
-        of the task checks.
-
-        Tasks with equal repeat tallies have equal entries and checks, so each distinct tally
-        is judged once and its entry copied (every task gets a dict and a flags list of its own).
-        """
+        """The summary's ``tasks`` map and how many tasks reached each task-check outcome; each
+        distinct repeat tally is judged once and its entry copied."""
         duplicates = self._duplicates if self._check_duplicates else {}
         duplicated_tasks = {task for _, task, _ in duplicates}
         ignored = self.ignored_checks
@@ -576,11 +545,8 @@ class HealthReducer:
         return entries, judged
 
     def _verdicts_after_duplicates(self) -> tuple[list[int], int]:
-        """Digests per verdict code after the duplicate pass, and its finding count.
-
-        A digest is a duplicate iff its identity is counted, and all such digests share its
-        task group, so only those groups are read.
-        """
+        """Digests per verdict code after the duplicate pass, and its finding count (only groups
+        holding a counted identity are read)."""
         verdicts = list(self._verdict_counts)
         duplicate_findings = 0
         if self._check_duplicates:
@@ -593,15 +559,9 @@ class HealthReducer:
         return verdicts, duplicate_findings
 
     def _ordered_tasks(self) -> SortedKeyList:
-        """Every task index in ``tasks`` map order, without sorting them all on each summary.
-
-        Tasks are only ever added, so the ones first seen since the last call are inserted one at
-        a time (a whole sort of 100k keys would hold the interpreter lock for tens of ms); equal
-        keys keep first-seen order, as a stable sort keeps them.
-        """
-        order: SortedKeyList | None = getattr(self, "_task_order", None)
-        if order is None:  # a reducer restored from a state that did not carry it
-            order = self._task_order = _new_task_order()
+        """Every task index in map order; tasks new since the last call are inserted one at a time
+        (a full sort of 100k keys would hold the interpreter lock for tens of ms)."""
+        order: SortedKeyList = self._task_order
         if len(order) < len(self._tasks):
             add = order.add
             for task in itertools.islice(self._tasks, len(order), None):
@@ -617,12 +577,8 @@ class HealthReducer:
             release_gradually(summary["tasks"])
 
     def iter_verdict_lines(self) -> Iterator[bytes]:
-        """Exact ``rollout_verdicts.jsonl`` lines, newline included, in report order (task,
-        rollout, stage, input order).
-
-        Row order is task-major and distinct task indices have distinct sort parts, so the rows
-        are rendered one task group at a time (only one packed group is decoded at once).
-        """
+        """Exact ``rollout_verdicts.jsonl`` lines in report order, one task group at a time (row
+        order is task-major)."""
         with collector_paused():
             tasks = sorted(self._tasks, key=index_sort_part)
         duplicated = {task for _, task, _ in self._duplicates} if self._check_duplicates else set()
@@ -653,7 +609,3 @@ class HealthReducer:
         """Post-duplicate digests in input (ordinal) order, as ``HealthCheckResult.rollouts`` holds them."""
         with collector_paused():
             return [expand_digest(digest, self._duplicate_count(digest)) for digest in self.compact_digests()]
-
-    def write(self, output_dir: str | Path) -> tuple[Path, Path]:
-        """Write ``quality_summary.json``, then ``rollout_verdicts.jsonl``, into ``output_dir``."""
-        return write_reports(Path(output_dir), self.summary_bytes(), self.iter_verdict_lines())

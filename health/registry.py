@@ -1,11 +1,6 @@
-"""The check registry: every health check NeMo Gym 0.7.0 knows, in registry order.
-
-Registry order is load-bearing: findings, ``unobserved`` lists, coverage and issue counts
-all follow it.
-
-The registry is a plain table; its :class:`~health.types.CheckSpec` models (pydantic) are built
-on first access to :data:`CHECK_REGISTRY` or :func:`check_spec`, so the batch path, which only
-needs the IDs and what each check reads (:func:`check_reads`), never imports pydantic.
+"""The check registry: every health check NeMo Gym 0.7.0 knows, in registry order (load-bearing:
+findings, ``unobserved``, coverage and issue counts follow it). Its pydantic :class:`CheckSpec`
+models are built on first access, so the batch path never imports pydantic.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Report writers (docs/report.md): exact bytes of ``quality_summary.json`` and ``rollout_verdicts.jsonl``.
-
-Pure rendering: the reducer decides what goes in, these functions decide how it looks.
-:func:`render_row` is the definition of a row; :func:`render_rows` produces the same bytes
-for a whole run several times faster, because most rows differ only in their identity.
+:func:`render_row` defines a row; :class:`RowRenderer` gives the same bytes several times faster.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,6 @@ __all__ = [
     "RowRenderer",
     "index_sort_part",
     "render_row",
-    "render_rows",
     "render_summary",
     "row_sort_key",
     "task_sort_key",
@@ -42,11 +38,8 @@ def index_sort_part(value: TaskIndex | None) -> tuple[int, Any]:
 
 
 def row_sort_key(digest: CompactDigest) -> tuple[Any, ...]:
-    """Row order: task, rollout, stage (each by :func:`index_sort_part`), then input order.
-
-    The parts are concatenated into one flat tuple, which orders exactly like the nested
-    ``(part, part, part, ordinal)`` (every part has two items) but is cheaper to build and compare.
-    """
+    """Row order: task, rollout, stage (each by :func:`index_sort_part`), then input order, as one
+    flat tuple (cheaper than the nested one, same order)."""
     task, rollout, stage = digest.task_index, digest.rollout_index, digest.stage_index
     if type(task) is int and type(rollout) is int and stage is None:
         return (0, task, 0, rollout, 1, "None", digest.ordinal)
@@ -111,23 +104,10 @@ def _index_json(value: object) -> bytes:
     raise TypeError(f"not an int or str index: {value!r}")
 
 
-def render_rows(
-    digests: Iterable[CompactDigest], duplicate_count: Callable[[CompactDigest], int] | None
-) -> Iterator[bytes]:
-    """``render_row(digest, duplicate_count(digest))`` for each digest, in the order given
-    (``None``: no digest is a duplicate)."""
-    return iter(RowRenderer().rows(digests, duplicate_count))
-
-
 class RowRenderer:
-    """Renders rows exactly as :func:`render_row` does, several times faster over a whole run.
-
-    A row is ``head + tail``: the head holds the indices and ``rollout_id``, the tail the
-    verdict, findings, unobserved list and stage. A rollout without findings (almost all of
-    them) shares its tail with every rollout of the same verdict, unobserved set and stage,
-    so each distinct tail is rendered once per renderer. Duplicates, and indices that are not
-    a plain ``int`` / ``str`` or that orjson refuses, go through :func:`render_row` itself.
-    """
+    """Renders rows exactly as :func:`render_row` does, several times faster: a row without findings
+    shares its tail (verdict, unobserved, stage) with its likes, rendered once; the rest go through
+    :func:`render_row`."""
 
     __slots__ = ("_tails", "_unobserved_parts")
 

@@ -1,26 +1,9 @@
 """The batch map phase: digest every line of the inputs and feed a reducer.
 
-Work is cut into byte splits planned from file sizes alone (:func:`~health.splits.plan_tapering_splits`),
-so the parent never reads the inputs: a worker reads its split sequentially, owns the lines
-whose first byte falls inside it, digests them with split-local positions and sends back
-compact digests as plain tuples and its line counts (~50 pickled bytes per everyday rollout,
-~160 per rollout with findings). The
-parent places outcomes in split order (:class:`~health.splits.SplitPlacer`: prefix sums give
-global line numbers and ordinals, which it writes into the rare position-dependent digests)
-and feeds the reducer. Forked workers inherit the per-record step, imported once by the parent
-before the pool starts (other start methods import it in each worker's initializer). A bounded
-number of splits is in flight, submitted in order, so memory does not grow with the input.
-
-Split sizes replace NeMo Gym's chunk size (``ceil(n / (workers * 4))`` lines, at most 128).
-Each split costs the parent a round trip through the executor's threads (its manager thread
-woken, a poll over the workers' pipes, a result unpickled and handed over): about 0.3-0.4 ms
-of its CPU whatever the split's size. And the last splits decide how evenly the workers
-finish. So splits taper (:func:`~health.splits.plan_tapering_splits`): each is a
-``1 / (workers * 2)`` share of the bytes not yet planned, at most 64 MiB (as the Ray map's)
-and at least 4 MiB (for an input under 32 MiB per worker, a quarter of a worker's share, so
-a small input still spreads over every worker). A 1.4 GB input is 32 splits, 18 of 64 MiB,
-where fixed 16 MiB splits made 87. Workers hold one line at a time plus one read block,
-whatever a split's size.
+Workers digest byte splits (planned from file sizes, so the parent never reads the inputs) with
+split-local positions; the parent places the outcomes in split order and feeds the reducer.
+Splits taper (each ``1 / (workers * 2)`` of the bytes left, 4-64 MiB): each costs the parent
+~0.3 ms whatever its size, and the last ones decide how evenly the workers finish.
 """
 
 from __future__ import annotations
@@ -32,10 +15,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from .jsonl import iter_line_spans
+from .jsonl import is_blank
 from .process_tuning import collector_paused, take_over
 from .reduce import HealthReducer
-from .splits import FileSplit, SplitOutcome, SplitPlacer, digest_split, plan_tapering_splits
+from .splits import FileSplit, SplitOutcome, SplitPlacer, digest_split, iter_split_lines, plan_tapering_splits
 
 __all__ = [
     "PoolFactory",
@@ -74,11 +57,8 @@ def _init_worker() -> None:
 
 
 def process_pool(workers: int) -> Executor:
-    """A process pool whose workers have the per-record step imported before the first range.
-
-    Where workers are forked (the default on Linux) the parent imports the step once and every
-    worker inherits it, instead of each worker importing it again; elsewhere the initializer does.
-    """
+    """A process pool whose workers inherit the per-record step the parent imported (forked), or
+    import it in their initializer."""
     if multiprocessing.get_start_method(allow_none=False) == "fork":
         import health.digest  # noqa: F401
     return ProcessPoolExecutor(max_workers=workers, initializer=_init_worker)
@@ -95,8 +75,8 @@ def _at_most_one_record(paths: Sequence[str], total_bytes: int) -> bool:
         return False
     records = 0
     for path in paths:
-        for _, _, non_blank in iter_line_spans(path):
-            records += non_blank
+        for line in iter_split_lines(path, 0, os.path.getsize(path)):
+            records += not is_blank(line)
             if records > 1:
                 return False
     return True
@@ -149,12 +129,9 @@ def map_into_reducer(
     progress: ProgressCallback | None = None,
     pool_factory: PoolFactory = process_pool,
 ) -> HealthReducer:
-    """Digest every non-blank line of ``paths`` (in order) into a fresh reducer.
-
-    Serial with one worker or at most one non-blank line; otherwise a process pool. A pool
-    that cannot start, or breaks mid-run, falls back to a serial re-run with the same
-    ``RuntimeWarning`` NeMo Gym issues. Any other worker exception propagates.
-    """
+    """Digest every non-blank line of ``paths`` (in order) into a fresh reducer: serially with one
+    worker or one line, else in a pool; a pool that breaks falls back to a serial re-run with NeMo
+    Gym's ``RuntimeWarning``."""
     total = sum(os.path.getsize(path) for path in paths)
     reducer = HealthReducer(ignored_checks)
     splits = _plan(paths, workers, total)

@@ -1,12 +1,8 @@
 """A run's shard files: ``--glob`` patterns resolved the way ``gym eval aggregate`` takes its glob.
 
-Sharded collections write one rollouts file per job (``rollouts-rs3-chunk7.jsonl``), each with
-its ``_failures.jsonl`` and ``_materialized_inputs.jsonl`` beside it. The health check reads the
-rollouts files as one input list, in sorted path order, so position-dependent identities (the
-ordinal a record without ``_ng_task_index`` takes, an unreadable line's input index) are those of
-``run_health_checks(sorted(paths))``. Like the aggregator, files whose stem ends with
-``_failures`` or ``_materialized_inputs`` are not rollouts and are skipped, and so is the
-verdicts report a previous check left in the run directory.
+Rollouts files are read as one input list in sorted path order (so position-dependent identities
+are ``run_health_checks(sorted(paths))``'s); ``_failures`` / ``_materialized_inputs`` files and a
+previous verdicts report are skipped, as the aggregator skips them.
 """
 
 from __future__ import annotations
@@ -36,12 +32,8 @@ def _is_rollouts_file(path: Path, run_dir: Path) -> bool:
 
 
 def resolve_shard_paths(run_dir: str | os.PathLike[str], patterns: Sequence[str]) -> tuple[Path, list[Path]]:
-    """``(run_dir, files)``: every rollouts file any pattern matches under ``run_dir``, sorted, once.
-
-    Patterns are relative to ``run_dir`` (``**`` crosses directories). Raises
-    ``FileNotFoundError`` for a missing run directory or a pattern that matches no rollouts
-    file, ``ValueError`` for an empty, oversized or too many patterns, or too many files.
-    """
+    """``(run_dir, files)``: every rollouts file any pattern (relative to ``run_dir``) matches,
+    sorted, once; ``FileNotFoundError`` or ``ValueError`` naming what is wrong otherwise."""
     directory = Path(run_dir)
     if not directory.is_dir():
         raise FileNotFoundError(f"Run directory not found: {directory}")

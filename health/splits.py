@@ -1,25 +1,9 @@
 """Byte splits of a run's files for a distributed map, planned from file sizes alone.
 
-Both the local process pool and the Ray map use them: the driver (or pool parent) only stats
-the files and cuts each into fixed-size byte splits, never reading the inputs itself. A split
-owns exactly the lines whose first byte falls inside it: a line starts at offset 0 or right
-after a ``\\n``, so a task skips the partial line its split begins in (the previous split owns
-it) and reads on past its end to finish the last line it owns. Every line is owned by exactly one split.
-
-A split cannot know the line numbers and ordinals of the lines before it, so a task digests
-with split-local positions and reports how many physical and non-blank lines it owns; the
-driver turns those into global positions (:class:`SplitOutcome` and :func:`globalize`).
-Only two things in a digest depend on position besides its ``ordinal`` field: an unreadable
-line's identity and locator (input index and line number) and the identity of a record without
-``_ng_task_index`` (the global ordinal, and the rollout id when it derives from it). The task
-learns which lines those are from the per-record step (:func:`~health.digest.digest_line_compact`)
-and sends what the driver needs to finish them: an unreadable line's reason (the driver builds
-its digest, :func:`~health.unreadable.unreadable_compact`), a record's digest and how its rollout
-id derives (the driver writes the global ordinal in). No line travels back or is digested twice.
-
-Digests travel as plain tuples of :class:`~health.compact.CompactDigest`'s fields: pickle writes
-and reads a plain tuple in C, while a named tuple costs a Python call each way. The driver
-builds the named tuple once, with its global ordinal already in place.
+A split owns the lines whose first byte falls inside it. A task digests them with split-local
+positions and sends back its line counts, plain-tuple digests (pickled in C) and what the driver
+needs to finish the few position-dependent ones (unreadable lines, records without
+``_ng_task_index``); the driver places them globally (:class:`SplitPlacer`).
 """
 
 from __future__ import annotations
@@ -151,14 +135,8 @@ def iter_split_lines(path: str, start: int, end: int) -> Iterator[bytes]:
 
 
 def _iter_split_views(path: str, start: int, end: int) -> Iterator[bytes | memoryview]:
-    """:func:`iter_split_lines`, each line a view of the read buffer where it lies in one block.
-
-    Blocks are read into one reused buffer, so a split costs no allocation per block, and a
-    line inside a block is handed over in place rather than copied out (a 72 KB copy into
-    fresh memory costs about as much as the vetter's pass over it). A view is valid until the
-    next line is asked for: the caller must be done with it (and with anything it lent
-    ``msgspec.Raw`` slices to) by then. A line that straddles two blocks comes as ``bytes``.
-    """
+    """:func:`iter_split_lines`, a line inside one block as a view of the reused read buffer (no
+    copy); valid until the next line is asked for. A line straddling two blocks comes as ``bytes``."""
     with open(path, "rb", buffering=0) as file:
         handle = file.fileno()
         first = _first_owned_line(handle, start)
@@ -273,11 +251,6 @@ class SplitPlacer:
         """Splits placed so far (all splits before this index)."""
         self._line_base = 0
         self._ordinal_base = 0
-
-    @property
-    def waiting(self) -> int:
-        """Outcomes held back behind an earlier split that has not arrived."""
-        return len(self._waiting)
 
     def add(self, outcome: SplitOutcome) -> list[CompactDigest]:
         """Take one outcome; return every digest that can now be placed (possibly none)."""

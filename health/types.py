@@ -1,8 +1,5 @@
-"""Shared value types of the health pipeline: check contracts, findings and rollout digests.
-
-These are the types every stage agrees on. The per-record step produces a
-:class:`RolloutDigest`; the reducer consumes them; the report writers render them.
-Field names and defaults follow NeMo Gym 0.7.0's ``nemo_gym.health.types``.
+"""Shared value types of the health pipeline (check contracts, findings, rollout digests), with
+NeMo Gym 0.7.0's ``nemo_gym.health.types`` field names and defaults.
 """
 
 from __future__ import annotations
@@ -55,12 +52,8 @@ class Finding(BaseModel):
 
 
 class RolloutDigest(BaseModel):
-    """Everything the run-level stages need to know about one physical rollout line.
-
-    ``ordinal`` is the 0-based position among non-blank input lines across all files; it is
-    not part of NeMo Gym's digest but lets a reducer that receives digests out of order
-    restore input order (row ties, ``HealthCheckResult.rollouts``).
-    """
+    """Everything the run-level stages need to know about one physical rollout line; ``ordinal``
+    (not NeMo Gym's) restores input order for a reducer fed out of order."""
 
     task_index: TaskIndex
     rollout_index: TaskIndex

@@ -1,24 +1,18 @@
 """The digest of a line that yields no readable rollout: unparseable, or an identity NeMo Gym rejects.
 
-Its identity is synthetic (input index and line number), its only possible finding is
-``record_unreadable`` with the line's locator, every other rollout check is unobserved and its
-statistics are zero. It depends on nothing but the reason and the line's position, so whoever
-knows the global position (the pool parent, the Ray driver) can build it from the reason alone,
-without importing the per-record step.
+Synthetic identity, a ``record_unreadable`` finding, every other rollout check unobserved, zero
+statistics: built from the reason and position alone, so the pool parent or Ray driver can.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .compact import CompactDigest, PlainFinding, compact_values
 from .identity import unreadable_identity
 from .registry import ROLLOUT_CHECK_IDS
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["RECORD_UNREADABLE", "unreadable_compact", "unreadable_values"]
+__all__ = ["RECORD_UNREADABLE", "unreadable_compact"]
 
 RECORD_UNREADABLE = "record_unreadable"
 
@@ -32,20 +26,6 @@ def unreadable_compact(
     ignored_checks: frozenset[str],
 ) -> CompactDigest:
     """The digest of unreadable line ``line_number`` of input ``source_index``; ``detail`` says why."""
-    values = unreadable_values(detail, source_path, source_index, line_number, ordinal, ignored_checks)
-    return compact_values(values)
-
-
-def unreadable_values(
-    detail: dict[str, Any],
-    source_path: str,
-    source_index: int,
-    line_number: int,
-    ordinal: int,
-    ignored_checks: frozenset[str],
-) -> dict[str, Any]:
-    """:func:`unreadable_compact`'s field values by name, its finding a
-    :class:`~health.compact.PlainFinding`."""
     identity = unreadable_identity(source_index, line_number)
     findings: list[PlainFinding] = []
     unobserved: list[str] = []
@@ -58,7 +38,7 @@ def unreadable_values(
         else:
             unobserved.append(check_id)
     verdict = "unhealthy" if findings else "unobserved" if unobserved else "healthy"
-    return {
+    values: dict[str, Any] = {
         "task_index": identity.task_index,
         "rollout_index": identity.rollout_index,
         "stage_index": None,
@@ -80,3 +60,4 @@ def unreadable_values(
         "capture_completion_tokens": 0,
         "ordinal": ordinal,
     }
+    return compact_values(values)

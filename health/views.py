@@ -1,10 +1,5 @@
-"""What the health checks read of a validated trajectory, as structural types.
-
-Two validators produce trajectories: the pydantic contract (``health.contract``, every input,
-NeMo Gym's exact semantics) and the strict fast-path schema (``health.strict_schema``, the
-everyday subset, decoded straight from bytes). Evidence and checks are written against these
-protocols, so both feed the same code. Attributes are read-only properties: a ``list`` of
-models satisfies ``Sequence[...]`` of the protocol covariantly.
+"""What the health checks read of a validated trajectory, as structural types: both validators
+(the pydantic contract and the strict structs) feed the same evidence and checks.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Validation of a raw ``ng_trajectory`` value and its canonical (dumped) form.
 
-The health checks read the trajectory as pydantic's ``model_dump(mode="json")`` of the
-validated record: every default filled in, coerced values in place of the originals. Both
-steps can fail, and the failure is reported only by its exception class name:
-
-* validation fails with ``"ValidationError"`` (bad type, extra key, cross-field rule), or with
-  ``"TypeError"`` where a conversation item's routing meets an unhashable value;
-* the dump fails with ``"ValueError"`` when a free-form (``Any``) value is nested more than
-  254 arrays/objects deep, although it validated.
+The checks read pydantic's ``model_dump(mode="json")`` of the validated record; a failure is
+reported by its exception class name (``ValidationError``, ``TypeError`` from conversation
+routing, or ``ValueError`` from a dump nested past 254 levels).
 """
 
 from __future__ import annotations
@@ -34,12 +29,8 @@ TrajectoryOutcome: TypeAlias = tuple[dict[str, Any], None] | tuple[None, str]
 
 
 def check_trajectory(raw: object) -> tuple[TrajectoryRecord, None] | tuple[None, str]:
-    """``(record, None)``, or ``(None, error_name)`` when validating ``raw`` raises.
-
-    The error name is the exception's class name, as NeMo Gym reports it: normally
-    ``"ValidationError"``; any other exception raised while validating is reported by its
-    own name (``"TypeError"`` for an unhashable conversation-item discriminator).
-    """
+    """``(record, None)``, or ``(None, error_name)`` when validating ``raw`` raises (the exception's
+    class name, as NeMo Gym reports it)."""
     from pydantic import ValidationError  # imported, like the models, only when a record needs them
 
     from .models import TrajectoryRecord  # built on the first record that needs the contract
@@ -58,11 +49,8 @@ def validate_trajectory(raw: object) -> TrajectoryRecord | None:
 
 
 def canonical_trajectory(raw: object) -> TrajectoryOutcome:
-    """Validate ``raw`` and dump it to plain JSON data, exactly as NeMo Gym 0.7.0 does.
-
-    ``raw`` is any value parsed from JSON (a non-object fails validation). Returns the
-    canonical trajectory or the error name (:data:`VALIDATION_ERROR` / :data:`DUMP_ERROR`).
-    """
+    """Validate ``raw`` and dump it to plain JSON data, exactly as NeMo Gym 0.7.0 does: the
+    canonical trajectory or the error name."""
     record, error = check_trajectory(raw)
     if record is None:
         return None, error or VALIDATION_ERROR

@@ -1,10 +1,7 @@
 """Pydantic v2 models of the ``ng_trajectory`` contract (``TrajectoryRecord`` and its parts).
 
-Validation semantics are NeMo Gym 0.7.0's: pydantic lax mode on Python input, unknown keys
-forbidden everywhere except :class:`ModelServerRef` (which drops them), ``>= 0`` / ``>= 1``
-constraints, and the cross-field rules of the record (unique ids, turn identity, join keys).
-Every field's canonical (dumped) value is what the health checks read, so field types and
-defaults here are load-bearing: do not "improve" them.
+NeMo Gym 0.7.0's validation semantics; the checks read each field's canonical (dumped) value,
+so field types and defaults are load-bearing: do not "improve" them.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """msgspec structs derived from the pydantic contract: the fast way to vouch for a trajectory.
 
-Validating a whole ``ng_trajectory`` with pydantic costs about as much as parsing its line.
-:func:`strict_trajectory` converts the parsed value with msgspec instead, into structs built
-here from the pydantic models themselves (:func:`derive`), so the contract is written once:
-
-* each field keeps its name, default and ``ge``/``le`` bounds; scalars are converted
-  strictly (a ``str`` field takes a JSON string only, an ``int`` field an integer only, a
-  ``float`` field an integer or a float: pydantic gives those the same values);
-* ``extra="forbid"`` models forbid unknown keys; the others drop them, as their dump does
-  for the fields the checks read;
-* every ``mode="after"`` model validator of a model runs on its struct (``__post_init__``),
-  and a field pydantic validates with its own function (the conversation) is validated by
-  pydantic, field by field.
-
-So the structs accept a subset of what the contract accepts, with the same values. Whatever
-they refuse (a lax coercion such as ``"3"`` for an integer, or an invalid record) returns
-``None``, and the caller asks the contract itself, which decides.
+:func:`strict_trajectory` converts a parsed trajectory with structs derived from the pydantic
+models (names, defaults, bounds, ``extra``, after-validators), strictly: they accept a subset of
+what the contract accepts, with the same values, and ``None`` sends the caller to the contract.
 """
 
 from __future__ import annotations
@@ -71,11 +58,8 @@ def _strict_type(annotation: Any, raw: frozenset[str]) -> Any:
 
 @functools.cache
 def derive(model: type[BaseModel], raw: frozenset[str] = frozenset()) -> type[msgspec.Struct]:
-    """The strict struct of ``model`` (see the module notes); one per model, built on first use.
-
-    ``raw``: the names of free-form (``Any``) fields, at any level, that a struct decoded
-    straight from JSON keeps as :class:`msgspec.Raw` spans (any JSON value; ``null`` when
-    absent), so their bytes are never built into values."""
+    """The strict struct of ``model``, one per model, built on first use; ``raw`` names free-form
+    fields kept as :class:`msgspec.Raw` spans when decoded straight from JSON."""
     fields: list[tuple[str, Any, Any]] = []
     own_validators: dict[str, TypeAdapter[Any]] = {}
     for name, info in model.model_fields.items():

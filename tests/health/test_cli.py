@@ -182,8 +182,6 @@ def test_importing_the_cli_does_not_import_the_pipeline() -> None:
     assert completed.stdout.strip() == "[]"
 
 
-
-
 def _many_small_rollouts(count: int) -> list[bytes]:
     """``count`` small rollouts over ``count // 4`` tasks, with a torn line and a string task index."""
     row = orjson.loads(ROW)

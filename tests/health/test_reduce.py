@@ -16,7 +16,6 @@ from typing import Any
 import orjson
 import pytest
 
-import health.compact
 from health.compact import compact_digest, expand_digest
 from health.reduce import HealthReducer
 from health.registry import ROLLOUT_CHECK_IDS
@@ -442,13 +441,8 @@ class TestCompact:
         )
         assert expand_digest(compact_digest(digest)) == digest
 
-    @pytest.mark.parametrize("fast", [True, False])
     @pytest.mark.parametrize("duplicates", [0, 3])
-    def test_expanded_digest_is_the_object_model_construct_builds(
-        self, monkeypatch: pytest.MonkeyPatch, fast: bool, duplicates: int
-    ) -> None:
-        if not fast:  # as if RolloutDigest had gained a field: model_construct builds it
-            monkeypatch.setattr(health.compact, "_digest_model", lambda: None)
+    def test_expanded_digest_is_the_object_model_construct_builds(self, duplicates: int) -> None:
         finding = Finding(check="agent_turn_hollow", subject={}, locator={"turn": 1}, detail={"reason": "x"})
         for findings in ([], [finding]):
             digest = make_digest(4, "r", verdict="unhealthy" if findings else "healthy", findings=findings)

@@ -12,9 +12,9 @@ import pytest
 
 from health.compact import CompactDigest, compact_digest
 from health.report import (
+    RowRenderer,
     index_sort_part,
     render_row,
-    render_rows,
     render_summary,
     row_sort_key,
     task_sort_key,
@@ -131,9 +131,9 @@ class TestRenderRows:
             return digest.ordinal % 4
 
         expected = [render_row(digest, duplicates(digest)) for digest in digests]
-        assert list(render_rows(digests, duplicates)) == expected
+        assert list(RowRenderer().rows(digests, duplicates)) == expected
         # None: no digest is a duplicate.
-        assert list(render_rows(digests, None)) == [render_row(digest) for digest in digests]
+        assert list(RowRenderer().rows(digests, None)) == [render_row(digest) for digest in digests]
         assert b'"stage_index":true}' in b"".join(expected)
         assert b'"_ng_task_index":1.5,' in b"".join(expected)
 
@@ -142,9 +142,9 @@ class TestRenderRows:
         with pytest.raises(UnicodeEncodeError):
             render_row(digest)
         with pytest.raises(UnicodeEncodeError):
-            list(render_rows([digest], lambda _: 0))
+            list(RowRenderer().rows([digest], lambda _: 0))
         with pytest.raises(UnicodeEncodeError):
-            list(render_rows([digest], None))
+            list(RowRenderer().rows([digest], None))
 
 
 class TestOrdering:

@@ -11,7 +11,6 @@ import pytest
 from health import splits
 from health.compact import CompactDigest, compact_digest
 from health.digest import digest_line
-from health.jsonl import iter_line_spans
 from health.reduce import HealthReducer
 from health.runner import map_into_reducer
 from health.splits import SplitPlacer, digest_split, iter_split_lines, plan_splits, plan_tapering_splits
@@ -25,8 +24,8 @@ def _owned(path: Path, split_bytes: int) -> list[bytes]:
 
 
 def _lines_of(path: Path) -> list[bytes]:
-    data = path.read_bytes()
-    return [data[offset : offset + length].rstrip(b"\n") for offset, length, _ in iter_line_spans(str(path))]
+    lines = path.read_bytes().split(b"\n")
+    return lines[:-1] if lines[-1] == b"" else lines
 
 
 @pytest.mark.parametrize(
@@ -129,7 +128,7 @@ def _placed_reducer(paths: list[str], split_bytes: int, order: list[int] | None 
     placer = SplitPlacer(splits, reducer.ignored_checks)
     for outcome in outcomes:
         reducer.extend(placer.add(outcome))
-    assert placer.placed == len(splits) and placer.waiting == 0
+    assert placer.placed == len(splits)
     return reducer
 
 

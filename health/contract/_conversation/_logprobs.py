@@ -1,13 +1,8 @@
 """Log-prob sequences of output text, whose items the reference checks only when it dumps them.
 
-In the reference, ``bytes`` and ``top_logprobs`` take any iterable and validate their items lazily, as
-the dump consumes them. An invalid item makes that dump attempt fail; the serializers above retry with
-what is left of the (consumed) iterators, and when every retry fails the dump raises
-``ValidationError``. So the canonical form of such an entry, and whether the trajectory is readable at
-all, depend on pydantic-core's serializer fallbacks. Rather than re-deriving that, an output message with
-non-plain log-probs is validated and dumped once through a replica of the reference's structure (same
-pydantic, same nesting): a failing replica dump rejects the item now (the reference reports the same
-``ValidationError`` name at dump time), a passing one supplies the concrete sequences to keep.
+The reference's verdict and canonical form then depend on pydantic-core's serializer fallbacks,
+so a message with non-plain log-probs is validated and dumped once through a replica of the
+reference's structure: a failing replica rejects the item (same ``ValidationError`` name).
 """
 
 from __future__ import annotations
