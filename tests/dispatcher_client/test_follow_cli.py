@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
 from tests.dispatcher_client.support import free_port
 from tests.sidecar.service_support import generate_run
-from tests.signals import interruptible
+from tests.signals import interruptible_process
 
 
 @pytest.fixture
@@ -179,13 +178,7 @@ def test_ctrl_c_during_once_exits_130_in_one_line(tmp_path: Path) -> None:
     _write_run(run_dir)
     argv = [sys.executable, "-m", "sidecar.cli", "follow", str(run_dir), "--once"]
     argv += ["--sidecar", f"http://127.0.0.1:{free_port()}"]  # nothing listens there
-    with subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=interruptible,
-    ) as process:
+    with interruptible_process(argv) as process:
         assert process.stderr is not None and process.stdout is not None
         retrying = process.stderr.readline()  # the follower's one line about the outage
         process.send_signal(signal.SIGINT)

@@ -16,7 +16,7 @@ import pytest
 from health.cli_types import Ranged
 from sidecar.cli import COMMANDS, build_parser, main
 from tests.dispatcher_client.support import free_port
-from tests.signals import interruptible
+from tests.signals import interruptible_process
 
 
 class TestCli:
@@ -218,13 +218,7 @@ def test_ctrl_c_during_report_exits_130_in_one_line(tmp_path: Path) -> None:
         port = silent.getsockname()[1]
         argv = [sys.executable, "-m", "sidecar.cli", "report", "--sidecar", f"http://127.0.0.1:{port}"]
         argv += ["--run-id", "r", "--out", str(tmp_path / "out")]
-        with subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=interruptible,
-        ) as process:
+        with interruptible_process(argv) as process:
             connection, _ = silent.accept()  # the request is on its way: the process waits for an answer
             with connection:
                 process.send_signal(signal.SIGINT)
