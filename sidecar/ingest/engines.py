@@ -10,6 +10,7 @@ from typing import Any, cast
 from health.compact import CompactDigest, compact_digest
 from health.contract import check_trajectory
 from health.digest import digest_everyday_compact, digest_record_with_trajectory
+from health.digest import digest_record as health_digest_record
 from sidecar.perf import ng_perf_for_trajectory
 
 __all__ = ["Engines", "default_engines", "digest_and_perf", "digest_bytes"]
@@ -22,27 +23,9 @@ DigestAndPerf = Callable[
 ]
 
 
-def digest_record(
-    record: dict[str, Any] | None,
-    *,
-    parse_error: str | None = None,
-    source_path: str = "",
-    source_index: int = 0,
-    line_number: int = 0,
-    ordinal: int = 0,
-    ignored_checks: frozenset[str] = frozenset(),
-) -> CompactDigest:
-    """The batch check's digest of one record, in its compact form."""
-    digest, _ = digest_record_with_trajectory(
-        record,
-        parse_error=parse_error,
-        source_path=source_path,
-        source_index=source_index,
-        line_number=line_number,
-        ordinal=ordinal,
-        ignored_checks=ignored_checks,
-    )
-    return compact_digest(digest)
+def digest_record(record: dict[str, Any] | None, **location: Any) -> CompactDigest:
+    """The batch check's digest of one record (``health.digest.digest_record``'s keywords), compact."""
+    return compact_digest(health_digest_record(record, **location))
 
 
 def digest_and_perf(
