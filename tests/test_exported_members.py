@@ -13,7 +13,7 @@ PUBLIC_MODULES = [
     "health",
     "health.contract",
     "health.digest",
-    "sidecar.demo.synthetic",
+    "sidecar.demo.agent",
     "sidecar.wire",
     "sidecar.journal",
     "sidecar.http.openapi",

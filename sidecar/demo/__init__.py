@@ -1,2 +1,2 @@
-"""``rollout-sidecar demo`` (:mod:`sidecar.demo.run`) and the synthetic NeMo Gym rollouts its fake
-agent answers with (:mod:`sidecar.demo.synthetic`)."""
+"""``rollout-sidecar demo`` (:mod:`sidecar.demo.run`) and what its fake agent answers
+(:mod:`sidecar.demo.agent`)."""

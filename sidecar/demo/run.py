@@ -1,7 +1,7 @@
 """``rollout-sidecar demo``: the sidecar, a fake agent server and a dispatcher on one machine, live.
 
-The fake NeMo Gym agent answers ``POST /run`` after the task's duration with the synthetic
-generator's row for it: a request-level failure is an HTTP error the dispatcher turns into Gym's
+The fake NeMo Gym agent answers ``POST /run`` after the task's duration with its row
+(:mod:`sidecar.demo.agent`): a request-level failure is an HTTP error the dispatcher turns into Gym's
 failure row, an agent-reported one a 200 whose row has ``_ng_failure_class``, a task past the
 timeout is cut there with ``timeout_exceeded``. The dispatcher is shaped as NeMo Gym's: a
 concurrency gate, then a row is drained if the budget is spent or the sidecar's drain margin
@@ -23,7 +23,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,7 +37,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from dispatcher_client import ClientConfig, SidecarClient, SidecarError
-from sidecar.demo import synthetic
+from sidecar.demo.agent import agent_reply, gym_failure, timeout_row
 from sidecar.http.report_files import fetch_page, fetch_report
 from sidecar.http.server import ServerThread, ServiceThread, loop_factory
 from sidecar.http.settings import ServiceSettings
@@ -77,27 +77,13 @@ class DemoConfig:
     def num_tasks(self) -> int:
         return self.tasks or math.ceil(1.1 * self.concurrency * self.budget_s / MEAN_TASK_SECONDS / REPEATS)
 
-    def generator(self) -> synthetic.SyntheticConfig:
-        """The agent's rows: every fault a reply can carry (torn lines and duplicate identities come
-        from a crashed writer or a resumed run, not from an agent)."""
-        return synthetic.SyntheticConfig(
-            num_tasks=self.num_tasks,
-            repeats_per_task=REPEATS,
-            model_calls_per_rollout=3,
-            payload_bytes_per_call=1024,
-            faults=replace(synthetic.FaultRates.mixed(0.012), unreadable_line=0.0, duplicate_identity=0.0),
-            broken_task_fraction=0.03,
-            failure_rate=0.06,
-            concurrency=self.concurrency,
-        )
 
-
-def reply_for(event: synthetic.RolloutEvent, timeout_s: float) -> tuple[float, int, bytes]:
-    """``(simulated seconds, HTTP status, body)`` of the agent's answer to one generated attempt."""
-    seconds, row = event.latency_seconds or 0.0, event.row or {}
+def reply_for(seconds: float, row: dict[str, Any], timeout_s: float) -> tuple[float, int, bytes]:
+    """``(simulated seconds, HTTP status, body)`` of the agent's answer to an attempt that takes
+    ``seconds`` and ends with ``row``."""
     stamped = {key: row[key] for key in _STAMPED if key in row}
     if seconds > timeout_s:
-        return timeout_s, 200, orjson.dumps(synthetic.timeout_row(timeout_s, False) | stamped)
+        return timeout_s, 200, orjson.dumps(timeout_row(timeout_s, False) | stamped)
     if row.get("_ng_failure_class") in REQUEST_FAILURES:
         status = row["_ng_failure_http_status"] or 503
         return seconds, status, (row["_ng_failure_response_body"] or "").encode()
@@ -109,9 +95,7 @@ class _Agent(ServerThread):
 
     label = "fake agent server"
 
-    def __init__(
-        self, config: synthetic.SyntheticConfig, seed: int, timeout_s: float, clock: Callable[[], float]
-    ) -> None:
+    def __init__(self, seed: int, timeout_s: float, clock: Callable[[], float]) -> None:
         super().__init__()
 
         async def run(request: Request) -> Response:
@@ -121,8 +105,7 @@ class _Agent(ServerThread):
                 task, rollout = int(row["_ng_task_index"]), int(row["_ng_rollout_index"])
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 return Response(f"a row with integer _ng_task_index and _ng_rollout_index: {exc!r}", 422)
-            event = synthetic.rollout_event(config, seed, task, rollout, started_at=clock())
-            seconds, status, body = reply_for(event, timeout_s)
+            seconds, status, body = reply_for(*agent_reply(seed, task, rollout, clock()), timeout_s)
             await asyncio.sleep(max(0.0, seconds / SCALE - (time.monotonic() - received)))
             return Response(body, status, media_type="application/json" if status == 200 else "text/plain")
 
@@ -159,7 +142,7 @@ def gym_failure_row(row: dict[str, Any], exc: Exception) -> dict[str, Any]:
         status, body = exc.response.status_code, exc.response.text
         body = body[:2000] + "…" if len(body) > 2000 else body
         message = f"{status}, message={exc.response.reason_phrase!r}, url={str(exc.request.url)!r}"
-    failure = synthetic.gym_failure(status, type(exc).__name__, message, body)
+    failure = gym_failure(status, type(exc).__name__, message, body)
     return failure | {key: row[key] for key in _STAMPED}
 
 
@@ -314,7 +297,12 @@ async def _dispatch(
     say: Callable[[str], None],
 ) -> tuple[DispatchStats, str]:
     """Declare the run, dispatch it with a live line every 2 s, end it: the stats and the last scrape."""
-    rows = list(synthetic.materialized_rows(config.generator(), config.seed))
+    named, prompt = {"name": "demo_agent"}, {"input": [{"role": "user", "content": "Solve the task."}]}
+    rows = [
+        {"responses_create_params": prompt, "_ng_task_index": t, "_ng_rollout_index": r, "agent_ref": named}
+        for t in range(config.num_tasks)
+        for r in range(REPEATS)
+    ]
     inputs = b"".join(orjson.dumps(r) + b"\n" for r in rows)
     (out_dir / "rollouts_materialized_inputs.jsonl").write_bytes(inputs)
     timeout, limits = config.task_timeout_s / SCALE + 10.0, httpx.Limits(max_connections=config.concurrency)
@@ -380,7 +368,7 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> tuple[DispatchSt
     rules = InflightRules(straggler_factor=2.0, eval_interval_s=0.05)
     settings = ServiceSettings(host="127.0.0.1", port=0, journal_path=journal, inflight=rules)
     service = ServiceThread(settings, clock=wall)
-    agent = _Agent(config.generator(), config.seed, config.task_timeout_s, wall)
+    agent = _Agent(config.seed, config.task_timeout_s, wall)
     with contextlib.ExitStack() as stack:
         sidecar_url = service.start()
         stack.callback(service.stop)

@@ -15,8 +15,7 @@ from health.digest import digest_line, digest_line_compact, digest_record
 from health.line_record import decode_line, line_inputs
 from health.parse import parse_line
 from health.types import RolloutDigest
-from sidecar.demo.synthetic import FaultRates, SyntheticConfig
-from tests.sidecar.synthetic_support import generate_rows
+from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows
 
 _AT = {"source_path": "r.jsonl", "source_index": 0, "line_number": 3, "ordinal": 2}
 _MARK = '"__edge__"'

@@ -71,7 +71,7 @@ class GymServers(ServerThread):
             await everyone.wait()
             task, rollout = int(row["_ng_task_index"]), int(row["_ng_rollout_index"])
             event = rollout_event(config, seed, task, rollout, int(row.get("_ng_attempt_index") or 0))
-            seconds, status, body = reply_for(event, 3600.0)
+            seconds, status, body = reply_for(event.latency_seconds or 0.0, event.row or {}, 3600.0)
             await asyncio.sleep(max(0.0, seconds / scale - (time.monotonic() - received)))
             while not self.replying.is_set():  # noqa: ASYNC110 (set from the test's thread)
                 await asyncio.sleep(0.01)

@@ -81,7 +81,7 @@ def generate_run(
     drained_fraction: float = 0.03,
     text_hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> GeneratedRun:
-    """A realistic run (faults, failures, drains, torn lines) from ``sidecar.demo.synthetic``."""
+    """A realistic run (faults, failures, drains, torn lines) from ``tests/sidecar/synthetic.py``."""
     config = SyntheticConfig(
         num_tasks=num_tasks,
         repeats_per_task=repeats,

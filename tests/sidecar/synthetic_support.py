@@ -2,7 +2,7 @@
 
 :func:`generate_events` gives every finished dispatch of a run in completion order,
 :func:`write_run_dir` the run directory NeMo Gym's collector writes, :func:`api_steps` the ``/v1``
-events beside NeMo Gym's lines. The names of :mod:`sidecar.demo.synthetic` are re-exported.
+events beside NeMo Gym's lines. The names of :mod:`tests.sidecar.synthetic` are re-exported.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any, Final
 
 import orjson
 
-from sidecar.demo.synthetic import (
+from sidecar.perf import drained_result
+from tests.sidecar.synthetic import (
     START_TIME,
     FaultRates,
     Job,
@@ -32,7 +33,6 @@ from sidecar.demo.synthetic import (
     stamp,
     start_job,
 )
-from sidecar.perf import drained_result
 
 __all__ = [
     "FAULT_CHECKS",

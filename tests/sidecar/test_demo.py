@@ -205,7 +205,7 @@ class TestAgentReplies:
         seen: Counter[int] = Counter()
         for task in range(60):
             event = rollout_event(self.CONFIG, 3, task, 0)
-            seconds, status, body = reply_for(event, timeout_s=10 * 3600.0)
+            seconds, status, body = reply_for(event.latency_seconds or 0.0, event.row or {}, 10 * 3600.0)
             seen[status] += 1
             assert seconds == event.latency_seconds
             row = event.row or {}
@@ -217,7 +217,7 @@ class TestAgentReplies:
 
     def test_tasks_past_the_timeout_reply_timeout_exceeded_at_the_timeout(self) -> None:
         event = rollout_event(self.CONFIG, 3, 0, 0)
-        seconds, status, body = reply_for(event, timeout_s=1.0)
+        seconds, status, body = reply_for(event.latency_seconds or 0.0, event.row or {}, timeout_s=1.0)
         row = orjson.loads(body)
         assert (seconds, status) == (1.0, 200)
         assert row["_ng_failure_class"] == "timeout_exceeded" and row["_ng_failure_terminal"] is False

@@ -1,4 +1,4 @@
-"""Realistic synthetic NeMo Gym rollouts: the demo's fake agent answers with them.
+"""Realistic synthetic NeMo Gym rollouts for the tests and the benchmarks (the sample run is some).
 
 Rows follow the collector's contract (result rows, ``_failures`` rows, drained results never
 written) and carry a valid ``ng_trajectory``: multi-turn agents with tool calls and subagents on the
@@ -13,7 +13,6 @@ A failed model call carries no token counts, as a real 429/500 does, so
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
@@ -21,7 +20,8 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from sidecar.demo._trajectory import build_row, create_params, task_question, text
+from sidecar.demo.agent import TERMINAL_SHARE, failure_row, gym_failure, sample_task_seconds, timeout_row
+from tests.sidecar.synthetic_rows import build_row, create_params, task_question, text
 
 __all__ = [
     "START_TIME", "FaultRates", "Job", "RolloutEvent", "SyntheticConfig", "finish_job", "gym_failure",
@@ -29,14 +29,8 @@ __all__ = [
 ]
 
 JSON = dict[str, Any]
-_TERMINAL_SHARE: Final = 0.3
 #: When every generated run starts (Unix seconds): its events' ``at`` and its trajectories follow it.
 START_TIME: Final = 1_790_000_000.0
-_GYM_FAILURES: Final = (
-    (500, "ClientResponseError", "500, message='Internal Server Error', url='http://agent:8000/run'"),
-    (503, "ClientResponseError", "503, message='Service Unavailable', url='http://agent:8000/run'"),
-    (None, "ServerDisconnectedError", "Server disconnected"),
-)
 Job = tuple[int, int, int, int]
 """``(task, rollout, attempt, copy)``: ``copy`` 1 is the re-written duplicate of a row."""
 
@@ -112,53 +106,12 @@ class SyntheticConfig:
                 raise ValueError(f"SyntheticConfig.{name} is out of range: {value!r}")
 
 
-def sample_task_seconds(rng: random.Random) -> float:
-    """Seconds one rollout takes: lognormal body (median ~95 s); 6% are stragglers scaled by a
-    Pareto(1.4) factor, which makes p95/p99 several times the median as in agentic runs. In [2 s, 4 h]."""
-    seconds = rng.lognormvariate(math.log(95.0), 0.75)
-    if rng.random() < 0.06:
-        seconds *= rng.paretovariate(1.4)
-    return min(max(seconds, 2.0), 4 * 3600.0)
-
-
 def stamp(row: JSON, job: Job, config: SyntheticConfig) -> JSON:
     """Add the keys the collector stamps on every finished result."""
     row.update(_ng_task_index=job[0], _ng_rollout_index=job[1], agent_ref={"name": config.agent_name})
     if job[2]:
         row["_ng_attempt_index"] = job[2]
     return row
-
-
-def timeout_row(elapsed: float, terminal: bool) -> JSON:
-    """The failure row Gym writes for a rollout its agent cut at the timeout."""
-    reason = f"rollout exceeded its {round(elapsed)}s timeout"
-    return {
-        "reward": 0.0, "failure_reason": reason, "elapsed_seconds": round(elapsed, 3),
-        "_ng_failure_class": "timeout_exceeded", "_ng_failure_terminal": terminal,
-    }
-
-
-def gym_failure(status: int | None, failure_type: str, message: str, body: str | None) -> JSON:
-    """The failure keys Gym writes for a ``/run`` that raised: retryable when the agent was unreachable
-    or busy (no status, 429, 502-504), else the agent's own error."""
-    retryable = status in (None, 429, 502, 503, 504)
-    return {
-        "_ng_failure_class": "agent_request_failed" if retryable else "agent_run_error",
-        "_ng_failure_type": failure_type, "_ng_failure_message": message,
-        "_ng_failure_http_status": status, "_ng_failure_response_body": body,
-    }
-
-
-def _failure_row(
-    config: SyntheticConfig, rng: random.Random, job: Job, elapsed: float, terminal: bool
-) -> JSON:
-    """A ``<name>_failures.jsonl`` row: Gym's own from a ``/run`` that raised, or the agent's timeout."""
-    row = timeout_row(elapsed, terminal)
-    if not terminal and rng.random() < 0.6:
-        status, failure_type, message = rng.choice(_GYM_FAILURES)
-        body = None if status is None else text(rng, rng.randint(20, 1900))
-        row = gym_failure(status, failure_type, message, body)
-    return stamp(row, job, config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +145,7 @@ def start_job(
     rng = random.Random(f"row:{seed}:{job[0]}:{job[1]}:{job[2]}:{job[3]}")
     finish = now + sample_task_seconds(rng)
     failed = job[3] == 0 and rng.random() < config.failure_rate
-    return finish, rng, failed, failed and rng.random() < _TERMINAL_SHARE
+    return finish, rng, failed, failed and rng.random() < TERMINAL_SHARE
 
 
 def finish_job(
@@ -202,7 +155,7 @@ def finish_job(
     """Finish ``job`` over ``span``: its failure row, or its result row with at most one fault."""
     task, rollout, attempt, copy = job
     if failed:
-        row = _failure_row(config, rng, job, span[1] - span[0], terminal)
+        row = stamp(failure_row(rng, span[1] - span[0], terminal, text), job, config)
         return RolloutEvent("failure", task, rollout, attempt, row, None, None, *span)
     fault: str | None = "duplicate_identity" if copy else None
     if not copy and random.Random(f"broken:{seed}:{task}").random() < config.broken_task_fraction:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 if TYPE_CHECKING:
-    from sidecar.demo.synthetic import SyntheticConfig
+    from tests.sidecar.synthetic import SyntheticConfig
 
 JSON = dict[str, Any]
 Plan = list[tuple[str, list[str]]]
