@@ -58,36 +58,13 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _version() -> str:
-    """The installed distribution's version (a source tree that was never installed says so)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("rollout-sidecar")
-    except PackageNotFoundError:
-        return "(not installed)"
-
-
 class _VersionAction(argparse.Action):
     """``--version``: looks the version up only when asked (``importlib.metadata`` is slow to load)."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
-        super().__init__(
-            option_strings,
-            dest,
-            nargs=0,
-            default=argparse.SUPPRESS,
-            help="show program's version number and exit",
-        )
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from sidecar.export import version
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[Any] | None,
-        option_string: str | None = None,
-    ) -> None:
-        sys.stdout.write(f"{parser.prog} {_version()}\n")
+        sys.stdout.write(f"{parser.prog} {version()}\n")
         parser.exit()
 
 
@@ -129,7 +106,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "Latency, drain margin, ng_perf, metrics and rollout health beside a NeMo Gym dispatcher."
         ),
     )
-    parser.add_argument("--version", action=_VersionAction)
+    shown = "show program's version number and exit"
+    parser.add_argument("--version", action=_VersionAction, nargs=0, default=argparse.SUPPRESS, help=shown)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in _registrars(command):  # each adds a _Parser; registrars only need the base API
         register(cast("argparse._SubParsersAction[argparse.ArgumentParser]", sub))
