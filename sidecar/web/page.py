@@ -13,17 +13,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import re
 from functools import cache
 from importlib import resources
 from typing import Any, Final
 
 import orjson
 
-from sidecar.web.checks import CHECK_EXPLANATIONS
-
 __all__ = [
-    "ASSETS", "LIVE_CSP", "UPLOT_VERSION", "asset_bytes", "embed_json", "index_html", "run_html", "saved_csp",
-    "saved_html",
+    "ASSETS", "LIVE_CSP", "UPLOT_VERSION", "asset_bytes", "check_explanations", "embed_json", "index_html",
+    "run_html", "saved_csp", "saved_html",
 ]
 
 UPLOT_VERSION: Final = "1.6.32"
@@ -43,6 +42,7 @@ LIVE_CSP: Final = (
 _SCRIPTS: Final = ("uPlot.iife.min.js", "page.js")
 _STYLES: Final = ("uPlot.min.css", "page.css")
 _ESCAPES: Final = {ord(char): f"\\u{ord(char):04x}" for char in "<>&\u2028\u2029"}
+_CHECK_ROW: Final = re.compile(r"^\| \d+ \| `(\w+)` \| (.*?) \| (.*?) \| (.*?) \|$", re.M)
 
 
 @cache
@@ -56,12 +56,19 @@ def embed_json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode().translate(_ESCAPES)
 
 
+@cache
+def check_explanations() -> dict[str, tuple[str, ...]]:
+    """Each check's ``(looks at, fires when, what to do)``, in registry order: ``checks.md``'s table."""
+    table = resources.files("sidecar.web").joinpath("checks.md").read_text(encoding="utf-8")
+    return {name: tuple(texts) for name, *texts in _CHECK_ROW.findall(table)}
+
+
 def _checks_section() -> str:
     rows = "".join(
         f'<tr id="check-{html.escape(name)}"><td><code>{html.escape(name)}</code></td>'
-        f"<td>{html.escape(text.looks_at)}</td><td>{html.escape(text.fires_when)}</td>"
-        f"<td>{html.escape(text.what_to_do)}</td></tr>"
-        for name, text in CHECK_EXPLANATIONS.items()
+        + "".join(f"<td>{html.escape(text)}</td>" for text in texts)
+        + "</tr>"
+        for name, texts in check_explanations().items()
     )
     return (
         '<section class="card" id="checks"><h2>The checks</h2>'
