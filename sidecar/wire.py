@@ -1,9 +1,8 @@
 """The wire contract the service and ``dispatcher_client`` share, written once.
 
 What a run id may be, which row keys name a rollout, how a client numbers its events, how a
-row becomes JSON however deep it nests, how a materialized-inputs file becomes a plan, and each
-event kind with the fields it carries (tests pin the service's pydantic models to
-:data:`EVENT_FIELDS`).
+row becomes JSON however deep it nests, how a materialized-inputs file becomes a plan, and the
+event kinds (the service's pydantic models in ``sidecar/ingest/events.py`` define their fields).
 Both sides import this module, so they cannot disagree; it stays light (orjson and the
 standard library only) because the client imports it.
 """
@@ -15,17 +14,14 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from enum import StrEnum
-from types import MappingProxyType
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
 __all__ = [
     "ATTEMPT_KEY",
-    "ENVELOPE_FIELDS",
-    "EVENT_FIELDS",
     "MAX_EVENT_SEQ",
     "MAX_MATERIALIZED_LINE_BYTES",
     "MAX_SOURCE_CHARS",
@@ -223,41 +219,3 @@ class OutcomeStatus(StrEnum):
     DUPLICATE = "duplicate"
     UNKNOWN_RUN = "unknown_run"
     NOT_IN_FLIGHT = "not_in_flight"
-
-
-_EVERY = ("kind", "generation")
-#: The client-assigned identity (``source`` + ``seq``) and a rollout's own identity.
-_ROLLOUT = (*_EVERY, "source", "seq", "task_index", "rollout_index", "attempt")
-
-#: The fields each kind accepts (the models forbid every other key).
-EVENT_FIELDS: Final[Mapping[EventKind, frozenset[str]]] = MappingProxyType(
-    {
-        EventKind.RUN_STARTED: frozenset(
-            (
-                *_EVERY,
-                "plan",
-                "materialized_inputs",
-                "dispatch_budget_s",
-                "drain_margin_s",
-                "task_timeout_s",
-                "max_attempts",
-                "started_at",
-                "source_path",
-                "ignored_checks",
-                "tracking",
-            )
-        ),
-        EventKind.COMPLETED: frozenset(
-            (*_ROLLOUT, "at", "seconds", "latency_ms", "row", "line", "line_number")
-        ),
-        EventKind.FAILED: frozenset((*_ROLLOUT, "at", "seconds", "row", "failure_class", "terminal")),
-        EventKind.DRAINED: frozenset((*_ROLLOUT, "at", "row")),
-        EventKind.RUN_ENDED: frozenset((*_EVERY, "ended_at")),
-        EventKind.LATENCY: frozenset((*_EVERY, "at", "op", "seconds", "source", "seq")),
-        EventKind.STARTED: frozenset((*_EVERY, "at", "task_index", "rollout_index", "attempt")),
-        EventKind.HEARTBEAT: frozenset((*_EVERY, "task_index", "rollout_index", "attempt")),
-    }
-)
-
-#: Every key any event may carry, sorted: the fast decoder's envelope (it refuses the rest).
-ENVELOPE_FIELDS: Final[tuple[str, ...]] = tuple(sorted(frozenset().union(*EVENT_FIELDS.values())))
