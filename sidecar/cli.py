@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, cast
 
 from health.cli_types import Ranged
@@ -32,13 +33,51 @@ COMMANDS: dict[str, str] = {
 
 
 def register_health_check(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``health-check`` as ``sidecar.web`` registers it (``health.cli`` plus ``--html``), plus the
-    tracker flags of ``sidecar.export`` (neither layer imports the other)."""
+    """``health.cli``'s ``health-check``, plus ``--html`` (``sidecar.web``'s page of its reports) and
+    the tracker flags of ``sidecar.export``: ``health`` imports neither, nor they each other."""
+    from health import cli as health_cli
     from sidecar.export.trackers.cli import add_health_check_flags
-    from sidecar.web.health_cli import register
 
-    register(subparsers)
-    add_health_check_flags(subparsers.choices["health-check"])
+    health_cli.register(subparsers)
+    parser = subparsers.choices["health-check"]
+    parser.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the run's page (health and ng_perf) as one self-contained HTML file (default none)",
+    )
+    checked: Callable[[argparse.Namespace], int] = parser.get_default("handler")
+    parser.set_defaults(handler=lambda args: _with_html(checked, args))
+    add_health_check_flags(parser)
+
+
+def _with_html(checked: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """The check unchanged (same files, same stdout); once it succeeded, the page from the reports it
+    wrote (plus one pass over the rows for their ``ng_perf``). Imports no HTTP client or server."""
+    prog, html = "rollout-sidecar health-check", args.html
+    if html is not None and (html.is_dir() or not html.parent.is_dir()):
+        sys.stderr.write(f"{prog}: --html {str(html)!r}: not a file in an existing directory\n")
+        return 2
+    status = checked(args)
+    if status != 0 or html is None:
+        return status
+    from health.api import resolve_rollout_path
+    from health.shards import resolve_shard_paths
+    from sidecar.web.saved import HtmlError, batch_page, write_html
+
+    if args.globs:
+        run_dir, paths = resolve_shard_paths(args.run_dir, args.globs)
+    else:
+        run_dir, path = resolve_rollout_path(args.run_dir, args.rollouts_file)
+        paths = [path]
+    try:
+        write_html(html, batch_page(run_dir.name or str(run_dir), run_dir, paths), None)
+    except HtmlError as exc:
+        sys.stderr.write(f"{prog}: {exc}\n")
+        return 2
+    sys.stderr.write(f"{prog}: page written to {html}\n")
+    return 0
 
 
 def _registrars(command: str | None) -> list[Register]:
