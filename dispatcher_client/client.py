@@ -327,8 +327,7 @@ class SidecarClient:
 
     def submit_progress(self, kind: str, row: _Row) -> None:
         self._open_sender()
-        event = self.build_progress(kind, row)
-        if event is not None:
+        if (event := self.build_progress(kind, row)) is not None:
             self.submit_event(event)
 
     async def run_ended(self) -> None:

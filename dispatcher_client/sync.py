@@ -131,13 +131,13 @@ class SyncSidecarClient:
         self.submit_event(self.core.build_drained(row, result))
 
     def started(self, row: Mapping[str, Any] | None) -> None:
-        event = self.core.build_progress(EventKind.STARTED, row)
-        if event is not None:
-            self.submit_event(event)
+        self._progress(EventKind.STARTED, row)
 
     def heartbeat(self, row: Mapping[str, Any] | None) -> None:
-        event = self.core.build_progress(EventKind.HEARTBEAT, row)
-        if event is not None:
+        self._progress(EventKind.HEARTBEAT, row)
+
+    def _progress(self, kind: EventKind, row: Mapping[str, Any] | None) -> None:
+        if (event := self.core.build_progress(kind, row)) is not None:
             self.submit_event(event)
 
     def run_ended(self) -> None:

@@ -14,7 +14,6 @@ __all__ = [
     "DEFAULT_EXPERIMENT",
     "DEFAULT_INTERVAL_S",
     "MLFLOW_RUN_ID_PATTERN",
-    "TRACKERS",
     "WANDB_RUN_PATH_PATTERN",
     "RunTarget",
     "TrackerName",
@@ -23,7 +22,6 @@ __all__ = [
 ]
 
 TrackerName = Literal["mlflow", "wandb"]
-TRACKERS: tuple[TrackerName, ...] = ("mlflow", "wandb")
 DEFAULT_INTERVAL_S = 15.0
 #: ``tracking.mlflow_run_id`` / ``--mlflow-run-id``: an MLflow run id (32 hex digits today).
 MLFLOW_RUN_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
