@@ -116,7 +116,9 @@ class SidecarProcess:
             raise RuntimeError(f"sidecar already running as pid {self.pid}")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        if self.launch == "exec":
+        # A fork copies the locks other threads hold (a finished test's leftover threads in this
+        # worker) and the child would wait on them for ever: fork only a single-threaded process.
+        if self.launch == "exec" or threading.active_count() > 1:
             env = {**os.environ, "PYTHONPATH": str(self.cwd), **(self.env or {})}
             with self.log_path.open("ab") as log:
                 self._popen = subprocess.Popen(
