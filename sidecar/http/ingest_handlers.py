@@ -3,8 +3,9 @@ caps checked as the body arrives, events validated one by one off the loop, answ
 
 from __future__ import annotations
 
+import contextlib
 import hmac
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -17,7 +18,7 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from sidecar.http.errors import RequestError, json_response
-from sidecar.http.json_bodies import BodyTooDeep, EventCounter, TooManyEvents, dumps_json, line_text
+from sidecar.http.json_bodies import BodyTooDeep, EventSplitter, TooManyEvents, dumps_json, line_text
 from sidecar.http.responses import IngestBody
 from sidecar.http.service import Service
 from sidecar.ingest.answers import EventOutcome, IdentityTooLong, TooManyRuns, UnknownRun
@@ -42,24 +43,6 @@ _log = structlog.get_logger("sidecar.http.app")
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 _Parse = Callable[[list[bytes]], list[Event]]
 _LINE_PARAMS: dict[str, type] = {"line_number": int, "generation": int, "seconds": float, "latency_ms": float}
-
-
-class _Wrapped(msgspec.Struct, forbid_unknown_fields=True):
-    events: list[msgspec.Raw]
-
-
-#: Splits a body into its events' spans, building none of them.
-_SPLITTER = msgspec.json.Decoder(list[msgspec.Raw] | _Wrapped)
-
-
-#: Splits a run of events (a piece of a bare array body, in brackets) into their spans.
-_PIECE_SPLITTER = msgspec.json.Decoder(list[msgspec.Raw])
-#: Bytes of body split in one call: msgspec holds the interpreter lock while it scans (~1 ms/MB).
-_PIECE = 256 * 1024
-#: Where an event of a bare array body likely starts (every client writes ``kind`` first).
-_EVENT_START = b',{"kind":"'
-_KIND_NAMES = frozenset(kind.encode() for kind in EVENT_KINDS)
-_MAX_MISSES = 8  # cuts tried inside events before the body is split in one call
 
 
 #: An event's keys, each value left as its span.
@@ -98,56 +81,28 @@ def _validate(index: int, value: Any) -> Event:
         raise RequestError(422, "validation", detail, ".".join(["events", str(index), *parts])) from exc
 
 
-def _cut_after(body: bytes | bytearray, at: int) -> int:
-    """Where an event of the service's kinds likely starts at or past ``at`` (its comma), or -1."""
-    while (cut := body.find(_EVENT_START, at)) >= 0:
-        begin = cut + len(_EVENT_START)
-        if bytes(body[begin : body.find(b'"', begin, begin + 40)]) in _KIND_NAMES:
-            return cut
-        at = cut + 1
-    return -1
+def parse_events(body: bytes | bytearray, max_depth: int = 1024) -> list[Event]:
+    """The events of a whole ingest body (a JSON array, or ``{"events": [...]}``); a completion's
+    object row stays the bytes sent (:class:`SentRow`)."""
+    splitter = EventSplitter(MAX_EVENTS_PER_REQUEST, max_depth)
+    _feed(splitter, [bytes(body)])
+    return _events(splitter)
 
 
-def _split_in_pieces(body: bytes | bytearray) -> list[msgspec.Raw] | None:
-    """A bare array body's event spans, split a piece at a time (cut before ``,{"kind":"``) so
-    the loop gets the GIL between calls; ``None``: split the body in one call instead."""
-    if len(body) <= 2 * _PIECE or body[:1] != b"[":
-        return None
-    view, spans, start, misses = memoryview(body), [], 1, 0
-    with view:
-        cut = _cut_after(body, start + _PIECE)
-        while True:
-            piece = b"".join((b"[", view[start:] if cut < 0 else view[start:cut], b"" if cut < 0 else b"]"))
-            try:
-                spans += _PIECE_SPLITTER.decode(piece)
-            except msgspec.DecodeError:
-                misses += 1
-                if cut < 0 or misses > _MAX_MISSES:
-                    return None
-                cut = _cut_after(body, cut + 1)  # (that comma was inside an event)
-                continue
-            if cut < 0:
-                return spans
-            start = cut + 1
-            cut = _cut_after(body, start + _PIECE)
+def _feed(splitter: EventSplitter, chunks: list[bytes]) -> None:
+    """Split ``chunks`` on a worker thread (short C calls: the loop gets the GIL back between
+    them); past a cap the body is refused before it is read on."""
+    with _worded():
+        for chunk in chunks:
+            splitter.feed(chunk)
 
 
-def parse_events(body: bytes | bytearray) -> list[Event]:
-    """The events of an ingest body (a JSON array, or ``{"events": [...]}``), on a worker
-    thread; a completion's object row stays the bytes sent (:class:`SentRow`)."""
-    try:
-        pieces = _split_in_pieces(body)
-        decoded = _SPLITTER.decode(body) if pieces is None else pieces
-    except msgspec.ValidationError as exc:
-        detail = f'give a JSON array of events, or {{"events": [...]}} ({exc})'
-        raise RequestError(422, "validation", detail, "events") from exc
-    except msgspec.DecodeError as exc:
-        raise RequestError(400, "invalid_json", f"body is not valid JSON: {exc}", "body") from exc
-    spans = decoded.events if isinstance(decoded, _Wrapped) else decoded
+def _events(splitter: EventSplitter) -> list[Event]:
+    """The body's events once it was all fed, each validated (on a worker thread)."""
+    with _worded():
+        spans = splitter.finish()
     if not spans:
         raise RequestError(422, "validation", "a batch holds at least one event", "events")
-    if len(spans) > MAX_EVENTS_PER_REQUEST:  # (the count while reading refuses these first)
-        raise _too_many(f"{len(spans)} events in one request")
     events = []
     for index, span in enumerate(spans):
         try:
@@ -157,6 +112,22 @@ def parse_events(body: bytes | bytearray) -> list[Event]:
             raise RequestError(400, "invalid_json", detail, "body") from exc
         events.append(_validate(index, value))
     return events
+
+
+@contextlib.contextmanager
+def _worded() -> Iterator[None]:
+    """The splitter's refusals as the API's errors."""
+    try:
+        yield
+    except TooManyEvents as exc:
+        raise _too_many(str(exc)) from None
+    except BodyTooDeep as exc:
+        raise RequestError(400, "too_deep", str(exc), "body") from None
+    except msgspec.ValidationError as exc:
+        detail = f'give a JSON array of events, or {{"events": [...]}} ({exc})'
+        raise RequestError(422, "validation", detail, "events") from exc
+    except msgspec.DecodeError as exc:
+        raise RequestError(400, "invalid_json", f"body is not valid JSON: {exc}", "body") from exc
 
 
 def _too_many(what: str) -> RequestError:
@@ -180,20 +151,8 @@ async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
             raise RequestError(400, "bad_request", "the client closed the connection mid-body", "body")
 
 
-#: Uncounted body bytes that send the count to a worker thread (and hold reading till it is done).
-_COUNT_EVERY = 256 * 1024
-
-
-def _count(counter: EventCounter, chunks: list[bytes]) -> None:
-    """Count ``chunks`` on a worker thread (short C calls: the loop gets the GIL back between
-    them); past a cap the body is refused before it is read on."""
-    try:
-        for chunk in chunks:
-            counter.feed(chunk)
-    except TooManyEvents as exc:
-        raise _too_many(str(exc)) from None
-    except BodyTooDeep as exc:
-        raise RequestError(400, "too_deep", str(exc), "body") from None
+#: Body bytes read before they are split on a worker thread (reading waits for it).
+_SPLIT_EVERY = 256 * 1024
 
 
 def _answer(run_id: str, outcomes: list[EventOutcome]) -> bytes:
@@ -229,13 +188,14 @@ class IngestHandlers:
             raise RequestError(401, "unauthorized", detail, "authorization", bearer)
 
     async def _body(
-        self, receive: Receive, declared: int | None, counter: EventCounter | None
+        self, receive: Receive, declared: int | None, splitter: EventSplitter | None
     ) -> list[bytes]:
-        """The body's chunks, at most the cap (or its ``Content-Length``), counted on a worker
-        thread every :data:`_COUNT_EVERY` bytes so a body past the event cap is refused early."""
+        """The body's chunks, at most the cap (or its ``Content-Length``); with ``splitter``, fed
+        to it on a worker thread every :data:`_SPLIT_EVERY` bytes instead (so a body past the
+        event cap is refused early), and none returned."""
         cap = self.settings.body_cap if declared is None else declared
         parts: list[bytes] = []
-        size = pending = counted = 0
+        size = pending = 0
         async for chunk in _chunks(receive):
             size += len(chunk)
             if size > cap:
@@ -245,11 +205,12 @@ class IngestHandlers:
                 raise RequestError(400, "bad_request", detail, "body")
             parts.append(chunk)
             pending += len(chunk)
-            if counter is not None and pending >= _COUNT_EVERY:
-                await anyio.to_thread.run_sync(_count, counter, parts[counted:], limiter=self._cpu)
-                counted, pending = len(parts), 0
-        if counter is not None and pending:
-            await anyio.to_thread.run_sync(_count, counter, parts[counted:], limiter=self._cpu)
+            if splitter is not None and pending >= _SPLIT_EVERY:
+                await anyio.to_thread.run_sync(_feed, splitter, parts, limiter=self._cpu)
+                parts, pending = [], 0
+        if splitter is not None and parts:
+            await anyio.to_thread.run_sync(_feed, splitter, parts, limiter=self._cpu)
+            parts = []
         if declared is not None and size < declared:
             detail = f"body of {size} bytes is shorter than its Content-Length {declared}"
             raise RequestError(400, "bad_request", detail, "body")
@@ -332,7 +293,7 @@ class IngestHandlers:
         return run_id
 
     async def _store(
-        self, request: Request, run_id: str, parse: _Parse, counter: EventCounter | None = None
+        self, request: Request, run_id: str, parse: _Parse, splitter: EventSplitter | None = None
     ) -> Response:
         """Reserve the body against ``--max-body-bytes-in-flight`` (its declared length, else the
         cap) before reading it, parse and check it off the loop, store it, answer after commit."""
@@ -349,7 +310,7 @@ class IngestHandlers:
             raise RequestError(503, "busy", detail, "body", {"Retry-After": "1"})
         self._held += size
         try:
-            parts = await self._body(request.receive, declared, counter)
+            parts = await self._body(request.receive, declared, splitter)
             events = await anyio.to_thread.run_sync(self._checked, run_id, parse, parts, limiter=self._cpu)
             del parts  # parsed: the raw body need not stay resident while the batch is stored
             return json_response(await self._ingest(run_id, events))
@@ -364,8 +325,8 @@ class IngestHandlers:
     async def events(self, request: Request) -> Response:
         """``POST /v1/runs/{run_id}/events``: a batch of events."""
         run_id = self._admit(request)
-        counter = EventCounter(MAX_EVENTS_PER_REQUEST, self.settings.max_json_depth)
-        return await self._store(request, run_id, _batch_events, counter)
+        splitter = EventSplitter(MAX_EVENTS_PER_REQUEST, self.settings.max_json_depth)
+        return await self._store(request, run_id, lambda _: _events(splitter), splitter)
 
     async def lines(self, request: Request) -> Response:
         """One raw rollout line as the body: a ``completed`` event with ``line`` (query:
@@ -384,10 +345,6 @@ class IngestHandlers:
         if "line_number" not in event:
             raise RequestError(400, "validation", "line_number is required", "line_number")
         return await self._store(request, run_id, lambda parts: _line_event(event, parts))
-
-
-def _batch_events(parts: list[bytes]) -> list[Event]:
-    return parse_events(parts[0] if len(parts) == 1 else b"".join(parts))
 
 
 def _line_event(event: dict[str, Any], parts: list[bytes]) -> list[Event]:

@@ -1,5 +1,5 @@
-"""JSON bodies: the event count and depth checked as an ingest body arrives, and the
-serializers every answer goes through (64-bit-safe; the report's chunked one)."""
+"""JSON bodies: an ingest body split into its events (counted and depth-checked) as it arrives,
+and the serializers every answer goes through (64-bit-safe; the report's chunked one)."""
 
 from __future__ import annotations
 
@@ -7,135 +7,189 @@ import itertools
 import json
 import math
 import re
+import sys
+import threading
 from typing import Any
 
+import msgspec
 import orjson
+import simdjson
 
 from health.reduce import release_gradually
+from sidecar.ingest.events import EVENT_KINDS
 
 __all__ = [
     "BodyTooDeep",
-    "EventCounter",
+    "EventSplitter",
     "TooManyEvents",
     "dumps_json",
     "dumps_report",
     "line_text",
 ]
 
-_STRING = re.compile(rb'"[^"]*"')
-_PAIR_HEIGHT = 3  # a pair of a skeleton without strings holding at most two levels of pairs:
-_PAIR = re.compile(rb"\{,*\}|\[,*\]")
-for _ in range(_PAIR_HEIGHT - 1):
-    _PAIR = re.compile(rb"\{(?:,|%s)*+\}|\[(?:,|%s)*+\]" % (_PAIR.pattern, _PAIR.pattern))
-_ESCAPES = b"\\/bfnrtu"  # a backslash and every character JSON lets it escape but a quote
-_NOT_ESCAPES_OR_SKELETON = bytes(b for b in range(256) if b not in b'"[]{},' + _ESCAPES)
-_SLICE = 64 * 1024
+_PIECE = 256 * 1024
+"""Bytes of body split in one call: msgspec and simdjson hold the interpreter lock while they scan."""
+_EVENT_START = b',{"kind":"'
+_KIND_NAMES = frozenset(kind.encode() for kind in EVENT_KINDS)
+_MAX_MISSES = 8
+"""Cuts that fell inside an event before cutting stops (the rest is split as the last piece)."""
+_MAX_DEPTH = 1024
+_BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*+"')
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
 _OPENERS = frozenset(b"[{")
-_COMMA = ord(",")
+
+
+class _Wrapped(msgspec.Struct, forbid_unknown_fields=True):
+    events: list[msgspec.Raw]
+
+
+_WHOLE = msgspec.json.Decoder(list[msgspec.Raw] | _Wrapped)
+_PIECE_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+_local = threading.local()
 
 
 class BodyTooDeep(ValueError):
-    """The body nests deeper than the cap (found while reading it)."""
+    """The body nests deeper than the cap, or than msgspec's recursion limit (~1,000 levels)."""
 
 
 class TooManyEvents(ValueError):
     """The body holds more events than the cap (found while reading it)."""
 
 
-class EventCounter:
-    """Counts an ingest body's events and nesting depth chunk by chunk as it arrives, so a
-    body past either cap is refused before it is read on; the chunk is reduced at C speed first."""
+def _cut_after(body: bytearray, at: int) -> int:
+    """Where an event of the service's kinds likely starts at or past ``at`` (its comma), or -1."""
+    while (cut := body.find(_EVENT_START, at)) >= 0:
+        begin = cut + len(_EVENT_START)
+        if bytes(body[begin : body.find(b'"', begin, begin + 40)]) in _KIND_NAMES:
+            return cut
+        at = cut + 1
+    return -1
+
+
+def _too_deep(data: bytes, max_depth: int) -> bool:
+    """Does JSON ``data`` nest more than ``max_depth`` containers? simdjson (which stops at 1024
+    levels, a value inside a container one level below it) clears almost every document at C
+    speed once wrapped in ``1024 - max_depth`` arrays; one it refuses is counted exactly."""
+    parser: simdjson.Parser | None = getattr(_local, "parser", None)
+    if parser is None:  # (a parser is not thread-safe, and keeps its buffer: one per thread)
+        parser = _local.parser = simdjson.Parser()
+    wrap = _MAX_DEPTH - min(max_depth, _MAX_DEPTH)
+    try:
+        parser.parse(b"".join((b"[" * wrap, data, b"]" * wrap)))
+    except RuntimeError as exc:
+        if "DEPTH_ERROR" in str(exc):
+            return _container_depth(data) > max_depth
+    except (ValueError, UnicodeDecodeError):  # (not JSON as simdjson reads it: msgspec decided)
+        pass
+    return False
+
+
+def _container_depth(data: bytes) -> int:
+    """How deep containers nest in valid JSON ``data`` (``[]`` is 1 deep, ``[1]`` too)."""
+    depth = deepest = 0
+    for byte in _STRING.sub(b"", data).translate(None, _NOT_BRACKETS):
+        if byte in _OPENERS:
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+class EventSplitter:
+    """An ingest body split into its events' spans as it arrives, building none of the events.
+
+    A bare array is cut a piece at a time (before a ``,{"kind":"`` that splits cleanly), so its
+    events are counted and its depth checked as it comes, a body past either cap is refused
+    before it is read on, and every C call is short (the loop gets the interpreter lock back
+    between them). What is left at the end is the last piece; the ``{"events": [...]}`` form is
+    split whole. msgspec's errors (not JSON, not a list) are the caller's to word."""
 
     def __init__(self, max_events: int, max_depth: int) -> None:
         self.max_events = max_events
         self.max_depth = max_depth
-        self.events = 0
-        self._depth = 0
-        self._level = 0  # the depth of the events' list: 1 (array) or 2 (wrapped), 0 until seen
-        self._in_string = False
-        self._carry = b""  # an unpaired backslash at the end of the last chunk
+        self.spans: list[msgspec.Raw] = []
+        self._tail = bytearray()  # the body's bytes not split yet
+        self._read = 0  # body bytes before the tail (0: the tail opens with the array's "[")
+        self._search = _PIECE  # where in the tail the next cut is looked for
+        self._bare: bool | None = None  # the body is a bare array (None until its first byte)
+        self._misses = 0
 
     def feed(self, chunk: bytes) -> None:
-        """Count ``chunk``; raises :class:`TooManyEvents` or :class:`BodyTooDeep`."""
-        for start in range(0, len(chunk), _SLICE):  # (each C call short: the loop waits for none)
-            self._feed(chunk[start : start + _SLICE] if len(chunk) > _SLICE else chunk)
+        """Take the next ``chunk``; raises :class:`TooManyEvents` or :class:`BodyTooDeep`."""
+        self._tail += chunk
+        if self._bare is None and self._tail:
+            self._bare = self._tail[:1] == b"["
+        if self._bare:
+            self._split_pieces()
 
-    def _feed(self, chunk: bytes) -> None:
-        # First everything but what escapes, strings and structure are made of goes: an escape's
-        # backslash stays next to the character it escapes, so the escapes are dropped on a
-        # quarter of the bytes.
-        data = self._carry + chunk.translate(None, _NOT_ESCAPES_OR_SKELETON)
-        self._carry = b""
-        if b"\\\\" in data:
-            data = data.replace(b"\\\\", b"")
-        if data.endswith(b"\\"):
-            data, self._carry = data[:-1], b"\\"
-        if b'\\"' in data:
-            data = data.replace(b'\\"', b"")
-        skeleton = data.translate(None, _ESCAPES)
-        if self._in_string:
-            skeleton = b'"' + skeleton
-        # Two adjacent quotes hold nothing structural between them (an empty string, or one
-        # string's end and the next's start): dropping them keeps every other quote's role, and
-        # leaves the regex only the few strings that hold brackets or commas.
-        skeleton = skeleton.replace(b'""', b"")
-        self._in_string = skeleton.count(b'"') % 2 == 1
-        if self._in_string:
-            skeleton = skeleton[: skeleton.rfind(b'"')]
-        self._walk(_STRING.sub(b"", skeleton) if b'"' in skeleton else skeleton)
+    def finish(self) -> list[msgspec.Raw]:
+        """Every event's span, once the whole body was fed."""
+        if not self._bare:
+            body = bytes(self._tail)
+            try:
+                decoded = self._decode(_WHOLE, body)
+            except msgspec.ValidationError:  # (valid JSON of another shape may still be too deep)
+                self._check_depth(body)
+                raise
+            self._check_depth(body)
+            self._add(decoded.events if isinstance(decoded, _Wrapped) else decoded)
+            return self.spans
+        first = 0 if self._read else 1
+        with memoryview(self._tail) as view:
+            piece = b"".join((b"[", view[first:]))
+        try:
+            spans = self._decode(_PIECE_DECODER, piece)
+        except msgspec.DecodeError as exc:  # its offset, as a byte of the whole body
+            shift = self._read + first - 1
+            message = _BYTE_OFFSET.sub(lambda found: f"(byte {int(found[1]) + shift})", str(exc))
+            raise msgspec.DecodeError(message) from None
+        self._check_depth(piece)
+        self._add(spans)
+        return self.spans
 
-    def _walk(self, skeleton: bytes) -> None:
-        if self._level:  # (the events' list is open: any pair this chunk closes lies inside it)
-            reduced, height = skeleton, 0
-            while True:
-                shorter = _PAIR.sub(b"", reduced)
-                if len(shorter) == len(reduced):
-                    break
-                reduced, height = shorter, height + _PAIR_HEIGHT
-            if self._walk_reduced(reduced, height):
-                return
-        self._walk_exact(skeleton)
+    def _split_pieces(self) -> None:
+        tail = self._tail
+        begin = 0 if self._read else 1
+        cut_before = begin
+        while len(tail) - begin > 2 * _PIECE and self._misses <= _MAX_MISSES:
+            cut = _cut_after(tail, self._search)
+            if cut < 0:
+                break  # (the next cut may lie in bytes not read yet)
+            with memoryview(tail) as view:
+                piece = b"".join((b"[", view[begin:cut], b"]"))
+            try:
+                spans = self._decode(_PIECE_DECODER, piece)
+            except msgspec.DecodeError:  # that comma was inside an event (or the body is broken)
+                self._misses += 1
+                self._search = cut + 1
+                continue
+            self._check_depth(piece)
+            self._add(spans)
+            begin = cut + 1
+            self._search = begin + _PIECE
+        if begin != cut_before:  # (drop what was split)
+            self._read += begin
+            self._search -= begin
+            self._tail = tail[begin:]
 
-    def _walk_reduced(self, reduced: bytes, height: int) -> bool:
-        """Count from ``reduced`` (pairs nested at most ``height`` deep removed) if that is exact;
-        else change nothing and say so (the exact walk then takes the chunk)."""
-        depth, level, deepest, commas = self._depth, self._level, self._depth, 0
-        for byte in reduced:
-            if byte == _COMMA:
-                commas += depth == level
-            elif byte in _OPENERS:
-                depth += 1
-                deepest = max(deepest, depth)
-            else:
-                depth -= 1
-                if depth < level:  # the list closed: what follows it is the exact walk's
-                    return False
-        if deepest + height > self.max_depth:  # (a bound: the exact walk decides)
-            return False
-        self._depth = depth
-        self._count(commas)
-        return True
+    @staticmethod
+    def _decode(decoder: msgspec.json.Decoder[Any], data: bytes) -> Any:
+        try:
+            return decoder.decode(data)
+        except RecursionError:
+            limit = sys.getrecursionlimit()
+            raise BodyTooDeep(f"JSON nesting exceeds the decoder's limit of about {limit} levels") from None
 
-    def _count(self, commas: int) -> None:
-        self.events += commas + (self.events == 0 and self._level > 0)  # (an empty list counts one)
-        if self.events > self.max_events:
+    def _add(self, spans: list[msgspec.Raw]) -> None:
+        self.spans += spans
+        if len(self.spans) > self.max_events:
             raise TooManyEvents(f"more than {self.max_events} events in one request")
 
-    def _walk_exact(self, skeleton: bytes) -> None:
-        depth, level, commas = self._depth, self._level, 0
-        for byte in skeleton:
-            if byte == _COMMA:
-                commas += depth == level
-            elif byte in _OPENERS:
-                depth += 1
-                if depth > self.max_depth:
-                    raise BodyTooDeep(f"JSON nesting exceeds {self.max_depth} levels")
-                if not level:
-                    level = 1 if byte == ord("[") else 2
-            else:
-                depth -= 1
-        self._depth, self._level = depth, level
-        self._count(commas)
+    def _check_depth(self, data: bytes) -> None:
+        if _too_deep(data, self.max_depth):
+            raise BodyTooDeep(f"JSON nesting exceeds {self.max_depth} levels")
 
 
 def _finite_only(value: Any) -> Any:

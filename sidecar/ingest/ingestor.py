@@ -50,7 +50,7 @@ __all__ = ["Ingestor"]
 _log = structlog.get_logger("sidecar.ingest.ingestor")
 _MAX_EVENTS_PER_APPEND = 4096
 #: Longest the sequencer applies facts before it lets the event loop answer others.
-_APPLY_SLICE_S = 0.001
+_APPLY_SLICE_S = 0.0003
 
 
 _ACCEPTED: Final = OutcomeStatus.ACCEPTED

@@ -1,15 +1,17 @@
-"""The JSON bodies: the event count and depth checked while reading, and the report's chunked serializer."""
+"""The JSON bodies: an ingest body split, counted and depth-checked while read; the report's serializer."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.http.json_bodies import BodyTooDeep, EventCounter, TooManyEvents, dumps_json, dumps_report
+from sidecar.http.json_bodies import BodyTooDeep, EventSplitter, TooManyEvents, dumps_json, dumps_report
 
 _json_values = st.recursive(
     st.none() | st.integers(-(2**63), 2**63 - 1) | st.text(alphabet='[]{}"\\ab\n'),
@@ -28,19 +30,31 @@ def _depth(value: Any) -> int:
     return 0
 
 
-def _fed(body: bytes, size: int, max_events: int = 10**9, max_depth: int = 1024) -> EventCounter:
-    counter = EventCounter(max_events, max_depth)
+def _fed(body: bytes, size: int, max_events: int = 10**9, max_depth: int = 1024) -> list[msgspec.Raw]:
+    splitter = EventSplitter(max_events, max_depth)
     for start in range(0, len(body), size):
-        counter.feed(body[start : start + size])
-    return counter
+        splitter.feed(body[start : start + size])
+    return splitter.finish()
 
 
-class TestEventCounter:
+def _large_body(events: int, nested_kind: bool = False) -> bytes:
+    """A bare array of ``events`` completions of ~1 KB; ``nested_kind``: each row holds objects
+    whose ``kind`` looks like an event's start, so some cuts fall inside an event."""
+    decoy = [{"kind": "started", "x": "y" * 200}] if nested_kind else []
+    return orjson.dumps(
+        [
+            {"kind": "completed", "row": {"calls": decoy, "text": "z" * 900, "_ng_task_index": i}}
+            for i in range(events)
+        ]
+    )
+
+
+class TestEventSplitter:
     def test_counts_events_and_ignores_brackets_and_commas_in_strings(self) -> None:
         body = orjson.dumps([{"a": [1, {"b": "[[,{{{"}]}, "\\", ['"]],\\"'], [[]]])
         for size in (1, 2, 3, 7, len(body)):
-            assert _fed(body, size).events == 4
-            assert _fed(orjson.dumps({"events": orjson.loads(body)}), size).events == 4
+            assert len(_fed(body, size)) == 4
+            assert len(_fed(orjson.dumps({"events": orjson.loads(body)}), size)) == 4
 
     @settings(max_examples=150, deadline=None)
     @given(st.lists(_json_values, min_size=1, max_size=6), st.integers(1, 9))
@@ -49,15 +63,60 @@ class TestEventCounter:
     ) -> None:
         body = orjson.dumps(events)
         depth = _depth(events)
-        assert _fed(body, size, max_depth=depth).events == len(events)
+        assert [orjson.loads(bytes(span)) for span in _fed(body, size, max_depth=depth)] == events
         with pytest.raises(BodyTooDeep):
             _fed(body, size, max_depth=depth - 1)
 
+    @pytest.mark.parametrize("nested_kind", [False, True])
+    def test_a_large_body_split_in_pieces_equals_one_split(self, nested_kind: bool) -> None:
+        body = _large_body(3000, nested_kind)
+        assert len(body) > 6 * 256 * 1024
+        whole = [bytes(span) for span in msgspec.json.decode(body, type=list[msgspec.Raw])]
+        for size in (65536, 100_003, len(body)):
+            assert [bytes(span) for span in _fed(body, size)] == whole
+
     def test_refuses_past_the_cap_before_the_end(self) -> None:
-        counter = EventCounter(3, 10)
-        counter.feed(b'[{"kind":"a"},{},')
-        with pytest.raises(TooManyEvents, match="more than 3 events"):
-            counter.feed(b"{},{}")
+        body = _large_body(3000)
+        splitter = EventSplitter(1000, 1024)
+        chunks = [body[start : start + 65536] for start in range(0, len(body), 65536)]
+        fed = 0
+        with pytest.raises(TooManyEvents, match="more than 1000 events"):
+            for chunk in chunks:
+                splitter.feed(chunk)
+                fed += 1
+        assert fed < len(chunks) - 2
+
+    @pytest.mark.parametrize("max_depth", [8, 33, 1023, 1024])
+    def test_depth_at_the_cap_with_a_value_inside_is_accepted(self, max_depth: int) -> None:
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, max_depth + 200))  # (as the service sets it for its cap)
+        try:
+            for inner in (b"", b"1", b'"]"'):
+                at_cap = b"[" * max_depth + inner + b"]" * max_depth
+                assert len(_fed(at_cap, 7, max_depth=max_depth)) == 1
+                with pytest.raises(BodyTooDeep):
+                    _fed(b"[" + at_cap + b"]", 7, max_depth=max_depth)
+        finally:
+            sys.setrecursionlimit(limit)
+
+    def test_nesting_past_the_decoders_recursion_limit_is_too_deep(self) -> None:
+        body = b'[{"kind":"latency","x":' + b"[" * 600 + b"]" * 600 + b"}]"
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(500)  # (below the body's nesting, which the 1024 cap allows)
+        try:
+            with pytest.raises(BodyTooDeep, match="decoder's limit"):
+                _fed(body, 4096)
+        finally:
+            sys.setrecursionlimit(limit)
+
+    def test_an_error_in_the_last_piece_names_its_byte_in_the_body(self) -> None:
+        body = _large_body(3000)
+        broken = body[:-1] + b",x]"
+        with pytest.raises(msgspec.DecodeError) as whole:
+            msgspec.json.decode(broken, type=list[msgspec.Raw])
+        with pytest.raises(msgspec.DecodeError) as pieces:
+            _fed(broken, 65536)
+        assert str(pieces.value) == str(whole.value)
 
 
 class TestDumpsReport:
