@@ -1,5 +1,5 @@
 """Every change this project makes to process-global interpreter settings (the cyclic collector
-and the thread switch interval), in one place.
+and the thread switch interval), in one place; and the points where a long loop may step aside.
 
 Only a process's owner (:func:`own_process` for ``health-check`` / ``serve``, :func:`take_over`
 for a pool worker or the snapshot writer) enables the helpers below; elsewhere they do nothing.
@@ -13,7 +13,7 @@ import atexit
 import gc
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final, Literal
 
@@ -26,7 +26,9 @@ __all__ = [
     "imported_for_good",
     "own_process",
     "owner",
+    "stepping_aside",
     "take_over",
+    "yield_point",
 ]
 
 Entry = Literal["health-check", "serve", "worker", "snapshot-writer"]
@@ -139,3 +141,25 @@ def freeze_long_lived() -> None:
     state rebuilt once that lives as long as the process and holds no garbage cycles."""
     if _owner is not None:
         gc.freeze()
+
+
+_aside = threading.local()
+
+
+def yield_point() -> None:
+    """Called every few hundred steps of a long loop (a report over every task): runs the pause
+    this thread set with :func:`stepping_aside`, if any (the service's reads let ingest go first)."""
+    pause = getattr(_aside, "pause", None)
+    if pause is not None:
+        pause()
+
+
+@contextmanager
+def stepping_aside(pause: Callable[[], None]) -> Iterator[None]:
+    """While this block runs on this thread, :func:`yield_point` calls ``pause``."""
+    previous = getattr(_aside, "pause", None)
+    _aside.pause = pause
+    try:
+        yield
+    finally:
+        _aside.pause = previous

@@ -29,7 +29,7 @@ from .compact import (
 from .groups import DECODER, Group, Identity, mask_positions, pack, packed_append, tally_group
 from .groups import members as group_digests
 from .ignored import normalize_ignored_checks
-from .process_tuning import collector_paused
+from .process_tuning import collector_paused, yield_point
 from .registry import CHECK_IDS, ROLLOUT_CHECK_IDS, TASK_CHECK_IDS
 from .report import (
     RowRenderer,
@@ -66,6 +66,8 @@ class GroupStore(Protocol):
 
 
 _INDEXED_GROUP = 32
+_STEP_MASK = 255
+"""Long loops over every task call :func:`yield_point` every 256 steps."""
 """A task group this large gets an identity index instead of a linear scan per new member."""
 _ROLLOUT_POS = {check: pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
 _DUPLICATE_CHECK = "rollout_duplicate_identity"
@@ -122,6 +124,8 @@ def release_gradually(mapping: dict[Any, Any]) -> None:
     popitem = mapping.popitem
     while mapping:
         popitem()
+        if not len(mapping) & _STEP_MASK:
+            yield_point()
 
 
 def _new_task_order() -> SortedKeyList:
@@ -516,7 +520,9 @@ class HealthReducer:
         known: dict[RepeatTally, tuple[dict[str, Any], TaskChecks]] = {}
         tallies: dict[RepeatTally, int] = {}
         entries: dict[str, dict[str, Any]] = {}
-        for task in self._ordered_tasks():
+        for position, task in enumerate(self._ordered_tasks()):
+            if not position & _STEP_MASK:
+                yield_point()
             group = groups[task]
             members = group if unpacked and type(group) is not int else self._group_members(group)
             tally = tally_group(members, duplicates if task in duplicated_tasks else None)  # type: ignore[arg-type]
@@ -564,8 +570,10 @@ class HealthReducer:
         order: SortedKeyList = self._task_order
         if len(order) < len(self._tasks):
             add = order.add
-            for task in itertools.islice(self._tasks, len(order), None):
+            for position, task in enumerate(itertools.islice(self._tasks, len(order), None)):
                 add(task)
+                if not position & _STEP_MASK:
+                    yield_point()
         return order
 
     def summary_bytes(self) -> bytes:
@@ -586,7 +594,9 @@ class HealthReducer:
         renderer = RowRenderer()
         groups = self._tasks
         unpacked = not self._packed
-        for task in tasks:
+        for position, task in enumerate(tasks):
+            if not position & _STEP_MASK:
+                yield_point()
             group = groups[task]
             if unpacked and type(group) is not list and type(group) is not int:
                 members = [cast("CompactDigest", group)]

@@ -309,6 +309,7 @@ class IngestHandlers:
             detail += f"service's --max-body-bytes-in-flight cap of {limit}; retry"
             raise RequestError(503, "busy", detail, "body", {"Retry-After": "1"})
         self._held += size
+        self.service.ingesting += 1
         try:
             parts = await self._body(request.receive, declared, splitter)
             events = await anyio.to_thread.run_sync(self._checked, run_id, parse, parts, limiter=self._cpu)
@@ -316,6 +317,7 @@ class IngestHandlers:
             return json_response(await self._ingest(run_id, events))
         finally:
             self._held -= size
+            self.service.ingesting -= 1
 
     def _checked(self, run_id: str, parse: _Parse, parts: list[bytes]) -> list[Event]:
         events = parse(parts)

@@ -15,6 +15,7 @@ import msgspec
 import orjson
 import simdjson
 
+from health.process_tuning import yield_point
 from health.reduce import release_gradually
 from sidecar.ingest.events import EVENT_KINDS
 
@@ -224,10 +225,10 @@ def dumps_report(report: dict[str, Any]) -> bytes:
     assert isinstance(summary, dict)
     try:
         items = iter(tasks.items())
-        parts = [
-            orjson.dumps(dict(itertools.islice(items, _TASKS_PER_CHUNK)))[1:-1]
-            for _ in range(0, len(tasks), _TASKS_PER_CHUNK)
-        ]
+        parts = []
+        for _ in range(0, len(tasks), _TASKS_PER_CHUNK):
+            parts.append(orjson.dumps(dict(itertools.islice(items, _TASKS_PER_CHUNK)))[1:-1])
+            yield_point()
         spliced = orjson.Fragment(b"{" + b",".join(parts) + b"}")
         del parts
         try:

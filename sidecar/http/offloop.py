@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-from health.process_tuning import collector_paused
+from health.process_tuning import collector_paused, stepping_aside
 
 __all__ = ["OffLoopReads"]
 
@@ -22,6 +22,7 @@ T = TypeVar("T")
 C = TypeVar("C")
 _MAX_CACHED = 64
 _MAX_WAIT_S = 5.0  # a request never waits longer than this for its turn (a scrape has a timeout)
+_MAX_ASIDE_S = 0.02  # the longest a build steps aside at once, so ingest that never stops cannot starve it
 
 
 def _collector_paused(make: Callable[[], T]) -> T:
@@ -36,12 +37,19 @@ class OffLoopReads:
     a cut, beside ingest)."""
 
     def __init__(
-        self, apply_lock: asyncio.Lock, *, max_age_s: float = 1.0, duty: float = 0.25, cut_duty: float = 0.1
+        self,
+        apply_lock: asyncio.Lock,
+        *,
+        max_age_s: float = 1.0,
+        duty: float = 0.25,
+        cut_duty: float = 0.1,
+        busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self._apply_lock = apply_lock
         self.max_age_s = max_age_s
         self.duty = duty
         self.cut_duty = cut_duty
+        self.busy = busy
         self._next_build: dict[Hashable, float] = {}
         self._cut_turn = asyncio.Lock()
         self._next_cut = 0.0
@@ -84,6 +92,13 @@ class OffLoopReads:
         self._cache[key] = (stamp, began, value)
         return value
 
+    def _step_aside(self) -> None:
+        """A build's pause every few hundred tasks: while ingest requests are in progress, wait
+        (they need the interpreter lock the build would take), at most :data:`_MAX_ASIDE_S`."""
+        deadline = time.monotonic() + _MAX_ASIDE_S
+        while self.busy() and time.monotonic() < deadline:
+            time.sleep(0.0005)
+
     async def build_from_cut(self, cut: Callable[[], C], make: Callable[[C], T]) -> T:
         """``make(cut())``: ``cut()`` under the ingest pause, ``make`` on a thread while ingest
         goes on (reads over append-only state; not cached). One such build at a time, within
@@ -99,7 +114,8 @@ class OffLoopReads:
             def compute() -> T:
                 if hook is not None:
                     hook()
-                return make(taken)
+                with stepping_aside(self._step_aside):
+                    return make(taken)
 
             try:
                 return await asyncio.to_thread(_collector_paused, compute)

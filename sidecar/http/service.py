@@ -99,7 +99,9 @@ class Service:
             max_inflight=settings.max_inflight,
             max_identity_chars=settings.max_identity_chars,
         )
-        self.reads = OffLoopReads(self.ingestor.apply_lock)
+        self.ingesting = 0
+        """Ingest requests in progress (reads' builds step aside for them)."""
+        self.reads = OffLoopReads(self.ingestor.apply_lock, busy=lambda: self.ingesting > 0)
         self.metrics.attach(
             lambda: self.ingestor.runs.values(),
             self.ingestor.now,
@@ -339,4 +341,3 @@ class Service:
         await self.journal.close()
         self.started = False
         _log.info("service stopped")
-

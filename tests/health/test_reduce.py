@@ -17,6 +17,7 @@ import orjson
 import pytest
 
 from health.compact import compact_digest, expand_digest
+from health.process_tuning import stepping_aside
 from health.reduce import HealthReducer
 from health.registry import ROLLOUT_CHECK_IDS
 from health.types import Finding, RolloutDigest
@@ -518,3 +519,19 @@ class TestSpill:
         reducer.spill_to(store)
         assert reducer.spill(1) is True and reducer.spill(1) is False  # already spilled
         assert len(store.blobs) == 1
+
+
+class TestSteppingAside:
+    def test_a_cuts_report_steps_aside_every_256_tasks_and_reports_the_same(self) -> None:
+        """The service's reads pause at ``yield_point`` while ingest has work; the loops over every
+        task reach one every 256 tasks, and the report is the same with or without pauses."""
+        reducer = HealthReducer(packed=True)
+        for task in range(1000):
+            reducer.add(make_digest(task, ordinal=task))
+        pauses: list[int] = []
+        with stepping_aside(lambda: pauses.append(1)):
+            summary = reducer.cut().summary_bytes()
+            lines = list(reducer.cut().iter_verdict_lines())
+        assert len(pauses) >= 3 * (1000 // 256)  # the task order, the entries, the verdict lines
+        assert summary == reducer.cut().summary_bytes()
+        assert lines == list(reducer.cut().iter_verdict_lines())
