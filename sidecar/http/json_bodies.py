@@ -32,6 +32,7 @@ _PIECE = 256 * 1024
 """Bytes of body split in one call: msgspec and simdjson hold the interpreter lock while they scan."""
 _EVENT_START = b',{"kind":"'
 _KIND_NAMES = frozenset(kind.encode() for kind in EVENT_KINDS)
+_MAX_KIND_CHARS = 40  # how far past ``,{"kind":"`` a kind's closing quote is looked for
 _MAX_MISSES = 8
 """Cuts that fell inside an event before cutting stops (the rest is split as the last piece)."""
 _MAX_DEPTH = 1024
@@ -62,7 +63,7 @@ def _cut_after(body: bytearray, at: int) -> int:
     """Where an event of the service's kinds likely starts at or past ``at`` (its comma), or -1."""
     while (cut := body.find(_EVENT_START, at)) >= 0:
         begin = cut + len(_EVENT_START)
-        if bytes(body[begin : body.find(b'"', begin, begin + 40)]) in _KIND_NAMES:
+        if bytes(body[begin : body.find(b'"', begin, begin + _MAX_KIND_CHARS)]) in _KIND_NAMES:
             return cut
         at = cut + 1
     return -1
@@ -156,8 +157,9 @@ class EventSplitter:
         cut_before = begin
         while len(tail) - begin > 2 * _PIECE and self._misses <= _MAX_MISSES:
             cut = _cut_after(tail, self._search)
-            if cut < 0:
-                break  # (the next cut may lie in bytes not read yet)
+            if cut < 0:  # (the next cut may lie in bytes not read yet: look there next time)
+                self._search = max(self._search, len(tail) - len(_EVENT_START) - _MAX_KIND_CHARS)
+                break
             with memoryview(tail) as view:
                 piece = b"".join((b"[", view[begin:cut], b"]"))
             try:
