@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from sidecar.http.errors import RequestError
@@ -16,6 +19,7 @@ from sidecar.ingest.events import (
     content_hash,
     event_identity,
     idempotency_key,
+    loads_in_pieces,
 )
 
 
@@ -170,3 +174,34 @@ class TestLargeBodies:
         with pytest.raises(RequestError) as trailing:
             parse_events(body + b"x")
         assert cut.value.status == trailing.value.status == 400
+
+
+class TestLoadsInPieces:
+    """A large row is parsed a container member at a time, to the same value as one orjson call."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.recursive(
+            st.none()
+            | st.booleans()
+            | st.integers(-(2**70), 2**70)
+            | st.floats(allow_nan=False, allow_infinity=False)
+            | st.text(max_size=50),
+            lambda inner: (
+                st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=3), inner, max_size=5)
+            ),
+            max_leaves=60,
+        ),
+        st.sampled_from([1, 16, 64]),
+    )
+    def test_the_same_value_as_one_call(self, value: object, piece_bytes: int) -> None:
+        data = json.dumps(value).encode()
+        assert loads_in_pieces(memoryview(data), piece_bytes) == orjson.loads(data)
+
+    def test_a_large_row_with_duplicate_keys_and_escapes(self) -> None:
+        member = '"k\\u00e9\\"y":' + json.dumps(["x" * 1000] * 100)
+        inner = "{" + ",".join([member, '"a":1', member.replace("k", "m"), '"a":[2]']) + "}"
+        data = ('{"big":' + inner + ',"list":[' + ",".join([inner] * 3) + "]}").encode()
+        assert len(data) > 256 * 1024
+        assert loads_in_pieces(memoryview(data)) == orjson.loads(data)
+        assert list(loads_in_pieces(memoryview(data))["big"]) == list(orjson.loads(data)["big"])  # key order
