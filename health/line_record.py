@@ -2,7 +2,9 @@
 
 Vetted by simdjson (:func:`health.json_vet.vet`, shallow enough that the canonical dump cannot
 fail), then decoded by msgspec into :class:`LineRecord` with the calls' payloads kept as raw
-spans. Whatever does not decode takes the step's full road.
+spans and the conversation's typed items as derived structs (its messages meet the contract);
+a conversation outside those forms is decoded again for the contract to validate whole.
+Whatever does not decode takes the step's full road.
 """
 
 from __future__ import annotations
@@ -54,10 +56,17 @@ class LineRecord(Struct):
     failure_class: Any = field(default=UNSET, name="_ng_failure_class")
     agent_ref: Any = UNSET
     response: _Usage | None = None
+    ng_trajectory: derive(TrajectoryRecord, frozenset({"request", "response", "conversation"})) | None = None  # type: ignore[valid-type]
+
+
+class _ContractLine(LineRecord):
+    """A line whose conversation holds an item outside the strict forms: the contract validates it."""
+
     ng_trajectory: derive(TrajectoryRecord, frozenset({"request", "response"})) | None = None  # type: ignore[valid-type]
 
 
 _LINE_DECODER = msgspec.json.Decoder(LineRecord)
+_CONTRACT_LINE_DECODER = msgspec.json.Decoder(_ContractLine)
 
 
 def decode_line(data: bytes | memoryview) -> LineRecord | None:
@@ -66,6 +75,10 @@ def decode_line(data: bytes | memoryview) -> LineRecord | None:
         return None
     try:
         return _LINE_DECODER.decode(data)
+    except msgspec.DecodeError:
+        pass
+    try:
+        return _CONTRACT_LINE_DECODER.decode(data)
     except msgspec.DecodeError:  # outside the strict subset, or the contract is broken: full road
         return None
 
