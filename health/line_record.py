@@ -75,8 +75,9 @@ def decode_line(data: bytes | memoryview) -> LineRecord | None:
         return None
     try:
         return _LINE_DECODER.decode(data)
-    except msgspec.DecodeError:
-        pass
+    except msgspec.DecodeError as exc:  # where the path says the refusal is elsewhere, so would be this
+        if ".invocations[" not in str(exc):
+            return None
     try:
         return _CONTRACT_LINE_DECODER.decode(data)
     except msgspec.DecodeError:  # outside the strict subset, or the contract is broken: full road
