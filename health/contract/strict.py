@@ -20,6 +20,7 @@ import msgspec
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticUndefined
 
+from ._conversation._routing import item_tag
 from ._conversation._union import RoutedItems
 from .models import TrajectoryRecord
 
@@ -60,10 +61,12 @@ def _strict_type(annotation: Any, raw: frozenset[str]) -> Any:
     if origin is list:
         return list[_strict_type(get_args(annotation)[0], raw)]  # type: ignore[misc]
     if origin in (Union, types.UnionType):
+        models = sum(isinstance(m, type) and issubclass(m, BaseModel) for m in get_args(annotation))
         members = []
         for member in get_args(annotation):
-            try:
-                members.append(_strict_type(member, raw))
+            try:  # several models: each tagged by its ``type`` (an untyped one is refused)
+                tag = _type_tag(member) if models > 1 else None
+                members.append(derive(member, raw, tag) if tag else _strict_type(member, raw))
             except TypeError:  # accepting less is allowed
                 continue
         if members:
@@ -71,14 +74,30 @@ def _strict_type(annotation: Any, raw: frozenset[str]) -> Any:
     raise TypeError(f"no strict form for {annotation!r}")
 
 
-def _own_check(model: type[BaseModel]) -> None:
-    """Refuse (``TypeError``) a model whose validation a struct cannot reproduce."""
+def _type_tag(model: Any) -> str | None:
+    """The one value a model's ``type`` field may take (``Literal``), else ``None``."""
+    is_model = isinstance(model, type) and issubclass(model, BaseModel)
+    kind = model.model_fields.get("type") if is_model else None
+    values = get_args(kind.annotation) if kind is not None and get_origin(kind.annotation) is Literal else ()
+    return values[0] if len(values) == 1 and isinstance(values[0], str) else None
+
+
+def _before(model: type[BaseModel]) -> list[Callable[[Any], Any]]:
+    """The model's before-validators (value in, value out), which a struct cannot run."""
+    validators = model.__pydantic_decorators__.model_validators.values()
+    return [decorator.func for decorator in validators if decorator.info.mode == "before"]
+
+
+def _own_check(model: type[BaseModel], before: bool = False) -> None:
+    """Refuse (``TypeError``) a model whose validation a struct cannot reproduce (``before``: the
+    caller runs its before-validators)."""
     decorators = model.__pydantic_decorators__
+    modes = {"after", "before"} if before else {"after"}
     if (
         decorators.validators
         or decorators.field_validators
         or decorators.root_validators
-        or any(decorator.info.mode != "after" for decorator in decorators.model_validators.values())
+        or any(decorator.info.mode not in modes for decorator in decorators.model_validators.values())
         or not _PLAIN_CONFIG.issuperset(model.model_config)
         or any(info.alias not in (None, name) for name, info in model.model_fields.items())
     ):
@@ -87,12 +106,13 @@ def _own_check(model: type[BaseModel]) -> None:
 
 @functools.cache
 def derive(
-    model: type[BaseModel], raw: frozenset[str] = frozenset(), tag: str | None = None
+    model: type[BaseModel], raw: frozenset[str] = frozenset(), tag: str | None = None, before: bool = False
 ) -> type[msgspec.Struct]:
     """The strict struct of ``model``, one per model, built on first use; ``raw`` names free-form
     fields kept as :class:`msgspec.Raw` spans when decoded straight from JSON; ``tag`` makes a
-    conversation item's struct (tagged by its ``type``, refusing unknown keys)."""
-    _own_check(model)
+    conversation item's struct (tagged by its ``type``, refusing unknown keys); ``before``: the
+    caller runs the model's before-validators (:func:`_before`) on what it converts."""
+    _own_check(model, before)
     fields: list[tuple[str, Any, Any]] = []
     own_validators: dict[str, Callable[[Any], Any]] = {}
     for name, info in model.model_fields.items():
@@ -146,23 +166,23 @@ def derive(
 
 def _routed(routed: RoutedItems) -> tuple[Any, Callable[[list[Any]], None]]:
     """A conversation's strict type and check: items decode as the derived structs of the models
-    their ``type`` alone selects (:func:`~health.contract.conversation.item_tag`); messages, whose
-    model depends on more, are validated by the contract, all in one call."""
+    their ``type`` alone selects (:func:`item_tag`); a message, whose model depends on more, is
+    routed by :func:`item_tag` and converted (after its model's before-validators) to its model's
+    struct, else validated by the contract, with the others so left, in one call."""
     tagged: list[Any] = []
+    forms: dict[str, tuple[Any, list[Callable[[Any], Any]]]] = {}
     message_keys: dict[str, None] = {}
     for tag, model in routed.models.items():
-        kind = model.model_fields.get("type")
-        literal = kind is not None and get_origin(kind.annotation) is Literal
-        values = get_args(kind.annotation) if kind is not None and literal else ()
-        if values == ("message",):
+        kind = _type_tag(model)
+        if kind == "message":
             message_keys.update(dict.fromkeys(name for name in model.model_fields if name != "type"))
-        elif values == (tag,):
-            try:
-                struct = derive(model, tag=tag)
-                msgspec.json.Decoder(struct)  # msgspec checks the field types here
-            except TypeError:  # no strict form: an item of this type takes the contract's road
-                continue
-            tagged.append(struct)
+        try:
+            if kind == "message":
+                forms[tag] = (msgspec.json.Decoder(derive(model, tag=kind, before=True)), _before(model))
+            elif kind == tag:
+                tagged.append(msgspec.json.Decoder(derive(model, tag=tag)).type)  # msgspec checks the types
+        except TypeError:  # no strict form: an item of this kind meets the contract
+            continue
     message = msgspec.defstruct(
         "MessageItem",
         [(key, Any, msgspec.UNSET) for key in message_keys],
@@ -171,11 +191,24 @@ def _routed(routed: RoutedItems) -> tuple[Any, Callable[[list[Any]], None]]:
         kw_only=True,
         forbid_unknown_fields=True,
     )
+    convert = msgspec.convert
 
     def check(items: list[Any]) -> None:
-        messages = [item for item in items if item.__class__ is message]
-        if messages:  # as dicts again (``type`` first, absent keys left out)
-            routed.items.validate_python(msgspec.to_builtins(messages))
+        found = [item for item in items if item.__class__ is message]
+        left = []
+        for value in msgspec.to_builtins(found):  # as dicts again (``type`` first, absent keys left out)
+            form = forms.get(item_tag(value) or "")
+            try:
+                if form is None:
+                    raise msgspec.ValidationError
+                settled = value
+                for validator in form[1]:
+                    settled = validator(settled)
+                convert(settled, form[0].type)
+            except msgspec.ValidationError:  # outside the strict form: the contract decides
+                left.append(value)
+        if left:
+            routed.items.validate_python(left)
 
     items: Any = Union[(*tagged, message)]  # built at run time
     return list[items], check
