@@ -1,8 +1,10 @@
 """A rollout line decoded straight from its bytes: the keys the per-record step reads.
 
 Vetted by simdjson (:func:`health.json_vet.vet`, shallow enough that the canonical dump cannot
-fail), then decoded by msgspec into :class:`LineRecord` with the calls' payloads kept as raw
-spans. Whatever does not decode takes the step's full road.
+fail), then decoded by msgspec into :class:`LineRecord` with the free-form values nothing reads
+kept as raw spans and the conversation's typed items as derived structs (its messages meet the
+contract); a conversation outside those forms is decoded again for the contract to validate
+whole. Whatever does not decode takes the step's full road.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ __all__ = ["LineRecord", "decode_line", "line_dependence", "line_inputs"]
 
 _MAX_LINE_DEPTH = 257
 """253 levels for a free-form value (the dump's limit) plus the 4 levels above the shallowest one."""
+_RAW = frozenset({"request", "response", "question", "output"})
+"""Free-form values no check (nor the live service) reads: kept as raw spans (the calls' payloads,
+a turn's question, a tool call's output)."""
 _NULL = Raw(b"null")
 _NO_RECORD: dict[str, Any] = {}
 
@@ -54,10 +59,17 @@ class LineRecord(Struct):
     failure_class: Any = field(default=UNSET, name="_ng_failure_class")
     agent_ref: Any = UNSET
     response: _Usage | None = None
-    ng_trajectory: derive(TrajectoryRecord, frozenset({"request", "response"})) | None = None  # type: ignore[valid-type]
+    ng_trajectory: derive(TrajectoryRecord, _RAW | {"conversation"}) | None = None  # type: ignore[valid-type]
+
+
+class _ContractLine(LineRecord):
+    """A line whose conversation holds an item outside the strict forms: the contract validates it."""
+
+    ng_trajectory: derive(TrajectoryRecord, _RAW) | None = None  # type: ignore[valid-type]
 
 
 _LINE_DECODER = msgspec.json.Decoder(LineRecord)
+_CONTRACT_LINE_DECODER = msgspec.json.Decoder(_ContractLine)
 
 
 def decode_line(data: bytes | memoryview) -> LineRecord | None:
@@ -66,6 +78,11 @@ def decode_line(data: bytes | memoryview) -> LineRecord | None:
         return None
     try:
         return _LINE_DECODER.decode(data)
+    except msgspec.DecodeError as exc:  # where the path says the refusal is elsewhere, so would be this
+        if ".invocations[" not in str(exc):
+            return None
+    try:
+        return _CONTRACT_LINE_DECODER.decode(data)
     except msgspec.DecodeError:  # outside the strict subset, or the contract is broken: full road
         return None
 

@@ -3,12 +3,16 @@
 :func:`strict_trajectory` converts a parsed trajectory with structs derived from the pydantic
 models (names, defaults, bounds, ``extra``, after-validators), strictly: they accept a subset of
 what the contract accepts, with the same values, and ``None`` sends the caller to the contract.
+Decoded straight from JSON (``raw`` names), a conversation's typed items decode into derived
+structs too and its messages, whose model depends on more than their ``type``, meet the contract
+in one call; a conversation outside these forms meets the contract whole.
 """
 
 from __future__ import annotations
 
 import functools
 import types
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types
@@ -16,6 +20,8 @@ import msgspec
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticUndefined
 
+from ._conversation._routing import item_tag
+from ._conversation._union import RoutedItems
 from .models import TrajectoryRecord
 
 __all__ = ["derive", "strict_trajectory"]
@@ -27,6 +33,8 @@ _BOUNDS = {
     annotated_types.Le: "le",
     annotated_types.Lt: "lt",
 }
+_PLAIN_CONFIG = frozenset({"extra", "protected_namespaces", "defer_build", "revalidate_instances"})
+"""``model_config`` keys that change nothing a struct would accept."""
 
 
 def _bounded(annotation: Any, metadata: list[Any]) -> Any:
@@ -41,7 +49,8 @@ def _bounded(annotation: Any, metadata: list[Any]) -> Any:
 
 
 def _strict_type(annotation: Any, raw: frozenset[str]) -> Any:
-    """The msgspec type standing for a pydantic annotation (models become derived structs)."""
+    """The msgspec type standing for a pydantic annotation (models become derived structs; a
+    union keeps the members that have a strict form)."""
     if annotation is Any or annotation in _SCALARS:
         return annotation
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -52,20 +61,69 @@ def _strict_type(annotation: Any, raw: frozenset[str]) -> Any:
     if origin is list:
         return list[_strict_type(get_args(annotation)[0], raw)]  # type: ignore[misc]
     if origin in (Union, types.UnionType):
-        return Union[tuple(_strict_type(member, raw) for member in get_args(annotation))]  # noqa: UP007
+        models = sum(isinstance(m, type) and issubclass(m, BaseModel) for m in get_args(annotation))
+        members = []
+        for member in get_args(annotation):
+            try:  # several models: each tagged by its ``type`` (an untyped one is refused)
+                tag = _type_tag(member) if models > 1 else None
+                members.append(derive(member, raw, tag) if tag else _strict_type(member, raw))
+            except TypeError:  # accepting less is allowed
+                continue
+        if members:
+            return Union[tuple(members)]  # noqa: UP007
     raise TypeError(f"no strict form for {annotation!r}")
 
 
+def _type_tag(model: Any) -> str | None:
+    """The one value a model's ``type`` field may take (``Literal``), else ``None``."""
+    is_model = isinstance(model, type) and issubclass(model, BaseModel)
+    kind = model.model_fields.get("type") if is_model else None
+    values = get_args(kind.annotation) if kind is not None and get_origin(kind.annotation) is Literal else ()
+    return values[0] if len(values) == 1 and isinstance(values[0], str) else None
+
+
+def _before(model: type[BaseModel]) -> list[Callable[[Any], Any]]:
+    """The model's before-validators (value in, value out), which a struct cannot run."""
+    validators = model.__pydantic_decorators__.model_validators.values()
+    return [decorator.func for decorator in validators if decorator.info.mode == "before"]
+
+
+def _own_check(model: type[BaseModel], before: bool = False) -> None:
+    """Refuse (``TypeError``) a model whose validation a struct cannot reproduce (``before``: the
+    caller runs its before-validators)."""
+    decorators = model.__pydantic_decorators__
+    modes = {"after", "before"} if before else {"after"}
+    if (
+        decorators.validators
+        or decorators.field_validators
+        or decorators.root_validators
+        or any(decorator.info.mode not in modes for decorator in decorators.model_validators.values())
+        or not _PLAIN_CONFIG.issuperset(model.model_config)
+        or any(info.alias not in (None, name) for name, info in model.model_fields.items())
+    ):
+        raise TypeError(f"no strict form for {model.__name__}")
+
+
 @functools.cache
-def derive(model: type[BaseModel], raw: frozenset[str] = frozenset()) -> type[msgspec.Struct]:
+def derive(
+    model: type[BaseModel], raw: frozenset[str] = frozenset(), tag: str | None = None, before: bool = False
+) -> type[msgspec.Struct]:
     """The strict struct of ``model``, one per model, built on first use; ``raw`` names free-form
-    fields kept as :class:`msgspec.Raw` spans when decoded straight from JSON."""
+    fields kept as :class:`msgspec.Raw` spans when decoded straight from JSON; ``tag`` makes a
+    conversation item's struct (tagged by its ``type``, refusing unknown keys); ``before``: the
+    caller runs the model's before-validators (:func:`_before`) on what it converts."""
+    _own_check(model, before)
     fields: list[tuple[str, Any, Any]] = []
-    own_validators: dict[str, TypeAdapter[Any]] = {}
+    own_validators: dict[str, Callable[[Any], Any]] = {}
     for name, info in model.model_fields.items():
-        if any(type(item) not in _BOUNDS for item in info.metadata):  # pydantic's own validation
-            own_validators[name] = TypeAdapter(Annotated[info.annotation, *info.metadata])  # type: ignore[arg-type]
-            kind: Any = Any
+        if tag is not None and name == "type":
+            continue
+        kind: Any = Any
+        routed = next((item for item in info.metadata if isinstance(item, RoutedItems)), None)
+        if routed is not None and name in raw:
+            kind, own_validators[name] = _routed(routed)
+        elif any(type(item) not in _BOUNDS for item in info.metadata):  # pydantic's own validation
+            own_validators[name] = TypeAdapter(Annotated[info.annotation, *info.metadata]).validate_python  # type: ignore[arg-type]
         elif name in raw and info.annotation is Any:
             fields.append((name, msgspec.Raw, msgspec.Raw(b"null")))
             continue
@@ -75,7 +133,7 @@ def derive(model: type[BaseModel], raw: frozenset[str] = frozenset()) -> type[ms
         if factory is not None:
             if isinstance(factory, type) and issubclass(factory, BaseModel):
                 factory = derive(factory, raw)
-            default = msgspec.field(default_factory=factory)
+            default: Any = msgspec.field(default_factory=factory)
         elif info.default is PydanticUndefined:
             default = msgspec.NODEFAULT
         else:
@@ -88,19 +146,72 @@ def derive(model: type[BaseModel], raw: frozenset[str] = frozenset()) -> type[ms
     ]
 
     def __post_init__(self: Any) -> None:
-        for name, adapter in own_validators.items():
-            adapter.validate_python(getattr(self, name))  # raises: the struct is refused
+        for name, validate in own_validators.items():
+            validate(getattr(self, name))  # raises: the struct is refused
         for check in after:
             check(self)
 
-    namespace = {"__post_init__": __post_init__} if own_validators or after else {}
+    # a lone after-validator is the hook itself: one Python call per struct (a row has dozens)
+    hook = after[0] if len(after) == 1 and not own_validators else __post_init__
+    options: dict[str, Any] = {"tag_field": "type", "tag": tag} if tag is not None else {}
     return msgspec.defstruct(
-        model.__name__ + ("Raw" if raw else ""),
+        model.__name__ + ("Raw" if raw else "") + ("Item" if tag else ""),
         [(name, kind) if value is msgspec.NODEFAULT else (name, kind, value) for name, kind, value in fields],
-        namespace=namespace,
+        namespace={"__post_init__": hook} if own_validators or after else {},
         kw_only=True,
-        forbid_unknown_fields=model.model_config.get("extra") == "forbid",
+        forbid_unknown_fields=tag is not None or model.model_config.get("extra") == "forbid",
+        **options,
     )
+
+
+def _routed(routed: RoutedItems) -> tuple[Any, Callable[[list[Any]], None]]:
+    """A conversation's strict type and check: items decode as the derived structs of the models
+    their ``type`` alone selects (:func:`item_tag`); a message, whose model depends on more, is
+    routed by :func:`item_tag` and converted (after its model's before-validators) to its model's
+    struct, else validated by the contract, with the others so left, in one call."""
+    tagged: list[Any] = []
+    forms: dict[str, tuple[Any, list[Callable[[Any], Any]]]] = {}
+    message_keys: dict[str, None] = {}
+    for tag, model in routed.models.items():
+        kind = _type_tag(model)
+        if kind == "message":
+            message_keys.update(dict.fromkeys(name for name in model.model_fields if name != "type"))
+        try:
+            if kind == "message":
+                forms[tag] = (msgspec.json.Decoder(derive(model, tag=kind, before=True)), _before(model))
+            elif kind == tag:
+                tagged.append(msgspec.json.Decoder(derive(model, tag=tag)).type)  # msgspec checks the types
+        except TypeError:  # no strict form: an item of this kind meets the contract
+            continue
+    message = msgspec.defstruct(
+        "MessageItem",
+        [(key, Any, msgspec.UNSET) for key in message_keys],
+        tag_field="type",
+        tag="message",
+        kw_only=True,
+        forbid_unknown_fields=True,
+    )
+    convert = msgspec.convert
+
+    def check(items: list[Any]) -> None:
+        found = [item for item in items if item.__class__ is message]
+        left = []
+        for value in msgspec.to_builtins(found):  # as dicts again (``type`` first, absent keys left out)
+            form = forms.get(item_tag(value) or "")
+            try:
+                if form is None:
+                    raise msgspec.ValidationError
+                settled = value
+                for validator in form[1]:
+                    settled = validator(settled)
+                convert(settled, form[0].type)
+            except msgspec.ValidationError:  # outside the strict form: the contract decides
+                left.append(value)
+        if left:
+            routed.items.validate_python(left)
+
+    items: Any = Union[(*tagged, message)]  # built at run time
+    return list[items], check
 
 
 _TRAJECTORY = derive(TrajectoryRecord)  # at import: a batch worker builds it before its first line

@@ -804,3 +804,43 @@ class TestDerivedStructs:
 
         raw = _one_invocation(items)
         assert (strict_trajectory(raw) is not None) == (check_trajectory(raw)[0] is not None)
+
+
+def _fast_form_accepts(items: Any) -> bool:
+    """Whether the fast road's form of a conversation (typed items as derived structs, messages
+    through the contract; ``health.contract.strict``) accepts ``items`` decoded from JSON."""
+    import msgspec
+
+    from health.contract.models import AgentInvocation
+    from health.contract.strict import derive
+
+    decoder = msgspec.json.Decoder(derive(AgentInvocation, frozenset({"conversation"})))
+    try:
+        decoder.decode(json.dumps({"invocation_id": "i", "conversation": items}).encode())
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+class TestFastConversation:
+    """The fast road's conversation form accepts only what the contract accepts (what it refuses,
+    the contract decides), and it accepts every everyday item."""
+
+    @pytest.mark.parametrize("item", [item for item, _ in ACCEPTED] + REJECTED + RAISES_TYPE_ERROR)
+    def test_observed_items(self, item: Any) -> None:
+        from health.contract import check_trajectory
+
+        if _fast_form_accepts([item]):
+            assert check_trajectory(_one_invocation([item]))[0] is not None
+
+    @pytest.mark.parametrize("item", [item for item in _EVERYDAY_TEMPLATES if "type" in item])
+    def test_everyday_typed_items_take_it(self, item: Any) -> None:
+        assert _fast_form_accepts([item, item])
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.lists(_everyday_item(), min_size=1, max_size=3) | st.lists(_json, max_size=2))
+    def test_generated_items(self, items: list[Any]) -> None:
+        from health.contract import check_trajectory
+
+        if _fast_form_accepts(items):
+            assert check_trajectory(_one_invocation(items))[0] is not None

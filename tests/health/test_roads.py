@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from health.compact import compact_digest
+from health.contract import check_trajectory
 from health.digest import digest_line, digest_line_compact, digest_record
 from health.line_record import decode_line, line_inputs
 from health.parse import parse_line
@@ -125,6 +126,23 @@ def test_edge_json_values(raw: bytes, fast: bool, where: str) -> None:
 )
 def test_record_variants(changes: dict[str, Any]) -> None:
     _agree(orjson.dumps(_record(**changes)))
+
+
+@pytest.mark.parametrize(
+    "conversation",
+    [
+        [{"role": "user", "content": "hi"}],  # untyped: the contract validates the whole conversation
+        [{"type": "reasoning", "id": "r", "summary": [], "status": "completed"}],  # an ignored key
+        [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "prompt_token_ids": []}],
+        [{"type": "message", "role": "assistant", "id": "m", "content": [{"type": "refusal", "refusal": 0}]}],
+    ],
+)
+def test_conversations_outside_the_strict_forms(conversation: list[Any]) -> None:
+    """A conversation the derived structs refuse is decoded again for the contract: valid ones
+    still take the fast road, and both roads agree."""
+    record = _record(**{"ng_trajectory.invocations.0.conversation": conversation})
+    valid = check_trajectory(record["ng_trajectory"])[0] is not None
+    assert _agree(orjson.dumps(record)) is valid
 
 
 def test_duplicate_keys_read_the_last() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, NamedTuple, Union
 
 from pydantic import Discriminator, Tag, TypeAdapter, ValidatorFunctionWrapHandler, WrapValidator
 
@@ -38,7 +38,7 @@ from ._tool_items import (
 from ._tools import AdditionalTools, CompactionTrigger, ToolSearchCall, ToolSearchOutput
 from ._training import TRAINING_MODELS
 
-__all__ = ["ITEM_MODELS", "Conversation", "ItemModel"]
+__all__ = ["ITEM_MODELS", "Conversation", "ItemModel", "RoutedItems"]
 
 ITEM_MODELS: dict[str, type[OpenModel]] = {
     "easy_message": EasyInputMessage,
@@ -89,5 +89,13 @@ def _validate_conversation(value: Any, handler: ValidatorFunctionWrapHandler) ->
     return _ITEMS.validate_python(value)
 
 
-Conversation = Annotated[list[Any], WrapValidator(_validate_conversation)]
+class RoutedItems(NamedTuple):
+    """Metadata of :data:`Conversation` for the derived structs (``health.contract.strict``):
+    the items' models by tag (routed by :func:`item_tag`) and the adapter validating a list."""
+
+    models: dict[str, type[OpenModel]]
+    items: TypeAdapter[list[Any]]
+
+
+Conversation = Annotated[list[Any], WrapValidator(_validate_conversation), RoutedItems(ITEM_MODELS, _ITEMS)]
 """``AgentInvocation.conversation``: every item validated into the model of its tag."""
