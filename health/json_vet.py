@@ -13,13 +13,10 @@ from typing import Final
 
 import simdjson
 
-__all__ = ["MAX_DEPTH", "EventRows", "vet", "vet_event_rows"]
+__all__ = ["MAX_DEPTH", "may_nest_deeper", "vet"]
 
 MAX_DEPTH: Final = 1024
 """orjson's nesting limit: a deeper document is refused whatever ``max_depth`` allows."""
-
-EventRows = tuple[bytes, list[tuple[int, int]]]
-"""An ingest body without its events' rows, and each row's span (never produced here)."""
 
 _MAX_BYTES: Final = 256 << 20
 """Longer documents are refused: a simdjson parser keeps a buffer as large as its largest input."""
@@ -35,6 +32,12 @@ def _parser() -> simdjson.Parser:
     return parser
 
 
+def _parse_wrapped(data: bytes | bytearray | memoryview, max_depth: int) -> None:
+    """simdjson's parse of ``data`` inside ``1024 - max_depth`` arrays (raises its refusals)."""
+    wrap = MAX_DEPTH - min(max_depth, MAX_DEPTH)
+    _parser().parse(b"".join((b"[" * wrap, data, b"]" * wrap)))  # the proxy is dropped at once
+
+
 def vet(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH) -> bool:
     """True only if ``orjson.loads(data)`` succeeds with the values msgspec decodes and
     ``data`` nests at most ``max_depth`` containers (``{}`` is 1 deep; see the module notes
@@ -43,14 +46,23 @@ def vet(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH) -> boo
         raise ValueError(f"vet() max_depth must be >= 0, got {max_depth}")
     if len(data) > _MAX_BYTES or bytes(data[:3]) == _BOM:
         return False
-    wrap = MAX_DEPTH - min(max_depth, MAX_DEPTH)
     try:
-        _parser().parse(b"".join((b"[" * wrap, data, b"]" * wrap)))  # the proxy is dropped at once
+        _parse_wrapped(data, max_depth)
     except Exception:  # any refusal (ValueError, RuntimeError, UnicodeDecodeError ...)
         return False
     return True
 
 
-def vet_event_rows(data: bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH) -> EventRows | bool:
-    """:func:`vet`; the caller decodes a vetted body whole (no row spans are found here)."""
-    return vet(data, max_depth)
+def may_nest_deeper(data: bytes | bytearray | memoryview, max_depth: int) -> bool:
+    """False where JSON ``data`` surely nests at most ``max_depth`` containers; True where
+    simdjson refuses it for its depth (a value inside the deepest container counts as one more
+    level, so a True needs an exact count) or it is too long to ask."""
+    if len(data) > _MAX_BYTES:
+        return True
+    try:
+        _parse_wrapped(data, max_depth)
+    except RuntimeError as exc:
+        return "DEPTH_ERROR" in str(exc)
+    except (ValueError, UnicodeDecodeError):  # not JSON as simdjson reads it: not a depth answer
+        return False
+    return False

@@ -8,13 +8,12 @@ import json
 import math
 import re
 import sys
-import threading
 from typing import Any
 
 import msgspec
 import orjson
-import simdjson
 
+from health.json_vet import may_nest_deeper
 from health.process_tuning import yield_point
 from health.reduce import release_gradually
 from sidecar.ingest.events import EVENT_KINDS
@@ -35,7 +34,6 @@ _KIND_NAMES = frozenset(kind.encode() for kind in EVENT_KINDS)
 _MAX_KIND_CHARS = 40  # how far past ``,{"kind":"`` a kind's closing quote is looked for
 _MAX_MISSES = 8
 """Cuts that fell inside an event before cutting stops (the rest is split as the last piece)."""
-_MAX_DEPTH = 1024
 _BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*+"')
 _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
@@ -48,7 +46,6 @@ class _Wrapped(msgspec.Struct, forbid_unknown_fields=True):
 
 _WHOLE = msgspec.json.Decoder(list[msgspec.Raw] | _Wrapped)
 _PIECE_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
-_local = threading.local()
 
 
 class BodyTooDeep(ValueError):
@@ -70,21 +67,9 @@ def _cut_after(body: bytearray, at: int) -> int:
 
 
 def _too_deep(data: bytes, max_depth: int) -> bool:
-    """Does JSON ``data`` nest more than ``max_depth`` containers? simdjson (which stops at 1024
-    levels, a value inside a container one level below it) clears almost every document at C
-    speed once wrapped in ``1024 - max_depth`` arrays; one it refuses is counted exactly."""
-    parser: simdjson.Parser | None = getattr(_local, "parser", None)
-    if parser is None:  # (a parser is not thread-safe, and keeps its buffer: one per thread)
-        parser = _local.parser = simdjson.Parser()
-    wrap = _MAX_DEPTH - min(max_depth, _MAX_DEPTH)
-    try:
-        parser.parse(b"".join((b"[" * wrap, data, b"]" * wrap)))
-    except RuntimeError as exc:
-        if "DEPTH_ERROR" in str(exc):
-            return _container_depth(data) > max_depth
-    except (ValueError, UnicodeDecodeError):  # (not JSON as simdjson reads it: msgspec decided)
-        pass
-    return False
+    """Does JSON ``data`` nest more than ``max_depth`` containers? simdjson clears almost every
+    document at C speed; one it cannot clear is counted exactly."""
+    return may_nest_deeper(data, max_depth) and _container_depth(data) > max_depth
 
 
 def _container_depth(data: bytes) -> int:

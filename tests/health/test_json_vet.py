@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from health.json_vet import MAX_DEPTH, vet, vet_event_rows
+from health.json_vet import MAX_DEPTH, may_nest_deeper, vet
 
 
 @pytest.mark.parametrize(
@@ -36,6 +36,8 @@ def test_depth() -> None:
         vet(b"[]", -1)
 
 
-def test_event_rows_vet_the_body_whole() -> None:
-    assert vet_event_rows(b'[{"row": {"a": 1}}]') is True
-    assert vet_event_rows(b'[{"row": 1e400}]') is False
+def test_may_nest_deeper_clears_what_surely_fits_and_flags_the_rest() -> None:
+    assert not may_nest_deeper(b"[[[]]]", 3)
+    assert may_nest_deeper(b"[[[1]]]", 3)  # (the scalar's level: the caller counts exactly)
+    assert may_nest_deeper(b"[[[[]]]]", 3)
+    assert not may_nest_deeper(b"[1,", 3)  # not JSON: no depth answer
