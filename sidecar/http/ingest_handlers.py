@@ -173,7 +173,6 @@ class IngestHandlers:
         self.service = service
         self.settings = service.settings
         self.require_ready = require_ready
-        self._held = 0
         self._cpu = service.ingestor.cpu
 
     def _authorize(self, header: str | None) -> None:
@@ -304,20 +303,20 @@ class IngestHandlers:
             detail = f"body of {declared} bytes exceeds the {cap}-byte cap"
             raise RequestError(413, "too_large", detail, "body")
         limit = self.settings.max_body_bytes_in_flight
-        if self._held + size > limit:
-            detail = f"{self._held} body bytes are being processed; this request's {size} would pass the "
+        service = self.service
+        held = service.body_bytes_held
+        if held + size > limit:
+            detail = f"{held} body bytes are being processed; this request's {size} would pass the "
             detail += f"service's --max-body-bytes-in-flight cap of {limit}; retry"
             raise RequestError(503, "busy", detail, "body", {"Retry-After": "1"})
-        self._held += size
-        self.service.ingesting += 1
+        service.body_bytes_held += size
         try:
             parts = await self._body(request.receive, declared, splitter)
             events = await anyio.to_thread.run_sync(self._checked, run_id, parse, parts, limiter=self._cpu)
             del parts  # parsed: the raw body need not stay resident while the batch is stored
             return json_response(await self._ingest(run_id, events))
         finally:
-            self._held -= size
-            self.service.ingesting -= 1
+            service.body_bytes_held -= size
 
     def _checked(self, run_id: str, parse: _Parse, parts: list[bytes]) -> list[Event]:
         events = parse(parts)

@@ -99,9 +99,10 @@ class Service:
             max_inflight=settings.max_inflight,
             max_identity_chars=settings.max_identity_chars,
         )
-        self.ingesting = 0
-        """Ingest requests in progress (reads' builds step aside for them)."""
-        self.reads = OffLoopReads(self.ingestor.apply_lock, busy=lambda: self.ingesting > 0)
+        self.body_bytes_held = 0
+        """Body bytes reserved by ingest requests in progress (``--max-body-bytes-in-flight``);
+        while any are, reads' builds step aside."""
+        self.reads = OffLoopReads(self.ingestor.apply_lock, busy=lambda: self.body_bytes_held > 0)
         self.metrics.attach(
             lambda: self.ingestor.runs.values(),
             self.ingestor.now,
