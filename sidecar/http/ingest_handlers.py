@@ -25,6 +25,7 @@ from sidecar.ingest.answers import EventOutcome, IdentityTooLong, TooManyRuns, U
 from sidecar.ingest.events import (
     EVENT_KINDS,
     MAX_EVENTS_PER_REQUEST,
+    MEMBER_SPANS,
     Event,
     RowUnreadable,
     RunStarted,
@@ -45,8 +46,6 @@ _Parse = Callable[[list[bytes]], list[Event]]
 _LINE_PARAMS: dict[str, type] = {"line_number": int, "generation": int, "seconds": float, "latency_ms": float}
 
 
-#: An event's keys, each value left as its span.
-_KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _COMPLETED = b'"completed"'
 
 
@@ -54,7 +53,7 @@ def _event_value(view: memoryview) -> Any:
     """An event as the models read it: each value parsed by orjson, but a completion's object
     row, kept as the bytes sent."""
     try:
-        keys = _KEYS.decode(view)
+        keys = MEMBER_SPANS.decode(view)
     except msgspec.DecodeError:  # not an object: the models say why
         return orjson.loads(view)
     completed = "kind" in keys and bytes(keys["kind"]) == _COMPLETED

@@ -16,7 +16,7 @@ import orjson
 from health.json_vet import may_nest_deeper
 from health.process_tuning import yield_point
 from health.reduce import release_gradually
-from sidecar.ingest.events import EVENT_KINDS
+from sidecar.ingest.events import EVENT_KINDS, ITEM_SPANS, PIECE_BYTES
 
 __all__ = [
     "BodyTooDeep",
@@ -27,8 +27,6 @@ __all__ = [
     "line_text",
 ]
 
-_PIECE = 256 * 1024
-"""Bytes of body split in one call: msgspec and simdjson hold the interpreter lock while they scan."""
 _EVENT_START = b',{"kind":"'
 _KIND_NAMES = frozenset(kind.encode() for kind in EVENT_KINDS)
 _MAX_KIND_CHARS = 40  # how far past ``,{"kind":"`` a kind's closing quote is looked for
@@ -45,7 +43,6 @@ class _Wrapped(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _WHOLE = msgspec.json.Decoder(list[msgspec.Raw] | _Wrapped)
-_PIECE_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 class BodyTooDeep(ValueError):
@@ -99,7 +96,7 @@ class EventSplitter:
         self.spans: list[msgspec.Raw] = []
         self._tail = bytearray()  # the body's bytes not split yet
         self._read = 0  # body bytes before the tail (0: the tail opens with the array's "[")
-        self._search = _PIECE  # where in the tail the next cut is looked for
+        self._search = PIECE_BYTES  # where in the tail the next cut is looked for
         self._bare: bool | None = None  # the body is a bare array (None until its first byte)
         self._misses = 0
 
@@ -127,7 +124,7 @@ class EventSplitter:
         with memoryview(self._tail) as view:
             piece = b"".join((b"[", view[first:]))
         try:
-            spans = self._decode(_PIECE_DECODER, piece)
+            spans = self._decode(ITEM_SPANS, piece)
         except msgspec.DecodeError as exc:  # its offset, as a byte of the whole body
             shift = self._read + first - 1
             message = _BYTE_OFFSET.sub(lambda found: f"(byte {int(found[1]) + shift})", str(exc))
@@ -140,7 +137,7 @@ class EventSplitter:
         tail = self._tail
         begin = 0 if self._read else 1
         cut_before = begin
-        while len(tail) - begin > 2 * _PIECE and self._misses <= _MAX_MISSES:
+        while len(tail) - begin > 2 * PIECE_BYTES and self._misses <= _MAX_MISSES:
             cut = _cut_after(tail, self._search)
             if cut < 0:  # (the next cut may lie in bytes not read yet: look there next time)
                 self._search = max(self._search, len(tail) - len(_EVENT_START) - _MAX_KIND_CHARS)
@@ -148,7 +145,7 @@ class EventSplitter:
             with memoryview(tail) as view:
                 piece = b"".join((b"[", view[begin:cut], b"]"))
             try:
-                spans = self._decode(_PIECE_DECODER, piece)
+                spans = self._decode(ITEM_SPANS, piece)
             except msgspec.DecodeError:  # that comma was inside an event (or the body is broken)
                 self._misses += 1
                 self._search = cut + 1
@@ -156,7 +153,7 @@ class EventSplitter:
             self._check_depth(piece)
             self._add(spans)
             begin = cut + 1
-            self._search = begin + _PIECE
+            self._search = begin + PIECE_BYTES
         if begin != cut_before:  # (drop what was split)
             self._read += begin
             self._search -= begin

@@ -102,7 +102,7 @@ class OffLoopReads:
     async def build_from_cut(self, cut: Callable[[], C], make: Callable[[C], T]) -> T:
         """``make(cut())``: ``cut()`` under the ingest pause, ``make`` on a thread while ingest
         goes on (reads over append-only state; not cached). One such build at a time, within
-        ``duty`` of the time (module notes); a request waits at most ``_MAX_WAIT_S`` for its turn."""
+        ``cut_duty`` of the time (module notes); a request waits at most ``_MAX_WAIT_S`` for its turn."""
         async with self._cut_turn:
             wait = min(_MAX_WAIT_S, self._next_cut - time.monotonic())
             if wait > 0:

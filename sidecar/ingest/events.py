@@ -41,6 +41,7 @@ from sidecar.wire import (
 
 __all__ = [
     "EVENT_KINDS",
+    "ITEM_SPANS",
     "MAX_COUNT",
     "MAX_EVENTS_PER_REQUEST",
     "MAX_LATENCY_MS",
@@ -48,6 +49,8 @@ __all__ = [
     "MAX_REPEATS_PER_TASK",
     "MAX_SECONDS",
     "MAX_TIMESTAMP",
+    "MEMBER_SPANS",
+    "PIECE_BYTES",
     "Completed",
     "Drained",
     "Event",
@@ -190,7 +193,7 @@ class SentRow:
         """The row as orjson parses it (raises :class:`RowUnreadable` if it does not)."""
         if self._parsed is None:
             try:
-                big = len(self.data) > _PIECE_BYTES and vet(self.data)
+                big = len(self.data) > PIECE_BYTES and vet(self.data)
                 value = loads_in_pieces(memoryview(self.data)) if big else orjson.loads(self.data)
             except orjson.JSONDecodeError as exc:
                 raise RowUnreadable(f"row is not valid JSON: {exc}") from None
@@ -200,21 +203,24 @@ class SentRow:
         return self._parsed
 
 
-_PIECE_BYTES = 256 * 1024
-_MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
+PIECE_BYTES = 256 * 1024
+"""Most JSON one C call parses or splits on ingest: each holds the interpreter lock the loop needs."""
+MEMBER_SPANS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+"""An object's members, each value left as its span."""
+ITEM_SPANS = msgspec.json.Decoder(list[msgspec.Raw])
+"""An array's items, each left as its span."""
 
 
-def loads_in_pieces(data: memoryview, piece_bytes: int = _PIECE_BYTES) -> Any:
+def loads_in_pieces(data: memoryview, piece_bytes: int = PIECE_BYTES) -> Any:
     """``orjson.loads(data)`` for a document :func:`health.json_vet.vet` passed, its large
     containers split by msgspec and their members parsed one by one: no call holds the
     interpreter lock for more than ~``piece_bytes`` of a row (a 3 MB row's one call held it ~5 ms)."""
     if len(data) <= piece_bytes or data[0] not in b"{[":
         return orjson.loads(data)
     if data[0] == ord("{"):
-        members = _MEMBERS.decode(data).items()
+        members = MEMBER_SPANS.decode(data).items()
         return {key: loads_in_pieces(memoryview(span), piece_bytes) for key, span in members}
-    return [loads_in_pieces(memoryview(span), piece_bytes) for span in _ITEMS.decode(data)]
+    return [loads_in_pieces(memoryview(span), piece_bytes) for span in ITEM_SPANS.decode(data)]
 
 
 class RowUnreadable(ValueError):
