@@ -43,6 +43,7 @@ _SCRIPTS: Final = ("uPlot.iife.min.js", "page.js")
 _STYLES: Final = ("uPlot.min.css", "page.css")
 _ESCAPES: Final = {ord(char): f"\\u{ord(char):04x}" for char in "<>&\u2028\u2029"}
 _CHECK_ROW: Final = re.compile(r"^\| \d+ \| `(\w+)` \| (.*?) \| (.*?) \| (.*?) \|$", re.M)
+_CODE_SPAN: Final = re.compile(r"`([^`]+)`")
 
 
 @cache
@@ -63,10 +64,15 @@ def check_explanations() -> dict[str, tuple[str, ...]]:
     return {name: tuple(texts) for name, *texts in _CHECK_ROW.findall(table)}
 
 
+def _cell(text: str) -> str:
+    """A docs table cell as HTML: escaped, its `code spans` as ``<code>``."""
+    return _CODE_SPAN.sub(r"<code>\1</code>", html.escape(text))
+
+
 def _checks_section() -> str:
     rows = "".join(
         f'<tr id="check-{html.escape(name)}"><td><code>{html.escape(name)}</code></td>'
-        + "".join(f"<td>{html.escape(text)}</td>" for text in texts)
+        + "".join(f"<td>{_cell(text)}</td>" for text in texts)
         + "</tr>"
         for name, texts in check_explanations().items()
     )

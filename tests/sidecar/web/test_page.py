@@ -100,3 +100,8 @@ class TestCheckExplanations:
         page = run_html("run")
         for name in check_explanations():
             assert f'<tr id="check-{name}">' in page
+
+    def test_the_docs_code_spans_show_as_code_not_backticks(self) -> None:
+        checks = run_html("run").split('id="checks"', 1)[1].split("</section>", 1)[0]
+        assert "`" not in checks
+        assert "<code>failed_check</code>" in checks and "<code>ng_trajectory.turns</code>" in checks
