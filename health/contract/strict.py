@@ -13,13 +13,15 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
 import annotated_types
 import msgspec
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticUndefined
+from typing_extensions import get_type_hints, is_typeddict
 
+from ._conversation._base import StrictForm
 from ._conversation._routing import item_tag
 from ._conversation._union import RoutedItems
 from .models import TrajectoryRecord
@@ -48,20 +50,32 @@ def _bounded(annotation: Any, metadata: list[Any]) -> Any:
     return Union[tuple(bounded)]  # noqa: UP007  (built at run time)
 
 
+def _is_model(annotation: Any) -> bool:
+    """A pydantic model or a typed dict: what derives a struct."""
+    return is_typeddict(annotation) or (isinstance(annotation, type) and issubclass(annotation, BaseModel))
+
+
 def _strict_type(annotation: Any, raw: frozenset[str]) -> Any:
-    """The msgspec type standing for a pydantic annotation (models become derived structs; a
-    union keeps the members that have a strict form)."""
+    """The msgspec type standing for a pydantic annotation (models and typed dicts become derived
+    structs; a union keeps the members that have a strict form)."""
     if annotation is Any or annotation in _SCALARS:
         return annotation
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+    if _is_model(annotation):
         return derive(annotation, raw)
     origin = get_origin(annotation)
     if origin is Literal:
         return annotation
+    if origin is Annotated:
+        inner, *metadata = get_args(annotation)
+        form = next((item for item in metadata if isinstance(item, StrictForm)), None)
+        if form is not None:
+            return _strict_type(form.annotation, raw)
+        if all(type(item) in _BOUNDS for item in metadata):
+            return _bounded(_strict_type(inner, raw), metadata)
     if origin is list:
         return list[_strict_type(get_args(annotation)[0], raw)]  # type: ignore[misc]
     if origin in (Union, types.UnionType):
-        models = sum(isinstance(m, type) and issubclass(m, BaseModel) for m in get_args(annotation))
+        models = sum(_is_model(m) for m in get_args(annotation))
         members = []
         for member in get_args(annotation):
             try:  # several models: each tagged by its ``type`` (an untyped one is refused)
@@ -76,10 +90,30 @@ def _strict_type(annotation: Any, raw: frozenset[str]) -> Any:
 
 def _type_tag(model: Any) -> str | None:
     """The one value a model's ``type`` field may take (``Literal``), else ``None``."""
-    is_model = isinstance(model, type) and issubclass(model, BaseModel)
-    kind = model.model_fields.get("type") if is_model else None
-    values = get_args(kind.annotation) if kind is not None and get_origin(kind.annotation) is Literal else ()
+    kind = next((field for field in _fields(model) if field[0] == "type"), None) if _is_model(model) else None
+    values = get_args(kind[1]) if kind is not None and get_origin(kind[1]) is Literal else ()
     return values[0] if len(values) == 1 and isinstance(values[0], str) else None
+
+
+def _fields(model: Any) -> list[tuple[str, Any, list[Any], Any, Any]]:
+    """``(name, annotation, metadata, default, default factory)`` of a model's or a typed dict's
+    fields; an optional key of a typed dict defaults to ``UNSET`` (absent)."""
+    if not is_typeddict(model):
+        return [
+            (name, info.annotation, info.metadata, info.default, info.default_factory)
+            for name, info in model.model_fields.items()
+        ]
+    fields = []
+    for name, hint in get_type_hints(model, include_extras=True).items():
+        # from the hints, not ``__required_keys__``: a postponed annotation hides ``Required`` there
+        wrapper: Any = get_origin(hint)
+        required = wrapper is Required or (wrapper is not NotRequired and model.__total__)
+        if wrapper in (Required, NotRequired):
+            hint = get_args(hint)[0]
+        metadata = list(getattr(hint, "__metadata__", ()))
+        annotation = get_args(hint)[0] if metadata else hint
+        fields.append((name, annotation, metadata, PydanticUndefined if required else msgspec.UNSET, None))
+    return fields
 
 
 def _before(model: type[BaseModel]) -> list[Callable[[Any], Any]]:
@@ -88,9 +122,13 @@ def _before(model: type[BaseModel]) -> list[Callable[[Any], Any]]:
     return [decorator.func for decorator in validators if decorator.info.mode == "before"]
 
 
-def _own_check(model: type[BaseModel], before: bool = False) -> None:
+def _own_check(model: Any, before: bool = False) -> None:
     """Refuse (``TypeError``) a model whose validation a struct cannot reproduce (``before``: the
-    caller runs its before-validators)."""
+    caller runs its before-validators; a typed dict has none, nor a config)."""
+    if is_typeddict(model):
+        if hasattr(model, "__pydantic_config__"):
+            raise TypeError(f"no strict form for {model.__name__}")
+        return
     decorators = model.__pydantic_decorators__
     modes = {"after", "before"} if before else {"after"}
     if (
@@ -115,35 +153,33 @@ def derive(
     _own_check(model, before)
     fields: list[tuple[str, Any, Any]] = []
     own_validators: dict[str, Callable[[Any], Any]] = {}
-    for name, info in model.model_fields.items():
+    for name, annotation, metadata, model_default, factory in _fields(model):
         if tag is not None and name == "type":
             continue
         kind: Any = Any
-        routed = next((item for item in info.metadata if isinstance(item, RoutedItems)), None)
+        routed = next((item for item in metadata if isinstance(item, RoutedItems)), None)
         if routed is not None and name in raw:
             kind, own_validators[name] = _routed(routed)
-        elif any(type(item) not in _BOUNDS for item in info.metadata):  # pydantic's own validation
-            own_validators[name] = TypeAdapter(Annotated[info.annotation, *info.metadata]).validate_python  # type: ignore[arg-type]
-        elif name in raw and info.annotation is Any:
+        elif any(isinstance(item, StrictForm) for item in metadata):
+            kind = _strict_type(Annotated[annotation, *metadata], raw)
+        elif any(type(item) not in _BOUNDS for item in metadata):  # pydantic's own validation
+            own_validators[name] = TypeAdapter(Annotated[annotation, *metadata]).validate_python  # type: ignore[arg-type]
+        elif name in raw and annotation is Any:
             fields.append((name, msgspec.Raw, msgspec.Raw(b"null")))
             continue
         else:
-            kind = _bounded(_strict_type(info.annotation, raw), info.metadata)
-        factory: Any = info.default_factory
+            kind = _bounded(_strict_type(annotation, raw), metadata)
         if factory is not None:
             if isinstance(factory, type) and issubclass(factory, BaseModel):
                 factory = derive(factory, raw)
             default: Any = msgspec.field(default_factory=factory)
-        elif info.default is PydanticUndefined:
+        elif model_default is PydanticUndefined:
             default = msgspec.NODEFAULT
         else:
-            default = info.default
+            default = model_default
         fields.append((name, kind, default))
-    after = [
-        decorator.func
-        for decorator in model.__pydantic_decorators__.model_validators.values()
-        if decorator.info.mode == "after"
-    ]
+    decorators = () if is_typeddict(model) else model.__pydantic_decorators__.model_validators.values()
+    after = [decorator.func for decorator in decorators if decorator.info.mode == "after"]
 
     def __post_init__(self: Any) -> None:
         for name, validate in own_validators.items():
@@ -159,7 +195,7 @@ def derive(
         [(name, kind) if value is msgspec.NODEFAULT else (name, kind, value) for name, kind, value in fields],
         namespace={"__post_init__": hook} if own_validators or after else {},
         kw_only=True,
-        forbid_unknown_fields=tag is not None or model.model_config.get("extra") == "forbid",
+        forbid_unknown_fields=tag is not None or getattr(model, "model_config", {}).get("extra") == "forbid",
         **options,
     )
 

@@ -690,6 +690,22 @@ _EVERYDAY_TEMPLATES: list[dict[str, Any]] = [
     {"type": "message", "role": "assistant", "content": [{"type": "input_text", "text": "hi"}]},
     {
         "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "hi", "prompt_cache_breakpoint": {"mode": "explicit"}},
+            {"type": "input_image", "detail": "auto", "image_url": "u"},
+            {"type": "input_file", "file_id": "f", "filename": "a.txt"},
+        ],
+    },
+    {"type": "message", "role": "system", "status": "completed", "content": [{"type": "input_text", "text": "hi"}]},
+    {"type": "message", "role": "user", "content": [{"type": "input_video", "video_url": "v"}]},
+    {
+        "type": "function_call_output",
+        "call_id": "c",
+        "output": [{"type": "input_text", "text": "o"}, {"type": "input_image", "image_url": "u"}],
+    },
+    {
+        "type": "message",
         "role": "assistant",
         "id": "m",
         "status": "completed",
@@ -769,14 +785,13 @@ def _everyday_item(draw: st.DrawFn) -> dict[str, Any]:
             item.pop(key, None)
         else:
             item[key] = draw(_MUTATION_VALUES)
-    for parts_key in ("content", "summary", "content"):
+    for parts_key in ("content", "summary", "content", "output"):
         parts = item.get(parts_key)
         if isinstance(parts, list) and parts and draw(st.booleans()):
             part = parts[draw(st.integers(0, len(parts) - 1))]
             if isinstance(part, dict):
-                part[draw(st.sampled_from(["type", "text", "annotations", "logprobs", "refusal"]))] = draw(
-                    _MUTATION_VALUES
-                )
+                key = draw(st.sampled_from(["type", "text", "annotations", "logprobs", "refusal", "detail", "video"]))
+                part[key] = draw(_MUTATION_VALUES | st.sampled_from(["input_text", "input_video", "auto"]))
     return item
 
 

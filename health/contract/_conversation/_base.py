@@ -7,11 +7,11 @@ an unknown key nested deeper than the dump limit fails the dump only where it is
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["DROP_EXTRAS", "ItemStatus", "OpenModel"]
+__all__ = ["DROP_EXTRAS", "ItemStatus", "OpenModel", "StrictForm"]
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
 
@@ -27,3 +27,10 @@ class OpenModel(BaseModel):
 
 DROP_EXTRAS = ConfigDict(extra="ignore")
 """Config of the (message and function-call) models whose unknown keys are dropped from the dump."""
+
+
+class StrictForm(NamedTuple):
+    """``Annotated`` metadata for the structs derived from the contract (``health.contract.strict``):
+    a type whose values the annotated type's validators pass unchanged, standing for it there."""
+
+    annotation: Any

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BeforeValidator, model_validator
+from pydantic import model_validator
 
 from ._base import DROP_EXTRAS, ItemStatus, OpenModel
 from ._logprobs import settle_logprobs
-from ._parts import InputPart, OutputPart, check_input_video_part
+from ._parts import InputPart, OutputPart
 
 __all__ = ["EasyInputMessage", "InputMessage", "OutputMessage", "Phase"]
 
 Phase = Literal["commentary", "final_answer"]
-CheckedInputPart = Annotated[InputPart, BeforeValidator(check_input_video_part)]
 
 
 class EasyInputMessage(OpenModel):
@@ -21,7 +20,7 @@ class EasyInputMessage(OpenModel):
 
     model_config = DROP_EXTRAS
 
-    content: str | list[CheckedInputPart]
+    content: str | list[InputPart]
     role: Literal["user", "assistant", "system", "developer"]
     type: Literal["message"] = "message"
     phase: Phase | None = None
@@ -32,7 +31,7 @@ class InputMessage(OpenModel):
 
     model_config = DROP_EXTRAS
 
-    content: list[CheckedInputPart]
+    content: list[InputPart]
     role: Literal["user", "system", "developer"]
     status: ItemStatus | None = None
     type: Literal["message"] = "message"

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Required
 from pydantic import BeforeValidator
 from typing_extensions import TypedDict
 
-from ._base import DROP_EXTRAS, OpenModel
+from ._base import DROP_EXTRAS, OpenModel, StrictForm
 
 __all__ = [
     "FunctionOutputPart",
@@ -74,7 +74,11 @@ def check_input_video_part(value: Any) -> Any:
     return value
 
 
-InputPart = InputTextParam | InputImageParam | InputFileParam | InputVideoPart
+InputPart = Annotated[
+    InputTextParam | InputImageParam | InputFileParam | InputVideoPart,
+    BeforeValidator(check_input_video_part),
+    StrictForm(InputTextParam | InputImageParam | InputFileParam),  # the check passes these unchanged
+]
 
 # -- output message parts (response objects) ----------------------------------------------------
 
@@ -127,7 +131,7 @@ def _iterate(value: Any) -> Any:
     raise ValueError(f"expected an iterable, got {type(value).__name__}")
 
 
-AnyIterable = Annotated[list[Any], BeforeValidator(_iterate)]
+AnyIterable = Annotated[list[Any], BeforeValidator(_iterate), StrictForm(list[Any])]
 
 
 class Logprob(OpenModel):
