@@ -26,7 +26,7 @@ from .identity import (
     resolve_identity,
 )
 from .jsonl import stripped
-from .line_record import LineRecord, decode_line, line_dependence, line_inputs
+from .line_record import LineRecord, Refusal, decode_line, line_dependence, line_inputs
 from .parse import parse_line
 from .unreadable import unreadable_compact
 from .walk import WalkOutcome, compact_from_walk, walk
@@ -106,12 +106,14 @@ def _compact_form(
 
 def _fast_walk(
     data: bytes | memoryview, ordinal: int, ignored: frozenset[str]
-) -> tuple[_Walked, LineRecord] | None:
-    """The fast road: the walk and the record it decoded, or ``None`` where only the full road can decide."""
+) -> tuple[_Walked, LineRecord] | Refusal:
+    """The fast road: the walk and the record it decoded, or why only the full road can decide."""
     line = decode_line(data)
-    inputs = None if line is None else line_inputs(line, ordinal)
-    if line is None or inputs is None:
-        return None
+    if isinstance(line, Refusal):
+        return line
+    inputs = line_inputs(line, ordinal)
+    if inputs is None:
+        return Refusal.LINE
     return _Walked(*inputs, walk(inputs[1], None, ignored)), line
 
 
@@ -122,12 +124,12 @@ def _walk_line(
     readable identity) and its position dependence."""
     data = stripped(data)  # a record line stays a view of the read buffer: no 70 KB copy
     fast = _fast_walk(data, location.ordinal, ignored)
-    if fast is not None:
+    if not isinstance(fast, Refusal):
         suffix = line_dependence(fast[1])
         return fast[0], None if suffix is None else OrdinalIdentity(suffix or None)
     data = bytes(data)
     record, error = parse_line(data)
-    walked, _ = _digest_parsed(record, error, location, ignored, len(data))
+    walked, _ = _digest_parsed(record, error, location, ignored, len(data), fast is not Refusal.TRAJECTORY)
     if isinstance(walked, UnreadableLine):
         return walked, walked
     assert record is not None
@@ -176,7 +178,7 @@ def digest_everyday_compact(
     """The fast road alone: the compact digest and the :class:`LineRecord` it read (the live
     service reads its keys too), or ``None`` where only the full road can decide."""
     fast = _fast_walk(data, ordinal, ignored_checks)
-    if fast is None:
+    if isinstance(fast, Refusal):
         return None
     location = Location(source_path, source_index, line_number, ordinal)
     return _compact_form(fast[0], location, ignored_checks), fast[1]
@@ -231,9 +233,11 @@ def _digest_parsed(
     location: Location,
     ignored_checks: frozenset[str],
     line_size: int | None,
+    try_strict: bool = True,
 ) -> tuple[_Walked | UnreadableLine, TrajectoryCheck | None]:
     """The walk of a parsed record, or why it has no readable identity (``line_size``: the raw
-    line's length in bytes, when known)."""
+    line's length in bytes, when known; ``try_strict``: whether the derived structs may vouch for
+    the trajectory before the contract, false where they refused it already)."""
     identity = _readable_identity(record, parse_error, location.ordinal)
     if not isinstance(identity, Identity):
         return UnreadableLine(identity), None
@@ -243,7 +247,7 @@ def _digest_parsed(
     trajectory_error: str | None = None
     checked: TrajectoryCheck | None = None
     if raw is not None:
-        strict = strict_trajectory(raw)
+        strict = strict_trajectory(raw) if try_strict else None
         if strict is not None and _dump_safe(strict, raw, line_size, strict=True):
             checked = (strict, None)
             trajectory = strict  # a derived struct, already shown safe to dump

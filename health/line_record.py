@@ -9,6 +9,7 @@ whole. Whatever does not decode takes the step's full road.
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import msgspec
@@ -29,7 +30,7 @@ from .identity import (
 )
 from .json_vet import vet
 
-__all__ = ["LineRecord", "decode_line", "line_dependence", "line_inputs"]
+__all__ = ["LineRecord", "Refusal", "decode_line", "line_dependence", "line_inputs"]
 
 _MAX_LINE_DEPTH = 257
 """253 levels for a free-form value (the dump's limit) plus the 4 levels above the shallowest one."""
@@ -72,19 +73,32 @@ _LINE_DECODER = msgspec.json.Decoder(LineRecord)
 _CONTRACT_LINE_DECODER = msgspec.json.Decoder(_ContractLine)
 
 
-def decode_line(data: bytes | memoryview) -> LineRecord | None:
-    """The fast road's record (module notes), or ``None`` to take the full road."""
+class Refusal(enum.Enum):
+    """Why :func:`decode_line` gave no record; the full road decides either way."""
+
+    LINE = "line"
+    TRAJECTORY = "trajectory"
+    """The derived structs refused ``ng_trajectory``: the full road need not try them again."""
+
+
+def _refusal(exc: msgspec.DecodeError) -> Refusal:
+    trajectory = isinstance(exc, msgspec.ValidationError) and "`$.ng_trajectory" in str(exc)
+    return Refusal.TRAJECTORY if trajectory else Refusal.LINE
+
+
+def decode_line(data: bytes | memoryview) -> LineRecord | Refusal:
+    """The fast road's record (module notes), or why the full road decides."""
     if data[:1] != b"{" or not vet(data, _MAX_LINE_DEPTH):
-        return None
+        return Refusal.LINE
     try:
         return _LINE_DECODER.decode(data)
     except msgspec.DecodeError as exc:  # where the path says the refusal is elsewhere, so would be this
         if ".invocations[" not in str(exc):
-            return None
+            return _refusal(exc)
     try:
         return _CONTRACT_LINE_DECODER.decode(data)
-    except msgspec.DecodeError:  # outside the strict subset, or the contract is broken: full road
-        return None
+    except msgspec.DecodeError as exc:  # outside the strict subset, or the contract is broken: full road
+        return _refusal(exc)
 
 
 def line_inputs(line: LineRecord, ordinal: int) -> tuple[Identity, Evidence] | None:

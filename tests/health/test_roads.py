@@ -13,7 +13,7 @@ import pytest
 from health.compact import compact_digest
 from health.contract import check_trajectory
 from health.digest import digest_line, digest_line_compact, digest_record
-from health.line_record import decode_line, line_inputs
+from health.line_record import Refusal, decode_line, line_inputs
 from health.parse import parse_line
 from health.types import RolloutDigest
 from tests.sidecar.synthetic_support import FaultRates, SyntheticConfig, generate_rows
@@ -51,7 +51,7 @@ def _full(line: bytes) -> RolloutDigest:
 
 def _fast(line: bytes) -> bool:
     decoded = decode_line(line.strip())
-    return decoded is not None and line_inputs(decoded, 2) is not None
+    return not isinstance(decoded, Refusal) and line_inputs(decoded, 2) is not None
 
 
 def _agree(line: bytes) -> bool:
@@ -156,4 +156,23 @@ def test_duplicate_keys_read_the_last() -> None:
     [b"", b"[]", b"not json", b'"text"', b"\xef\xbb\xbf{}", b"{}", b'{"ng_trajectory": {}}'],
 )
 def test_lines_that_are_not_everyday_records(line: bytes) -> None:
+    _agree(line)
+
+
+@pytest.mark.parametrize(
+    ("changes", "refusal"),
+    [
+        ({"ng_trajectory.turns.0.turn_no": "1"}, Refusal.TRAJECTORY),  # the contract coerces it still
+        ({"ng_trajectory.model_calls.0.colour": 1}, Refusal.TRAJECTORY),
+        ({"ng_trajectory.invocations.0.conversation": [{"type": "nonsense"}]}, Refusal.TRAJECTORY),
+        ({"response": "text"}, Refusal.LINE),  # the trajectory may still be sound
+    ],
+)
+def test_the_refusal_says_whether_the_derived_structs_refused_the_trajectory(
+    changes: dict[str, Any], refusal: Refusal
+) -> None:
+    """After ``TRAJECTORY`` the full road goes straight to the contract; both roads still agree."""
+    line = orjson.dumps(_record(**changes))
+    assert decode_line(line) is refusal
+    assert decode_line(line[:-9]) is Refusal.LINE
     _agree(line)
