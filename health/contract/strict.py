@@ -19,7 +19,7 @@ import annotated_types
 import msgspec
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticUndefined
-from typing_extensions import get_type_hints, is_typeddict
+from typing_extensions import NoExtraItems, get_type_hints, is_typeddict
 
 from ._conversation._base import StrictForm
 from ._conversation._routing import item_tag
@@ -125,8 +125,10 @@ def _before(model: type[BaseModel]) -> list[Callable[[Any], Any]]:
 def _own_check(model: Any, before: bool = False) -> None:
     """Refuse (``TypeError``) a model whose validation a struct cannot reproduce (``before``: the
     caller runs its before-validators; a typed dict has none, nor a config)."""
-    if is_typeddict(model):
-        if hasattr(model, "__pydantic_config__"):
+    if is_typeddict(model):  # a closed one, or one with extra items, refuses or types unknown keys
+        if hasattr(model, "__pydantic_config__") or getattr(model, "__closed__", None) or (
+            getattr(model, "__extra_items__", NoExtraItems) is not NoExtraItems
+        ):
             raise TypeError(f"no strict form for {model.__name__}")
         return
     decorators = model.__pydantic_decorators__

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import warnings
-from typing import Any
+from typing import Any, NotRequired, Required
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 
 from health.contract import canonical_trajectory, conversation
 from health.contract.conversation import Conversation, ItemModel, item_tag
@@ -799,9 +800,33 @@ def _one_invocation(items: list[Any]) -> dict[str, Any]:
     return {"task_id": "t", "rollout_id": "r", "invocations": [{"invocation_id": "i", "conversation": items}]}
 
 
+class _OpenParam(TypedDict, total=False):
+    a: Required[int]
+    b: NotRequired[str]
+
+
+class _ClosedParam(TypedDict, closed=True):  # type: ignore[call-arg]
+    a: int
+
+
 class TestDerivedStructs:
     """The structs derived from the contract (``health.contract.strict``) vouch for a
     conversation exactly where the contract accepts it."""
+
+    def test_typed_dicts_derive_structs_with_their_required_keys(self) -> None:
+        import msgspec
+
+        from health.contract._conversation._parts import InputImageParam
+        from health.contract.strict import derive
+
+        image: Any = derive(InputImageParam)
+        part = {"type": "input_image", "detail": "auto", "image_url": "u", "other": 1}  # pydantic drops "other"
+        assert msgspec.convert(part, image).detail == "auto"
+        with pytest.raises(msgspec.ValidationError, match="detail"):  # ``Required`` in a postponed hint
+            msgspec.convert({"type": "input_image", "image_url": "u"}, image)
+        assert msgspec.convert({"a": 1}, derive(_OpenParam)).b is msgspec.UNSET  # type: ignore[attr-defined]
+        with pytest.raises(TypeError, match="no strict form"):  # pydantic refuses its unknown keys
+            derive(_ClosedParam)
 
     @pytest.mark.parametrize("item", [item for item, _ in ACCEPTED] + REJECTED + RAISES_TYPE_ERROR)
     def test_observed_items(self, item: Any) -> None:
