@@ -11,9 +11,15 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["DROP_EXTRAS", "ItemStatus", "OpenModel", "StrictForm"]
+__all__ = ["DEFERRED", "DROP_EXTRAS", "ItemStatus", "OpenModel", "StrictForm"]
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
+
+
+DEFERRED = ConfigDict(defer_build=True)
+"""Validators built on first use, not at import: everyday rows never need the contract's pydantic
+validators (the derived structs vouch for them), so a batch check or a service pays for them only
+once a row does."""
 
 
 class OpenModel(BaseModel):

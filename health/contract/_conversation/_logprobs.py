@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from ._base import DROP_EXTRAS, ItemStatus, OpenModel
+from ._base import DEFERRED, DROP_EXTRAS, ItemStatus, OpenModel
 from ._parts import Annotation, OutputRefusal
 
 __all__ = ["settle_logprobs"]
@@ -66,7 +66,8 @@ _REPLICA: TypeAdapter[list[Any]] = TypeAdapter(
             Union[Annotated[_LazyOutputMessage, Tag("message")], Annotated[_Unused, Tag("-")]],  # noqa: UP007
             Discriminator(_tag),
         ]
-    ]
+    ],
+    config=DEFERRED,
 )
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any, NamedTuple, Union
 
 from pydantic import Discriminator, Tag, TypeAdapter, ValidatorFunctionWrapHandler, WrapValidator
 
-from ._base import OpenModel
+from ._base import DEFERRED, OpenModel
 from ._builtin_items import (
     ApplyPatchCall,
     ApplyPatchCallOutput,
@@ -81,7 +81,7 @@ _members = tuple(Annotated[model, Tag(tag)] for tag, model in ITEM_MODELS.items(
 ItemModel = Annotated[Union[_members], Discriminator(item_tag)]  # type: ignore[valid-type]  # noqa: UP007
 """The full item union: every tag, routed by :func:`item_tag` so each item meets exactly one model."""
 
-_ITEMS: TypeAdapter[list[Any]] = TypeAdapter(list[ItemModel])
+_ITEMS: TypeAdapter[list[Any]] = TypeAdapter(list[ItemModel], config=DEFERRED)
 
 
 def _validate_conversation(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
