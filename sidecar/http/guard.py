@@ -1,7 +1,9 @@
 """Slow and half-open clients closed beside uvicorn (which has no header, body or write
 deadline and no per-peer cap): an ASGI middleware notes each connection's progress and a sweep
 closes those past ``header_timeout_s``, ``body_timeout_s``, ``write_timeout_s`` or
-``max_per_peer``; a handler is never interrupted mid-request."""
+``max_per_peer`` (the longest idle first; one just accepted is spared until the next sweep, so a
+burst from its host cannot evict it before its request arrives); a handler is never interrupted
+mid-request."""
 
 from __future__ import annotations
 
@@ -103,6 +105,7 @@ class ConnectionGuard:
         now = self._clock()
         seen: dict[asyncio.BaseTransport, _Seen] = {}
         per_host: dict[str, list[tuple[float, asyncio.Transport]]] = {}
+        fresh: dict[str, int] = {}  # idle connections first seen now: counted, never evicted yet
         busy: dict[str, int] = {}
         for connection in list(connections):
             transport = getattr(connection, "transport", None)
@@ -125,12 +128,14 @@ class ConnectionGuard:
             if now - state.idle_since >= self.header_timeout_s:
                 self.counts.header_timeouts += 1
                 transport.close()
-            else:
+            elif transport in self._seen:
                 per_host.setdefault(peer[0], []).append((state.idle_since, transport))
+            else:  # it may not have sent its request yet: a burst of others must not evict it
+                fresh[peer[0]] = fresh.get(peer[0], 0) + 1
         self._seen = seen
         self._finished.clear()  # marks nobody took belong to connections already gone
         for host, idle in per_host.items():
-            extra = len(idle) + busy.get(host, 0) - self.max_per_peer
+            extra = len(idle) + fresh.get(host, 0) + busy.get(host, 0) - self.max_per_peer
             for _, transport in sorted(idle, key=lambda pair: pair[0])[: max(extra, 0)]:
                 self.counts.evicted += 1
                 transport.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import orjson
 
+from sidecar.http.guard import ConnectionGuard
 from sidecar.http.server import ServiceThread
 from sidecar.http.settings import ServiceSettings
 
@@ -115,3 +116,48 @@ class TestWriteDeadline:
                 assert received < size
             with httpx.Client(base_url=url, timeout=60) as client:  # a client that reads still gets it
                 assert len(client.get("/report", params={"run_id": "r"}).content) == size
+
+
+class _Transport:
+    """What the guard's sweep reads of an asyncio transport: its peer, and whether it closed it."""
+
+    def __init__(self, port: int) -> None:
+        self.port, self.closed = port, False
+
+    def get_extra_info(self, name: str) -> object:
+        return ("127.0.0.1", self.port) if name == "peername" else None
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+class _Connection:
+    def __init__(self, port: int) -> None:
+        self.transport = _Transport(port)
+
+
+def test_a_connection_just_accepted_outlives_a_burst_over_the_per_peer_cap() -> None:
+    """Over ``max_per_peer`` the connections idle longest go; one accepted since the last sweep is
+    spared until the next, even when a burst from its host arrived with it (it may not have sent
+    its request yet: a dispatcher's poll beside a slowloris from the same host)."""
+    now = [0.0]
+    guard = ConnectionGuard(
+        header_timeout_s=10, body_timeout_s=10, write_timeout_s=10, max_per_peer=3, clock=lambda: now[0]
+    )
+    burst = [_Connection(port) for port in range(1000, 1005)]
+    guard.sweep(burst)
+    assert not any(connection.transport.closed for connection in burst)  # all just accepted
+    now[0] = 0.25
+    poll = _Connection(2000)
+    guard.sweep([*burst, poll])
+    assert sum(connection.transport.closed for connection in burst) == 3  # 6 idle, 3 over the cap
+    assert not poll.transport.closed
+    now[0] = 0.5
+    guard.sweep([*burst, poll])
+    assert guard.counts.evicted == 3  # at the cap now: nobody else goes
