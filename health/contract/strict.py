@@ -1,11 +1,13 @@
 """msgspec structs derived from the pydantic contract: the fast way to vouch for a trajectory.
 
 :func:`strict_trajectory` converts a parsed trajectory with structs derived from the pydantic
-models (names, defaults, bounds, ``extra``, after-validators), strictly: they accept a subset of
-what the contract accepts, with the same values, and ``None`` sends the caller to the contract.
-Decoded straight from JSON (``raw`` names), a conversation's typed items decode into derived
-structs too and its messages, whose model depends on more than their ``type``, meet the contract
-in one call; a conversation outside these forms meets the contract whole.
+models and typed dicts (names, defaults, bounds, ``extra``, after-validators; an annotated type
+with other validators only where :class:`StrictForm` says what they pass unchanged), strictly: they
+accept a subset of what the contract accepts, with the same values, and ``None`` sends the caller
+to the contract. Decoded straight from JSON (``raw`` names), a conversation's typed items decode
+into derived structs too and its messages, whose model depends on more than their ``type``, are
+routed and converted to theirs, the rest meeting the contract in one call; a conversation outside
+these forms meets the contract whole.
 """
 
 from __future__ import annotations
