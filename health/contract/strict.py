@@ -148,12 +148,13 @@ def _own_check(model: Any, before: bool = False) -> None:
 
 @functools.cache
 def derive(
-    model: type[BaseModel], raw: frozenset[str] = frozenset(), tag: str | None = None, before: bool = False
+    model: Any, raw: frozenset[str] = frozenset(), tag: str | None = None, before: bool = False
 ) -> type[msgspec.Struct]:
-    """The strict struct of ``model``, one per model, built on first use; ``raw`` names free-form
-    fields kept as :class:`msgspec.Raw` spans when decoded straight from JSON; ``tag`` makes a
-    conversation item's struct (tagged by its ``type``, refusing unknown keys); ``before``: the
-    caller runs the model's before-validators (:func:`_before`) on what it converts."""
+    """The strict struct of ``model`` (a pydantic model or a typed dict), one per model, built on
+    first use; ``raw`` names free-form fields kept as :class:`msgspec.Raw` spans when decoded
+    straight from JSON; ``tag`` makes a conversation item's struct (tagged by its ``type``,
+    refusing unknown keys); ``before``: the caller runs the model's before-validators
+    (:func:`_before`) on what it converts."""
     _own_check(model, before)
     fields: list[tuple[str, Any, Any]] = []
     own_validators: dict[str, Callable[[Any], Any]] = {}
@@ -218,7 +219,7 @@ def _routed(routed: RoutedItems) -> tuple[Any, Callable[[list[Any]], None]]:
             message_keys.update(dict.fromkeys(name for name in model.model_fields if name != "type"))
         try:
             if kind == "message":
-                forms[tag] = (msgspec.json.Decoder(derive(model, tag=kind, before=True)), _before(model))
+                forms[tag] = (msgspec.json.Decoder(derive(model, tag=kind, before=True)).type, _before(model))
             elif kind == tag:
                 tagged.append(msgspec.json.Decoder(derive(model, tag=tag)).type)  # msgspec checks the types
         except TypeError:  # no strict form: an item of this kind meets the contract
@@ -244,7 +245,7 @@ def _routed(routed: RoutedItems) -> tuple[Any, Callable[[list[Any]], None]]:
                 settled = value
                 for validator in form[1]:
                     settled = validator(settled)
-                convert(settled, form[0].type)
+                convert(settled, form[0])
             except msgspec.ValidationError:  # outside the strict form: the contract decides
                 left.append(value)
         if left:
