@@ -227,7 +227,8 @@ def main() -> int:
     )
     parser.add_argument("--regenerate", action="store_true", help="write the corpus again")
     args = parser.parse_args()
-    print(f"cpus: {os.cpu_count()}, load average (1 min): {os.getloadavg()[0]:.2f}", flush=True)
+    python = sys.version.split()[0]  # NeMo Gym 0.7.0 requires 3.13: compare on it too (a 3.13 venv)
+    print(f"cpus: {os.cpu_count()}, load (1 min): {os.getloadavg()[0]:.2f}, ours on {python}", flush=True)
     outcome = {
         kind: compare(ensure_corpus(kind, args.rollouts, args.regenerate), kind, args)
         for kind in args.corpus or ["healthy", "faulty"]
