@@ -66,9 +66,9 @@ class GroupStore(Protocol):
 
 
 _INDEXED_GROUP = 32
+"""A task group this large gets an identity index instead of a linear scan per new member."""
 _STEP_MASK = 255
 """Long loops over every task call :func:`yield_point` every 256 steps."""
-"""A task group this large gets an identity index instead of a linear scan per new member."""
 _ROLLOUT_POS = {check: pos for pos, check in enumerate(ROLLOUT_CHECK_IDS)}
 _DUPLICATE_CHECK = "rollout_duplicate_identity"
 
